@@ -1,0 +1,77 @@
+# lmtk - non-recursive build.  `make` builds every program under src/<prog>/ (a directory
+# with a main.c) into bin/<prog>; src/lib is linked into all of them.
+#   make deps    install the Debian packages building and testing need (idempotent)
+#   make check   deps + build + every test; last line "N passed, N failed"
+#   make demo    deps + build + the main job end to end on the embedded default
+#   make bench   benchmarks (tests/bench), not part of check
+
+VERSION  := 0.1.0
+CC       ?= gcc
+PREFIX   ?= /usr/local
+BUILD    := build
+CFLAGS   ?= -O2 -g
+CFLAGS   += -std=gnu11 -D_GNU_SOURCE -Wall -Wextra -pthread -Isrc/lib -DLMTK_VERSION='"$(VERSION)"'
+LDLIBS   := -lcurl -ljansson -lpthread -lm
+
+PROGS    := $(patsubst src/%/main.c,%,$(wildcard src/*/main.c))
+BINS     := $(addprefix bin/,$(PROGS))
+LIB_SRC  := $(wildcard src/lib/*.c)
+LIB_OBJ  := $(patsubst src/%.c,$(BUILD)/%.o,$(LIB_SRC))
+LIB_A    := $(BUILD)/liblmtk.a
+UNIT_SRC := $(wildcard tests/unit/*.c)
+UNITS    := $(patsubst tests/unit/%.c,$(BUILD)/tests/%,$(UNIT_SRC))
+
+# Debian packages: build (gcc ... libjansson-dev) and test peers (slurm ... torch).
+DEB_PACKAGES := gcc make pkg-config libc6-dev libcurl4-openssl-dev libjansson-dev libgit2-dev \
+  libopenmpi-dev openmpi-bin libopenblas-dev libpcre2-dev man-db groff-base \
+  slurm-wlm slurmctld slurmd slurm-client munge python3 python3-aiosmtpd \
+  python3-numpy python3-torch git git-lfs lighttpd fcgiwrap util-linux procps
+
+.PHONY: all deps check demo bench clean install
+all: $(BINS)
+
+$(BUILD)/%.o: src/%.c
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS) -MMD -MP -c -o $@ $<
+
+$(LIB_A): $(LIB_OBJ)
+	@rm -f $@
+	ar rcs $@ $^
+
+# bin/<prog>: every .c under src/<prog>/ plus the library.
+.SECONDEXPANSION:
+bin/%: $$(patsubst src/%.c,$(BUILD)/%.o,$$(wildcard src/$$*/*.c)) $(LIB_A)
+	@mkdir -p bin
+	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS)
+
+# tests/unit/<prog>_<what>.c also links src/<prog>/*.o except main.o; lib_<what>.c only the library.
+prog_of   = $(firstword $(subst _, ,$1))
+prog_objs = $(if $(wildcard src/$(call prog_of,$1)/main.c),$(patsubst src/%.c,$(BUILD)/%.o,$(filter-out %/main.c,$(wildcard src/$(call prog_of,$1)/*.c))))
+$(BUILD)/tests/%: tests/unit/%.c $$(call prog_objs,$$*) $(LIB_A)
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS) -Isrc -o $@ $(filter %.c %.o %.a,$^) $(LDLIBS)
+
+deps:
+	@sh tests/deps.sh $(DEB_PACKAGES)
+
+check: deps
+	@$(MAKE) --no-print-directory all $(UNITS)
+	@bash tests/run.sh
+
+demo: deps
+	@$(MAKE) --no-print-directory all
+	@bash tests/demo.sh
+
+bench: all
+	@for b in tests/bench/*.sh; do bash $$b || exit 1; done
+
+install: all
+	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/share/man/man1 $(DESTDIR)$(PREFIX)/share/man/man5 $(DESTDIR)$(PREFIX)/share/man/man7
+	install -m 755 $(BINS) $(DESTDIR)$(PREFIX)/bin
+	install -m 644 man/man1/*.1 $(DESTDIR)$(PREFIX)/share/man/man1
+	install -m 644 man/man7/*.7 $(DESTDIR)$(PREFIX)/share/man/man7
+
+clean:
+	rm -rf $(BUILD) $(BINS)
+
+-include $(shell find $(BUILD) -name '*.d' 2>/dev/null)

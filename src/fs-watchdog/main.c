@@ -1,0 +1,325 @@
+/* fs-watchdog - space, inode and budget watchdog for a training run's filesystems.
+ *
+ * The successor of the BigScience runs' daily fs-watchdog script, with its checks made
+ * configurable (they were hard-coded, with comments contradicting the code):
+ *
+ *   --check PATH:space=85%,inodes=85%   filesystem usage through statvfs, as df computes it
+ *   --budget DIR:400T[,at=75%]          bytes under DIR (apparent sizes, hard links once: du -sb)
+ *   --min-free PATH:100T                space left to unprivileged users (df's Avail)
+ *
+ * Budgets are measured by walk.c, a parallel tree walk (du over 400 TB took the old script a
+ * 2-hour job).  Anything that cannot be checked - a missing mount, an unreadable tree, a bad
+ * config line - is itself an alert and makes the exit status 3, never a crash: a watchdog that
+ * silently stops watching is worse than none.  Exit: 0 all fine, 1 alert, 2 usage, 3 could not
+ * check. */
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/statvfs.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "alert.h"
+#include "msg.h"
+#include "opt.h"
+#include "tlog.h"
+#include "units.h"
+#include "walk.h"
+
+enum kind { K_CHECK, K_BUDGET, K_MINFREE };
+
+struct rule {
+	enum kind kind;
+	char *path;
+	double space, inodes;        /* K_CHECK: thresholds in %, < 0 = not checked */
+	unsigned long long size;     /* K_BUDGET: budget; K_MINFREE: minimum free bytes */
+	double at;                   /* K_BUDGET: alert at this % of the budget */
+};
+
+struct cfg {
+	struct rule *rules;
+	int nrules;
+	int threads;
+	int verbose;
+	int one_fs;
+	struct alert_cfg alert;
+};
+
+enum { O_VERBOSE = 'v', O_CONFIG = 1, O_CHECK, O_BUDGET, O_MINFREE, O_THREADS, O_XDEV };
+
+static const struct opt opts[] = {
+	{"config", O_CONFIG, "FILE", "read settings from FILE: one option per line, without the dashes"},
+	{"check", O_CHECK, "PATH:space=P%,inodes=P%", "alert when PATH's filesystem is this full (repeatable)"},
+	{"budget", O_BUDGET, "DIR:SIZE[,at=P%]", "alert when the tree under DIR reaches P% (default 100%) of SIZE"},
+	{"min-free", O_MINFREE, "PATH:SIZE", "alert when PATH's filesystem has less than SIZE available"},
+	{"threads", O_THREADS, "N", "threads for the budget walk (default: online CPUs)"},
+	{"one-file-system", O_XDEV, NULL, "budget walks stay on DIR's filesystem (du -x)"},
+	{"verbose", O_VERBOSE, NULL, "also print each measurement, not only findings"},
+	{0},
+};
+
+static struct rule *new_rule(struct cfg *c, enum kind k, const char *spec, char **rest,
+			     char *err, size_t errlen)
+{
+	const char *colon = strrchr(spec, ':');
+	struct rule *r;
+
+	/* the last colon: paths may contain colons, the settings after it never do */
+	if (!colon || colon == spec || !colon[1]) {
+		errf(err, errlen, "'%s': expected PATH:SETTINGS", spec);
+		return NULL;
+	}
+	r = realloc(c->rules, sizeof *r * (size_t)(c->nrules + 1));
+	if (!r) {
+		errf(err, errlen, "out of memory");
+		return NULL;
+	}
+	c->rules = r;
+	r = &c->rules[c->nrules];
+	memset(r, 0, sizeof *r);
+	r->kind = k;
+	r->path = strndup(spec, (size_t)(colon - spec));
+	r->space = r->inodes = -1;
+	r->at = 100;
+	*rest = strdup(colon + 1);
+	return r;
+}
+
+static int on_opt(void *ctx, int key, const char *arg, char *err, size_t errlen)
+{
+	struct cfg *c = ctx;
+	struct rule *r;
+	char *rest = NULL, *save = NULL, *item;
+	int rc = 0;
+
+	switch (key) {
+	case O_CONFIG:
+		return 0;  /* read before the command line, see main() */
+	case O_VERBOSE:
+		c->verbose = 1;
+		return 0;
+	case O_XDEV:
+		c->one_fs = 1;
+		return 0;
+	case O_THREADS:
+		c->threads = atoi(arg);
+		if (c->threads < 1 || c->threads > 1024)
+			return errf(err, errlen, "'%s' is not a thread count (1-1024)", arg);
+		return 0;
+	case O_CHECK:
+		if (!(r = new_rule(c, K_CHECK, arg, &rest, err, errlen)))
+			return -1;
+		for (item = strtok_r(rest, ",", &save); item && rc == 0; item = strtok_r(NULL, ",", &save)) {
+			double *dst = strncmp(item, "space=", 6) == 0 ? &r->space
+				    : strncmp(item, "inodes=", 7) == 0 ? &r->inodes : NULL;
+			if (!dst)
+				rc = errf(err, errlen, "'%s': expected space=P%% or inodes=P%%", item);
+			else if (units_percent(strchr(item, '=') + 1, dst) < 0)
+				rc = errf(err, errlen, "'%s': not a percentage", item);
+		}
+		if (rc == 0 && r->space < 0 && r->inodes < 0)
+			rc = errf(err, errlen, "'%s': give space=P%% and/or inodes=P%%", arg);
+		break;
+	case O_BUDGET:
+		if (!(r = new_rule(c, K_BUDGET, arg, &rest, err, errlen)))
+			return -1;
+		item = strtok_r(rest, ",", &save);
+		if (!item || units_size(item, &r->size) < 0 || r->size == 0)
+			rc = errf(err, errlen, "'%s': expected a size such as 400T or 512G", item ? item : "");
+		while (rc == 0 && (item = strtok_r(NULL, ",", &save)))
+			if (strncmp(item, "at=", 3) != 0 || units_percent(item + 3, &r->at) < 0 || r->at <= 0)
+				rc = errf(err, errlen, "'%s': expected at=P%%", item);
+		break;
+	case O_MINFREE:
+		if (!(r = new_rule(c, K_MINFREE, arg, &rest, err, errlen)))
+			return -1;
+		if (units_size(rest, &r->size) < 0)
+			rc = errf(err, errlen, "'%s': expected a size such as 100T", rest);
+		break;
+	default:
+		return errf(err, errlen, "unhandled option");
+	}
+	free(rest);
+	if (rc == 0)
+		c->nrules++;
+	else
+		free(c->rules[c->nrules].path);
+	return rc;
+}
+
+struct run {
+	struct alerts *alerts;
+	int findings, errors;
+	char host[256];
+};
+
+static void finding(struct run *run, const char *key, const char *path, const char *fmt, ...)
+	__attribute__((format(printf, 4, 5)));
+
+static void finding(struct run *run, const char *key, const char *path, const char *fmt, ...)
+{
+	char line[4096], subject[1024], body[8192], stamp[32];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(line, sizeof line, fmt, ap);
+	va_end(ap);
+	tlog_line("%s", line);
+	if (strncmp(key, "error:", 6) == 0)
+		snprintf(subject, sizeof subject, "[ALERT] %s cannot check %s", prog_name, path);
+	else
+		snprintf(subject, sizeof subject, "[ALERT] %s filesystem is getting close to being full", path);
+	snprintf(body, sizeof body,
+		 "***ALERT: %s needs attention***\n\n%s\n\nChecked by %s on %s at %s.\n"
+		 "Please reply to this email once the issue has been taken care of.\n",
+		 path, line, prog_name, run->host, units_fmt_time(time(NULL), stamp, sizeof stamp));
+	alerts_raise(run->alerts, key, subject, body);
+	run->findings++;
+}
+
+static void cannot_check(struct run *run, const char *path, const char *why)
+{
+	char key[4200];
+	snprintf(key, sizeof key, "error:%s", path);
+	finding(run, key, path, "[ALERT] cannot check %s: %s", path, why);
+	run->errors++;
+}
+
+static void check_fs(struct cfg *c, struct run *run, const struct rule *r)
+{
+	struct statvfs sv;
+	char key[4200], a[64], b[64];
+
+	if (statvfs(r->path, &sv) < 0) {
+		cannot_check(run, r->path, strerror(errno));
+		return;
+	}
+	unsigned long long used = (unsigned long long)(sv.f_blocks - sv.f_bfree) * sv.f_frsize;
+	unsigned long long avail = (unsigned long long)sv.f_bavail * sv.f_frsize;
+
+	if (r->kind == K_MINFREE) {
+		if (c->verbose)
+			tlog_line("%s: %s available (minimum %s)", r->path,
+				  units_fmt_size(avail, a, sizeof a), units_fmt_size(r->size, b, sizeof b));
+		if (avail < r->size) {
+			snprintf(key, sizeof key, "min-free:%s", r->path);
+			finding(run, key, r->path,
+				"[ALERT] %s is getting close to being full: %s available, less than the %s minimum",
+				r->path, units_fmt_size(avail, a, sizeof a), units_fmt_size(r->size, b, sizeof b));
+		}
+		return;
+	}
+	if (r->space >= 0) {
+		/* df's Use%: the root-reserved blocks count as neither used nor available */
+		double pct = used + avail ? 100.0 * (double)used / (double)(used + avail) : 0;
+		if (c->verbose)
+			tlog_line("%s: space %.2f%% used (%s of %s; alert at %g%%)", r->path, pct,
+				  units_fmt_size(used, a, sizeof a), units_fmt_size(used + avail, b, sizeof b), r->space);
+		if (pct >= r->space) {
+			snprintf(key, sizeof key, "space:%s", r->path);
+			finding(run, key, r->path,
+				"[ALERT] %s is getting close to being full: space at %.2f%% (%s of %s; alert at %g%%)",
+				r->path, pct, units_fmt_size(used, a, sizeof a),
+				units_fmt_size(used + avail, b, sizeof b), r->space);
+		}
+	}
+	if (r->inodes >= 0) {
+		if (sv.f_files == 0) {  /* btrfs and some network filesystems have no inode limit */
+			if (c->verbose)
+				tlog_line("%s: no inode limit on this filesystem", r->path);
+			return;
+		}
+		unsigned long long iu = sv.f_files - sv.f_ffree;
+		double pct = 100.0 * (double)iu / (double)sv.f_files;
+		if (c->verbose)
+			tlog_line("%s: inodes %.2f%% used (%llu of %llu; alert at %g%%)", r->path, pct, iu,
+				  (unsigned long long)sv.f_files, r->inodes);
+		if (pct >= r->inodes) {
+			snprintf(key, sizeof key, "inodes:%s", r->path);
+			finding(run, key, r->path,
+				"[ALERT] %s is getting close to being full: inodes at %.2f%% (%llu of %llu; alert at %g%%)",
+				r->path, pct, iu, (unsigned long long)sv.f_files, r->inodes);
+		}
+	}
+}
+
+static void check_budget(struct cfg *c, struct run *run, const struct rule *r)
+{
+	struct walk_result w;
+	char err[1024], key[4200], a[64], b[64];
+
+	if (walk_tree(r->path, c->threads, c->one_fs, &w, err, sizeof err) < 0) {
+		cannot_check(run, r->path, err);
+		return;
+	}
+	if (w.errors) {
+		/* a partial sum could hide the very growth we watch for */
+		snprintf(err, sizeof err, "%llu unreadable entries, e.g. %s", w.errors, w.first_error);
+		cannot_check(run, r->path, err);
+	}
+	double pct = 100.0 * (double)w.bytes / (double)r->size;
+	if (c->verbose)
+		tlog_line("%s: %llu bytes (%s) in %llu inodes, %.2f%% of its %s budget (alert at %g%%)",
+			  r->path, w.bytes, units_fmt_size(w.bytes, a, sizeof a), w.inodes, pct,
+			  units_fmt_size(r->size, b, sizeof b), r->at);
+	if (pct >= r->at) {
+		snprintf(key, sizeof key, "budget:%s", r->path);
+		finding(run, key, r->path,
+			"[ALERT] %s is getting close to being full: %s used, %.2f%% of its %s budget (alert at %g%%)",
+			r->path, units_fmt_size(w.bytes, a, sizeof a), pct, units_fmt_size(r->size, b, sizeof b),
+			r->at);
+	}
+}
+
+int main(int argc, char **argv)
+{
+	static struct cfg c;
+	struct optgroup groups[] = {{opts, on_opt, &c}, {alert_opts, alert_opt, &c.alert}, {0}};
+	struct optspec spec = {
+		"[--config FILE] [--check PATH:space=85%,inodes=85%]... [--budget DIR:SIZE]... "
+		"[--min-free PATH:SIZE]... [--mail-to ADDR]... [options]",
+		"Check the run's filesystems: usage and inodes (statvfs), the bytes of directory trees\n"
+		"against budgets (a parallel walk, hard links counted once), and the space left.  Prints\n"
+		"one '[ALERT] ...' line per finding, or 'All partitions are in a good standing'.\n"
+		"Exit 0 fine, 1 alert, 2 usage error, 3 something could not be checked.",
+		groups};
+	static const char *const deny[] = {"config", NULL};
+	struct run run = {0};
+	char err[1024], cfg_err[1024] = "";
+	const char *config;
+	int failed_mail;
+
+	msg_init(argv[0]);
+	alert_cfg_init(&c.alert);
+	/* the config file first, so that the command line overrides it */
+	config = opt_peek(argc, argv, "config");
+	if (config)
+		opt_parse_file(&spec, config, deny, cfg_err, sizeof cfg_err);  /* reported as an alert below */
+	if (opt_parse(&spec, argc, argv) != argc)
+		die(EXIT_USAGE, "unexpected argument; see --help");
+	if (!c.nrules && !cfg_err[0])
+		die(EXIT_USAGE, "nothing to check: give --check, --budget, --min-free or --config");
+
+	gethostname(run.host, sizeof run.host - 1);
+	run.alerts = alerts_begin(&c.alert, err, sizeof err);
+	if (!run.alerts)
+		die(EXIT_FAILED, "%s", err);
+	if (cfg_err[0])
+		cannot_check(&run, config, cfg_err);
+	for (int i = 0; i < c.nrules; i++) {
+		if (c.rules[i].kind == K_BUDGET)
+			check_budget(&c, &run, &c.rules[i]);
+		else
+			check_fs(&c, &run, &c.rules[i]);
+	}
+	if (!run.findings)
+		tlog_line("All partitions are in a good standing");
+	failed_mail = alerts_end(run.alerts, err, sizeof err);
+	if (failed_mail < 0)
+		die(EXIT_FAILED, "%s", err);
+	if (run.errors || failed_mail > 0)
+		return EXIT_FAILED;
+	return run.findings ? EXIT_FINDING : EXIT_OK;
+}

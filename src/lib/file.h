@@ -1,0 +1,18 @@
+/* file - whole-file reads, and writes that a reader (or a crash) never sees half done.
+ *
+ * The data goes to a temporary file in the same directory, is fsynced, renamed over the
+ * destination, and the directory is fsynced so the rename itself survives a power cut.  A
+ * killed writer leaves at most a stray ".PATH.tmp.XXXXXX", never a truncated PATH. */
+#ifndef LMTK_FILE_H
+#define LMTK_FILE_H
+
+#include <stddef.h>
+#include <sys/types.h>
+
+int file_write_atomic(const char *path, const void *data, size_t len, mode_t mode,
+		 char *err, size_t errlen);
+
+/* Reads a whole file into a malloc'd NUL-terminated buffer.  0, or -1 + err (errno kept). */
+int file_read_all(const char *path, char **data, size_t *len, char *err, size_t errlen);
+
+#endif

@@ -1,0 +1,56 @@
+/* opt - command-line and config-file options from one table.
+ *
+ * Each program declares its options once, as a table of {name, key, metavar, help}; the same
+ * table parses argv, prints --help, and (for programs with --config) parses a config file whose
+ * lines are the long option names without the dashes ("check /work:space=85%").  Handlers get
+ * each occurrence in order, so repeatable options (--mail-to A --mail-to B) are just handlers that
+ * append.  Programs can stack several tables (groups), e.g. their own plus the alert options that
+ * every watchdog shares, so shared options are declared and documented in exactly one place.
+ *
+ * Errors: opt_parse() prints "prog: --flag: reason" plus the one-line usage and exits 2;
+ * opt_parse_file() reports "FILE:LINE: reason" to the caller, who decides (a watchdog alerts). */
+#ifndef LMTK_OPT_H
+#define LMTK_OPT_H
+
+#include <stddef.h>
+#include <stdio.h>
+
+struct opt {
+	const char *name;   /* long name, without "--" */
+	int key;            /* given to the handler; a letter also works as "-k" */
+	const char *arg;    /* metavar; NULL for a flag */
+	const char *help;
+};
+
+/* returns 0, or -1 with err filled (the caller adds the option name).  `arg` lives only for the
+ * call (config lines reuse their buffer): keep a copy, not the pointer. */
+typedef int (*opt_fn)(void *ctx, int key, const char *arg, char *err, size_t errlen);
+
+struct optgroup {
+	const struct opt *opts;  /* terminated by {0} */
+	opt_fn fn;
+	void *ctx;
+};
+
+struct optspec {
+	const char *usage;            /* after "usage: prog ", e.g. "--job-name NAME [options]" */
+	const char *about;            /* one paragraph shown by --help */
+	const struct optgroup *groups;/* terminated by {0} */
+};
+
+/* Parses argv; returns the index of the first operand. --help, --version exit 0; errors exit 2. */
+int opt_parse(const struct optspec *spec, int argc, char **argv);
+
+/* Parses a config file of "name value" lines ('#' comments, blank lines ignored).
+ * Options named in `deny` (NULL-terminated, e.g. "config") are refused.  0 or -1 + err. */
+int opt_parse_file(const struct optspec *spec, const char *path, const char *const *deny,
+		   char *err, size_t errlen);
+
+/* The value of --name in argv, if given, before parsing: lets a program read its --config file
+ * first so that the command line overrides it. */
+const char *opt_peek(int argc, char **argv, const char *name);
+
+void opt_usage(const struct optspec *spec, FILE *f);
+void opt_help(const struct optspec *spec, FILE *f);
+
+#endif

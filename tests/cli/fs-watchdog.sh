@@ -1,0 +1,134 @@
+#!/usr/bin/env bash
+# fs-watchdog against real filesystems: tmpfs mounts with size= and nr_inodes= limits, filled
+# across each threshold; alerts delivered to the SMTP sink; budgets checked against du -sb.
+. "$(dirname "$0")/../lib.sh"
+FW=$BIN/fs-watchdog
+SMTP=smtp://127.0.0.1:${LMTK_SMTP_PORT:-1}
+
+# --- usage ---
+expect_rc usage_no_checks_exits_2 2 $FW
+contains usage_no_checks_says_what_to_give "$T/err" 'nothing to check'
+expect_rc usage_bad_percentage_exits_2 2 $FW --check /tmp:space=85x
+contains usage_bad_percentage_names_flag "$T/err" '^fs-watchdog: --check: .*not a percentage'
+expect_rc usage_bad_size_exits_2 2 $FW --budget /tmp:lots
+expect_rc help_exits_0 0 $FW --help
+contains help_lists_budget "$T/out" '--budget DIR:SIZE'
+expect_rc version_exits_0 0 $FW --version
+
+# --- a real small filesystem ---
+M=$T/mnt
+mkdir -p "$M"
+if ! mount -t tmpfs -o size=1m,nr_inodes=40 lmtk-test "$M" 2>"$T/mount.err"; then
+	fail tmpfs_mount "cannot mount tmpfs (need root): $(cat "$T/mount.err")"
+	exit 1
+fi
+trap 'umount -l "$M" 2>/dev/null' EXIT
+
+expect_rc empty_fs_is_healthy 0 $FW --check "$M:space=50%,inodes=50%" --min-free "$M:100K"
+contains empty_fs_says_good_standing "$T/out" 'All partitions are in a good standing$'
+
+# space: 1 MiB tmpfs, 600 KiB file -> ~59%: over 50%, under 70%
+head -c 614400 /dev/zero > "$M/ckpt.bin"
+expect_rc space_over_threshold_alerts 1 $FW --check "$M:space=50%"
+contains space_alert_wording "$T/out" "^\[[0-9-]+ [0-9:]+\] \[ALERT\] $M is getting close to being full: space at 5[0-9]\.[0-9]{2}%"
+lacks space_alert_not_good_standing "$T/out" 'good standing'
+expect_rc space_under_threshold_is_fine 0 $FW --check "$M:space=70%"
+# df is the peer for the percentage
+df_pct=$(df --output=pcent "$M" | tail -1 | tr -dc 0-9)
+ours=$($FW -v --check "$M:space=99%" | sed -n 's/.*space \([0-9.]*\)% used.*/\1/p')
+check space_percent_matches_df [ "$(printf '%.0f' "$ours")" -ge $((df_pct - 1)) -a "$(printf '%.0f' "$ours")" -le "$df_pct" ]
+
+# min-free: 1 MiB - 600 KiB leaves ~424 KiB
+expect_rc min_free_alerts_below 1 $FW --min-free "$M:500K"
+contains min_free_wording "$T/out" "less than the 500.00 KiB minimum"
+expect_rc min_free_fine_above 0 $FW --min-free "$M:300K"
+
+# inodes: nr_inodes=40 (the root dir takes one); 25 more files -> 65%
+for i in $(seq 25); do : > "$M/f$i"; done
+expect_rc inodes_over_threshold_alert 1 $FW --check "$M:inodes=60%"
+contains inodes_alert_wording "$T/out" "inodes at 6[0-9]\.[0-9]{2}% \([0-9]+ of 40; alert at 60%\)"
+expect_rc inodes_under_threshold_fine 0 $FW --check "$M:inodes=80%"
+
+# --- budgets: the walk must agree with du -sb (hard links once, dirs and symlinks counted) ---
+B=$T/tree
+mkdir -p "$B/a/b/c" "$B/empty" "$B/sp ace"
+head -c 100000 /dev/urandom > "$B/a/x"
+head -c 5000 /dev/urandom > "$B/a/b/c/y"
+ln "$B/a/x" "$B/a/b/x-hardlink"
+ln -s ../x "$B/a/b/link"
+printf 'hi' > "$B/sp ace/new
+line"
+du_b=$(du -sb "$B" | cut -f1)
+$FW -v --budget "$B:1G" > "$T/out"
+ours=$(sed -n 's/.*: \([0-9]*\) bytes (.*/\1/p' "$T/out")
+check budget_bytes_equal_du_sb [ "$ours" = "$du_b" ]
+expect_rc budget_over_alerts 1 $FW --budget "$B:$((du_b - 1))"
+contains budget_alert_wording "$T/out" "budget \(alert at 100%\)"
+expect_rc budget_at_pct_alerts 1 $FW --budget "$B:$((du_b * 2)),at=45%"
+expect_rc budget_under_pct_fine 0 $FW --budget "$B:$((du_b * 2)),at=55%"
+
+# --- what cannot be checked is an alert and exit 3 ---
+expect_rc missing_path_exits_3 3 $FW --check "$T/nonexistent:space=50%"
+contains missing_path_alert_names_it "$T/out" "\[ALERT\] cannot check $T/nonexistent: No such file or directory"
+expect_rc missing_budget_dir_exits_3 3 $FW --budget "$T/nonexistent:1G"
+
+# --- config file: same names as the flags ---
+cat > "$T/fw.conf" <<CONF
+# the run's filesystems
+check $M:space=50%
+min-free $M:100K
+CONF
+expect_rc config_alerts_like_flags 1 $FW --config "$T/fw.conf"
+contains config_alert_wording "$T/out" "space at"
+printf 'check %s:space=50%%\nchek %s:space=1%%\n' "$M" "$M" > "$T/bad.conf"
+expect_rc bad_config_exits_3 3 $FW --config "$T/bad.conf"
+contains bad_config_names_file_line "$T/out" "cannot check $T/bad.conf: $T/bad.conf:2: unknown setting 'chek'"
+# rules from the command line add to those of the config file
+expect_rc config_rules_still_apply 1 $FW --config "$T/fw.conf" --min-free "$M:1K"
+
+# --- mail: once, no repeat inside the window, a reminder after it, recovered when cleared ---
+if [ -z "${LMTK_SMTP_PORT:-}" ]; then
+	fail mail_tests "no SMTP sink"
+	exit 1
+fi
+S=$T/fw.state
+mail_clear
+expect_rc mail_first_alert 1 $FW --check "$M:space=50%" --mail-to oncall@example.org --smtp-url $SMTP --state-file "$S"
+wait_for 10 test "$(mail_count)" -ge 1
+check mail_first_alert_sent_one [ "$(mail_count)" = 1 ]
+contains mail_subject "$(ls "$LMTK_SMTP_DIR"/*.eml | head -1)" "^Subject: \[ALERT\] $M filesystem is getting close to being full"
+contains mail_envelope_to "$(ls "$LMTK_SMTP_DIR"/*.eml | head -1)" "^X-Envelope-To: oncall@example.org"
+expect_rc mail_second_run_still_alerts 1 $FW --check "$M:space=50%" --mail-to oncall@example.org --smtp-url $SMTP --state-file "$S"
+sleep 0.5
+check mail_not_repeated_inside_window [ "$(mail_count)" = 1 ]
+sleep 1.2
+expect_rc mail_reminder_run 1 $FW --check "$M:space=50%" --mail-to oncall@example.org --smtp-url $SMTP --state-file "$S" --remind-every 1s
+wait_for 10 test "$(mail_count)" -ge 2
+check mail_reminder_sent [ "$(mail_count)" = 2 ]
+contains mail_reminder_says_still_active "$(ls "$LMTK_SMTP_DIR"/*.eml | tail -1)" "still active"
+rm -f "$M/ckpt.bin"
+expect_rc mail_recovered_run_is_healthy 0 $FW --check "$M:space=50%" --mail-to oncall@example.org --smtp-url $SMTP --state-file "$S"
+wait_for 10 test "$(mail_count)" -ge 3
+contains mail_recovered_subject "$(ls "$LMTK_SMTP_DIR"/*.eml | tail -1)" "^Subject: \[RECOVERED\] $M filesystem is getting close to being full"
+expect_rc mail_healthy_again_sends_nothing 0 $FW --check "$M:space=50%" --mail-to oncall@example.org --smtp-url $SMTP --state-file "$S"
+sleep 0.5
+check mail_no_mail_when_healthy [ "$(mail_count)" = 3 ]
+
+# a mail server that is down: the alert is printed, the exit says the job was not done, and
+# the next run retries (the state does not claim it was mailed)
+head -c 614400 /dev/zero > "$M/ckpt.bin"
+S2=$T/fw2.state
+expect_rc mail_server_down_exits_3 3 $FW --check "$M:space=50%" --mail-to oncall@example.org --smtp-url smtp://127.0.0.1:1 --state-file "$S2"
+contains mail_server_down_says_so "$T/err" "mail to oncall@example.org via smtp://127.0.0.1:1 failed"
+mail_clear
+expect_rc mail_retried_next_run 1 $FW --check "$M:space=50%" --mail-to oncall@example.org --smtp-url $SMTP --state-file "$S2"
+wait_for 10 test "$(mail_count)" -ge 1
+check mail_retry_delivered [ "$(mail_count)" = 1 ]
+
+# --log appends the same lines
+expect_rc log_run 1 $FW --check "$M:space=50%" --log "$T/main_log.txt" --no-mail
+contains log_has_alert_line "$T/main_log.txt" '\[ALERT\] .* space at'
+
+# secrets never in argv: a URL with a password is refused
+expect_rc smtp_password_in_url_refused 2 $FW --check "$M:space=50%" --smtp-url smtp://u:pw@127.0.0.1:25
+contains smtp_password_refusal_explains "$T/err" 'smtp-auth-file'

@@ -1,0 +1,34 @@
+# Sourced by every tests/cli/*.sh.  A test prints one protocol line per case:
+#   "ok NAME", "FAIL NAME: why" or "skip NAME: why"; tests/run.sh counts them.
+# Fixtures started by run.sh are described by the environment: SLURM_CONF (local cluster),
+# LMTK_SMTP_PORT / LMTK_SMTP_DIR (SMTP sink), LMTK_TMP (a scratch dir removed at the end).
+set -u
+TOP=${TOP:-$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)}
+BIN=$TOP/bin
+T=$(mktemp -d "${LMTK_TMP:-/tmp}/t.XXXXXX")
+
+ok()   { echo "ok $1"; }
+fail() { echo "FAIL $1: ${2:-}"; }
+skip() { echo "skip $1: $2"; }
+
+# check NAME COND...: ok when the command succeeds
+check() { local n=$1; shift; if "$@"; then ok "$n"; else fail "$n" "command failed: $*"; fi; }
+
+# expect_rc NAME RC CMD...: runs CMD with stdout in $T/out, stderr in $T/err; ok if exit == RC
+expect_rc() {
+  local n=$1 want=$2; shift 2
+  "$@" >"$T/out" 2>"$T/err"; local rc=$?
+  if [ "$rc" = "$want" ]; then ok "$n"; return 0; fi
+  fail "$n" "exit $rc, wanted $want; stderr: $(head -c 400 "$T/err")"; return 1
+}
+
+# contains NAME FILE PATTERN (grep -E)
+contains()  { if grep -Eq -- "$3" "$2"; then ok "$1"; else fail "$1" "no /$3/ in $2: $(head -c 400 "$2")"; fi; }
+lacks()     { if grep -Eq -- "$3" "$2"; then fail "$1" "unexpected /$3/ in $2"; else ok "$1"; fi; }
+
+# wait_for SECONDS CMD...: poll until CMD succeeds
+wait_for() { local end=$((SECONDS + $1)); shift; until "$@"; do [ $SECONDS -ge $end ] && return 1; sleep 0.2; done; }
+
+# Mails received by the SMTP sink, one file each (*.eml)
+mail_count() { ls "$LMTK_SMTP_DIR"/*.eml 2>/dev/null | wc -l; }
+mail_clear() { rm -f "$LMTK_SMTP_DIR"/*.eml; }
