@@ -148,6 +148,7 @@ static int add_nodes(char *const argv[], struct node **v, int *n, int *cap, char
 		nd->name = strdup(f[0]);
 		nd->state = strdup(f[1]);
 		nd->partition = strdup(f[2]);
+		nd->partition[strcspn(nd->partition, "*")] = '\0';  /* "debug*": the default partition */
 		nd->reason = strdup(strcmp(f[3], "none") ? f[3] : "no reason given");
 	}
 	run_free(&r);

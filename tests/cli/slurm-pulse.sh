@@ -1,0 +1,133 @@
+#!/usr/bin/env bash
+# slurm-pulse against the real local cluster (tests/fixtures/slurm-cluster.sh) and SMTP sink:
+# every PULSE wording, the alerts, dedup and recovery, hangs, drained nodes, SLURM unreachable.
+. "$(dirname "$0")/../lib.sh"
+SP=$BIN/slurm-pulse
+SMTP=smtp://127.0.0.1:${LMTK_SMTP_PORT:-1}
+if ! sinfo >/dev/null 2>&1; then
+	fail slurm_cluster_available "sinfo fails with SLURM_CONF=${SLURM_CONF:-unset}: the fixture did not start"
+	exit 1
+fi
+P="tp$$"                       # job names unique to this run
+NAME="$P tr 13B; run's (main)"  # spaces and shell metacharacters on purpose
+cleanup() {
+	squeue --noheader --format=%A\ %j | awk -v p="$P" 'index($0, p) {print $1}' | xargs -r scancel
+	scontrol update nodename=n2 state=resume >/dev/null 2>&1
+}
+trap cleanup EXIT
+running() { [ "$(squeue --noheader --name="$1" --states=RUNNING --format=%i | wc -l)" -ge 1 ]; }
+mails_with() { grep -l -- "$1" "$LMTK_SMTP_DIR"/*.eml 2>/dev/null | wc -l; }
+
+# --- usage -----------------------------------------------------------------------------------
+expect_rc usage_needs_job_name 2 $SP
+contains usage_names_missing_flag "$T/err" -- '--job-name is required'
+expect_rc usage_bad_regex 2 $SP --job-name 'a(' --regex
+contains usage_bad_regex_says_why "$T/err" 'bad regular expression'
+expect_rc usage_grace_needs_require_running 2 $SP --job-name x --grace 30
+expect_rc usage_bad_duration 2 $SP --job-name x --stale-after soon
+expect_rc help_exits_0 0 $SP --help
+contains help_lists_progress_log "$T/out" -- '--progress-log FILE'
+
+# --- nothing running or scheduled: alert, one mail, no second mail, recovered later ----------
+S=$T/pulse.state
+mail_clear
+expect_rc none_exits_1 1 $SP --job-name "$NAME" --mail-to oncall@example.org --smtp-url $SMTP --state-file "$S" --log "$T/main_log.txt"
+contains none_alert_wording "$T/out" "^\[[0-9]{4}-[0-9]{2}-[0-9]{2} [0-9:]{8}\] PULSE: \*\*\*ALERT: $P tr 13B; run's \(main\) is not RUNNING or SCHEDULED! Alert someone at Eng WG\*\*\*$"
+contains none_alert_appended_to_log "$T/main_log.txt" 'is not RUNNING or SCHEDULED'
+wait_for 10 test "$(mail_count)" -ge 1
+check none_one_mail [ "$(mail_count)" = 1 ]
+contains none_mail_subject "$LMTK_SMTP_DIR/000001.eml" "^Subject: \[ALERT\] $P tr 13B; run's \(main\) is neither running nor scheduled to run"
+contains none_mail_body "$LMTK_SMTP_DIR/000001.eml" "is neither RUNNING nor SCHEDULED! Alert someone at Eng WG"
+expect_rc none_again_exits_1 1 $SP --job-name "$NAME" --mail-to oncall@example.org --smtp-url $SMTP --state-file "$S"
+sleep 0.5
+check none_no_second_mail_in_window [ "$(mail_count)" = 1 ]
+
+# --- a job array: one task running, the rest pending on the array limit ----------------------
+ARR=$(sbatch --parsable --job-name="$NAME" --array=1-3%1 --output=/dev/null --wrap 'sleep 300')
+wait_for 20 running "$NAME"
+expect_rc array_running_exits_0 0 $SP --job-name "$NAME" --mail-to oncall@example.org --smtp-url $SMTP --state-file "$S"
+contains array_running_line "$T/out" "PULSE: $P tr 13B; run's \(main\) is running for [0-9:]+ since [0-9T:-]+ \(${ARR}_1 on 'debug' partition \(n[12]\)$"
+contains array_limit_line "$T/out" "PULSE: $P tr 13B; run's \(main\) is waiting for the previous Job Array job to finish before scheduling a new one \(${ARR}_\[2-3%1\] on 'debug' partition\)$"
+wait_for 10 test "$(mail_count)" -ge 2
+contains recovered_mail_sent "$LMTK_SMTP_DIR/000002.eml" "^Subject: \[RECOVERED\] $P tr 13B; run's \(main\) is neither running nor scheduled to run"
+expect_rc healthy_again_exits_0 0 $SP --job-name "$NAME" --mail-to oncall@example.org --smtp-url $SMTP --state-file "$S"
+sleep 0.5
+check healthy_sends_no_mail [ "$(mail_count)" = 2 ]
+
+# --- pending on a dependency; scheduled with a start time; waiting to be scheduled -----------
+DEP="$P-dep"
+sbatch --parsable --job-name="$DEP" --dependency=afterok:"$ARR" --output=/dev/null --wrap true >/dev/null
+expect_rc dependency_exits_0 0 $SP --job-name "$DEP"
+contains dependency_line "$T/out" "PULSE: $DEP is waiting for the previous job to finish before scheduling a new one using the dependency mechanism \([0-9]+ on 'debug' partition\)$"
+LATER="$P-later"
+sbatch --parsable --job-name="$LATER" --begin=now+1hour --output=/dev/null --wrap true >/dev/null
+expect_rc scheduled_exits_0 0 $SP --job-name "$LATER"
+contains scheduled_line "$T/out" "PULSE: $LATER is scheduled to start in (0:5[89]:[0-9]{2}|1:00:00) \(at [0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9:]{8}\) \([0-9]+ on 'debug' partition\)$"
+HELD="$P-held"
+sbatch --parsable --job-name="$HELD" --hold --output=/dev/null --wrap true >/dev/null
+expect_rc waiting_exits_0 0 $SP --job-name "$HELD"
+contains waiting_line "$T/out" "PULSE: $HELD is waiting to be scheduled \([0-9]+ on 'debug' partition\)$"
+
+# --- exclusive reservations: pending is not enough -------------------------------------------
+expect_rc require_running_pending_alerts 1 $SP --job-name "$HELD" --require-running
+contains require_running_wording "$T/out" "\*\*\*ALERT: $HELD is SCHEDULED but not RUNNING \(pending for 0:00:[0-9]{2}\)"
+expect_rc require_running_within_grace_ok 0 $SP --job-name "$HELD" --require-running --grace 30
+expect_rc require_running_running_ok 0 $SP --job-name "$NAME" --require-running
+
+# --- regex, users ----------------------------------------------------------------------------
+expect_rc regex_matches_several 0 $SP --regex --job-name "$P-(dep|later)"
+check regex_reports_both [ "$(grep -c 'PULSE:' "$T/out")" = 2 ]
+expect_rc regex_is_anchored 1 $SP --regex --job-name "$P-de"
+expect_rc user_filter_keeps_owner 0 $SP --job-name "$DEP" --user root
+expect_rc user_filter_drops_others 1 $SP --job-name "$DEP" --user nobody
+expect_rc group_filter 0 $SP --job-name "$DEP" --group root
+expect_rc group_unknown_is_usage_error 2 $SP --job-name "$DEP" --group no-such-group-lmtk
+
+# --- hang detection --------------------------------------------------------------------------
+LOG=$T/train_log.txt
+printf ' iteration      100/  200000 | consumed samples: 3200 | lm loss: 2.7E+00 |\n[2026-01-01 00:00:00] PULSE: something else\n' > "$LOG"
+touch -d '-2 hours' "$LOG"
+sleep 3   # the running task must be older than --stale-after
+HS=$T/hang.state
+mail_clear
+expect_rc stale_log_alerts 1 $SP --job-name "$NAME" --progress-log "$LOG" --stale-after 2s --state-file "$HS" --mail-to oncall@example.org --smtp-url $SMTP
+contains stale_names_last_iteration "$T/out" "seems to hang: no new iteration line in $LOG for [0-9:]+ \(last: iteration 100, seen at [0-9-]+ [0-9:]+\)"
+wait_for 10 test "$(mail_count)" -ge 1
+check stale_mail_sent [ "$(mails_with 'seems to hang')" = 1 ]
+expect_rc fresh_log_is_fine 0 $SP --job-name "$NAME" --progress-log "$LOG" --stale-after 60m
+printf ' iteration      101/  200000 | consumed samples: 3232 |\n' >> "$LOG"
+expect_rc new_iteration_clears 0 $SP --job-name "$NAME" --progress-log "$LOG" --stale-after 2s --state-file "$HS" --mail-to oncall@example.org --smtp-url $SMTP
+wait_for 10 test "$(mails_with RECOVERED)" -ge 1
+check stale_recovered_mail [ "$(mails_with 'RECOVERED.*seems to hang')" = 1 ]
+# the same iteration for longer than the limit, although the file keeps changing (other writers)
+sleep 3
+echo "[2026-01-01 00:00:00] PULSE: unrelated line" >> "$LOG"
+expect_rc same_iteration_goes_stale 1 $SP --job-name "$NAME" --progress-log "$LOG" --stale-after 2s --state-file "$HS"
+contains stale_again_names_101 "$T/out" "last: iteration 101"
+expect_rc stale_ignored_for_young_job 0 $SP --job-name "$NAME" --progress-log "$LOG" --stale-after 60m
+
+# --- drained node: named with its reason, so the next sbatch can --exclude it ----------------
+scontrol update nodename=n2 state=drain reason="lmtk-test bad gpu"
+mail_clear
+expect_rc drained_node_alerts 1 $SP --job-name "$NAME" --state-file "$T/node.state" --mail-to oncall@example.org --smtp-url $SMTP
+contains drained_node_named "$T/out" "ALERT: node n2 is (drained|draining|mixed\+drain)[^:]*: lmtk-test bad gpu \('debug' partition\) - add --exclude=n2"
+lacks healthy_node_not_named "$T/out" "node n1 is"
+wait_for 10 test "$(mail_count)" -ge 1
+contains drained_mail_subject "$(ls "$LMTK_SMTP_DIR"/*.eml | head -1)" "^Subject: \[ALERT\] .*node n2 is"
+scontrol update nodename=n2 state=resume
+wait_for 10 sh -c "sinfo --noheader -n n2 -o %T | grep -qv '[*]'"
+expect_rc resumed_node_clears 0 $SP --job-name "$NAME" --state-file "$T/node.state" --mail-to oncall@example.org --smtp-url $SMTP
+wait_for 10 test "$(mails_with RECOVERED)" -ge 1
+check resumed_node_recovered_mail [ "$(mails_with 'RECOVERED.*node n2')" = 1 ]
+
+# --- SLURM unreachable: the controller is not running -> alert, exit 3 -------------------------
+dead=$T/dead-slurm.conf
+port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+sed "s/^SlurmctldPort=.*/SlurmctldPort=$port/" "$SLURM_CONF" > "$dead"
+mail_clear
+SLURM_CONF=$dead expect_rc unreachable_exits_3 3 $SP --job-name "$NAME" --mail-to oncall@example.org --smtp-url $SMTP
+contains unreachable_alert "$T/out" "PULSE: \*\*\*ALERT: cannot check $P tr 13B; run's \(main\): SLURM is unreachable: squeue failed"
+wait_for 10 test "$(mail_count)" -ge 1
+contains unreachable_mail "$(ls "$LMTK_SMTP_DIR"/*.eml | head -1)" "^Subject: \[ALERT\] cannot check .*: SLURM is unreachable"
+PATH=/nonexistent expect_rc squeue_missing_exits_3 3 $SP --job-name "$NAME" --no-mail
+contains squeue_missing_says_so "$T/out" "squeue: No such file or directory"
