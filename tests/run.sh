@@ -16,11 +16,9 @@ export LMTK_TMP
 passed=0 failed=0 skipped=0
 failures=()
 
+. tests/fixtures/fixtures.sh
 cleanup() {
-	[ -d "$LMTK_TMP/slurm" ] && bash tests/fixtures/slurm-cluster.sh stop "$LMTK_TMP/slurm" >/dev/null 2>&1
-	if [ -f "$LMTK_TMP/smtp/pid" ]; then
-		kill "$(cat "$LMTK_TMP/smtp/pid")" 2>/dev/null
-	fi
+	fixtures_stop "$LMTK_TMP"
 	# tests mount tmpfs filesystems under LMTK_TMP; never rm -rf through a mount
 	grep -F " $LMTK_TMP/" /proc/mounts | awk '{print $2}' | sort -r | xargs -r -n1 umount -l 2>/dev/null
 	rm -rf "$LMTK_TMP"
@@ -29,22 +27,7 @@ trap cleanup EXIT
 trap 'exit 130' INT TERM
 
 # --- fixtures ---------------------------------------------------------------------------------
-mkdir -p "$LMTK_TMP/smtp" "$LMTK_TMP/slurm"
-/usr/bin/python3 tests/fixtures/smtp-sink.py "$LMTK_TMP/smtp" >"$LMTK_TMP/smtp.log" 2>&1 &
-for _ in $(seq 100); do [ -f "$LMTK_TMP/smtp/port" ] && break; sleep 0.1; done
-if [ -f "$LMTK_TMP/smtp/port" ]; then
-	export LMTK_SMTP_PORT=$(cat "$LMTK_TMP/smtp/port") LMTK_SMTP_DIR=$LMTK_TMP/smtp
-	echo "fixture: SMTP sink on 127.0.0.1:$LMTK_SMTP_PORT"
-else
-	echo "fixture: SMTP sink did not start: $(tail -5 "$LMTK_TMP/smtp.log")"
-fi
-if out=$(bash tests/fixtures/slurm-cluster.sh start "$LMTK_TMP/slurm" 2>"$LMTK_TMP/slurm.err"); then
-	eval "$out"
-	echo "fixture: SLURM cluster up (SLURM_CONF=$SLURM_CONF)"
-else
-	echo "fixture: SLURM cluster did not start:"; sed 's/^/  /' "$LMTK_TMP/slurm.err" | tail -20
-	export SLURM_CONF=$LMTK_TMP/slurm/missing.conf  # tests that need it fail, loudly
-fi
+fixtures_start "$LMTK_TMP"
 
 # --- tests ------------------------------------------------------------------------------------
 count() {  # reads protocol lines from stdin, echoes them, updates the counters
