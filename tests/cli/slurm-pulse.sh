@@ -120,14 +120,20 @@ expect_rc resumed_node_clears 0 $SP --job-name "$NAME" --state-file "$T/node.sta
 wait_for 10 test "$(mails_with RECOVERED)" -ge 1
 check resumed_node_recovered_mail [ "$(mails_with 'RECOVERED.*node n2')" = 1 ]
 
-# --- SLURM unreachable: the controller is not running -> alert, exit 3 -------------------------
-dead=$T/dead-slurm.conf
-port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
-sed "s/^SlurmctldPort=.*/SlurmctldPort=$port/" "$SLURM_CONF" > "$dead"
-mail_clear
-SLURM_CONF=$dead expect_rc unreachable_exits_3 3 $SP --job-name "$NAME" --mail-to oncall@example.org --smtp-url $SMTP
-contains unreachable_alert "$T/out" "PULSE: \*\*\*ALERT: cannot check $P tr 13B; run's \(main\): SLURM is unreachable: squeue failed"
-wait_for 10 test "$(mail_count)" -ge 1
-contains unreachable_mail "$(ls "$LMTK_SMTP_DIR"/*.eml | head -1)" "^Subject: \[ALERT\] cannot check .*: SLURM is unreachable"
+# --- SLURM stopped: a second cluster of our own, shut down -> alert, exit 3 ----------------------
+C2=$T/cluster2
+mkdir -p "$C2"
+if out=$(bash "$TOP/tests/fixtures/slurm-cluster.sh" start "$C2" 2>"$T/c2.err"); then
+	conf2=$(sed -n 's/^export SLURM_CONF=//p' <<<"$out")
+	SLURM_CONF=$conf2 expect_rc second_cluster_answers 1 $SP --job-name "$NAME" --no-mail
+	bash "$TOP/tests/fixtures/slurm-cluster.sh" stop "$C2"
+	mail_clear
+	SLURM_CONF=$conf2 expect_rc slurm_stopped_exits_3 3 $SP --job-name "$NAME" --mail-to oncall@example.org --smtp-url $SMTP
+	contains slurm_stopped_alert "$T/out" "PULSE: \*\*\*ALERT: cannot check $P tr 13B; run's \(main\): SLURM is unreachable: squeue failed .*Unable to contact slurm controller"
+	wait_for 10 test "$(mail_count)" -ge 1
+	contains slurm_stopped_mail "$(ls "$LMTK_SMTP_DIR"/*.eml | head -1)" "^Subject: \[ALERT\] cannot check .*: SLURM is unreachable"
+else
+	fail second_cluster_start "$(tail -5 "$T/c2.err")"
+fi
 PATH=/nonexistent expect_rc squeue_missing_exits_3 3 $SP --job-name "$NAME" --no-mail
 contains squeue_missing_says_so "$T/out" "squeue: No such file or directory"
