@@ -50,7 +50,7 @@ jobs=("$FOLDER"/*.slurm)
 [ ${#jobs[@]} -eq 0 ] && log "no jobs in $FOLDER"
 for f in "${jobs[@]}"; do
 	name=$(basename "$f" .slurm)
-	queued=$(squeue --noheader --name="$name" --states=PENDING --format=%i 2>/dev/null | head -1)
+	queued=$(squeue --noheader --me --name="$name" --states=PENDING --format=%i 2>/dev/null | head -1)
 	if [ -n "$queued" ]; then
 		log "$name: previous run still queued (job $queued), not queueing another"
 		continue

@@ -32,3 +32,5 @@ wait_for() { local end=$((SECONDS + $1)); shift; until "$@"; do [ $SECONDS -ge $
 # Mails received by the SMTP sink, one file each (*.eml)
 mail_count() { ls "$LMTK_SMTP_DIR"/*.eml 2>/dev/null | wc -l; }
 mail_clear() { rm -f "$LMTK_SMTP_DIR"/*.eml; }
+first_mail() { ls "$LMTK_SMTP_DIR"/*.eml 2>/dev/null | head -1; }
+last_mail()  { ls "$LMTK_SMTP_DIR"/*.eml 2>/dev/null | tail -1; }

@@ -51,10 +51,29 @@ static const struct opt opts[] = {
 	{0},
 };
 
+/* Is `item` one of the comma-separated names in `list`? (exact: "gpu" is not in "gpu_p5") */
+static int list_has(const char *list, const char *item)
+{
+	size_t n = strlen(item);
+	for (const char *p = list; *p;) {
+		const char *e = strchr(p, ',');
+		size_t len = e ? (size_t)(e - p) : strlen(p);
+		if (len == n && strncmp(p, item, n) == 0)
+			return 1;
+		if (!e)
+			break;
+		p = e + 1;
+	}
+	return 0;
+}
+
+/* Appends to a comma-separated list, once. */
 static int list_add(char *list, size_t cap, const char *item, char *err, size_t errlen)
 {
 	if (!*item || strchr(item, ','))
 		return errf(err, errlen, "'%s' is not a name", item);
+	if (list_has(list, item))
+		return 0;
 	if (strlen(list) + strlen(item) + 2 > cap)
 		return errf(err, errlen, "too many names");
 	if (*list)
@@ -69,7 +88,11 @@ static int on_opt(void *ctx, int key, const char *arg, char *err, size_t errlen)
 	switch (key) {
 	case O_NAME: c->name = strdup(arg); return 0;
 	case O_REGEX: c->regex = 1; return 0;
-	case O_USER: return list_add(c->users, sizeof c->users, arg, err, errlen);
+	case O_USER:
+		/* squeue fails on an unknown user, which would read as "SLURM unreachable" */
+		if (!getpwnam(arg))
+			return errf(err, errlen, "no such user '%s'", arg);
+		return list_add(c->users, sizeof c->users, arg, err, errlen);
 	case O_GROUP: c->group = strdup(arg); return 0;
 	case O_PART: return list_add(c->partitions, sizeof c->partitions, arg, err, errlen);
 	case O_REQ: c->require_running = 1; return 0;
@@ -101,7 +124,7 @@ static void add_group(struct cfg *c)
 	gid_t gid = g->gr_gid;
 	setpwent();
 	while ((pw = getpwent()))
-		if (pw->pw_gid == gid && !strstr(c->users, pw->pw_name))
+		if (pw->pw_gid == gid)
 			list_add(c->users, sizeof c->users, pw->pw_name, err, sizeof err);
 	endpwent();
 	if (!*c->users)
@@ -167,14 +190,23 @@ static void raisef(struct alerts *a, const char *key, const char *subject, const
 
 /* Hang detection for a running job: see progress.h for what can be known and how.
  * Returns 1 if it raised an alert. */
-static int check_progress(struct cfg *c, struct alerts *a, const struct job *run, time_t now)
+struct progress {
+	int r;            /* progress_last_iteration()'s result */
+	long long iter;
+	time_t mtime;
+	char err[1024];
+};
+
+static int check_progress(struct cfg *c, struct alerts *a, const struct job *run,
+			  const struct progress *pg, time_t now)
 {
 	json_t *data = alerts_data(a);
 	json_t *seen = json_object_get(data, "progress");
-	long long iter = -1, prev_iter = -2;
-	time_t mtime = 0, since;
-	char err[1024], stamp[32], delta[64], subject[1024];
-	int r = progress_last_iteration(c->progress_log, &iter, &mtime, err, sizeof err);
+	long long iter = pg->iter, prev_iter = -2;
+	time_t since, ref;
+	char stamp[32], delta[64], subject[1024];
+	const char *err = pg->err;
+	int r = pg->r;
 
 	if (r < 0 && run->start_t && now - run->start_t < c->stale_after)
 		return 0;  /* the job may not have created its log yet */
@@ -192,12 +224,16 @@ static int check_progress(struct cfg *c, struct alerts *a, const struct job *run
 	if (r == 1 && iter == prev_iter)
 		since = (time_t)json_integer_value(json_object_get(seen, "since"));
 	else
-		since = mtime < now ? mtime : now;  /* upper bound on when that line was written */
+		since = pg->mtime < now ? pg->mtime : now;  /* upper bound on when that line was written */
 	json_object_set_new(data, "progress", json_pack("{s:s, s:I, s:I}", "log", c->progress_log,
 		"iteration", (json_int_t)iter, "since", (json_int_t)since));
 
-	/* a job that started after the last iteration line gets the full period from its start */
-	time_t ref = run->start_t > since ? run->start_t : since;
+	/* a job that started after the last iteration line gets the full period from its start; with
+	 * no iteration line at all, only the start counts (other writers keep touching the file) */
+	if (r == 0 && run->start_t)
+		ref = run->start_t;
+	else
+		ref = run->start_t > since ? run->start_t : since;
 	if (now - ref < c->stale_after)
 		return 0;
 	units_fmt_delta((long)(now - ref), delta, sizeof delta);
@@ -234,12 +270,11 @@ static void check_nodes(struct cfg *c, struct alerts *a, const struct job *jobs,
 	for (int i = 0; i < n; i++) {
 		if (!match[i])
 			continue;
-		/* a job may list several partitions ("a,b") while pending */
-		if (!strstr(parts, jobs[i].partition) && strlen(parts) + strlen(jobs[i].partition) + 2 < sizeof parts) {
-			if (*parts)
-				strcat(parts, ",");
-			strcat(parts, jobs[i].partition);
-		}
+		/* a pending job may list several partitions ("a,b") */
+		char *plist = strdup(jobs[i].partition), *save = NULL;
+		for (char *p = strtok_r(plist, ",", &save); p; p = strtok_r(NULL, ",", &save))
+			list_add(parts, sizeof parts, p, err, sizeof err);
+		free(plist);
 		if (*jobs[i].nodelist && strlen(nodes) + strlen(jobs[i].nodelist) + 2 < sizeof nodes) {
 			if (*nodes)
 				strcat(nodes, ",");
@@ -285,6 +320,7 @@ int main(int argc, char **argv)
 	int n, running = 0, pending = 0, findings = 0, failed_mail, rc;
 	time_t now = time(NULL), oldest_pending = 0;
 	const struct job *first_running = NULL;
+	struct progress pg = {0, -1, 0, ""};
 
 	msg_init(argv[0]);
 	alert_cfg_init(&c.alert);
@@ -309,6 +345,9 @@ int main(int argc, char **argv)
 	a = alerts_begin(&c.alert, err, sizeof err);
 	if (!a)
 		die(EXIT_FAILED, "%s", err);
+	/* read the progress log before writing anything: it is often also the --log */
+	if (c.progress_log)
+		pg.r = progress_last_iteration(c.progress_log, &pg.iter, &pg.mtime, pg.err, sizeof pg.err);
 
 	n = slurm_jobs(*c.users ? c.users : NULL, &jobs, err, sizeof err);
 	if (n < 0) {
@@ -362,7 +401,7 @@ int main(int argc, char **argv)
 		}
 	}
 	if (running && c.progress_log)
-		findings += check_progress(&c, a, first_running, now);
+		findings += check_progress(&c, a, first_running, &pg, now);
 	check_nodes(&c, a, jobs, n, match, &findings);
 
 	failed_mail = alerts_end(a, err, sizeof err);

@@ -96,8 +96,8 @@ mail_clear
 expect_rc mail_first_alert 1 $FW --check "$M:space=50%" --mail-to oncall@example.org --smtp-url $SMTP --state-file "$S"
 wait_for 10 test "$(mail_count)" -ge 1
 check mail_first_alert_sent_one [ "$(mail_count)" = 1 ]
-contains mail_subject "$(ls "$LMTK_SMTP_DIR"/*.eml | head -1)" "^Subject: \[ALERT\] $M filesystem is getting close to being full"
-contains mail_envelope_to "$(ls "$LMTK_SMTP_DIR"/*.eml | head -1)" "^X-Envelope-To: oncall@example.org"
+contains mail_subject "$(first_mail)" "^Subject: \[ALERT\] $M filesystem is getting close to being full"
+contains mail_envelope_to "$(first_mail)" "^X-Envelope-To: oncall@example.org"
 expect_rc mail_second_run_still_alerts 1 $FW --check "$M:space=50%" --mail-to oncall@example.org --smtp-url $SMTP --state-file "$S"
 sleep 0.5
 check mail_not_repeated_inside_window [ "$(mail_count)" = 1 ]
@@ -105,11 +105,11 @@ sleep 1.2
 expect_rc mail_reminder_run 1 $FW --check "$M:space=50%" --mail-to oncall@example.org --smtp-url $SMTP --state-file "$S" --remind-every 1s
 wait_for 10 test "$(mail_count)" -ge 2
 check mail_reminder_sent [ "$(mail_count)" = 2 ]
-contains mail_reminder_says_still_active "$(ls "$LMTK_SMTP_DIR"/*.eml | tail -1)" "still active"
+contains mail_reminder_says_still_active "$(last_mail)" "still active"
 rm -f "$M/ckpt.bin"
 expect_rc mail_recovered_run_is_healthy 0 $FW --check "$M:space=50%" --mail-to oncall@example.org --smtp-url $SMTP --state-file "$S"
 wait_for 10 test "$(mail_count)" -ge 3
-contains mail_recovered_subject "$(ls "$LMTK_SMTP_DIR"/*.eml | tail -1)" "^Subject: \[RECOVERED\] $M filesystem is getting close to being full"
+contains mail_recovered_subject "$(last_mail)" "^Subject: \[RECOVERED\] $M filesystem is getting close to being full"
 expect_rc mail_healthy_again_sends_nothing 0 $FW --check "$M:space=50%" --mail-to oncall@example.org --smtp-url $SMTP --state-file "$S"
 sleep 0.5
 check mail_no_mail_when_healthy [ "$(mail_count)" = 3 ]

@@ -36,8 +36,8 @@ contains none_alert_wording "$T/out" "^\[[0-9]{4}-[0-9]{2}-[0-9]{2} [0-9:]{8}\] 
 contains none_alert_appended_to_log "$T/main_log.txt" 'is not RUNNING or SCHEDULED'
 wait_for 10 test "$(mail_count)" -ge 1
 check none_one_mail [ "$(mail_count)" = 1 ]
-contains none_mail_subject "$LMTK_SMTP_DIR/000001.eml" "^Subject: \[ALERT\] $P tr 13B; run's \(main\) is neither running nor scheduled to run"
-contains none_mail_body "$LMTK_SMTP_DIR/000001.eml" "is neither RUNNING nor SCHEDULED! Alert someone at Eng WG"
+contains none_mail_subject "$(first_mail)" "^Subject: \[ALERT\] $P tr 13B; run's \(main\) is neither running nor scheduled to run"
+contains none_mail_body "$(first_mail)" "is neither RUNNING nor SCHEDULED! Alert someone at Eng WG"
 expect_rc none_again_exits_1 1 $SP --job-name "$NAME" --mail-to oncall@example.org --smtp-url $SMTP --state-file "$S"
 sleep 0.5
 check none_no_second_mail_in_window [ "$(mail_count)" = 1 ]
@@ -49,7 +49,7 @@ expect_rc array_running_exits_0 0 $SP --job-name "$NAME" --mail-to oncall@exampl
 contains array_running_line "$T/out" "PULSE: $P tr 13B; run's \(main\) is running for [0-9:]+ since [0-9T:-]+ \(${ARR}_1 on 'debug' partition \(n[12]\)$"
 contains array_limit_line "$T/out" "PULSE: $P tr 13B; run's \(main\) is waiting for the previous Job Array job to finish before scheduling a new one \(${ARR}_\[2-3%1\] on 'debug' partition\)$"
 wait_for 10 test "$(mail_count)" -ge 2
-contains recovered_mail_sent "$LMTK_SMTP_DIR/000002.eml" "^Subject: \[RECOVERED\] $P tr 13B; run's \(main\) is neither running nor scheduled to run"
+contains recovered_mail_sent "$(last_mail)" "^Subject: \[RECOVERED\] $P tr 13B; run's \(main\) is neither running nor scheduled to run"
 expect_rc healthy_again_exits_0 0 $SP --job-name "$NAME" --mail-to oncall@example.org --smtp-url $SMTP --state-file "$S"
 sleep 0.5
 check healthy_sends_no_mail [ "$(mail_count)" = 2 ]
@@ -80,6 +80,8 @@ check regex_reports_both [ "$(grep -c 'PULSE:' "$T/out")" = 2 ]
 expect_rc regex_is_anchored 1 $SP --regex --job-name "$P-de"
 expect_rc user_filter_keeps_owner 0 $SP --job-name "$DEP" --user root
 expect_rc user_filter_drops_others 1 $SP --job-name "$DEP" --user nobody
+expect_rc unknown_user_is_usage_error 2 $SP --job-name "$DEP" --user no-such-user-lmtk
+contains unknown_user_named "$T/err" "--user: no such user 'no-such-user-lmtk'"
 expect_rc group_filter 0 $SP --job-name "$DEP" --group root
 expect_rc group_unknown_is_usage_error 2 $SP --job-name "$DEP" --group no-such-group-lmtk
 
@@ -104,6 +106,11 @@ sleep 3
 echo "[2026-01-01 00:00:00] PULSE: unrelated line" >> "$LOG"
 expect_rc same_iteration_goes_stale 1 $SP --job-name "$NAME" --progress-log "$LOG" --stale-after 2s --state-file "$HS"
 contains stale_again_names_101 "$T/out" "last: iteration 101"
+# a run that never logs an iteration, although the pulse itself appends to the same file
+NOITER=$T/noiter_log.txt
+echo "starting up" > "$NOITER"
+expect_rc no_iteration_line_goes_stale 1 $SP --job-name "$NAME" --log "$NOITER" --progress-log "$NOITER" --stale-after 2s --no-mail
+contains no_iteration_line_wording "$T/out" "seems to hang: no iteration line in $NOITER since it started"
 expect_rc stale_ignored_for_young_job 0 $SP --job-name "$NAME" --progress-log "$LOG" --stale-after 60m
 
 # --- drained node: named with its reason, so the next sbatch can --exclude it ----------------
@@ -113,7 +120,7 @@ expect_rc drained_node_alerts 1 $SP --job-name "$NAME" --state-file "$T/node.sta
 contains drained_node_named "$T/out" "ALERT: node n2 is (drained|draining|mixed\+drain)[^:]*: lmtk-test bad gpu \('debug' partition\) - add --exclude=n2"
 lacks healthy_node_not_named "$T/out" "node n1 is"
 wait_for 10 test "$(mail_count)" -ge 1
-contains drained_mail_subject "$(ls "$LMTK_SMTP_DIR"/*.eml | head -1)" "^Subject: \[ALERT\] .*node n2 is"
+contains drained_mail_subject "$(first_mail)" "^Subject: \[ALERT\] .*node n2 is"
 scontrol update nodename=n2 state=resume
 wait_for 10 sh -c "sinfo --noheader -n n2 -o %T | grep -qv '[*]'"
 expect_rc resumed_node_clears 0 $SP --job-name "$NAME" --state-file "$T/node.state" --mail-to oncall@example.org --smtp-url $SMTP
@@ -131,7 +138,7 @@ if out=$(bash "$TOP/tests/fixtures/slurm-cluster.sh" start "$C2" 2>"$T/c2.err");
 	SLURM_CONF=$conf2 expect_rc slurm_stopped_exits_3 3 $SP --job-name "$NAME" --mail-to oncall@example.org --smtp-url $SMTP
 	contains slurm_stopped_alert "$T/out" "PULSE: \*\*\*ALERT: cannot check $P tr 13B; run's \(main\): SLURM is unreachable: squeue failed .*Unable to contact slurm controller"
 	wait_for 10 test "$(mail_count)" -ge 1
-	contains slurm_stopped_mail "$(ls "$LMTK_SMTP_DIR"/*.eml | head -1)" "^Subject: \[ALERT\] cannot check .*: SLURM is unreachable"
+	contains slurm_stopped_mail "$(first_mail)" "^Subject: \[ALERT\] cannot check .*: SLURM is unreachable"
 else
 	fail second_cluster_start "$(tail -5 "$T/c2.err")"
 fi

@@ -22,7 +22,7 @@ wait_for 30 finished "$J"
 contains pulse_wrapper_reports_into_main_log "$T/logs/main_log.txt" "PULSE: $P-train is running for"
 contains pulse_wrapper_watches_other_scheduler "$T/pulse.out" "ALERT: $P-cron-daily is not RUNNING or SCHEDULED"
 wait_for 10 test "$(mail_count)" -ge 1
-check pulse_wrapper_mails_scheduler_alert grep -q "^Subject: \[ALERT\] $P-cron-daily is neither running" "$LMTK_SMTP_DIR"/000001.eml
+check pulse_wrapper_mails_scheduler_alert grep -q "^Subject: \[ALERT\] $P-cron-daily is neither running" "$LMTK_SMTP_DIR"/*.eml
 check pulse_wrapper_keeps_state test -s "$T/state/pulse-$P-train.json"
 scancel "$TR"
 
