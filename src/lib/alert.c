@@ -134,7 +134,11 @@ struct alerts *alerts_begin(struct alert_cfg *cfg, char *err, size_t errlen)
 			a->state = json_load_file(cfg->state, 0, &je);
 			if (!a->state || !json_is_object(a->state)) {
 				/* forgetting is safer than refusing to watch: worst case one extra mail */
-				warn("%s:%d: unreadable state (%s); starting afresh", cfg->state, je.line, je.text);
+				if (a->state)  /* valid JSON leaves je without a line or a reason */
+					warn("%s: state is not a JSON object; starting afresh", cfg->state);
+				else
+					warn("%s:%d: unreadable state (%s); starting afresh", cfg->state,
+					     je.line, je.text);
 				json_decref(a->state);
 				a->state = NULL;
 			}

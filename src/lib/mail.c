@@ -172,7 +172,7 @@ int mail_send(const struct mail_cfg *cfg, const char *subject, const char *body,
 	if (cfg->nto <= 0)
 		return 0;
 	if (auth_load(cfg->auth_file, &a, err, errlen) < 0)
-		return -1;
+		goto out;  /* a bad line after "password" still leaves it in `a`: wipe it too */
 	gethostname(host, sizeof host - 1);
 	if (cfg->from)
 		snprintf(from, sizeof from, "%s", cfg->from);

@@ -7,6 +7,13 @@
 
 #include "msg.h"
 
+/* isalpha() is defined only for unsigned char values: the long-only keys (alert_opts uses 1000
+ * and up) would index past its table, and "-\xc3" would pass a negative char */
+static int is_short(int key)
+{
+	return key > 0 && key < 128 && isalpha(key);
+}
+
 static const struct opt *find_long(const struct optspec *spec, const char *name, size_t n,
 				   const struct optgroup **grp)
 {
@@ -23,7 +30,7 @@ static const struct opt *find_short(const struct optspec *spec, int c, const str
 {
 	for (const struct optgroup *g = spec->groups; g->opts; g++)
 		for (const struct opt *o = g->opts; o->name; o++)
-			if (o->key == c && isalpha(c)) {
+			if (o->key == c && is_short(c)) {
 				*grp = g;
 				return o;
 			}
@@ -44,7 +51,7 @@ void opt_help(const struct optspec *spec, FILE *f)
 	for (const struct optgroup *g = spec->groups; g->opts; g++)
 		for (const struct opt *o = g->opts; o->name; o++) {
 			char left[128], shrt[8] = "    ";
-			if (isalpha(o->key))
+			if (is_short(o->key))
 				snprintf(shrt, sizeof shrt, "-%c, ", o->key);
 			snprintf(left, sizeof left, "%s--%s%s%s", shrt, o->name, o->arg ? " " : "",
 				 o->arg ? o->arg : "");

@@ -62,6 +62,8 @@ int run_capture(char *const argv[], int timeout_s, struct run_result *r, char *e
 		int devnull = open("/dev/null", O_RDONLY);
 		if (devnull >= 0)
 			dup2(devnull, 0);
+		if (devnull > 0)
+			close(devnull);  /* else the program inherits a stray descriptor */
 		dup2(po[1], 1);
 		dup2(pe[1], 2);
 		execvp(argv[0], argv);
@@ -113,7 +115,18 @@ int run_capture(char *const argv[], int timeout_s, struct run_result *r, char *e
 	for (int i = 0; i < 2; i++)
 		if (fds[i].fd >= 0)
 			close(fds[i].fd);
-	while (waitpid(pid, &st, 0) < 0 && errno == EINTR)
+	/* a child can close its pipes and still hang (a daemonising tool): the deadline holds for
+	 * the wait too */
+	pid_t w = 0;
+	while (deadline && !r->timed_out && (w = waitpid(pid, &st, WNOHANG)) == 0) {
+		if (now_s() >= deadline) {
+			r->timed_out = 1;
+			kill(-pid, SIGKILL);
+			break;
+		}
+		usleep(10000);
+	}
+	while (w != pid && waitpid(pid, &st, 0) < 0 && errno == EINTR)
 		;
 	r->status = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
 	r->out = ob.p ? ob.p : strdup("");

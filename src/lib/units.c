@@ -2,6 +2,7 @@
 
 #include <ctype.h>
 #include <errno.h>
+#include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -62,6 +63,9 @@ int units_duration(const char *s, long *seconds)
 		if (end[1])
 			return -1;
 	}
+	/* past LONG_MAX the cast is undefined; on x86 "1e20d" would turn negative, i.e. "never" */
+	if (v * mult + 0.5 >= (double)LONG_MAX)
+		return -1;
 	*seconds = (long)(v * mult + 0.5);
 	return 0;
 }
