@@ -182,6 +182,11 @@ static void finding(struct run *run, const char *key, const char *path, const ch
 static void cannot_check(struct run *run, const char *path, const char *why)
 {
 	char key[4200];
+	/* silence about this path is not a recovery */
+	for (const char *const *k = (const char *const[]){"space", "inodes", "min-free", "budget", NULL}; *k; k++) {
+		snprintf(key, sizeof key, "%s:%s", *k, path);
+		alerts_hold(run->alerts, key);
+	}
 	snprintf(key, sizeof key, "error:%s", path);
 	finding(run, key, path, "[ALERT] cannot check %s: %s", path, why);
 	run->errors++;

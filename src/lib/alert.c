@@ -88,6 +88,8 @@ struct raised {
 
 struct alerts {
 	struct alert_cfg *cfg;
+	int hold_all;
+	struct raised *held;   /* keys (only) that must not clear this run */
 	json_t *state;     /* {"alerts": {key: {subject, since, mailed}}, "data": {...}} */
 	struct raised *raised;
 	int lock_fd;
@@ -175,6 +177,22 @@ void alerts_raise(struct alerts *a, const char *key, const char *subject, const 
 	a->raised = r;
 }
 
+void alerts_hold(struct alerts *a, const char *key)
+{
+	struct raised *r;
+	if (!key) {
+		a->hold_all = 1;
+		return;
+	}
+	if (!(r = calloc(1, sizeof *r)) || !(r->key = strdup(key))) {
+		free(r);
+		a->hold_all = 1;  /* out of memory: err on the side of silence */
+		return;
+	}
+	r->next = a->held;
+	a->held = r;
+}
+
 static int deliver(struct alerts *a, const char *subject, const char *body)
 {
 	char err[1024];
@@ -229,9 +247,14 @@ int alerts_end(struct alerts *a, char *err, size_t errlen)
 
 	/* conditions that were raised before and are not now have cleared */
 	json_object_foreach_safe(known, tmp, key, v) {
-		int still = 0;
+		int still = a->hold_all;
 		for (struct raised *r = a->raised; r && !still; r = r->next)
 			still = strcmp(r->key, key) == 0;
+		for (struct raised *r = a->held; r && !still; r = r->next) {
+			size_t hl = strlen(r->key);
+			still = hl && r->key[hl - 1] == '*' ? strncmp(r->key, key, hl - 1) == 0
+							    : strcmp(r->key, key) == 0;
+		}
 		if (still)
 			continue;
 		const char *subj = json_string_value(json_object_get(v, "subject"));
@@ -265,6 +288,12 @@ int alerts_end(struct alerts *a, char *err, size_t errlen)
 		if (!dump || file_write_atomic(a->cfg->state, dump, strlen(dump), 0644, err, errlen) < 0)
 			rc = -1;
 		free(dump);
+	}
+	while (a->held) {
+		struct raised *r = a->held;
+		a->held = r->next;
+		free(r->key);
+		free(r);
 	}
 	while (a->raised) {
 		struct raised *r = a->raised;

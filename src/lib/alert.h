@@ -42,6 +42,9 @@ struct alerts *alerts_begin(struct alert_cfg *cfg, char *err, size_t errlen);
 /* Program-owned object kept in the state file between runs (never NULL). */
 json_t *alerts_data(struct alerts *a);
 void alerts_raise(struct alerts *a, const char *key, const char *subject, const char *body);
+/* This run could not check `key` ("node:*": any key so prefixed; NULL: anything): keep its alert as it is instead of taking a
+ * silence for a recovery - a "[RECOVERED]" mail while SLURM is down would be a lie. */
+void alerts_hold(struct alerts *a, const char *key);
 /* Sends what is due, saves the state, frees a.  Returns the number of mails that failed
  * (each reported on stderr), or -1 with err filled if the state could not be saved. */
 int alerts_end(struct alerts *a, char *err, size_t errlen);

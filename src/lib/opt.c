@@ -1,6 +1,7 @@
 #include "opt.h"
 
 #include <ctype.h>
+#include <stdarg.h>
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -132,6 +133,24 @@ int opt_parse(const struct optspec *spec, int argc, char **argv)
 	return i;
 }
 
+/* Adds one "FILE:LINE: ..." problem to err ("; "-separated): every bad line is reported, not
+ * just the first, so one typo does not hide the rest of a watchdog's config. */
+static int add_problem(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static int add_problem(char *err, size_t errlen, const char *fmt, ...)
+{
+	size_t used = strnlen(err, errlen);
+	va_list ap;
+	if (used && used + 2 < errlen) {
+		memcpy(err + used, "; ", 3);
+		used += 2;
+	}
+	va_start(ap, fmt);
+	if (used < errlen)
+		vsnprintf(err + used, errlen - used, fmt, ap);
+	va_end(ap);
+	return -1;
+}
+
 int opt_parse_file(const struct optspec *spec, const char *path, const char *const *deny,
 		   char *err, size_t errlen)
 {
@@ -143,13 +162,22 @@ int opt_parse_file(const struct optspec *spec, const char *path, const char *con
 
 	if (!f)
 		return errf(err, errlen, "%s: %s", path, strerror(errno));
+	if (errlen)
+		err[0] = '\0';
 	while ((len = getline(&line, &cap, f)) >= 0) {
-		char *p = line, *name, *val, *end;
+		char *p = line, *name, *val, *end, *hash;
 		const struct optgroup *g = NULL;
 		const struct opt *o;
 		char why[512] = "";
 
 		lineno++;
+		/* a '#' after whitespace starts a comment: "check /x:space=85%  # scratch" */
+		for (hash = line; (hash = strchr(hash, '#')); hash++)
+			if (hash > line && isspace((unsigned char)hash[-1])) {
+				*hash = '\0';
+				len = hash - line;
+				break;
+			}
 		while (len > 0 && isspace((unsigned char)line[len - 1]))
 			line[--len] = '\0';
 		while (isspace((unsigned char)*p))
@@ -168,25 +196,18 @@ int opt_parse_file(const struct optspec *spec, const char *path, const char *con
 		for (const char *const *d = deny; o && d && *d; d++)
 			if (strcmp(*d, name) == 0)
 				o = NULL;
-		if (!o) {
-			rc = errf(err, errlen, "%s:%d: unknown setting '%s'", path, lineno, name);
-			break;
-		}
-		if (o->arg && !*val) {
-			rc = errf(err, errlen, "%s:%d: '%s' needs a value (%s)", path, lineno, name, o->arg);
-			break;
-		}
-		if (!o->arg && *val) {
-			rc = errf(err, errlen, "%s:%d: '%s' takes no value", path, lineno, name);
-			break;
-		}
-		if (g->fn(g->ctx, o->key, o->arg ? val : NULL, why, sizeof why) != 0) {
-			rc = errf(err, errlen, "%s:%d: %s: %s", path, lineno, name, why[0] ? why : "invalid value");
-			break;
-		}
+		if (!o)
+			rc = add_problem(err, errlen, "%s:%d: unknown setting '%s'", path, lineno, name);
+		else if (o->arg && !*val)
+			rc = add_problem(err, errlen, "%s:%d: '%s' needs a value (%s)", path, lineno, name, o->arg);
+		else if (!o->arg && *val)
+			rc = add_problem(err, errlen, "%s:%d: '%s' takes no value", path, lineno, name);
+		else if (g->fn(g->ctx, o->key, o->arg ? val : NULL, why, sizeof why) != 0)
+			rc = add_problem(err, errlen, "%s:%d: %s: %s", path, lineno, name,
+					 why[0] ? why : "invalid value");
 	}
-	if (rc == 0 && ferror(f))
-		rc = errf(err, errlen, "%s: read error", path);
+	if (ferror(f))
+		rc = add_problem(err, errlen, "%s: read error", path);
 	free(line);
 	fclose(f);
 	return rc;

@@ -41,8 +41,10 @@ struct optspec {
 /* Parses argv; returns the index of the first operand. --help, --version exit 0; errors exit 2. */
 int opt_parse(const struct optspec *spec, int argc, char **argv);
 
-/* Parses a config file of "name value" lines ('#' comments, blank lines ignored).
- * Options named in `deny` (NULL-terminated, e.g. "config") are refused.  0 or -1 + err. */
+/* Parses a config file of "name value" lines ('#' comments, also after whitespace at the end of a
+ * line; blank lines ignored).  Options named in `deny` (NULL-terminated, e.g. "config") are
+ * refused.  A bad line does not stop the parse: every good line is applied and every bad one is
+ * described in err ("FILE:3: ...; FILE:7: ...").  0, or -1 if any line was bad. */
 int opt_parse_file(const struct optspec *spec, const char *path, const char *const *deny,
 		   char *err, size_t errlen);
 

@@ -284,6 +284,7 @@ static void check_nodes(struct cfg *c, struct alerts *a, const struct job *jobs,
 	nb = slurm_bad_nodes(parts, nodes, &bad, err, sizeof err);
 	if (nb < 0) {
 		warn("checking node health: %s", err);
+		alerts_hold(a, "node:*");  /* can't tell which node alerts still stand */
 		return;
 	}
 	for (int i = 0; i < nb; i++) {
@@ -356,6 +357,7 @@ int main(int argc, char **argv)
 		raisef(a, "slurm-unreachable", subject,
 		       "***ALERT: slurm-pulse could not ask SLURM about %s***\n\n%s\n\nThe training may be "
 		       "fine, but nobody can vouch for it until SLURM answers again.", c.name, err);
+		alerts_hold(a, NULL);
 		failed_mail = alerts_end(a, err, sizeof err);
 		if (failed_mail < 0)
 			warn("%s", err);

@@ -84,6 +84,10 @@ printf 'check %s:space=50%%\nchek %s:space=1%%\n' "$M" "$M" > "$T/bad.conf"
 expect_rc bad_config_exits_3 3 $FW --config "$T/bad.conf"
 contains bad_config_names_file_line "$T/out" "cannot check $T/bad.conf: $T/bad.conf:2: unknown setting 'chek'"
 # rules from the command line add to those of the config file
+printf 'chek %s:space=1%%\nmin-free %s:1P   # more than any tmpfs has\nbudget %s:lots\n' "$M" "$M" "$M" > "$T/bad2.conf"
+expect_rc bad_lines_do_not_hide_good_ones 3 $FW --config "$T/bad2.conf"
+contains every_bad_line_reported "$T/out" "bad2.conf:1: unknown setting 'chek'; .*bad2.conf:3: budget: "
+contains good_line_after_bad_one_checked "$T/out" "less than the 1.00 PiB minimum"
 expect_rc config_rules_still_apply 1 $FW --config "$T/fw.conf" --min-free "$M:1K"
 
 # --- mail: once, no repeat inside the window, a reminder after it, recovered when cleared ---
@@ -124,6 +128,18 @@ mail_clear
 expect_rc mail_retried_next_run 1 $FW --check "$M:space=50%" --mail-to oncall@example.org --smtp-url $SMTP --state-file "$S2"
 wait_for 10 test "$(mail_count)" -ge 1
 check mail_retry_delivered [ "$(mail_count)" = 1 ]
+
+# a path that cannot be checked any more is not a recovery of its alerts
+mkdir -p "$M/sub"
+S3=$T/fw3.state
+mail_clear
+expect_rc held_alert_raised 1 $FW --check "$M/sub:space=50%" --mail-to oncall@example.org --smtp-url $SMTP --state-file "$S3"
+rmdir "$M/sub"
+expect_rc held_path_gone_exits_3 3 $FW --check "$M/sub:space=50%" --mail-to oncall@example.org --smtp-url $SMTP --state-file "$S3"
+wait_for 10 test "$(mail_count)" -ge 2
+sleep 0.5
+check unreadable_path_sends_no_recovered_mail [ -z "$(grep -l '^Subject: \[RECOVERED\]' "$LMTK_SMTP_DIR"/*.eml)" ]
+check unreadable_path_keeps_alert_in_state grep -q "space:$M/sub" "$S3"
 
 # --log appends the same lines
 expect_rc log_run 1 $FW --check "$M:space=50%" --log "$T/main_log.txt" --no-mail

@@ -132,13 +132,18 @@ C2=$T/cluster2
 mkdir -p "$C2"
 if out=$(bash "$TOP/tests/fixtures/slurm-cluster.sh" start "$C2" 2>"$T/c2.err"); then
 	conf2=$(sed -n 's/^export SLURM_CONF=//p' <<<"$out")
-	SLURM_CONF=$conf2 expect_rc second_cluster_answers 1 $SP --job-name "$NAME" --no-mail
-	bash "$TOP/tests/fixtures/slurm-cluster.sh" stop "$C2"
 	mail_clear
-	SLURM_CONF=$conf2 expect_rc slurm_stopped_exits_3 3 $SP --job-name "$NAME" --mail-to oncall@example.org --smtp-url $SMTP
+	SLURM_CONF=$conf2 expect_rc second_cluster_answers 1 $SP --job-name "$NAME" --mail-to oncall@example.org --smtp-url $SMTP --state-file "$T/c2.state"
+	bash "$TOP/tests/fixtures/slurm-cluster.sh" stop "$C2"
+	wait_for 10 test "$(mail_count)" -ge 1
+	mail_clear
+	SLURM_CONF=$conf2 expect_rc slurm_stopped_exits_3 3 $SP --job-name "$NAME" --mail-to oncall@example.org --smtp-url $SMTP --state-file "$T/c2.state"
+	check slurm_stopped_keeps_earlier_alert grep -q not-scheduled "$T/c2.state"
 	contains slurm_stopped_alert "$T/out" "PULSE: \*\*\*ALERT: cannot check $P tr 13B; run's \(main\): SLURM is unreachable: squeue failed .*Unable to contact slurm controller"
 	wait_for 10 test "$(mail_count)" -ge 1
 	contains slurm_stopped_mail "$(first_mail)" "^Subject: \[ALERT\] cannot check .*: SLURM is unreachable"
+	sleep 0.5
+	check slurm_stopped_is_no_recovery [ "$(mail_count)" = 1 ]
 else
 	fail second_cluster_start "$(tail -5 "$T/c2.err")"
 fi
