@@ -10,8 +10,8 @@ CC       ?= gcc
 PREFIX   ?= /usr/local
 BUILD    := build
 CFLAGS   ?= -O2 -g
-CFLAGS   += -std=gnu11 -D_GNU_SOURCE -Wall -Wextra -pthread -Isrc/lib -DLMTK_VERSION='"$(VERSION)"'
-LDLIBS   := -lcurl -ljansson -lpthread -lm
+CFLAGS   += -std=gnu11 -D_GNU_SOURCE -Wall -Wextra -pthread -Isrc/lib -Isrc -DLMTK_VERSION='"$(VERSION)"'
+LDLIBS   := -Wl,--as-needed -lcurl -ljansson -lpcre2-8 -lpthread -lm
 
 PROGS    := $(patsubst src/%/main.c,%,$(wildcard src/*/main.c))
 BINS     := $(addprefix bin/,$(PROGS))
