@@ -21,7 +21,9 @@ enum step_type { ST_GPT2, ST_BLOOM, ST_REGEX, ST_PREFIX };
 
 struct step {
 	enum step_type type;
-	struct regex *re;
+	struct regex *re;            /* compiled once at load to report errors; threads use their own */
+	char *pattern;
+	int literal;
 	enum regex_behavior behavior;
 	int invert;
 };
@@ -56,8 +58,9 @@ struct tok_state {
 	struct bpe_cache *cache;
 	struct seg *segs, *segs2;
 	size_t segcap, segcap2;
-	struct pretok_piece *pa, *pb;
-	size_t capa, capb;
+	struct pretok_piece *pa, *pb, *tmp;
+	size_t capa, capb, captmp;
+	struct regex *re[MAX_STEPS];     /* a PCRE2 match context is not shareable between threads */
 	char *arena;
 	size_t arena_cap;
 };
@@ -159,7 +162,7 @@ struct tok *tok_load_gpt2(const char *vocab_json, const char *merges_txt, char *
 	if (bpe_finish(t->model, 1, NULL, 0, 0, 0, err, errlen) < 0)
 		goto fail;
 	t->byte_level = 1;
-	t->steps[t->nsteps++] = (struct step){ST_GPT2, NULL, REGEX_ISOLATED, 0};
+	t->steps[t->nsteps++] = (struct step){ST_GPT2, NULL, NULL, 0, REGEX_ISOLATED, 0};
 	t->eod = bpe_lookup(t->model, "<|endoftext|>", 13);
 	finish_common(t);
 	snprintf(t->desc, sizeof t->desc, "GPT-2 BPE (%.160s), %u tokens, %zu merges", vocab_json,
@@ -204,9 +207,9 @@ static int add_pretok(struct tok *t, json_t *p, const char *path, char *err, siz
 	if (strcmp(type, "ByteLevel") == 0) {
 		t->byte_level = 1;
 		if (jbool(p, "add_prefix_space", 1))
-			t->steps[t->nsteps++] = (struct step){ST_PREFIX, NULL, REGEX_ISOLATED, 0};
+			t->steps[t->nsteps++] = (struct step){ST_PREFIX, NULL, NULL, 0, REGEX_ISOLATED, 0};
 		if (jbool(p, "use_regex", 1))
-			t->steps[t->nsteps++] = (struct step){ST_GPT2, NULL, REGEX_ISOLATED, 0};
+			t->steps[t->nsteps++] = (struct step){ST_GPT2, NULL, NULL, 0, REGEX_ISOLATED, 0};
 		return 0;
 	}
 	if (strcmp(type, "Split") == 0) {
@@ -221,17 +224,18 @@ static int add_pretok(struct tok *t, json_t *p, const char *path, char *err, siz
 		if (b < 0)
 			return errf(err, errlen, "%s: Split behavior '%s' is not one HF knows", path, beh ? beh : "(none)");
 		if (rx && b == REGEX_ISOLATED && !invert && strcmp(rx, BLOOM_PATTERN) == 0) {
-			t->steps[t->nsteps++] = (struct step){ST_BLOOM, NULL, REGEX_ISOLATED, 0};
+			t->steps[t->nsteps++] = (struct step){ST_BLOOM, NULL, NULL, 0, REGEX_ISOLATED, 0};
 			return 0;
 		}
 		if (rx && b == REGEX_ISOLATED && !invert && strcmp(rx, GPT2_PATTERN) == 0) {
-			t->steps[t->nsteps++] = (struct step){ST_GPT2, NULL, REGEX_ISOLATED, 0};
+			t->steps[t->nsteps++] = (struct step){ST_GPT2, NULL, NULL, 0, REGEX_ISOLATED, 0};
 			return 0;
 		}
 		struct regex *re = regex_compile(rx ? rx : lit, !rx, why, sizeof why);
 		if (!re)
 			return errf(err, errlen, "%s: Split pattern '%s': %s", path, rx ? rx : lit, why);
-		t->steps[t->nsteps++] = (struct step){ST_REGEX, re, (enum regex_behavior)b, invert};
+		t->steps[t->nsteps++] = (struct step){ST_REGEX, re, strdup(rx ? rx : lit), !rx,
+						      (enum regex_behavior)b, invert};
 		return 0;
 	}
 	return errf(err, errlen, "%s: pre-tokenizer '%s' is not supported (ByteLevel, Split and Sequence are)",
@@ -423,8 +427,10 @@ void tok_free(struct tok *t)
 	if (!t)
 		return;
 	bpe_free(t->model);
-	for (int i = 0; i < t->nsteps; i++)
+	for (int i = 0; i < t->nsteps; i++) {
 		regex_free(t->steps[i].re);
+		free(t->steps[i].pattern);
+	}
 	for (int i = 0; i < t->nadded; i++)
 		free(t->added[i].content);
 	free(t->added);
@@ -490,12 +496,18 @@ int tok_decode_id(const struct tok *t, uint32_t id, char *buf, size_t cap, size_
 
 struct tok_state *tok_state_new(const struct tok *t)
 {
-	(void)t;
+	char err[256];
 	struct tok_state *s = calloc(1, sizeof *s);
-	if (s && !(s->cache = bpe_cache_new())) {
+	if (!s || !(s->cache = bpe_cache_new())) {
 		free(s);
 		return NULL;
 	}
+	for (int i = 0; i < t->nsteps; i++)
+		if (t->steps[i].type == ST_REGEX &&
+		    !(s->re[i] = regex_compile(t->steps[i].pattern, t->steps[i].literal, err, sizeof err))) {
+			tok_state_free(s);  /* compiled fine at load: only memory can fail here */
+			return NULL;
+		}
 	return s;
 }
 
@@ -504,7 +516,9 @@ void tok_state_free(struct tok_state *s)
 	if (!s)
 		return;
 	bpe_cache_free(s->cache);
-	free(s->segs), free(s->segs2), free(s->pa), free(s->pb), free(s->arena);
+	for (int i = 0; i < MAX_STEPS; i++)
+		regex_free(s->re[i]);
+	free(s->segs), free(s->segs2), free(s->pa), free(s->pb), free(s->tmp), free(s->arena);
 	free(s);
 }
 
@@ -698,20 +712,14 @@ static int run_steps(const struct tok *t, struct tok_state *st, const char *text
 			const uint8_t *p = (const uint8_t *)base + st->pa[i].off;
 			size_t l = st->pa[i].len, off0 = st->pa[i].off;
 			if (sp->type == ST_REGEX) {
-				struct pretok_piece *tmp = NULL;
-				size_t tcap = 0;
-				ssize_t got = regex_split(sp->re, p, l, sp->behavior, sp->invert, &tmp, &tcap, err, errlen);
-				if (got < 0) {
-					free(tmp);
+				ssize_t got = regex_split(st->re[k], p, l, sp->behavior, sp->invert, &st->tmp,
+							  &st->captmp, err, errlen);
+				if (got < 0)
 					return -1;
-				}
-				if (ensure_pieces(&st->pb, &st->capb, nb + (size_t)got) < 0) {
-					free(tmp);
+				if (ensure_pieces(&st->pb, &st->capb, nb + (size_t)got) < 0)
 					return errf(err, errlen, "out of memory");
-				}
 				for (ssize_t q = 0; q < got; q++)
-					st->pb[nb++] = (struct pretok_piece){off0 + tmp[q].off, tmp[q].len};
-				free(tmp);
+					st->pb[nb++] = (struct pretok_piece){off0 + st->tmp[q].off, st->tmp[q].len};
 				continue;
 			}
 			size_t pos = 0;
