@@ -71,6 +71,7 @@ install: all
 	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/share/man/man1 $(DESTDIR)$(PREFIX)/share/man/man5 $(DESTDIR)$(PREFIX)/share/man/man7
 	install -m 755 $(BINS) $(DESTDIR)$(PREFIX)/bin
 	install -m 644 man/man1/*.1 $(DESTDIR)$(PREFIX)/share/man/man1
+	install -m 644 man/man5/*.5 $(DESTDIR)$(PREFIX)/share/man/man5
 	install -m 644 man/man7/*.7 $(DESTDIR)$(PREFIX)/share/man/man7
 
 clean:

@@ -1,0 +1,169 @@
+/* build - the token stream on stdin becomes one Megatron dataset per key.
+ *
+ * Megatron's preprocessor names its outputs {prefix}_{key}_document.{bin,idx} (level
+ * "document"), whatever the number of keys, and scripts and configs rely on those names; so do
+ * we.  Each non-empty document is one sequence; empty ones are skipped, as the BigScience
+ * preprocessor does.  Tokens go straight to the hidden .bin files; only 4 bytes per document stay
+ * in memory.  Nothing becomes visible unless the whole stream, end marker included, was read and
+ * every file fsynced; any failure discards all outputs. */
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cmd.h"
+#include "idx.h"
+#include "msg.h"
+#include "tokstream.h"
+
+struct build {
+	struct tokstream_reader r;
+	struct idx_writer w[TOKSTREAM_MAX_KEYS];
+	uint64_t skipped[TOKSTREAM_MAX_KEYS];
+	uint32_t nkeys;
+};
+
+static void bail(struct build *b, int code, const char *fmt, ...) __attribute__((format(printf, 3, 4), noreturn));
+
+static void bail(struct build *b, int code, const char *fmt, ...)
+{
+	char msg[2048];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof msg, fmt, ap);
+	va_end(ap);
+	for (uint32_t k = 0; k < b->nkeys; k++)
+		idx_writer_close(&b->w[k]);
+	if (isatty(2))
+		fputc('\n', stderr);  /* end the progress line */
+	die(code, "%s; nothing written", msg);
+}
+
+static double now(void)
+{
+	struct timespec t;
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return (double)t.tv_sec + t.tv_nsec / 1e9;
+}
+
+static void progress(const struct build *b, double t0, uint64_t total, uint64_t docs)
+{
+	double dt = now() - t0, mb = (double)b->r.offset / 1e6;
+	fprintf(stderr, "\r%s: %.0f MB read, %.0f MB/s, %llu documents", prog_name, mb,
+		dt > 0 ? mb / dt : 0, (unsigned long long)docs);
+	if (total && b->r.offset && dt > 0) {  /* stdin is a file: its size is known */
+		long eta = (long)(dt * ((double)total / (double)b->r.offset - 1));
+		fprintf(stderr, ", %.0f%%, ETA %ldm%02lds", 100.0 * (double)b->r.offset / (double)total,
+			eta / 60, eta % 60);
+	}
+	fputs("\033[K", stderr);
+}
+
+int cmd_build(const char *prefix, int dtype, uint64_t vocab)
+{
+	static struct build b;
+	static char inbuf[4 << 20];
+	char err[2048], path[8192];
+	uint32_t key, n;
+	uint64_t docs = 0, total = 0;
+	struct stat st;
+	int rc, tty = isatty(2);
+	double t0 = now(), next = t0 + 1;
+
+	if (isatty(0))
+		die(EXIT_USAGE, "standard input is a terminal; pipe a token stream in "
+		    "(tokenize ... | mkindex --output-prefix %s)", prefix);
+	if (fstat(0, &st) == 0 && S_ISREG(st.st_mode))
+		total = (uint64_t)st.st_size;
+	setvbuf(stdin, inbuf, _IOFBF, sizeof inbuf);
+	if (tokstream_open(&b.r, stdin, "<stdin>", err, sizeof err) < 0)
+		die(ferror(stdin) ? EXIT_FAILED : EXIT_USAGE, "%s", err);
+	if (!vocab)
+		vocab = b.r.h.vocab_size;
+	if (!dtype)
+		dtype = idx_dtype_for_vocab(vocab);
+	else if (vocab && (uint64_t)idx_dtype_max(dtype) < vocab - 1)
+		warn("--dtype %s holds ids up to %lld but the vocabulary has %llu: a larger id will be "
+		     "an error", idx_dtype_name(dtype), (long long)idx_dtype_max(dtype),
+		     (unsigned long long)vocab);
+
+	for (uint32_t k = 0; k < b.r.h.nkeys; k++) {
+		const char *name = b.r.h.keys[k];
+		if (!*name || strchr(name, '/'))
+			bail(&b, EXIT_USAGE, "<stdin>: key %u is named '%s', which cannot be part of a file name",
+			     k, name);
+		for (uint32_t j = 0; j < k; j++)
+			if (strcmp(b.r.h.keys[j], name) == 0)
+				bail(&b, EXIT_USAGE, "<stdin>: key '%s' appears twice in the header", name);
+		snprintf(path, sizeof path, "%s_%s_document", prefix, name);
+		/* one key gets a large buffer; many share about the same memory */
+		size_t buf = b.r.h.nkeys == 1 ? 8u << 20 : b.r.h.nkeys <= 8 ? 2u << 20 : 1u << 20;
+		if (idx_writer_open(&b.w[k], path, dtype, buf, err, sizeof err) < 0)
+			bail(&b, EXIT_FAILED, "%s", err);
+		b.nkeys = k + 1;
+	}
+
+	while ((rc = tokstream_next(&b.r, &key, &n, err, sizeof err)) == 1) {
+		if (n == 0) {
+			b.skipped[key]++;
+			continue;
+		}
+		if (vocab < b.r.h.vocab_size) {  /* a tighter --vocab-size than the stream's */
+			for (uint32_t i = 0; i < n; i++)
+				if (b.r.ids[i] >= vocab)
+					bail(&b, EXIT_USAGE, "<stdin>: id %u (key '%s', document %llu, token %u) "
+					     ">= --vocab-size %llu", b.r.ids[i], b.r.h.keys[key],
+					     (unsigned long long)b.w[key].n, i, (unsigned long long)vocab);
+		}
+		int wr = idx_writer_add(&b.w[key], b.r.ids, n, err, sizeof err);
+		if (wr == -2)
+			bail(&b, EXIT_USAGE, "<stdin>: %s", err);
+		if (wr < 0)
+			bail(&b, EXIT_FAILED, "%s", err);
+		docs++;
+		if (tty && now() >= next) {  /* a vDSO call: cheap next to a document */
+			progress(&b, t0, total, docs);
+			next = now() + 1;
+		}
+	}
+	if (rc < 0)
+		bail(&b, ferror(stdin) ? EXIT_FAILED : EXIT_USAGE, "%s", err);
+	/* a second stream glued on (cat a b | mkindex) would otherwise be silently dropped */
+	if (getc(stdin) != EOF)
+		bail(&b, EXIT_USAGE, "<stdin>: data after the end marker at byte %llu; one stream per run "
+		     "(merge the outputs with 'mkindex merge')", (unsigned long long)b.r.offset);
+	if (ferror(stdin))
+		bail(&b, EXIT_FAILED, "<stdin>: read error: %s", strerror(errno));
+
+	for (uint32_t k = 0; k < b.nkeys; k++)
+		if (idx_writer_finish(&b.w[k], err, sizeof err) < 0)
+			bail(&b, EXIT_FAILED, "%s", err);
+	for (uint32_t k = 0; k < b.nkeys; k++)
+		if (idx_writer_publish(&b.w[k], err, sizeof err) < 0)
+			bail(&b, EXIT_FAILED, "%s", err);
+
+	double dt = now() - t0;
+	if (tty)
+		fputs("\r\033[K", stderr);
+	for (uint32_t k = 0; k < b.nkeys; k++) {
+		struct idx_writer *w = &b.w[k];
+		char skipped[64] = "";
+		if (b.skipped[k])
+			snprintf(skipped, sizeof skipped, " (%llu empty skipped)",
+				 (unsigned long long)b.skipped[k]);
+		fprintf(stderr, "%s: %s.{bin,idx}: %llu documents%s, %llu tokens, %s; %llu + %llu bytes\n",
+			prog_name, w->prefix, (unsigned long long)w->n, skipped,
+			(unsigned long long)w->tokens, idx_dtype_name(w->dtype),
+			(unsigned long long)w->bin.size, (unsigned long long)w->idx.size);
+	}
+	fprintf(stderr, "%s: %.1f MB of token stream in %.2f s (%.0f MB/s)\n", prog_name,
+		(double)b.r.offset / 1e6, dt, dt > 0 ? (double)b.r.offset / 1e6 / dt : 0);
+	for (uint32_t k = 0; k < b.nkeys; k++)
+		idx_writer_close(&b.w[k]);
+	tokstream_close(&b.r);
+	return EXIT_OK;
+}

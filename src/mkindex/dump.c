@@ -1,0 +1,126 @@
+/* dump - token ids as text: one document per line, ids separated by single spaces.
+ *
+ * The same text format as `tokenize --format text`, so a dataset can be rebuilt from its dump or
+ * diffed against a fresh tokenization.  A document spanning several sequences is one line; an
+ * empty document is an empty line.  The documents asked for are contiguous in the .bin, so it is
+ * read once, front to back. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cmd.h"
+#include "idx.h"
+#include "msg.h"
+
+struct out {
+	const struct idx *x;
+	char buf[1 << 20];
+	size_t len;
+	int failed;
+	uint64_t doc, doc_end_tok, end;  /* the current document, its end (token), the last + 1 */
+	int first;                       /* no token printed yet on this line */
+};
+
+static void flush_out(struct out *o)
+{
+	size_t done = 0;
+	while (done < o->len && !o->failed) {
+		ssize_t w = write(1, o->buf + done, o->len - done);
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w < 0)
+			o->failed = errno;
+		else
+			done += (size_t)w;
+	}
+	o->len = 0;
+}
+
+/* ends every document that ends at token t */
+static void end_docs(struct out *o, uint64_t t)
+{
+	while (o->doc < o->end && o->doc_end_tok == t) {
+		if (o->len + 1 > sizeof o->buf)
+			flush_out(o);
+		o->buf[o->len++] = '\n';
+		o->doc++;
+		o->first = 1;
+		if (o->doc < o->end)
+			o->doc_end_tok = idx_seq_start(o->x, idx_doc(o->x, o->doc + 1));
+	}
+}
+
+static int print_ids(void *ctx, const unsigned char *p, size_t ntok, uint64_t tok0)
+{
+	struct out *o = ctx;
+	const struct idx *x = o->x;
+	for (size_t i = 0; i < ntok; i++) {
+		end_docs(o, tok0 + i);
+		if (o->len + 24 > sizeof o->buf)
+			flush_out(o);
+		int64_t v = idx_token(x->dtype, p + i * x->itemsize);
+		char tmp[24], *e = tmp + sizeof tmp, *s = e;
+		uint64_t u = v < 0 ? -(uint64_t)v : (uint64_t)v;
+		do
+			*--s = (char)('0' + u % 10);
+		while (u /= 10);
+		if (v < 0)
+			*--s = '-';
+		if (!o->first)
+			o->buf[o->len++] = ' ';
+		o->first = 0;
+		memcpy(o->buf + o->len, s, (size_t)(e - s));
+		o->len += (size_t)(e - s);
+	}
+	return o->failed ? -1 : 0;
+}
+
+int cmd_dump(const char *prefix, int has_range, uint64_t first, uint64_t end)
+{
+	static struct idx x;
+	static struct out o;
+	char err[2048];
+	int rc = idx_open(&x, prefix, err, sizeof err);
+
+	if (rc < 0) {
+		warn("%s", err);
+		idx_close(&x);
+		return rc == IDX_EIO ? EXIT_FAILED : EXIT_USAGE;
+	}
+	uint64_t ndocs = x.d - 1;
+	if (!has_range) {
+		first = 0;
+		end = ndocs;
+	}
+	if (end == UINT64_MAX)  /* --range A: */
+		end = ndocs;
+	if (first > end || end > ndocs) {
+		warn("%s: documents %llu..%llu asked for, it has %llu (0..%llu)", prefix,
+		     (unsigned long long)first, (unsigned long long)end, (unsigned long long)ndocs,
+		     (unsigned long long)(ndocs ? ndocs - 1 : 0));
+		idx_close(&x);
+		return EXIT_USAGE;
+	}
+	if (first == end) {
+		idx_close(&x);
+		return EXIT_OK;
+	}
+	uint64_t t0 = idx_seq_start(&x, idx_doc(&x, first)), t1 = idx_seq_start(&x, idx_doc(&x, end));
+	o.x = &x;
+	o.doc = first;
+	o.end = end;
+	o.first = 1;
+	o.doc_end_tok = idx_seq_start(&x, idx_doc(&x, first + 1));
+	rc = idx_scan(&x, t0, t1 - t0, print_ids, &o, err, sizeof err);
+	if (rc == 0)
+		end_docs(&o, t1);
+	flush_out(&o);
+	idx_close(&x);
+	if (o.failed)
+		die(EXIT_FAILED, "standard output: %s", strerror(o.failed));
+	if (rc != 0)
+		die(EXIT_FAILED, "%s", err);
+	return EXIT_OK;
+}

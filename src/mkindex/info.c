@@ -1,0 +1,106 @@
+/* info - what a dataset holds: counts, dtype, id range, lengths, file sizes.
+ *
+ * Everything but the id range comes from the .idx; the id range reads the whole .bin once (at
+ * disk speed, a chunk's minimum and maximum at a time). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cmd.h"
+#include "idx.h"
+#include "msg.h"
+
+struct range {
+	int dtype;
+	unsigned itemsize;
+	int64_t lo, hi;
+};
+
+static int minmax(void *ctx, const unsigned char *p, size_t ntok, uint64_t tok0)
+{
+	struct range *r = ctx;
+	int64_t lo = r->lo, hi = r->hi;
+	(void)tok0;
+	/* specialised loops: this reads up to a terabyte */
+	if (r->dtype == IDX_U16) {
+		for (size_t i = 0; i < ntok; i++) {
+			int64_t v = p[2 * i] | p[2 * i + 1] << 8;
+			lo = v < lo ? v : lo;
+			hi = v > hi ? v : hi;
+		}
+	} else if (r->dtype == IDX_I32) {
+		for (size_t i = 0; i < ntok; i++) {
+			int64_t v = (int32_t)idx_le32(p + 4 * i);
+			lo = v < lo ? v : lo;
+			hi = v > hi ? v : hi;
+		}
+	} else {
+		for (size_t i = 0; i < ntok; i++) {
+			int64_t v = idx_token(r->dtype, p + i * r->itemsize);
+			lo = v < lo ? v : lo;
+			hi = v > hi ? v : hi;
+		}
+	}
+	r->lo = lo;
+	r->hi = hi;
+	return 0;
+}
+
+int cmd_info(const char *prefix)
+{
+	static struct idx x;
+	char err[2048];
+	uint64_t hist[33] = {0}, zeros = 0;
+	int rc = idx_open(&x, prefix, err, sizeof err);
+
+	if (rc < 0) {
+		warn("%s", err);
+		idx_close(&x);
+		return rc == IDX_EIO ? EXIT_FAILED : EXIT_USAGE;
+	}
+	struct range r = {x.dtype, x.itemsize, INT64_MAX, INT64_MIN};
+	if (idx_scan(&x, 0, x.tokens, minmax, &r, err, sizeof err) != 0) {
+		warn("%s", err);
+		idx_close(&x);
+		return EXIT_FAILED;
+	}
+	for (uint64_t i = 0; i < x.n; i++) {
+		uint32_t s = idx_size(&x, i);
+		if (!s)
+			zeros++;
+		else
+			hist[31 - __builtin_clz(s)]++;
+	}
+
+	printf("prefix       %s\n", prefix);
+	printf("format       MMIDIDX version 1%s\n", x.lay.seqmode ?
+	       ", with a sequence-mode array (newer Megatron-LM)" : "");
+	printf("dtype        %s (%d)\n", idx_dtype_name(x.dtype), x.dtype);
+	printf("documents    %llu\n", (unsigned long long)(x.d - 1));
+	printf("sequences    %llu\n", (unsigned long long)x.n);
+	printf("tokens       %llu\n", (unsigned long long)x.tokens);
+	if (x.tokens)
+		printf("ids          %lld..%lld\n", (long long)r.lo, (long long)r.hi);
+	else
+		printf("ids          none\n");
+	printf("idx bytes    %zu\n", x.len);
+	printf("bin bytes    %llu\n", (unsigned long long)x.bin_len);
+	if (x.n) {
+		printf("lengths      min %d, mean %.1f, max %d tokens per sequence\n", x.lay.min_size,
+		       (double)x.tokens / (double)x.n, x.lay.max_size);
+		if (zeros)
+			printf("  %21s  %llu\n", "0", (unsigned long long)zeros);
+		int first = 0, last = 32;
+		while (first < 32 && !hist[first])
+			first++;
+		while (last > 0 && !hist[last])
+			last--;
+		for (int k = first; k <= last && first < 32; k++) {
+			char span[32];
+			snprintf(span, sizeof span, "%llu..%llu", 1ull << k, (2ull << k) - 1);
+			printf("  %21s  %llu\n", span, (unsigned long long)hist[k]);
+		}
+	}
+	idx_close(&x);
+	return EXIT_OK;
+}

@@ -1,0 +1,203 @@
+/* mkindex - token stream -> Megatron .bin/.idx (MMIDIDX v1); merge, inspect, dump, check.
+ *
+ *   mkindex --output-prefix PREFIX [--dtype T] [--vocab-size N] < STREAM
+ *   mkindex merge OUT IN...         mkindex info PREFIX
+ *   mkindex dump PREFIX [--doc N | --range A:B]      mkindex check PREFIX [--vocab-size N]
+ *
+ * This file parses options and hands over to the subcommands (cmd.h); the format is idx.h, the
+ * atomic streamed output outfile.h.  Exit: 0 ok, 1 check found a problem, 2 usage or bad input,
+ * 3 I/O. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cmd.h"
+#include "idx.h"
+#include "msg.h"
+#include "opt.h"
+
+struct cfg {
+	const char *prefix;
+	int dtype;
+	uint64_t vocab;
+	int has_range;
+	uint64_t first, end;
+};
+
+enum { O_PREFIX = 'o', O_DTYPE = 1, O_VOCAB, O_DOC, O_RANGE };
+
+static const struct opt build_opts[] = {
+	{"output-prefix", O_PREFIX, "PREFIX", "write PREFIX_KEY_document.bin/.idx per key (required)"},
+	{"dtype", O_DTYPE, "TYPE", "uint16, int32, uint8, int8, int16, int64 (default: Megatron's)"},
+	{"vocab-size", O_VOCAB, "N", "unpadded vocab size: picks the dtype, bounds the ids"},
+	{0},
+};
+static const struct opt dump_opts[] = {
+	{"doc", O_DOC, "N", "only document N (from 0)"},
+	{"range", O_RANGE, "A:B", "documents A to B-1 (either end may be left out)"},
+	{0},
+};
+static const struct opt check_opts[] = {
+	{"vocab-size", O_VOCAB, "N", "also read the .bin and check that every id is in 0..N-1"},
+	{0},
+};
+static const struct opt no_opts[] = {{0}};
+
+static int parse_u64(const char *s, uint64_t *v)
+{
+	char *end;
+	if (!*s || *s == '-' || *s == '+')
+		return -1;
+	errno = 0;
+	unsigned long long x = strtoull(s, &end, 10);
+	if (errno || *end)
+		return -1;
+	*v = x;
+	return 0;
+}
+
+static int on_opt(void *ctx, int key, const char *arg, char *err, size_t errlen)
+{
+	struct cfg *c = ctx;
+	switch (key) {
+	case O_PREFIX:
+		if (!*arg)
+			return errf(err, errlen, "empty prefix");
+		c->prefix = strdup(arg);
+		return 0;
+	case O_DTYPE:
+		if (!(c->dtype = idx_dtype_parse(arg)))
+			return errf(err, errlen, "'%s' is not one of uint16, int32, uint8, int8, int16, int64", arg);
+		return 0;
+	case O_VOCAB:
+		if (parse_u64(arg, &c->vocab) < 0 || c->vocab == 0 || c->vocab > 0xFFFFFFFFull)
+			return errf(err, errlen, "'%s' is not a vocabulary size (1 to 4294967295)", arg);
+		return 0;
+	case O_DOC:
+		if (c->has_range)
+			return errf(err, errlen, "give --doc or --range once");
+		if (parse_u64(arg, &c->first) < 0 || c->first == UINT64_MAX)
+			return errf(err, errlen, "'%s' is not a document number", arg);
+		c->end = c->first + 1;
+		c->has_range = 1;
+		return 0;
+	case O_RANGE: {
+		const char *colon = strchr(arg, ':');
+		char a[32];
+		if (c->has_range)
+			return errf(err, errlen, "give --doc or --range once");
+		if (!colon || (size_t)(colon - arg) >= sizeof a)
+			return errf(err, errlen, "'%s' is not A:B", arg);
+		snprintf(a, sizeof a, "%.*s", (int)(colon - arg), arg);
+		c->first = 0;
+		c->end = UINT64_MAX;  /* to the end */
+		if ((*a && parse_u64(a, &c->first) < 0) || (colon[1] && parse_u64(colon + 1, &c->end) < 0))
+			return errf(err, errlen, "'%s' is not A:B (document numbers)", arg);
+		c->has_range = 1;
+		return 0;
+	}
+	}
+	return errf(err, errlen, "unhandled option");
+}
+
+/* Options and operands in any order (`dump PREFIX --doc 3`): opt_parse stops at an operand, so
+ * parse again from there, with the operand in the argv[0] slot it skips. */
+static int parse_all(const struct optspec *spec, int argc, char **argv, char **ops, int max)
+{
+	int nops = 0, pos = 0;
+	for (;;) {
+		int k = opt_parse(spec, argc - pos, argv + pos);
+		if (pos + k > pos + 1 && strcmp(argv[pos + k - 1], "--") == 0) {
+			for (int i = pos + k; i < argc; i++) {
+				if (nops == max)
+					goto extra;
+				ops[nops++] = argv[i];
+			}
+			return nops;
+		}
+		pos += k;
+		if (pos >= argc)
+			return nops;
+		if (nops == max)
+			goto extra;
+		ops[nops++] = argv[pos];
+	}
+extra:
+	fprintf(stderr, "%s: unexpected argument\n", prog_name);
+	opt_usage(spec, stderr);
+	exit(EXIT_USAGE);
+}
+
+static void need(const struct optspec *spec, int have, int want)
+{
+	if (have >= want)
+		return;
+	fprintf(stderr, "%s: missing argument\n", prog_name);
+	opt_usage(spec, stderr);
+	exit(EXIT_USAGE);
+}
+
+int main(int argc, char **argv)
+{
+	static struct cfg c;
+	const char *sub = argc > 1 ? argv[1] : "";
+	char *ops[4096];
+	int nops;
+
+	msg_init(argv[0]);
+
+	if (strcmp(sub, "merge") == 0) {
+		struct optgroup g[] = {{no_opts, on_opt, &c}, {0}};
+		struct optspec spec = {"merge OUT IN...",
+			"Concatenate the datasets IN... (prefixes) into OUT.bin/.idx, as Megatron's merge does:\n"
+			"same dtype required, sequences appended, doc_idx shifted, pointers recomputed.", g};
+		nops = parse_all(&spec, argc - 1, argv + 1, ops, 4096);
+		need(&spec, nops, 2);
+		return cmd_merge(ops[0], ops + 1, nops - 1);
+	}
+	if (strcmp(sub, "info") == 0 || strcmp(sub, "dump") == 0 || strcmp(sub, "check") == 0) {
+		int dump = sub[0] == 'd', check = sub[0] == 'c';
+		struct optgroup g[] = {{dump ? dump_opts : check ? check_opts : no_opts, on_opt, &c}, {0}};
+		struct optspec spec = {
+			dump ? "dump PREFIX [--doc N | --range A:B]" : check ? "check PREFIX [--vocab-size N]"
+								     : "info PREFIX",
+			dump ? "Print the token ids of PREFIX's documents, one document per line."
+			: check ? "Check every invariant of PREFIX.idx/.bin; print each problem.\n"
+				  "Exit 0 ok, 1 problems found, 3 unreadable."
+				: "Describe the dataset PREFIX.idx/.bin: counts, dtype, id range, lengths, sizes.",
+			g};
+		nops = parse_all(&spec, argc - 1, argv + 1, ops, 1);
+		need(&spec, nops, 1);
+		if (dump)
+			return cmd_dump(ops[0], c.has_range, c.first, c.end);
+		return check ? cmd_check(ops[0], c.vocab) : cmd_info(ops[0]);
+	}
+
+	struct optgroup g[] = {{build_opts, on_opt, &c}, {0}};
+	struct optspec spec = {
+		"--output-prefix PREFIX [--dtype T] [--vocab-size N] < STREAM | merge | info | dump | check",
+		"Read a token stream (lmtk-tokens(5), from tokenize) on standard input and write Megatron's\n"
+		"indexed dataset PREFIX_KEY_document.bin/.idx (MMIDIDX v1) for each key, atomically.\n"
+		"\n"
+		"  mkindex merge OUT IN...                      concatenate datasets\n"
+		"  mkindex info PREFIX                          counts, dtype, id range, lengths\n"
+		"  mkindex dump PREFIX [--doc N | --range A:B]  token ids, one document per line\n"
+		"  mkindex check PREFIX [--vocab-size N]        verify every invariant\n"
+		"\n"
+		"Exit 0 ok, 1 check found problems, 2 usage or bad input, 3 I/O error.",
+		g};
+	int k = opt_parse(&spec, argc, argv);
+	if (k != argc) {
+		fprintf(stderr, "%s: unexpected argument '%s'\n", prog_name, argv[k]);
+		opt_usage(&spec, stderr);
+		return EXIT_USAGE;
+	}
+	if (!c.prefix) {
+		fprintf(stderr, "%s: --output-prefix is required\n", prog_name);
+		opt_usage(&spec, stderr);
+		return EXIT_USAGE;
+	}
+	return cmd_build(c.prefix, c.dtype, c.vocab);
+}

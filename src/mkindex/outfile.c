@@ -1,0 +1,283 @@
+#include "outfile.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "msg.h"
+
+/* Named temporaries still to remove if a signal ends the program: the handler may only call
+ * async-signal-safe functions, so it walks a fixed table of strings set before it can look. */
+#define MAX_SLOTS 256
+int outfile_no_tmpfile;
+static char *volatile slots[MAX_SLOTS];
+static int handlers_set;
+
+static void on_signal(int sig)
+{
+	for (int i = 0; i < MAX_SLOTS; i++)
+		if (slots[i])
+			unlink(slots[i]);
+	signal(sig, SIG_DFL);
+	raise(sig);
+}
+
+static int slot_add(const char *path)
+{
+	if (!handlers_set) {
+		struct sigaction sa;
+		memset(&sa, 0, sizeof sa);
+		sa.sa_handler = on_signal;
+		sigemptyset(&sa.sa_mask);
+		for (const int *s = (const int[]){SIGINT, SIGTERM, SIGHUP, SIGPIPE, 0}; *s; s++) {
+			struct sigaction old;
+			/* leave a signal alone if the caller ignores it (nohup) */
+			if (sigaction(*s, NULL, &old) == 0 && old.sa_handler != SIG_IGN)
+				sigaction(*s, &sa, NULL);
+		}
+		handlers_set = 1;
+	}
+	for (int i = 0; i < MAX_SLOTS; i++)
+		if (!slots[i]) {
+			slots[i] = strdup(path);
+			return slots[i] ? i : -1;
+		}
+	return -1;
+}
+
+static void slot_drop(int i)
+{
+	if (i < 0)
+		return;
+	char *p = slots[i];
+	slots[i] = NULL;
+	free(p);
+}
+
+static mode_t file_mode(void)
+{
+	mode_t mask = umask(0);
+	umask(mask);
+	return 0666 & ~mask;
+}
+
+static void split(const char *path, char *dir, size_t dlen, const char **base)
+{
+	const char *slash = strrchr(path, '/');
+	if (!slash) {
+		snprintf(dir, dlen, ".");
+		*base = path;
+	} else {
+		snprintf(dir, dlen, "%.*s", slash == path ? 1 : (int)(slash - path), path);
+		*base = slash + 1;
+	}
+}
+
+int outfile_open(struct outfile *o, const char *path, size_t bufsize, char *err, size_t errlen)
+{
+	char dir[4096], tmp[4096 + 300];
+	const char *base;
+	int e;
+
+	memset(o, 0, sizeof *o);
+	o->fd = o->dirfd = o->slot = -1;
+	o->cap = bufsize ? bufsize : 1 << 20;
+	split(path, dir, sizeof dir, &base);
+	if (!*base || strlen(path) >= 4096)
+		return errf(err, errlen, "%s: not a file name", path);
+	if (!(o->path = strdup(path)))
+		return errf(err, errlen, "%s: out of memory", path);
+	o->dirfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (o->dirfd < 0) {
+		e = errno;
+		outfile_discard(o);
+		return errf(err, errlen, "%s: cannot write in %s: %s", path, dir, strerror(e));
+	}
+	/* publishing an anonymous file links /proc/self/fd/N: no /proc, no anonymous file */
+	if (!outfile_no_tmpfile && access("/proc/self/fd", X_OK) == 0) {
+		o->fd = openat(o->dirfd, ".", O_TMPFILE | O_WRONLY | O_CLOEXEC, 0666);
+		if (o->fd >= 0) {
+			o->anon = 1;
+			return 0;
+		}
+		if (errno != EOPNOTSUPP && errno != EISDIR && errno != EINVAL && errno != ENOENT) {
+			e = errno;
+			outfile_discard(o);
+			return errf(err, errlen, "%s: cannot create a file in %s: %s", path, dir, strerror(e));
+		}
+	}
+	snprintf(tmp, sizeof tmp, "%s/.%s.tmp.XXXXXX", dir, base);
+	o->fd = mkostemp(tmp, O_CLOEXEC);
+	if (o->fd < 0) {
+		e = errno;
+		outfile_discard(o);
+		return errf(err, errlen, "%s: cannot create a temporary file in %s: %s", path, dir,
+			    strerror(e));
+	}
+	o->slot = slot_add(tmp);
+	if (o->slot < 0) {
+		unlink(tmp);
+		outfile_discard(o);
+		return errf(err, errlen, "%s: too many output files", path);
+	}
+	return 0;
+}
+
+static int flush(struct outfile *o, char *err, size_t errlen)
+{
+	const unsigned char *p = o->buf;
+	size_t left = o->len;
+	while (left) {
+		ssize_t w = write(o->fd, p, left);
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w < 0)
+			return errf(err, errlen, "%s: write error after %llu bytes: %s", o->path,
+				    (unsigned long long)(o->size - left), strerror(errno));
+		p += w;
+		left -= (size_t)w;
+	}
+	o->len = 0;
+	return 0;
+}
+
+unsigned char *outfile_room(struct outfile *o, size_t n, char *err, size_t errlen)
+{
+	if (!o->buf && !(o->buf = malloc(o->cap))) {
+		errf(err, errlen, "%s: out of memory for a %zu-byte buffer", o->path, o->cap);
+		return NULL;
+	}
+	if (n > o->cap - o->len && flush(o, err, errlen) < 0)
+		return NULL;
+	return o->buf + o->len;
+}
+
+int outfile_write(struct outfile *o, const void *p, size_t n, char *err, size_t errlen)
+{
+	const unsigned char *s = p;
+	while (n) {
+		size_t chunk = n < o->cap ? n : o->cap;
+		unsigned char *d = outfile_room(o, chunk, err, errlen);
+		if (!d)
+			return -1;
+		memcpy(d, s, chunk);
+		outfile_advance(o, chunk);
+		s += chunk;
+		n -= chunk;
+	}
+	return 0;
+}
+
+int outfile_copy(struct outfile *o, int fd, uint64_t off, uint64_t n, const char *src, char *err,
+		 size_t errlen)
+{
+	loff_t in = (loff_t)off;
+	int fallback = 0;
+
+	if (!o->buf && !(o->buf = malloc(o->cap)))
+		return errf(err, errlen, "%s: out of memory for a %zu-byte buffer", o->path, o->cap);
+	if (flush(o, err, errlen) < 0)
+		return -1;
+	while (n) {
+		size_t want = n < (1u << 30) ? (size_t)n : 1u << 30;
+		ssize_t got;
+		if (!fallback) {
+			got = copy_file_range(fd, &in, o->fd, NULL, want, 0);
+			if (got < 0 && (errno == EXDEV || errno == ENOSYS || errno == EINVAL ||
+					errno == EOPNOTSUPP || errno == EBADF)) {
+				fallback = 1;
+				continue;
+			}
+			if (got < 0 && errno == EINTR)
+				continue;
+			if (got < 0)
+				return errf(err, errlen, "%s: copying %s: %s", o->path, src, strerror(errno));
+		} else {
+			got = pread(fd, o->buf, want < o->cap ? want : o->cap, in);
+			if (got < 0 && errno == EINTR)
+				continue;
+			if (got < 0)
+				return errf(err, errlen, "%s: read error at byte %llu: %s", src,
+					    (unsigned long long)in, strerror(errno));
+			o->len = (size_t)got;
+			if (got > 0 && flush(o, err, errlen) < 0)
+				return -1;
+			in += got;
+		}
+		if (got == 0)
+			return errf(err, errlen, "%s: ends at byte %llu, %llu bytes short (changed while "
+				    "being read?)", src, (unsigned long long)in, (unsigned long long)n);
+		o->size += (uint64_t)got;
+		n -= (uint64_t)got;
+	}
+	return 0;
+}
+
+int outfile_sync(struct outfile *o, char *err, size_t errlen)
+{
+	if (flush(o, err, errlen) < 0)
+		return -1;
+	if (!o->anon && fchmod(o->fd, file_mode()) < 0)
+		return errf(err, errlen, "%s: chmod: %s", o->path, strerror(errno));
+	if (fsync(o->fd) < 0)
+		return errf(err, errlen, "%s: fsync: %s", o->path, strerror(errno));
+	return 0;
+}
+
+int outfile_publish(struct outfile *o, char *err, size_t errlen)
+{
+	char dir[4096], tmp[4096 + 300];
+	const char *base;
+
+	split(o->path, dir, sizeof dir, &base);
+	if (o->anon) {
+		/* linkat cannot replace a name: link under a hidden name, then rename over */
+		char proc[64];
+		snprintf(proc, sizeof proc, "/proc/self/fd/%d", o->fd);
+		for (unsigned k = 0;; k++) {
+			snprintf(tmp, sizeof tmp, ".%s.tmp.%ld.%u", base, (long)getpid(), k);
+			if (linkat(AT_FDCWD, proc, o->dirfd, tmp, AT_SYMLINK_FOLLOW) == 0)
+				break;
+			if (errno != EEXIST || k > 1000)
+				return errf(err, errlen, "%s: cannot link the finished file: %s", o->path,
+					    strerror(errno));
+		}
+		if (renameat(o->dirfd, tmp, o->dirfd, base) < 0) {
+			int e = errno;
+			unlinkat(o->dirfd, tmp, 0);
+			return errf(err, errlen, "%s: rename: %s", o->path, strerror(e));
+		}
+		o->anon = 0;
+	} else {
+		if (o->slot < 0)
+			return errf(err, errlen, "%s: already published", o->path);
+		if (rename(slots[o->slot], o->path) < 0)
+			return errf(err, errlen, "%s: rename: %s", o->path, strerror(errno));
+		slot_drop(o->slot);
+		o->slot = -1;
+	}
+	fsync(o->dirfd);  /* best effort: some filesystems refuse fsync on directories */
+	return 0;
+}
+
+void outfile_discard(struct outfile *o)
+{
+	if (o->slot >= 0) {
+		unlink(slots[o->slot]);
+		slot_drop(o->slot);
+		o->slot = -1;
+	}
+	if (o->fd >= 0)
+		close(o->fd);
+	if (o->dirfd >= 0)
+		close(o->dirfd);
+	free(o->buf);
+	free(o->path);
+	memset(o, 0, sizeof *o);
+	o->fd = o->dirfd = o->slot = -1;
+}

@@ -1,0 +1,59 @@
+/* outfile - a large output file written as a stream, that no reader sees before it is complete.
+ *
+ * lib/file.h writes a buffer that is already in memory; mkindex streams up to a terabyte of
+ * tokens, so it needs the same promise for data that arrives piece by piece.  The data goes to
+ * an anonymous file in the destination's directory (O_TMPFILE): a crash or a kill -9 leaves
+ * nothing behind, not even a stray temporary, and the kernel frees the space.  Where O_TMPFILE
+ * is not supported (some network filesystems) or /proc is missing, a named ".NAME.tmp.XXXXXX"
+ * is used instead and removed on error and on SIGINT/SIGTERM/SIGHUP/SIGPIPE (only kill -9 can
+ * leave it behind).
+ *
+ * Writes go through one large buffer (a plain write(2) per buffer, no stdio) so that the
+ * program stays disk-bound; outfile_room() lets a caller convert tokens straight into it.
+ *
+ * Publishing is two-phase so that several files appear in a chosen order: outfile_sync() on all
+ * of them (flush, fsync: the slow part, where errors like ENOSPC show up), then
+ * outfile_publish() on each in order (a link or rename, plus a directory fsync).  mkindex
+ * publishes .bin before .idx, so a complete-looking .idx never names a missing or half .bin. */
+#ifndef MKINDEX_OUTFILE_H
+#define MKINDEX_OUTFILE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+struct outfile {
+	char *path;            /* the destination */
+	int fd, dirfd;
+	int anon;              /* O_TMPFILE: no name until published */
+	int slot;              /* named temporary: its slot in the signal handler's list, else -1 */
+	unsigned char *buf;    /* allocated on first use */
+	size_t len, cap;
+	uint64_t size;         /* bytes written so far, buffered ones included */
+};
+
+/* Set by tests to exercise the named-temporary path where O_TMPFILE works. */
+extern int outfile_no_tmpfile;
+
+/* Creates the hidden output for `path` (whose directory must exist).  bufsize: bytes of buffer.
+ * 0, or -1 + err. */
+int outfile_open(struct outfile *o, const char *path, size_t bufsize, char *err, size_t errlen);
+int outfile_write(struct outfile *o, const void *p, size_t n, char *err, size_t errlen);
+/* A pointer to at least n (<= the buffer size) free bytes of the buffer, flushing it first if
+ * needed; the caller fills some and calls outfile_advance().  NULL + err on a write error. */
+unsigned char *outfile_room(struct outfile *o, size_t n, char *err, size_t errlen);
+static inline void outfile_advance(struct outfile *o, size_t n)
+{
+	o->len += n;
+	o->size += n;
+}
+/* Appends n bytes of fd from offset off (copy_file_range where the kernel can, else read/write). */
+int outfile_copy(struct outfile *o, int fd, uint64_t off, uint64_t n, const char *src, char *err,
+		 size_t errlen);
+/* Flush, set the mode (0666 & ~umask), fsync. */
+int outfile_sync(struct outfile *o, char *err, size_t errlen);
+/* Gives the synced file its name, replacing what was there; fsyncs the directory. */
+int outfile_publish(struct outfile *o, char *err, size_t errlen);
+/* Drops an unpublished file (safe after publish, and twice); frees everything. */
+void outfile_discard(struct outfile *o);
+
+#endif

@@ -1,0 +1,284 @@
+#!/usr/bin/env bash
+# mkindex against its peers: Megatron's own .bin/.idx (shared/data/megatron), rebuilt byte for
+# byte from a token stream written by an independent writer (tests/tokstream.py) and read back
+# with numpy; merge of two halves back into the whole; check on corrupted copies; nothing left
+# behind by a cut stream, a bad id, kill -9 or a full filesystem.
+. "$(dirname "$0")/../lib.sh"
+MK=$BIN/mkindex
+PY=/usr/bin/python3
+TS=$TOP/tests/tokstream.py
+MEGDIR=${LMTK_MEGATRON_DIR:-$TOP/../shared/data/megatron}
+MEG=$MEGDIR/meg-gpt2-openwebtext_text_document
+cd "$T" || exit 3
+
+ts() { "$PY" "$TS" "$@"; }
+# empty_dir NAME DIR: nothing at all in DIR, hidden temporaries included
+empty_dir() { if [ -z "$(ls -A "$2")" ]; then ok "$1"; else fail "$1" "left behind: $(ls -A "$2" | tr '\n' ' ')"; fi; }
+
+# --- usage ---
+expect_rc usage_no_prefix_exits_2 2 $MK </dev/null
+contains usage_no_prefix_says_so "$T/err" '^mkindex: --output-prefix is required$'
+contains usage_is_one_line "$T/err" '^usage: mkindex --output-prefix PREFIX .*< STREAM'
+check usage_has_no_more_lines [ "$(wc -l < "$T/err")" = 2 ]
+expect_rc usage_bad_dtype_exits_2 2 $MK --output-prefix x --dtype float32
+contains usage_bad_dtype_names_flag "$T/err" "^mkindex: --dtype: 'float32' is not one of"
+expect_rc usage_extra_operand_exits_2 2 $MK --output-prefix x extra
+expect_rc usage_check_without_prefix_exits_2 2 $MK check
+expect_rc usage_merge_needs_an_input_exits_2 2 $MK merge out
+expect_rc usage_doc_and_range_exits_2 2 $MK dump x --doc 1 --range 1:2
+expect_rc usage_bad_range_exits_2 2 $MK dump x --range 1-2
+expect_rc help_exits_0 0 $MK --help
+contains help_lists_subcommands "$T/out" 'mkindex merge OUT IN\.\.\.'
+contains help_lists_output_prefix "$T/out" '--output-prefix PREFIX'
+expect_rc help_of_subcommand_exits_0 0 $MK check --help
+contains help_of_check_lists_vocab "$T/out" '--vocab-size N'
+expect_rc version_exits_0 0 $MK --version
+contains version_names_lmtk "$T/out" '^mkindex \(lmtk\) [0-9]'
+for page in man1/mkindex.1 man5/lmtk-tokens.5; do
+	check "man_${page#*/}_renders_without_warnings" [ -z "$(groff -man -Tutf8 -ww -z "$TOP/man/$page" 2>&1)" ]
+done
+
+# --- small streams: naming, dtype choice, empty documents, keys ---
+printf '1 2 3\n\n4\n65498\n' | ts write --vocab 65499 > s1.tok
+expect_rc build_small_exits_0 0 $MK --output-prefix s1 < s1.tok
+check build_uses_megatron_names [ -f s1_text_document.bin -a -f s1_text_document.idx -a ! -e s1.idx ]
+check empty_document_skipped_numpy "$PY" -c "import sys; sys.exit(0 if '$(ts readidx s1_text_document)' == '3 4 8 5 5 65498 ok' else 1)"
+contains summary_counts_skipped "$T/err" 's1_text_document\.\{bin,idx\}: 3 documents \(1 empty skipped\), 5 tokens, uint16'
+printf '1 2 3\n65499\n' | ts write --vocab 65500 > s2.tok
+$MK --output-prefix s2 < s2.tok 2>/dev/null
+check dtype_int32_from_vocab_65500 [ "$(ts readidx s2_text_document)" = "2 3 4 4 4 65499 ok" ]
+$MK --output-prefix s3 --dtype int32 < s1.tok 2>/dev/null
+check dtype_override_int32 [ "$(ts readidx s3_text_document | cut -d' ' -f3)" = 4 ]
+check dtype_override_same_ids [ "$($MK dump s3_text_document)" = "$($MK dump s1_text_document)" ]
+printf 'text\t1 2\ncode\t3 4 5\ntext\t6\n' | ts write --vocab 100 --keys text,code > keys.tok
+expect_rc build_two_keys_exits_0 0 $MK --output-prefix kk < keys.tok
+check two_keys_give_two_datasets [ "$(ls kk_*)" = "kk_code_document.bin
+kk_code_document.idx
+kk_text_document.bin
+kk_text_document.idx" ]
+check two_keys_text_docs [ "$($MK dump kk_text_document | tr '\n' '|')" = "1 2|6|" ]
+check two_keys_code_docs [ "$($MK dump kk_code_document | tr '\n' '|')" = "3 4 5|" ]
+printf '7 8\n' | ts write --vocab 100 --keys content > content.tok
+$MK --output-prefix one < content.tok 2>/dev/null
+check single_key_named_by_key [ -f one_content_document.idx -a -f one_content_document.bin ]
+
+# --- bad input: exit 2, and nothing written ---
+mkdir bad
+printf '1 2\n3 4\n' | ts write --vocab 100 --no-end > bad.tok
+expect_rc cut_stream_exits_2 2 $MK --output-prefix bad/x < bad.tok
+contains cut_stream_says_truncated "$T/err" 'truncated token stream at byte [0-9]+ .*nothing written'
+empty_dir cut_stream_leaves_nothing bad
+printf '1 2\n3 100 4\n' | ts write --vocab 100 > bad.tok
+expect_rc id_at_vocab_exits_2 2 $MK --output-prefix bad/x < bad.tok
+contains id_at_vocab_names_it "$T/err" 'id 100 at byte [0-9]+ is outside the vocabulary \(size 100\)'
+empty_dir id_at_vocab_leaves_nothing bad
+printf '1 2\n3 60 4\n' | ts write --vocab 100 > bad.tok
+expect_rc id_over_vocab_size_flag_exits_2 2 $MK --output-prefix bad/x --vocab-size 50 < bad.tok
+contains id_over_vocab_size_flag_names_it "$T/err" "id 60 \(key 'text', document 1, token 1\) >= --vocab-size 50"
+printf '1 70000\n' | ts write --vocab 100000 > bad.tok
+expect_rc id_not_fitting_dtype_exits_2 2 $MK --output-prefix bad/x --dtype uint16 < bad.tok
+contains id_not_fitting_dtype_names_it "$T/err" 'id 70000 \(document 0, token 1\) does not fit dtype uint16'
+cat s1.tok s2.tok > bad.tok
+expect_rc two_streams_glued_exits_2 2 $MK --output-prefix bad/x < bad.tok
+contains two_streams_glued_says_so "$T/err" 'data after the end marker'
+printf 'not a stream at all' > bad.tok
+expect_rc not_a_stream_exits_2 2 $MK --output-prefix bad/x < bad.tok
+contains not_a_stream_says_magic "$T/err" 'bad magic'
+empty_dir bad_input_leaves_nothing bad
+expect_rc missing_output_dir_exits_3 3 $MK --output-prefix nodir/x < s1.tok
+# a failed run leaves an existing dataset as it was
+cp s1_text_document.idx keep.idx
+printf '1 2\n' | ts write --vocab 100 --no-end | $MK --output-prefix s1 2>/dev/null
+check failed_run_keeps_old_dataset cmp s1_text_document.idx keep.idx
+
+# --- the real Megatron dataset ---
+if [ ! -f "$MEG.idx" ]; then
+	skip megatron_peer "$MEG.idx not found (set LMTK_MEGATRON_DIR)"
+else
+	expect_rc info_real_exits_0 0 $MK info "$MEG"
+	cp "$T/out" info.txt
+	contains info_real_documents info.txt '^documents +1000$'
+	contains info_real_sequences info.txt '^sequences +1000$'
+	contains info_real_tokens info.txt '^tokens +1361845$'
+	contains info_real_dtype info.txt '^dtype +uint16 \(8\)$'
+	contains info_real_ids info.txt '^ids +0\.\.4999$'
+	contains info_real_idx_bytes info.txt '^idx bytes +20042$'
+	contains info_real_bin_bytes info.txt '^bin bytes +2723690$'
+	contains info_real_lengths info.txt '^lengths +min 193, mean 1361\.8, max 21809 '
+	check info_histogram_sums_to_N [ "$(awk '$1 ~ /^[0-9]+\.\.[0-9]+$/ { s += $2 } END { print s }' info.txt)" = 1000 ]
+	# numpy, reading the files per the spec, is the independent reader
+	check numpy_reads_the_spec_numbers [ "$(ts readidx "$MEG")" = "1000 1001 8 1361845 1361845 4999 ok" ]
+	check info_tokens_equal_numpy [ "$(awk '/^tokens/ { print $2 }' info.txt)" = "$(ts readidx "$MEG" | cut -d' ' -f4)" ]
+
+	expect_rc check_real_exits_0 0 $MK check "$MEG" --vocab-size 5000
+	contains check_real_says_ok "$T/out" ': ok: 1000 sequences, 1000 documents, 1361845 tokens, dtype uint16 \(8\), every id'
+	# <|endoftext|> is 4999: with a vocabulary of 4999 each document's last id is out of range
+	expect_rc check_vocab_too_small_exits_1 1 $MK check "$MEG" --vocab-size 4999
+	contains check_vocab_names_first_id "$T/out" 'text_document\.bin: sequence 0, token 1410 \(byte 2820\): id 4999 >= vocab size 4999$'
+	contains check_vocab_counts_rest "$T/out" '\.\.\. and 990 more ids outside 0\.\.4998$'
+	contains check_vocab_total "$T/out" ': 1000 problems$'
+
+	# dump, against numpy's reading of the same files
+	$MK dump "$MEG" > all.txt
+	check dump_one_line_per_document [ "$(wc -l < all.txt)" = 1000 ]
+	ts dump "$MEG" > all.numpy.txt
+	check dump_equals_numpy cmp all.txt all.numpy.txt
+	check dump_doc_is_that_line [ "$($MK dump "$MEG" --doc 999)" = "$(sed -n 1000p all.txt)" ]
+	check dump_range_is_those_lines [ "$($MK dump "$MEG" --range 10:13)" = "$(sed -n 11,13p all.txt)" ]
+	check dump_open_range [ "$($MK dump "$MEG" --range 998: | wc -l)" = 2 ]
+	expect_rc dump_doc_out_of_range_exits_2 2 $MK dump "$MEG" --doc 1000
+	contains dump_doc_out_of_range_says_count "$T/err" 'it has 1000 \(0\.\.999\)'
+
+	# the round trip: dump -> independent stream writer -> mkindex == Megatron's files
+	ts write --vocab 5000 --eod 4999 < all.txt > all.tok
+	expect_rc build_real_exits_0 0 $MK --output-prefix meg-gpt2-openwebtext < all.tok
+	check build_real_bin_identical_to_megatron cmp meg-gpt2-openwebtext_text_document.bin "$MEG.bin"
+	check build_real_idx_identical_to_megatron cmp meg-gpt2-openwebtext_text_document.idx "$MEG.idx"
+	cat all.tok | $MK --output-prefix piped 2>/dev/null
+	check build_from_a_pipe_identical cmp piped_text_document.idx "$MEG.idx"
+
+	# merge: two halves back into the whole
+	head -500 all.txt | ts write --vocab 5000 --eod 4999 > a.tok
+	tail -n +501 all.txt | ts write --vocab 5000 --eod 4999 > b.tok
+	$MK --output-prefix a < a.tok 2>/dev/null
+	$MK --output-prefix b < b.tok 2>/dev/null
+	check half_a_has_500_docs [ "$(ts readidx a_text_document | cut -d' ' -f1,2)" = "500 501" ]
+	expect_rc merge_halves_exits_0 0 $MK merge merged a_text_document b_text_document
+	check merge_bin_identical_to_megatron cmp merged.bin "$MEG.bin"
+	check merge_idx_identical_to_megatron cmp merged.idx "$MEG.idx"
+	$MK --output-prefix a32 --dtype int32 < a.tok 2>/dev/null
+	mkdir mix
+	expect_rc merge_mixed_dtype_exits_2 2 $MK merge mix/m a_text_document a32_text_document
+	contains merge_mixed_dtype_names_file "$T/err" 'a32_text_document\.idx: dtype int32 \(4\), but a_text_document\.idx is uint16 \(8\)'
+	empty_dir merge_mixed_dtype_leaves_nothing mix
+
+	# --- check on corrupted copies: exit 1 and the field, the index, expected vs found ---
+	mkdir c
+	corrupt() {  # corrupt NAME PYTHON-STATEMENT-ON-bytearray-b
+		cp "$MEG.idx" "c/$1.idx"; cp "$MEG.bin" "c/$1.bin"
+		"$PY" -c "
+import struct
+p = 'c/$1.idx'; b = bytearray(open(p, 'rb').read())
+$2
+open(p, 'wb').write(b)"
+	}
+	corrupt trunc 'b = b[:20000]'
+	expect_rc check_truncated_idx_exits_1 1 $MK check c/trunc
+	contains check_truncated_idx_says_where "$T/out" 'c/trunc\.idx: file is 20000 bytes, expected 34 \+ 12\*N \+ 8\*D = 20042 \(N = 1000, D = 1001\): truncated inside doc_idx, at entry 995 of 1001$'
+	corrupt shortbin 'pass'
+	truncate -s 1000000 c/shortbin.bin
+	expect_rc check_short_bin_exits_1 1 $MK check c/shortbin
+	contains check_short_bin_says_which_sequence "$T/out" 'c/shortbin\.bin: is 1000000 bytes, expected 2723690 \(1361845 tokens x 2 bytes\): it ends inside sequence [0-9]+ of 1000'
+	corrupt order 'b[34 + 12000 + 8 * 3:34 + 12000 + 8 * 4] = struct.pack("<q", 1)'
+	expect_rc check_non_monotone_exits_1 1 $MK check c/order
+	contains check_non_monotone_says_where "$T/out" 'c/order\.idx: doc_idx\[3\] = 1 is less than doc_idx\[2\] = 2: must not decrease$'
+	corrupt magic 'b[0:7] = b"NOTIDX!"'
+	expect_rc check_bad_magic_exits_1 1 $MK check c/magic
+	contains check_bad_magic_shows_bytes "$T/out" 'c/magic\.idx: magic is 4e 4f 54 49 44 58 21 00 00, expected 4d 4d 49 44 49 44 58 00 00'
+	corrupt version 'b[9:17] = struct.pack("<Q", 2)'
+	expect_rc check_bad_version_exits_1 1 $MK check c/version
+	contains check_bad_version_says_it "$T/out" 'c/version\.idx: version is 2, expected 1'
+	corrupt size 'b[34 + 4 * 7:34 + 4 * 8] = struct.pack("<i", -5)'
+	expect_rc check_negative_size_exits_1 1 $MK check c/size
+	contains check_negative_size_says_it "$T/out" 'c/size\.idx: sizes\[7\] = -5: negative$'
+	contains check_caps_repeated_problems "$T/out" '\.\.\. and [0-9]+ more pointers problems$'
+	corrupt ptr 'b[34 + 4000 + 8 * 10:34 + 4000 + 8 * 11] = struct.pack("<q", 7)'
+	expect_rc check_bad_pointer_exits_1 1 $MK check c/ptr
+	contains check_bad_pointer_expected_vs_found "$T/out" 'c/ptr\.idx: pointers\[10\] = 7, expected 18616 \(sizes\[0\.\.10\) x 2 bytes\)$'
+	corrupt seqmode 'b += bytes(1000)'
+	expect_rc check_sequence_mode_array_exits_0 0 $MK check c/seqmode
+	contains check_sequence_mode_array_noted "$T/out" 'note: .*sequence-mode array'
+	corrupt nobin 'pass'
+	rm c/nobin.bin
+	expect_rc check_missing_bin_exits_3 3 $MK check c/nobin
+	contains check_missing_bin_names_it "$T/err" 'c/nobin\.bin: No such file or directory'
+	expect_rc check_missing_idx_exits_3 3 $MK check c/nothing
+	mkdir c/dir.idx
+	expect_rc check_idx_directory_exits_3 3 $MK check c/dir
+	expect_rc info_on_corrupt_exits_2 2 $MK info c/order
+	contains info_on_corrupt_points_to_check "$T/err" "doc_idx\[3\] = 1 is less .*run 'mkindex check c/order'"
+	expect_rc dump_on_corrupt_exits_2 2 $MK dump c/trunc
+	expect_rc merge_of_corrupt_exits_2 2 $MK merge c/out a_text_document c/ptr
+	check merge_of_corrupt_writes_nothing [ ! -e c/out.idx -a ! -e c/out.bin ]
+
+	# random truncations and byte flips: findings or refusals, never a crash
+	"$PY" - "$MEG" "$MK" > fuzz.txt <<'EOF'
+import random, subprocess, sys
+meg, mk = sys.argv[1], sys.argv[2]
+idx, binb = open(meg + ".idx", "rb").read(), open(meg + ".bin", "rb").read()
+rng = random.Random(7)
+bad = []
+for i in range(60):
+    b, bb = bytearray(idx), binb
+    k = i % 3
+    if k == 0:
+        b = b[:rng.randrange(len(b))]
+    elif k == 1:
+        for _ in range(rng.randrange(1, 8)):
+            b[rng.randrange(len(b))] = rng.randrange(256)
+    else:
+        for _ in range(3):
+            b[rng.randrange(34)] = rng.randrange(256)
+        bb = binb[:rng.randrange(len(binb))]
+    open("fz.idx", "wb").write(b); open("fz.bin", "wb").write(bb)
+    for args, allowed in ((["check", "fz", "--vocab-size", "5000"], (0, 1)), (["info", "fz"], (0, 2)),
+                          (["dump", "fz"], (0, 2)), (["merge", "fzm", "fz"], (0, 2))):
+        r = subprocess.run([mk] + args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        if r.returncode not in allowed:
+            bad.append("%d %s: exit %d %s" % (i, args[0], r.returncode, r.stderr[-200:]))
+print("\n".join(bad) if bad else "none")
+EOF
+	check fuzzed_files_never_crash [ "$(cat fuzz.txt)" = none ]
+fi
+
+# --- kill -9 and a dying producer: no .idx, no .bin, no temporary ---
+mkdir k1 k2
+mkfifo slow.fifo
+ts slow --vocab 5000 --docs 100 --delay 0.1 > slow.fifo 2>/dev/null &
+prod=$!
+$MK --output-prefix k1/out < slow.fifo 2>/dev/null &
+pid=$!
+# mid-write: its .bin is an open, nameless file in k1
+writing() { ls -l /proc/$pid/fd 2>/dev/null | grep -q "$T/k1/#.*(deleted)"; }
+check kill9_mkindex_was_writing wait_for 10 writing
+kill -9 $pid
+wait $pid 2>/dev/null
+wait $prod 2>/dev/null
+empty_dir kill9_leaves_nothing k1
+ts slow --vocab 5000 --docs 100 --delay 0.1 > producer.tok &
+prod=$!
+sleep 0.5
+kill -9 $prod
+wait $prod 2>/dev/null
+expect_rc dead_producer_exits_2 2 $MK --output-prefix k2/out < producer.tok
+contains dead_producer_says_truncated "$T/err" 'truncated token stream.*did the producer die'
+empty_dir dead_producer_leaves_nothing k2
+
+# --- streaming: memory does not grow with the corpus ---
+ts gen --bytes 200000000 --vocab 50257 > big.tok
+"$PY" - "$MK" > rss.txt <<'EOF'
+import resource, subprocess, sys
+with open("big.tok", "rb") as f:
+    r = subprocess.run([sys.argv[1], "--output-prefix", "big"], stdin=f, stderr=subprocess.DEVNULL)
+print(r.returncode, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss // 1024)
+EOF
+read -r big_rc big_rss < rss.txt
+check big_stream_builds [ "$big_rc" = 0 ]
+check big_stream_rss_under_40MB [ "$big_rss" -lt 40 ]   # 100 MB of .bin: held, it would show
+echo "    200 MB stream: max RSS ${big_rss} MB"
+expect_rc big_stream_checks_ok 0 $MK check big_text_document --vocab-size 50257
+rm -f big.tok big_text_document.*
+
+# --- a full filesystem: exit 3, nothing left ---
+mkdir full
+if mount -t tmpfs -o size=1m lmtk-test full 2>/dev/null; then
+	ts gen --bytes 5000000 --vocab 50257 > five.tok
+	expect_rc full_filesystem_exits_3 3 $MK --output-prefix full/x < five.tok
+	contains full_filesystem_says_so "$T/err" 'No space left on device; nothing written'
+	empty_dir full_filesystem_leaves_nothing full
+	umount -l full
+else
+	skip full_filesystem "cannot mount tmpfs (need root)"
+fi
+
+rm -rf "$T"

@@ -1,0 +1,379 @@
+/* mkindex_idx.c - the MMIDIDX reader, verifier, writer and merge, against the real Megatron file
+ * (shared/data/megatron) and against files built byte by byte from the spec. */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
+#include "t.h"
+#include "mkindex/idx.h"
+
+#include <stdarg.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+static char dir[64] = "/tmp/mkindex-idx.XXXXXX";
+
+static unsigned char *slurp(const char *path, size_t *len)
+{
+	FILE *f = fopen(path, "rb");
+	if (!f)
+		return NULL;
+	fseek(f, 0, SEEK_END);
+	*len = (size_t)ftell(f);
+	rewind(f);
+	unsigned char *b = malloc(*len + 1);
+	if (fread(b, 1, *len, f) != *len) {
+		free(b);
+		b = NULL;
+	}
+	fclose(f);
+	return b;
+}
+
+static void spit(const char *path, const void *p, size_t len)
+{
+	FILE *f = fopen(path, "wb");
+	if (!f || fwrite(p, 1, len, f) != len || fclose(f) != 0) {
+		perror(path);
+		exit(2);
+	}
+}
+
+static const char *tmp(const char *fmt, ...)
+{
+	static char buf[8][512];
+	static int i;
+	char name[256];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(name, sizeof name, fmt, ap);
+	va_end(ap);
+	i = (i + 1) % 8;
+	snprintf(buf[i], sizeof buf[i], "%s/%s", dir, name);
+	return buf[i];
+}
+
+/* every problem and note, one per line */
+struct seen {
+	int problems, notes;
+	char text[1 << 17];
+};
+
+static int collect(void *ctx, enum idx_note kind, const char *what, const char *msg)
+{
+	struct seen *s = ctx;
+	size_t n = strlen(s->text);
+	if (kind == IDX_PROBLEM)
+		s->problems++;
+	else
+		s->notes++;
+	snprintf(s->text + n, sizeof s->text - n, "%s: %s\n", what, msg);
+	return 0;
+}
+
+static int count_only(void *ctx, enum idx_note kind, const char *what, const char *msg)
+{
+	(void)ctx, (void)kind, (void)what, (void)msg;
+	return 1;  /* the first problem is enough */
+}
+
+static uint64_t verify(const unsigned char *p, size_t len, int64_t bin_len, struct seen *s,
+		       struct idx_layout *lay)
+{
+	struct idx_layout l;
+	memset(s, 0, sizeof *s);
+	/* a private copy of exactly len bytes: reading past it is a sanitizer error, not luck */
+	unsigned char *copy = malloc(len ? len : 1);
+	memcpy(copy, p, len);
+	uint64_t n = idx_verify(copy, len, bin_len, lay ? lay : &l, collect, s);
+	free(copy);
+	return n;
+}
+
+/* an .idx built field by field from the spec */
+static size_t build_idx(unsigned char *b, int dtype, const int32_t *sizes, uint64_t n,
+			const int64_t *doc, uint64_t d)
+{
+	unsigned item = idx_dtype_size(dtype);
+	uint64_t off = 0;
+	memcpy(b, "MMIDIDX\0\0", 9);
+	idx_put64(b + 9, 1);
+	b[17] = (unsigned char)dtype;
+	idx_put64(b + 18, n);
+	idx_put64(b + 26, d);
+	for (uint64_t i = 0; i < n; i++) {
+		idx_put32(b + 34 + 4 * i, (uint32_t)sizes[i]);
+		idx_put64(b + 34 + 4 * n + 8 * i, off);
+		off += (uint64_t)sizes[i] * item;
+	}
+	for (uint64_t i = 0; i < d; i++)
+		idx_put64(b + 34 + 12 * n + 8 * i, (uint64_t)doc[i]);
+	return 34 + 12 * n + 8 * d;
+}
+
+static void write_dataset(const char *prefix, int dtype, const int32_t *sizes, uint64_t n,
+			  const int64_t *doc, uint64_t d, uint32_t first_id)
+{
+	static unsigned char b[1 << 16], bin[1 << 16];
+	size_t len = build_idx(b, dtype, sizes, n, doc, d), blen = 0;
+	uint32_t id = first_id;
+	char path[512];
+	for (uint64_t i = 0; i < n; i++)
+		for (int32_t k = 0; k < sizes[i]; k++, id++) {
+			if (dtype == IDX_U16) {
+				bin[blen++] = (unsigned char)id;
+				bin[blen++] = (unsigned char)(id >> 8);
+			} else {
+				idx_put32(bin + blen, id);
+				blen += 4;
+			}
+		}
+	snprintf(path, sizeof path, "%s.idx", prefix);
+	spit(path, b, len);
+	snprintf(path, sizeof path, "%s.bin", prefix);
+	spit(path, bin, blen);
+}
+
+static int collect_ids(void *ctx, const unsigned char *p, size_t ntok, uint64_t tok0)
+{
+	int64_t *out = ctx;
+	(void)p;
+	for (size_t i = 0; i < ntok; i++)
+		out[tok0 + i] = idx_token((int)out[-1], p + i * idx_dtype_size((int)out[-1]));
+	return 0;
+}
+
+int main(void)
+{
+	const char *megdir = getenv("LMTK_MEGATRON_DIR") ? getenv("LMTK_MEGATRON_DIR")
+							  : "../shared/data/megatron";
+	char meg_idx[512], meg_bin[512];
+	size_t len = 0, blen = 0;
+	static struct seen s;
+	struct idx_layout lay;
+
+	if (!mkdtemp(dir)) {
+		perror("mkdtemp");
+		return 2;
+	}
+	snprintf(meg_idx, sizeof meg_idx, "%s/meg-gpt2-openwebtext_text_document.idx", megdir);
+	snprintf(meg_bin, sizeof meg_bin, "%s/meg-gpt2-openwebtext_text_document.bin", megdir);
+	unsigned char *meg = slurp(meg_idx, &len), *megb = slurp(meg_bin, &blen);
+
+	if (!meg || !megb) {
+		printf("skip real_megatron_file: %s not found (set LMTK_MEGATRON_DIR)\n", meg_idx);
+	} else {
+		T_CASE("real_megatron_file_verifies_clean") {
+			T_ASSERT(verify(meg, len, (int64_t)blen, &s, &lay) == 0);
+			T_ASSERT(s.notes == 0);
+			T_ASSERT(lay.n == 1000 && lay.d == 1001 && lay.dtype == IDX_U16);
+			T_ASSERT(lay.tokens * 2 == 2723690 && len == 20042);
+		}
+		T_CASE("every_truncation_of_the_real_idx_is_a_problem") {
+			int bad = 0;
+			for (size_t l = 0; l < len; l++) {
+				if (verify(meg, l, (int64_t)blen, &s, NULL) == 0 || !strstr(s.text, "truncated"))
+					bad++;
+			}
+			T_ASSERT(bad == 0);
+			verify(meg, 20000, (int64_t)blen, &s, NULL);
+			T_ASSERT(strstr(s.text, "file is 20000 bytes, expected 34 + 12*N + 8*D = 20042 (N = 1000, "
+					"D = 1001): truncated inside doc_idx, at entry 995 of 1001"));
+			verify(meg, 5000, (int64_t)blen, &s, NULL);
+			T_ASSERT(strstr(s.text, "truncated inside pointers, at entry 120 of 1000"));
+			verify(meg, 33, (int64_t)blen, &s, NULL);
+			T_ASSERT(strstr(s.text, "33 bytes, shorter than the 34-byte header"));
+		}
+		T_CASE("every_bit_flip_of_the_real_idx_is_a_problem_or_still_valid") {
+			/* every field is pinned by an invariant, except that doc_idx may legally repeat an
+			 * entry (an empty document): a flip there may give another valid file, and then
+			 * an independent look must agree that it is one */
+			unsigned char *b = malloc(len);
+			const size_t doc0 = 34 + 12 * 1000;
+			int missed = 0;
+			memcpy(b, meg, len);
+			for (size_t i = 0; i < len; i++)
+				for (int bit = 0; bit < 8; bit++) {
+					struct idx_layout l;
+					b[i] ^= (unsigned char)(1 << bit);
+					if (idx_verify(b, len, (int64_t)blen, &l, count_only, NULL) == 0) {
+						size_t e = (i - doc0) / 8;
+						int64_t v = (int64_t)idx_le64(b + doc0 + 8 * e);
+						int valid = i >= doc0 && e > 0 && e < 1000 &&
+							    (int64_t)idx_le64(b + doc0 + 8 * (e - 1)) <= v &&
+							    v <= (int64_t)idx_le64(b + doc0 + 8 * (e + 1));
+						if (!valid && missed++ < 5)
+							printf("    missed: byte %zu bit %d\n", i, bit);
+					}
+					b[i] ^= (unsigned char)(1 << bit);
+				}
+			T_ASSERT(missed == 0);
+			free(b);
+		}
+		T_CASE("bin_shorter_than_sizes_names_the_sequence") {
+			uint64_t p500 = idx_le64(meg + 34 + 4 * 1000 + 8 * 500);
+			verify(meg, len, (int64_t)p500 + 2, &s, NULL);
+			T_ASSERT(s.problems == 1);
+			T_ASSERT(strstr(s.text, "bin: is ") && strstr(s.text, "expected 2723690 (1361845 tokens x 2 "
+				"bytes): it ends inside sequence 500 of 1000"));
+			verify(meg, len, 2723691, &s, NULL);
+			T_ASSERT(strstr(s.text, "1 bytes too many"));
+		}
+		T_CASE("trailing_sequence_mode_array_is_accepted_with_a_note") {
+			unsigned char *b = calloc(1, len + 1000);
+			memcpy(b, meg, len);
+			T_ASSERT(verify(b, len + 1000, (int64_t)blen, &s, &lay) == 0);
+			T_ASSERT(lay.seqmode == 1 && s.notes == 1 && strstr(s.text, "sequence-mode"));
+			T_ASSERT(verify(b, len + 999, (int64_t)blen, &s, NULL) == 1);
+			T_ASSERT(strstr(s.text, "999 more than 34 + 12*N + 8*D = 20042"));
+			free(b);
+		}
+		T_CASE("problems_name_field_index_expected_and_found") {
+			unsigned char *b = malloc(len);
+			memcpy(b, meg, len);
+			idx_put64(b + 34 + 12000 + 8 * 3, 1);          /* doc_idx[3] = 1 < doc_idx[2] = 2 */
+			idx_put32(b + 34 + 4 * 5, (uint32_t)-7);       /* sizes[5] = -7 */
+			idx_put64(b + 34 + 4000 + 8 * 900, 12345);     /* pointers[900] */
+			b[9] = 2;                                      /* version 2 */
+			b[0] = 'X';
+			verify(b, len, -1, &s, NULL);
+			T_ASSERT(strstr(s.text, "doc_idx: doc_idx[3] = 1 is less than doc_idx[2] = 2: must not decrease"));
+			T_ASSERT(strstr(s.text, "sizes: sizes[5] = -7: negative"));
+			T_ASSERT(strstr(s.text, "pointers: pointers[900] = 12345, expected "));
+			T_ASSERT(strstr(s.text, "version: version is 2, expected 1"));
+			T_ASSERT(strstr(s.text, "magic: magic is 58 4d 49 44 49 44 58 00 00, expected"));
+			free(b);
+		}
+	}
+
+	T_CASE("dtype_follows_megatron_best_fitting_dtype") {
+		T_ASSERT(idx_dtype_for_vocab(5000) == IDX_U16);
+		T_ASSERT(idx_dtype_for_vocab(50257) == IDX_U16);
+		T_ASSERT(idx_dtype_for_vocab(65499) == IDX_U16);
+		T_ASSERT(idx_dtype_for_vocab(65500) == IDX_I32);
+		T_ASSERT(idx_dtype_for_vocab(250880) == IDX_I32);
+		T_ASSERT(idx_dtype_parse("uint16") == 8 && idx_dtype_parse("int32") == 4);
+		T_ASSERT(idx_dtype_parse("float64") == 0 && idx_dtype_parse("u16") == 0);
+	}
+
+	T_CASE("doc_idx_rules") {
+		unsigned char b[4096];
+		int32_t sz[3] = {2, 0, 5};
+		int64_t ok[4] = {0, 1, 1, 3}, first[4] = {1, 1, 2, 3}, last[3] = {0, 1, 2}, big[4] = {0, 9, 2, 3};
+		T_ASSERT(verify(b, build_idx(b, IDX_U16, sz, 3, ok, 4), 14, &s, NULL) == 0);
+		T_ASSERT(verify(b, build_idx(b, IDX_U16, sz, 3, first, 4), 14, &s, NULL) == 1);
+		T_ASSERT(strstr(s.text, "doc_idx[0] = 1, expected 0"));
+		T_ASSERT(verify(b, build_idx(b, IDX_U16, sz, 3, last, 3), 14, &s, NULL) == 1);
+		T_ASSERT(strstr(s.text, "doc_idx[2] (the last) = 2, expected N = 3"));
+		verify(b, build_idx(b, IDX_U16, sz, 3, big, 4), 14, &s, NULL);
+		T_ASSERT(strstr(s.text, "doc_idx[1] = 9 is outside 0..N = 3"));
+		T_ASSERT(verify(b, build_idx(b, IDX_U16, sz, 3, ok, 0), 14, &s, NULL) == 1);
+		T_ASSERT(strstr(s.text, "D = 0"));
+		T_ASSERT(verify(b, build_idx(b, 9, sz, 3, ok, 4), 14, &s, NULL) == 1);
+		T_ASSERT(strstr(s.text, "dtype code 9 is unknown"));
+	}
+
+	T_CASE("writer_round_trips_every_integer_dtype") {
+		static const uint32_t doc0[] = {0, 1, 127}, doc1[] = {5}, doc2[] = {100, 7, 0, 126};
+		const uint32_t *docs[] = {doc0, doc1, doc2};
+		const uint32_t lens[] = {3, 1, 4};
+		for (int dt = 1; dt <= 8; dt++) {
+			if (!idx_dtype_is_int(dt))
+				continue;
+			struct idx_writer w;
+			struct idx x;
+			char err[1024];
+			const char *prefix = tmp("rt%d", dt);
+			int64_t got[1 + 8] = {dt};
+			T_ASSERT(idx_writer_open(&w, prefix, dt, 16, err, sizeof err) == 0); /* tiny buffer: flushes */
+			for (int k = 0; k < 3; k++)
+				T_ASSERT(idx_writer_add(&w, docs[k], lens[k], err, sizeof err) == 0);
+			T_ASSERT(idx_writer_finish(&w, err, sizeof err) == 0);
+			T_ASSERT(idx_writer_publish(&w, err, sizeof err) == 0);
+			idx_writer_close(&w);
+			T_ASSERT(idx_open(&x, prefix, err, sizeof err) == 0);
+			T_ASSERT(x.dtype == dt && x.n == 3 && x.d == 4 && x.tokens == 8);
+			T_ASSERT(x.bin_len == 8 * idx_dtype_size(dt) && x.len == 34 + 12 * 3 + 8 * 4);
+			T_ASSERT(idx_doc(&x, 0) == 0 && idx_doc(&x, 3) == 3 && idx_size(&x, 2) == 4);
+			T_ASSERT(idx_pointer(&x, 2) == 4 * idx_dtype_size(dt));
+			T_ASSERT(idx_scan(&x, 0, 8, collect_ids, got + 1, err, sizeof err) == 0);
+			T_ASSERT(got[1] == 0 && got[3] == 127 && got[4] == 5 && got[5] == 100 && got[8] == 126);
+			idx_close(&x);
+		}
+	}
+
+	T_CASE("writer_uint16_bytes_are_little_endian") {
+		struct idx_writer w;
+		char err[1024];
+		const uint32_t ids[] = {0x1234, 0xfffe};
+		size_t n;
+		T_ASSERT(idx_writer_open(&w, tmp("le"), IDX_U16, 1 << 20, err, sizeof err) == 0);
+		T_ASSERT(idx_writer_add(&w, ids, 2, err, sizeof err) == 0);
+		T_ASSERT(idx_writer_finish(&w, err, sizeof err) == 0 && idx_writer_publish(&w, err, sizeof err) == 0);
+		idx_writer_close(&w);
+		unsigned char *b = slurp(tmp("le.bin"), &n);
+		T_ASSERT(b && n == 4 && b[0] == 0x34 && b[1] == 0x12 && b[2] == 0xfe && b[3] == 0xff);
+		free(b);
+	}
+
+	T_CASE("writer_refuses_an_id_the_dtype_cannot_hold") {
+		struct idx_writer w;
+		char err[1024];
+		const uint32_t ok[] = {255}, bad[] = {3, 256};
+		T_ASSERT(idx_writer_open(&w, tmp("fit"), IDX_U8, 1 << 20, err, sizeof err) == 0);
+		T_ASSERT(idx_writer_add(&w, ok, 1, err, sizeof err) == 0);
+		T_ASSERT(idx_writer_add(&w, bad, 2, err, sizeof err) == -2);
+		T_ASSERT(strstr(err, "id 256 (document 1, token 1) does not fit dtype uint8 (at most 255)"));
+		idx_writer_close(&w);
+		T_ASSERT(access(tmp("fit.bin"), F_OK) != 0 && access(tmp("fit.idx"), F_OK) != 0);
+	}
+
+	T_CASE("merge_extends_doc_idx_by_offset_plus_tail") {
+		/* A: 3 sequences in 3 documents, the second empty (newer Megatron's repeated entry);
+		 * B: 2 sequences in 1 document (sentence level) */
+		int32_t sa[3] = {2, 1, 3}, sb[2] = {4, 1};
+		int64_t da[4] = {0, 1, 1, 3}, db[2] = {0, 2};
+		struct idx in[2];
+		char err[1024];
+		write_dataset(tmp("ma"), IDX_U16, sa, 3, da, 4, 10);
+		write_dataset(tmp("mb"), IDX_U16, sb, 2, db, 2, 100);
+		T_ASSERT(idx_open(&in[0], tmp("ma"), err, sizeof err) == 0);
+		T_ASSERT(idx_open(&in[1], tmp("mb"), err, sizeof err) == 0);
+		T_ASSERT(idx_merge(tmp("mm"), in, 2, err, sizeof err) == 0);
+		idx_close(&in[0]);
+		idx_close(&in[1]);
+		unsigned char want[4096];
+		int32_t sm[5] = {2, 1, 3, 4, 1};
+		int64_t dm[5] = {0, 1, 1, 3, 5};
+		size_t wl = build_idx(want, IDX_U16, sm, 5, dm, 5), gl, bl;
+		unsigned char *got = slurp(tmp("mm.idx"), &gl), *bin = slurp(tmp("mm.bin"), &bl);
+		T_ASSERT(got && gl == wl && memcmp(got, want, wl) == 0);
+		T_ASSERT(bin && bl == 22 && bin[0] == 10 && bin[12] == 100 && bin[20] == 104);
+		free(got);
+		free(bin);
+	}
+
+	T_CASE("merge_refuses_mixed_dtypes_naming_the_file") {
+		int32_t sz[1] = {1};
+		int64_t dc[2] = {0, 1};
+		struct idx in[2];
+		char err[1024];
+		write_dataset(tmp("d16"), IDX_U16, sz, 1, dc, 2, 1);
+		write_dataset(tmp("d32"), IDX_I32, sz, 1, dc, 2, 1);
+		T_ASSERT(idx_open(&in[0], tmp("d16"), err, sizeof err) == 0);
+		T_ASSERT(idx_open(&in[1], tmp("d32"), err, sizeof err) == 0);
+		T_ASSERT(idx_merge(tmp("dmix"), in, 2, err, sizeof err) == -2);
+		T_ASSERT(strstr(err, "d32.idx: dtype int32 (4), but ") && strstr(err, "d16.idx is uint16 (8)"));
+		T_ASSERT(access(tmp("dmix.idx"), F_OK) != 0 && access(tmp("dmix.bin"), F_OK) != 0);
+		idx_close(&in[0]);
+		idx_close(&in[1]);
+	}
+
+	char cmd[128];
+	snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+	if (system(cmd) != 0)
+		fprintf(stderr, "cannot remove %s\n", dir);
+	free(meg);
+	free(megb);
+	T_DONE();
+}
