@@ -10,7 +10,6 @@
  * (everything before it is written, the end-of-stream marker is not, so mkindex refuses the
  * stream), unless --skip-bad-lines counts it and goes on.  Exit: 0, 2 bad input, 3 I/O. */
 #include <errno.h>
-#include <jansson.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -21,6 +20,7 @@
 #include "msg.h"
 #include "opt.h"
 #include "tokstream.h"
+#include "tokenize/jsonl.h"
 #include "tokenize/tok.h"
 
 #define CHUNK (1 << 20)
@@ -225,7 +225,14 @@ fail:
 	return 1;
 }
 
-static void process(struct pipeline *pl, struct tok_state *st, struct chunk *c, uint32_t **ids, size_t *cap)
+struct scratch {
+	uint32_t *ids;
+	size_t cap;
+	char *text;             /* decoded JSON strings */
+	size_t tcap;
+};
+
+static void process(struct pipeline *pl, struct tok_state *st, struct chunk *c, struct scratch *sc)
 {
 	const struct cfg *cfg = pl->cfg;
 	uint32_t eod = tok_eod(pl->tok);
@@ -245,9 +252,9 @@ static void process(struct pipeline *pl, struct tok_state *st, struct chunk *c, 
 			len--;
 		const char *texts[TOKSTREAM_MAX_KEYS];
 		size_t tlens[TOKSTREAM_MAX_KEYS];
-		json_t *j = NULL;
+		struct jsonl_field f[TOKSTREAM_MAX_KEYS];
 		const char *why = NULL;
-		char whybuf[400];
+		char whybuf[600];
 
 		if (cfg->plain) {
 			size_t at;
@@ -257,35 +264,27 @@ static void process(struct pipeline *pl, struct tok_state *st, struct chunk *c, 
 			}
 			texts[0] = line, tlens[0] = len;
 		} else {
-			json_error_t je;
-			if (len == 0 || (len == strspn(line, " \t")))
+			if (len == strspn(line, " \t"))
 				continue;  /* blank lines between JSON lines are not documents */
-			j = json_loadb(line, len, JSON_ALLOW_NUL, &je);
-			if (!j) {
-				snprintf(whybuf, sizeof whybuf, "malformed JSON at column %d: %s", je.column, je.text);
+			if (jsonl_extract(line, len, cfg->keys, cfg->nkeys, f, &sc->text, &sc->tcap, err, sizeof err) < 0) {
+				snprintf(whybuf, sizeof whybuf, "malformed JSON at %s", err);
 				why = whybuf;
-			} else if (!json_is_object(j)) {
-				why = "not a JSON object";
-			} else {
-				for (int k = 0; k < cfg->nkeys && !why; k++) {
-					json_t *v = json_object_get(j, cfg->keys[k]);
-					if (!v) {
-						snprintf(whybuf, sizeof whybuf, "no key '%s'", cfg->keys[k]);
-						why = whybuf;
-					} else if (!json_is_string(v)) {
-						snprintf(whybuf, sizeof whybuf, "key '%s' is not a string", cfg->keys[k]);
-						why = whybuf;
-					} else {
-						texts[k] = json_string_value(v), tlens[k] = json_string_length(v);
-					}
+			}
+			for (int k = 0; k < cfg->nkeys && !why; k++) {
+				if (f[k].found == 0) {
+					snprintf(whybuf, sizeof whybuf, "no key '%s'", cfg->keys[k]);
+					why = whybuf;
+				} else if (f[k].found < 0) {
+					snprintf(whybuf, sizeof whybuf, "key '%s' is not a string", cfg->keys[k]);
+					why = whybuf;
 				}
 			}
+			for (int k = 0; k < cfg->nkeys && !why; k++)
+				texts[k] = sc->text + f[k].off, tlens[k] = f[k].len;
 		}
 		if (why) {
-			json_decref(j);
 			if (cfg->skip_bad) {
-				c->bad++;
-				if (c->bad == 1)
+				if (c->bad++ == 0)
 					snprintf(c->err, sizeof c->err, "%s:%llu: %s", c->fname, lineno, why);
 				continue;
 			}
@@ -294,39 +293,34 @@ static void process(struct pipeline *pl, struct tok_state *st, struct chunk *c, 
 		}
 		for (int k = 0; k < (cfg->plain ? 1 : cfg->nkeys); k++) {
 			size_t n = 0;
-			if (tok_encode(pl->tok, st, texts[k], tlens[k], ids, &n, cap, err, sizeof err) < 0) {
+			if (tok_encode(pl->tok, st, texts[k], tlens[k], &sc->ids, &n, &sc->cap, err, sizeof err) < 0) {
 				snprintf(c->err, sizeof c->err, "%s:%llu: %s", c->fname, lineno, err);
-				json_decref(j);
 				return;
 			}
 			if (n && cfg->append_eod) {
-				if (n == *cap) {
-					uint32_t *q = realloc(*ids, (*cap *= 2) * sizeof *q);
+				if (n == sc->cap) {
+					uint32_t *q = realloc(sc->ids, (sc->cap *= 2) * sizeof *q);
 					if (!q)
 						die(EXIT_FAILED, "out of memory");
-					*ids = q;
+					sc->ids = q;
 				}
-				(*ids)[n++] = eod;
+				sc->ids[n++] = eod;
 			}
-			if (emit(cfg, c, (uint32_t)k, *ids, n) < 0)
+			if (emit(cfg, c, (uint32_t)k, sc->ids, n) < 0)
 				die(EXIT_FAILED, "out of memory");
 			c->docs++;
 			c->tokens += n;
 		}
-		json_decref(j);
 	}
-	if (c->bad)  /* keep only the first, as a sample: the count is the news */
-		snprintf(c->err + strlen(c->err), sizeof c->err - strlen(c->err), "%s", "");
 }
 
 static void *worker(void *arg)
 {
 	struct pipeline *pl = arg;
 	struct tok_state *st = tok_state_new(pl->tok);
-	uint32_t *ids = malloc(4096 * sizeof *ids);
-	size_t cap = 4096;
+	struct scratch sc = {malloc(4096 * sizeof(uint32_t)), 4096, NULL, 0};
 
-	if (!st || !ids)
+	if (!st || !sc.ids)
 		die(EXIT_FAILED, "out of memory");
 	pthread_mutex_lock(&pl->mu);
 	for (;;) {
@@ -343,14 +337,15 @@ static void *worker(void *arg)
 		pl->next_work++;
 		c->state = BUSY;
 		pthread_mutex_unlock(&pl->mu);
-		process(pl, st, c, &ids, &cap);
+		process(pl, st, c, &sc);
 		pthread_mutex_lock(&pl->mu);
 		c->state = DONE;
 		pthread_cond_broadcast(&pl->cv);
 	}
 	pthread_mutex_unlock(&pl->mu);
 	tok_state_free(st);
-	free(ids);
+	free(sc.ids);
+	free(sc.text);
 	return NULL;
 }
 
