@@ -435,7 +435,7 @@ static struct hent hpop(struct hent *h, size_t *n)
 static size_t merge_heap(const struct bpe *m, uint32_t *sym, size_t n)
 {
 	int32_t *prev = malloc(n * sizeof *prev), *next = malloc(n * sizeof *next);
-	struct hent *h = malloc(n * 2 * sizeof *h);
+	struct hent *h = malloc((n * 3 + 1) * sizeof *h);  /* n-1 pairs, then at most 2 per merge */
 	size_t hn = 0, out = 0;
 	uint32_t id;
 

@@ -464,7 +464,8 @@ static int run_encode(const struct cfg *cfg, const struct tok *tok)
 				if (!c->data)
 					die(EXIT_FAILED, "out of memory");
 			}
-			memcpy(c->data, carry, carry_len);
+			if (carry_len)
+				memcpy(c->data, carry, carry_len);
 			size_t got = fread(c->data + carry_len, 1, c->cap - carry_len, f);
 			if (ferror(f))
 				die(EXIT_FAILED, "%s: read error: %s", shown, strerror(errno));
@@ -477,10 +478,8 @@ static int run_encode(const struct cfg *cfg, const struct tok *tok)
 			carry_len = total - cut;
 			carry = realloc(carry, carry_len + 1);
 			memcpy(carry, c->data + cut, carry_len);
-			if (cut == 0 && !last) {  /* a line longer than the chunk: grow and read on */
-				c->cap *= 2;
+			if (cut == 0 && !last)  /* a line longer than a chunk: it is all in carry; read on */
 				continue;
-			}
 			c->len = cut;
 			c->line0 = line;
 			c->fname = shown;
