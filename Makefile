@@ -21,11 +21,16 @@ LIB_A    := $(BUILD)/liblmtk.a
 UNIT_SRC := $(wildcard tests/unit/*.c)
 UNITS    := $(patsubst tests/unit/%.c,$(BUILD)/tests/%,$(UNIT_SRC))
 
-# Debian packages: build (gcc ... libjansson-dev) and test peers (slurm ... torch).
+# Debian packages: build (gcc ... libpcre2-dev), test peers (slurm ... fcgiwrap), and the real
+# multilingual text the tokenizer tests and benchmarks are built from (gzip ... vim-runtime).
 DEB_PACKAGES := gcc make pkg-config libc6-dev libcurl4-openssl-dev libjansson-dev libgit2-dev \
   libopenmpi-dev openmpi-bin libopenblas-dev libpcre2-dev man-db groff-base \
   slurm-wlm slurmctld slurmd slurm-client munge python3 python3-aiosmtpd \
-  python3-numpy python3-torch git git-lfs lighttpd fcgiwrap util-linux procps
+  python3-numpy python3-torch git git-lfs lighttpd fcgiwrap util-linux procps \
+  gzip unicode-data iso-codes libgtk2.0-common libglib2.0-data xkb-data shared-mime-info \
+  gsettings-desktop-schemas libc-l10n gnupg-l10n binutils-common gettext wget \
+  manpages manpages-dev manpages-fr manpages-de manpages-ru manpages-ja manpages-zh manpages-es \
+  git-man openssl iproute2 vim-runtime
 
 .PHONY: all deps check demo bench clean install
 all: $(BINS)

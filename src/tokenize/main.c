@@ -614,11 +614,13 @@ int main(int argc, char **argv)
 	int ac = 0;
 	for (int i = 0; i < argc; i++) {
 		av[ac++] = argv[i];
-		if (strcmp(argv[i], "--json-keys") == 0)
-			for (int k = i + 2; k < argc && argv[k][0] != '-'; k++, i++) {
+		if (strcmp(argv[i], "--json-keys") == 0 && i + 1 < argc) {
+			av[ac++] = argv[++i];
+			while (i + 1 < argc && argv[i + 1][0] != '-') {
 				av[ac++] = "--json-keys";
-				av[ac++] = argv[k];
+				av[ac++] = argv[++i];
 			}
+		}
 	}
 	c.workers = 1;
 	first = opt_parse(&spec, ac, av);

@@ -1,0 +1,164 @@
+#!/usr/bin/env bash
+# tokenize (and tokenize | mkindex) against the real peers: Megatron's own .bin/.idx, and Hugging
+# Face tokenizers (npm `tokenizers`, run here through tests/ref/hf-encode.js) on ~20 MB of real
+# multilingual text (tests/ref/corpus.sh) with GPT-2's real vocabulary and with BLOOM-style
+# tokenizers trained by HF's own trainer (tests/ref/train-bloom.js).
+. "$(dirname "$0")/../lib.sh"
+TK=$BIN/tokenize
+MK=$BIN/mkindex
+MEG=${LMTK_MEGATRON_DIR:-$TOP/../shared/data/megatron}
+CACHE=${LMTK_CACHE:-/var/tmp/lmtk-cache}
+mkdir -p "$CACHE"
+export LMTK_NODE_MODULES=${LMTK_NODE_MODULES:-$TOP/tests/node/node_modules}
+HF="node $TOP/tests/ref/hf-encode.js"
+
+# same_ids NAME OURS THEIRS: equal, else the first differing document and token position
+same_ids() {
+	if cmp -s "$2" "$3"; then ok "$1"; return; fi
+	local d
+	d=$(awk 'NR == FNR { a[FNR] = $0; next }
+		{ if (a[FNR] != $0) { n = split(a[FNR], x, " "); m = split($0, y, " ");
+		  for (i = 1; i <= n || i <= m; i++) if (x[i] != y[i]) break;
+		  printf "document %d, token %d: ours %s, reference %s", FNR, i, (i <= n ? x[i] : "(end)"), (i <= m ? y[i] : "(end)"); exit } }' "$2" "$3")
+	fail "$1" "${d:-the outputs differ in length}"
+}
+
+# --- usage ----------------------------------------------------------------------------------
+expect_rc usage_no_tokenizer 2 $TK --format text
+contains usage_no_tokenizer_says_what "$T/err" 'no tokenizer'
+expect_rc help_exits_0 0 $TK --help
+contains help_lists_append_eod "$T/out" -- '--append-eod'
+
+# --- Megatron: tokenize | mkindex reproduces Megatron's preprocessor byte for byte ----------
+$TK --vocab-file "$MEG/gpt2-tiny-vocab.json" --merge-file "$MEG/gpt2-tiny-merges.txt" --append-eod \
+	< "$MEG/openwebtext-1000.jsonl" 2>"$T/tk.err" | $MK --output-prefix "$T/meg" 2>"$T/mk.err"
+check megatron_bin_byte_identical cmp "$T/meg_text_document.bin" "$MEG/meg-gpt2-openwebtext_text_document.bin"
+check megatron_idx_byte_identical cmp "$T/meg_text_document.idx" "$MEG/meg-gpt2-openwebtext_text_document.idx"
+contains summary_line "$T/tk.err" '^tokenize: 1000 documents, 1361845 tokens, [0-9.]+ MB in [0-9.]+ s \([0-9.]+ MB/s\), 0 bad lines$'
+$TK --vocab-file "$MEG/gpt2-tiny-vocab.json" --merge-file "$MEG/gpt2-tiny-merges.txt" --append-eod --workers 3 \
+	< "$MEG/openwebtext-1000.jsonl" 2>/dev/null | $MK --output-prefix "$T/meg3" 2>/dev/null
+check megatron_identical_with_3_workers cmp "$T/meg3_text_document.bin" "$MEG/meg-gpt2-openwebtext_text_document.bin"
+
+# --- the peers ------------------------------------------------------------------------------
+if [ ! -d "$LMTK_NODE_MODULES/tokenizers" ]; then
+	fail hf_peer_installed "no $LMTK_NODE_MODULES/tokenizers: run make deps"
+	exit 1
+fi
+C=$CACHE/test.jsonl
+bash "$TOP/tests/ref/corpus.sh" "$C" >"$T/corpus.log" 2>&1 || { fail corpus_built "$(tail -3 "$T/corpus.log")"; exit 1; }
+check corpus_is_10MB_or_more [ "$(stat -c %s "$C")" -ge 10000000 ]
+bash "$TOP/tests/ref/gpt2-files.sh" "$CACHE/gpt2" >"$T/gpt2.log" 2>&1 || { fail gpt2_files "$(tail -3 "$T/gpt2.log")"; exit 1; }
+G=$CACHE/gpt2
+if [ ! -f "$CACHE/tok/.done" ] || [ "$CACHE/tok/.done" -ot "$C" ]; then
+	node "$TOP/tests/ref/train-bloom.js" "$C" "$CACHE/tok" >"$T/train.log" 2>&1 && touch "$CACHE/tok/.done" ||
+		{ fail bloom_trained "$(tail -3 "$T/train.log")"; exit 1; }
+fi
+
+# GPT-2's real vocab, Megatron's flags: a literal "<|endoftext|>" in text is text (as Megatron)
+$TK --vocab-file "$G/vocab.json" --merge-file "$G/merges.txt" --append-eod --format text < "$C" > "$T/ours.txt" 2>/dev/null
+$HF --vocab "$G/vocab.json" --merges "$G/merges.txt" --megatron --append-eod < "$C" > "$T/hf.txt" 2>/dev/null
+same_ids gpt2_vocab_merges_ids_equal_hf "$T/ours.txt" "$T/hf.txt"
+check corpus_has_literal_endoftext grep -q '<|endoftext|>' "$C"
+# the same vocab as a tokenizer.json: the literal is the special token (as HF)
+for name in gpt2:$G/tokenizer.json bloom:$CACHE/tok/bloom/tokenizer.json bloom_added_tokens:$CACHE/tok/bloom-added/tokenizer.json \
+	byte_fallback:$CACHE/tok/byte-fallback/tokenizer.json unk_fused:$CACHE/tok/unk/tokenizer.json; do
+	n=${name%%:*} f=${name#*:}
+	$TK --tokenizer-name-or-path "$f" --append-eod --format text --workers 2 < "$C" > "$T/ours-$n.txt" 2>"$T/err-$n.txt" ||
+		fail "${n}_tokenizes" "$(cat "$T/err-$n.txt")"
+	$HF --tokenizer "$f" --append-eod < "$C" > "$T/hf-$n.txt" 2>/dev/null
+	same_ids "${n}_tokenizer_json_ids_equal_hf" "$T/ours-$n.txt" "$T/hf-$n.txt"
+done
+check special_token_differs_between_flag_sets test "$(cmp -s "$T/ours.txt" "$T/ours-gpt2.txt"; echo $?)" = 1
+
+# several keys; plain text
+$TK --vocab-file "$G/vocab.json" --merge-file "$G/merges.txt" --json-keys text title --format text < "$C" > "$T/k.txt" 2>/dev/null
+$HF --vocab "$G/vocab.json" --merges "$G/merges.txt" --megatron --json-keys text title < "$C" > "$T/k-hf.txt" 2>/dev/null
+same_ids two_json_keys_equal_hf "$T/k.txt" "$T/k-hf.txt"
+head -c 2000000 "$G/merges.txt" | tail -n +2 > "$T/plain.txt"   # real text lines: the merges file
+printf 'caf\xc3\xa9  \xe2\x80\x83 \xf0\x9f\x91\x8d\xf0\x9f\x8f\xbd\r\n\n   \n' >> "$T/plain.txt"
+$TK --vocab-file "$G/vocab.json" --merge-file "$G/merges.txt" --plain --format text < "$T/plain.txt" > "$T/p.txt" 2>/dev/null
+$HF --vocab "$G/vocab.json" --merges "$G/merges.txt" --megatron --plain < "$T/plain.txt" > "$T/p-hf.txt" 2>/dev/null
+same_ids plain_text_equal_hf "$T/p.txt" "$T/p-hf.txt"
+
+# --- parallel output is identical whatever the worker count ---------------------------------
+for w in 1 2 5; do
+	$TK --tokenizer-name-or-path "$CACHE/tok/bloom-added/tokenizer.json" --append-eod --workers $w < "$C" > "$T/w$w.stream" 2>/dev/null
+done
+check workers_2_stream_equals_workers_1 cmp "$T/w1.stream" "$T/w2.stream"
+check workers_5_stream_equals_workers_1 cmp "$T/w1.stream" "$T/w5.stream"
+
+# --- several keys give Megatron's per-key datasets ------------------------------------------
+$TK --vocab-file "$G/vocab.json" --merge-file "$G/merges.txt" --json-keys text title --append-eod < "$C" 2>/dev/null |
+	$MK --output-prefix "$T/multi" 2>/dev/null
+check per_key_datasets test -s "$T/multi_text_document.bin" -a -s "$T/multi_title_document.idx"
+
+# --- decode: ids back to the documents' text ------------------------------------------------
+/usr/bin/python3 -c 'import json,sys
+for l in open(sys.argv[1], encoding="utf-8"):
+    sys.stdout.buffer.write(json.loads(l)["text"].encode("utf-8") + b"\n")' "$C" > "$T/texts"
+/usr/bin/python3 -c 'import json,sys
+for l in open(sys.argv[1], encoding="utf-8"):
+    t = json.loads(l)["text"]
+    if t: sys.stdout.buffer.write(t.encode("utf-8") + b"\n")' "$C" > "$T/texts-nonempty"
+$TK --tokenizer-name-or-path "$CACHE/tok/bloom/tokenizer.json" --decode < "$T/ours-bloom.txt" > "$T/dec.txt" 2>"$T/dec.err"
+# text ids carry the EOD (</s>) at each document's end: drop it from the decoded text
+sed 's|</s>$||' "$T/dec.txt" > "$T/dec2.txt"
+check decode_text_ids_gives_documents_back cmp "$T/dec2.txt" "$T/texts"
+$TK --vocab-file "$G/vocab.json" --merge-file "$G/merges.txt" < "$C" 2>/dev/null > "$T/g.stream"
+$TK --vocab-file "$G/vocab.json" --merge-file "$G/merges.txt" --decode "$T/g.stream" > "$T/dec3.txt" 2>/dev/null
+# (the stream, like Megatron's dataset, has no empty documents)
+check decode_stream_gives_documents_back cmp "$T/dec3.txt" "$T/texts-nonempty"
+$MK dump "$T/meg_text_document" 2>/dev/null | $TK --vocab-file "$MEG/gpt2-tiny-vocab.json" --merge-file "$MEG/gpt2-tiny-merges.txt" --decode > "$T/dec4.txt" 2>/dev/null
+/usr/bin/python3 -c 'import json,sys
+for l in open(sys.argv[1], encoding="utf-8"): sys.stdout.write(json.loads(l)["text"] + "<|endoftext|>\n")' "$MEG/openwebtext-1000.jsonl" > "$T/owt.txt"
+check decode_megatron_index_documents cmp "$T/dec4.txt" "$T/owt.txt"
+expect_rc decode_unknown_id_exits_2 2 sh -c "echo '1 2 99999999' | $TK --vocab-file $G/vocab.json --merge-file $G/merges.txt --decode"
+contains decode_unknown_id_named "$T/err" '<stdin>:1: id 99999999 is not in the vocabulary'
+
+# --- Megatron's EOD rule: only after a document that produced tokens ------------------------
+printf '{"text": "a"}\n{"text": ""}\n{"text": "b c"}\n' > "$T/eod.jsonl"
+$TK --vocab-file "$G/vocab.json" --merge-file "$G/merges.txt" --append-eod --format text < "$T/eod.jsonl" > "$T/eod.txt" 2>/dev/null
+check eod_after_documents_with_tokens_only [ "$(cat "$T/eod.txt" | tr '\n' '|')" = "64 50256||65 269 50256|" ]
+$TK --vocab-file "$G/vocab.json" --merge-file "$G/merges.txt" --append-eod < "$T/eod.jsonl" 2>/dev/null | $MK --output-prefix "$T/eod" 2>/dev/null
+$MK info "$T/eod_text_document" > "$T/info.txt" 2>&1
+contains empty_document_skipped_in_dataset "$T/info.txt" '(documents|sequences):? +2\b'
+
+# --- bad input: file:line and exit 2, or counted with --skip-bad-lines -----------------------
+printf '{"text": "fine"}\n{"text": "also fine"}\n{"text": "broken\n{"title": "no text"}\n{"text": 42}\n{"text": "bad \xff byte"}\n' > "$T/bad.jsonl"
+expect_rc malformed_json_exits_2 2 $TK --vocab-file "$G/vocab.json" --merge-file "$G/merges.txt" --format text "$T/bad.jsonl"
+contains malformed_json_names_line "$T/err" "^tokenize: $T/bad.jsonl:3: malformed JSON at column [0-9]+: unterminated string"
+check lines_before_the_bad_one_written [ "$(wc -l < "$T/out")" = 2 ]
+expect_rc skip_bad_lines_exits_0 0 $TK --vocab-file "$G/vocab.json" --merge-file "$G/merges.txt" --format text --skip-bad-lines "$T/bad.jsonl"
+contains skip_bad_lines_counts "$T/err" "skipped 4 bad lines; the first: $T/bad.jsonl:3:"
+check skip_bad_lines_keeps_good_ones [ "$(wc -l < "$T/out")" = 2 ]
+printf '{"title": "x"}\n' > "$T/nokey.jsonl"
+expect_rc missing_key_exits_2 2 $TK --vocab-file "$G/vocab.json" --merge-file "$G/merges.txt" --format text "$T/nokey.jsonl"
+contains missing_key_named "$T/err" "nokey.jsonl:1: no key 'text'"
+printf '{"text": 42}\n' > "$T/num.jsonl"
+expect_rc non_string_exits_2 2 $TK --vocab-file "$G/vocab.json" --merge-file "$G/merges.txt" --format text "$T/num.jsonl"
+contains non_string_named "$T/err" "num.jsonl:1: key 'text' is not a string"
+printf '{"text": "bad \xff byte"}\n' > "$T/utf.jsonl"
+expect_rc invalid_utf8_json_exits_2 2 $TK --vocab-file "$G/vocab.json" --merge-file "$G/merges.txt" --format text "$T/utf.jsonl"
+contains invalid_utf8_json_named "$T/err" "utf.jsonl:1: malformed JSON at column 15: invalid UTF-8"
+printf 'ok\nbad \xc3\x28 here\n' > "$T/utf.txt"
+expect_rc invalid_utf8_plain_exits_2 2 $TK --vocab-file "$G/vocab.json" --merge-file "$G/merges.txt" --plain --format text "$T/utf.txt"
+contains invalid_utf8_plain_named "$T/err" "utf.txt:2: invalid UTF-8 at byte 5"
+printf '{"text": "\\ud800 lone"}\n' > "$T/sur.jsonl"
+expect_rc lone_surrogate_exits_2 2 $TK --vocab-file "$G/vocab.json" --merge-file "$G/merges.txt" --format text "$T/sur.jsonl"
+# a stream cut by a bad line is refused by mkindex: nothing half-indexed
+$TK --vocab-file "$G/vocab.json" --merge-file "$G/merges.txt" "$T/bad.jsonl" 2>/dev/null | $MK --output-prefix "$T/cut" 2>"$T/cut.err"
+check cut_stream_refused_by_mkindex [ ! -e "$T/cut_text_document.idx" ]
+contains cut_stream_says_truncated "$T/cut.err" 'truncated'
+
+# --- tokenizer files that do not fit --------------------------------------------------------
+expect_rc vocab_merges_mismatch_exits_2 2 $TK --vocab-file "$MEG/gpt2-tiny-vocab.json" --merge-file "$G/merges.txt" --format text "$T/eod.jsonl"
+contains vocab_merges_mismatch_names_line "$T/err" "merges.txt:[0-9]+: merge .* is not in the vocabulary; do --vocab-file and --merge-file belong together\?"
+/usr/bin/python3 -c 'import json,sys; j=json.load(open(sys.argv[1])); j["normalizer"]={"type":"NFKC"}; json.dump(j, open(sys.argv[2],"w"))' \
+	"$CACHE/tok/bloom/tokenizer.json" "$T/nfkc.json"
+expect_rc normalizer_refused 2 $TK --tokenizer-name-or-path "$T/nfkc.json" --format text "$T/eod.jsonl"
+contains normalizer_named "$T/err" "normalizer 'NFKC' is not supported"
+/usr/bin/python3 -c 'import json,sys; j=json.load(open(sys.argv[1])); j["pre_tokenizer"]={"type":"Whitespace"}; json.dump(j, open(sys.argv[2],"w"))' \
+	"$CACHE/tok/bloom/tokenizer.json" "$T/ws.json"
+expect_rc unsupported_pretokenizer_refused 2 $TK --tokenizer-name-or-path "$T/ws.json" --format text "$T/eod.jsonl"
+contains unsupported_pretokenizer_named "$T/err" "pre-tokenizer 'Whitespace' is not supported"
+expect_rc missing_input_file_exits_3 3 $TK --vocab-file "$G/vocab.json" --merge-file "$G/merges.txt" --format text "$T/nonexistent.jsonl"
