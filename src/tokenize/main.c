@@ -108,6 +108,7 @@ struct chunk {
 	size_t outlen, outcap;
 	unsigned long long docs, tokens, bad;
 	char err[1024];              /* the line that stopped this chunk, if any */
+	int fatal;                   /* err is not about the input (memory, a regex limit): never skipped */
 	int state;                   /* FREE, FILLED, BUSY, DONE */
 	size_t seq;
 };
@@ -243,6 +244,7 @@ static void process(struct pipeline *pl, struct tok_state *st, struct chunk *c, 
 	c->outlen = 0;
 	c->docs = c->tokens = c->bad = 0;
 	c->err[0] = '\0';
+	c->fatal = 0;
 	for (; p < end; lineno++) {
 		char *nl = memchr(p, '\n', (size_t)(end - p));
 		size_t len = nl ? (size_t)(nl - p) : (size_t)(end - p);
@@ -295,6 +297,7 @@ static void process(struct pipeline *pl, struct tok_state *st, struct chunk *c, 
 			size_t n = 0;
 			if (tok_encode(pl->tok, st, texts[k], tlens[k], &sc->ids, &n, &sc->cap, err, sizeof err) < 0) {
 				snprintf(c->err, sizeof c->err, "%s:%llu: %s", c->fname, lineno, err);
+				c->fatal = 1;
 				return;
 			}
 			if (n && cfg->append_eod) {
@@ -386,7 +389,7 @@ static void *writer(void *arg)
 		pl->bad += c->bad;
 		if (c->bad && !pl->err[0])
 			snprintf(pl->err, sizeof pl->err, "%s", c->err);
-		if (!pl->cfg->skip_bad && c->err[0]) {
+		if ((!pl->cfg->skip_bad || c->fatal) && c->err[0]) {
 			snprintf(pl->err, sizeof pl->err, "%s", c->err);
 			pl->failed = 1;
 		}
@@ -535,10 +538,11 @@ static void decode_ids(const struct tok *tok, const uint32_t *ids, size_t n, con
 	putchar('\n');
 }
 
-static int run_decode(const struct cfg *cfg, const struct tok *tok)
+static void decode_file(const char *path, const struct tok *tok)
 {
-	FILE *f = cfg->ninputs ? fopen(cfg->inputs[0], "rb") : stdin;
-	const char *name = cfg->ninputs ? cfg->inputs[0] : "<stdin>";
+	int std = strcmp(path, "-") == 0;
+	FILE *f = std ? stdin : fopen(path, "rb");
+	const char *name = std ? "<stdin>" : path;
 	char err[1024];
 	int c;
 
@@ -587,6 +591,16 @@ static int run_decode(const struct cfg *cfg, const struct tok *tok)
 		free(line);
 		free(ids);
 	}
+	if (!std)
+		fclose(f);
+}
+
+static int run_decode(const struct cfg *cfg, const struct tok *tok)
+{
+	if (!cfg->ninputs)
+		decode_file("-", tok);
+	for (int i = 0; i < cfg->ninputs; i++)
+		decode_file(cfg->inputs[i], tok);
 	if (fflush(stdout) != 0)
 		die(EXIT_FAILED, "writing the output: %s", strerror(errno));
 	return EXIT_OK;
@@ -623,9 +637,20 @@ int main(int argc, char **argv)
 		}
 	}
 	c.workers = 1;
-	first = opt_parse(&spec, ac, av);
-	for (int i = first; i < ac; i++)
-		on_opt(&c, O_INPUT, av[i], err, sizeof err);
+	/* options may come after file operands too: opt_parse stops at an operand, so take it and
+	 * parse the rest (opt_parse skips its argv[0], which is the operand just taken) */
+	for (int base = 0; base < ac;) {
+		first = base + opt_parse(&spec, ac - base, av + base);
+		if (first > base && strcmp(av[first - 1], "--") == 0) {
+			for (int i = first; i < ac; i++)
+				on_opt(&c, O_INPUT, av[i], err, sizeof err);
+			break;
+		}
+		if (first >= ac)
+			break;
+		on_opt(&c, O_INPUT, av[first], err, sizeof err);
+		base = first;
+	}
 	if (c.nkeys == 0)
 		c.keys[c.nkeys++] = "text";
 	if (c.plain && c.nkeys > 1)
@@ -634,6 +659,9 @@ int main(int argc, char **argv)
 		die(EXIT_USAGE, "give either --tokenizer-name-or-path or --vocab-file/--merge-file, not both");
 	if (c.type && strcmp(c.type, "PretrainedFromHF") == 0 && !c.hf)
 		die(EXIT_USAGE, "--tokenizer-type PretrainedFromHF needs --tokenizer-name-or-path");
+	if (c.type && strcmp(c.type, "GPT2BPETokenizer") == 0 && c.hf)
+		die(EXIT_USAGE, "--tokenizer-type GPT2BPETokenizer takes --vocab-file and --merge-file, "
+			"not --tokenizer-name-or-path");
 	if (c.hf)
 		tok = tok_load_hf(c.hf, c.eod_token, err, sizeof err);
 	else if (c.vocab && c.merges)
@@ -646,6 +674,7 @@ int main(int argc, char **argv)
 		uint32_t id = bpe_lookup(tok_model(tok), c.eod_token, strlen(c.eod_token));
 		if (id == BPE_NONE)
 			die(EXIT_USAGE, "--eod-token '%s' is not in %s", c.eod_token, c.vocab);
+		tok_set_eod(tok, id);
 	}
 	if (c.append_eod && tok_eod(tok) == BPE_NONE)
 		die(EXIT_USAGE, "--append-eod: %s has no EOD token; name one with --eod-token", tok_describe(tok));

@@ -116,8 +116,11 @@ struct tok *tok_load_gpt2(const char *vocab_json, const char *merges_txt, char *
 	}
 	v = json_load_file(vocab_json, JSON_ALLOW_NUL, &je);
 	if (!v || !json_is_object(v)) {
-		errf(err, errlen, "%s:%d: %s", vocab_json, je.line,
-		     v ? "not a JSON object of token -> id" : je.text);
+		if (!v && je.line < 0)
+			errf(err, errlen, "%s", je.text);  /* jansson names the file: can't open it */
+		else
+			errf(err, errlen, "%s:%d: %s", vocab_json, je.line,
+			     v ? "not a JSON object of token -> id" : je.text);
 		goto fail;
 	}
 	json_object_foreach(v, key, val) {
@@ -288,7 +291,10 @@ struct tok *tok_load_hf(const char *path, const char *eod_token, char *err, size
 	}
 	j = json_load_file(file, JSON_ALLOW_NUL, &je);
 	if (!j) {
-		errf(err, errlen, "%s:%d: %s", file, je.line, je.text);
+		if (je.line < 0)
+			errf(err, errlen, "%s", je.text);
+		else
+			errf(err, errlen, "%s:%d: %s", file, je.line, je.text);
 		goto fail;
 	}
 	if (!json_is_null(x = json_object_get(j, "normalizer")) && x) {
@@ -438,6 +444,7 @@ void tok_free(struct tok *t)
 }
 
 uint32_t tok_eod(const struct tok *t) { return t->eod; }
+void tok_set_eod(struct tok *t, uint32_t id) { t->eod = id; }
 uint32_t tok_vocab_size(const struct tok *t) { return t->vocab_size; }
 const struct bpe *tok_model(const struct tok *t) { return t->model; }
 const char *tok_describe(const struct tok *t) { return t->desc; }

@@ -37,6 +37,7 @@ struct tok *tok_load_hf(const char *path, const char *eod_token, char *err, size
 void tok_free(struct tok *t);
 
 uint32_t tok_eod(const struct tok *t);         /* BPE_NONE if none */
+void tok_set_eod(struct tok *t, uint32_t id);  /* --eod-token on Megatron's GPT-2 flags */
 uint32_t tok_vocab_size(const struct tok *t);  /* max id + 1 over the model and added tokens */
 const struct bpe *tok_model(const struct tok *t);
 const char *tok_describe(const struct tok *t); /* "GPT-2 BPE, 50257 tokens" for messages */

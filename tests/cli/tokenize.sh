@@ -54,6 +54,30 @@ if [ ! -f "$CACHE/tok/.done" ] || [ "$CACHE/tok/.done" -ot "$C" ]; then
 		{ fail bloom_trained "$(tail -3 "$T/train.log")"; exit 1; }
 fi
 
+# variants of the trained tokenizer that reach the other model and pre-tokenizer paths:
+# ignore_merges; a generic Split regex (PCRE2) before BLOOM's; String/Contiguous/inverted Splits
+# and ByteLevel with add_prefix_space and its own regex
+/usr/bin/python3 - "$CACHE/tok/bloom/tokenizer.json" "$T" <<'PY'
+import copy, json, sys
+j = json.load(open(sys.argv[1]))
+bloom_split = j["pre_tokenizer"]["pretokenizers"][0]
+bl = {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True, "use_regex": False}
+def split(kind, pat, behavior, invert=False):
+    return {"type": "Split", "pattern": {kind: pat}, "behavior": behavior, "invert": invert}
+v = {}
+v["ignore_merges"] = copy.deepcopy(j); v["ignore_merges"]["model"]["ignore_merges"] = True
+v["split_regex"] = copy.deepcopy(j)
+v["split_regex"]["pre_tokenizer"] = {"type": "Sequence", "pretokenizers": [
+    split("Regex", "\\p{N}{1,3}", "Isolated"), bloom_split, bl]}
+v["split_behaviors"] = copy.deepcopy(j)
+v["split_behaviors"]["pre_tokenizer"] = {"type": "Sequence", "pretokenizers": [
+    split("String", "\n", "MergedWithNext"), split("Regex", "[\\p{P}\\p{S}]+", "Contiguous"),
+    split("Regex", "\\s+", "MergedWithPrevious", True),
+    {"type": "ByteLevel", "add_prefix_space": True, "trim_offsets": True, "use_regex": True}]}
+for k, t in v.items():
+    json.dump(t, open(f"{sys.argv[2]}/{k}.json", "w"), ensure_ascii=False)
+PY
+
 # GPT-2's real vocab, Megatron's flags: a literal "<|endoftext|>" in text is text (as Megatron)
 $TK --vocab-file "$G/vocab.json" --merge-file "$G/merges.txt" --append-eod --format text < "$C" > "$T/ours.txt" 2>/dev/null
 $HF --vocab "$G/vocab.json" --merges "$G/merges.txt" --megatron --append-eod < "$C" > "$T/hf.txt" 2>/dev/null
@@ -61,7 +85,9 @@ same_ids gpt2_vocab_merges_ids_equal_hf "$T/ours.txt" "$T/hf.txt"
 check corpus_has_literal_endoftext grep -q '<|endoftext|>' "$C"
 # the same vocab as a tokenizer.json: the literal is the special token (as HF)
 for name in gpt2:$G/tokenizer.json bloom:$CACHE/tok/bloom/tokenizer.json bloom_added_tokens:$CACHE/tok/bloom-added/tokenizer.json \
-	byte_fallback:$CACHE/tok/byte-fallback/tokenizer.json unk_fused:$CACHE/tok/unk/tokenizer.json; do
+	byte_fallback:$CACHE/tok/byte-fallback/tokenizer.json unk_fused:$CACHE/tok/unk/tokenizer.json \
+	ignore_merges:$T/ignore_merges.json split_regex_pcre2:$T/split_regex.json \
+	split_string_contiguous_inverted_prefix_space:$T/split_behaviors.json; do
 	n=${name%%:*} f=${name#*:}
 	$TK --tokenizer-name-or-path "$f" --append-eod --format text --workers 2 < "$C" > "$T/ours-$n.txt" 2>"$T/err-$n.txt" ||
 		fail "${n}_tokenizes" "$(cat "$T/err-$n.txt")"
