@@ -1,4 +1,5 @@
 #include "tokenize/jsonl.h"
+#include "tokenize/unicode.h"
 
 #include <stdint.h>
 #include <stdio.h>
@@ -140,24 +141,8 @@ static int string(struct p *p, int keep)
 			continue;
 		}
 		/* a multi-byte UTF-8 sequence: validated, copied as is */
-		size_t l;
-		uint32_t cp;
-		if (c >= 0xc2 && c <= 0xdf)
-			l = 2, cp = c & 0x1f;
-		else if (c >= 0xe0 && c <= 0xef)
-			l = 3, cp = c & 0x0f;
-		else if (c >= 0xf0 && c <= 0xf4)
-			l = 4, cp = c & 0x07;
-		else
-			return fail(p, "invalid UTF-8");
-		if ((size_t)(p->e - p->s) < l)
-			return fail(p, "invalid UTF-8");
-		for (size_t k = 1; k < l; k++) {
-			if ((p->s[k] & 0xc0) != 0x80)
-				return fail(p, "invalid UTF-8");
-			cp = cp << 6 | (p->s[k] & 0x3f);
-		}
-		if ((l == 3 && (cp < 0x800 || (cp >= 0xd800 && cp <= 0xdfff))) || (l == 4 && (cp < 0x10000 || cp > 0x10ffff)))
+		size_t l = utf8_valid_len(p->s, (size_t)(p->e - p->s));
+		if (!l)
 			return fail(p, "invalid UTF-8");
 		if (keep) {
 			if (reserve(p, l) < 0)

@@ -22,6 +22,7 @@
 #include "tokstream.h"
 #include "tokenize/jsonl.h"
 #include "tokenize/tok.h"
+#include "tokenize/unicode.h"
 
 #define CHUNK (1 << 20)
 
@@ -192,37 +193,11 @@ static int emit(const struct cfg *cfg, struct chunk *c, uint32_t key, const uint
 
 static int valid_utf8(const unsigned char *s, size_t n, size_t *bad)
 {
-	for (size_t i = 0; i < n;) {
-		unsigned char c = s[i];
-		size_t l;
-		uint32_t cp;
-		if (c < 0x80) {
-			i++;
-			continue;
+	for (size_t i = 0, l; i < n; i += l)
+		if (!(l = utf8_valid_len(s + i, n - i))) {
+			*bad = i;
+			return 0;
 		}
-		if (c >= 0xc2 && c <= 0xdf)
-			l = 2, cp = c & 0x1f;
-		else if (c >= 0xe0 && c <= 0xef)
-			l = 3, cp = c & 0x0f;
-		else if (c >= 0xf0 && c <= 0xf4)
-			l = 4, cp = c & 0x07;
-		else
-			goto fail;
-		if (i + l > n)
-			goto fail;
-		for (size_t k = 1; k < l; k++) {
-			if ((s[i + k] & 0xc0) != 0x80)
-				goto fail;
-			cp = cp << 6 | (s[i + k] & 0x3f);
-		}
-		if ((l == 3 && (cp < 0x800 || (cp >= 0xd800 && cp <= 0xdfff))) || (l == 4 && (cp < 0x10000 || cp > 0x10ffff)))
-			goto fail;
-		i += l;
-		continue;
-fail:
-		*bad = i;
-		return 0;
-	}
 	return 1;
 }
 

@@ -46,6 +46,35 @@ static inline enum ucd_class ucd_class(uint32_t cp)
 	return (enum ucd_class)(ucd_bits(cp) & UCD_CLASS_MASK);
 }
 
+/* The length of the valid UTF-8 sequence at s (avail >= 1 bytes left), or 0 if it is not one:
+ * no overlong forms, no surrogates, nothing above U+10FFFF. */
+static inline size_t utf8_valid_len(const uint8_t *s, size_t avail)
+{
+	uint8_t c = s[0];
+	size_t l;
+	uint32_t cp;
+	if (c < 0x80)
+		return 1;
+	if (c >= 0xc2 && c <= 0xdf)
+		l = 2, cp = c & 0x1f;
+	else if (c >= 0xe0 && c <= 0xef)
+		l = 3, cp = c & 0x0f;
+	else if (c >= 0xf0 && c <= 0xf4)
+		l = 4, cp = c & 0x07;
+	else
+		return 0;
+	if (avail < l)
+		return 0;
+	for (size_t k = 1; k < l; k++) {
+		if ((s[k] & 0xc0) != 0x80)
+			return 0;
+		cp = cp << 6 | (s[k] & 0x3f);
+	}
+	if ((l == 3 && (cp < 0x800 || (cp >= 0xd800 && cp <= 0xdfff))) || (l == 4 && (cp < 0x10000 || cp > 0x10ffff)))
+		return 0;
+	return l;
+}
+
 /* Per general category (and the binary property Alphabetic), the code points Unicode 16.0 added
  * to it and took from it since ucd_delta_base, as PCRE2 class items ("\\x{1F}-\\x{2A}\\x{30}");
  * ends with a zeroed entry. */
