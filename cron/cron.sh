@@ -33,9 +33,14 @@ log() { printf '[%s] %s: %s\n' "$(date '+%Y-%m-%d %H:%M:%S')" "$CRON_NAME" "$*" 
 
 # --- 1. the next run, anchored to the clock -----------------------------------------------------
 now=$(date +%s)
-off=$(date +%z)  # local UTC offset, so that daily means local midnight
-off_s=$(( (${off:0:1}1) * (10#${off:1:2} * 3600 + 10#${off:3:2} * 60) ))
-next=$(( ((now + off_s) / CRON_PERIOD + 1) * CRON_PERIOD - off_s ))
+if [ "$CRON_PERIOD" = 86400 ]; then
+	# local midnight, asked of date(1) so that a daylight-saving change does not shift it
+	next=$(date -d 'tomorrow 00:00' +%s)
+else
+	off=$(date +%z)  # local UTC offset, so that periods align with the local clock (+05:30 too)
+	off_s=$(( (${off:0:1}1) * (10#${off:1:2} * 3600 + 10#${off:3:2} * 60) ))
+	next=$(( ((now + off_s) / CRON_PERIOD + 1) * CRON_PERIOD - off_s ))
+fi
 begin=$(date -d "@$next" '+%Y-%m-%dT%H:%M:%S')
 if out=$(cd "$CRON_DIR" && sbatch --parsable --job-name="$CRON_NAME" --begin="$begin" \
 	--dependency=singleton --output="$LOG_DIR/$CRON_NAME-%j.out" "$CRON_DIR/$CRON_NAME.slurm" 2>&1); then
