@@ -1,7 +1,8 @@
 # Sourced by every tests/cli/*.sh.  A test prints one protocol line per case:
 #   "ok NAME", "FAIL NAME: why" or "skip NAME: why"; tests/run.sh counts them.
 # Fixtures started by run.sh are described by the environment: SLURM_CONF (local cluster),
-# LMTK_SMTP_PORT / LMTK_SMTP_DIR (SMTP sink), LMTK_TMP (a scratch dir removed at the end).
+# LMTK_SMTP_PORT / LMTK_SMTP_DIR (SMTP sink), LMTK_GIT_URL / LMTK_GIT_DIR / LMTK_GIT_TOKEN (git
+# smart-HTTP + LFS server, tests/fixtures/git-server.sh), LMTK_TMP (a scratch dir removed at the end).
 set -u
 TOP=${TOP:-$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)}
 BIN=$TOP/bin

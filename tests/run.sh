@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # The test runner behind `make check`.
 #
-# Starts the fixtures once (an SMTP sink and a local SLURM cluster: munge, slurmctld, slurmd n1
-# and n2 on 127.0.0.1), runs every unit test binary (build/tests/*) and every shell test
+# Starts the fixtures once (an SMTP sink, a git smart-HTTP + LFS server, and a local SLURM
+# cluster: munge, slurmctld, slurmd n1 and n2 on 127.0.0.1), runs every unit test binary (build/tests/*) and every shell test
 # (tests/cli/*.sh, or the ones named as arguments), and stops the fixtures by pid on the way out,
 # whatever happened.  Tests print "ok NAME", "FAIL NAME: why" or "skip NAME: why"; the last line
 # is "N passed, N failed" and the exit status is non-zero if anything failed.
