@@ -45,7 +45,7 @@ $(LIB_A): $(LIB_OBJ)
 
 # bin/<prog>: every .c under src/<prog>/ plus the library.
 .SECONDEXPANSION:
-bin/%: $$(patsubst src/%.c,$(BUILD)/%.o,$$(wildcard src/$$*/*.c)) $(LIB_A)
+bin/%: $$(subst .c,.o,$$(subst src/,$(BUILD)/,$$(wildcard src/$$*/*.c))) $(LIB_A)
 	@mkdir -p bin
 	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS)
 

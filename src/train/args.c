@@ -1,0 +1,598 @@
+#include "train/args.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "msg.h"
+
+enum {
+	O_LAYERS = 1, O_HIDDEN, O_FFN, O_HEADS, O_KV, O_SEQ, O_MAXPOS, O_POSEMB, O_EMBLN, O_DIVBY,
+	O_PADTO, O_INITSTD, O_LNEPS, O_HDROP, O_ADROP, O_GLU,
+	O_TP, O_PP, O_PPMETHOD, O_ZERO, O_DEEPSPEED, O_CKPT, O_MBS, O_GBS, O_RAMPUP, O_TSAMPLES,
+	O_TITERS, O_TTOKENS,
+	O_LR, O_MINLR, O_DECAYSTYLE, O_WSAMPLES, O_WITERS, O_WFRAC, O_DSAMPLES, O_DITERS, O_DTOKENS,
+	O_BF16, O_FP16, O_ACCFP32,
+	O_DATA, O_SPLIT, O_WSPLIT, O_WSPLITPATH, O_TOKTYPE, O_VOCAB, O_MERGES, O_TOKPATH,
+	O_SAVE, O_LOAD, O_SAVEINT,
+	O_BATCHSIZE, O_WARMUP, O_MPSIZE,
+	O_DRYRUN, O_FORMAT, O_NODES, O_GPUS, O_TFLOPS, O_PARAMS, O_GPUMEM, O_CKPTBW, O_VOCABSIZE,
+};
+
+const struct opt args_opts[] = {
+	/* model */
+	{"num-layers", O_LAYERS, "N", "transformer layers"},
+	{"hidden-size", O_HIDDEN, "N", "hidden size h"},
+	{"ffn-hidden-size", O_FFN, "N", "MLP inner size (default 4h)"},
+	{"num-attention-heads", O_HEADS, "N", "attention heads"},
+	{"kv-channels", O_KV, "N", "per-head size (default h / heads)"},
+	{"seq-length", O_SEQ, "N", "tokens per sample"},
+	{"max-position-embeddings", O_MAXPOS, "N", "position table size (>= --seq-length; required, as in Megatron)"},
+	{"position-embedding-type", O_POSEMB, "TYPE", "absolute (learned, default), alibi or rotary"},
+	{"embed-layernorm", O_EMBLN, NULL, "LayerNorm after the word embedding (BLOOM)"},
+	{"make-vocab-size-divisible-by", O_DIVBY, "N", "pad the vocab to a multiple of N * TP (default 128)"},
+	{"pad-vocab-size-to", O_PADTO, "N", "pad the vocab to exactly N instead (BLOOM: 250880)"},
+	{"init-method-std", O_INITSTD, "F", "weight init std (default 0.02)"},
+	{"layernorm-epsilon", O_LNEPS, "F", "LayerNorm epsilon (default 1e-5)"},
+	{"hidden-dropout", O_HDROP, "F", "dropout after attention and MLP (default 0.1)"},
+	{"attention-dropout", O_ADROP, "F", "dropout on attention probabilities (default 0.1)"},
+	{"glu-activation", O_GLU, "NAME", "GLU MLP variant: accepted, not modelled (the plan counts a GeLU MLP)"},
+	/* parallelism and batch */
+	{"tensor-model-parallel-size", O_TP, "N", "tensor-parallel size TP (default 1)"},
+	{"pipeline-model-parallel-size", O_PP, "N", "pipeline-parallel size PP (default 1)"},
+	{"pp-partition-method", O_PPMETHOD, "M", "'type:transformer' (default) or 'type:transformer|embedding'"},
+	{"zero-stage", O_ZERO, "N", "ZeRO stage 0 or 1 (default 1 with --deepspeed, else 0)"},
+	{"deepspeed", O_DEEPSPEED, NULL, "the DeepSpeed engine: ZeRO, and with --bf16 its ZeRO-1-like BF16 optimizer"},
+	{"checkpoint-activations", O_CKPT, NULL, "recompute activations in the backward pass"},
+	{"micro-batch-size", O_MBS, "N", "samples per micro-batch per GPU (MBS)"},
+	{"global-batch-size", O_GBS, "N", "samples per iteration (GBS; default MBS * DP)"},
+	{"rampup-batch-size", O_RAMPUP, "START INCR SAMPLES", "batch-size ramp-up: from START by INCR over SAMPLES samples"},
+	{"train-samples", O_TSAMPLES, "N", "train on N samples"},
+	{"train-iters", O_TITERS, "N", "train for N iterations (not with --rampup-batch-size)"},
+	{"train-tokens", O_TTOKENS, "N", "stop once N tokens were consumed"},
+	/* schedule */
+	{"lr", O_LR, "F", "peak learning rate"},
+	{"min-lr", O_MINLR, "F", "final learning rate (default 0)"},
+	{"lr-decay-style", O_DECAYSTYLE, "S", "linear (default), cosine or constant"},
+	{"lr-warmup-samples", O_WSAMPLES, "N", "linear warmup over N samples"},
+	{"lr-warmup-iters", O_WITERS, "N", "linear warmup over N iterations (iteration-based training)"},
+	{"lr-warmup-fraction", O_WFRAC, "F", "warmup as a fraction of the decay"},
+	{"lr-decay-samples", O_DSAMPLES, "N", "decay over N samples (default --train-samples)"},
+	{"lr-decay-iters", O_DITERS, "N", "decay over N iterations (iteration-based training)"},
+	{"lr-decay-tokens", O_DTOKENS, "N", "decay over N tokens instead"},
+	/* precision */
+	{"bf16", O_BF16, NULL, "bfloat16 weights and activations"},
+	{"fp16", O_FP16, NULL, "float16 weights and activations"},
+	{"accumulate-allreduce-grads-in-fp32", O_ACCFP32, NULL, "fp32 gradients with --fp16 (always with --bf16)"},
+	/* data and tokenizer */
+	{"data-path", O_DATA, "[W] PREFIX...", "Megatron datasets (with weights to blend); only .idx headers and sizes are read"},
+	{"split", O_SPLIT, "S", "train,valid,test split of --data-path (default 969, 30, 1)"},
+	{"train-weighted-split-paths", O_WSPLIT, "SPEC...", "BigScience weighted splits: accepted, not read"},
+	{"train-weighted-split-paths-path", O_WSPLITPATH, "FILE", "the same, from a file: accepted, not read"},
+	{"tokenizer-type", O_TOKTYPE, "TYPE", "GPT2BPETokenizer or PretrainedFromHF"},
+	{"vocab-file", O_VOCAB, "FILE", "GPT-2 vocab.json: its entries are the vocabulary size"},
+	{"merge-file", O_MERGES, "FILE", "GPT-2 merges.txt (must exist)"},
+	{"tokenizer-name-or-path", O_TOKPATH, "PATH", "tokenizer.json, or a directory with one: vocab + added tokens"},
+	/* checkpoints */
+	{"save", O_SAVE, "DIR", "checkpoint directory (accepted)"},
+	{"load", O_LOAD, "DIR", "resume from DIR (accepted)"},
+	{"save-interval", O_SAVEINT, "N", "save every N iterations (required with --save, as in Megatron)"},
+	/* deprecated in Megatron: rejected with its message */
+	{"batch-size", O_BATCHSIZE, "N", "no longer valid: use --micro-batch-size"},
+	{"warmup", O_WARMUP, "N", "no longer valid: use --lr-warmup-fraction"},
+	{"model-parallel-size", O_MPSIZE, "N", "no longer valid: use --tensor-model-parallel-size"},
+	/* planning */
+	{"dry-run", O_DRYRUN, NULL, "plan the run: print the arithmetic, allocate and train nothing"},
+	{"format", O_FORMAT, "FMT", "with --dry-run: text (default) or json"},
+	{"nodes", O_NODES, "N", "nodes (default $SLURM_JOB_NUM_NODES)"},
+	{"gpus-per-node", O_GPUS, "N", "GPUs per node (default $SLURM_GPUS_ON_NODE)"},
+	{"assumed-tflops", O_TFLOPS, "F", "TFLOPs per GPU as Megatron logs them, for the time estimate"},
+	{"assumed-params", O_PARAMS, "N", "parameter count for time and checkpoint size (e.g. 176e9; default: exact)"},
+	{"gpu-memory", O_GPUMEM, "GIB", "device memory per GPU in GiB (default 80)"},
+	{"checkpoint-bandwidth", O_CKPTBW, "GB/S", "aggregate write bandwidth for saves, GB/s (default 5)"},
+	{"vocab-size", O_VOCABSIZE, "N", "tokenizer vocabulary when its files are not on this machine"},
+	{0},
+};
+
+const struct args_ignored args_ignored[] = {
+	{"sync-tp-duplicated-parameters", 0}, {"apply-residual-connection-post-layernorm", 0},
+	{"openai-gelu", 0}, {"onnx-safe", 1}, {"bert-no-binary-head", 0}, {"kill-switch-path", 1},
+	{"log-level", 1}, {"log-level-replica", 1}, {"log-params-norm", 0}, {"log-num-zeros-in-grad", 0},
+	{"tensorboard-log-interval", 1}, {"tensorboard-queue-size", 1}, {"log-timers-to-tensorboard", 0},
+	{"log-batch-size-to-tensorboard", 0}, {"no-log-learnig-rate-to-tensorboard", 0},
+	{"no-log-loss-scale-to-tensorboard", 0}, {"log-validation-ppl-to-tensorboard", 0},
+	{"weight-decay", 1}, {"clip-grad", 1}, {"adam-beta1", 1}, {"adam-beta2", 1}, {"adam-eps", 1},
+	{"sgd-momentum", 1}, {"distribute-checkpointed-activations", 0}, {"checkpoint-num-layers", 1},
+	{"log-interval", 1}, {"exit-interval", 1}, {"exit-duration-in-mins", 1}, {"tensorboard-dir", 1},
+	{"no-masked-softmax-fusion", 0}, {"no-bias-gelu-fusion", 0}, {"no-bias-dropout-fusion", 0},
+	{"optimizer", 1}, {"use-bnb-optimizer", 0}, {"dataloader-type", 1}, {"cpu-optimizer", 0},
+	{"cpu_torch_adam", 0}, {"codecarbon-dir", 1}, {"eval-only", 1}, {"skip-train-iteration-range", 2},
+	{"inference", 0}, {"abort-on-unmet-fused-kernel-constraints", 0}, {"seed", 1},
+	{"init-method-xavier-uniform", 0}, {"override-lr-scheduler", 0},
+	{"use-checkpoint-lr-scheduler", 0}, {"universal-checkpoint", 0}, {"no-save-optim", 0},
+	{"no-save-rng", 0}, {"no-load-optim", 0}, {"no-load-rng", 0}, {"finetune", 0}, {"loss-scale", 1},
+	{"initial-loss-scale", 1}, {"min-loss-scale", 1}, {"loss-scale-window", 1}, {"hysteresis", 1},
+	{"fp32-residual-connection", 0}, {"no-query-key-layer-scaling", 0},
+	{"attention-softmax-in-fp32", 0}, {"fp16-lm-cross-entropy", 0},
+	{"num-layers-per-virtual-pipeline-stage", 1}, {"distributed-backend", 1}, {"DDP-impl", 1},
+	{"use-contiguous-buffers-in-ddp", 0}, {"no-scatter-gather-tensors-in-pipeline", 0},
+	{"local_rank", 1}, {"lazy-mpu-init", 1}, {"use-cpu-initialization", 0}, {"eval-iters", 1},
+	{"eval-interval", 1}, {"valid-weighted-split-paths", 2}, {"test-weighted-split-paths", 2},
+	{"valid-weighted-split-paths-path", 1}, {"test-weighted-split-paths-path", 1}, {"log-path", 1},
+	{"vocab-extra-ids", 1}, {"encoder-seq-length", 1}, {"decoder-seq-length", 1},
+	{"retriever-seq-length", 1}, {"sample-rate", 1}, {"mask-prob", 1}, {"short-seq-prob", 1},
+	{"mmap-warmup", 0}, {"num-workers", 1}, {"valid-num-workers", 1}, {"data-impl", 1},
+	{"reset-position-ids", 0}, {"reset-attention-mask", 0}, {"eod-mask-loss", 0},
+	{"loss-on-targets-only", 0}, {"reweight-loss-based-on-position-frequency", 0},
+	{"noise-density", 1}, {"mean-noise-span-length", 1}, {"adlr-autoresume", 0},
+	{"adlr-autoresume-interval", 1}, {"ict-head-size", 1}, {"biencoder-projection-dim", 1},
+	{"biencoder-shared-query-context-model", 0}, {"ict-load", 1}, {"bert-load", 1},
+	{"titles-data-path", 1}, {"query-in-block-prob", 1}, {"use-one-sent-docs", 0},
+	{"evidence-data-path", 1}, {"retriever-report-topk-accuracies", 2},
+	{"retriever-score-scaling", 0}, {"block-data-path", 1}, {"embedding-path", 1},
+	{"indexer-batch-size", 1}, {"indexer-log-interval", 1}, {"num-classes", 1}, {"img-dim", 1},
+	{"num-channels", 1}, {"patch-dim", 1}, {"zero-reduce-scatter", 0},
+	{"zero-contigious-gradients", 0}, {"zero-reduce-bucket-size", 1},
+	{"zero-allgather-bucket-size", 1}, {"remote-device", 1}, {"use-pin-memory", 0},
+	{"scattered-embeddings", 0}, {"split-transformers", 0}, {"memory-centric-tiled-linear", 0},
+	{"tile-factor", 1}, {"deepspeed-activation-checkpointing", 0}, {"partition-activations", 0},
+	{"contigious-checkpointing", 0}, {"checkpoint-in-cpu", 0}, {"synchronize-each-layer", 0},
+	{"profile-backward", 0}, {"deepspeed_config", 1}, {"deepscale", 0}, {"deepscale_config", 1},
+	{"deepspeed_mpi", 0},
+	{0, 0},
+};
+
+/* flags of the option table that take several values after one flag */
+static int is_multi(const char *name)
+{
+	return strcmp(name, "rampup-batch-size") == 0 || strcmp(name, "data-path") == 0 ||
+	       strcmp(name, "train-weighted-split-paths") == 0;
+}
+
+void args_init(struct train_args *a)
+{
+	memset(a, 0, sizeof *a);
+	a->num_layers = a->hidden_size = a->ffn_hidden_size = a->num_attention_heads = -1;
+	a->kv_channels = a->seq_length = a->max_position_embeddings = -1;
+	a->make_vocab_size_divisible_by = 128;
+	a->pad_vocab_size_to = -1;
+	a->init_method_std = 0.02;
+	a->layernorm_epsilon = 1e-5;
+	a->hidden_dropout = a->attention_dropout = 0.1;
+	a->tp = a->pp = 1;
+	a->zero_stage = -1;
+	a->micro_batch_size = a->global_batch_size = -1;
+	a->train_samples = a->train_iters = a->train_tokens = -1;
+	a->lr = a->lr_warmup_fraction = -1;
+	a->lr_decay_style = "linear";
+	a->lr_warmup_samples = a->lr_warmup_iters = -1;
+	a->lr_decay_samples = a->lr_decay_iters = a->lr_decay_tokens = -1;
+	a->save_interval = -1;
+	a->format = FMT_TEXT;
+	a->nodes = a->gpus_per_node = a->vocab_size = -1;
+	a->assumed_tflops = a->assumed_params = -1;
+	a->gpu_memory_gib = 80;
+	a->checkpoint_gbps = 5;
+}
+
+int args_int(const char *s, int64_t *v)
+{
+	int64_t x = 0;
+	int digits = 0;
+	if (!s || !isdigit((unsigned char)*s))
+		return -1;
+	for (const char *p = s; *p; p++) {
+		if (*p == '_') {
+			/* Python: an underscore only between two digits */
+			if (!isdigit((unsigned char)p[-1]) || !isdigit((unsigned char)p[1]))
+				return -1;
+			continue;
+		}
+		if (!isdigit((unsigned char)*p))
+			return -1;
+		if (x > (INT64_MAX - 9) / 10)
+			return -1;
+		x = x * 10 + (*p - '0');
+		digits++;
+	}
+	if (!digits)
+		return -1;
+	*v = x;
+	return 0;
+}
+
+int args_float(const char *s, double *v)
+{
+	char buf[128], *end;
+	size_t n = 0;
+	if (!s || !*s || strlen(s) >= sizeof buf)
+		return -1;
+	for (const char *p = s; *p; p++) {
+		if (*p == '_') {
+			if (p == s || !isdigit((unsigned char)p[-1]) || !isdigit((unsigned char)p[1]))
+				return -1;
+			continue;
+		}
+		buf[n++] = *p;
+	}
+	buf[n] = '\0';
+	errno = 0;
+	double x = strtod(buf, &end);
+	if (*end || errno || !isfinite(x) || isspace((unsigned char)buf[0]))
+		return -1;
+	*v = x;
+	return 0;
+}
+
+static int pos_int(const char *arg, int64_t *v, char *err, size_t errlen)
+{
+	if (args_int(arg, v) < 0 || *v <= 0)
+		return errf(err, errlen, "'%s' is not a positive integer", arg);
+	return 0;
+}
+
+static int nonneg_int(const char *arg, int64_t *v, char *err, size_t errlen)
+{
+	if (args_int(arg, v) < 0)
+		return errf(err, errlen, "'%s' is not a non-negative integer", arg);
+	return 0;
+}
+
+static int num(const char *arg, double *v, double min, int min_open, char *err, size_t errlen)
+{
+	if (args_float(arg, v) < 0 || *v < min || (min_open && *v == min))
+		return errf(err, errlen, "'%s' is not a number %s %g", arg, min_open ? ">" : ">=", min);
+	return 0;
+}
+
+/* 'type:transformer', 'type:transformer|embedding' (either order, DeepSpeed matches the regex
+ * case-insensitively against layer class names). */
+static int partition_method(struct train_args *a, const char *arg, char *err, size_t errlen)
+{
+	char buf[128];
+	int tr = 0, emb = 0;
+	if (strncasecmp(arg, "type:", 5) != 0 || strlen(arg) >= sizeof buf)
+		goto bad;
+	snprintf(buf, sizeof buf, "%s", arg + 5);
+	for (char *save = NULL, *w = strtok_r(buf, "|", &save); w; w = strtok_r(NULL, "|", &save)) {
+		if (strcasecmp(w, "transformer") == 0)
+			tr = 1;
+		else if (strcasecmp(w, "embedding") == 0)
+			emb = 1;
+		else
+			goto bad;
+	}
+	if (!tr)
+		goto bad;
+	a->pp_partition_method = arg;
+	a->pp_embedding = emb;
+	return 0;
+bad:
+	return errf(err, errlen, "'%s': the plan knows 'type:transformer' and "
+		    "'type:transformer|embedding'", arg);
+}
+
+/* Splits a multi-value argument (ARGS_SEP-joined by args_normalize) into at most max values,
+ * kept in a copy that lives as long as the program; returns how many there are (which may be
+ * more than max). */
+static int split_values(const char *arg, const char **v, int max)
+{
+	char *copy = strdup(arg), *save = NULL;
+	int n = 0;
+	if (!copy)
+		die(EXIT_FAILED, "out of memory");
+	for (char *t = strtok_r(copy, ARGS_SEP, &save); t; t = strtok_r(NULL, ARGS_SEP, &save)) {
+		if (n < max)
+			v[n] = t;
+		n++;
+	}
+	return n;
+}
+
+int args_opt(void *ctx, int key, const char *arg, char *err, size_t errlen)
+{
+	struct train_args *a = ctx;
+	switch (key) {
+	case O_LAYERS: return pos_int(arg, &a->num_layers, err, errlen);
+	case O_HIDDEN: return pos_int(arg, &a->hidden_size, err, errlen);
+	case O_FFN: return pos_int(arg, &a->ffn_hidden_size, err, errlen);
+	case O_HEADS: return pos_int(arg, &a->num_attention_heads, err, errlen);
+	case O_KV: return pos_int(arg, &a->kv_channels, err, errlen);
+	case O_SEQ: return pos_int(arg, &a->seq_length, err, errlen);
+	case O_MAXPOS: return pos_int(arg, &a->max_position_embeddings, err, errlen);
+	case O_POSEMB:
+		if (strcmp(arg, "absolute") == 0 || strcmp(arg, "learned") == 0)
+			a->pos_emb = POS_LEARNED;
+		else if (strcmp(arg, "alibi") == 0)
+			a->pos_emb = POS_ALIBI;
+		else if (strcmp(arg, "rotary") == 0)
+			a->pos_emb = POS_ROTARY;
+		else
+			return errf(err, errlen, "'%s' is not one of absolute, alibi, rotary", arg);
+		return 0;
+	case O_EMBLN: a->embed_layernorm = 1; return 0;
+	case O_DIVBY: return pos_int(arg, &a->make_vocab_size_divisible_by, err, errlen);
+	case O_PADTO: return pos_int(arg, &a->pad_vocab_size_to, err, errlen);
+	case O_INITSTD: return num(arg, &a->init_method_std, 0, 1, err, errlen);
+	case O_LNEPS: return num(arg, &a->layernorm_epsilon, 0, 1, err, errlen);
+	case O_HDROP: return num(arg, &a->hidden_dropout, 0, 0, err, errlen);
+	case O_ADROP: return num(arg, &a->attention_dropout, 0, 0, err, errlen);
+	case O_GLU: a->glu_activation = arg; return 0;
+	case O_TP: return pos_int(arg, &a->tp, err, errlen);
+	case O_PP: return pos_int(arg, &a->pp, err, errlen);
+	case O_PPMETHOD: return partition_method(a, arg, err, errlen);
+	case O_ZERO:
+		if (strcmp(arg, "0") == 0 || strcmp(arg, "1") == 0) {
+			a->zero_stage = arg[0] - '0';
+			return 0;
+		}
+		return errf(err, errlen, "'%s': the plan models ZeRO stages 0 and 1", arg);
+	case O_DEEPSPEED: a->deepspeed = 1; return 0;
+	case O_CKPT: a->checkpoint_activations = 1; return 0;
+	case O_MBS: return pos_int(arg, &a->micro_batch_size, err, errlen);
+	case O_GBS: return pos_int(arg, &a->global_batch_size, err, errlen);
+	case O_RAMPUP: {
+		/* args_normalize() joined "START INCR SAMPLES" into one argument; a repeated flag
+		 * replaces the values, as in argparse */
+		const char *v[4];
+		int n = split_values(arg, v, 4);
+		a->nrampup = n;
+		for (int i = 0; i < n && i < 3; i++)
+			if (nonneg_int(v[i], &a->rampup[i], err, errlen) < 0)
+				return -1;
+		return 0;
+	}
+	case O_TSAMPLES: return pos_int(arg, &a->train_samples, err, errlen);
+	case O_TITERS: return pos_int(arg, &a->train_iters, err, errlen);
+	case O_TTOKENS: return pos_int(arg, &a->train_tokens, err, errlen);
+	case O_LR: return num(arg, &a->lr, 0, 0, err, errlen);
+	case O_MINLR: a->min_lr_set = 1; return num(arg, &a->min_lr, 0, 0, err, errlen);
+	case O_DECAYSTYLE:
+		if (strcmp(arg, "linear") && strcmp(arg, "cosine") && strcmp(arg, "constant"))
+			return errf(err, errlen, "'%s' is not one of linear, cosine, constant", arg);
+		a->lr_decay_style = arg;
+		return 0;
+	case O_WSAMPLES: return nonneg_int(arg, &a->lr_warmup_samples, err, errlen);
+	case O_WITERS: return nonneg_int(arg, &a->lr_warmup_iters, err, errlen);
+	case O_WFRAC:
+		if (num(arg, &a->lr_warmup_fraction, 0, 0, err, errlen) < 0 || a->lr_warmup_fraction > 1)
+			return errf(err, errlen, "'%s' is not a fraction between 0 and 1", arg);
+		return 0;
+	case O_DSAMPLES: return pos_int(arg, &a->lr_decay_samples, err, errlen);
+	case O_DITERS: return pos_int(arg, &a->lr_decay_iters, err, errlen);
+	case O_DTOKENS: return pos_int(arg, &a->lr_decay_tokens, err, errlen);
+	case O_BF16: a->bf16 = 1; return 0;
+	case O_FP16: a->fp16 = 1; return 0;
+	case O_ACCFP32: a->accumulate_fp32 = 1; return 0;
+	case O_DATA:
+		a->ndata_path = split_values(arg, a->data_path, ARGS_MAX_DATA + 1);
+		if (a->ndata_path > ARGS_MAX_DATA)
+			return errf(err, errlen, "more than %d values", ARGS_MAX_DATA);
+		return 0;
+	case O_SPLIT: a->split = arg; return 0;
+	case O_WSPLIT: case O_WSPLITPATH: a->weighted_split_paths = 1; return 0;
+	case O_TOKTYPE:
+		if (strcmp(arg, "GPT2BPETokenizer") && strcmp(arg, "PretrainedFromHF"))
+			return errf(err, errlen, "'%s': GPT models train with GPT2BPETokenizer or "
+				    "PretrainedFromHF", arg);
+		a->tokenizer_type = arg;
+		return 0;
+	case O_VOCAB: a->vocab_file = arg; return 0;
+	case O_MERGES: a->merge_file = arg; return 0;
+	case O_TOKPATH: a->tokenizer_name_or_path = arg; return 0;
+	case O_SAVE: a->save = arg; return 0;
+	case O_LOAD: a->load = arg; return 0;
+	case O_SAVEINT: return pos_int(arg, &a->save_interval, err, errlen);
+	case O_BATCHSIZE:
+		return errf(err, errlen, "argument is no longer valid, use --micro-batch-size instead");
+	case O_WARMUP:
+		return errf(err, errlen, "argument is no longer valid, use --lr-warmup-fraction instead");
+	case O_MPSIZE:
+		return errf(err, errlen, "argument is no longer valid, use --tensor-model-parallel-size "
+			    "instead");
+	case O_DRYRUN: a->dry_run = 1; return 0;
+	case O_FORMAT:
+		if (strcmp(arg, "text") == 0)
+			a->format = FMT_TEXT;
+		else if (strcmp(arg, "json") == 0)
+			a->format = FMT_JSON;
+		else
+			return errf(err, errlen, "'%s' is not one of text, json", arg);
+		return 0;
+	case O_NODES: a->nodes_from = "--nodes"; return pos_int(arg, &a->nodes, err, errlen);
+	case O_GPUS: a->gpus_from = "--gpus-per-node"; return pos_int(arg, &a->gpus_per_node, err, errlen);
+	case O_TFLOPS: return num(arg, &a->assumed_tflops, 0, 1, err, errlen);
+	case O_PARAMS:
+		if (num(arg, &a->assumed_params, 0, 1, err, errlen) < 0)
+			return -1;
+		a->assumed_params = round(a->assumed_params);
+		return 0;
+	case O_GPUMEM: return num(arg, &a->gpu_memory_gib, 0, 1, err, errlen);
+	case O_CKPTBW: return num(arg, &a->checkpoint_gbps, 0, 1, err, errlen);
+	case O_VOCABSIZE: return pos_int(arg, &a->vocab_size, err, errlen);
+	}
+	return errf(err, errlen, "unhandled option");
+}
+
+/* --- argv ----------------------------------------------------------------------------------- */
+
+/* argparse reads "-1" or "-.5" as a value, anything else starting with '-' as a flag */
+static int is_value(const char *s)
+{
+	return s[0] != '-' || isdigit((unsigned char)s[1]) || s[1] == '.';
+}
+
+/* What "--NAME" means: the table entry (main or ignored) for the exact name, or for the only
+ * name NAME abbreviates (argparse's allow_abbrev).  NULL + *ambiguous if several. */
+static const char *resolve(const char *name, size_t n, const struct args_ignored **ign,
+			   int *ambiguous)
+{
+	const char *hit = NULL;
+	const struct args_ignored *ihit = NULL;
+	int hits = 0;
+
+	*ign = NULL;
+	*ambiguous = 0;
+	for (const struct opt *o = args_opts; o->name; o++)
+		if (strlen(o->name) == n && strncmp(o->name, name, n) == 0)
+			return o->name;
+	for (const struct args_ignored *g = args_ignored; g->name; g++)
+		if (strlen(g->name) == n && strncmp(g->name, name, n) == 0) {
+			*ign = g;
+			return g->name;
+		}
+	if (n == 0)
+		return NULL;
+	for (const struct opt *o = args_opts; o->name; o++)
+		if (strncmp(o->name, name, n) == 0) {
+			hit = o->name;
+			hits++;
+		}
+	for (const struct args_ignored *g = args_ignored; g->name; g++)
+		if (strncmp(g->name, name, n) == 0) {
+			hit = g->name;
+			ihit = g;
+			hits++;
+		}
+	if (hits == 1) {
+		*ign = ihit;  /* set only when the one hit is an ignored flag */
+		return hit;
+	}
+	*ambiguous = hits > 1;
+	return NULL;
+}
+
+char **args_normalize(int argc, char **argv, int *argc_out, int *nignored)
+{
+	/* values only ever merge or drop; a multi-value flag given no value gains an empty one */
+	char **av = calloc((size_t)argc * 2 + 2, sizeof *av);
+	int ac = 0;
+
+	if (!av)
+		die(EXIT_FAILED, "out of memory");
+	*nignored = 0;
+	av[ac++] = argv[0];
+	for (int i = 1; i < argc; i++) {
+		const char *a = argv[i], *eq, *full;
+		const struct args_ignored *ign;
+		int ambiguous;
+		size_t n;
+
+		if (strcmp(a, "--") == 0) {
+			while (i < argc)
+				av[ac++] = argv[i++];
+			break;
+		}
+		if (strncmp(a, "--", 2) != 0 || strcmp(a, "--help") == 0 || strcmp(a, "--version") == 0) {
+			av[ac++] = argv[i];
+			continue;
+		}
+		eq = strchr(a + 2, '=');
+		n = eq ? (size_t)(eq - a - 2) : strlen(a + 2);
+		full = resolve(a + 2, n, &ign, &ambiguous);
+		if (!full) {
+			if (ambiguous)
+				die(EXIT_USAGE, "ambiguous option '%.*s': it abbreviates several flags; "
+				    "write it out", (int)(n + 2), a);
+			av[ac++] = argv[i];  /* opt_parse says "unknown option" */
+			continue;
+		}
+		if (ign) {
+			(*nignored)++;
+			if (ign->values == 1 && !eq && i + 1 < argc)
+				i++;
+			else if (ign->values == 2)
+				while (i + 1 < argc && is_value(argv[i + 1]))
+					i++;
+			continue;
+		}
+		if (strlen(full) != n) {
+			/* an abbreviation: rebuild "--full[=value]" */
+			char *s;
+			if (asprintf(&s, "--%s%s", full, eq ? eq : "") < 0)
+				die(EXIT_FAILED, "out of memory");
+			av[ac++] = s;
+		} else {
+			av[ac++] = argv[i];
+		}
+		if (is_multi(full) && !eq) {
+			/* "--f a b c" -> "--f" "a\x1fb\x1fc": one occurrence, as argparse has it, so that
+			 * a later --f replaces the values instead of adding to them */
+			char *joined = NULL;
+			size_t len = 0;
+			FILE *f = open_memstream(&joined, &len);
+			int k = 0;
+			while (i + 1 < argc && is_value(argv[i + 1]))
+				fprintf(f, "%s%s", k++ ? ARGS_SEP : "", argv[++i]);
+			if (fclose(f) != 0)
+				die(EXIT_FAILED, "out of memory");
+			av[ac++] = joined;
+		}
+	}
+	av[ac] = NULL;
+	*argc_out = ac;
+	return av;
+}
+
+char *args_ignored_list(int width, int indent)
+{
+	size_t len = 1;
+	int col = indent;
+	char *s, *p;
+	for (const struct args_ignored *g = args_ignored; g->name; g++)
+		len += strlen(g->name) + 5 + (size_t)indent;
+	s = p = malloc(len);
+	if (!s)
+		die(EXIT_FAILED, "out of memory");
+	*p = '\0';
+	for (const struct args_ignored *g = args_ignored; g->name; g++) {
+		int n = (int)strlen(g->name) + 4;  /* "--name," */
+		if (g != args_ignored) {
+			if (col + n + 1 > width) {
+				p += sprintf(p, ",\n%*s", indent, "");
+				col = indent;
+			} else {
+				p += sprintf(p, ", ");
+				col += 2;
+			}
+		}
+		p += sprintf(p, "--%s", g->name);
+		col += n - 1;
+	}
+	return s;
+}
+
+/* SLURM_GPUS_ON_NODE is a number; SLURM_GPUS_PER_NODE may be "a100:8" */
+static int env_count(const char *name, int64_t *v, char *err, size_t errlen)
+{
+	const char *s = getenv(name), *colon;
+	if (!s || !*s)
+		return 0;
+	colon = strrchr(s, ':');
+	if (args_int(colon ? colon + 1 : s, v) < 0 || *v <= 0)
+		return errf(err, errlen, "%s='%s' is not a count; give it as a flag", name, s);
+	return 1;
+}
+
+int args_from_slurm(struct train_args *a, char *err, size_t errlen)
+{
+	static const char *nodes_vars[] = {"SLURM_JOB_NUM_NODES", "SLURM_NNODES"};
+	static const char *gpu_vars[] = {"SLURM_GPUS_ON_NODE", "SLURM_GPUS_PER_NODE"};
+	int r;
+	for (int i = 0; i < 2 && a->nodes < 0; i++) {
+		if ((r = env_count(nodes_vars[i], &a->nodes, err, errlen)) < 0)
+			return -1;
+		if (r)
+			a->nodes_from = nodes_vars[i];
+	}
+	for (int i = 0; i < 2 && a->gpus_per_node < 0; i++) {
+		if ((r = env_count(gpu_vars[i], &a->gpus_per_node, err, errlen)) < 0)
+			return -1;
+		if (r)
+			a->gpus_from = gpu_vars[i];
+	}
+	return 0;
+}

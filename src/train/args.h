@@ -1,0 +1,122 @@
+/* args - Megatron-DeepSpeed's command line, as train reads it.
+ *
+ * Users bring sbatch scripts written for Megatron-DeepSpeed (the BigScience fork), so train takes
+ * the same flags with the same meaning: the arguments of tr1-13B-round1.slurm or tr11-176B-ml.slurm
+ * work unchanged after the launcher line.  Three things make that more than an option table:
+ *
+ * - argparse conventions: a few flags take several values after one flag (--rampup-batch-size
+ *   START INCR SAMPLES, --data-path [W] PREFIX ...), and a repeated one replaces the earlier
+ *   values; numbers may have '_' separators (9_765_625, Python's int()); a long flag may be
+ *   abbreviated to any unique prefix (the 13B README writes --train-iter).  args_normalize()
+ *   rewrites argv into what opt_parse() reads: full names, and the values of a multi-value flag
+ *   joined by ARGS_SEP into one argument.
+ * - flags that do not change a plan (--seed, --log-interval, --tensorboard-dir, --deepspeed_config,
+ *   ...) are accepted and dropped, so a real script's argument list runs as it is; the list is in
+ *   args_ignored and in --help.  An unknown flag is still an error: a typo must not pass silently.
+ * - cross-flag rules (--rampup-batch-size needs --train-samples, ...) are not checked here but in
+ *   plan_check(), which reports every violation at once, naming the flags.
+ *
+ * Values are kept as given; -1 (or NULL) means "not given", so plan.c applies Megatron's defaults
+ * and can tell a default from an explicit value in its messages. */
+#ifndef TRAIN_ARGS_H
+#define TRAIN_ARGS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "opt.h"
+
+#define ARGS_MAX_DATA 256
+/* joins the values of a multi-value flag into the one argument opt_parse() passes on */
+#define ARGS_SEP "\x1f"
+
+enum pos_emb { POS_LEARNED, POS_ALIBI, POS_ROTARY };
+enum fmt { FMT_TEXT, FMT_JSON };
+
+struct train_args {
+	/* model */
+	int64_t num_layers, hidden_size, ffn_hidden_size, num_attention_heads, kv_channels;
+	int64_t seq_length, max_position_embeddings;
+	enum pos_emb pos_emb;
+	int embed_layernorm;
+	int64_t make_vocab_size_divisible_by, pad_vocab_size_to;
+	double init_method_std, layernorm_epsilon, hidden_dropout, attention_dropout;
+	const char *glu_activation;
+
+	/* parallelism and batch */
+	int64_t tp, pp;
+	const char *pp_partition_method;
+	int pp_embedding;              /* --pp-partition-method counts embeddings as layers */
+	int zero_stage;                /* -1: not given */
+	int deepspeed;
+	int checkpoint_activations;
+	int64_t micro_batch_size, global_batch_size;
+	int64_t rampup[3];             /* START INCR SAMPLES */
+	int nrampup;                   /* values given to --rampup-batch-size */
+	int64_t train_samples, train_iters, train_tokens;
+
+	/* learning-rate schedule */
+	double lr, min_lr, lr_warmup_fraction;   /* lr, fraction: -1 not given; min_lr default 0 */
+	int min_lr_set;
+	const char *lr_decay_style;
+	int64_t lr_warmup_samples, lr_warmup_iters;
+	int64_t lr_decay_samples, lr_decay_iters, lr_decay_tokens;
+
+	/* precision */
+	int bf16, fp16, accumulate_fp32;
+
+	/* data and tokenizer */
+	const char *data_path[ARGS_MAX_DATA];
+	int ndata_path;
+	const char *split;
+	int weighted_split_paths;      /* --train-weighted-split-paths[-path] given */
+	const char *tokenizer_type, *vocab_file, *merge_file, *tokenizer_name_or_path;
+
+	/* checkpoints */
+	const char *save, *load;
+	int64_t save_interval;
+
+	/* --dry-run only */
+	int dry_run;
+	enum fmt format;
+	int64_t nodes, gpus_per_node, vocab_size;
+	double assumed_tflops, assumed_params, gpu_memory_gib, checkpoint_gbps;
+	const char *nodes_from, *gpus_from;   /* "--nodes" or the SLURM variable it came from */
+};
+
+/* The option table (one entry per flag that train uses) and its handler. */
+extern const struct opt args_opts[];
+int args_opt(void *ctx, int key, const char *arg, char *err, size_t errlen);
+
+/* Megatron-DeepSpeed flags accepted and ignored: they do not change a plan. */
+struct args_ignored {
+	const char *name;   /* without "--" */
+	int values;         /* 0 a switch, 1 one value, 2 any number of values */
+};
+extern const struct args_ignored args_ignored[];
+
+/* Defaults: everything "not given", the dry-run's device defaults. */
+void args_init(struct train_args *a);
+
+/* Rewrites argv for opt_parse(): abbreviations expanded to full names, the values of a multi-value
+ * flag joined by ARGS_SEP, ignored flags (and their values) dropped.  Returns a new
+ * NULL-terminated vector (argv[0] kept) and its length in *argc_out; the strings are argv's or
+ * static.  Ignored flags seen are counted in *nignored. */
+char **args_normalize(int argc, char **argv, int *argc_out, int *nignored);
+
+/* The ignored flags, "--seed, --log-interval, ...", wrapped at `width` columns with later lines
+ * indented by `indent`, for --help. */
+char *args_ignored_list(int width, int indent);
+
+/* Python int() for the non-negative integers Megatron flags take: digits, single '_' between
+ * digits.  0 or -1. */
+int args_int(const char *s, int64_t *v);
+/* Python float(): also "6e-5", "176e9", "1_000.5".  0 or -1. */
+int args_float(const char *s, double *v);
+
+/* Fills nodes/gpus_per_node from SLURM_JOB_NUM_NODES / SLURM_GPUS_ON_NODE where the flags were not
+ * given (SLURM_NNODES and SLURM_GPUS_PER_NODE as fallbacks).  0, or -1 + err for a variable that
+ * is set but not a number. */
+int args_from_slurm(struct train_args *a, char *err, size_t errlen);
+
+#endif

@@ -1,0 +1,38 @@
+/* data - what a plan needs to know about --data-path: tokens per dataset and per split.
+ *
+ * Only PREFIX.idx is read, and of it only the 34-byte header and the int32 sizes array (4 bytes
+ * per sequence, streamed, never held): the .bin, the pointers and doc_idx are not touched, so a
+ * dry run over a 1.2 TB dataset reads about a gigabyte for 300M documents.  The layout is
+ * Megatron's MMIDIDX v1 (shared/spec/megatron-data.md, mkindex(1)); the header and the file size
+ * (34 + 12N + 8D, or + N with a trailing sequence-mode array) are checked so a truncated or
+ * foreign file is reported instead of counted.
+ *
+ * Splits follow Megatron's get_train_valid_test_split_(): "949,50,1" (or "/"-separated) padded
+ * to three, normalised, each boundary idx[i+1] = idx[i] + round(f_i * N) (half to even), then
+ * shifted so the last one is N.  GPT's datasets split by sequence index, which mkindex and
+ * Megatron's preprocessor make one per document. */
+#ifndef TRAIN_DATA_H
+#define TRAIN_DATA_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+struct dataset {
+	const char *prefix;
+	int ok;                    /* read: the numbers below are the file's */
+	double weight;             /* normalised blending weight (1 for a single dataset) */
+	int dtype;
+	uint64_t docs;             /* N: sequences */
+	uint64_t bounds[4];        /* split boundaries, in sequences */
+	uint64_t tokens[3];        /* tokens in the train, valid, test splits */
+	uint64_t total_tokens;
+};
+
+/* Megatron's split boundaries for n sequences: 0, or -1 + err for a malformed split string. */
+int data_split(const char *split, uint64_t n, uint64_t bounds[4], char *err, size_t errlen);
+
+/* Reads PREFIX.idx's header and sizes into d (prefix, bounds from `split`).  0; -1 + err when
+ * the file cannot be read; -2 + err when it is not a valid MMIDIDX v1 index. */
+int data_read(struct dataset *d, const char *prefix, const char *split, char *err, size_t errlen);
+
+#endif
