@@ -11,7 +11,7 @@ PREFIX   ?= /usr/local
 BUILD    := build
 CFLAGS   ?= -O2 -g
 CFLAGS   += -std=gnu11 -D_GNU_SOURCE -Wall -Wextra -pthread -Isrc/lib -Isrc -DLMTK_VERSION='"$(VERSION)"'
-LDLIBS   := -Wl,--as-needed -lcurl -ljansson -lpcre2-8 -lpthread -lm
+LDLIBS   := -Wl,--as-needed -lcurl -ljansson -lpcre2-8 -lgit2 -lpthread -lm
 
 PROGS    := $(patsubst src/%/main.c,%,$(wildcard src/*/main.c))
 BINS     := $(addprefix bin/,$(PROGS))
