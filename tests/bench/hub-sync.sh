@@ -13,7 +13,7 @@
 #   hub-sync: hub-sync --repo-path CLONE --patterns small large        (default 4 parallel uploads)
 # Both must end with the same tree id (same files, same LFS pointers) and the server must hold
 # every object.  HUB_BENCH_RUNS runs (default 1), medians compared.  Last line:
-#   hub-sync: 1000 small + 4 x 512 MiB: git+git-lfs 30.1 s, hub-sync 12.0 s, speedup 2.5x
+#   hub-sync: 1000 small + 4 x 512 MiB: git+git-lfs 30.1 s, hub-sync 15.4 s, speedup 2.0x
 set -euo pipefail
 
 TOP=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
