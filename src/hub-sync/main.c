@@ -260,13 +260,6 @@ static void on_object_ready(void *ctx, const char *path, const struct lfs_pointe
 	batch_add(ctx, p->oid, p->size, file, path);
 }
 
-static double now_s(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
-
 /* the user name for HTTP Basic: the URL's, else any (the Hub only looks at the token) */
 static void url_user(const char *url, char *out, size_t len)
 {
@@ -291,7 +284,7 @@ static struct {
 
 static void *tick(void *arg)
 {
-	double last_t = now_s();
+	double last_t = units_now();
 	unsigned long long last = 0;
 	(void)arg;
 	pthread_mutex_lock(&ticker.mu);
@@ -301,7 +294,7 @@ static void *tick(void *arg)
 		until.tv_sec += 1;
 		pthread_cond_timedwait(&ticker.cv, &ticker.mu, &until);
 		unsigned long long b = batch_bytes_sent();
-		double t = now_s();
+		double t = units_now();
 		if (!ticker.stop && b > last) {
 			char a[32], r[32];
 			fprintf(stderr, "\r%s: LFS uploads: %s sent, %s/s   ", prog_name, units_fmt_size(b, a, sizeof a),
@@ -419,7 +412,7 @@ static struct batch_session *plan_and_stage(struct run *x)
 	if (plan_stage(&x->po, &x->r, &x->plan, err, sizeof err) < 0)
 		fail("%s", err);
 	if (x->po.verbose)
-		warn("status and staging: %.2f s", now_s() - x->t0);
+		warn("status and staging: %.2f s", units_now() - x->t0);
 	plan_report(&x->po, &x->plan);
 	return early;
 }
@@ -451,11 +444,11 @@ static void upload_and_push(struct run *x)
 	if (repo_lfs_objects(&x->r, x->c->remote, x->branch, &objs, &x->nobjs, err, sizeof err) < 0)
 		fail("%s", err);
 	if (x->nobjs) {
-		double t1 = now_s();
+		double t1 = units_now();
 		if (batch_upload(&x->bo, objs, x->nobjs, &x->lfs, err, sizeof err) < 0)
 			fail("%s; the commit stays local and the next run pushes it", err);
 		if (x->c->verbose)
-			warn("LFS uploads: %.2f s", now_s() - t1);
+			warn("LFS uploads: %.2f s", units_now() - t1);
 	}
 	repo_lfs_objects_free(objs, x->nobjs);
 	if (repo_push(&x->r, &po, &x->push, err, sizeof err) < 0)
@@ -485,7 +478,7 @@ static void summary(const struct run *x)
 	}
 	snprintf(done + used, sizeof done - used, "pushed %zu commit%s to %s/%s (%s) in %.1f s",
 		 x->unpushed, x->unpushed == 1 ? "" : "s", x->c->remote, x->branch,
-		 units_fmt_size(x->push.bytes, b, sizeof b), now_s() - x->t0);
+		 units_fmt_size(x->push.bytes, b, sizeof b), units_now() - x->t0);
 	token_say("%s", done);
 }
 
@@ -510,7 +503,7 @@ int main(int argc, char **argv)
 	char err[2048];
 
 	x.c = &c;
-	x.t0 = now_s();
+	x.t0 = units_now();
 	msg_init(argv[0]);
 	signal(SIGPIPE, SIG_IGN);  /* a server that goes away mid-push is an error to report, not a kill */
 	parse_all(&spec, &c, argc, argv);

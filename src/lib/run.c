@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "msg.h"
+#include "units.h"
 
 struct buf {
 	char *p;
@@ -35,20 +36,13 @@ static int buf_read(int fd, struct buf *b)
 	return r == 0 ? 0 : 1;
 }
 
-static double now_s(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return ts.tv_sec + ts.tv_nsec / 1e9;
-}
-
 int run_capture(char *const argv[], int timeout_s, struct run_result *r, char *err, size_t errlen)
 {
 	int po[2], pe[2], px[2];
 	pid_t pid;
 	struct buf ob = {0}, eb = {0};
 	int e, st = 0;
-	double deadline = timeout_s > 0 ? now_s() + timeout_s : 0;
+	double deadline = timeout_s > 0 ? units_now() + timeout_s : 0;
 
 	memset(r, 0, sizeof *r);
 	r->status = -1;
@@ -90,7 +84,7 @@ int run_capture(char *const argv[], int timeout_s, struct run_result *r, char *e
 	while (open_fds) {
 		int wait_ms = -1;
 		if (deadline) {
-			double left = deadline - now_s();
+			double left = deadline - units_now();
 			if (left <= 0) {
 				r->timed_out = 1;
 				kill(-pid, SIGKILL);
@@ -119,7 +113,7 @@ int run_capture(char *const argv[], int timeout_s, struct run_result *r, char *e
 	 * the wait too */
 	pid_t w = 0;
 	while (deadline && !r->timed_out && (w = waitpid(pid, &st, WNOHANG)) == 0) {
-		if (now_s() >= deadline) {
+		if (units_now() >= deadline) {
 			r->timed_out = 1;
 			kill(-pid, SIGKILL);
 			break;

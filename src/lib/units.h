@@ -17,6 +17,8 @@ int units_percent(const char *s, double *pct);               /* "85%" or "85" ->
 char *units_fmt_size(unsigned long long bytes, char *buf, size_t len);
 /* Python timedelta style, as the old scripts printed: "7:24:19", "3 days, 7:24:19" */
 char *units_fmt_delta(long seconds, char *buf, size_t len);
+/* Seconds on the monotonic clock: for durations and rates, never for dates */
+double units_now(void);
 /* "2021-08-08 01:49:40" local time */
 char *units_fmt_time(time_t t, char *buf, size_t len);
 

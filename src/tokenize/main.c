@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "msg.h"
+#include "units.h"
 #include "opt.h"
 #include "tokstream.h"
 #include "tokenize/jsonl.h"
@@ -128,13 +129,6 @@ struct pipeline {
 	FILE *out;
 	double t0, last_progress;
 };
-
-static double now_s(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return ts.tv_sec + ts.tv_nsec / 1e9;
-}
 
 static int out_reserve(struct chunk *c, size_t more)
 {
@@ -329,7 +323,7 @@ static void *worker(void *arg)
 
 static void progress(struct pipeline *pl, int final)
 {
-	double t = now_s() - pl->t0, mb = (double)pl->bytes / 1e6;
+	double t = units_now() - pl->t0, mb = (double)pl->bytes / 1e6;
 	if (pl->cfg->quiet)
 		return;
 	if (final)
@@ -370,8 +364,8 @@ static void *writer(void *arg)
 		}
 		c->state = FREE;
 		pl->next_write++;
-		if (tty && now_s() - pl->last_progress > 0.5) {
-			pl->last_progress = now_s();
+		if (tty && units_now() - pl->last_progress > 0.5) {
+			pl->last_progress = units_now();
 			progress(pl, 0);
 		}
 		pthread_cond_broadcast(&pl->cv);
@@ -393,7 +387,7 @@ static int run_encode(const struct cfg *cfg, const struct tok *tok)
 	pl.nslots = (size_t)cfg->workers * 2 + 2;
 	pl.slots = calloc(pl.nslots, sizeof *pl.slots);
 	pl.out = stdout;
-	pl.t0 = now_s();
+	pl.t0 = units_now();
 	pthread_mutex_init(&pl.mu, NULL);
 	pthread_cond_init(&pl.cv, NULL);
 	if (!pl.slots)
