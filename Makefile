@@ -10,8 +10,15 @@ CC       ?= gcc
 PREFIX   ?= /usr/local
 BUILD    := build
 CFLAGS   ?= -O2 -g
-CFLAGS   += -std=gnu11 -D_GNU_SOURCE -Wall -Wextra -pthread -Isrc/lib -Isrc -DLMTK_VERSION='"$(VERSION)"'
-LDLIBS   := -Wl,--as-needed -lcurl -ljansson -lpcre2-8 -lgit2 -lpthread -lm
+CFLAGS   += -std=gnu11 -D_GNU_SOURCE -Wall -Wextra -pthread -fopenmp -Isrc/lib -Isrc -DLMTK_VERSION='"$(VERSION)"'
+LDLIBS   := -Wl,--as-needed -lcurl -ljansson -lpcre2-8 -lgit2 -lopenblas -lpthread -lm -fopenmp
+
+# The CUDA backend of train is a plugin (bin/train-cuda.so) that train loads only for a GPU, so
+# bin/train itself needs no CUDA library.  Built whenever nvcc exists.
+NVCC     ?= $(firstword $(wildcard /usr/local/cuda/bin/nvcc) $(shell command -v nvcc 2>/dev/null))
+CUDA_ARCH ?= -gencode arch=compute_80,code=sm_80 -gencode arch=compute_90,code=sm_90
+CUDA_SRC := $(wildcard src/train/cuda/*.cu)
+CUDA_SO  := $(if $(and $(NVCC),$(CUDA_SRC)),bin/train-cuda.so)
 
 PROGS    := $(patsubst src/%/main.c,%,$(wildcard src/*/main.c))
 BINS     := $(addprefix bin/,$(PROGS))
@@ -33,7 +40,7 @@ DEB_PACKAGES := gcc make pkg-config libc6-dev libcurl4-openssl-dev libjansson-de
   git-man openssl iproute2 vim-runtime
 
 .PHONY: all deps check demo bench clean install
-all: $(BINS)
+all: $(BINS) $(CUDA_SO)
 
 $(BUILD)/%.o: src/%.c
 	@mkdir -p $(@D)
@@ -43,18 +50,22 @@ $(LIB_A): $(LIB_OBJ)
 	@rm -f $@
 	ar rcs $@ $^
 
-# bin/<prog>: every .c under src/<prog>/ plus the library.
+# bin/<prog>: every .c under src/<prog>/ and its subdirectories (train's cpu/) plus the library.
 .SECONDEXPANSION:
-bin/%: $$(subst .c,.o,$$(subst src/,$(BUILD)/,$$(wildcard src/$$*/*.c))) $(LIB_A)
+bin/%: $$(subst .c,.o,$$(subst src/,$(BUILD)/,$$(wildcard src/$$*/*.c src/$$*/*/*.c))) $(LIB_A)
 	@mkdir -p bin
 	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS)
 
 # tests/unit/<prog>_<what>.c also links src/<prog>/*.o except main.o; lib_<what>.c only the library.
 prog_of   = $(firstword $(subst _, ,$1))
-prog_objs = $(if $(wildcard src/$(call prog_of,$1)/main.c),$(patsubst src/%.c,$(BUILD)/%.o,$(filter-out %/main.c,$(wildcard src/$(call prog_of,$1)/*.c))))
+prog_objs = $(if $(wildcard src/$(call prog_of,$1)/main.c),$(patsubst src/%.c,$(BUILD)/%.o,$(filter-out %/main.c,$(wildcard src/$(call prog_of,$1)/*.c src/$(call prog_of,$1)/*/*.c))))
 $(BUILD)/tests/%: tests/unit/%.c $$(call prog_objs,$$*) $(LIB_A)
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) -Isrc -o $@ $(filter %.c %.o %.a,$^) $(LDLIBS)
+
+bin/train-cuda.so: $(CUDA_SRC) $(wildcard src/train/cuda/*.h) src/train/ops.h src/train/philox.h
+	@mkdir -p bin
+	$(NVCC) -O3 -std=c++17 -Xcompiler -fPIC,-Wall -shared -Isrc -Isrc/lib $(CUDA_ARCH) -o $@ $(CUDA_SRC) -lcublas -lcublasLt
 
 deps:
 	@sh tests/deps.sh $(DEB_PACKAGES)

@@ -1,0 +1,587 @@
+/* ops_cpu - the fp32 CPU backend: OpenBLAS for every GEMM, OpenMP for everything else.
+ *
+ * Threads are ours, not OpenBLAS's: OpenBLAS is told to use one thread and each OpenMP thread
+ * calls it on its own block of rows (forward, input gradient) or output features (weight
+ * gradient).  Two thread pools spinning against each other on a few cores cost more than they
+ * give, and owning the split keeps every sum in a fixed order.
+ *
+ * Determinism is a feature here, because resuming must be bit-exact: no reduction depends on
+ * the thread count.  Sums over rows (layer-norm and bias gradients, gradient norms) are taken
+ * over fixed chunks of rows and the chunk partials added in chunk order; the embedding gradient
+ * is split by channel, each thread walking the tokens in order.  GEMMs split along dimensions
+ * that do not change any element's own summation order.
+ *
+ * Attention is flash-style even here: the forward keeps each row's log-sum-exp, the backward
+ * recomputes the probabilities block by block, so memory is (B,NH,T) per layer instead of
+ * (B,NH,T,T).  The score blocks themselves are GEMMs (rows x keys x HD), keys only up to the
+ * block's last row, so the causal half above the diagonal is never computed. */
+#include <cblas.h>
+#include <math.h>
+#include <omp.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "train/ops.h"
+#include "train/philox.h"
+
+void openblas_set_num_threads(int n);
+char *openblas_get_config(void);
+
+#define ROW_CHUNKS 64     /* fixed partition of row sums: results independent of thread count */
+#define ATT_BLOCK 64      /* query rows per attention block */
+
+/* ---- memory ---- */
+
+static void *cpu_alloc(size_t bytes)
+{
+	void *p = NULL;
+	if (posix_memalign(&p, 64, bytes ? bytes : 64) != 0)
+		return NULL;
+	memset(p, 0, bytes);
+	return p;
+}
+
+static void cpu_free(void *p) { free(p); }
+static void cpu_zero(void *p, size_t bytes) { memset(p, 0, bytes); }
+static void cpu_copy(void *dst, const void *src, size_t bytes) { memmove(dst, src, bytes); }
+static void cpu_sync(void) {}
+static void cpu_f32(float *dst, const float *src, size_t n) { memmove(dst, src, n * sizeof *dst); }
+static void cpu_to_act(void *dst, const float *src, size_t n) { cpu_f32(dst, src, n); }
+static void cpu_from_act(float *dst, const void *src, size_t n) { cpu_f32(dst, src, n); }
+
+/* [lo, hi) of `n` items for part `i` of `parts` */
+static inline void part(size_t n, int parts, int i, size_t *lo, size_t *hi)
+{
+	*lo = n * i / parts;
+	*hi = n * (i + 1) / parts;
+}
+
+/* ---- embedding ---- */
+
+/* out(B,T,C) = wte[tok] (+ wpe[t]) */
+static void cpu_embed_fwd(void *out_, const int32_t *tok, const void *wte_, const void *wpe_,
+			  int B, int T, int C)
+{
+	float *out = out_;
+	const float *wte = wte_, *wpe = wpe_;
+#pragma omp parallel for schedule(static)
+	for (int r = 0; r < B * T; r++) {
+		const float *e = wte + (size_t)tok[r] * C;
+		float *o = out + (size_t)r * C;
+		if (wpe) {
+			const float *p = wpe + (size_t)(r % T) * C;
+			for (int c = 0; c < C; c++)
+				o[c] = e[c] + p[c];
+		} else {
+			memcpy(o, e, C * sizeof *o);
+		}
+	}
+}
+
+/* Split by channel: each thread owns columns [c0,c1) of every row and walks tokens in order. */
+static void cpu_embed_bwd(float *dwte, float *dwpe, const void *dout_, const int32_t *tok,
+			  int B, int T, int C)
+{
+	const float *dout = dout_;
+#pragma omp parallel
+	{
+		size_t c0, c1;
+		part(C, omp_get_num_threads(), omp_get_thread_num(), &c0, &c1);
+		for (int r = 0; r < B * T; r++) {
+			const float *d = dout + (size_t)r * C;
+			float *w = dwte + (size_t)tok[r] * C;
+			for (size_t c = c0; c < c1; c++)
+				w[c] += d[c];
+			if (dwpe) {
+				float *p = dwpe + (size_t)(r % T) * C;
+				for (size_t c = c0; c < c1; c++)
+					p[c] += d[c];
+			}
+		}
+	}
+}
+
+/* ---- layer norm ---- */
+
+static void cpu_layernorm_fwd(void *out_, float *mean, float *rstd, const void *inp_,
+			      const void *w_, const void *b_, int N, int C, float eps)
+{
+	float *out = out_;
+	const float *inp = inp_, *w = w_, *b = b_;
+#pragma omp parallel for schedule(static)
+	for (int r = 0; r < N; r++) {
+		const float *x = inp + (size_t)r * C;
+		float *o = out + (size_t)r * C;
+		double s = 0, v = 0;
+		for (int c = 0; c < C; c++)
+			s += x[c];
+		float m = (float)(s / C);
+		for (int c = 0; c < C; c++) {
+			float d = x[c] - m;
+			v += (double)d * d;
+		}
+		float rs = 1.0f / sqrtf((float)(v / C) + eps);
+		for (int c = 0; c < C; c++)
+			o[c] = (x[c] - m) * rs * w[c] + b[c];
+		mean[r] = m;
+		rstd[r] = rs;
+	}
+}
+
+/* dinp += ..., dw/db += sums over rows (fixed chunks, added in chunk order) */
+static void cpu_layernorm_bwd(void *dinp_, float *dw, float *db, const void *dout_,
+			      const void *inp_, const void *w_, const float *mean,
+			      const float *rstd, int N, int C)
+{
+	float *dinp = dinp_;
+	const float *dout = dout_, *inp = inp_, *w = w_;
+	int chunks = N < ROW_CHUNKS ? N : ROW_CHUNKS;
+	float *part_ = calloc((size_t)chunks * 2 * C, sizeof *part_);
+	if (!part_)
+		abort();
+#pragma omp parallel for schedule(static)
+	for (int k = 0; k < chunks; k++) {
+		size_t r0, r1;
+		part(N, chunks, k, &r0, &r1);
+		float *pw = part_ + (size_t)k * 2 * C, *pb = pw + C;
+		for (size_t r = r0; r < r1; r++) {
+			const float *x = inp + r * C, *dy = dout + r * C;
+			float *dx = dinp + r * C;
+			float m = mean[r], rs = rstd[r];
+			float dnorm_mean = 0, dnorm_norm_mean = 0;
+			for (int c = 0; c < C; c++) {
+				float xh = (x[c] - m) * rs, dn = w[c] * dy[c];
+				dnorm_mean += dn;
+				dnorm_norm_mean += dn * xh;
+			}
+			dnorm_mean /= C;
+			dnorm_norm_mean /= C;
+			for (int c = 0; c < C; c++) {
+				float xh = (x[c] - m) * rs, dn = w[c] * dy[c];
+				pb[c] += dy[c];
+				pw[c] += xh * dy[c];
+				dx[c] += (dn - dnorm_mean - xh * dnorm_norm_mean) * rs;
+			}
+		}
+	}
+	for (int k = 0; k < chunks; k++) {
+		const float *pw = part_ + (size_t)k * 2 * C, *pb = pw + C;
+		for (int c = 0; c < C; c++) {
+			dw[c] += pw[c];
+			db[c] += pb[c];
+		}
+	}
+	free(part_);
+}
+
+/* ---- matmul ---- */
+
+/* GEMMs are cut into blocks of a fixed size, whatever the thread count, and threads take whole
+ * blocks: OpenBLAS picks its kernels (and so its summation order) by the shape it is given, so
+ * the same shapes must reach it for results to be independent of the thread count. */
+#define GEMM_BLOCK 128
+
+/* out(N,OC) = inp(N,IC) w(OC,IC)^T + bias: blocks of rows */
+static void cpu_matmul_fwd(void *out_, const void *inp_, const void *w_, const void *bias_,
+			   int N, int IC, int OC)
+{
+	float *out = out_;
+	const float *inp = inp_, *w = w_, *bias = bias_;
+	int nb = (N + GEMM_BLOCK - 1) / GEMM_BLOCK;
+#pragma omp parallel for schedule(static)
+	for (int k = 0; k < nb; k++) {
+		size_t r0 = (size_t)k * GEMM_BLOCK, r1 = r0 + GEMM_BLOCK < (size_t)N ? r0 + GEMM_BLOCK : (size_t)N;
+		cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, r1 - r0, OC, IC, 1.0f,
+			    inp + r0 * IC, IC, w, IC, 0.0f, out + r0 * OC, OC);
+		if (bias)
+			for (size_t r = r0; r < r1; r++) {
+				float *o = out + r * OC;
+				for (int c = 0; c < OC; c++)
+					o[c] += bias[c];
+			}
+	}
+}
+
+/* dinp = dout w (blocks of rows), dw += dout^T inp and dbias += colsum(dout) (blocks of output
+ * features, each summing over all rows) */
+static void cpu_matmul_bwd(void *dinp_, float *dw, float *dbias, const void *dout_,
+			   const void *inp_, const void *w_, int N, int IC, int OC)
+{
+	float *dinp = dinp_;
+	const float *dout = dout_, *inp = inp_, *w = w_;
+	int nr = (N + GEMM_BLOCK - 1) / GEMM_BLOCK, no = (OC + GEMM_BLOCK - 1) / GEMM_BLOCK;
+#pragma omp parallel
+	{
+		if (dinp) {
+#pragma omp for schedule(static)
+			for (int k = 0; k < nr; k++) {
+				size_t r0 = (size_t)k * GEMM_BLOCK;
+				size_t r1 = r0 + GEMM_BLOCK < (size_t)N ? r0 + GEMM_BLOCK : (size_t)N;
+				cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, r1 - r0, IC, OC,
+					    1.0f, dout + r0 * OC, OC, w, IC, 0.0f, dinp + r0 * IC, IC);
+			}
+		}
+#pragma omp for schedule(static)
+		for (int k = 0; k < no; k++) {
+			size_t o0 = (size_t)k * GEMM_BLOCK;
+			size_t o1 = o0 + GEMM_BLOCK < (size_t)OC ? o0 + GEMM_BLOCK : (size_t)OC;
+			cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, o1 - o0, IC, N, 1.0f,
+				    dout + o0, OC, inp, IC, 1.0f, dw + o0 * IC, IC);
+			if (dbias) {
+				float acc[GEMM_BLOCK] = {0};
+				for (size_t r = 0; r < (size_t)N; r++) {
+					const float *d = dout + r * OC + o0;
+					for (size_t j = 0; j < o1 - o0; j++)
+						acc[j] += d[j];
+				}
+				for (size_t j = 0; j < o1 - o0; j++)
+					dbias[o0 + j] += acc[j];
+			}
+		}
+	}
+}
+
+/* ---- attention ---- */
+
+/* Scores of query rows [i0,i1) against keys [0,i1) of one (b,h) into S (rows x i1, ld T),
+ * turned into probabilities with the saved (or here computed) log-sum-exp.  Returns nothing;
+ * masked entries are 0. */
+static void att_probs(float *S, float *lse, int compute_lse, const float *Q, const float *K,
+		      int ld, int T, int HD, int i0, int i1, float slope, int alibi)
+{
+	float scale = 1.0f / sqrtf((float)HD);
+	cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, i1 - i0, i1, HD, scale,
+		    Q + (size_t)i0 * ld, ld, K, ld, 0.0f, S, T);
+	for (int i = i0; i < i1; i++) {
+		float *s = S + (size_t)(i - i0) * T;
+		if (alibi)
+			for (int j = 0; j <= i; j++)
+				s[j] += slope * j;
+		if (compute_lse) {
+			float mx = -INFINITY;
+			for (int j = 0; j <= i; j++)
+				mx = s[j] > mx ? s[j] : mx;
+			double sum = 0;
+			for (int j = 0; j <= i; j++)
+				sum += expf(s[j] - mx);
+			lse[i] = mx + (float)log(sum);
+		}
+		float l = lse[i];
+		for (int j = 0; j <= i; j++)
+			s[j] = expf(s[j] - l);
+		for (int j = i + 1; j < i1; j++)
+			s[j] = 0.0f;
+	}
+}
+
+static void cpu_attention_fwd(void *out_, float *lse, const void *qkv_, const float *slopes,
+			      int B, int T, int NH, int HD, float p, uint64_t seed)
+{
+	float *out = out_;
+	const float *qkv = qkv_;
+	int C = NH * HD, ld = 3 * C;
+#pragma omp parallel
+	{
+		float *S = malloc((size_t)ATT_BLOCK * T * sizeof *S);
+		if (!S)
+			abort();
+#pragma omp for schedule(dynamic, 1) collapse(2)
+		for (int b = 0; b < B; b++)
+			for (int h = 0; h < NH; h++) {
+				const float *Q = qkv + (size_t)b * T * ld + (size_t)h * 3 * HD;
+				const float *K = Q + HD, *V = Q + 2 * HD;
+				float *O = out + (size_t)b * T * C + (size_t)h * HD;
+				float *L = lse + ((size_t)b * NH + h) * T;
+				uint64_t base = ((uint64_t)b * NH + h) * T * T;
+				for (int i0 = 0; i0 < T; i0 += ATT_BLOCK) {
+					int i1 = i0 + ATT_BLOCK < T ? i0 + ATT_BLOCK : T;
+					att_probs(S, L, 1, Q, K, ld, T, HD, i0, i1,
+						  slopes ? slopes[h] : 0, slopes != NULL);
+					if (p > 0)
+						for (int i = i0; i < i1; i++)
+							for (int j = 0; j <= i; j++)
+								S[(size_t)(i - i0) * T + j] *= philox_keep(
+									seed, base + (uint64_t)i * T + j, p);
+					cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, i1 - i0, HD,
+						    i1, 1.0f, S, T, V, ld, 0.0f, O + (size_t)i0 * C, C);
+				}
+			}
+		free(S);
+	}
+}
+
+static void cpu_attention_bwd(void *dqkv_, const void *dout_, const void *qkv_,
+			      const void *out_, const float *lse, const float *slopes, int B,
+			      int T, int NH, int HD, float p, uint64_t seed)
+{
+	float *dqkv = dqkv_;
+	const float *dout = dout_, *qkv = qkv_, *out = out_;
+	int C = NH * HD, ld = 3 * C;
+	float scale = 1.0f / sqrtf((float)HD);
+#pragma omp parallel
+	{
+		float *P = malloc((size_t)ATT_BLOCK * T * sizeof *P);
+		float *dP = malloc((size_t)ATT_BLOCK * T * sizeof *dP);
+		float *D = malloc((size_t)T * sizeof *D);
+		if (!P || !dP || !D)
+			abort();
+#pragma omp for schedule(dynamic, 1) collapse(2)
+		for (int b = 0; b < B; b++)
+			for (int h = 0; h < NH; h++) {
+				size_t tok0 = (size_t)b * T;
+				const float *Q = qkv + tok0 * ld + (size_t)h * 3 * HD;
+				const float *K = Q + HD, *V = Q + 2 * HD;
+				float *dQ = dqkv + tok0 * ld + (size_t)h * 3 * HD;
+				float *dK = dQ + HD, *dV = dQ + 2 * HD;
+				const float *O = out + tok0 * C + (size_t)h * HD;
+				const float *dO = dout + tok0 * C + (size_t)h * HD;
+				const float *L = lse + ((size_t)b * NH + h) * T;
+				uint64_t base = ((uint64_t)b * NH + h) * T * T;
+				for (int i = 0; i < T; i++) {
+					float d = 0;
+					for (int c = 0; c < HD; c++)
+						d += dO[(size_t)i * C + c] * O[(size_t)i * C + c];
+					D[i] = d;
+					memset(dQ + (size_t)i * ld, 0, 3 * HD * sizeof *dQ);
+				}
+				for (int i0 = 0; i0 < T; i0 += ATT_BLOCK) {
+					int i1 = i0 + ATT_BLOCK < T ? i0 + ATT_BLOCK : T, n = i1 - i0;
+					att_probs(P, (float *)L, 0, Q, K, ld, T, HD, i0, i1,
+						  slopes ? slopes[h] : 0, slopes != NULL);
+					/* dPd = dO V^T over keys [0,i1) */
+					cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, n, i1, HD, 1.0f,
+						    dO + (size_t)i0 * C, C, V, ld, 0.0f, dP, T);
+					for (int i = i0; i < i1; i++) {
+						float *pr = P + (size_t)(i - i0) * T, *dr = dP + (size_t)(i - i0) * T;
+						for (int j = 0; j <= i; j++) {
+							float keep = p > 0 ? philox_keep(seed, base + (uint64_t)i * T + j, p) : 1.0f;
+							float pd = pr[j] * keep;   /* the dropped probability V saw */
+							float dpj = dr[j] * keep;  /* gradient wrt the probability */
+							dr[j] = pr[j] * (dpj - D[i]) * scale;
+							pr[j] = pd;
+						}
+						for (int j = i + 1; j < i1; j++)
+							dr[j] = 0.0f;
+					}
+					/* dV += Pd^T dO, dQ = dS K, dK += dS^T Q */
+					cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, i1, HD, n, 1.0f,
+						    P, T, dO + (size_t)i0 * C, C, 1.0f, dV, ld);
+					cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, HD, i1, 1.0f,
+						    dP, T, K, ld, 0.0f, dQ + (size_t)i0 * ld, ld);
+					cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, i1, HD, n, 1.0f,
+						    dP, T, Q + (size_t)i0 * ld, ld, 1.0f, dK, ld);
+				}
+			}
+		free(P);
+		free(dP);
+		free(D);
+	}
+}
+
+/* ---- elementwise ---- */
+
+#define GELU_K 0.7978845608028654f   /* sqrt(2/pi) */
+
+static void cpu_gelu_fwd(void *out_, const void *inp_, size_t n)
+{
+	float *out = out_;
+	const float *x = inp_;
+#pragma omp parallel for simd schedule(static)
+	for (size_t i = 0; i < n; i++) {
+		float v = x[i];
+		out[i] = 0.5f * v * (1.0f + tanhf(GELU_K * (v + 0.044715f * v * v * v)));
+	}
+}
+
+static void cpu_gelu_bwd(void *dinp_, const void *inp_, const void *dout_, size_t n)
+{
+	float *dinp = dinp_;
+	const float *x = inp_, *dout = dout_;
+#pragma omp parallel for simd schedule(static)
+	for (size_t i = 0; i < n; i++) {
+		float v = x[i], u = GELU_K * (v + 0.044715f * v * v * v);
+		float t = tanhf(u);
+		float du = GELU_K * (1.0f + 3.0f * 0.044715f * v * v);
+		dinp[i] = dout[i] * (0.5f * (1.0f + t) + 0.5f * v * (1.0f - t * t) * du);
+	}
+}
+
+static void cpu_residual_fwd(void *out_, const void *res_, const void *x_, size_t n, float p,
+			     uint64_t seed)
+{
+	float *out = out_;
+	const float *res = res_, *x = x_;
+	if (p > 0) {
+#pragma omp parallel for schedule(static)
+		for (size_t i = 0; i < n; i++)
+			out[i] = res[i] + x[i] * philox_keep(seed, i, p);
+	} else {
+#pragma omp parallel for simd schedule(static)
+		for (size_t i = 0; i < n; i++)
+			out[i] = res[i] + x[i];
+	}
+}
+
+static void cpu_dropout_bwd(void *dx_, const void *dout_, size_t n, float p, uint64_t seed)
+{
+	float *dx = dx_;
+	const float *dout = dout_;
+	if (p > 0) {
+#pragma omp parallel for schedule(static)
+		for (size_t i = 0; i < n; i++)
+			dx[i] = dout[i] * philox_keep(seed, i, p);
+	} else if (dx != dout) {
+		memcpy(dx, dout, n * sizeof *dx);
+	}
+}
+
+static void cpu_dropout_fwd(void *x, size_t n, float p, uint64_t seed)
+{
+	if (p > 0)
+		cpu_dropout_bwd(x, x, n, p, seed);
+}
+
+static void cpu_add(void *acc_, const void *x_, size_t n)
+{
+	float *acc = acc_;
+	const float *x = x_;
+#pragma omp parallel for simd schedule(static)
+	for (size_t i = 0; i < n; i++)
+		acc[i] += x[i];
+}
+
+/* ---- loss ---- */
+
+static void cpu_xent_fwd_bwd(float *losses, void *logits_, const int32_t *targets, int N, int V,
+			     int Vp, float dscale, int *bad)
+{
+	float *logits = logits_;
+	int nbad = 0;
+#pragma omp parallel for schedule(static) reduction(+ : nbad)
+	for (int r = 0; r < N; r++) {
+		float *z = logits + (size_t)r * Vp;
+		int t = targets[r];
+		float mx = -INFINITY;
+		for (int v = 0; v < V; v++)
+			mx = z[v] > mx ? z[v] : mx;
+		double sum = 0;
+		for (int v = 0; v < V; v++)
+			sum += expf(z[v] - mx);
+		float lse = mx + (float)log(sum);
+		if (t < 0 || t >= V) {
+			nbad++;
+			losses[r] = 0;
+			memset(z, 0, (size_t)Vp * sizeof *z);
+			continue;
+		}
+		losses[r] = lse - z[t];
+		for (int v = 0; v < V; v++)
+			z[v] = expf(z[v] - lse) * dscale;
+		z[t] -= dscale;
+		for (int v = V; v < Vp; v++)
+			z[v] = 0;
+	}
+	*bad += nbad;
+}
+
+/* ---- optimizer ---- */
+
+static double cpu_sumsq(const float *g, size_t n)
+{
+	double part_[ROW_CHUNKS] = {0}, s = 0;
+#pragma omp parallel for schedule(static)
+	for (int k = 0; k < ROW_CHUNKS; k++) {
+		size_t a, b;
+		double acc = 0;
+		part(n, ROW_CHUNKS, k, &a, &b);
+		for (size_t i = a; i < b; i++)
+			acc += (double)g[i] * g[i];
+		part_[k] = acc;
+	}
+	for (int k = 0; k < ROW_CHUNKS; k++)
+		s += part_[k];
+	return s;
+}
+
+static int cpu_all_finite(const float *g, size_t n)
+{
+	int bad = 0;
+#pragma omp parallel for schedule(static) reduction(| : bad)
+	for (size_t i = 0; i < n; i++)
+		bad |= !isfinite(g[i]);
+	return !bad;
+}
+
+static void cpu_scale(float *x, float s, size_t n)
+{
+#pragma omp parallel for simd schedule(static)
+	for (size_t i = 0; i < n; i++)
+		x[i] *= s;
+}
+
+static void cpu_adamw(float *master, void *param, const float *g, float *m, float *v, size_t n,
+		      float lr, float b1, float b2, float eps, float wd, float gscale, int step)
+{
+	float bc1 = 1.0f - powf(b1, step), bc2 = 1.0f - powf(b2, step);
+	float *pw = param;
+#pragma omp parallel for simd schedule(static)
+	for (size_t i = 0; i < n; i++) {
+		float gi = g[i] * gscale;
+		float mi = b1 * m[i] + (1.0f - b1) * gi;
+		float vi = b2 * v[i] + (1.0f - b2) * gi * gi;
+		m[i] = mi;
+		v[i] = vi;
+		float w = master[i];
+		w -= lr * ((mi / bc1) / (sqrtf(vi / bc2) + eps) + wd * w);
+		master[i] = w;
+		if (pw != master)
+			pw[i] = w;
+	}
+}
+
+static struct ops cpu_ops = {
+	.name = "cpu",
+	.act_size = sizeof(float),
+	.alloc = cpu_alloc,
+	.free = cpu_free,
+	.zero = cpu_zero,
+	.to_device = cpu_copy,
+	.to_host = cpu_copy,
+	.sync = cpu_sync,
+	.f32_to_act = cpu_to_act,
+	.act_to_f32 = cpu_from_act,
+	.embed_fwd = cpu_embed_fwd,
+	.embed_bwd = cpu_embed_bwd,
+	.layernorm_fwd = cpu_layernorm_fwd,
+	.layernorm_bwd = cpu_layernorm_bwd,
+	.matmul_fwd = cpu_matmul_fwd,
+	.matmul_bwd = cpu_matmul_bwd,
+	.attention_fwd = cpu_attention_fwd,
+	.attention_bwd = cpu_attention_bwd,
+	.gelu_fwd = cpu_gelu_fwd,
+	.gelu_bwd = cpu_gelu_bwd,
+	.residual_fwd = cpu_residual_fwd,
+	.dropout_bwd = cpu_dropout_bwd,
+	.dropout_fwd = cpu_dropout_fwd,
+	.add = cpu_add,
+	.xent_fwd_bwd = cpu_xent_fwd_bwd,
+	.sumsq = cpu_sumsq,
+	.all_finite = cpu_all_finite,
+	.scale = cpu_scale,
+	.adamw = cpu_adamw,
+};
+
+const struct ops *ops_cpu(int threads)
+{
+	static char device[160];
+	long n = threads > 0 ? threads : sysconf(_SC_NPROCESSORS_ONLN);
+	if (n < 1)
+		n = 1;
+	omp_set_num_threads((int)n);
+	openblas_set_num_threads(1);
+	snprintf(device, sizeof device, "CPU, %ld thread%s, %s", n, n > 1 ? "s" : "",
+		 openblas_get_config());
+	cpu_ops.device = device;
+	return &cpu_ops;
+}

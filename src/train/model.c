@@ -1,0 +1,536 @@
+/* model - see model.h.  Forward and backward of one micro-batch, over the ops interface.
+ *
+ * The forward keeps every activation the backward needs (no recompute yet); the backward
+ * walks the layers in reverse with one residual-stream gradient (dres) that each block's
+ * layer-norm backward accumulates into, exactly as the residual connections add. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "train/model.h"
+#include "train/philox.h"
+
+/* Activations for micro-batch (B,T).  act type unless noted; N = B*T. */
+struct model_acts {
+	void *emb;                  /* (N,C) word embeddings before the embedding LN (embed_ln) */
+	float *eln_mean, *eln_rstd; /* (N) */
+	void *encoded;              /* (N,C) the residual stream entering layer 0 */
+	struct {
+		void *ln1, *qkv, *atty, *attproj, *res2, *ln2, *fch, *fchg, *fcproj, *res3;
+		float *ln1_mean, *ln1_rstd, *lse, *ln2_mean, *ln2_rstd;
+	} *l;
+	void *lnf, *logits;         /* (N,C), (N,Vp) */
+	float *lnf_mean, *lnf_rstd;
+	/* gradient scratch */
+	void *dres, *dbtc, *dbtc2, *dqkv, *dbtf;
+	void *act_block;
+	float *f32_block;
+};
+
+int model_padded_vocab(int vocab, int divisible_by, int tp, int pad_to)
+{
+	if (pad_to > 0)
+		return pad_to;
+	int mult = (divisible_by > 0 ? divisible_by : 1) * (tp > 0 ? tp : 1);
+	return (vocab + mult - 1) / mult * mult;
+}
+
+static void slopes_pow2(int n, double *out)
+{
+	double start = pow(2.0, -8.0 / n);
+	for (int h = 0; h < n; h++)
+		out[h] = pow(start, h + 1);
+}
+
+void model_alibi_slopes(int n, float *out)
+{
+	int p = 1;
+	while (p * 2 <= n)
+		p *= 2;
+	double a[p], b[2 * p];
+	slopes_pow2(p, a);
+	for (int h = 0; h < p; h++)
+		out[h] = (float)a[h];
+	if (p < n) {
+		slopes_pow2(2 * p, b);
+		for (int h = 0; h < n - p; h++)
+			out[p + h] = (float)b[2 * h];
+	}
+}
+
+static uint64_t fnv1a(const char *s)
+{
+	uint64_t h = 0xcbf29ce484222325ull;
+	for (; *s; s++)
+		h = (h ^ (unsigned char)*s) * 0x100000001b3ull;
+	return h;
+}
+
+static int add_tensor(struct model *m, const char *name, int64_t d0, int64_t d1, int decay,
+		      enum split split, float init)
+{
+	struct model_tensor *t = &m->tensors[m->ntensors];
+	int tp = m->cfg.tp;
+	snprintf(t->name, sizeof t->name, "%s", name);
+	t->ndim = d1 ? 2 : 1;
+	t->shape[0] = d0;
+	t->shape[1] = d1;
+	t->decay = decay;
+	t->split = split;
+	t->init = init;
+	t->numel = (size_t)d0 * (d1 ? d1 : 1);
+	if (split != SPLIT_NONE)
+		t->numel /= tp;
+	t->offset = m->nparams;
+	m->nparams += t->numel;
+	return m->ntensors++;
+}
+
+void *model_param(const struct model *m, int i)
+{
+	return (char *)m->params + m->tensors[i].offset * m->ops->act_size;
+}
+float *model_grad(const struct model *m, int i) { return m->grads + m->tensors[i].offset; }
+float *model_master(const struct model *m, int i) { return m->master + m->tensors[i].offset; }
+
+int model_layer_tensor(const struct model *m, int layer, int which)
+{
+	return m->layer0 + layer * LAYER_TENSORS + which;
+}
+
+int model_find(const struct model *m, const char *name)
+{
+	for (int i = 0; i < m->ntensors; i++)
+		if (strcmp(m->tensors[i].name, name) == 0)
+			return i;
+	return -1;
+}
+
+static void build_table(struct model *m)
+{
+	const struct model_config *c = &m->cfg;
+	float std = c->init_std, out_std = c->init_std / sqrtf(2.0f * c->layers);
+	char n[64];
+	m->ntensors = 0;
+	m->nparams = 0;
+	m->wte = add_tensor(m, "word_embeddings.weight", c->padded_vocab, c->hidden, 1, SPLIT_VOCAB, std);
+	m->wpe = c->alibi ? -1 : add_tensor(m, "position_embeddings.weight", c->max_pos, c->hidden, 1,
+					    SPLIT_NONE, std);
+	m->eln_w = m->eln_b = -1;
+	if (c->embed_ln) {
+		m->eln_w = add_tensor(m, "embed_layernorm.weight", c->hidden, 0, 0, SPLIT_NONE, -1);
+		m->eln_b = add_tensor(m, "embed_layernorm.bias", c->hidden, 0, 0, SPLIT_NONE, 0);
+	}
+	m->layer0 = m->ntensors;
+	for (int l = 0; l < c->layers; l++) {
+		static const struct {
+			const char *name;
+			int d0, d1;     /* 1 C, 3 3C, 4 F */
+			int decay;
+			enum split split;
+			int init;       /* 0 zero, -1 one, 1 std, 2 output std */
+		} spec[LAYER_TENSORS] = {
+			{"input_layernorm.weight", 1, 0, 0, SPLIT_NONE, -1},
+			{"input_layernorm.bias", 1, 0, 0, SPLIT_NONE, 0},
+			{"attention.query_key_value.weight", 3, 1, 1, SPLIT_COLUMN, 1},
+			{"attention.query_key_value.bias", 3, 0, 0, SPLIT_COLUMN, 0},
+			{"attention.dense.weight", 1, 1, 1, SPLIT_ROW, 2},
+			{"attention.dense.bias", 1, 0, 0, SPLIT_NONE, 0},
+			{"post_attention_layernorm.weight", 1, 0, 0, SPLIT_NONE, -1},
+			{"post_attention_layernorm.bias", 1, 0, 0, SPLIT_NONE, 0},
+			{"mlp.dense_h_to_4h.weight", 4, 1, 1, SPLIT_COLUMN, 1},
+			{"mlp.dense_h_to_4h.bias", 4, 0, 0, SPLIT_COLUMN, 0},
+			{"mlp.dense_4h_to_h.weight", 1, 4, 1, SPLIT_ROW, 2},
+			{"mlp.dense_4h_to_h.bias", 1, 0, 0, SPLIT_NONE, 0},
+		};
+		for (int k = 0; k < LAYER_TENSORS; k++) {
+			int64_t dim[5] = {0, c->hidden, 0, 3 * (int64_t)c->hidden, c->ffn};
+			float init = spec[k].init == 1 ? std : spec[k].init == 2 ? out_std : spec[k].init;
+			snprintf(n, sizeof n, "layers.%d.%s", l, spec[k].name);
+			int i = add_tensor(m, n, dim[spec[k].d0], dim[spec[k].d1], spec[k].decay,
+					   spec[k].split, init);
+			m->tensors[i].qkv = k == QKV_W || k == QKV_B;
+		}
+	}
+	m->lnf_w = add_tensor(m, "final_layernorm.weight", c->hidden, 0, 0, SPLIT_NONE, -1);
+	m->lnf_b = add_tensor(m, "final_layernorm.bias", c->hidden, 0, 0, SPLIT_NONE, 0);
+}
+
+/* The global (unsplit) index of local element e of tensor t on this rank. */
+static uint64_t global_index(const struct model *m, const struct model_tensor *t, size_t e)
+{
+	int tp = m->cfg.tp, r = m->cfg.tp_rank;
+	switch (t->split) {
+	case SPLIT_NONE:
+		return e;
+	case SPLIT_COLUMN:
+	case SPLIT_VOCAB:   /* dim 0 split: the rank's rows are one contiguous block */
+		return (uint64_t)r * t->numel + e;
+	case SPLIT_ROW: {   /* dim 1 split: each row holds the rank's block of columns */
+		size_t cols = t->shape[1] / tp;
+		return (uint64_t)(e / cols) * t->shape[1] + (uint64_t)r * cols + e % cols;
+	}
+	}
+	return e;
+}
+
+void model_init_weights(struct model *m)
+{
+	size_t most = 0;
+	for (int i = 0; i < m->ntensors; i++)
+		most = m->tensors[i].numel > most ? m->tensors[i].numel : most;
+	float *buf = malloc(most * sizeof *buf);
+	if (!buf)
+		abort();
+	for (int i = 0; i < m->ntensors; i++) {
+		const struct model_tensor *t = &m->tensors[i];
+		uint64_t key = philox_mix(m->cfg.seed, fnv1a(t->name));
+		for (size_t e = 0; e < t->numel; e++)
+			buf[e] = t->init > 0 ? (float)(t->init * philox_normal(key, global_index(m, t, e)))
+						   : t->init < 0 ? 1.0f : 0.0f;
+		model_put(m, m->master, i, buf);
+	}
+	free(buf);
+}
+
+void model_get(const struct model *m, const float *buf, int i, float *out)
+{
+	m->ops->to_host(out, buf + m->tensors[i].offset, m->tensors[i].numel * sizeof *out);
+}
+
+void model_put(struct model *m, float *buf, int i, const float *in)
+{
+	const struct model_tensor *t = &m->tensors[i];
+	m->ops->to_device(buf + t->offset, in, t->numel * sizeof *in);
+	if (buf == m->master && m->params != (void *)m->master)
+		m->ops->f32_to_act(model_param(m, i), buf + t->offset, t->numel);
+}
+
+void model_sync_params(struct model *m)
+{
+	if (m->params != (void *)m->master)
+		m->ops->f32_to_act(m->params, m->master, m->nparams);
+}
+
+void model_zero_grad(struct model *m)
+{
+	m->ops->zero(m->grads, m->nparams * sizeof *m->grads);
+}
+
+/* Carves the activation blocks: sizes first (ptr == NULL), then pointers. */
+static void carve(struct model *m, size_t *act_elems, size_t *f32_elems)
+{
+	struct model_acts *a = m->act;
+	const struct model_config *c = &m->cfg;
+	size_t N = (size_t)m->B * m->T, C = c->hidden, F = c->ffn / c->tp, C3 = 3 * C / c->tp;
+	size_t Cl = C / c->tp, NHl = c->heads / c->tp, Vp = c->padded_vocab / c->tp;
+	size_t na = 0, nf = 0, as = m->ops->act_size;
+	char *ab = a->act_block;
+	float *fb = a->f32_block;
+#define A(p, n) (p = ab ? (void *)(ab + na * as) : NULL, na += (n))
+#define F32(p, n) (p = fb ? fb + nf : NULL, nf += (n))
+	if (c->embed_ln) {
+		A(a->emb, N * C);
+		F32(a->eln_mean, N);
+		F32(a->eln_rstd, N);
+	}
+	A(a->encoded, N * C);
+	for (int l = 0; l < c->layers; l++) {
+		A(a->l[l].ln1, N * C);
+		F32(a->l[l].ln1_mean, N);
+		F32(a->l[l].ln1_rstd, N);
+		A(a->l[l].qkv, N * C3);
+		A(a->l[l].atty, N * Cl);
+		F32(a->l[l].lse, (size_t)m->B * NHl * m->T);
+		A(a->l[l].attproj, N * C);
+		A(a->l[l].res2, N * C);
+		A(a->l[l].ln2, N * C);
+		F32(a->l[l].ln2_mean, N);
+		F32(a->l[l].ln2_rstd, N);
+		A(a->l[l].fch, N * F);
+		A(a->l[l].fchg, N * F);
+		A(a->l[l].fcproj, N * C);
+		A(a->l[l].res3, N * C);
+	}
+	A(a->lnf, N * C);
+	F32(a->lnf_mean, N);
+	F32(a->lnf_rstd, N);
+	A(a->logits, N * Vp);
+	A(a->dres, N * C);
+	A(a->dbtc, N * C);
+	A(a->dbtc2, N * C);
+	A(a->dqkv, N * C3);
+	A(a->dbtf, N * F);
+#undef A
+#undef F32
+	*act_elems = na;
+	*f32_elems = nf;
+}
+
+int model_init(struct model *m, const struct model_config *cfg, const struct ops *ops, int B,
+	       int T, char *err, size_t errlen)
+{
+	const struct model_config *c = cfg;
+	memset(m, 0, sizeof *m);
+	m->cfg = *cfg;
+	m->ops = ops;
+	m->B = B;
+	m->T = T;
+	if (c->tp < 1)
+		m->cfg.tp = 1;
+	if (c->layers < 1 || c->hidden < 1 || c->heads < 1 || c->ffn < 1 || c->vocab < 1 || B < 1 ||
+	    T < 1) {
+		snprintf(err, errlen, "model: layers, hidden size, heads, ffn size, vocabulary, "
+			 "micro-batch and sequence length must all be positive");
+		return -1;
+	}
+	if (c->hidden % c->heads) {
+		snprintf(err, errlen, "--hidden-size %d is not divisible by --num-attention-heads %d",
+			 c->hidden, c->heads);
+		return -1;
+	}
+	if (c->heads % m->cfg.tp || c->ffn % m->cfg.tp || c->padded_vocab % m->cfg.tp) {
+		snprintf(err, errlen, "heads (%d), ffn size (%d) and padded vocabulary (%d) must be "
+			 "divisible by the tensor-parallel size %d", c->heads, c->ffn,
+			 c->padded_vocab, m->cfg.tp);
+		return -1;
+	}
+	if (c->padded_vocab < c->vocab) {
+		snprintf(err, errlen, "padded vocabulary %d is smaller than the vocabulary %d",
+			 c->padded_vocab, c->vocab);
+		return -1;
+	}
+	if (!c->alibi && T > c->max_pos) {
+		snprintf(err, errlen, "--seq-length %d exceeds --max-position-embeddings %d", T,
+			 c->max_pos);
+		return -1;
+	}
+	m->tensors = calloc(6 + (size_t)c->layers * LAYER_TENSORS, sizeof *m->tensors);
+	m->act = calloc(1, sizeof *m->act);
+	if (!m->tensors || !m->act || !(m->act->l = calloc(c->layers, sizeof *m->act->l)))
+		goto oom;
+	build_table(m);
+
+	size_t P = m->nparams * sizeof(float);
+	m->master = ops->alloc(P);
+	m->grads = ops->alloc(P);
+	m->adam_m = ops->alloc(P);
+	m->adam_v = ops->alloc(P);
+	if (!m->master || !m->grads || !m->adam_m || !m->adam_v)
+		goto oom;
+	m->params = ops->act_size == sizeof(float) ? (void *)m->master
+						   : ops->alloc(m->nparams * ops->act_size);
+	if (!m->params)
+		goto oom;
+
+	size_t na, nf;
+	carve(m, &na, &nf);
+	m->act->act_block = ops->alloc(na * ops->act_size);
+	m->act->f32_block = ops->alloc(nf * sizeof(float));
+	m->tokens = ops->alloc((size_t)B * T * sizeof *m->tokens);
+	m->targets = ops->alloc((size_t)B * T * sizeof *m->targets);
+	m->losses = ops->alloc((size_t)B * T * sizeof *m->losses);
+	m->bad_targets = ops->alloc(sizeof *m->bad_targets);
+	m->positions = ops->alloc((size_t)B * T * sizeof *m->positions);
+	if (!m->positions || !m->act->act_block || !m->act->f32_block || !m->tokens || !m->targets || !m->losses ||
+	    !m->bad_targets)
+		goto oom;
+	m->acts_bytes = na * ops->act_size + nf * sizeof(float);
+	carve(m, &na, &nf);
+
+	int32_t *pos = malloc((size_t)B * T * sizeof *pos);
+	if (!pos)
+		goto oom;
+	for (int i = 0; i < B * T; i++)
+		pos[i] = i % T;
+	ops->to_device(m->positions, pos, (size_t)B * T * sizeof *pos);
+	free(pos);
+	if (c->alibi) {
+		int nh = c->heads / m->cfg.tp;
+		float all[c->heads];
+		model_alibi_slopes(c->heads, all);
+		if (!(m->slopes = ops->alloc(nh * sizeof *m->slopes)))
+			goto oom;
+		ops->to_device(m->slopes, all + m->cfg.tp_rank * nh, nh * sizeof *m->slopes);
+	}
+	return 0;
+oom:
+	snprintf(err, errlen, "out of memory on the %s device: %zu parameters (x4 fp32 buffers) and "
+		 "activations for micro-batch %d x %d; try a smaller --micro-batch-size",
+		 ops->name, m->nparams, B, T);
+	model_free(m);
+	return -1;
+}
+
+void model_free(struct model *m)
+{
+	const struct ops *o = m->ops;
+	if (!o)
+		return;
+	if (m->params != (void *)m->master)
+		o->free(m->params);
+	o->free(m->master);
+	o->free(m->grads);
+	o->free(m->adam_m);
+	o->free(m->adam_v);
+	o->free(m->slopes);
+	o->free(m->tokens);
+	o->free(m->targets);
+	o->free(m->losses);
+	o->free(m->bad_targets);
+	o->free(m->positions);
+	if (m->act) {
+		o->free(m->act->act_block);
+		o->free(m->act->f32_block);
+		free(m->act->l);
+		free(m->act);
+	}
+	free(m->tensors);
+	memset(m, 0, sizeof *m);
+}
+
+/* Dropout sites of one micro-batch: the embedding, and per layer attention probabilities and
+ * the two residual adds. */
+enum { SITE_EMBED, SITE_ATTN, SITE_RES2, SITE_RES3 };
+static uint64_t site(uint64_t rng, int layer, int which)
+{
+	return philox_mix(rng, (uint64_t)(layer + 1) * 8 + which);
+}
+
+#define P(which) model_param(m, model_layer_tensor(m, l, which))
+#define G(which) model_grad(m, model_layer_tensor(m, l, which))
+
+double model_forward(struct model *m, const int32_t *tokens, const int32_t *targets, float dscale,
+		     uint64_t rng, float *logits_out, int *bad)
+{
+	const struct ops *o = m->ops;
+	const struct model_config *c = &m->cfg;
+	struct model_acts *a = m->act;
+	int B = m->B, T = m->T, N = B * T, C = c->hidden, tp = c->tp;
+	int NH = c->heads / tp, HD = C / c->heads, F = c->ffn / tp;
+	size_t NC = (size_t)N * C;
+	float hd = c->hidden_dropout, ad = c->attention_dropout;
+
+	o->to_device(m->tokens, tokens, (size_t)N * sizeof *tokens);
+	o->to_device(m->targets, targets, (size_t)N * sizeof *targets);
+
+	/* (B,T,C): words [-> LN] [+ positions] -> dropout */
+	if (c->embed_ln) {
+		o->embed_fwd(a->emb, m->tokens, model_param(m, m->wte), NULL, B, T, C);
+		o->layernorm_fwd(a->encoded, a->eln_mean, a->eln_rstd, a->emb,
+				 model_param(m, m->eln_w), model_param(m, m->eln_b), N, C, 1e-5f);
+		if (m->wpe >= 0) {   /* positions after the LN: looked up by position "tokens" */
+			o->embed_fwd(a->dbtc, m->positions, model_param(m, m->wpe), NULL, B, T, C);
+			o->add(a->encoded, a->dbtc, NC);
+		}
+	} else {
+		o->embed_fwd(a->encoded, m->tokens, model_param(m, m->wte),
+			     m->wpe >= 0 ? model_param(m, m->wpe) : NULL, B, T, C);
+	}
+	o->dropout_fwd(a->encoded, NC, hd, site(rng, -1, SITE_EMBED));
+
+	void *res = a->encoded;
+	for (int l = 0; l < c->layers; l++) {
+		typeof(a->l[0]) *y = &a->l[l];
+		o->layernorm_fwd(y->ln1, y->ln1_mean, y->ln1_rstd, res, P(LN1_W), P(LN1_B), N, C, c->eps);
+		o->matmul_fwd(y->qkv, y->ln1, P(QKV_W), P(QKV_B), N, C, 3 * C / tp);
+		o->attention_fwd(y->atty, y->lse, y->qkv, m->slopes, B, T, NH, HD, ad,
+				 site(rng, l, SITE_ATTN));
+		o->matmul_fwd(y->attproj, y->atty, P(PROJ_W), P(PROJ_B), N, C / tp, C);
+		o->residual_fwd(y->res2, res, y->attproj, NC, hd, site(rng, l, SITE_RES2));
+		o->layernorm_fwd(y->ln2, y->ln2_mean, y->ln2_rstd, y->res2, P(LN2_W), P(LN2_B), N, C,
+				 c->eps);
+		o->matmul_fwd(y->fch, y->ln2, P(FC_W), P(FC_B), N, C, F);
+		o->gelu_fwd(y->fchg, y->fch, (size_t)N * F);
+		o->matmul_fwd(y->fcproj, y->fchg, P(FCPROJ_W), P(FCPROJ_B), N, F, C);
+		o->residual_fwd(y->res3, y->res2, y->fcproj, NC, hd, site(rng, l, SITE_RES3));
+		res = y->res3;
+	}
+	o->layernorm_fwd(a->lnf, a->lnf_mean, a->lnf_rstd, res, model_param(m, m->lnf_w),
+			 model_param(m, m->lnf_b), N, C, c->eps);
+	int Vp = c->padded_vocab / tp;
+	o->matmul_fwd(a->logits, a->lnf, model_param(m, m->wte), NULL, N, C, Vp);
+	if (logits_out) {
+		float *tmp = o->alloc((size_t)N * Vp * sizeof *tmp);
+		if (!tmp)
+			abort();
+		o->act_to_f32(tmp, a->logits, (size_t)N * Vp);
+		o->to_host(logits_out, tmp, (size_t)N * Vp * sizeof *tmp);
+		o->free(tmp);
+	}
+	o->zero(m->bad_targets, sizeof *m->bad_targets);
+	o->xent_fwd_bwd(m->losses, a->logits, m->targets, N, c->vocab, Vp, dscale / N,
+		       m->bad_targets);
+
+	float *losses = malloc((size_t)N * sizeof *losses);
+	if (!losses)
+		abort();
+	o->to_host(losses, m->losses, (size_t)N * sizeof *losses);
+	o->to_host(bad, m->bad_targets, sizeof *bad);
+	double sum = 0;
+	for (int i = 0; i < N; i++)
+		sum += losses[i];
+	free(losses);
+	return sum / N;
+}
+
+void model_backward(struct model *m, uint64_t rng)
+{
+	const struct ops *o = m->ops;
+	const struct model_config *c = &m->cfg;
+	struct model_acts *a = m->act;
+	int B = m->B, T = m->T, N = B * T, C = c->hidden, tp = c->tp;
+	int NH = c->heads / tp, HD = C / c->heads, F = c->ffn / tp, Vp = c->padded_vocab / tp;
+	size_t NC = (size_t)N * C;
+	float hd = c->hidden_dropout, ad = c->attention_dropout;
+
+	/* logits already hold dloss/dlogits (fused into the forward's cross-entropy) */
+	o->matmul_bwd(a->dbtc, model_grad(m, m->wte), NULL, a->logits, a->lnf,
+		      model_param(m, m->wte), N, C, Vp);
+	o->zero(a->dres, NC * o->act_size);
+	void *last = c->layers ? a->l[c->layers - 1].res3 : a->encoded;
+	o->layernorm_bwd(a->dres, model_grad(m, m->lnf_w), model_grad(m, m->lnf_b), a->dbtc, last,
+			 model_param(m, m->lnf_w), a->lnf_mean, a->lnf_rstd, N, C);
+
+	for (int l = c->layers - 1; l >= 0; l--) {
+		typeof(a->l[0]) *y = &a->l[l];
+		void *res = l ? a->l[l - 1].res3 : a->encoded;
+		/* dres = d res3: through the MLP branch; the identity path keeps dres as it is */
+		o->dropout_bwd(a->dbtc, a->dres, NC, hd, site(rng, l, SITE_RES3));
+		o->matmul_bwd(a->dbtf, G(FCPROJ_W), G(FCPROJ_B), a->dbtc, y->fchg, P(FCPROJ_W), N, F, C);
+		o->gelu_bwd(a->dbtf, y->fch, a->dbtf, (size_t)N * F);
+		o->matmul_bwd(a->dbtc, G(FC_W), G(FC_B), a->dbtf, y->ln2, P(FC_W), N, C, F);
+		o->layernorm_bwd(a->dres, G(LN2_W), G(LN2_B), a->dbtc, y->res2, P(LN2_W), y->ln2_mean,
+				 y->ln2_rstd, N, C);
+		/* dres = d res2: through attention */
+		o->dropout_bwd(a->dbtc, a->dres, NC, hd, site(rng, l, SITE_RES2));
+		o->matmul_bwd(a->dbtc2, G(PROJ_W), G(PROJ_B), a->dbtc, y->atty, P(PROJ_W), N, C / tp, C);
+		o->attention_bwd(a->dqkv, a->dbtc2, y->qkv, y->atty, y->lse, m->slopes, B, T, NH, HD,
+				 ad, site(rng, l, SITE_ATTN));
+		o->matmul_bwd(a->dbtc, G(QKV_W), G(QKV_B), a->dqkv, y->ln1, P(QKV_W), N, C, 3 * C / tp);
+		o->layernorm_bwd(a->dres, G(LN1_W), G(LN1_B), a->dbtc, res, P(LN1_W), y->ln1_mean,
+				 y->ln1_rstd, N, C);
+	}
+
+	/* dres = d encoded: back through dropout, positions, the embedding LN, the words */
+	o->dropout_bwd(a->dres, a->dres, NC, hd, site(rng, -1, SITE_EMBED));
+	if (c->embed_ln) {
+		if (m->wpe >= 0)
+			o->embed_bwd(model_grad(m, m->wpe), NULL, a->dres, m->positions, B, T, C);
+		o->zero(a->dbtc, NC * o->act_size);
+		o->layernorm_bwd(a->dbtc, model_grad(m, m->eln_w), model_grad(m, m->eln_b), a->dres,
+				 a->emb, model_param(m, m->eln_w), a->eln_mean, a->eln_rstd, N, C);
+		o->embed_bwd(model_grad(m, m->wte), NULL, a->dbtc, m->tokens, B, T, C);
+	} else {
+		o->embed_bwd(model_grad(m, m->wte), m->wpe >= 0 ? model_grad(m, m->wpe) : NULL,
+			     a->dres, m->tokens, B, T, C);
+	}
+}
+
+double model_flops_per_token(const struct model_config *c)
+{
+	double L = c->layers, C = c->hidden, F = c->ffn, V = c->padded_vocab, T = c->seq;
+	double n = L * (4 * C * C + 2 * C * F) + V * C;   /* matmul weights, lm head included */
+	return 6 * n + 12 * L * C * T;
+}

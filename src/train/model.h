@@ -1,0 +1,125 @@
+/* model - the GPT/BLOOM decoder as Megatron builds it, over the ops interface.
+ *
+ * Layout (llm.c style): the parameters are one allocation, described by a table of named
+ * tensors (model_tensor) in a fixed order - word embeddings, position embeddings, embedding
+ * layer norm, then each layer's twelve tensors, then the final layer norm.  The gradients,
+ * the fp32 master copy and both Adam moments are allocations of the same length and the same
+ * offsets, so "tensor i" is one offset into any of them and a checkpoint writes each buffer
+ * tensor by tensor.  Activations are another single allocation, sized once for (B,T); the step
+ * allocates nothing.
+ *
+ * The names are Megatron's (layers.N.attention.query_key_value.weight ...) so checkpoints and
+ * the PyTorch reference (tests/ref/gpt-ref.py) speak the same language, and shapes are the
+ * full model's.  Partition-aware from the start: each tensor knows how it splits across
+ * tensor-parallel ranks (column, row, vocab, replicated), and the local sizes used by the math
+ * (heads, ffn, vocab rows) are the rank's own; with TP=1 they are the whole model.
+ *
+ * Initialisation draws element i of tensor X from philox(seed ^ hash(X), global index of i), so
+ * the same seed gives the same model whatever the parallel layout, and a rank never draws the
+ * elements of another rank's shard. */
+#ifndef TRAIN_MODEL_H
+#define TRAIN_MODEL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "train/ops.h"
+
+struct model_config {
+	int layers, hidden, heads, ffn;      /* L, C, NH, F */
+	int seq, max_pos;                    /* T, learned positions available */
+	int vocab, padded_vocab;             /* V (real), Vp (padded: softmax over V only) */
+	int alibi, embed_ln;                 /* BLOOM: ALiBi instead of learned positions; LN after the embedding */
+	float eps, init_std;
+	float hidden_dropout, attention_dropout;
+	uint64_t seed;
+	int tp, tp_rank;                     /* tensor-parallel size and rank (1, 0 in this release) */
+};
+
+enum split { SPLIT_NONE, SPLIT_COLUMN, SPLIT_ROW, SPLIT_VOCAB };
+
+struct model_tensor {
+	char name[64];
+	int ndim;
+	int64_t shape[2];          /* full (unsplit) shape */
+	size_t offset, numel;      /* in elements, local to this rank */
+	int decay;                 /* AdamW weight decay applies (not biases, not layer norms) */
+	enum split split;
+	float init;                /* std of N(0,std); 0: zeros; -1: ones */
+	int qkv;                   /* rows in Megatron's [heads, 3, head_dim] order */
+};
+
+/* The per-layer tensors, in table order. */
+enum { LN1_W, LN1_B, QKV_W, QKV_B, PROJ_W, PROJ_B, LN2_W, LN2_B, FC_W, FC_B, FCPROJ_W, FCPROJ_B,
+       LAYER_TENSORS };
+
+struct model {
+	struct model_config cfg;
+	const struct ops *ops;
+	int B, T;                          /* micro-batch shape the activations are sized for */
+
+	struct model_tensor *tensors;
+	int ntensors;
+	int wte, wpe, eln_w, eln_b, lnf_w, lnf_b, layer0;   /* table indices (-1 absent) */
+	size_t nparams;                    /* elements in every parameter-shaped buffer */
+
+	void *params;                      /* working weights, activation type */
+	float *master, *grads, *adam_m, *adam_v;   /* fp32; master == params on the CPU */
+	float *slopes;                     /* ALiBi slopes of this rank's heads (device) */
+
+	struct model_acts *act;            /* activations (model.c): one act-type and one fp32 block */
+	size_t acts_bytes;
+	int32_t *tokens, *targets;         /* (B,T) device */
+	int32_t *positions;                /* (B,T) device: t, to look up position embeddings */
+	float *losses;                     /* (B,T) device */
+	int *bad_targets;                  /* device int */
+};
+
+/* Megatron's padded vocabulary: the smallest multiple of divisible_by*tp >= vocab, unless
+ * pad_to (> 0) is given. */
+int model_padded_vocab(int vocab, int divisible_by, int tp, int pad_to);
+
+/* ALiBi slopes for n heads (Press et al.; BLOOM's build_alibi_tensor for non-powers of two). */
+void model_alibi_slopes(int n, float *out);
+
+/* Builds the tensor table and allocates every buffer for micro-batch (B,T).  0, or -1 + err
+ * (invalid shapes, out of memory, naming the size asked for). */
+int model_init(struct model *m, const struct model_config *cfg, const struct ops *ops, int B,
+	       int T, char *err, size_t errlen);
+void model_free(struct model *m);
+
+/* Fills the parameters (master and working copy) from the seed. */
+void model_init_weights(struct model *m);
+
+/* Pointers into a parameter-shaped buffer for tensor i. */
+void *model_param(const struct model *m, int i);
+float *model_grad(const struct model *m, int i);
+float *model_master(const struct model *m, int i);
+int model_layer_tensor(const struct model *m, int layer, int which);
+int model_find(const struct model *m, const char *name);
+
+/* One micro-batch.  tokens/targets are host (B,T) arrays.  The forward returns the mean loss
+ * over the B*T tokens; targets outside the vocabulary are counted in *bad and get loss 0.  The
+ * loss gradient is fused into the forward's cross-entropy, so the forward takes its scale:
+ * backward then accumulates into grads the gradient of (mean loss * dscale), dscale = loss
+ * scale / micro-batches.  `rng` keys this micro-batch's dropout masks (the caller mixes in the
+ * step and micro-batch).  logits_out (host, (B,T,Vp) fp32) receives the logits when not NULL. */
+double model_forward(struct model *m, const int32_t *tokens, const int32_t *targets, float dscale,
+		     uint64_t rng, float *logits_out, int *bad);
+void model_backward(struct model *m, uint64_t rng);
+
+void model_zero_grad(struct model *m);
+
+/* Copies tensor i of an fp32 parameter-shaped device buffer (master, grads, adam_m, adam_v) to
+ * the host, and host fp32 into one (model_put refreshes the working weights when buf is the
+ * master copy). */
+void model_get(const struct model *m, const float *buf, int i, float *out);
+void model_put(struct model *m, float *buf, int i, const float *in);
+/* After the master copy changed outside the optimizer: refresh the working weights. */
+void model_sync_params(struct model *m);
+
+/* FLOPs of one training step over `tokens` tokens, model FLOPs (6N + attention, no recompute),
+ * for MFU; and Megatron's hardware-FLOPs formula for the TFLOPs field of the log line. */
+double model_flops_per_token(const struct model_config *c);
+
+#endif

@@ -1,0 +1,139 @@
+/* ops - the math of one GPT/BLOOM training step, behind one interface with two backends.
+ *
+ * model.c says what to compute; a backend says how.  cpu/ (fp32, OpenBLAS GEMMs, OpenMP loops)
+ * and cuda/ (bf16 activations and working weights, fp32 master weights and gradients, cuBLAS
+ * GEMMs, hand-written kernels) fill the same table of function pointers, so the model code never
+ * names a device and never says #ifdef.  The CUDA backend lives in a shared object that train
+ * loads only when asked for a GPU (ops_open()), so a CPU-only machine needs no CUDA libraries.
+ *
+ * Memory conventions, which both backends follow:
+ * - every pointer is device memory of the backend (the CPU backend's device is the host);
+ * - "act" buffers hold activations and activation gradients in the backend's activation type
+ *   (act_size bytes: 4 on CPU, 2 for bf16 on CUDA); they are passed as void *;
+ * - "param" buffers are the working weights the forward reads, also in the activation type;
+ * - gradients, master weights, Adam moments and statistics (layer-norm mean/rstd, attention
+ *   log-sum-exp, per-token losses) are always fp32 (float *);
+ * - token ids are int32 in device memory.
+ * Shapes are written (B,T,C): batch, sequence, channels, with N = B*T rows where the batch
+ * structure does not matter.  Weights are [out, in] as in PyTorch and Megatron (y = x W^T + b).
+ * Gradient outputs named d<param> ACCUMULATE (+=), so micro-batches sum into one gradient;
+ * activation gradients named d<act> are OVERWRITTEN unless the comment says they accumulate.
+ *
+ * Randomness (dropout) is counter-based: philox.h draws the mask of element i from
+ * (seed, offset + i), so the backward pass regenerates the forward's mask instead of storing
+ * it, and any backend or parallel layout draws the same mask for the same element. */
+#ifndef TRAIN_OPS_H
+#define TRAIN_OPS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+struct ops {
+	const char *name;          /* "cpu", "cuda" */
+	const char *device;        /* human description: "2 threads, OpenBLAS 0.3.21", "NVIDIA H100 ..." */
+	size_t act_size;           /* bytes per activation / working-weight element */
+	double peak_flops;         /* dense fp32 (cpu) or bf16 (cuda) peak of the device, FLOP/s; 0 unknown */
+
+	/* --- memory --- */
+	void *(*alloc)(size_t bytes);                      /* zeroed; NULL when out of memory */
+	void (*free)(void *p);
+	void (*zero)(void *p, size_t bytes);
+	void (*to_device)(void *dst, const void *src, size_t bytes);
+	void (*to_host)(void *dst, const void *src, size_t bytes);
+	void (*sync)(void);                                /* wait for queued work */
+	/* fp32 host/device <-> activation type */
+	void (*f32_to_act)(void *dst, const float *src, size_t n);  /* both device pointers */
+	void (*act_to_f32)(float *dst, const void *src, size_t n);
+
+	/* --- forward / backward pairs --- */
+
+	/* out(N,C) = wte[tok] (+ wpe[t] when wpe != NULL), t = row % T.  (B,T) tokens. */
+	void (*embed_fwd)(void *out, const int32_t *tok, const void *wte, const void *wpe,
+			  int B, int T, int C);
+	/* dwte[tok] += dout (rows of the token ids), dwpe[t] += sum over b (when dwpe != NULL).
+	 * Must be deterministic: the same result whatever the thread count. */
+	void (*embed_bwd)(float *dwte, float *dwpe, const void *dout, const int32_t *tok,
+			  int B, int T, int C);
+
+	/* out(N,C) = (inp - mean) * rstd * w + b; mean, rstd (N) saved for the backward. */
+	void (*layernorm_fwd)(void *out, float *mean, float *rstd, const void *inp,
+			      const void *w, const void *b, int N, int C, float eps);
+	/* dinp(N,C) += ..., dw(C) += ..., db(C) += ... */
+	void (*layernorm_bwd)(void *dinp, float *dw, float *db, const void *dout, const void *inp,
+			      const void *w, const float *mean, const float *rstd, int N, int C);
+
+	/* out(N,OC) = inp(N,IC) w(OC,IC)^T + bias(OC) (bias may be NULL) */
+	void (*matmul_fwd)(void *out, const void *inp, const void *w, const void *bias,
+			   int N, int IC, int OC);
+	/* dinp(N,IC) = dout w (overwritten; skipped when dinp is NULL), dw(OC,IC) += dout^T inp,
+	 * dbias(OC) += column sums of dout (skipped when NULL) */
+	void (*matmul_bwd)(void *dinp, float *dw, float *dbias, const void *dout, const void *inp,
+			   const void *w, int N, int IC, int OC);
+
+	/* Causal self-attention over qkv(B,T,NH,3,HD) (Megatron's per-rank [heads, 3, head_dim]
+	 * order: q, k, v of head h are adjacent) -> out(B,T,NH,HD).  scores = q.k / sqrt(HD)
+	 * + slopes[h] * j for key j when slopes != NULL (ALiBi), keys j > i masked; softmax in fp32;
+	 * attention dropout with probability p on the probabilities (mask from philox(seed, ...)).
+	 * lse(B,NH,T) keeps each row's log-sum-exp so the backward recomputes the probabilities
+	 * instead of storing a (T,T) matrix per head. */
+	void (*attention_fwd)(void *out, float *lse, const void *qkv, const float *slopes,
+			      int B, int T, int NH, int HD, float p, uint64_t seed);
+	/* dqkv(B,T,NH,3,HD) overwritten */
+	void (*attention_bwd)(void *dqkv, const void *dout, const void *qkv, const void *out,
+			      const float *lse, const float *slopes, int B, int T, int NH, int HD,
+			      float p, uint64_t seed);
+
+	/* GeLU, tanh approximation (Megatron's fused bias-gelu, HF BLOOM) */
+	void (*gelu_fwd)(void *out, const void *inp, size_t n);
+	void (*gelu_bwd)(void *dinp, const void *inp, const void *dout, size_t n); /* overwrites */
+
+	/* out = res + dropout(x, p): the residual add after attention and MLP (Megatron's
+	 * bias-dropout-add; the bias is already in x).  Mask element i from philox(seed, i). */
+	void (*residual_fwd)(void *out, const void *res, const void *x, size_t n, float p,
+			     uint64_t seed);
+	/* dx = dropout(dout) with the same mask (overwrites); dres is dout itself, which the model
+	 * keeps accumulating in place. */
+	void (*dropout_bwd)(void *dx, const void *dout, size_t n, float p, uint64_t seed);
+	/* x = dropout(x) in place (embedding dropout) */
+	void (*dropout_fwd)(void *x, size_t n, float p, uint64_t seed);
+	/* acc += x (activation type), for the residual stream's gradient */
+	void (*add)(void *acc, const void *x, size_t n);
+
+	/* Cross-entropy of logits(N,Vp) over the first V columns (padded vocab columns are outside
+	 * the softmax) against targets(N).  losses(N) = -log softmax[target].  Then overwrites the
+	 * logits with dloss/dlogits * dscale (the padded columns get 0), where dscale is the
+	 * gradient of the total loss with respect to each token's loss (1/(B*T*micro) times the
+	 * loss scale).  A target outside [0,V) is counted in *bad (device int) and gets loss 0. */
+	void (*xent_fwd_bwd)(float *losses, void *logits, const int32_t *targets, int N, int V,
+			     int Vp, float dscale, int *bad);
+
+	/* --- optimizer --- */
+
+	/* sum of squares of g(n), accumulated in double: the global gradient norm is the square
+	 * root of the sum of these over all gradient buffers (and, later, ranks). */
+	double (*sumsq)(const float *g, size_t n);
+	/* 1 when every element of g(n) is finite (fp16 overflow check, spike detection) */
+	int (*all_finite)(const float *g, size_t n);
+	void (*scale)(float *x, float s, size_t n);
+	/* AdamW as apex FusedAdam (adam_w_mode) / torch.optim.AdamW, on n elements:
+	 *   g' = g * gscale (unscale + clip), m = b1 m + (1-b1) g', v = b2 v + (1-b2) g'^2,
+	 *   master -= lr * (m/bc1 / (sqrt(v/bc2) + eps) + wd * master),
+	 *   param = master in the activation type (skipped when param == master, the CPU case).
+	 * bc1 = 1 - b1^step, bc2 = 1 - b2^step, step >= 1. */
+	void (*adamw)(float *master, void *param, const float *g, float *m, float *v, size_t n,
+		      float lr, float b1, float b2, float eps, float wd, float gscale, int step);
+};
+
+/* The backend for --device cpu|cuda|auto.  "auto" is cuda when the CUDA backend loads and sees
+ * a GPU, else cpu.  NULL + err when the named backend cannot be used (no GPU, plugin missing),
+ * naming what is missing. */
+const struct ops *ops_open(const char *device, int threads, char *err, size_t errlen);
+
+/* The CPU backend (cpu/ops_cpu.c).  threads <= 0: all online CPUs. */
+const struct ops *ops_cpu(int threads);
+
+/* The symbol the CUDA plugin (train-cuda.so) exports. */
+typedef const struct ops *(*ops_cuda_fn)(int device, char *err, size_t errlen);
+#define OPS_CUDA_SYMBOL "lmtk_ops_cuda"
+
+#endif

@@ -1,0 +1,60 @@
+/* optim - see optim.h. */
+#include "train/optim.h"
+
+#include <math.h>
+
+void optim_init(struct optim *o, float b1, float b2, float eps, float wd, float clip, int fp16,
+		float initial_scale, float min_scale, int window, int hysteresis)
+{
+	*o = (struct optim){.b1 = b1, .b2 = b2, .eps = eps, .wd = wd, .clip = clip, .fp16 = fp16,
+			    .loss_scale = fp16 ? initial_scale : 1.0f, .min_scale = min_scale,
+			    .window = window, .hysteresis = hysteresis,
+			    .hysteresis_left = hysteresis};
+}
+
+/* Megatron's DynamicGradScaler: an overflow spends one unit of hysteresis, and once it is
+ * spent, halves the scale (not below min); `window` clean steps in a row double it. */
+static void scaler_update(struct optim *o, int overflow)
+{
+	if (overflow) {
+		o->good_steps = 0;
+		if (--o->hysteresis_left <= 0) {
+			o->loss_scale = fmaxf(o->loss_scale * 0.5f, o->min_scale);
+			o->hysteresis_left = o->hysteresis;
+		}
+	} else if (++o->good_steps == o->window) {
+		o->good_steps = 0;
+		o->hysteresis_left = o->hysteresis;
+		o->loss_scale *= 2.0f;
+	}
+}
+
+int optim_step(struct optim *o, struct model *m, float lr, double *grad_norm)
+{
+	const struct ops *ops = m->ops;
+	double ss = ops->sumsq(m->grads, m->nparams);
+	double norm = sqrt(ss) / o->loss_scale;
+	*grad_norm = norm;
+	if (!isfinite(norm)) {
+		if (o->fp16)
+			scaler_update(o, 1);
+		return 0;
+	}
+	if (o->fp16)
+		scaler_update(o, 0);
+	float gscale = 1.0f / o->loss_scale;
+	if (o->clip > 0) {
+		double coeff = o->clip / (norm + 1e-6);
+		if (coeff < 1.0)
+			gscale *= (float)coeff;
+	}
+	o->step++;
+	for (int i = 0; i < m->ntensors; i++) {
+		const struct model_tensor *t = &m->tensors[i];
+		ops->adamw(m->master + t->offset, (char *)m->params + t->offset * ops->act_size,
+			   m->grads + t->offset, m->adam_m + t->offset, m->adam_v + t->offset,
+			   t->numel, lr, o->b1, o->b2, o->eps, t->decay ? o->wd : 0.0f, gscale,
+			   o->step);
+	}
+	return 1;
+}

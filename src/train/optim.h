@@ -1,0 +1,35 @@
+/* optim - one optimizer step: loss-scale check, global-norm clipping, AdamW, as Megatron does.
+ *
+ * The gradients arrive summed over the step's micro-batches, each scaled by loss_scale /
+ * micro-batches, so they are the gradient of the mean loss times the loss scale.  The step:
+ * - fp16 only: any non-finite gradient skips the step and backs the scale off (dynamic loss
+ *   scaling with Megatron's hysteresis and window); bf16 and fp32 run with scale 1;
+ * - the global norm sqrt(sum g^2) over every gradient (unscaled), and Megatron's clip
+ *   coefficient clip / (norm + 1e-6) when that is below 1;
+ * - AdamW on each tensor, weight decay only where the tensor table says so (not biases, not
+ *   layer norms), unscaling and clipping folded into the one pass over the gradients.
+ * Adam's step count only advances on steps that were taken, as apex's FusedAdam counts. */
+#ifndef TRAIN_OPTIM_H
+#define TRAIN_OPTIM_H
+
+#include "train/model.h"
+
+struct optim {
+	float b1, b2, eps, wd, clip;
+	int fp16;
+	/* dynamic loss scaling (fp16) */
+	float loss_scale, min_scale;
+	int window, hysteresis;
+	int good_steps, hysteresis_left;
+	int step;                  /* Adam steps taken */
+};
+
+void optim_init(struct optim *o, float b1, float b2, float eps, float wd, float clip, int fp16,
+		float initial_scale, float min_scale, int window, int hysteresis);
+
+/* One step at learning rate lr.  Returns 1 when taken, 0 when skipped (fp16 overflow, or a
+ * non-finite gradient norm: then nothing is updated).  *grad_norm gets the unscaled, unclipped
+ * global norm (NaN/inf when not finite). */
+int optim_step(struct optim *o, struct model *m, float lr, double *grad_norm);
+
+#endif

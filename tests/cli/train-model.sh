@@ -1,0 +1,79 @@
+#!/usr/bin/env bash
+# The model against PyTorch (tests/ref/gpt-ref.py, Debian's python3-torch): the C side
+# (build/tests/train_model --dump) initialises a tiny model from its seed and writes the initial
+# weights, the batches and its own logits, loss, every gradient, 10 AdamW steps' losses and grad
+# norms and the final weights; the reference loads the same weights and batches, computes the
+# same in float64, and compares with fp32 tolerances.  Two shapes: GPT-2 style (learned
+# positions) and BLOOM style (ALiBi, an odd head count, the embedding layer norm).  Then the
+# same comparison must FAIL when the C side is wrong on purpose (a perturbed gradient), so the
+# comparison itself is shown to be able to fail.
+. "$(dirname "$0")/../lib.sh"
+PY=/usr/bin/python3
+DUMP=$TOP/build/tests/train_model
+REF=$TOP/tests/ref/gpt-ref.py
+cd "$T" || exit 3
+if ! "$PY" -c 'import torch' 2>/dev/null; then
+	skip model_matches_pytorch "python3-torch is not installed (make deps installs it)"
+	exit 0
+fi
+
+cfg() {   # cfg NAME POS EMBED_LN LAYERS HIDDEN HEADS
+	cat >"$1.json" <<JSON
+{"num_layers": $4, "hidden_size": $5, "num_attention_heads": $6, "ffn_hidden_size": $((4 * $5)),
+ "seq_length": 24, "max_position_embeddings": 32, "vocab_size": 100, "padded_vocab_size": 128,
+ "position_embedding_type": "$2", "embed_layernorm": $3, "layernorm_epsilon": 1e-5,
+ "hidden_dropout": 0, "attention_dropout": 0, "lr": 2e-3, "adam_beta1": 0.9, "adam_beta2": 0.95,
+ "adam_eps": 1e-8, "weight_decay": 0.1, "clip_grad": 1.0, "init_method_std": 0.02, "seed": 7,
+ "micro_batch_size": 3, "steps": 10}
+JSON
+}
+cfg gpt2 learned false 2 64 4
+cfg bloom alibi true 3 80 5
+
+for m in gpt2 bloom; do
+	if ! "$DUMP" --dump "$m.json" "$m" >"$m.dump" 2>&1; then
+		fail "${m}_model_dumps" "$(head -c 400 "$m.dump")"
+		continue
+	fi
+	"$PY" "$REF" --config "$m.json" --weights "$m/init.safetensors" --batch "$m/batch.safetensors" \
+		--compare "$m/c.safetensors" >"$m.cmp" 2>&1
+	rc=$?
+	if [ $rc = 0 ] && grep -q "within tolerance" "$m.cmp"; then
+		ok "${m}_logits_loss_grads_and_10_adamw_steps_match_pytorch"
+	else
+		fail "${m}_logits_loss_grads_and_10_adamw_steps_match_pytorch" "exit $rc: $(grep -v within "$m.cmp" | tail -5)"
+	fi
+	for item in logits loss losses grad_norms; do
+		contains "${m}_compares_$item" "$m.cmp" "^$item +maxdiff"
+	done
+	# every parameter's gradient and final value was compared
+	n=$(grep -c '^grad\.[a-z_.0-9]* ' "$m.cmp"); f=$(grep -c '^final\.[a-z_.0-9]* ' "$m.cmp")
+	want=$([ $m = gpt2 ] && echo $((2 + 2 * 12 + 2)) || echo $((1 + 2 + 3 * 12 + 2)))
+	if [ "$n" = "$want" ] && [ "$f" = "$want" ]; then ok "${m}_every_parameter_compared"
+	else fail "${m}_every_parameter_compared" "$n gradients and $f final tensors, wanted $want"; fi
+done
+
+# The comparison fails when the C side is wrong: one gradient element nudged by 1%.
+"$PY" - bloom/c.safetensors bad.safetensors <<'PYEOF'
+import json, struct, sys
+src, dst = sys.argv[1], sys.argv[2]
+b = open(src, 'rb').read()
+n = struct.unpack('<Q', b[:8])[0]
+h = json.loads(b[8:8 + n])
+t = h['grad.layers.1.attention.query_key_value.weight']
+off = 8 + n + t['data_offsets'][0]
+vals = list(struct.unpack_from('<%df' % 64, b, off))
+i = max(range(64), key=lambda k: abs(vals[k]))
+b = bytearray(b)
+struct.pack_into('<f', b, off + 4 * i, vals[i] * 1.01)
+open(dst, 'wb').write(b)
+PYEOF
+"$PY" "$REF" --config bloom.json --weights bloom/init.safetensors --batch bloom/batch.safetensors \
+	--compare bad.safetensors --only grads >bad.cmp 2>&1
+rc=$?
+if [ $rc = 1 ] && grep -q 'grad.layers.1.attention.query_key_value.weight' bad.cmp; then
+	ok comparison_fails_on_a_one_percent_gradient_error
+else
+	fail comparison_fails_on_a_one_percent_gradient_error "exit $rc: $(tail -3 bad.cmp)"
+fi
+rm -rf "$T"

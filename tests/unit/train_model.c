@@ -1,0 +1,389 @@
+/* train_model.c - the model and its CPU backend.
+ *
+ * Without arguments: unit cases (ALiBi slopes, vocabulary padding, layout-independent
+ * initialisation, thread-count independence, gradients against finite differences with and
+ * without dropout).
+ *
+ * With `--dump CONFIG.json OUTDIR`: the C side of the PyTorch comparison
+ * (tests/cli/train-model.sh).  Builds the model from the config, writes OUTDIR/init.safetensors
+ * (the initial weights), OUTDIR/batch.safetensors (S random batches) and OUTDIR/c.safetensors:
+ * logits, loss and every gradient of batch 0 at the initial weights, then the losses, gradient
+ * norms and final weights of S AdamW steps - the items tests/ref/gpt-ref.py --compare reads. */
+#include "t.h"
+
+#include <jansson.h>
+#include <math.h>
+#include <omp.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+
+#include "train/model.h"
+#include "train/optim.h"
+#include "train/philox.h"
+#include "train/safetensors.h"
+
+static struct model_config tiny(int alibi, int embed_ln, int heads, int hidden)
+{
+	struct model_config c = {
+		.layers = 2, .hidden = hidden, .heads = heads, .ffn = 4 * hidden, .seq = 8,
+		.max_pos = 16, .vocab = 50, .padded_vocab = 64, .alibi = alibi,
+		.embed_ln = embed_ln, .eps = 1e-5f, .init_std = 0.2f, .seed = 1234, .tp = 1,
+	};
+	return c;
+}
+
+static void batch(int32_t *tok, int32_t *tgt, int n, int V, uint64_t key)
+{
+	for (int i = 0; i < n; i++) {
+		tok[i] = philox_u32(key, 2 * i) % V;
+		tgt[i] = philox_u32(key, 2 * i + 1) % V;
+	}
+}
+
+static double loss_of(struct model *m, const int32_t *tok, const int32_t *tgt, uint64_t rng)
+{
+	int bad;
+	return model_forward(m, tok, tgt, 1.0f, rng, NULL, &bad);
+}
+
+/* central differences in double around the fp32 weights: the loss is summed in double, so a
+ * step of 1e-2 on weights of scale 0.2 leaves fp32 rounding well below the tolerance */
+static int fd_check(struct model_config c, const char *what)
+{
+	const struct ops *o = ops_cpu(2);
+	struct model m;
+	char err[256];
+	int B = 2, T = c.seq, n = B * T, worst_ok = 1;
+	int32_t tok[n], tgt[n];
+	if (model_init(&m, &c, o, B, T, err, sizeof err) < 0) {
+		printf("# %s\n", err);
+		return 0;
+	}
+	model_init_weights(&m);
+	batch(tok, tgt, n, c.vocab, 7);
+	uint64_t rng = 99;
+	model_zero_grad(&m);
+	loss_of(&m, tok, tgt, rng);
+	model_backward(&m, rng);
+	for (int i = 0; i < m.ntensors; i++) {
+		const struct model_tensor *t = &m.tensors[i];
+		float *g = model_grad(&m, i), *w = model_master(&m, i);
+		/* the three largest-gradient elements of each tensor */
+		for (int k = 0; k < 3; k++) {
+			size_t best = 0;
+			for (size_t e = 0; e < t->numel; e++)
+				if (fabsf(g[e]) > fabsf(g[best]) && (k == 0 || fabsf(g[e]) < 0.999f * fabsf(g[0 + best])))
+					best = e;
+			size_t e = (best + k * 7919) % t->numel;
+			float save = w[e], h = 1e-2f;
+			w[e] = save + h;
+			double lp = loss_of(&m, tok, tgt, rng);
+			w[e] = save - h;
+			double lm = loss_of(&m, tok, tgt, rng);
+			w[e] = save;
+			double fd = (lp - lm) / (2 * h), an = g[e];
+			double tol = 2e-2 * fmax(fabs(fd), 1e-2) + 2e-4;
+			if (fabs(fd - an) > tol) {
+				printf("# %s: %s[%zu]: analytic %.6g, finite difference %.6g\n", what,
+				       t->name, e, an, fd);
+				worst_ok = 0;
+			}
+		}
+	}
+	model_free(&m);
+	return worst_ok;
+}
+
+static int unit(void)
+{
+	T_CASE("alibi_slopes_follow_the_power_of_two_rule") {
+		float s[12];
+		model_alibi_slopes(8, s);
+		for (int h = 0; h < 8; h++)
+			T_ASSERT(fabsf(s[h] - powf(0.5f, h + 1)) < 1e-7f);
+		model_alibi_slopes(12, s);   /* 8 from 2^(-h-1), then 16's even slopes 2^-0.5, 2^-1.5 ... */
+		for (int h = 0; h < 8; h++)
+			T_ASSERT(fabsf(s[h] - powf(0.5f, h + 1)) < 1e-7f);
+		for (int h = 0; h < 4; h++)
+			T_ASSERT(fabsf(s[8 + h] - powf(2.0f, -0.5f - 1.0f * h)) < 1e-7f);
+	}
+	T_CASE("vocab_padding_matches_megatron") {
+		T_ASSERT(model_padded_vocab(50257, 128, 1, 0) == 50304);
+		T_ASSERT(model_padded_vocab(50257, 128, 4, 0) == 50688);
+		T_ASSERT(model_padded_vocab(250680, 128, 4, 250880) == 250880);
+		T_ASSERT(model_padded_vocab(5000, 128, 1, 0) == 5120);
+	}
+	T_CASE("init_is_the_same_model_whatever_the_tp_layout") {
+		struct model_config c = tiny(0, 1, 4, 32);
+		struct model full, sh[2];
+		char err[256];
+		const struct ops *o = ops_cpu(1);
+		T_ASSERT(model_init(&full, &c, o, 1, 8, err, sizeof err) == 0);
+		model_init_weights(&full);
+		for (int r = 0; r < 2; r++) {
+			struct model_config cr = c;
+			cr.tp = 2;
+			cr.tp_rank = r;
+			T_ASSERT(model_init(&sh[r], &cr, o, 1, 8, err, sizeof err) == 0);
+			model_init_weights(&sh[r]);
+		}
+		int same = 1;
+		for (int i = 0; i < full.ntensors; i++) {
+			const struct model_tensor *t = &full.tensors[i];
+			const float *f = model_master(&full, i);
+			for (int r = 0; r < 2; r++) {
+				const float *s = model_master(&sh[r], i);
+				size_t n = sh[r].tensors[i].numel;
+				for (size_t e = 0; e < n; e++) {
+					size_t g = e;
+					if (t->split == SPLIT_COLUMN || t->split == SPLIT_VOCAB)
+						g = r * n + e;
+					else if (t->split == SPLIT_ROW) {
+						size_t cols = t->shape[1] / 2;
+						g = e / cols * t->shape[1] + r * cols + e % cols;
+					}
+					same &= s[e] == f[g];
+				}
+			}
+		}
+		T_ASSERT(same);
+		/* and the draws look like N(0, std): mean ~0, std ~0.2 on the QKV weight */
+		int q = model_layer_tensor(&full, 0, QKV_W);
+		double s1 = 0, s2 = 0;
+		size_t n = full.tensors[q].numel;
+		for (size_t e = 0; e < n; e++) {
+			s1 += model_master(&full, q)[e];
+			s2 += (double)model_master(&full, q)[e] * model_master(&full, q)[e];
+		}
+		T_ASSERT(fabs(s1 / n) < 0.02 && fabs(sqrt(s2 / n) - 0.2) < 0.02);
+		/* output layers are scaled by 1/sqrt(2 layers) */
+		int p = model_layer_tensor(&full, 0, PROJ_W);
+		s2 = 0;
+		for (size_t e = 0; e < full.tensors[p].numel; e++)
+			s2 += (double)model_master(&full, p)[e] * model_master(&full, p)[e];
+		T_ASSERT(fabs(sqrt(s2 / full.tensors[p].numel) - 0.1) < 0.015);
+		model_free(&full);
+		model_free(&sh[0]);
+		model_free(&sh[1]);
+	}
+	T_CASE("gradients_do_not_depend_on_the_thread_count") {
+		struct model_config c = tiny(1, 1, 5, 40);
+		c.hidden_dropout = c.attention_dropout = 0.1f;
+		float *g[2];
+		size_t np = 0;
+		for (int k = 0; k < 2; k++) {
+			struct model m;
+			char err[256];
+			int32_t tok[3 * 8], tgt[3 * 8];
+			T_ASSERT(model_init(&m, &c, ops_cpu(k + 1), 3, 8, err, sizeof err) == 0);
+			model_init_weights(&m);
+			batch(tok, tgt, 24, c.vocab, 3);
+			model_zero_grad(&m);
+			loss_of(&m, tok, tgt, 5);
+			model_backward(&m, 5);
+			np = m.nparams;
+			g[k] = malloc(np * sizeof(float));
+			memcpy(g[k], m.grads, np * sizeof(float));
+			model_free(&m);
+		}
+		T_ASSERT(memcmp(g[0], g[1], np * sizeof(float)) == 0);
+		for (size_t e = 0; e < np; e++)
+			if (g[0][e] != g[1][e]) {
+				printf("# first difference at %zu: %g vs %g\n", e, g[0][e], g[1][e]);
+				break;
+			}
+		free(g[0]);
+		free(g[1]);
+	}
+	T_CASE("gradients_match_finite_differences_gpt2_style")
+		T_ASSERT(fd_check(tiny(0, 0, 4, 32), "gpt2"));
+	T_CASE("gradients_match_finite_differences_bloom_style_odd_heads")
+		T_ASSERT(fd_check(tiny(1, 1, 5, 40), "bloom"));
+	T_CASE("gradients_match_finite_differences_with_dropout") {
+		struct model_config c = tiny(1, 1, 5, 40);
+		c.hidden_dropout = 0.1f;
+		c.attention_dropout = 0.2f;
+		T_ASSERT(fd_check(c, "dropout"));
+		c = tiny(0, 1, 4, 32);   /* learned positions after the embedding LN */
+		c.hidden_dropout = 0.1f;
+		T_ASSERT(fd_check(c, "dropout-learned"));
+	}
+	T_CASE("dropout_changes_the_loss_and_is_reproducible") {
+		struct model_config c = tiny(0, 0, 4, 32);
+		c.hidden_dropout = 0.3f;
+		struct model m;
+		char err[256];
+		int32_t tok[16], tgt[16];
+		T_ASSERT(model_init(&m, &c, ops_cpu(2), 2, 8, err, sizeof err) == 0);
+		model_init_weights(&m);
+		batch(tok, tgt, 16, c.vocab, 1);
+		double a = loss_of(&m, tok, tgt, 1), b = loss_of(&m, tok, tgt, 1),
+		       d = loss_of(&m, tok, tgt, 2);
+		T_ASSERT(a == b && a != d);
+		model_free(&m);
+	}
+	T_CASE("out_of_vocabulary_targets_are_counted") {
+		struct model_config c = tiny(0, 0, 4, 32);
+		struct model m;
+		char err[256];
+		int32_t tok[16], tgt[16];
+		int bad = 0;
+		T_ASSERT(model_init(&m, &c, ops_cpu(1), 2, 8, err, sizeof err) == 0);
+		model_init_weights(&m);
+		batch(tok, tgt, 16, c.vocab, 1);
+		tgt[3] = c.vocab;       /* a padded row: outside the real vocabulary */
+		tgt[5] = -1;
+		model_forward(&m, tok, tgt, 1.0f, 0, NULL, &bad);
+		T_ASSERT(bad == 2);
+		model_free(&m);
+	}
+	T_CASE("bad_shapes_are_refused_with_a_message") {
+		struct model_config c = tiny(0, 0, 5, 32);   /* 32 % 5 != 0 */
+		struct model m;
+		char err[256] = "";
+		T_ASSERT(model_init(&m, &c, ops_cpu(1), 1, 8, err, sizeof err) < 0);
+		T_ASSERT(strstr(err, "--num-attention-heads") != NULL);
+		c = tiny(0, 0, 4, 32);
+		T_ASSERT(model_init(&m, &c, ops_cpu(1), 1, 32, err, sizeof err) < 0);
+		T_ASSERT(strstr(err, "--max-position-embeddings") != NULL);
+	}
+	T_DONE();
+}
+
+/* ---- --dump ---- */
+
+static double jnum(json_t *j, const char *k, double def)
+{
+	json_t *v = json_object_get(j, k);
+	return json_is_number(v) ? json_number_value(v) : json_is_boolean(v) ? json_is_true(v) : def;
+}
+
+static void put(struct st_writer *w, const char *name, const float *data, int ndim,
+		const int64_t *shape)
+{
+	(void)data;
+	st_declare(w, name, ST_F32, ndim, shape);
+}
+
+static int dump(const char *cfgpath, const char *outdir)
+{
+	json_error_t je;
+	json_t *j = json_load_file(cfgpath, 0, &je);
+	char err[512], path[4096];
+	if (!j) {
+		fprintf(stderr, "%s:%d: %s\n", cfgpath, je.line, je.text);
+		return 2;
+	}
+	const char *pe = json_string_value(json_object_get(j, "position_embedding_type"));
+	struct model_config c = {
+		.layers = jnum(j, "num_layers", 2), .hidden = jnum(j, "hidden_size", 64),
+		.heads = jnum(j, "num_attention_heads", 4), .ffn = jnum(j, "ffn_hidden_size", 256),
+		.seq = jnum(j, "seq_length", 16), .max_pos = jnum(j, "max_position_embeddings", 16),
+		.vocab = jnum(j, "vocab_size", 100), .padded_vocab = jnum(j, "padded_vocab_size", 128),
+		.alibi = pe && strcmp(pe, "alibi") == 0, .embed_ln = jnum(j, "embed_layernorm", 0),
+		.eps = jnum(j, "layernorm_epsilon", 1e-5), .init_std = jnum(j, "init_method_std", 0.02),
+		.hidden_dropout = jnum(j, "hidden_dropout", 0),
+		.attention_dropout = jnum(j, "attention_dropout", 0),
+		.seed = jnum(j, "seed", 1234), .tp = 1,
+	};
+	int B = jnum(j, "micro_batch_size", 2), T = c.seq, S = jnum(j, "steps", 10);
+	int threads = jnum(j, "threads", 0);
+	float lr = jnum(j, "lr", 1e-3);
+	struct optim opt;
+	optim_init(&opt, jnum(j, "adam_beta1", 0.9), jnum(j, "adam_beta2", 0.999),
+		   jnum(j, "adam_eps", 1e-8), jnum(j, "weight_decay", 0.01), jnum(j, "clip_grad", 1.0),
+		   0, 1, 1, 1000, 2);
+	json_decref(j);
+
+	struct model m;
+	if (model_init(&m, &c, ops_cpu(threads), B, T, err, sizeof err) < 0) {
+		fprintf(stderr, "%s\n", err);
+		return 2;
+	}
+	model_init_weights(&m);
+	mkdir(outdir, 0755);
+
+	size_t n = (size_t)B * T;
+	int32_t *tok = malloc(S * n * sizeof *tok), *tgt = malloc(S * n * sizeof *tgt);
+	for (int s = 0; s < S; s++)
+		batch(tok + s * n, tgt + s * n, n, c.vocab, 1000 + s);
+	int64_t bshape[3] = {S, B, T};
+	snprintf(path, sizeof path, "%s/batch.safetensors", outdir);
+	struct st_writer *w = st_create(path, err, sizeof err);
+	if (!w)
+		return fprintf(stderr, "%s\n", err), 3;
+	st_declare(w, "tokens", ST_I32, 3, bshape);
+	st_declare(w, "targets", ST_I32, 3, bshape);
+	if (st_write(w, tok, S * n * 4) || st_write(w, tgt, S * n * 4) || st_commit(w))
+		return fprintf(stderr, "%s\n", st_werror(w)), 3;
+
+	/* initial weights */
+	float *buf = malloc(m.nparams * sizeof *buf);
+	snprintf(path, sizeof path, "%s/init.safetensors", outdir);
+	w = st_create(path, err, sizeof err);
+	for (int i = 0; i < m.ntensors; i++)
+		put(w, m.tensors[i].name, NULL, m.tensors[i].ndim, m.tensors[i].shape);
+	for (int i = 0; i < m.ntensors; i++) {
+		model_get(&m, m.master, i, buf);
+		st_write(w, buf, m.tensors[i].numel * 4);
+	}
+	if (st_commit(w))
+		return fprintf(stderr, "%s\n", st_werror(w)), 3;
+
+	/* step 0's logits, loss and gradients */
+	int Vp = c.padded_vocab, bad;
+	float *logits = malloc(n * Vp * sizeof *logits);
+	model_zero_grad(&m);
+	float loss0 = model_forward(&m, tok, tgt, 1.0f, 0, logits, &bad);
+	model_backward(&m, 0);
+	float *grads = malloc(m.nparams * sizeof *grads);
+	memcpy(grads, m.grads, m.nparams * sizeof *grads);
+
+	float *losses = malloc(S * sizeof *losses), *norms = malloc(S * sizeof *norms);
+	for (int s = 0; s < S; s++) {
+		double gn;
+		model_zero_grad(&m);
+		losses[s] = model_forward(&m, tok + s * n, tgt + s * n, 1.0f, s, NULL, &bad);
+		model_backward(&m, s);
+		optim_step(&opt, &m, lr, &gn);
+		norms[s] = gn;
+	}
+
+	snprintf(path, sizeof path, "%s/c.safetensors", outdir);
+	w = st_create(path, err, sizeof err);
+	int64_t lshape[3] = {B, T, Vp}, one = 1, sS = S;
+	char name[96];
+	st_declare(w, "logits", ST_F32, 3, lshape);
+	st_declare(w, "loss", ST_F32, 1, &one);
+	st_declare(w, "losses", ST_F32, 1, &sS);
+	st_declare(w, "grad_norms", ST_F32, 1, &sS);
+	for (int i = 0; i < m.ntensors; i++) {
+		snprintf(name, sizeof name, "grad.%s", m.tensors[i].name);
+		st_declare(w, name, ST_F32, m.tensors[i].ndim, m.tensors[i].shape);
+	}
+	for (int i = 0; i < m.ntensors; i++) {
+		snprintf(name, sizeof name, "final.%s", m.tensors[i].name);
+		st_declare(w, name, ST_F32, m.tensors[i].ndim, m.tensors[i].shape);
+	}
+	st_write(w, logits, n * Vp * 4);
+	st_write(w, &loss0, 4);
+	st_write(w, losses, S * 4);
+	st_write(w, norms, S * 4);
+	for (int i = 0; i < m.ntensors; i++)
+		st_write(w, grads + m.tensors[i].offset, m.tensors[i].numel * 4);
+	for (int i = 0; i < m.ntensors; i++) {
+		model_get(&m, m.master, i, buf);
+		st_write(w, buf, m.tensors[i].numel * 4);
+	}
+	if (st_commit(w))
+		return fprintf(stderr, "%s\n", st_werror(w)), 3;
+	model_free(&m);
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	if (argc == 4 && strcmp(argv[1], "--dump") == 0)
+		return dump(argv[2], argv[3]);
+	return unit();
+}
