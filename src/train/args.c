@@ -20,6 +20,10 @@ enum {
 	O_SAVE, O_LOAD, O_SAVEINT,
 	O_BATCHSIZE, O_WARMUP, O_MPSIZE,
 	O_DRYRUN, O_FORMAT, O_NODES, O_GPUS, O_TFLOPS, O_PARAMS, O_GPUMEM, O_CKPTBW, O_VOCABSIZE,
+	O_SEED, O_WD, O_CLIP, O_B1, O_B2, O_EPS, O_ILS, O_MINLS, O_LSWIN, O_HYST,
+	O_LOGINT, O_TBDIR, O_TBTIMERS, O_TBBATCH, O_TBPPL, O_ZEROS, O_PNORM,
+	O_EVALINT, O_EVALITERS, O_EXITINT, O_EXITDUR, O_KILL, O_SKIPRANGE, O_OVERRIDE, O_USECKPT,
+	O_DEVICE, O_THREADS, O_SPIKE, O_SPIKEF, O_PEAK,
 };
 
 const struct opt args_opts[] = {
@@ -85,6 +89,41 @@ const struct opt args_opts[] = {
 	{"warmup", O_WARMUP, "N", "no longer valid: use --lr-warmup-fraction"},
 	{"model-parallel-size", O_MPSIZE, "N", "no longer valid: use --tensor-model-parallel-size"},
 	/* planning */
+	/* optimizer */
+	{"seed", O_SEED, "N", "seed of the initial weights, dropout and the data order (default 1234)"},
+	{"weight-decay", O_WD, "F", "AdamW weight decay, not on biases and layer norms (default 0.01)"},
+	{"clip-grad", O_CLIP, "F", "clip the global gradient norm to F (default 1.0; 0 off)"},
+	{"adam-beta1", O_B1, "F", "Adam beta1 (default 0.9)"},
+	{"adam-beta2", O_B2, "F", "Adam beta2 (default 0.999)"},
+	{"adam-eps", O_EPS, "F", "Adam epsilon (default 1e-8)"},
+	{"initial-loss-scale", O_ILS, "F", "fp16 dynamic loss scale to start from (default 2^32)"},
+	{"min-loss-scale", O_MINLS, "F", "fp16 loss scale floor (default 1)"},
+	{"loss-scale-window", O_LSWIN, "N", "fp16: clean steps before the scale doubles (default 1000)"},
+	{"hysteresis", O_HYST, "N", "fp16: overflows tolerated before the scale halves (default 2)"},
+	/* logging and evaluation */
+	{"log-interval", O_LOGINT, "N", "one log line every N iterations (default 100)"},
+	{"tensorboard-dir", O_TBDIR, "DIR", "write TensorBoard event files with Megatron's tags"},
+	{"log-timers-to-tensorboard", O_TBTIMERS, NULL, "iteration time and throughput to TensorBoard"},
+	{"log-batch-size-to-tensorboard", O_TBBATCH, NULL, "global batch size to TensorBoard"},
+	{"log-validation-ppl-to-tensorboard", O_TBPPL, NULL, "validation perplexity to TensorBoard"},
+	{"log-num-zeros-in-grad", O_ZEROS, NULL, "count zero gradient elements (always in the log line)"},
+	{"log-params-norm", O_PNORM, NULL, "log the norm of the parameters"},
+	{"eval-interval", O_EVALINT, "N", "validate every N iterations (default 1000)"},
+	{"eval-iters", O_EVALITERS, "N", "global batches per validation (default 100)"},
+	/* stopping */
+	{"exit-interval", O_EXITINT, "N", "save and exit 0 when the iteration is a multiple of N"},
+	{"exit-duration-in-mins", O_EXITDUR, "M", "save and exit 0 after M minutes"},
+	{"kill-switch-path", O_KILL, "PATH", "exit 0 at start-up if PATH exists; save and exit 0 if it appears"},
+	{"skip-train-iteration-range", O_SKIPRANGE, "A-B...", "consume these iterations' data without training on it"},
+	{"override-lr-scheduler", O_OVERRIDE, NULL, "on --load, the flags' schedule wins over the checkpoint's"},
+	{"use-checkpoint-lr-scheduler", O_USECKPT, NULL, "on --load, the checkpoint's schedule wins"},
+	/* lmtk */
+	{"device", O_DEVICE, "DEV", "cpu, cuda, cuda:N or auto (default auto: a GPU when there is one)"},
+	{"threads", O_THREADS, "N", "CPU threads (default: all online CPUs)"},
+	{"spike-policy", O_SPIKE, "P", "none, skip or rollback on a loss spike (default none: count and log)"},
+	{"spike-factor", O_SPIKEF, "F", "a spike is a loss above F x its running mean, or not finite (default 3)"},
+	{"peak-tflops", O_PEAK, "F", "device peak TFLOP/s for the MFU field (default: the device's)"},
+	/* planning */
 	{"dry-run", O_DRYRUN, NULL, "plan the run: print the arithmetic, allocate and train nothing"},
 	{"format", O_FORMAT, "FMT", "with --dry-run: text (default) or json"},
 	{"nodes", O_NODES, "N", "nodes (default $SLURM_JOB_NUM_NODES)"},
@@ -99,28 +138,17 @@ const struct opt args_opts[] = {
 
 const struct args_ignored args_ignored[] = {
 	{"sync-tp-duplicated-parameters", 0}, {"apply-residual-connection-post-layernorm", 0},
-	{"openai-gelu", 0}, {"onnx-safe", 1}, {"bert-no-binary-head", 0}, {"kill-switch-path", 1},
-	{"log-level", 1}, {"log-level-replica", 1}, {"log-params-norm", 0}, {"log-num-zeros-in-grad", 0},
-	{"tensorboard-log-interval", 1}, {"tensorboard-queue-size", 1}, {"log-timers-to-tensorboard", 0},
-	{"log-batch-size-to-tensorboard", 0}, {"no-log-learnig-rate-to-tensorboard", 0},
-	{"no-log-loss-scale-to-tensorboard", 0}, {"log-validation-ppl-to-tensorboard", 0},
-	{"weight-decay", 1}, {"clip-grad", 1}, {"adam-beta1", 1}, {"adam-beta2", 1}, {"adam-eps", 1},
-	{"sgd-momentum", 1}, {"distribute-checkpointed-activations", 0}, {"checkpoint-num-layers", 1},
-	{"log-interval", 1}, {"exit-interval", 1}, {"exit-duration-in-mins", 1}, {"tensorboard-dir", 1},
-	{"no-masked-softmax-fusion", 0}, {"no-bias-gelu-fusion", 0}, {"no-bias-dropout-fusion", 0},
+	{"openai-gelu", 0}, {"onnx-safe", 1}, {"bert-no-binary-head", 0}, 	{"log-level", 1}, {"log-level-replica", 1}, 	{"tensorboard-log-interval", 1}, {"tensorboard-queue-size", 1}, 	{"no-log-learnig-rate-to-tensorboard", 0},
+	{"no-log-loss-scale-to-tensorboard", 0}, 		{"sgd-momentum", 1}, {"distribute-checkpointed-activations", 0}, {"checkpoint-num-layers", 1},
+		{"no-masked-softmax-fusion", 0}, {"no-bias-gelu-fusion", 0}, {"no-bias-dropout-fusion", 0},
 	{"optimizer", 1}, {"use-bnb-optimizer", 0}, {"dataloader-type", 1}, {"cpu-optimizer", 0},
-	{"cpu_torch_adam", 0}, {"codecarbon-dir", 1}, {"eval-only", 1}, {"skip-train-iteration-range", 2},
-	{"inference", 0}, {"abort-on-unmet-fused-kernel-constraints", 0}, {"seed", 1},
-	{"init-method-xavier-uniform", 0}, {"override-lr-scheduler", 0},
-	{"use-checkpoint-lr-scheduler", 0}, {"universal-checkpoint", 0}, {"no-save-optim", 0},
+	{"cpu_torch_adam", 0}, {"codecarbon-dir", 1}, {"eval-only", 1}, 	{"inference", 0}, {"abort-on-unmet-fused-kernel-constraints", 0}, 	{"init-method-xavier-uniform", 0}, 	{"universal-checkpoint", 0}, {"no-save-optim", 0},
 	{"no-save-rng", 0}, {"no-load-optim", 0}, {"no-load-rng", 0}, {"finetune", 0}, {"loss-scale", 1},
-	{"initial-loss-scale", 1}, {"min-loss-scale", 1}, {"loss-scale-window", 1}, {"hysteresis", 1},
-	{"fp32-residual-connection", 0}, {"no-query-key-layer-scaling", 0},
+		{"fp32-residual-connection", 0}, {"no-query-key-layer-scaling", 0},
 	{"attention-softmax-in-fp32", 0}, {"fp16-lm-cross-entropy", 0},
 	{"num-layers-per-virtual-pipeline-stage", 1}, {"distributed-backend", 1}, {"DDP-impl", 1},
 	{"use-contiguous-buffers-in-ddp", 0}, {"no-scatter-gather-tensors-in-pipeline", 0},
-	{"local_rank", 1}, {"lazy-mpu-init", 1}, {"use-cpu-initialization", 0}, {"eval-iters", 1},
-	{"eval-interval", 1}, {"valid-weighted-split-paths", 2}, {"test-weighted-split-paths", 2},
+	{"local_rank", 1}, {"lazy-mpu-init", 1}, {"use-cpu-initialization", 0}, 	{"valid-weighted-split-paths", 2}, {"test-weighted-split-paths", 2},
 	{"valid-weighted-split-paths-path", 1}, {"test-weighted-split-paths-path", 1}, {"log-path", 1},
 	{"vocab-extra-ids", 1}, {"encoder-seq-length", 1}, {"decoder-seq-length", 1},
 	{"retriever-seq-length", 1}, {"sample-rate", 1}, {"mask-prob", 1}, {"short-seq-prob", 1},
@@ -149,6 +177,7 @@ const struct args_ignored args_ignored[] = {
 static int is_multi(const char *name)
 {
 	return strcmp(name, "rampup-batch-size") == 0 || strcmp(name, "data-path") == 0 ||
+	       strcmp(name, "skip-train-iteration-range") == 0 ||
 	       strcmp(name, "train-weighted-split-paths") == 0;
 }
 
@@ -176,6 +205,21 @@ void args_init(struct train_args *a)
 	a->assumed_tflops = a->assumed_params = -1;
 	a->gpu_memory_gib = 80;
 	a->checkpoint_gbps = 5;
+	a->seed = 1234;
+	a->weight_decay = 0.01;
+	a->clip_grad = 1.0;
+	a->adam_beta1 = 0.9;
+	a->adam_beta2 = 0.999;
+	a->adam_eps = 1e-8;
+	a->initial_loss_scale = 4294967296.0;
+	a->min_loss_scale = 1;
+	a->loss_scale_window = 1000;
+	a->hysteresis = 2;
+	a->log_interval = 100;
+	a->eval_interval = 1000;
+	a->eval_iters = 100;
+	a->device = "auto";
+	a->spike_factor = 3;
 }
 
 int args_int(const char *s, int64_t *v)
@@ -413,6 +457,58 @@ int args_opt(void *ctx, int key, const char *arg, char *err, size_t errlen)
 	case O_GPUMEM: return num(arg, &a->gpu_memory_gib, 0, 1, err, errlen);
 	case O_CKPTBW: return num(arg, &a->checkpoint_gbps, 0, 1, err, errlen);
 	case O_VOCABSIZE: return pos_int(arg, &a->vocab_size, err, errlen);
+	case O_SEED: return nonneg_int(arg, &a->seed, err, errlen);
+	case O_WD: return num(arg, &a->weight_decay, 0, 0, err, errlen);
+	case O_CLIP: return num(arg, &a->clip_grad, 0, 0, err, errlen);
+	case O_B1: return num(arg, &a->adam_beta1, 0, 0, err, errlen);
+	case O_B2: return num(arg, &a->adam_beta2, 0, 0, err, errlen);
+	case O_EPS: return num(arg, &a->adam_eps, 0, 1, err, errlen);
+	case O_ILS: return num(arg, &a->initial_loss_scale, 0, 1, err, errlen);
+	case O_MINLS: return num(arg, &a->min_loss_scale, 0, 1, err, errlen);
+	case O_LSWIN: return pos_int(arg, &a->loss_scale_window, err, errlen);
+	case O_HYST: return pos_int(arg, &a->hysteresis, err, errlen);
+	case O_LOGINT: return pos_int(arg, &a->log_interval, err, errlen);
+	case O_TBDIR: a->tensorboard_dir = arg; return 0;
+	case O_TBTIMERS: a->tb_timers = 1; return 0;
+	case O_TBBATCH: a->tb_batch = 1; return 0;
+	case O_TBPPL: a->tb_ppl = 1; return 0;
+	case O_ZEROS: a->log_zeros = 1; return 0;
+	case O_PNORM: a->log_params_norm = 1; return 0;
+	case O_EVALINT: return pos_int(arg, &a->eval_interval, err, errlen);
+	case O_EVALITERS: return nonneg_int(arg, &a->eval_iters, err, errlen);
+	case O_EXITINT: return pos_int(arg, &a->exit_interval, err, errlen);
+	case O_EXITDUR: return num(arg, &a->exit_duration_mins, 0, 1, err, errlen);
+	case O_KILL: a->kill_switch_path = arg; return 0;
+	case O_SKIPRANGE: {
+		const char *v[ARGS_MAX_SKIP + 1];
+		int n = split_values(arg, v, ARGS_MAX_SKIP + 1);
+		if (n > ARGS_MAX_SKIP)
+			return errf(err, errlen, "more than %d ranges", ARGS_MAX_SKIP);
+		a->nskip = 0;
+		for (int i = 0; i < n; i++) {
+			char *dash = strchr(v[i], '-'), buf[64];
+			int64_t lo, hi;
+			if (!dash || dash - v[i] >= (long)sizeof buf)
+				return errf(err, errlen, "'%s' is not a range A-B", v[i]);
+			snprintf(buf, sizeof buf, "%.*s", (int)(dash - v[i]), v[i]);
+			if (args_int(buf, &lo) < 0 || args_int(dash + 1, &hi) < 0 || lo < 1 || hi < lo)
+				return errf(err, errlen, "'%s' is not a range A-B of iterations, 1 <= A <= B", v[i]);
+			a->skip[a->nskip][0] = lo;
+			a->skip[a->nskip++][1] = hi;
+		}
+		return 0;
+	}
+	case O_OVERRIDE: a->override_lr_scheduler = 1; return 0;
+	case O_USECKPT: a->use_checkpoint_lr_scheduler = 1; return 0;
+	case O_DEVICE: a->device = arg; return 0;
+	case O_THREADS: return pos_int(arg, &a->threads, err, errlen);
+	case O_SPIKE:
+		if (strcmp(arg, "none") && strcmp(arg, "skip") && strcmp(arg, "rollback"))
+			return errf(err, errlen, "'%s' is not one of none, skip, rollback", arg);
+		a->spike_policy = arg[0] == 'n' ? 0 : arg[0] == 's' ? 1 : 2;
+		return 0;
+	case O_SPIKEF: return num(arg, &a->spike_factor, 1, 1, err, errlen);
+	case O_PEAK: return num(arg, &a->peak_tflops, 0, 1, err, errlen);
 	}
 	return errf(err, errlen, "unhandled option");
 }

@@ -27,6 +27,7 @@
 #include "opt.h"
 
 #define ARGS_MAX_DATA 256
+#define ARGS_MAX_SKIP 64
 /* joins the values of a multi-value flag into the one argument opt_parse() passes on */
 #define ARGS_SEP "\x1f"
 
@@ -75,6 +76,27 @@ struct train_args {
 	/* checkpoints */
 	const char *save, *load;
 	int64_t save_interval;
+
+	/* optimizer */
+	int64_t seed;
+	double weight_decay, clip_grad, adam_beta1, adam_beta2, adam_eps;
+	double initial_loss_scale, min_loss_scale;
+	int64_t loss_scale_window, hysteresis;
+
+	/* logging, evaluation, stopping */
+	int64_t log_interval, eval_interval, eval_iters, exit_interval;
+	double exit_duration_mins;
+	const char *tensorboard_dir, *kill_switch_path;
+	int tb_timers, tb_batch, tb_ppl, log_zeros, log_params_norm;
+	int64_t skip[ARGS_MAX_SKIP][2];
+	int nskip;
+	int override_lr_scheduler, use_checkpoint_lr_scheduler;
+
+	/* lmtk's own */
+	const char *device;
+	int64_t threads;
+	int spike_policy;              /* 0 none, 1 skip, 2 rollback */
+	double spike_factor, peak_tflops;
 
 	/* --dry-run only */
 	int dry_run;

@@ -21,6 +21,7 @@
 #include "train/args.h"
 #include "train/plan.h"
 #include "train/report.h"
+#include "train/run.h"
 
 int main(int argc, char **argv)
 {
@@ -54,13 +55,42 @@ int main(int argc, char **argv)
 	first = opt_parse(&spec, ac, av);
 	if (first < ac)
 		die(EXIT_USAGE, "unexpected argument '%s'; see --help", av[first]);
-	if (!a.dry_run)
-		die(EXIT_USAGE, "this build of train only plans: add --dry-run to see the plan for these "
-		    "flags; training itself arrives with the next release");
-	if (args_from_slurm(&a, err, sizeof err) < 0)
+	if (!a.dry_run) {
+		/* a training run: one process, unless launched as several ranks (not in this build) */
+		if (a.nodes < 0) {
+			a.nodes = 1;
+			a.nodes_from = "this process";
+		}
+		if (a.gpus_per_node < 0) {
+			a.gpus_per_node = 1;
+			a.gpus_from = "this process";
+		}
+	} else if (args_from_slurm(&a, err, sizeof err) < 0) {
 		die(EXIT_USAGE, "%s", err);
+	}
 
 	rc = plan_make(&p, &a);
+	if (!a.dry_run) {
+		for (int i = 0; i < p.nerrors; i++)
+			warn("%s", p.errors[i]);
+		if (p.nerrors)
+			die(EXIT_USAGE, "%d error%s in the flags: nothing trained (train --dry-run shows "
+			    "the whole plan)", p.nerrors, p.nerrors > 1 ? "s" : "");
+		size_t len = 0;
+		for (int i = 0; i < argc; i++)
+			len += strlen(argv[i]) + 1;
+		char *cmd = calloc(len + 1, 1);
+		for (int i = 0; cmd && i < argc; i++) {
+			strcat(cmd, argv[i]);
+			strcat(cmd, i + 1 < argc ? " " : "");
+		}
+		rc = run_train(&a, &p, cmd ? cmd : "");
+		free(cmd);
+		plan_free(&p);
+		free(about);
+		free(ignored);
+		return rc;
+	}
 	if (rc == 0) {
 		if (a.format == FMT_JSON ? report_json(&p, stdout) < 0 : (report_text(&p, stdout), 0))
 			die(EXIT_FAILED, "could not write the plan");

@@ -410,7 +410,7 @@ double model_forward(struct model *m, const int32_t *tokens, const int32_t *targ
 	int B = m->B, T = m->T, N = B * T, C = c->hidden, tp = c->tp;
 	int NH = c->heads / tp, HD = C / c->heads, F = c->ffn / tp;
 	size_t NC = (size_t)N * C;
-	float hd = c->hidden_dropout, ad = c->attention_dropout;
+	float hd = m->eval_mode ? 0 : c->hidden_dropout, ad = m->eval_mode ? 0 : c->attention_dropout;
 
 	o->to_device(m->tokens, tokens, (size_t)N * sizeof *tokens);
 	o->to_device(m->targets, targets, (size_t)N * sizeof *targets);
@@ -483,7 +483,7 @@ void model_backward(struct model *m, uint64_t rng)
 	int B = m->B, T = m->T, N = B * T, C = c->hidden, tp = c->tp;
 	int NH = c->heads / tp, HD = C / c->heads, F = c->ffn / tp, Vp = c->padded_vocab / tp;
 	size_t NC = (size_t)N * C;
-	float hd = c->hidden_dropout, ad = c->attention_dropout;
+	float hd = m->eval_mode ? 0 : c->hidden_dropout, ad = m->eval_mode ? 0 : c->attention_dropout;
 
 	/* logits already hold dloss/dlogits (fused into the forward's cross-entropy) */
 	o->matmul_bwd(a->dbtc, model_grad(m, m->wte), NULL, a->logits, a->lnf,

@@ -57,6 +57,7 @@ struct model {
 	struct model_config cfg;
 	const struct ops *ops;
 	int B, T;                          /* micro-batch shape the activations are sized for */
+	int eval_mode;                     /* 1: no dropout (validation) */
 
 	struct model_tensor *tensors;
 	int ntensors;

@@ -1,0 +1,49 @@
+/* ckpt - checkpoints that a kill -9 at any instant cannot damage (lmtk-checkpoint(5)).
+ *
+ *   SAVE/global_stepN/rank_tp00_pp000.safetensors   fp32 master weights, exp_avg.*, exp_avg_sq.*
+ *   SAVE/global_stepN/manifest.json                 iteration, counters, schedule, optimizer,
+ *                                                   layout, model, checksums
+ *   SAVE/latest                                     "global_stepN" (DeepSpeed's name)
+ *   SAVE/latest_checkpointed_iteration.txt          "N" (Megatron's name)
+ *
+ * A save builds the step directory under a temporary name, fsyncs every file and the directory,
+ * renames it into place, fsyncs SAVE, and only then replaces `latest` (atomically, last).  At any
+ * instant a crash leaves the previous checkpoint intact and `latest` naming a complete one; the
+ * worst case is a stray .global_stepN.tmp.* directory, removed by the next save.
+ *
+ * A load verifies before it trusts: the manifest parses, every shard has the recorded size and
+ * CRC-32C of its data, every tensor the model needs is there with its shape.  If the checkpoint
+ * `latest` names fails, the newest intact global_step* is loaded instead, saying why. */
+#ifndef TRAIN_CKPT_H
+#define TRAIN_CKPT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "train/model.h"
+#include "train/optim.h"
+#include "train/sched.h"
+
+struct ckpt_state {
+	int64_t iteration, consumed_samples, consumed_tokens;
+	int64_t data_position;         /* training samples drawn, skipped iterations included */
+	int64_t skipped_total, nan_total, spikes_total;
+	struct sched sched;
+	struct optim optim;
+	double loss_mean;              /* running mean of the loss, for spike detection */
+	int64_t loss_count;
+	int tp, pp, dp;
+};
+
+/* Saves iteration st->iteration.  `args` (the command line) is stored for the record.  0, or -1 +
+ * err; a failed save leaves the previous checkpoints as they were. */
+int ckpt_save(const char *dir, const struct model *m, const struct ckpt_state *st,
+	      const char *args, char *err, size_t errlen);
+
+/* Loads the newest intact checkpoint under dir into m and st.  1 loaded (path in `loaded`),
+ * 0 there is none (a fresh start), -1 + err when checkpoints exist but none can be used, or the
+ * model does not match them.  Fallbacks are reported through warn(). */
+int ckpt_load(const char *dir, struct model *m, struct ckpt_state *st, char *loaded,
+	      size_t loadedlen, char *err, size_t errlen);
+
+#endif

@@ -1,0 +1,199 @@
+/* matmul - the linear layers on cuBLASLt: y = x W^T + b and its two gradients.
+ *
+ * Row-major to column-major.  lmtk stores every matrix row-major, weights as [out, in]; cuBLAS
+ * is column-major.  A row-major (R,C) buffer read column-major is its transpose, a (C x R)
+ * matrix with leading dimension C, so each product is computed transposed:
+ *
+ *   forward   out(N,OC) = inp(N,IC) w(OC,IC)^T   as  out^T (OC x N) = op_T(w: IC x OC) inp^T (IC x N)
+ *             m=OC n=N k=IC, A=w (T, lda IC), B=inp (N, ldb IC), D=out (ldd OC); bias epilogue
+ *   dinp      dinp(N,IC) = dout(N,OC) w(OC,IC)   as  dinp^T (IC x N) = w^T (IC x OC) dout^T (OC x N)
+ *             m=IC n=N k=OC, A=w (N, lda IC), B=dout (N, ldb OC), D=dinp (ldd IC)
+ *   dw        dw(OC,IC) += dout^T(OC,N) inp(N,IC) as dw^T (IC x OC) += inp^T (IC x N) op_T(dout^T)
+ *             m=IC n=OC k=N, A=inp (N, lda IC), B=dout (T, ldb OC), D=C=dw fp32 (ldd IC), beta 1
+ *
+ * Precision: A and B are bf16, the accumulation fp32 (CUBLAS_COMPUTE_32F); out and dinp are
+ * written bf16, dw is read and written fp32 in place (beta = 1), so micro-batches accumulate in
+ * fp32 without a bf16 round trip.  The bias is added in the GEMM epilogue (CUBLASLT_EPILOGUE_BIAS,
+ * bias bf16 like the output) before the single rounding to bf16.  dbias is not taken from the
+ * BGRADB epilogue, which overwrites rather than accumulates: cu_colsum (reduce.cu) adds the column
+ * sums of dout in a fixed order.
+ *
+ * Plans.  Creating descriptors and asking the heuristic costs tens of microseconds, so each
+ * distinct (kind, shape, pointer alignment) gets a plan - descriptors plus the chosen algorithm -
+ * cached in a small table; a model has a handful of shapes.  The alignment of every pointer
+ * (up to 256 bytes) is part of the key and is given to the heuristic, which would otherwise assume
+ * 256-byte alignment and could pick a kernel that faults on a pointer into the middle of a
+ * parameter buffer.  When the heuristic finds nothing (odd leading dimensions) or cuBLASLt refuses
+ * the call, the plan falls back to cublasGemmEx with the same mapping, plus a separate bias kernel
+ * (the output is then rounded to bf16 twice: once after the GEMM, once after the bias).
+ *
+ * Determinism: cuBLAS(Lt) gives the same bits for the same algorithm, shapes and GPU model; the
+ * plan fixes the algorithm per shape and every call runs on the one stream with its own
+ * workspace, so runs repeat bit for bit. */
+#include <string.h>
+
+#include "train/cuda/common.cuh"
+
+enum { MM_FWD, MM_DINP, MM_DW };
+
+struct mm_plan {
+	int used;
+	int kind, m, n, k;
+	unsigned align[4];           /* A, B, D, bias (0: no bias) */
+	int ok;                      /* cuBLASLt has an algorithm; else cublasGemmEx */
+	cublasLtMatmulDesc_t desc;
+	cublasLtMatrixLayout_t a, b, d;
+	cublasLtMatmulAlgo_t algo;
+};
+
+#define MM_PLANS 64
+static struct mm_plan plans[MM_PLANS];
+static int plan_next;
+
+static unsigned align_of(const void *p)
+{
+	uintptr_t x = (uintptr_t)p;
+	if (!p)
+		return 0;
+	unsigned a = 1;
+	while (a < 256 && !(x & a))
+		a <<= 1;
+	return a;
+}
+
+static void plan_release(struct mm_plan *p)
+{
+	if (!p->used)
+		return;
+	if (p->desc)
+		cublasLtMatmulDescDestroy(p->desc);
+	if (p->a)
+		cublasLtMatrixLayoutDestroy(p->a);
+	if (p->b)
+		cublasLtMatrixLayoutDestroy(p->b);
+	if (p->d)
+		cublasLtMatrixLayoutDestroy(p->d);
+	memset(p, 0, sizeof *p);
+}
+
+/* A (stored rows x cols, column-major) is op(A) m x k; B is op(B) k x n; D is m x n. */
+static struct mm_plan *plan_get(int kind, cublasOperation_t ta, cublasOperation_t tb, int m,
+				int n, int k, int lda, int ldb, int ldd, cudaDataType_t dtype,
+				const void *A, const void *B, const void *D, const void *bias)
+{
+	unsigned al[4] = {align_of(A), align_of(B), align_of(D), align_of(bias)};
+	for (int i = 0; i < MM_PLANS; i++) {
+		struct mm_plan *p = &plans[i];
+		if (p->used && p->kind == kind && p->m == m && p->n == n && p->k == k &&
+		    !memcmp(p->align, al, sizeof al))
+			return p;
+	}
+	struct mm_plan *p = &plans[plan_next];
+	plan_next = (plan_next + 1) % MM_PLANS;
+	plan_release(p);
+	p->used = 1;
+	p->kind = kind, p->m = m, p->n = n, p->k = k;
+	memcpy(p->align, al, sizeof al);
+
+	BLAS_CHECK(cublasLtMatmulDescCreate(&p->desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+	int32_t opa = ta, opb = tb;
+	BLAS_CHECK(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_TRANSA, &opa,
+						  sizeof opa));
+	BLAS_CHECK(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_TRANSB, &opb,
+						  sizeof opb));
+	if (bias) {
+		cublasLtEpilogue_t epi = CUBLASLT_EPILOGUE_BIAS;
+		int32_t btype = CUDA_R_16BF;
+		BLAS_CHECK(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_EPILOGUE,
+							  &epi, sizeof epi));
+		BLAS_CHECK(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE,
+							  &btype, sizeof btype));
+		/* the heuristic reads the pointer's alignment */
+		BLAS_CHECK(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER,
+							  &bias, sizeof bias));
+	}
+	int arows = ta == CUBLAS_OP_N ? m : k, acols = ta == CUBLAS_OP_N ? k : m;
+	int brows = tb == CUBLAS_OP_N ? k : n, bcols = tb == CUBLAS_OP_N ? n : k;
+	BLAS_CHECK(cublasLtMatrixLayoutCreate(&p->a, CUDA_R_16BF, arows, acols, lda));
+	BLAS_CHECK(cublasLtMatrixLayoutCreate(&p->b, CUDA_R_16BF, brows, bcols, ldb));
+	BLAS_CHECK(cublasLtMatrixLayoutCreate(&p->d, dtype, m, n, ldd));
+
+	cublasLtMatmulPreference_t pref;
+	BLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref));
+	uint64_t ws = cu.lt_ws_size;
+	BLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
+							&ws, sizeof ws));
+	uint32_t aa = al[0], ab = al[1], ad = al[2];
+	BLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(
+		pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &aa, sizeof aa));
+	BLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(
+		pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &ab, sizeof ab));
+	BLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(
+		pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &ad, sizeof ad));
+	BLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(
+		pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &ad, sizeof ad));
+	cublasLtMatmulHeuristicResult_t res;
+	int nres = 0;
+	cublasStatus_t s = cublasLtMatmulAlgoGetHeuristic(cu.lt, p->desc, p->a, p->b, p->d, p->d,
+							  pref, 1, &res, &nres);
+	cublasLtMatmulPreferenceDestroy(pref);
+	if (s == CUBLAS_STATUS_SUCCESS && nres > 0 && res.state == CUBLAS_STATUS_SUCCESS) {
+		p->algo = res.algo;
+		p->ok = 1;
+	}
+	return p;
+}
+
+/* D (m x n, type dtype) = alpha op(A) op(B) + beta D (+ bias per row of D) */
+static void gemm(int kind, cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k,
+		 const void *A, int lda, const void *B, int ldb, void *D, cudaDataType_t dtype,
+		 int ldd, float beta, const void *bias)
+{
+	const float alpha = 1.0f;
+	struct mm_plan *p = plan_get(kind, ta, tb, m, n, k, lda, ldb, ldd, dtype, A, B, D, bias);
+	if (p->ok) {
+		if (bias)
+			BLAS_CHECK(cublasLtMatmulDescSetAttribute(
+				p->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias));
+		cublasStatus_t s = cublasLtMatmul(cu.lt, p->desc, &alpha, A, p->a, B, p->b, &beta,
+						  D, p->d, D, p->d, &p->algo, cu.lt_ws,
+						  cu.lt_ws_size, cu.stream);
+		if (s == CUBLAS_STATUS_SUCCESS)
+			return;
+		if (s != CUBLAS_STATUS_NOT_SUPPORTED && s != CUBLAS_STATUS_INVALID_VALUE)
+			cu_die("cublasLtMatmul (m=%d n=%d k=%d): %s", m, n, k,
+			       cublasLtGetStatusString(s));
+		p->ok = 0; /* this shape goes through cublasGemmEx from now on */
+	}
+	BLAS_CHECK(cublasGemmEx(cu.blas, ta, tb, m, n, k, &alpha, A, CUDA_R_16BF, lda, B,
+				CUDA_R_16BF, ldb, &beta, D, dtype, ldd, CUBLAS_COMPUTE_32F,
+				CUBLAS_GEMM_DEFAULT));
+	if (bias)
+		cu_bias_add(D, bias, n, m); /* D is out(N=n, OC=m) row-major */
+}
+
+/* out(N,OC) = inp(N,IC) w(OC,IC)^T + bias(OC) */
+void cu_matmul_fwd(void *out, const void *inp, const void *w, const void *bias, int N, int IC,
+		   int OC)
+{
+	if (N <= 0 || OC <= 0 || IC <= 0)
+		return;
+	gemm(MM_FWD, CUBLAS_OP_T, CUBLAS_OP_N, OC, N, IC, w, IC, inp, IC, out, CUDA_R_16BF, OC,
+	     0.0f, bias);
+}
+
+/* dinp(N,IC) = dout(N,OC) w(OC,IC); dw(OC,IC) += dout^T inp(N,IC); dbias(OC) += colsum(dout) */
+void cu_matmul_bwd(void *dinp, float *dw, float *dbias, const void *dout, const void *inp,
+		   const void *w, int N, int IC, int OC)
+{
+	if (N <= 0 || OC <= 0 || IC <= 0)
+		return;
+	if (dinp)
+		gemm(MM_DINP, CUBLAS_OP_N, CUBLAS_OP_N, IC, N, OC, w, IC, dout, OC, dinp,
+		     CUDA_R_16BF, IC, 0.0f, NULL);
+	if (dw)
+		gemm(MM_DW, CUBLAS_OP_N, CUBLAS_OP_T, IC, OC, N, inp, IC, dout, OC, dw, CUDA_R_32F,
+		     IC, 1.0f, NULL);
+	if (dbias)
+		cu_colsum(dbias, NULL, (const bf16 *)dout, NULL, NULL, NULL, N, OC);
+}

@@ -1,0 +1,155 @@
+/* norm - layer normalisation, forward and backward, one warp per row.
+ *
+ * A row of C bf16 values (C = 768 for GPT-2 small, 14336 for BLOOM-176B) is read by one warp,
+ * each lane taking V consecutive channels at a stride of 32 V (V = 8, 16-byte loads, when C is a
+ * multiple of 8 and the pointers are aligned; else 1).  The statistics are computed in fp32 with
+ * two passes over the row - the mean, then the mean of squared deviations - rather than the
+ * one-pass E[x^2] - E[x]^2, which cancels badly when |mean| >> std; the second and third reads of
+ * the row hit L1/L2 (a 14336-wide bf16 row is 28 KiB).  Variance is the biased one (/C) as in
+ * PyTorch; rstd = 1/sqrt(var + eps).  mean and rstd (N) are saved in fp32 for the backward.
+ *
+ * The backward splits its two jobs.  dinp is a per-row computation,
+ *   dinp += rstd * (dy*w - mean(dy*w) - xhat * mean(dy*w * xhat)),
+ * again warp-per-row, reading dinp (bf16), adding in fp32 and writing bf16 once (the residual
+ * stream's gradient accumulates here).  dw += sum_n dy*xhat and db += sum_n dy are column sums
+ * over all rows; they go to cu_colsum (reduce.cu), whose fixed two-pass slicing makes them
+ * deterministic without float atomics.  The price is reading dy and x a second time, which is
+ * cheap next to the GEMMs around a layer norm. */
+#include "train/cuda/common.cuh"
+
+#define LN_WARPS 8 /* rows per block */
+
+/* out(N,C) = (inp - mean) * rstd * w + b; mean, rstd (N).  One warp per row. */
+template <int V>
+__global__ __launch_bounds__(LN_WARPS * 32) void ln_fwd_k(bf16 *out, float *mean, float *rstd,
+							  const bf16 *inp, const bf16 *w,
+							  const bf16 *b, int N, int C, float eps)
+{
+	int lane = threadIdx.x & 31;
+	int row = blockIdx.x * LN_WARPS + (threadIdx.x >> 5);
+	if (row >= N)
+		return; /* whole warp: the shuffles below stay within a warp */
+	const bf16 *x = inp + (size_t)row * C;
+	bf16 *y = out + (size_t)row * C;
+
+	float sum = 0.0f;
+	for (int c = lane * V; c < C; c += 32 * V) {
+		float xv[V];
+		ld_act<V>(xv, x + c);
+#pragma unroll
+		for (int k = 0; k < V; k++)
+			sum += xv[k];
+	}
+	float mu = warp_sum(sum) / (float)C;
+
+	float sq = 0.0f;
+	for (int c = lane * V; c < C; c += 32 * V) {
+		float xv[V];
+		ld_act<V>(xv, x + c);
+#pragma unroll
+		for (int k = 0; k < V; k++) {
+			float d = xv[k] - mu;
+			sq += d * d;
+		}
+	}
+	float rs = 1.0f / sqrtf(warp_sum(sq) / (float)C + eps);
+
+	for (int c = lane * V; c < C; c += 32 * V) {
+		float xv[V], wv[V], bv[V] = {}, yv[V];
+		ld_act<V>(xv, x + c);
+		ld_act<V>(wv, w + c);
+		if (b)
+			ld_act<V>(bv, b + c);
+#pragma unroll
+		for (int k = 0; k < V; k++)
+			yv[k] = (xv[k] - mu) * rs * wv[k] + bv[k];
+		st_act<V>(y + c, yv);
+	}
+	if (lane == 0) {
+		mean[row] = mu;
+		rstd[row] = rs;
+	}
+}
+
+/* dinp(N,C) += rstd * (dy*w - mean_c(dy*w) - xhat * mean_c(dy*w*xhat)).  One warp per row. */
+template <int V>
+__global__ __launch_bounds__(LN_WARPS * 32) void ln_bwd_dinp_k(bf16 *dinp, const bf16 *dout,
+							       const bf16 *inp, const bf16 *w,
+							       const float *mean,
+							       const float *rstd, int N, int C)
+{
+	int lane = threadIdx.x & 31;
+	int row = blockIdx.x * LN_WARPS + (threadIdx.x >> 5);
+	if (row >= N)
+		return;
+	const bf16 *x = inp + (size_t)row * C, *dy = dout + (size_t)row * C;
+	bf16 *dx = dinp + (size_t)row * C;
+	float mu = mean[row], rs = rstd[row];
+
+	float s1 = 0.0f, s2 = 0.0f;
+	for (int c = lane * V; c < C; c += 32 * V) {
+		float xv[V], gv[V], wv[V];
+		ld_act<V>(xv, x + c);
+		ld_act<V>(gv, dy + c);
+		ld_act<V>(wv, w + c);
+#pragma unroll
+		for (int k = 0; k < V; k++) {
+			float dn = gv[k] * wv[k];
+			s1 += dn;
+			s2 += dn * ((xv[k] - mu) * rs);
+		}
+	}
+	s1 = warp_sum(s1) / (float)C;
+	s2 = warp_sum(s2) / (float)C;
+
+	for (int c = lane * V; c < C; c += 32 * V) {
+		float xv[V], gv[V], wv[V], dv[V];
+		ld_act<V>(xv, x + c);
+		ld_act<V>(gv, dy + c);
+		ld_act<V>(wv, w + c);
+		ld_act<V>(dv, dx + c);
+#pragma unroll
+		for (int k = 0; k < V; k++) {
+			float xhat = (xv[k] - mu) * rs;
+			dv[k] += rs * (gv[k] * wv[k] - s1 - xhat * s2);
+		}
+		st_act<V>(dx + c, dv);
+	}
+}
+
+void cu_layernorm_fwd(void *out, float *mean, float *rstd, const void *inp, const void *w,
+		      const void *b, int N, int C, float eps)
+{
+	if (N <= 0 || C <= 0)
+		return;
+	unsigned grid = (unsigned)((N + LN_WARPS - 1) / LN_WARPS);
+	if (cu_vec8((size_t)C, out, inp, w, b))
+		ln_fwd_k<8><<<grid, LN_WARPS * 32, 0, cu.stream>>>(
+			(bf16 *)out, mean, rstd, (const bf16 *)inp, (const bf16 *)w,
+			(const bf16 *)b, N, C, eps);
+	else
+		ln_fwd_k<1><<<grid, LN_WARPS * 32, 0, cu.stream>>>(
+			(bf16 *)out, mean, rstd, (const bf16 *)inp, (const bf16 *)w,
+			(const bf16 *)b, N, C, eps);
+	CU_LAUNCHED("layernorm_fwd");
+}
+
+void cu_layernorm_bwd(void *dinp, float *dw, float *db, const void *dout, const void *inp,
+		      const void *w, const float *mean, const float *rstd, int N, int C)
+{
+	if (N <= 0 || C <= 0)
+		return;
+	if (dinp) {
+		unsigned grid = (unsigned)((N + LN_WARPS - 1) / LN_WARPS);
+		if (cu_vec8((size_t)C, dinp, dout, inp, w))
+			ln_bwd_dinp_k<8><<<grid, LN_WARPS * 32, 0, cu.stream>>>(
+				(bf16 *)dinp, (const bf16 *)dout, (const bf16 *)inp,
+				(const bf16 *)w, mean, rstd, N, C);
+		else
+			ln_bwd_dinp_k<1><<<grid, LN_WARPS * 32, 0, cu.stream>>>(
+				(bf16 *)dinp, (const bf16 *)dout, (const bf16 *)inp,
+				(const bf16 *)w, mean, rstd, N, C);
+		CU_LAUNCHED("layernorm_bwd_dinp");
+	}
+	cu_colsum(db, dw, (const bf16 *)dout, (const bf16 *)inp, mean, rstd, N, C);
+}

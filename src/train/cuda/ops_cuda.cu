@@ -1,0 +1,288 @@
+/* ops_cuda - the CUDA backend's entry point: opening the device, memory, and the ops table.
+ *
+ * train loads bin/train-cuda.so with dlopen only when asked for a GPU and calls the one exported
+ * symbol, lmtk_ops_cuda(device, err, errlen) (OPS_CUDA_SYMBOL in ops.h).  Everything else in the
+ * plugin has hidden visibility.  Opening checks the driver and the device (a missing or too old
+ * driver and a machine without GPUs come back as NULL with a sentence in err, never as an exit),
+ * then creates the stream, the cuBLAS and cuBLASLt handles and the small pinned buffers that
+ * sumsq and all_finite return their results through.  The backend is process-wide: opening it
+ * again for the same device returns the same table, for another device is an error.
+ *
+ * Numerics, the recipe that kept BLOOM-176B stable: activations and working weights are bf16
+ * (act_size 2); master weights, gradients, Adam moments and statistics are fp32; every reduction
+ * accumulates in fp32 (sumsq in fp64) and every GEMM in fp32 (CUBLAS_COMPUTE_32F), with weight
+ * gradients accumulated straight into fp32 buffers.  Every reduction has a fixed shape that
+ * depends only on the problem size, never on timing or atomics, so two runs on the same GPU
+ * model give the same bits.
+ *
+ * Memory: alloc is cudaMalloc plus a memset queued on the stream (so the zeroes are ordered
+ * before any later op); free synchronises the stream first, so a buffer is never released under a
+ * kernel still reading it.  to_device and to_host copy on the stream; to_host returns only when
+ * the data has arrived. */
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "train/cuda/common.cuh"
+
+struct cuda_state cu;
+static struct ops cuda_ops;
+static char device_desc[256];
+static int opened;
+
+/* --- errors --- */
+
+void cu_die(const char *fmt, ...)
+{
+	va_list ap;
+	fflush(stdout);
+	fputs("train: cuda: ", stderr);
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fputc('\n', stderr);
+	exit(3); /* EXIT_FAILED: could not do the job */
+}
+
+void cu_check_(cudaError_t e, const char *what, const char *file, int line)
+{
+	if (e != cudaSuccess)
+		cu_die("%s: %s (%s:%d)", what, cudaGetErrorString(e), file, line);
+}
+
+void cu_blas_check_(cublasStatus_t s, const char *what, const char *file, int line)
+{
+	if (s != CUBLAS_STATUS_SUCCESS)
+		cu_die("%s: %s (%s:%d)", what, cublasGetStatusString(s), file, line);
+}
+
+void cu_launched_(const char *kernel, const char *file, int line)
+{
+	cudaError_t e = cudaGetLastError();
+	if (e == cudaSuccess && cu.debug_sync)
+		e = cudaStreamSynchronize(cu.stream);
+	if (e != cudaSuccess)
+		cu_die("kernel %s: %s (%s:%d)", kernel, cudaGetErrorString(e), file, line);
+}
+
+void *cu_scratch(size_t bytes)
+{
+	if (bytes <= cu.scratch_size)
+		return cu.scratch;
+	size_t size = cu.scratch_size * 2 > bytes ? cu.scratch_size * 2 : bytes;
+	size = cu_round256(size);
+	CU_CHECK(cudaStreamSynchronize(cu.stream)); /* the old buffer may still be read */
+	if (cu.scratch)
+		CU_CHECK(cudaFree(cu.scratch));
+	cu.scratch = NULL;
+	cu.scratch_size = 0;
+	if (cudaMalloc(&cu.scratch, size) != cudaSuccess) {
+		(void)cudaGetLastError();
+		if (cudaMalloc(&cu.scratch, bytes) != cudaSuccess)
+			cu_die("out of GPU memory for %zu bytes of scratch space; "
+			       "try a smaller --micro-batch-size", bytes);
+		size = bytes;
+	}
+	cu.scratch_size = size;
+	return cu.scratch;
+}
+
+/* --- memory --- */
+
+static void *cuda_alloc(size_t bytes)
+{
+	void *p = NULL;
+	if (bytes == 0)
+		bytes = 256; /* a distinct, valid pointer */
+	if (cudaMalloc(&p, bytes) != cudaSuccess) {
+		(void)cudaGetLastError(); /* out of memory is the caller's to report */
+		return NULL;
+	}
+	CU_CHECK(cudaMemsetAsync(p, 0, bytes, cu.stream));
+	return p;
+}
+
+static void cuda_free(void *p)
+{
+	if (!p)
+		return;
+	CU_CHECK(cudaStreamSynchronize(cu.stream));
+	CU_CHECK(cudaFree(p));
+}
+
+static void cuda_zero(void *p, size_t bytes)
+{
+	if (bytes)
+		CU_CHECK(cudaMemsetAsync(p, 0, bytes, cu.stream));
+}
+
+static void cuda_to_device(void *dst, const void *src, size_t bytes)
+{
+	/* From pageable memory the call returns once src has been staged, so the caller may reuse
+	 * it at once; the copy itself is ordered on the stream. */
+	if (bytes)
+		CU_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, cu.stream));
+}
+
+static void cuda_to_host(void *dst, const void *src, size_t bytes)
+{
+	if (bytes)
+		CU_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, cu.stream));
+	CU_CHECK(cudaStreamSynchronize(cu.stream));
+}
+
+static void cuda_sync(void)
+{
+	CU_CHECK(cudaStreamSynchronize(cu.stream));
+}
+
+/* --- opening --- */
+
+/* Dense bf16 tensor-core peak by product name (NVIDIA data sheets, without sparsity). */
+static double peak_bf16(const char *name)
+{
+	if (strstr(name, "H100") || strstr(name, "H200") || strstr(name, "GH200")) {
+		if (strstr(name, "PCIe"))
+			return 756e12;
+		if (strstr(name, "NVL"))
+			return 835e12;
+		return 989e12; /* SXM5 / HBM3 / HBM3e boards */
+	}
+	if (strstr(name, "A100"))
+		return 312e12;
+	return 0;
+}
+
+static void close_partial(void)
+{
+	if (cu.lt_ws)
+		cudaFree(cu.lt_ws);
+	if (cu.dsmall)
+		cudaFree(cu.dsmall);
+	if (cu.hsmall)
+		cudaFreeHost(cu.hsmall);
+	if (cu.lt)
+		cublasLtDestroy(cu.lt);
+	if (cu.blas)
+		cublasDestroy(cu.blas);
+	if (cu.stream)
+		cudaStreamDestroy(cu.stream);
+	memset(&cu, 0, sizeof cu);
+}
+
+static void fill_table(void)
+{
+	struct ops *o = &cuda_ops;
+	o->name = "cuda";
+	o->device = device_desc;
+	o->act_size = sizeof(bf16);
+	o->alloc = cuda_alloc;
+	o->free = cuda_free;
+	o->zero = cuda_zero;
+	o->to_device = cuda_to_device;
+	o->to_host = cuda_to_host;
+	o->sync = cuda_sync;
+	o->f32_to_act = cu_f32_to_act;
+	o->act_to_f32 = cu_act_to_f32;
+	o->embed_fwd = cu_embed_fwd;
+	o->embed_bwd = cu_embed_bwd;
+	o->layernorm_fwd = cu_layernorm_fwd;
+	o->layernorm_bwd = cu_layernorm_bwd;
+	o->matmul_fwd = cu_matmul_fwd;
+	o->matmul_bwd = cu_matmul_bwd;
+	o->attention_fwd = cu_attention_fwd;
+	o->attention_bwd = cu_attention_bwd;
+	o->gelu_fwd = cu_gelu_fwd;
+	o->gelu_bwd = cu_gelu_bwd;
+	o->residual_fwd = cu_residual_fwd;
+	o->dropout_bwd = cu_dropout_bwd;
+	o->dropout_fwd = cu_dropout_fwd;
+	o->add = cu_add;
+	o->xent_fwd_bwd = cu_xent_fwd_bwd;
+	o->sumsq = cu_sumsq;
+	o->all_finite = cu_all_finite;
+	o->scale = cu_scale;
+	o->adamw = cu_adamw;
+}
+
+#define OPEN_FAIL(...)                                                                             \
+	do {                                                                                       \
+		if (err && errlen)                                                                 \
+			snprintf(err, errlen, __VA_ARGS__);                                        \
+		close_partial();                                                                   \
+		return NULL;                                                                       \
+	} while (0)
+
+extern "C" __attribute__((visibility("default"))) const struct ops *
+lmtk_ops_cuda(int device, char *err, size_t errlen)
+{
+	if (opened) {
+		if (device == cu.dev)
+			return &cuda_ops;
+		if (err && errlen)
+			snprintf(err, errlen, "cuda: backend already open on GPU %d, cannot also "
+				 "open GPU %d in one process", cu.dev, device);
+		return NULL;
+	}
+
+	int count = 0, rt = 0, drv = 0;
+	cudaError_t e = cudaGetDeviceCount(&count);
+	cudaRuntimeGetVersion(&rt);
+	cudaDriverGetVersion(&drv);
+	if (e == cudaErrorInsufficientDriver && drv == 0)
+		OPEN_FAIL("cuda: no NVIDIA driver found (libcuda.so is missing); use --device cpu");
+	if (e == cudaErrorInsufficientDriver)
+		OPEN_FAIL("cuda: the NVIDIA driver (CUDA %d.%d) is older than this build's runtime "
+			  "(CUDA %d.%d); update the driver or rebuild train-cuda.so with a matching "
+			  "toolkit", drv / 1000, drv % 1000 / 10, rt / 1000, rt % 1000 / 10);
+	if (e == cudaErrorNoDevice || (e == cudaSuccess && count == 0))
+		OPEN_FAIL("cuda: no CUDA GPU found (use --device cpu)");
+	if (e != cudaSuccess)
+		OPEN_FAIL("cuda: cannot use the CUDA driver: %s (%s); use --device cpu",
+			  cudaGetErrorString(e), cudaGetErrorName(e));
+	if (device < 0 || device >= count)
+		OPEN_FAIL("cuda: GPU %d does not exist: this machine has %d (0..%d)", device, count,
+			  count - 1);
+
+	struct cudaDeviceProp prop;
+	if ((e = cudaGetDeviceProperties(&prop, device)) != cudaSuccess)
+		OPEN_FAIL("cuda: GPU %d: %s", device, cudaGetErrorString(e));
+	if (prop.major < 8)
+		OPEN_FAIL("cuda: GPU %d (%s) has compute capability %d.%d; the CUDA backend needs "
+			  "8.0 or newer (bf16)", device, prop.name, prop.major, prop.minor);
+	if ((e = cudaSetDevice(device)) != cudaSuccess)
+		OPEN_FAIL("cuda: cannot select GPU %d: %s", device, cudaGetErrorString(e));
+
+	memset(&cu, 0, sizeof cu);
+	cu.dev = device;
+	cu.nsm = prop.multiProcessorCount;
+	const char *dbg = getenv("LMTK_CUDA_SYNC");
+	cu.debug_sync = dbg && *dbg && strcmp(dbg, "0") != 0;
+	if ((e = cudaStreamCreateWithFlags(&cu.stream, cudaStreamNonBlocking)) != cudaSuccess)
+		OPEN_FAIL("cuda: cannot create a stream: %s", cudaGetErrorString(e));
+	cublasStatus_t s;
+	if ((s = cublasCreate(&cu.blas)) != CUBLAS_STATUS_SUCCESS)
+		OPEN_FAIL("cuda: cuBLAS: %s", cublasGetStatusString(s));
+	if ((s = cublasSetStream(cu.blas, cu.stream)) != CUBLAS_STATUS_SUCCESS)
+		OPEN_FAIL("cuda: cuBLAS: %s", cublasGetStatusString(s));
+	if ((s = cublasLtCreate(&cu.lt)) != CUBLAS_STATUS_SUCCESS)
+		OPEN_FAIL("cuda: cuBLASLt: %s", cublasLtGetStatusString(s));
+	cu.lt_ws_size = (size_t)32 << 20; /* what cuBLAS itself reserves on Hopper */
+	if ((e = cudaMalloc(&cu.lt_ws, cu.lt_ws_size)) != cudaSuccess ||
+	    (e = cudaMalloc(&cu.dsmall, 256)) != cudaSuccess ||
+	    (e = cudaMallocHost(&cu.hsmall, 256)) != cudaSuccess)
+		OPEN_FAIL("cuda: GPU %d: %s", device, cudaGetErrorString(e));
+
+	snprintf(device_desc, sizeof device_desc, "%s, %.1f GiB, sm_%d%d, %d SMs, driver %d.%d",
+		 prop.name, (double)prop.totalGlobalMem / (1024.0 * 1024.0 * 1024.0), prop.major,
+		 prop.minor, prop.multiProcessorCount, drv / 1000, drv % 1000 / 10);
+	fill_table();
+	cuda_ops.peak_flops = peak_bf16(prop.name);
+	opened = 1;
+
+	ops_cuda_fn check = lmtk_ops_cuda; /* the exported symbol has the type train expects */
+	(void)check;
+	return &cuda_ops;
+}

@@ -1,0 +1,245 @@
+/* pointwise - element-wise kernels: GeLU, residual add with dropout, dropout, add, bias add and the
+ * fp32 <-> bf16 conversions.
+ *
+ * All are memory-bound, so the only design question is access width: a thread handles "units" of
+ * V elements, V = 8 (one 16-byte load per bf16 operand) when n is a multiple of 8 and every
+ * pointer is 16-byte aligned, else V = 1; grid-stride loops with the grid capped at 32 blocks per
+ * SM.  Arithmetic is fp32 with one rounding to bf16 at the store.
+ *
+ * Dropout draws element i's mask with philox_keep(seed, i, p) from philox.h, the same function
+ * the CPU backend calls, so both backends drop the same elements, and the backward regenerates
+ * the forward's mask from (seed, i) instead of storing it.  Element i is the flat index into the
+ * buffer handed to the op (the model chooses seed and buffer per dropout site).  p = 0 skips the
+ * generator: philox_keep would return exactly 1.0 for every element.  Each element calls
+ * philox_keep on its own (four elements share one Philox block, so this does 4x the integer work
+ * it could); it is cheap next to the memory traffic and keeps the mask definition in one place.
+ *
+ * GeLU is the tanh approximation (Megatron's fused bias-gelu, HF BLOOM):
+ *   y = x/2 (1 + tanh(k (x + 0.044715 x^3))), k = sqrt(2/pi),
+ *   dy/dx = (1 + t)/2 + x/2 (1 - t^2) k (1 + 3 * 0.044715 x^2), t = tanh(...). */
+#include "train/cuda/common.cuh"
+#include "train/philox.h"
+
+#define PW_T 256
+#define GELU_K 0.7978845608028654f /* sqrt(2/pi) */
+#define GELU_C 0.044715f
+
+#define FOR_UNITS(u, units)                                                                        \
+	for (size_t u = blockIdx.x * (size_t)blockDim.x + threadIdx.x; u < (units);                \
+	     u += (size_t)gridDim.x * blockDim.x)
+
+/* out(n) = gelu(inp(n)) */
+template <int V> __global__ void gelu_fwd_k(bf16 *out, const bf16 *inp, size_t units)
+{
+	FOR_UNITS(u, units)
+	{
+		float x[V], y[V];
+		ld_act<V>(x, inp + u * V);
+#pragma unroll
+		for (int k = 0; k < V; k++) {
+			float v = x[k];
+			float t = tanhf(GELU_K * (v + GELU_C * v * v * v));
+			y[k] = 0.5f * v * (1.0f + t);
+		}
+		st_act<V>(out + u * V, y);
+	}
+}
+
+/* dinp(n) = dout(n) * gelu'(inp(n)) */
+template <int V>
+__global__ void gelu_bwd_k(bf16 *dinp, const bf16 *inp, const bf16 *dout, size_t units)
+{
+	FOR_UNITS(u, units)
+	{
+		float x[V], g[V], d[V];
+		ld_act<V>(x, inp + u * V);
+		ld_act<V>(g, dout + u * V);
+#pragma unroll
+		for (int k = 0; k < V; k++) {
+			float v = x[k];
+			float t = tanhf(GELU_K * (v + GELU_C * v * v * v));
+			float dy = 0.5f * (1.0f + t) +
+				   0.5f * v * (1.0f - t * t) * GELU_K * (1.0f + 3.0f * GELU_C * v * v);
+			d[k] = g[k] * dy;
+		}
+		st_act<V>(dinp + u * V, d);
+	}
+}
+
+/* out(n) = res(n) + x(n) * keep(seed, i, p) */
+template <int V>
+__global__ void residual_fwd_k(bf16 *out, const bf16 *res, const bf16 *x, size_t units, float p,
+			       uint64_t seed)
+{
+	FOR_UNITS(u, units)
+	{
+		float r[V], xv[V];
+		ld_act<V>(r, res + u * V);
+		ld_act<V>(xv, x + u * V);
+#pragma unroll
+		for (int k = 0; k < V; k++) {
+			float keep = p > 0.0f ? philox_keep(seed, (uint64_t)u * V + k, p) : 1.0f;
+			r[k] += xv[k] * keep;
+		}
+		st_act<V>(out + u * V, r);
+	}
+}
+
+/* dst(n) = src(n) * keep(seed, i, p); dst may be src */
+template <int V>
+__global__ void dropout_k(bf16 *dst, const bf16 *src, size_t units, float p, uint64_t seed)
+{
+	FOR_UNITS(u, units)
+	{
+		float xv[V];
+		ld_act<V>(xv, src + u * V);
+#pragma unroll
+		for (int k = 0; k < V; k++)
+			xv[k] *= philox_keep(seed, (uint64_t)u * V + k, p);
+		st_act<V>(dst + u * V, xv);
+	}
+}
+
+/* acc(n) += x(n) */
+template <int V> __global__ void add_k(bf16 *acc, const bf16 *x, size_t units)
+{
+	FOR_UNITS(u, units)
+	{
+		float a[V], b[V];
+		ld_act<V>(a, acc + u * V);
+		ld_act<V>(b, x + u * V);
+#pragma unroll
+		for (int k = 0; k < V; k++)
+			a[k] += b[k];
+		st_act<V>(acc + u * V, a);
+	}
+}
+
+template <int V> __global__ void f32_to_act_k(bf16 *dst, const float *src, size_t units)
+{
+	FOR_UNITS(u, units)
+	{
+		float f[V];
+		ld_f32<V>(f, src + u * V);
+		st_act<V>(dst + u * V, f);
+	}
+}
+
+template <int V> __global__ void act_to_f32_k(float *dst, const bf16 *src, size_t units)
+{
+	FOR_UNITS(u, units)
+	{
+		float f[V];
+		ld_act<V>(f, src + u * V);
+		st_f32<V>(dst + u * V, f);
+	}
+}
+
+/* out(N,OC) += bias(OC) broadcast over rows (the cublasGemmEx fallback of matmul_fwd) */
+__global__ void bias_add_k(bf16 *out, const bf16 *bias, size_t n, int OC)
+{
+	FOR_UNITS(i, n)
+	{
+		float v = __bfloat162float(out[i]) + __bfloat162float(bias[i % (size_t)OC]);
+		out[i] = __float2bfloat16(v);
+	}
+}
+
+/* Launches kern<8> when vec, else kern<1>, over `units` work items (n/8 or n). */
+#define PW_LAUNCH(kern, vec, units, ...)                                                           \
+	do {                                                                                       \
+		if (vec)                                                                           \
+			kern<8><<<cu_grid(units, PW_T), PW_T, 0, cu.stream>>>(__VA_ARGS__);        \
+		else                                                                               \
+			kern<1><<<cu_grid(units, PW_T), PW_T, 0, cu.stream>>>(__VA_ARGS__);        \
+		CU_LAUNCHED(#kern);                                                                \
+	} while (0)
+
+void cu_gelu_fwd(void *out, const void *inp, size_t n)
+{
+	if (!n)
+		return;
+	int v = cu_vec8(n, out, inp);
+	size_t units = v ? n / 8 : n;
+	PW_LAUNCH(gelu_fwd_k, v, units, (bf16 *)out, (const bf16 *)inp, units);
+}
+
+void cu_gelu_bwd(void *dinp, const void *inp, const void *dout, size_t n)
+{
+	if (!n)
+		return;
+	int v = cu_vec8(n, dinp, inp, dout);
+	size_t units = v ? n / 8 : n;
+	PW_LAUNCH(gelu_bwd_k, v, units, (bf16 *)dinp, (const bf16 *)inp, (const bf16 *)dout, units);
+}
+
+void cu_residual_fwd(void *out, const void *res, const void *x, size_t n, float p, uint64_t seed)
+{
+	if (!n)
+		return;
+	int v = cu_vec8(n, out, res, x);
+	size_t units = v ? n / 8 : n;
+	PW_LAUNCH(residual_fwd_k, v, units, (bf16 *)out, (const bf16 *)res, (const bf16 *)x, units, p,
+		  seed);
+}
+
+void cu_dropout_bwd(void *dx, const void *dout, size_t n, float p, uint64_t seed)
+{
+	if (!n)
+		return;
+	if (p <= 0.0f) { /* mask of all ones: a copy */
+		if (dx != dout)
+			CU_CHECK(cudaMemcpyAsync(dx, dout, n * sizeof(bf16), cudaMemcpyDeviceToDevice,
+						 cu.stream));
+		return;
+	}
+	int v = cu_vec8(n, dx, dout);
+	size_t units = v ? n / 8 : n;
+	PW_LAUNCH(dropout_k, v, units, (bf16 *)dx, (const bf16 *)dout, units, p, seed);
+}
+
+void cu_dropout_fwd(void *x, size_t n, float p, uint64_t seed)
+{
+	if (!n || p <= 0.0f)
+		return;
+	int v = cu_vec8(n, x);
+	size_t units = v ? n / 8 : n;
+	PW_LAUNCH(dropout_k, v, units, (bf16 *)x, (const bf16 *)x, units, p, seed);
+}
+
+void cu_add(void *acc, const void *x, size_t n)
+{
+	if (!n)
+		return;
+	int v = cu_vec8(n, acc, x);
+	size_t units = v ? n / 8 : n;
+	PW_LAUNCH(add_k, v, units, (bf16 *)acc, (const bf16 *)x, units);
+}
+
+void cu_f32_to_act(void *dst, const float *src, size_t n)
+{
+	if (!n)
+		return;
+	int v = cu_vec8(n, dst, src);
+	size_t units = v ? n / 8 : n;
+	PW_LAUNCH(f32_to_act_k, v, units, (bf16 *)dst, src, units);
+}
+
+void cu_act_to_f32(float *dst, const void *src, size_t n)
+{
+	if (!n)
+		return;
+	int v = cu_vec8(n, dst, src);
+	size_t units = v ? n / 8 : n;
+	PW_LAUNCH(act_to_f32_k, v, units, dst, (const bf16 *)src, units);
+}
+
+void cu_bias_add(void *out, const void *bias, int N, int OC)
+{
+	size_t n = (size_t)N * OC;
+	if (!n)
+		return;
+	bias_add_k<<<cu_grid(n, PW_T), PW_T, 0, cu.stream>>>((bf16 *)out, (const bf16 *)bias, n,
+							      OC);
+	CU_LAUNCHED("bias_add");
+}

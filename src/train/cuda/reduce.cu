@@ -1,0 +1,215 @@
+/* reduce - deterministic reductions: column sums (bias and layer-norm weight gradients) and the
+ * whole-array sum of squares and finiteness check the optimizer needs.
+ *
+ * No float atomics anywhere: the order in which partial sums meet is fixed by the problem size,
+ * so a run repeats bit for bit and a test can compare gradients for equality.  Both reductions
+ * work in two passes.
+ *
+ * Column sums of a (N,C) bf16 matrix: the rows are cut into S slices of R consecutive rows (S and
+ * R depend only on N).  Pass one launches a (channel tile, slice) grid; a block is 32 x 8 threads,
+ * each thread owning V consecutive channels (V = 8 with 16-byte loads, else 1) and summing every
+ * 8th row of the slice in increasing order; the 8 row-lanes are then added in order through
+ * shared memory and the block writes one fp32 partial per channel and slice.  Pass two adds the S
+ * partials of each channel in slice order into the destination (+=).  The layer-norm variant sums
+ * dy * xhat next to dy in the same pass, recomputing xhat from the saved mean and rstd instead of
+ * storing it.  Reading a row slice per block keeps loads coalesced along channels; the partials
+ * cost S * C floats of scratch (S <= 256).
+ *
+ * Sum of squares: a grid whose size depends only on n accumulates x*x in fp64 per thread
+ * (grid-stride), reduces each block in a fixed tree, and a one-thread pass adds the block
+ * partials in order.  The result is copied to pinned host memory and the stream synchronised;
+ * the interface returns a double, so every call is a synchronisation point (call it on the one
+ * flat gradient buffer, not per tensor).  all_finite raises a device flag on any Inf/NaN; every
+ * writer stores the same 1, so the race is benign. */
+#include "train/cuda/common.cuh"
+
+#define CS_TX 32 /* channel lanes per block (each V channels) */
+#define CS_TY 8  /* row lanes per block */
+
+/* part(S,C) = per-slice column sums of dy(N,C); with LN also part(S..2S, C) of dy * xhat.
+ * grid (ceil(C / (32 V)), S), block (32, 8). */
+template <int V, bool LN>
+__global__ __launch_bounds__(CS_TX *CS_TY) void colsum_part_k(float *part, const bf16 *dy,
+							      const bf16 *x, const float *mean,
+							      const float *rstd, int N, int C,
+							      int R, int S)
+{
+	__shared__ float red[LN ? 2 : 1][CS_TY][CS_TX * V];
+	int tx = threadIdx.x, ty = threadIdx.y;
+	int c = (blockIdx.x * CS_TX + tx) * V; /* first of this thread's V channels */
+	int s = blockIdx.y;
+	int r0 = s * R, r1 = min(N, r0 + R);
+	float a0[V], a1[V];
+#pragma unroll
+	for (int k = 0; k < V; k++)
+		a0[k] = a1[k] = 0.0f;
+	if (c < C) {
+		for (int n = r0 + ty; n < r1; n += CS_TY) {
+			float g[V];
+			ld_act<V>(g, dy + (size_t)n * C + c);
+			if constexpr (LN) {
+				float xv[V];
+				ld_act<V>(xv, x + (size_t)n * C + c);
+				float mu = mean[n], rs = rstd[n];
+#pragma unroll
+				for (int k = 0; k < V; k++)
+					a1[k] += g[k] * ((xv[k] - mu) * rs);
+			}
+#pragma unroll
+			for (int k = 0; k < V; k++)
+				a0[k] += g[k];
+		}
+	}
+#pragma unroll
+	for (int k = 0; k < V; k++) {
+		red[0][ty][tx * V + k] = a0[k];
+		if constexpr (LN)
+			red[LN ? 1 : 0][ty][tx * V + k] = a1[k];
+	}
+	__syncthreads();
+	if (ty == 0 && c < C) {
+#pragma unroll
+		for (int k = 0; k < V; k++) {
+			float t0 = 0.0f, t1 = 0.0f;
+			for (int y = 0; y < CS_TY; y++) {
+				t0 += red[0][y][tx * V + k];
+				if constexpr (LN)
+					t1 += red[LN ? 1 : 0][y][tx * V + k];
+			}
+			part[(size_t)s * C + c + k] = t0;
+			if constexpr (LN)
+				part[(size_t)(S + s) * C + c + k] = t1;
+		}
+	}
+}
+
+/* d0(C) += sum over slices of part(S,C); d1(C) += sum of part(S..2S, C).  One thread a channel. */
+__global__ void colsum_fin_k(float *d0, float *d1, const float *part, int C, int S)
+{
+	int c = blockIdx.x * blockDim.x + threadIdx.x;
+	if (c >= C)
+		return;
+	if (d0) {
+		float t = 0.0f;
+		for (int s = 0; s < S; s++)
+			t += part[(size_t)s * C + c];
+		d0[c] += t;
+	}
+	if (d1) {
+		float t = 0.0f;
+		for (int s = 0; s < S; s++)
+			t += part[(size_t)(S + s) * C + c];
+		d1[c] += t;
+	}
+}
+
+template <int V, bool LN>
+static void colsum_launch(float *part, const bf16 *dy, const bf16 *x, const float *mean,
+			  const float *rstd, int N, int C, int R, int S)
+{
+	dim3 grid((unsigned)((C + CS_TX * V - 1) / (CS_TX * V)), (unsigned)S), block(CS_TX, CS_TY);
+	colsum_part_k<V, LN><<<grid, block, 0, cu.stream>>>(part, dy, x, mean, rstd, N, C, R, S);
+	CU_LAUNCHED("colsum_part");
+}
+
+void cu_colsum(float *d0, float *d1, const bf16 *dy, const bf16 *x, const float *mean,
+	       const float *rstd, int N, int C)
+{
+	int ln = x && d1;
+	if (N <= 0 || C <= 0 || !(d0 || ln))
+		return;
+	int S = (N + 255) / 256; /* slices of 256 rows, at most 256 slices */
+	if (S > 256)
+		S = 256;
+	int R = (N + S - 1) / S;
+	float *part = (float *)cu_scratch((size_t)S * C * (ln ? 2 : 1) * sizeof(float));
+	int v8 = cu_vec8((size_t)C, dy, ln ? x : nullptr);
+	if (ln && v8)
+		colsum_launch<8, true>(part, dy, x, mean, rstd, N, C, R, S);
+	else if (ln)
+		colsum_launch<1, true>(part, dy, x, mean, rstd, N, C, R, S);
+	else if (v8)
+		colsum_launch<8, false>(part, dy, x, mean, rstd, N, C, R, S);
+	else
+		colsum_launch<1, false>(part, dy, x, mean, rstd, N, C, R, S);
+	colsum_fin_k<<<(C + 255) / 256, 256, 0, cu.stream>>>(d0, ln ? d1 : nullptr, part, C, S);
+	CU_LAUNCHED("colsum_fin");
+}
+
+/* --- sum of squares, finiteness --- */
+
+#define RED_T 256
+
+/* part(G) = per-block sums of g(n)^2 in fp64; grid G fixed by n. */
+__global__ __launch_bounds__(RED_T) void sumsq_part_k(double *part, const float *g, size_t n)
+{
+	__shared__ double wsum[RED_T / 32];
+	double acc = 0.0;
+	for (size_t i = blockIdx.x * (size_t)RED_T + threadIdx.x; i < n;
+	     i += (size_t)gridDim.x * RED_T) {
+		double x = g[i];
+		acc = fma(x, x, acc);
+	}
+#pragma unroll
+	for (int o = 16; o > 0; o >>= 1)
+		acc += __shfl_xor_sync(0xffffffffu, acc, o);
+	if ((threadIdx.x & 31) == 0)
+		wsum[threadIdx.x >> 5] = acc;
+	__syncthreads();
+	if (threadIdx.x == 0) {
+		double t = 0.0;
+		for (int w = 0; w < RED_T / 32; w++)
+			t += wsum[w];
+		part[blockIdx.x] = t;
+	}
+}
+
+/* out = sum of part(G) in order; one thread */
+__global__ void sumsq_fin_k(double *out, const double *part, int G)
+{
+	double t = 0.0;
+	for (int i = 0; i < G; i++)
+		t += part[i];
+	*out = t;
+}
+
+double cu_sumsq(const float *g, size_t n)
+{
+	if (n == 0)
+		return 0.0;
+	size_t per_block = (size_t)RED_T * 16;
+	size_t G = (n + per_block - 1) / per_block;
+	if (G > 1024)
+		G = 1024;
+	double *part = (double *)cu_scratch(G * sizeof(double));
+	double *dres = (double *)cu.dsmall, *hres = (double *)cu.hsmall;
+	sumsq_part_k<<<(unsigned)G, RED_T, 0, cu.stream>>>(part, g, n);
+	CU_LAUNCHED("sumsq_part");
+	sumsq_fin_k<<<1, 1, 0, cu.stream>>>(dres, part, (int)G);
+	CU_LAUNCHED("sumsq_fin");
+	CU_CHECK(cudaMemcpyAsync(hres, dres, sizeof(double), cudaMemcpyDeviceToHost, cu.stream));
+	CU_CHECK(cudaStreamSynchronize(cu.stream));
+	return *hres;
+}
+
+/* *flag = 1 when some g(n) is Inf or NaN (exponent bits all ones) */
+__global__ void nonfinite_k(int *flag, const float *g, size_t n)
+{
+	for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
+	     i += (size_t)gridDim.x * blockDim.x)
+		if ((__float_as_uint(g[i]) & 0x7f800000u) == 0x7f800000u)
+			*flag = 1;
+}
+
+int cu_all_finite(const float *g, size_t n)
+{
+	if (n == 0)
+		return 1;
+	int *dflag = (int *)((char *)cu.dsmall + 64), *hflag = (int *)((char *)cu.hsmall + 64);
+	CU_CHECK(cudaMemsetAsync(dflag, 0, sizeof(int), cu.stream));
+	nonfinite_k<<<cu_grid(n, RED_T), RED_T, 0, cu.stream>>>(dflag, g, n);
+	CU_LAUNCHED("nonfinite");
+	CU_CHECK(cudaMemcpyAsync(hflag, dflag, sizeof(int), cudaMemcpyDeviceToHost, cu.stream));
+	CU_CHECK(cudaStreamSynchronize(cu.stream));
+	return *hflag == 0;
+}

@@ -1,0 +1,120 @@
+/* xent - fused softmax cross-entropy: loss and logit gradient in one kernel, in place.
+ *
+ * The logits (N,Vp) are the largest activation of a GPT step (8192 x 50304 bf16 = 824 MB for
+ * GPT-2 at B*T = 8192), so they are never copied or converted: one block per row reads its row
+ * twice - once for the log-sum-exp over the first V columns, once to overwrite it with the
+ * gradient - and the second read mostly hits L2.
+ *
+ * Pass one is an online softmax: each thread keeps a running (max m, sum l of exp(x - m)) over its
+ * columns, V-wide chunks updating it once per chunk; the block combines the pairs in a fixed tree
+ * (warp butterfly, then warp 0 over the warps' pairs), so lse = m + log(l) is the same bits every
+ * run.  The row's loss is lse - x[target].  Pass two writes, for every column c < Vp,
+ *   (exp(x_c - lse) - [c == target]) * dscale   for c < V,   0 for the padded columns,
+ * rounded once to bf16.  All arithmetic is fp32.
+ *
+ * A target outside [0, V) (a corrupt index, a padded id) is counted with an integer atomicAdd into
+ * *bad - integer addition is exact, so the count is deterministic - and its row gets loss 0 and a
+ * zero gradient, so one bad token cannot poison a step; the caller decides what the count means. */
+#include "train/cuda/common.cuh"
+
+#define XENT_T 512
+
+struct ml {
+	float m, l;
+};
+
+/* (m1,l1) + (m2,l2) as one softmax normaliser; -inf max means "empty" */
+__device__ __forceinline__ struct ml ml_combine(struct ml a, struct ml b)
+{
+	float m = fmaxf(a.m, b.m);
+	if (m == -INFINITY)
+		return a;
+	struct ml r = {m, a.l * expf(a.m - m) + b.l * expf(b.m - m)};
+	return r;
+}
+
+/* losses(N) = lse - logit[target]; logits(N,Vp) <- dloss/dlogits * dscale.  Block per row. */
+template <int V>
+__global__ __launch_bounds__(XENT_T) void xent_k(float *losses, bf16 *logits,
+						 const int32_t *targets, int Vv, int Vp,
+						 float dscale, int *bad)
+{
+	__shared__ struct ml wred[XENT_T / 32];
+	__shared__ float row_lse;
+	int n = blockIdx.x;
+	bf16 *x = logits + (size_t)n * Vp;
+	int tgt = targets[n];
+	bool valid = tgt >= 0 && tgt < Vv;
+	float xt = valid ? __bfloat162float(x[tgt]) : 0.0f; /* read before pass two overwrites it */
+
+	struct ml acc = {-INFINITY, 0.0f};
+	for (int c = threadIdx.x * V; c < Vv; c += XENT_T * V) {
+		float v[V];
+		ld_act<V>(v, x + c);
+		float cm = -INFINITY;
+#pragma unroll
+		for (int k = 0; k < V; k++)
+			if (c + k < Vv)
+				cm = fmaxf(cm, v[k]);
+		float m = fmaxf(acc.m, cm);
+		if (m == -INFINITY)
+			continue; /* only -inf logits so far: nothing to add */
+		float s = 0.0f;
+#pragma unroll
+		for (int k = 0; k < V; k++)
+			if (c + k < Vv)
+				s += expf(v[k] - m);
+		acc.l = acc.l * expf(acc.m - m) + s; /* acc.m = -inf: exp(-inf) = 0 */
+		acc.m = m;
+	}
+#pragma unroll
+	for (int o = 16; o > 0; o >>= 1) {
+		struct ml other = {__shfl_xor_sync(0xffffffffu, acc.m, o),
+				   __shfl_xor_sync(0xffffffffu, acc.l, o)};
+		acc = ml_combine(acc, other);
+	}
+	int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+	if (lane == 0)
+		wred[warp] = acc;
+	__syncthreads();
+	if (threadIdx.x == 0) {
+		struct ml t = wred[0];
+		for (int w = 1; w < XENT_T / 32; w++)
+			t = ml_combine(t, wred[w]);
+		float lse = t.m + logf(t.l);
+		row_lse = lse;
+		losses[n] = valid ? lse - xt : 0.0f;
+		if (!valid && bad)
+			atomicAdd(bad, 1);
+	}
+	__syncthreads();
+	float lse = row_lse;
+
+	for (int c = threadIdx.x * V; c < Vp; c += XENT_T * V) {
+		float v[V];
+		ld_act<V>(v, x + c);
+#pragma unroll
+		for (int k = 0; k < V; k++) {
+			int col = c + k;
+			float g = 0.0f;
+			if (valid && col < Vv)
+				g = (expf(v[k] - lse) - (col == tgt ? 1.0f : 0.0f)) * dscale;
+			v[k] = g;
+		}
+		st_act<V>(x + c, v);
+	}
+}
+
+void cu_xent_fwd_bwd(float *losses, void *logits, const int32_t *targets, int N, int V, int Vp,
+		     float dscale, int *bad)
+{
+	if (N <= 0 || Vp <= 0)
+		return;
+	if (cu_vec8((size_t)Vp, logits))
+		xent_k<8><<<(unsigned)N, XENT_T, 0, cu.stream>>>(losses, (bf16 *)logits, targets, V,
+								   Vp, dscale, bad);
+	else
+		xent_k<1><<<(unsigned)N, XENT_T, 0, cu.stream>>>(losses, (bf16 *)logits, targets, V,
+								   Vp, dscale, bad);
+	CU_LAUNCHED("xent");
+}

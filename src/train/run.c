@@ -1,0 +1,577 @@
+/* run - see run.h. */
+#include "train/run.h"
+
+#include <math.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "msg.h"
+#include "units.h"
+#include "train/ckpt.h"
+#include "train/feed.h"
+#include "train/model.h"
+#include "train/optim.h"
+#include "train/philox.h"
+#include "train/ramp.h"
+#include "train/sched.h"
+#include "train/tfevents.h"
+
+#define SPIKE_WARMUP 20        /* iterations before the running mean is trusted */
+#define SPIKE_ALPHA 0.02       /* running mean: exponential, about the last 50 iterations */
+#define MAX_ROLLBACKS 10
+
+static volatile sig_atomic_t got_signal;
+static void on_signal(int sig) { got_signal = sig; }
+
+struct run {
+	const struct train_args *a;
+	const struct plan *p;
+	const char *cmdline;
+	struct model m;
+	struct feed feed;
+	struct ckpt_state st;
+	struct tfevents *tb;
+	int64_t iters, mbs, seq;
+	int32_t *sample, *tok, *tgt;   /* one sample (seq+1), a micro-batch's inputs and targets */
+	double peak;                   /* FLOP/s, for MFU; 0 unknown */
+	int64_t valid_position;
+	int rollbacks;
+};
+
+static void say(const char *line)
+{
+	printf("%s\n", line);
+	fflush(stdout);
+}
+
+/* Megatron's cumulative-skip rule: the ranges of --skip-train-iteration-range, sorted, merged */
+static int cmp_range(const void *x, const void *y)
+{
+	const int64_t *a = x, *b = y;
+	return a[0] < b[0] ? -1 : a[0] > b[0];
+}
+
+/* A rough fp32 FMA peak for MFU on the CPU: cores x clock x 32 FLOP/cycle (two 256-bit FMA
+ * pipes, or one 512-bit).  --peak-tflops overrides it. */
+static double cpu_peak(int threads)
+{
+	FILE *f = fopen("/proc/cpuinfo", "r");
+	char line[512];
+	double mhz = 0;
+	while (f && fgets(line, sizeof line, f))
+		if (strncmp(line, "cpu MHz", 7) == 0) {
+			char *c = strchr(line, ':');
+			if (c)
+				mhz = atof(c + 1);
+			break;
+		}
+	if (f)
+		fclose(f);
+	if (threads <= 0)
+		threads = (int)sysconf(_SC_NPROCESSORS_ONLN);
+	return mhz * 1e6 * threads * 32;
+}
+
+/* Fills micro-batch `k` of the iteration whose first sample is `first`: DP rank 0 of 1 takes
+ * samples [first + k*mbs, first + (k+1)*mbs).  Input tokens [0,seq), targets [1,seq]. */
+static int load_micro(struct run *r, int split, int64_t first, int k)
+{
+	char err[512];
+	for (int b = 0; b < r->mbs; b++) {
+		int64_t i = first + (int64_t)k * r->mbs + b;
+		if (feed_get(&r->feed, split, i, r->sample, err, sizeof err) < 0) {
+			warn("%s", err);
+			return -1;
+		}
+		for (int t = 0; t < r->seq; t++) {
+			r->tok[b * r->seq + t] = r->sample[t];
+			r->tgt[b * r->seq + t] = r->sample[t + 1];
+		}
+	}
+	return 0;
+}
+
+static void tb_scalar(struct run *r, const char *tag, int64_t step, double v)
+{
+	if (r->tb && tfevents_scalar(r->tb, tag, step, v) < 0) {
+		warn("warning: TensorBoard: %s; no more events are written", tfevents_error(r->tb));
+		tfevents_close(r->tb);
+		r->tb = NULL;
+	}
+}
+
+static double hw_tflops(const struct run *r, int64_t gbs, double secs)
+{
+	const struct model_config *c = &r->m.cfg;
+	double s = c->seq, h = c->hidden, L = c->layers, V = c->padded_vocab;
+	double coeff = r->a->glu_activation ? 32 : 24, act = r->a->checkpoint_activations ? 4 : 3;
+	double f = coeff * act * gbs * s * L * h * h * (1 + s / (6 * h) + V / (16 * L * h));
+	return f / (secs * 1 /* world */ * 1e12);
+}
+
+static int save(struct run *r)
+{
+	char err[1024];
+	if (!r->a->save)
+		return 0;
+	double t0 = units_now();
+	r->st.optim = r->st.optim;
+	if (ckpt_save(r->a->save, &r->m, &r->st, r->cmdline, err, sizeof err) < 0) {
+		warn("saving checkpoint at iteration %lld failed: %s", (long long)r->st.iteration, err);
+		return -1;
+	}
+	printf("saved checkpoint at iteration %8lld to %s (%.2f s)\n", (long long)r->st.iteration,
+	       r->a->save, units_now() - t0);
+	fflush(stdout);
+	return 0;
+}
+
+static void evaluate(struct run *r, int64_t iteration)
+{
+	int64_t gbs = ramp_gbs(&r->p->ramp, r->st.consumed_samples), micro = gbs / r->mbs;
+	double sum = 0;
+	int n = 0, bad;
+	if (r->feed.size[FEED_VALID] == 0 || r->a->eval_iters <= 0)
+		return;
+	r->m.eval_mode = 1;
+	for (int64_t e = 0; e < r->a->eval_iters; e++) {
+		for (int k = 0; k < micro; k++) {
+			if (load_micro(r, FEED_VALID, r->valid_position, k) < 0)
+				goto out;
+			sum += model_forward(&r->m, r->tok, r->tgt, 0.0f, 0, NULL, &bad);
+			n++;
+		}
+		r->valid_position += gbs;
+	}
+out:
+	r->m.eval_mode = 0;
+	if (!n)
+		return;
+	double loss = sum / n, ppl = exp(fmin(20, loss));
+	char line[256];
+	int len = snprintf(line, sizeof line, " validation loss at iteration %lld | lm loss value: "
+			   "%.6E | lm loss PPL: %.6E | ", (long long)iteration, loss, ppl);
+	char dash[260];
+	memset(dash, '-', len + 1);
+	dash[len + 1] = 0;
+	printf("%s\n%s\n%s\n", dash, line, dash);
+	fflush(stdout);
+	tb_scalar(r, "lm-loss-validation/lm loss validation", iteration, loss);
+	tb_scalar(r, "lm-loss-validation/lm loss validation vs samples", r->st.consumed_samples, loss);
+	tb_scalar(r, "lm-loss-validation/lm loss validation vs tokens", r->st.consumed_tokens, loss);
+	if (r->a->tb_ppl) {
+		tb_scalar(r, "lm-loss-validation/lm loss validation ppl", iteration, ppl);
+		tb_scalar(r, "lm-loss-validation/lm loss validation ppl vs samples",
+			  r->st.consumed_samples, ppl);
+	}
+}
+
+static int kill_switch(const struct run *r)
+{
+	return r->a->kill_switch_path && access(r->a->kill_switch_path, F_OK) == 0;
+}
+
+static int setup(struct run *r, char *err, size_t errlen)
+{
+	const struct train_args *a = r->a;
+	const struct plan *p = r->p;
+	const struct ops *ops = ops_open(a->device, (int)a->threads, err, errlen);
+	if (!ops)
+		return -1;
+	struct model_config c = {
+		.layers = p->L, .hidden = p->h, .heads = p->heads, .ffn = p->f, .seq = p->s,
+		.max_pos = p->maxpos, .vocab = p->vocab, .padded_vocab = p->vocab_padded,
+		.alibi = a->pos_emb == POS_ALIBI, .embed_ln = a->embed_layernorm,
+		.eps = a->layernorm_epsilon, .init_std = a->init_method_std,
+		.hidden_dropout = a->hidden_dropout, .attention_dropout = a->attention_dropout,
+		.seed = (uint64_t)a->seed, .tp = 1,
+	};
+	if (a->pos_emb == POS_ROTARY)
+		return errf(err, errlen, "--position-embedding-type rotary is not implemented; use "
+			    "absolute or alibi");
+	if (a->glu_activation)
+		return errf(err, errlen, "--glu-activation is not implemented: the MLP is GeLU");
+	if (p->kv != p->h / p->heads)
+		return errf(err, errlen, "--kv-channels other than hidden/heads is not implemented");
+	if (p->tp * p->pp * p->dp != 1)
+		return errf(err, errlen, "this run asks for TP=%lld PP=%lld DP=%lld; this build trains "
+			    "in one process (TP=PP=DP=1): drop the parallel flags or --nodes/--gpus-per-node",
+			    (long long)p->tp, (long long)p->pp, (long long)p->dp);
+	r->mbs = p->mbs;
+	r->seq = p->s;
+	r->iters = p->iters;
+	if (model_init(&r->m, &c, ops, (int)r->mbs, (int)r->seq, err, errlen) < 0)
+		return -1;
+	r->sample = malloc((r->seq + 1) * sizeof *r->sample);
+	r->tok = malloc(r->mbs * r->seq * sizeof *r->tok);
+	r->tgt = malloc(r->mbs * r->seq * sizeof *r->tgt);
+	if (!r->sample || !r->tok || !r->tgt)
+		return errf(err, errlen, "out of memory");
+	r->peak = a->peak_tflops > 0 ? a->peak_tflops * 1e12
+		  : ops->peak_flops > 0 ? ops->peak_flops : cpu_peak((int)a->threads);
+	printf("train: %s model, %zu parameters (%lld layers, hidden %lld, %lld heads, vocab %lld "
+	       "padded to %lld) on %s\n", c.alibi ? "BLOOM-style" : "GPT-2-style", r->m.nparams,
+	       (long long)p->L, (long long)p->h, (long long)p->heads, (long long)p->vocab,
+	       (long long)p->vocab_padded, ops->device ? ops->device : ops->name);
+	printf("train: %lld iterations, %lld samples, %lld tokens; micro-batch %lld, global batch "
+	       "%lld%s\n", (long long)p->iters, (long long)p->samples, (long long)p->tokens,
+	       (long long)p->mbs, (long long)p->gbs, p->ramp.on ? " after the ramp-up" : "");
+	fflush(stdout);
+
+	/* data: the samples Megatron would ask each split for */
+	int64_t samples[3] = {p->samples,
+			      (p->iters / a->eval_interval + 1) * a->eval_iters * p->gbs,
+			      a->eval_iters * p->gbs};
+	if (feed_open(&r->feed, a, samples, (int)r->seq, (uint32_t)a->seed, say, err, errlen) < 0)
+		return -1;
+	if (r->feed.size[FEED_TRAIN] == 0)
+		return errf(err, errlen, "the train split is empty: check --split and --data-path");
+
+	/* the schedule, in samples (tokens with --lr-decay-tokens) */
+	struct sched *s = &r->st.sched;
+	s->max_lr = a->lr;
+	s->min_lr = a->min_lr;
+	sched_style_parse(a->lr_decay_style, &s->style);
+	s->by_tokens = a->lr_decay_tokens > 0;
+	s->warmup = p->warmup.samples * (s->by_tokens ? p->s : 1);
+	s->decay = s->by_tokens ? a->lr_decay_tokens : p->decay.samples;
+	optim_init(&r->st.optim, a->adam_beta1, a->adam_beta2, a->adam_eps, a->weight_decay,
+		   a->clip_grad, a->fp16, a->initial_loss_scale, a->min_loss_scale,
+		   (int)a->loss_scale_window, (int)a->hysteresis);
+	r->st.tp = r->st.pp = r->st.dp = 1;
+
+	model_init_weights(&r->m);
+	if (a->load) {
+		struct ckpt_state ck = r->st;
+		char loaded[4200];
+		int rc = ckpt_load(a->load, &r->m, &ck, loaded, sizeof loaded, err, errlen);
+		if (rc < 0)
+			return -1;
+		if (rc == 0) {
+			printf("train: no checkpoint in --load %s: starting from scratch\n", a->load);
+		} else {
+			struct sched flags = r->st.sched;
+			/* the optimizer's hyper-parameters are the flags'; its state the checkpoint's */
+			struct optim o = r->st.optim;
+			o.step = ck.optim.step;
+			o.loss_scale = a->fp16 ? ck.optim.loss_scale : 1.0f;
+			o.good_steps = ck.optim.good_steps;
+			o.hysteresis_left = ck.optim.hysteresis_left;
+			r->st = ck;
+			r->st.optim = o;
+			r->st.sched = flags;
+			if (sched_resume(&r->st.sched, &ck.sched, a->override_lr_scheduler,
+					 a->use_checkpoint_lr_scheduler, err, errlen) < 0)
+				return -1;
+			printf("train: resumed from %s: iteration %lld, %lld samples consumed\n", loaded,
+			       (long long)r->st.iteration, (long long)r->st.consumed_samples);
+		}
+		fflush(stdout);
+	}
+	if (a->tensorboard_dir) {
+		r->tb = tfevents_open(a->tensorboard_dir, err, errlen);
+		if (!r->tb)
+			return -1;
+		if (tfevents_text(r->tb, "args", r->st.iteration, r->cmdline) < 0)
+			return errf(err, errlen, "%s", tfevents_error(r->tb));
+	}
+	return 0;
+}
+
+/* One iteration's forward and backward over its micro-batches: the mean loss, or NaN. */
+static double step_grads(struct run *r, int64_t first, int64_t micro, uint64_t key, int *bad)
+{
+	double sum = 0;
+	float dscale = r->st.optim.loss_scale / (float)micro;
+	model_zero_grad(&r->m);
+	for (int k = 0; k < micro; k++) {
+		uint64_t rng = philox_mix(key, (uint64_t)k);
+		int b = 0;
+		if (load_micro(r, FEED_TRAIN, first, k) < 0)
+			return NAN;
+		sum += model_forward(&r->m, r->tok, r->tgt, dscale, rng, NULL, &b);
+		model_backward(&r->m, rng);
+		*bad += b;
+	}
+	return sum / micro;
+}
+
+static int rollback(struct run *r, int64_t iteration, double loss, char *err, size_t errlen)
+{
+	int64_t spike_end = r->st.data_position;
+	char loaded[4200];
+	struct ckpt_state ck = r->st;
+	if (!r->a->save)
+		return errf(err, errlen, "--spike-policy rollback needs --save");
+	if (++r->rollbacks > MAX_ROLLBACKS)
+		return errf(err, errlen, "%d rollbacks and the loss still spikes (iteration %lld, loss "
+			    "%g): stopping so a human can look", MAX_ROLLBACKS, (long long)iteration, loss);
+	int rc = ckpt_load(r->a->save, &r->m, &ck, loaded, sizeof loaded, err, errlen);
+	if (rc <= 0)
+		return rc < 0 ? -1 : errf(err, errlen, "loss spike at iteration %lld but no checkpoint "
+					  "in --save %s to roll back to", (long long)iteration, r->a->save);
+	int64_t skipped = spike_end - ck.data_position;
+	struct optim o = r->st.optim;
+	o.step = ck.optim.step;
+	o.good_steps = ck.optim.good_steps;
+	o.hysteresis_left = ck.optim.hysteresis_left;
+	o.loss_scale = ck.optim.loss_scale;
+	struct sched s = r->st.sched;
+	s.num_steps = ck.sched.num_steps;
+	s.num_tokens = ck.sched.num_tokens;
+	int64_t spikes = r->st.spikes_total;
+	r->st = ck;
+	r->st.optim = o;
+	r->st.sched = s;
+	r->st.spikes_total = spikes;
+	r->st.data_position = spike_end;   /* the data between the checkpoint and the spike is skipped */
+	printf("loss spike at iteration %lld (lm loss %.6E): rolled back to %s (iteration %lld) and "
+	       "skipped the %lld samples it trained on since\n", (long long)iteration, loss, loaded,
+	       (long long)ck.iteration, (long long)skipped);
+	fflush(stdout);
+	return 0;
+}
+
+int run_train(const struct train_args *a, const struct plan *p, const char *cmdline)
+{
+	static struct run r;
+	char err[2048];
+	r.a = a;
+	r.p = p;
+	r.cmdline = cmdline;
+
+	if (kill_switch(&r)) {
+		printf("train: kill switch %s exists: exiting without training\n", a->kill_switch_path);
+		return EXIT_OK;
+	}
+	struct sigaction sa = {.sa_handler = on_signal};
+	sigemptyset(&sa.sa_mask);
+	sigaction(SIGUSR1, &sa, NULL);
+	sigaction(SIGTERM, &sa, NULL);
+	sigaction(SIGINT, &sa, NULL);
+
+	double t_start = units_now();
+	if (setup(&r, err, sizeof err) < 0) {
+		warn("%s", err);
+		return strstr(err, "out of memory") || strstr(err, ": Input/output") ? EXIT_FAILED
+										      : EXIT_USAGE;
+	}
+
+	/* skip ranges: sorted, merged */
+	int64_t skip[ARGS_MAX_SKIP][2];
+	int nskip = 0, next_skip = 0;
+	memcpy(skip, a->skip, sizeof skip);
+	qsort(skip, a->nskip, sizeof skip[0], cmp_range);
+	for (int i = 0; i < a->nskip; i++) {
+		if (nskip && skip[i][0] <= skip[nskip - 1][1] + 1) {
+			if (skip[i][1] > skip[nskip - 1][1])
+				skip[nskip - 1][1] = skip[i][1];
+		} else {
+			skip[nskip][0] = skip[i][0];
+			skip[nskip++][1] = skip[i][1];
+		}
+	}
+
+	struct ckpt_state *st = &r.st;
+	double t_log = units_now(), loss_sum = 0;
+	int64_t log_iters = 0, log_skipped = 0, log_nan = 0, loss_n = 0, last_saved = -1;
+	double grad_norm = 0;
+	int64_t nzeros = 0;
+	int rc = EXIT_OK, stop = 0;
+	const char *why_stop = NULL;
+
+	while (st->iteration < r.iters && !stop) {
+		int64_t it = st->iteration + 1;
+		while (next_skip < nskip && skip[next_skip][1] < it)
+			next_skip++;
+		if (next_skip < nskip && skip[next_skip][0] <= it) {
+			int64_t n = 0;
+			for (int64_t k = it; k <= skip[next_skip][1]; k++)
+				n += ramp_gbs(&p->ramp, st->consumed_samples);
+			printf("Skipped iterations %lld to %lld due to --skip-train-iteration-range flag.\n",
+			       (long long)it, (long long)skip[next_skip][1]);
+			fflush(stdout);
+			st->data_position += n;
+			next_skip++;
+			continue;
+		}
+		int64_t gbs = ramp_gbs(&p->ramp, st->consumed_samples), micro = gbs / r.mbs;
+		double lr = sched_lr(&st->sched);
+		int bad = 0;
+		uint64_t key = philox_mix(philox_mix((uint64_t)a->seed, 0x7472616e), (uint64_t)st->data_position);
+		double loss = step_grads(&r, st->data_position, micro, key, &bad);
+		if (bad) {
+			warn("iteration %lld: %d target tokens are outside the vocabulary of %d: the data "
+			     "does not match --vocab-file/--tokenizer-name-or-path", (long long)it, bad,
+			     r.m.cfg.vocab);
+			rc = EXIT_USAGE;
+			break;
+		}
+		st->data_position += gbs;
+
+		/* spikes: a non-finite loss, or one far above the running mean */
+		int nonfinite = !isfinite(loss), spike = nonfinite ||
+			(st->loss_count >= SPIKE_WARMUP && loss > a->spike_factor * st->loss_mean);
+		int stepped = 0;
+		if (spike) {
+			st->spikes_total++;
+			if (!nonfinite)
+				printf("loss spike at iteration %lld: lm loss %.6E is above %g x its running "
+				       "mean %.6E%s\n", (long long)it, loss, a->spike_factor, st->loss_mean,
+				       a->spike_policy == 1 ? ": update skipped" : a->spike_policy == 2 ?
+				       ": rolling back" : "");
+			if (a->spike_policy == 2 && !nonfinite) {
+				if (rollback(&r, it, loss, err, sizeof err) < 0) {
+					warn("%s", err);
+					rc = EXIT_FAILED;
+					break;
+				}
+				continue;
+			}
+		}
+		if (!(spike && a->spike_policy >= 1) && !nonfinite)
+			stepped = optim_step(&st->optim, &r.m, (float)lr, &grad_norm);
+		else
+			grad_norm = sqrt(r.m.ops->sumsq(r.m.grads, r.m.nparams)) / st->optim.loss_scale;
+		if (a->log_zeros) {
+			/* count on the host: rare, only with --log-num-zeros-in-grad */
+			float *g = malloc(r.m.nparams * sizeof *g);
+			nzeros = 0;
+			if (g) {
+				r.m.ops->to_host(g, r.m.grads, r.m.nparams * sizeof *g);
+				for (size_t i = 0; i < r.m.nparams; i++)
+					nzeros += g[i] == 0.0f;
+				free(g);
+			}
+		}
+		if (stepped) {
+			sched_step(&st->sched, gbs, gbs * r.seq);
+			if (!spike) {
+				st->loss_mean = st->loss_count ? st->loss_mean + SPIKE_ALPHA * (loss - st->loss_mean)
+							       : loss;
+				st->loss_count++;
+			}
+			loss_sum += loss;
+			loss_n++;
+		} else {
+			st->skipped_total++;
+			log_skipped++;
+			if (nonfinite || !isfinite(grad_norm)) {
+				st->nan_total++;
+				log_nan++;
+			}
+		}
+		st->iteration = it;
+		st->consumed_samples += gbs;
+		st->consumed_tokens += gbs * r.seq;
+		log_iters++;
+
+		/* TensorBoard, every iteration, with Megatron's tags */
+		if (r.tb) {
+			double lr_now = sched_lr(&st->sched);
+			tb_scalar(&r, "learning-rate/learning-rate", it, lr_now);
+			tb_scalar(&r, "learning-rate/learning-rate vs samples", st->consumed_samples, lr_now);
+			tb_scalar(&r, "learning-rate/learning-rate vs tokens", st->consumed_tokens, lr_now);
+			if (a->tb_batch) {
+				tb_scalar(&r, "batch-size/batch-size", it, gbs);
+				tb_scalar(&r, "batch-size/batch-size vs samples", st->consumed_samples, gbs);
+			}
+			if (stepped) {
+				double gflos = 6.0 * (r.m.nparams - r.m.tensors[r.m.wte].numel -
+						      (r.m.wpe >= 0 ? r.m.tensors[r.m.wpe].numel : 0)) *
+					       (double)st->consumed_tokens / 1e9;
+				tb_scalar(&r, "lm-loss-training/lm loss", it, loss);
+				tb_scalar(&r, "lm-loss-training/lm loss vs samples", st->consumed_samples, loss);
+				tb_scalar(&r, "lm-loss-training/lm loss vs tokens", st->consumed_tokens, loss);
+				tb_scalar(&r, "lm-loss-training/lm loss vs gigaflos (without embeddings)",
+					  (int64_t)gflos, loss);
+			}
+			if (a->fp16)
+				tb_scalar(&r, "loss-scale/loss-scale", it, st->optim.loss_scale);
+			tb_scalar(&r, "grad-norm/grad-norm", it, grad_norm);
+			tb_scalar(&r, "grad-norm/grad-norm vs samples", st->consumed_samples, grad_norm);
+			if (a->log_zeros)
+				tb_scalar(&r, "num-zeros/num-zeros", it, (double)nzeros);
+			tb_scalar(&r, "steps-vs-samples/y=steps,x=samples", st->consumed_samples, it);
+			tb_scalar(&r, "steps-vs-samples/y=samples,x=steps", it, st->consumed_samples);
+			tb_scalar(&r, "steps-vs-tokens/y=steps,x=tokens", st->consumed_tokens, it);
+			tb_scalar(&r, "steps-vs-tokens/y=tokens,x=steps", it, st->consumed_tokens);
+		}
+
+		if (it % a->log_interval == 0) {
+			double now = units_now(), per = (now - t_log) / log_iters;
+			double tfl = hw_tflops(&r, gbs, per);
+			double mfu = r.peak > 0 ? model_flops_per_token(&r.m.cfg) * gbs * r.seq / per / r.peak : 0;
+			printf(" iteration %8lld/%8lld | consumed samples: %12lld | consumed tokens: %12lld |"
+			       " elapsed time per iteration (s): %.2f | learning rate: %.3E |"
+			       " global batch size: %5lld |", (long long)it, (long long)r.iters,
+			       (long long)st->consumed_samples, (long long)st->consumed_tokens, per,
+			       sched_lr(&st->sched), (long long)gbs);
+			if (loss_n)
+				printf(" lm loss: %.6E |", loss_sum / loss_n);
+			if (a->fp16)
+				printf(" loss scale: %.1f |", st->optim.loss_scale);
+			printf(" grad norm: %.3f | num zeros: %.1f |", grad_norm, (double)nzeros);
+			if (a->log_params_norm)
+				printf(" params norm: %.3f |", sqrt(r.m.ops->sumsq(r.m.master, r.m.nparams)));
+			printf(" number of skipped iterations: %3lld | number of nan iterations: %3lld |"
+			       " samples per second: %.3f | TFLOPs: %.2f |", (long long)log_skipped,
+			       (long long)log_nan, gbs / per, tfl);
+			if (mfu > 0)
+				printf(" MFU: %.2f%% |", 100 * mfu);
+			printf("\n");
+			fflush(stdout);
+			if (r.tb && a->tb_timers) {
+				tb_scalar(&r, "iteration-time/iteration-time", it, per);
+				tb_scalar(&r, "iteration-time/samples per second", it, gbs / per);
+				tb_scalar(&r, "iteration-time/TFLOPs per gpu (estimated)", it, tfl);
+			}
+			t_log = now;
+			loss_sum = 0;
+			loss_n = log_iters = log_skipped = log_nan = 0;
+		}
+		if (a->eval_interval > 0 && it % a->eval_interval == 0)
+			evaluate(&r, it);
+		if (a->save && a->save_interval > 0 && it % a->save_interval == 0) {
+			if (save(&r) < 0) {
+				rc = EXIT_FAILED;
+				break;
+			}
+			last_saved = it;
+		}
+		if (got_signal)
+			why_stop = got_signal == SIGUSR1 ? "SIGUSR1" : got_signal == SIGTERM ? "SIGTERM" : "SIGINT";
+		else if (kill_switch(&r))
+			why_stop = "the kill switch";
+		else if (a->exit_duration_mins > 0 && units_now() - t_start > a->exit_duration_mins * 60)
+			why_stop = "--exit-duration-in-mins";
+		else if (a->exit_interval > 0 && it % a->exit_interval == 0)
+			why_stop = "--exit-interval";
+		if (why_stop) {
+			printf("train: stopping at iteration %lld on %s\n", (long long)it, why_stop);
+			stop = 1;
+		}
+	}
+	if (rc == EXIT_OK && a->save && last_saved != st->iteration && st->iteration > 0 &&
+	    save(&r) < 0)
+		rc = EXIT_FAILED;
+	if (rc == EXIT_OK && !stop && r.feed.size[FEED_TEST] && a->eval_iters > 0) {
+		/* Megatron evaluates the validation set once more at the end of training */
+		evaluate(&r, st->iteration);
+	}
+	printf("train: %s at iteration %lld/%lld: %lld samples, %lld tokens, %lld skipped and %lld "
+	       "nan iterations, %lld loss spikes, %.1f s\n", rc ? "failed" : stop ? "stopped" : "done",
+	       (long long)st->iteration, (long long)r.iters, (long long)st->consumed_samples,
+	       (long long)st->consumed_tokens, (long long)st->skipped_total, (long long)st->nan_total,
+	       (long long)st->spikes_total, units_now() - t_start);
+	fflush(stdout);
+	if (r.tb)
+		tfevents_close(r.tb);
+	feed_close(&r.feed);
+	model_free(&r.m);
+	return rc;
+}
