@@ -68,8 +68,10 @@ int feed_open(struct feed *f, const struct train_args *a, const int64_t samples[
 				 "%d tokens, %d epoch%s, index %s%s%s", f->ds[i].prefix, split_names[s],
 				 (long long)idx[s], (long long)idx[s + 1], (long long)f->x[s][i].ns, seq,
 				 f->x[s][i].epochs, f->x[s][i].epochs > 1 ? "s" : "",
-				 f->x[s][i].cache == GPTDATA_CACHE_HIT ? "from cache" : "built",
-				 *why ? ": " : "", why);
+				 f->x[s][i].cache == GPTDATA_CACHE_HIT ? "from its cache" :
+				 f->x[s][i].cache == GPTDATA_BUILT ? "built and cached" : "built, not cached",
+				 f->x[s][i].cache == GPTDATA_BUILT_UNSAVED ? ": " : "",
+				 f->x[s][i].cache == GPTDATA_BUILT_UNSAVED ? why : "");
 			say(line);
 		}
 	}

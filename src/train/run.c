@@ -130,22 +130,26 @@ static int save(struct run *r)
 	return 0;
 }
 
-static void evaluate(struct run *r, int64_t iteration)
+/* --eval-iters global batches of a split, without dropout.  `label` is Megatron's: "at iteration
+ * N" during training, "at the end of training for val data" / "... for test data" after it.
+ * The validation position carries on across evaluations, as Megatron's iterator does. */
+static void evaluate(struct run *r, int split, const char *label, int64_t iteration)
 {
 	int64_t gbs = ramp_gbs(&r->p->ramp, r->st.consumed_samples), micro = gbs / r->mbs;
+	int64_t test_position = 0, *pos = split == FEED_VALID ? &r->valid_position : &test_position;
 	double sum = 0;
 	int n = 0, bad;
-	if (r->feed.size[FEED_VALID] == 0 || r->a->eval_iters <= 0)
+	if (r->feed.size[split] == 0 || r->a->eval_iters <= 0)
 		return;
 	r->m.eval_mode = 1;
 	for (int64_t e = 0; e < r->a->eval_iters; e++) {
 		for (int k = 0; k < micro; k++) {
-			if (load_micro(r, FEED_VALID, r->valid_position, k) < 0)
+			if (load_micro(r, split, *pos, k) < 0)
 				goto out;
 			sum += model_forward(&r->m, r->tok, r->tgt, 0.0f, 0, NULL, &bad);
 			n++;
 		}
-		r->valid_position += gbs;
+		*pos += gbs;
 	}
 out:
 	r->m.eval_mode = 0;
@@ -153,13 +157,15 @@ out:
 		return;
 	double loss = sum / n, ppl = exp(fmin(20, loss));
 	char line[256];
-	int len = snprintf(line, sizeof line, " validation loss at iteration %lld | lm loss value: "
-			   "%.6E | lm loss PPL: %.6E | ", (long long)iteration, loss, ppl);
+	int len = snprintf(line, sizeof line, " validation loss %s | lm loss value: %.6E | lm loss "
+			   "PPL: %.6E | ", label, loss, ppl);
 	char dash[260];
 	memset(dash, '-', len + 1);
 	dash[len + 1] = 0;
 	printf("%s\n%s\n%s\n", dash, line, dash);
 	fflush(stdout);
+	if (split != FEED_VALID || iteration < 0)
+		return;
 	tb_scalar(r, "lm-loss-validation/lm loss validation", iteration, loss);
 	tb_scalar(r, "lm-loss-validation/lm loss validation vs samples", r->st.consumed_samples, loss);
 	tb_scalar(r, "lm-loss-validation/lm loss validation vs tokens", r->st.consumed_tokens, loss);
@@ -534,8 +540,11 @@ int run_train(const struct train_args *a, const struct plan *p, const char *cmdl
 			loss_sum = 0;
 			loss_n = log_iters = log_skipped = log_nan = 0;
 		}
-		if (a->eval_interval > 0 && it % a->eval_interval == 0)
-			evaluate(&r, it);
+		if (a->eval_interval > 0 && it % a->eval_interval == 0) {
+			char label[64];
+			snprintf(label, sizeof label, "at iteration %lld", (long long)it);
+			evaluate(&r, FEED_VALID, label, it);
+		}
 		if (a->save && a->save_interval > 0 && it % a->save_interval == 0) {
 			if (save(&r) < 0) {
 				rc = EXIT_FAILED;
@@ -559,9 +568,10 @@ int run_train(const struct train_args *a, const struct plan *p, const char *cmdl
 	if (rc == EXIT_OK && a->save && last_saved != st->iteration && st->iteration > 0 &&
 	    save(&r) < 0)
 		rc = EXIT_FAILED;
-	if (rc == EXIT_OK && !stop && r.feed.size[FEED_TEST] && a->eval_iters > 0) {
-		/* Megatron evaluates the validation set once more at the end of training */
-		evaluate(&r, st->iteration);
+	if (rc == EXIT_OK && !stop && st->iteration >= r.iters) {
+		/* as Megatron: both held-out splits once more when training is complete */
+		evaluate(&r, FEED_VALID, "at the end of training for val data", -1);
+		evaluate(&r, FEED_TEST, "at the end of training for test data", -1);
 	}
 	printf("train: %s at iteration %lld/%lld: %lld samples, %lld tokens, %lld skipped and %lld "
 	       "nan iterations, %lld loss spikes, %.1f s\n", rc ? "failed" : stop ? "stopped" : "done",

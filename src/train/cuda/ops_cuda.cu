@@ -29,7 +29,7 @@
 
 struct cuda_state cu;
 static struct ops cuda_ops;
-static char device_desc[256];
+static char device_desc[320];
 static int opened;
 
 /* --- errors --- */
@@ -275,14 +275,12 @@ lmtk_ops_cuda(int device, char *err, size_t errlen)
 	    (e = cudaMallocHost(&cu.hsmall, 256)) != cudaSuccess)
 		OPEN_FAIL("cuda: GPU %d: %s", device, cudaGetErrorString(e));
 
-	snprintf(device_desc, sizeof device_desc, "%s, %.1f GiB, sm_%d%d, %d SMs, driver %d.%d",
+	snprintf(device_desc, sizeof device_desc, "%.200s, %.1f GiB, sm_%d%d, %d SMs, driver %d.%d",
 		 prop.name, (double)prop.totalGlobalMem / (1024.0 * 1024.0 * 1024.0), prop.major,
 		 prop.minor, prop.multiProcessorCount, drv / 1000, drv % 1000 / 10);
 	fill_table();
 	cuda_ops.peak_flops = peak_bf16(prop.name);
 	opened = 1;
 
-	ops_cuda_fn check = lmtk_ops_cuda; /* the exported symbol has the type train expects */
-	(void)check;
 	return &cuda_ops;
 }
