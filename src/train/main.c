@@ -1,17 +1,16 @@
-/* train - GPT/BLOOM pretraining with Megatron-DeepSpeed's flags.  This release plans only.
+/* train - GPT/BLOOM pretraining with Megatron-DeepSpeed's flags.
  *
- *   train --dry-run [--format text|json] [--nodes N --gpus-per-node G] [--assumed-tflops T]
- *         MEGATRON-DEEPSPEED FLAGS...
+ *   train MEGATRON-DEEPSPEED FLAGS... [--device cpu|cuda|auto] [--threads N]
+ *   train --dry-run [--format text|json] [--nodes N --gpus-per-node G] FLAGS...
  *
- * --dry-run takes the flags of the real run (a BigScience slurm script's argument list works
- * as it is: see args.h for abbreviations, multi-value flags and the flags that are ignored) and
- * prints the arithmetic the runs' READMEs did by hand - parameters, the ramp-up table, the
- * schedule in samples, iterations and tokens, memory per GPU, checkpoint sizes, days - without
- * allocating the model or reading data beyond the index headers (plan.h, report.h).  Every
- * violated constraint is reported, naming its flags.  Without --dry-run it refuses: training
- * itself arrives with the next release, and nothing here pretends to train.
- * Exit: 0 a valid plan, 2 usage or a violated constraint (the plan is still printed when it can
- * be computed), 3 the output could not be written. */
+ * The flags of a BigScience slurm script work unchanged after the launcher line (args.h: the
+ * abbreviations, multi-value flags and accepted-but-ignored flags).  plan.c resolves and checks
+ * them - every violated constraint reported at once, naming its flags - and then either prints
+ * the plan (--dry-run: parameters, ramp-up, schedule, memory, checkpoint sizes, days; report.h)
+ * or trains (run.h: the model of model.h on the backend of ops.h, Megatron's data order, log
+ * line and TensorBoard tags, checkpoints that survive kill -9, signals and the kill switch).
+ * Exit: 0 a valid plan / training done or stopped on purpose, 2 usage, a violated constraint
+ * or bad data, 3 I/O (output, checkpoints) or a run that cannot go on. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -36,19 +35,20 @@ int main(int argc, char **argv)
 	args_init(&a);
 	ignored = args_ignored_list(80, 0);
 	if (asprintf(&about,
-		     "Plan a Megatron-DeepSpeed pretraining run from its own flags: parameters, the\n"
-		     "batch-size ramp-up, the schedule in samples/iterations/tokens, memory per GPU,\n"
-		     "checkpoint sizes and days, computed instead of done by hand.  Every violated\n"
-		     "constraint is an error naming its flags.  This release plans only (--dry-run);\n"
-		     "training arrives with the next one.  Exit 0 valid plan, 2 usage or violated\n"
-		     "constraint, 3 output error.\n\n"
+		     "Train a GPT-2 or BLOOM style model with Megatron-DeepSpeed's flags, data order,\n"
+		     "log line, TensorBoard tags and checkpoint semantics, on the CPU or a GPU; or,\n"
+		     "with --dry-run, plan the run instead: parameters, the batch-size ramp-up, the\n"
+		     "schedule, memory per GPU, checkpoint sizes and days.  Every violated constraint\n"
+		     "is an error naming its flags.  SIGUSR1/SIGTERM or the kill switch: finish the\n"
+		     "iteration, save, exit 0.  This build trains in one process (TP=PP=DP=1).\n"
+		     "Exit 0 done or stopped on purpose, 2 usage or bad data, 3 I/O or a failed run.\n\n"
 		     "Multi-value flags take their values after one flag (--rampup-batch-size 16 16\n"
 		     "9_765_625); numbers may use '_'; flags may be abbreviated to a unique prefix.\n\n"
-		     "Accepted and ignored, as they do not change a plan:\n%s.", ignored) < 0)
+		     "Accepted and ignored (they do not change the run or the plan):\n%s.", ignored) < 0)
 		die(EXIT_FAILED, "out of memory");
 	struct optspec spec = {
-		"--dry-run [--format text|json] [--nodes N --gpus-per-node G] [--assumed-tflops T]\n"
-		"       [--assumed-params N] [--gpu-memory GIB] MEGATRON-FLAGS...",
+		"MEGATRON-FLAGS... [--device cpu|cuda|auto] [--threads N] [--spike-policy P]\n"
+		"       train --dry-run [--format text|json] [--nodes N --gpus-per-node G] MEGATRON-FLAGS...",
 		about, groups};
 
 	av = args_normalize(argc, argv, &ac, &nignored);

@@ -87,14 +87,16 @@ A176=(--tensor-model-parallel-size 4 --pipeline-model-parallel-size 12
 	--deepspeed-activation-checkpointing)
 
 # --- usage ---
-expect_rc no_dry_run_exits_2 2 $TR "${A176[@]}" --nodes 48 --gpus-per-node 8
-contains no_dry_run_says_it_only_plans "$T/err" '^train: this build of train only plans: add --dry-run .*next release$'
+# without --dry-run the 176B layout would train: this build refuses the parallel layout, clearly
+expect_rc no_dry_run_176b_layout_exits_2 2 $TR "${A176[@]}" --nodes 48 --gpus-per-node 8
+contains no_dry_run_names_the_layout "$T/err" '^train: this run asks for TP=4 PP=12 DP=8; this build trains in one process'
 check no_dry_run_prints_no_plan [ ! -s "$T/out" ]
 expect_rc help_exits_0 0 $TR --help
 contains help_lists_rampup "$T/out" '--rampup-batch-size START INCR SAMPLES'
 contains help_lists_dry_run_flags "$T/out" '--assumed-tflops F'
 contains help_lists_ignored_flags "$T/out" '^Accepted and ignored'
-contains help_names_ignored_seed "$T/out" '--seed(,|\.|$)'
+contains help_names_ignored_flag "$T/out" '--deepspeed_config(,|\.|$)'
+contains help_lists_training_flags "$T/out" '--kill-switch-path PATH'
 contains help_names_ignored_deepspeed_config "$T/out" '--deepspeed_config'
 expect_rc version_exits_0 0 $TR --version
 expect_rc unknown_flag_exits_2 2 $TR --dry-run --num-layerz 4
