@@ -5,7 +5,7 @@
  * without dropout).
  *
  * With `--dump CONFIG.json OUTDIR`: the C side of the PyTorch comparison
- * (tests/cli/train-model.sh).  Builds the model from the config, writes OUTDIR/init.safetensors
+ * (tests/cli/train-model.sh; the config's "device" picks the backend, exit 4 when it is absent).  Builds the model from the config, writes OUTDIR/init.safetensors
  * (the initial weights), OUTDIR/batch.safetensors (S random batches) and OUTDIR/c.safetensors:
  * logits, loss and every gradient of batch 0 at the initial weights, then the losses, gradient
  * norms and final weights of S AdamW steps - the items tests/ref/gpt-ref.py --compare reads. */
@@ -288,6 +288,9 @@ static int dump(const char *cfgpath, const char *outdir)
 	};
 	int B = jnum(j, "micro_batch_size", 2), T = c.seq, S = jnum(j, "steps", 10);
 	int threads = jnum(j, "threads", 0);
+	const char *dev = json_string_value(json_object_get(j, "device"));
+	char devbuf[32];
+	snprintf(devbuf, sizeof devbuf, "%s", dev ? dev : "cpu");
 	float lr = jnum(j, "lr", 1e-3);
 	struct optim opt;
 	optim_init(&opt, jnum(j, "adam_beta1", 0.9), jnum(j, "adam_beta2", 0.999),
@@ -296,7 +299,12 @@ static int dump(const char *cfgpath, const char *outdir)
 	json_decref(j);
 
 	struct model m;
-	if (model_init(&m, &c, ops_cpu(threads), B, T, err, sizeof err) < 0) {
+	const struct ops *ops = ops_open(devbuf, threads, err, sizeof err);
+	if (!ops) {
+		fprintf(stderr, "%s\n", err);
+		return 4;   /* no such device: the caller skips */
+	}
+	if (model_init(&m, &c, ops, B, T, err, sizeof err) < 0) {
 		fprintf(stderr, "%s\n", err);
 		return 2;
 	}
