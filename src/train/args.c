@@ -16,7 +16,7 @@ enum {
 	O_TITERS, O_TTOKENS,
 	O_LR, O_MINLR, O_DECAYSTYLE, O_WSAMPLES, O_WITERS, O_WFRAC, O_DSAMPLES, O_DITERS, O_DTOKENS,
 	O_BF16, O_FP16, O_ACCFP32,
-	O_DATA, O_SPLIT, O_WSPLIT, O_WSPLITPATH, O_TOKTYPE, O_VOCAB, O_MERGES, O_TOKPATH,
+	O_DATA, O_SPLIT, O_WSPLIT, O_WSPLITPATH, O_VWSPLIT, O_VWSPLITPATH, O_TWSPLIT, O_TWSPLITPATH, O_TOKTYPE, O_VOCAB, O_MERGES, O_TOKPATH,
 	O_SAVE, O_LOAD, O_SAVEINT,
 	O_BATCHSIZE, O_WARMUP, O_MPSIZE,
 	O_DRYRUN, O_FORMAT, O_NODES, O_GPUS, O_TFLOPS, O_PARAMS, O_GPUMEM, O_CKPTBW, O_VOCABSIZE,
@@ -74,8 +74,12 @@ const struct opt args_opts[] = {
 	/* data and tokenizer */
 	{"data-path", O_DATA, "[W] PREFIX...", "Megatron datasets (with weights to blend); only .idx headers and sizes are read"},
 	{"split", O_SPLIT, "S", "train,valid,test split of --data-path (default 969, 30, 1)"},
-	{"train-weighted-split-paths", O_WSPLIT, "SPEC...", "BigScience weighted splits: accepted, not read"},
-	{"train-weighted-split-paths-path", O_WSPLITPATH, "FILE", "the same, from a file: accepted, not read"},
+	{"train-weighted-split-paths", O_WSPLIT, "GROUP", "BigScience: 'NAME: W S:E PREFIX, W S:E PREFIX...' (one group)"},
+	{"train-weighted-split-paths-path", O_WSPLITPATH, "FILE", "the same, read from FILE (one line: \"GROUP\" \"GROUP\"...)"},
+	{"valid-weighted-split-paths", O_VWSPLIT, "GROUP...", "named validation sets, one group each"},
+	{"valid-weighted-split-paths-path", O_VWSPLITPATH, "FILE", "the same, read from FILE"},
+	{"test-weighted-split-paths", O_TWSPLIT, "GROUP...", "named test sets, one group each"},
+	{"test-weighted-split-paths-path", O_TWSPLITPATH, "FILE", "the same, read from FILE"},
 	{"tokenizer-type", O_TOKTYPE, "TYPE", "GPT2BPETokenizer or PretrainedFromHF"},
 	{"vocab-file", O_VOCAB, "FILE", "GPT-2 vocab.json: its entries are the vocabulary size"},
 	{"merge-file", O_MERGES, "FILE", "GPT-2 merges.txt (must exist)"},
@@ -148,8 +152,8 @@ const struct args_ignored args_ignored[] = {
 	{"attention-softmax-in-fp32", 0}, {"fp16-lm-cross-entropy", 0},
 	{"num-layers-per-virtual-pipeline-stage", 1}, {"distributed-backend", 1}, {"DDP-impl", 1},
 	{"use-contiguous-buffers-in-ddp", 0}, {"no-scatter-gather-tensors-in-pipeline", 0},
-	{"local_rank", 1}, {"lazy-mpu-init", 1}, {"use-cpu-initialization", 0}, 	{"valid-weighted-split-paths", 2}, {"test-weighted-split-paths", 2},
-	{"valid-weighted-split-paths-path", 1}, {"test-weighted-split-paths-path", 1}, {"log-path", 1},
+	{"local_rank", 1}, {"lazy-mpu-init", 1}, {"use-cpu-initialization", 0}, 	
+	{"log-path", 1},
 	{"vocab-extra-ids", 1}, {"encoder-seq-length", 1}, {"decoder-seq-length", 1},
 	{"retriever-seq-length", 1}, {"sample-rate", 1}, {"mask-prob", 1}, {"short-seq-prob", 1},
 	{"mmap-warmup", 0}, {"num-workers", 1}, {"valid-num-workers", 1}, {"data-impl", 1},
@@ -178,7 +182,9 @@ static int is_multi(const char *name)
 {
 	return strcmp(name, "rampup-batch-size") == 0 || strcmp(name, "data-path") == 0 ||
 	       strcmp(name, "skip-train-iteration-range") == 0 ||
-	       strcmp(name, "train-weighted-split-paths") == 0;
+	       strcmp(name, "train-weighted-split-paths") == 0 ||
+	       strcmp(name, "valid-weighted-split-paths") == 0 ||
+	       strcmp(name, "test-weighted-split-paths") == 0;
 }
 
 void args_init(struct train_args *a)
@@ -417,7 +423,14 @@ int args_opt(void *ctx, int key, const char *arg, char *err, size_t errlen)
 			return errf(err, errlen, "more than %d values", ARGS_MAX_DATA);
 		return 0;
 	case O_SPLIT: a->split = arg; return 0;
-	case O_WSPLIT: case O_WSPLITPATH: a->weighted_split_paths = 1; return 0;
+	case O_WSPLIT: case O_VWSPLIT: case O_TWSPLIT:
+	case O_WSPLITPATH: case O_VWSPLITPATH: case O_TWSPLITPATH: {
+		int w = key == O_WSPLIT || key == O_WSPLITPATH ? 0 : key == O_VWSPLIT || key == O_VWSPLITPATH ? 1 : 2;
+		a->wsplit[w] = arg;
+		a->wsplit_file[w] = key == O_WSPLITPATH || key == O_VWSPLITPATH || key == O_TWSPLITPATH;
+		a->weighted_split_paths |= w == 0;
+		return 0;
+	}
 	case O_TOKTYPE:
 		if (strcmp(arg, "GPT2BPETokenizer") && strcmp(arg, "PretrainedFromHF"))
 			return errf(err, errlen, "'%s': GPT models train with GPT2BPETokenizer or "

@@ -71,6 +71,9 @@ struct train_args {
 	int ndata_path;
 	const char *split;
 	int weighted_split_paths;      /* --train-weighted-split-paths[-path] given */
+	const char *wsplit[3];         /* train/valid/test weighted split paths: groups joined by
+	                                  ARGS_SEP, or (wsplit_file) the file holding them */
+	int wsplit_file[3];
 	const char *tokenizer_type, *vocab_file, *merge_file, *tokenizer_name_or_path;
 
 	/* checkpoints */

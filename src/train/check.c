@@ -182,8 +182,8 @@ int check_flags(struct plan *p)
 	}
 	if (a->ndata_path && a->weighted_split_paths)
 		plan_error(p, "--data-path and --train-weighted-split-paths[-path] are mutually exclusive");
-	if (a->weighted_split_paths)
-		plan_note(p, "--train-weighted-split-paths: not read; the plan has no data section");
+	if (a->weighted_split_paths && a->dry_run)
+		plan_note(p, "--train-weighted-split-paths: not read by the plan; it has no data section");
 
 	resolve_vocab(p);
 	if (p->vocab <= 0)

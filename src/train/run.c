@@ -38,7 +38,7 @@ struct run {
 	int64_t iters, mbs, seq;
 	int32_t *sample, *tok, *tgt;   /* one sample (seq+1), a micro-batch's inputs and targets */
 	double peak;                   /* FLOP/s, for MFU; 0 unknown */
-	int64_t valid_position;
+	int64_t valid_position[64];    /* per named validation set: Megatron's iterators carry on */
 	int rollbacks;
 };
 
@@ -78,12 +78,12 @@ static double cpu_peak(int threads)
 
 /* Fills micro-batch `k` of the iteration whose first sample is `first`: DP rank 0 of 1 takes
  * samples [first + k*mbs, first + (k+1)*mbs).  Input tokens [0,seq), targets [1,seq]. */
-static int load_micro(struct run *r, int split, int64_t first, int k)
+static int load_micro(struct run *r, int split, int set, int64_t first, int k)
 {
 	char err[512];
 	for (int b = 0; b < r->mbs; b++) {
 		int64_t i = first + (int64_t)k * r->mbs + b;
-		if (feed_get(&r->feed, split, i, r->sample, err, sizeof err) < 0) {
+		if (feed_get(&r->feed, split, set, i, r->sample, err, sizeof err) < 0) {
 			warn("%s", err);
 			return -1;
 		}
@@ -130,49 +130,64 @@ static int save(struct run *r)
 	return 0;
 }
 
-/* --eval-iters global batches of a split, without dropout.  `label` is Megatron's: "at iteration
- * N" during training, "at the end of training for val data" / "... for test data" after it.
- * The validation position carries on across evaluations, as Megatron's iterator does. */
+/* --eval-iters global batches of each set of a split, without dropout.  `label` is Megatron's:
+ * "at iteration N" during training, "at the end of training for val data" / "... for test data"
+ * after it; a named set (weighted split paths) prints "{name} loss at ..." and gets its own
+ * TensorBoard prefix.  Validation positions carry on across evaluations, as Megatron's
+ * iterators do. */
 static void evaluate(struct run *r, int split, const char *label, int64_t iteration)
 {
 	int64_t gbs = ramp_gbs(&r->p->ramp, r->st.consumed_samples), micro = gbs / r->mbs;
-	int64_t test_position = 0, *pos = split == FEED_VALID ? &r->valid_position : &test_position;
-	double sum = 0;
-	int n = 0, bad;
-	if (r->feed.size[split] == 0 || r->a->eval_iters <= 0)
-		return;
-	r->m.eval_mode = 1;
-	for (int64_t e = 0; e < r->a->eval_iters; e++) {
-		for (int k = 0; k < micro; k++) {
-			if (load_micro(r, split, *pos, k) < 0)
-				goto out;
-			sum += model_forward(&r->m, r->tok, r->tgt, 0.0f, 0, NULL, &bad);
-			n++;
+	for (int si = 0; si < r->feed.nsets[split] && si < 64; si++) {
+		const struct feed_set *set = &r->feed.sets[split][si];
+		int64_t test_position = 0;
+		int64_t *pos = split == FEED_VALID ? &r->valid_position[si] : &test_position;
+		double sum = 0;
+		int n = 0, bad;
+		if (set->size == 0 || r->a->eval_iters <= 0)
+			continue;
+		r->m.eval_mode = 1;
+		for (int64_t e = 0; e < r->a->eval_iters; e++) {
+			for (int k = 0; k < micro; k++) {
+				if (load_micro(r, split, si, *pos, k) < 0)
+					goto out;
+				sum += model_forward(&r->m, r->tok, r->tgt, 0.0f, 0, NULL, &bad);
+				n++;
+			}
+			*pos += gbs;
 		}
-		*pos += gbs;
-	}
 out:
-	r->m.eval_mode = 0;
-	if (!n)
-		return;
-	double loss = sum / n, ppl = exp(fmin(20, loss));
-	char line[256];
-	int len = snprintf(line, sizeof line, " validation loss %s | lm loss value: %.6E | lm loss "
-			   "PPL: %.6E | ", label, loss, ppl);
-	char dash[260];
-	memset(dash, '-', len + 1);
-	dash[len + 1] = 0;
-	printf("%s\n%s\n%s\n", dash, line, dash);
-	fflush(stdout);
-	if (split != FEED_VALID || iteration < 0)
-		return;
-	tb_scalar(r, "lm-loss-validation/lm loss validation", iteration, loss);
-	tb_scalar(r, "lm-loss-validation/lm loss validation vs samples", r->st.consumed_samples, loss);
-	tb_scalar(r, "lm-loss-validation/lm loss validation vs tokens", r->st.consumed_tokens, loss);
-	if (r->a->tb_ppl) {
-		tb_scalar(r, "lm-loss-validation/lm loss validation ppl", iteration, ppl);
-		tb_scalar(r, "lm-loss-validation/lm loss validation ppl vs samples",
-			  r->st.consumed_samples, ppl);
+		r->m.eval_mode = 0;
+		if (!n)
+			continue;
+		double loss = sum / n, ppl = exp(fmin(20, loss));
+		char line[512], prefix[160], tag[256];
+		int len = snprintf(line, sizeof line, " %s%s loss %s | lm loss value: %.6E | lm loss "
+				   "PPL: %.6E | ", set->name ? set->name : "validation", "", label,
+				   loss, ppl);
+		char dash[520];
+		if (len > (int)sizeof dash - 2)
+			len = sizeof dash - 2;
+		memset(dash, '-', len + 1);
+		dash[len + 1] = 0;
+		printf("%s\n%s\n%s\n", dash, line, dash);
+		fflush(stdout);
+		if (split != FEED_VALID || iteration < 0)
+			continue;
+		snprintf(prefix, sizeof prefix, "lm-loss-validation%s%s", set->name ? "/" : "",
+			 set->name ? set->name : "");
+		snprintf(tag, sizeof tag, "%s/lm loss validation", prefix);
+		tb_scalar(r, tag, iteration, loss);
+		snprintf(tag, sizeof tag, "%s/lm loss validation vs samples", prefix);
+		tb_scalar(r, tag, r->st.consumed_samples, loss);
+		snprintf(tag, sizeof tag, "%s/lm loss validation vs tokens", prefix);
+		tb_scalar(r, tag, r->st.consumed_tokens, loss);
+		if (r->a->tb_ppl) {
+			snprintf(tag, sizeof tag, "%s/lm loss validation ppl", prefix);
+			tb_scalar(r, tag, iteration, ppl);
+			snprintf(tag, sizeof tag, "%s/lm loss validation ppl vs samples", prefix);
+			tb_scalar(r, tag, r->st.consumed_samples, ppl);
+		}
 	}
 }
 
@@ -234,7 +249,7 @@ static int setup(struct run *r, char *err, size_t errlen)
 			      a->eval_iters * p->gbs};
 	if (feed_open(&r->feed, a, samples, (int)r->seq, (uint32_t)a->seed, say, err, errlen) < 0)
 		return -1;
-	if (r->feed.size[FEED_TRAIN] == 0)
+	if (r->feed.nsets[FEED_TRAIN] == 0 || r->feed.sets[FEED_TRAIN][0].size == 0)
 		return errf(err, errlen, "the train split is empty: check --split and --data-path");
 
 	/* the schedule, in samples (tokens with --lr-decay-tokens) */
@@ -297,7 +312,7 @@ static double step_grads(struct run *r, int64_t first, int64_t micro, uint64_t k
 	for (int k = 0; k < micro; k++) {
 		uint64_t rng = philox_mix(key, (uint64_t)k);
 		int b = 0;
-		if (load_micro(r, FEED_TRAIN, first, k) < 0)
+		if (load_micro(r, FEED_TRAIN, 0, first, k) < 0)
 			return NAN;
 		sum += model_forward(&r->m, r->tok, r->tgt, dscale, rng, NULL, &b);
 		model_backward(&r->m, rng);

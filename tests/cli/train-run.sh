@@ -193,6 +193,30 @@ rc=$?
 grep -q 'rolled back to rb/global_step[0-9]* (iteration [0-9]*) and skipped the [0-9]* samples' rb.out &&
 	ok spike_policy_rollback_reloads_and_skips_the_data || fail spike_policy_rollback_reloads_and_skips_the_data "exit $rc: $(grep -m3 -i -e spike -e roll rb.out)"
 
+# --- BigScience's weighted split paths: one train group, named validation groups ---
+cp meg-gpt2-openwebtext_text_document.bin other.bin && cp meg-gpt2-openwebtext_text_document.idx other.idx
+W=(--num-layers 2 --hidden-size 64 --num-attention-heads 4 --seq-length 64 --max-position-embeddings 64
+	--micro-batch-size 2 --global-batch-size 4 --lr 1e-3 --vocab-file "$MEG/gpt2-tiny-vocab.json"
+	--merge-file "$MEG/gpt2-tiny-merges.txt" --device cpu --threads 1 --train-iters 6 --log-interval 3
+	--eval-interval 3 --eval-iters 1 --tensorboard-dir wtb)
+"$TR" "${W[@]}" --train-weighted-split-paths "TRAIN: 0.7 0:0.9 meg-gpt2-openwebtext_text_document, 0.3 0:0.9 other" \
+	--valid-weighted-split-paths "VALID-A: 1 0.9:1 meg-gpt2-openwebtext_text_document" "VALID-B: 1 0.95:1 other" >w.out 2>w.err
+rc=$?
+[ $rc = 0 ] && ok weighted_split_paths_train || fail weighted_split_paths_train "exit $rc: $(tail -3 w.err)"
+check weighted_split_train_range grep -q '^TRAIN: other: train split, sequences \[0, 900)' w.out
+check weighted_split_valid_range grep -q '^VALID-B: other: valid split, sequences \[950, 1000)' w.out
+check named_validation_lines grep -qE '^ VALID-A loss at iteration 3 \| lm loss value: [0-9.]+E[-+][0-9]+ \| lm loss PPL: ' w.out
+check named_validation_second_set grep -q '^ VALID-B loss at iteration 6 |' w.out
+"$PY" "$TOP/tests/ref/tfevents-read.py" wtb >wtb.txt 2>&1
+check named_validation_tensorboard_prefix grep -qF 'lm-loss-validation/VALID-B/lm loss validation	6	' wtb.txt
+printf '"TRAIN: 0.7 0:0.9 meg-gpt2-openwebtext_text_document, 0.3 0:0.9 other"\n' >train-splits.txt
+printf '"VALID-A: 1 0.9:1 meg-gpt2-openwebtext_text_document" "VALID-B: 1 0.95:1 other"\n' >valid-splits.txt
+"$TR" "${W[@]}" --train-weighted-split-paths-path train-splits.txt --valid-weighted-split-paths-path valid-splits.txt >w2.out 2>&1
+diff <(losses w.out) <(losses w2.out) >/dev/null && grep -q '^ VALID-B loss at iteration 6 |' w2.out &&
+	ok weighted_split_paths_from_files_same_run || fail weighted_split_paths_from_files_same_run "$(diff <(losses w.out) <(losses w2.out) | head -3)"
+expect_rc weighted_split_bad_range_exit_2 2 "$TR" "${W[@]}" --train-weighted-split-paths "TRAIN: 1 0.9:0.1 other"
+contains weighted_split_bad_range_message "$T/err" 'START:END with 0 <= START < END <= 1'
+
 # --- bad input ---
 expect_rc missing_data_is_exit_2 2 tr --train-iters 2 --data-path nowhere
 contains missing_data_names_the_file "$T/err" 'nowhere'
