@@ -16,7 +16,7 @@ enum {
 	O_TITERS, O_TTOKENS,
 	O_LR, O_MINLR, O_DECAYSTYLE, O_WSAMPLES, O_WITERS, O_WFRAC, O_DSAMPLES, O_DITERS, O_DTOKENS,
 	O_BF16, O_FP16, O_ACCFP32,
-	O_DATA, O_SPLIT, O_WSPLIT, O_WSPLITPATH, O_VWSPLIT, O_VWSPLITPATH, O_TWSPLIT, O_TWSPLITPATH, O_TOKTYPE, O_VOCAB, O_MERGES, O_TOKPATH,
+	O_DATA, O_DCACHE, O_SPLIT, O_WSPLIT, O_WSPLITPATH, O_VWSPLIT, O_VWSPLITPATH, O_TWSPLIT, O_TWSPLITPATH, O_TOKTYPE, O_VOCAB, O_MERGES, O_TOKPATH,
 	O_SAVE, O_LOAD, O_SAVEINT,
 	O_BATCHSIZE, O_WARMUP, O_MPSIZE,
 	O_DRYRUN, O_FORMAT, O_NODES, O_GPUS, O_TFLOPS, O_PARAMS, O_GPUMEM, O_CKPTBW, O_VOCABSIZE,
@@ -72,7 +72,8 @@ const struct opt args_opts[] = {
 	{"fp16", O_FP16, NULL, "float16 weights and activations"},
 	{"accumulate-allreduce-grads-in-fp32", O_ACCFP32, NULL, "fp32 gradients with --fp16 (always with --bf16)"},
 	/* data and tokenizer */
-	{"data-path", O_DATA, "[W] PREFIX...", "Megatron datasets (with weights to blend); only .idx headers and sizes are read"},
+	{"data-path", O_DATA, "[W] PREFIX...", "Megatron datasets, with weights to blend (--dry-run reads only the .idx)"},
+	{"data-cache-path", O_DCACHE, "DIR", "where the sample-index caches go (default: beside the data)"},
 	{"split", O_SPLIT, "S", "train,valid,test split of --data-path (default 969, 30, 1)"},
 	{"train-weighted-split-paths", O_WSPLIT, "GROUP", "BigScience: 'NAME: W S:E PREFIX, W S:E PREFIX...' (one group)"},
 	{"train-weighted-split-paths-path", O_WSPLITPATH, "FILE", "the same, read from FILE (one line: \"GROUP\" \"GROUP\"...)"},
@@ -85,8 +86,8 @@ const struct opt args_opts[] = {
 	{"merge-file", O_MERGES, "FILE", "GPT-2 merges.txt (must exist)"},
 	{"tokenizer-name-or-path", O_TOKPATH, "PATH", "tokenizer.json, or a directory with one: vocab + added tokens"},
 	/* checkpoints */
-	{"save", O_SAVE, "DIR", "checkpoint directory (accepted)"},
-	{"load", O_LOAD, "DIR", "resume from DIR (accepted)"},
+	{"save", O_SAVE, "DIR", "save checkpoints here (lmtk-checkpoint(5))"},
+	{"load", O_LOAD, "DIR", "resume from the newest intact checkpoint in DIR, if any"},
 	{"save-interval", O_SAVEINT, "N", "save every N iterations (required with --save, as in Megatron)"},
 	/* deprecated in Megatron: rejected with its message */
 	{"batch-size", O_BATCHSIZE, "N", "no longer valid: use --micro-batch-size"},
@@ -123,7 +124,7 @@ const struct opt args_opts[] = {
 	{"use-checkpoint-lr-scheduler", O_USECKPT, NULL, "on --load, the checkpoint's schedule wins"},
 	/* lmtk */
 	{"device", O_DEVICE, "DEV", "cpu, cuda, cuda:N or auto (default auto: a GPU when there is one)"},
-	{"threads", O_THREADS, "N", "CPU threads (default: all online CPUs)"},
+	{"threads", O_THREADS, "N", "CPU threads (default: $SLURM_CPUS_PER_TASK, else all online CPUs)"},
 	{"spike-policy", O_SPIKE, "P", "none, skip or rollback on a loss spike (default none: count and log)"},
 	{"spike-factor", O_SPIKEF, "F", "a spike is a loss above F x its running mean, or not finite (default 3)"},
 	{"peak-tflops", O_PEAK, "F", "device peak TFLOP/s for the MFU field (default: the device's)"},
@@ -423,6 +424,7 @@ int args_opt(void *ctx, int key, const char *arg, char *err, size_t errlen)
 			return errf(err, errlen, "more than %d values", ARGS_MAX_DATA);
 		return 0;
 	case O_SPLIT: a->split = arg; return 0;
+	case O_DCACHE: a->data_cache_path = arg; return 0;
 	case O_WSPLIT: case O_VWSPLIT: case O_TWSPLIT:
 	case O_WSPLITPATH: case O_VWSPLITPATH: case O_TWSPLITPATH: {
 		int w = key == O_WSPLIT || key == O_WSPLITPATH ? 0 : key == O_VWSPLIT || key == O_VWSPLITPATH ? 1 : 2;

@@ -70,6 +70,7 @@ struct train_args {
 	const char *data_path[ARGS_MAX_DATA];
 	int ndata_path;
 	const char *split;
+	const char *data_cache_path;
 	int weighted_split_paths;      /* --train-weighted-split-paths[-path] given */
 	const char *wsplit[3];         /* train/valid/test weighted split paths: groups joined by
 	                                  ARGS_SEP, or (wsplit_file) the file holding them */

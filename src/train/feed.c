@@ -94,7 +94,7 @@ static int build_set(struct feed *f, int split, const char *name, struct member 
 							      : gptdata_blend_samples(samples, set->weights[i]),
 					.seq_length = seq, .seed = seed};
 		char why[512] = "";
-		if (gptdata_index_get(&set->x[i], &f->ds[d], &k, NULL, why, sizeof why) < 0)
+		if (gptdata_index_get(&set->x[i], &f->ds[d], &k, f->cache_dir, why, sizeof why) < 0)
 			return errf(err, errlen, "%s", why);
 		snprintf(line, sizeof line, "%s%s%s: %s split, sequences [%lld, %lld): %lld samples of %d "
 			 "tokens, %d epoch%s, index %s%s%s", name ? name : "", name ? ": " : "",
@@ -221,6 +221,7 @@ int feed_open(struct feed *f, const struct train_args *a, const int64_t samples[
 	struct member mb[ARGS_MAX_DATA];
 	memset(f, 0, sizeof *f);
 	f->seq = seq;
+	f->cache_dir = a->data_cache_path;
 	if (a->weighted_split_paths || a->wsplit[1] || a->wsplit[2]) {
 		if (a->ndata_path)
 			return errf(err, errlen, "--data-path and --*-weighted-split-paths are mutually "

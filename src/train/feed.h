@@ -37,6 +37,7 @@ struct feed_set {
 
 struct feed {
 	int seq;
+	const char *cache_dir;            /* --data-cache-path, or NULL: beside the data */
 	int nds;
 	struct gptdata_ds *ds;            /* every dataset opened once, whatever uses it */
 	struct feed_set *sets[3];

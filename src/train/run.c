@@ -12,6 +12,7 @@
 #include "msg.h"
 #include "units.h"
 #include "train/ckpt.h"
+#include "train/dist.h"
 #include "train/feed.h"
 #include "train/model.h"
 #include "train/optim.h"
@@ -32,6 +33,7 @@ struct run {
 	const struct plan *p;
 	const char *cmdline;
 	struct model m;
+	struct dist dist;
 	struct feed feed;
 	struct ckpt_state st;
 	struct tfevents *tb;
@@ -200,7 +202,11 @@ static int setup(struct run *r, char *err, size_t errlen)
 {
 	const struct train_args *a = r->a;
 	const struct plan *p = r->p;
-	const struct ops *ops = ops_open(a->device, (int)a->threads, err, errlen);
+	int threads = (int)a->threads;
+	const char *cpt = getenv("SLURM_CPUS_PER_TASK");
+	if (threads <= 0 && cpt && atoi(cpt) > 0)
+		threads = atoi(cpt);   /* what SLURM gave this task, not the whole node */
+	const struct ops *ops = ops_open(a->device, threads, err, errlen);
 	if (!ops)
 		return -1;
 	struct model_config c = {
@@ -222,6 +228,8 @@ static int setup(struct run *r, char *err, size_t errlen)
 		return errf(err, errlen, "this run asks for TP=%lld PP=%lld DP=%lld; this build trains "
 			    "in one process (TP=PP=DP=1): drop the parallel flags or --nodes/--gpus-per-node",
 			    (long long)p->tp, (long long)p->pp, (long long)p->dp);
+	if (dist_init(&r->dist, (int)p->tp, (int)p->pp, err, errlen) < 0)
+		return -1;
 	r->mbs = p->mbs;
 	r->seq = p->s;
 	r->iters = p->iters;
@@ -233,7 +241,7 @@ static int setup(struct run *r, char *err, size_t errlen)
 	if (!r->sample || !r->tok || !r->tgt)
 		return errf(err, errlen, "out of memory");
 	r->peak = a->peak_tflops > 0 ? a->peak_tflops * 1e12
-		  : ops->peak_flops > 0 ? ops->peak_flops : cpu_peak((int)a->threads);
+		  : ops->peak_flops > 0 ? ops->peak_flops : cpu_peak(threads);
 	printf("train: %s model, %zu parameters (%lld layers, hidden %lld, %lld heads, vocab %lld "
 	       "padded to %lld) on %s\n", c.alibi ? "BLOOM-style" : "GPT-2-style", r->m.nparams,
 	       (long long)p->L, (long long)p->h, (long long)p->heads, (long long)p->vocab,
@@ -567,11 +575,15 @@ int run_train(const struct train_args *a, const struct plan *p, const char *cmdl
 			}
 			last_saved = it;
 		}
-		if (got_signal)
-			why_stop = got_signal == SIGUSR1 ? "SIGUSR1" : got_signal == SIGTERM ? "SIGTERM" : "SIGINT";
-		else if (kill_switch(&r))
+		/* decisions every rank takes together: a signal or the kill switch seen by one, the
+		 * longest elapsed time of all (Megatron's max over ranks) */
+		if (dist_any(&r.dist, DIST_WORLD, got_signal != 0))
+			why_stop = got_signal == SIGUSR1 ? "SIGUSR1" : got_signal == SIGTERM ? "SIGTERM" :
+				   got_signal == SIGINT ? "SIGINT" : "a signal on another rank";
+		else if (dist_any(&r.dist, DIST_WORLD, kill_switch(&r)))
 			why_stop = "the kill switch";
-		else if (a->exit_duration_mins > 0 && units_now() - t_start > a->exit_duration_mins * 60)
+		else if (a->exit_duration_mins > 0 &&
+			 dist_max(&r.dist, DIST_WORLD, units_now() - t_start) > a->exit_duration_mins * 60)
 			why_stop = "--exit-duration-in-mins";
 		else if (a->exit_interval > 0 && it % a->exit_interval == 0)
 			why_stop = "--exit-interval";

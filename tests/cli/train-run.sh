@@ -217,6 +217,13 @@ diff <(losses w.out) <(losses w2.out) >/dev/null && grep -q '^ VALID-B loss at i
 expect_rc weighted_split_bad_range_exit_2 2 "$TR" "${W[@]}" --train-weighted-split-paths "TRAIN: 1 0.9:0.1 other"
 contains weighted_split_bad_range_message "$T/err" 'START:END with 0 <= START < END <= 1'
 
+# --- the sample-index cache goes where --data-cache-path says, not beside read-only data ---
+mkdir -p ro cache && cp meg-gpt2-openwebtext_text_document.bin meg-gpt2-openwebtext_text_document.idx ro/
+"$TR" "${MODEL[@]}" --data-path ro/meg-gpt2-openwebtext_text_document --data-cache-path cache \
+	--train-iters 2 --eval-iters 0 >dc.out 2>&1
+[ $? = 0 ] && ls cache/*_lmtk_indexmap_*.map >/dev/null 2>&1 && [ "$(ls ro | wc -l)" = 2 ] &&
+	ok data_cache_path_holds_the_index || fail data_cache_path_holds_the_index "$(ls ro cache; tail -2 dc.out)"
+
 # --- bad input ---
 expect_rc missing_data_is_exit_2 2 tr --train-iters 2 --data-path nowhere
 contains missing_data_names_the_file "$T/err" 'nowhere'
