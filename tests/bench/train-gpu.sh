@@ -1,0 +1,52 @@
+#!/usr/bin/env bash
+# train-gpu.sh - train on one GPU (bf16, the CUDA backend) against PyTorch on the same GPU
+# (bf16 autocast + scaled_dot_product_attention + torch.compile + fused AdamW:
+# tests/bench/train-torch-gpu.py), GPT-2 124M and 350M shapes, seq 1024, in one run; tokens/s
+# and MFU (model FLOPs 6N + 12LCT per token against the GPU's dense bf16 peak, 989 TFLOP/s for
+# H100/H200 SXM; TRAIN_BENCH_PEAK to change).  Without a GPU it says so and exits 0: the numbers
+# need a machine with one (the GPU machines lent to this project have torch).
+set -uo pipefail
+TOP=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+PY=${TRAIN_BENCH_PYTHON:-python3}
+PEAK=${TRAIN_BENCH_PEAK:-989}
+B=${TRAIN_BENCH_BATCH:-16}
+if ! nvidia-smi -L >/dev/null 2>&1; then
+	echo "bench: train-gpu: no GPU on this machine (nvidia-smi finds none): skipped"
+	exit 0
+fi
+[ -x "$TOP/bin/train" ] && [ -s "$TOP/bin/train-cuda.so" ] || { echo "train-gpu: build first (make)" >&2; exit 1; }
+W=$(mktemp -d /tmp/train-gpu.XXXXXX)
+trap 'rm -rf "$W"' EXIT
+# a synthetic Megatron dataset of random GPT-2 ids: only the ids' range matters for speed
+/usr/bin/env python3 - "$W/rand" <<'PYEOF'
+import struct, sys, random
+p = sys.argv[1]; random.seed(1); n = 2000; L = 2048
+sizes = [L] * n
+with open(p + ".bin", "wb") as f:
+    for _ in range(n):
+        f.write(struct.pack("<%dH" % L, *[random.randrange(50257) for _ in range(L)]))
+ptr = [i * L * 2 for i in range(n)]
+with open(p + ".idx", "wb") as f:
+    f.write(b"MMIDIDX\x00\x00" + struct.pack("<QBQQ", 1, 8, n, n + 1))
+    f.write(struct.pack("<%di" % n, *sizes) + struct.pack("<%dq" % n, *ptr) + struct.pack("<%dq" % (n + 1), *range(n + 1)))
+PYEOF
+/usr/bin/env python3 -c "import json; json.dump({'t%d' % i: i for i in range(50257)}, open('$W/vocab.json', 'w'))"
+: > "$W/merges.txt"
+printf '| model | PyTorch tokens/s | MFU | train tokens/s | MFU | ratio |\n|---|---|---|---|---|---|\n'
+for shape in "124M 12 768 12" "350M 24 1024 16"; do
+	set -- $shape
+	t=$("$PY" "$TOP/tests/bench/train-torch-gpu.py" --layers $2 --hidden $3 --heads $4 --seq 1024 \
+		--batch $B --peak-tflops $PEAK 2>/dev/null | awk '/^torch-gpu/ { print $3, $5 }')
+	"$TOP/bin/train" --num-layers $2 --hidden-size $3 --num-attention-heads $4 --seq-length 1024 \
+		--max-position-embeddings 1024 --micro-batch-size $B --global-batch-size $B --train-iters 25 \
+		--lr 6e-4 --data-path "$W/rand" --vocab-file "$W/vocab.json" --merge-file "$W/merges.txt" \
+		--log-interval 5 --eval-iters 0 --hidden-dropout 0 --attention-dropout 0 --bf16 \
+		--device cuda --peak-tflops $PEAK > "$W/train.out" 2>&1
+	l=$(grep '^ iteration' "$W/train.out" | tail -1)
+	sps=$(sed 's/.*samples per second: \([0-9.]*\).*/\1/' <<<"$l")
+	mfu=$(sed -n 's/.*MFU: \([0-9.]*\)%.*/\1/p' <<<"$l")
+	ttok=$(awk -v s="$sps" 'BEGIN { printf "%.0f", s * 1024 }')
+	read -r ptok pmfu <<<"$t"
+	echo "| GPT-2 $1, B=$B T=1024, bf16 | ${ptok:-?} | ${pmfu:-?} | $ttok | ${mfu:-?}% | $(awk -v a="$ttok" -v b="${ptok:-0}" 'BEGIN { if (b > 0) printf "%.2f", a / b; else print "?" }') |"
+done
+echo "bench: train-gpu: $(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)"
