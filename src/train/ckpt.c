@@ -157,7 +157,7 @@ int ckpt_save(const char *dir, const struct model *m, const struct ckpt_state *s
 	snprintf(crchex, sizeof crchex, "%08x", crc);
 	const struct optim *o = &st->optim;
 	json_t *man = json_pack(
-		"{s:s,s:i,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:o,"
+		"{s:s,s:i,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:o,"
 		"s:{s:i,s:f,s:i,s:i,s:f,s:f,s:f,s:f,s:f},"
 		"s:{s:f,s:I},s:{s:I,s:s},s:{s:i,s:i,s:i},s:o,s:{s:{s:I,s:s}},s:s}",
 		"format", "lmtk-checkpoint", "version", 1,
@@ -168,6 +168,7 @@ int ckpt_save(const char *dir, const struct model *m, const struct ckpt_state *s
 		"skipped_iterations", (json_int_t)st->skipped_total,
 		"nan_iterations", (json_int_t)st->nan_total,
 		"loss_spikes", (json_int_t)st->spikes_total,
+		"skip_ranges_done_through", (json_int_t)st->skip_through,
 		"scheduler", sched_json(&st->sched),
 		"optimizer", "step", o->step, "loss_scale", (double)o->loss_scale, "good_steps",
 		o->good_steps, "hysteresis_left", o->hysteresis_left, "beta1", (double)o->b1, "beta2",
@@ -175,7 +176,7 @@ int ckpt_save(const char *dir, const struct model *m, const struct ckpt_state *s
 		(double)o->clip,
 		"loss_tracker", "mean", st->loss_mean, "count", (json_int_t)st->loss_count,
 		"rng", "seed", (json_int_t)m->cfg.seed, "generator",
-		"philox4x32-10, counter-based: keyed by seed, iteration and micro-batch",
+		"philox4x32-10, counter-based: keyed by the seed, the data position and the micro-batch",
 		"layout", "tp", st->tp, "pp", st->pp, "dp", st->dp,
 		"model", model_json(&m->cfg),
 		"files", shard, "bytes", (json_int_t)bytes, "crc32c", crchex,
@@ -275,6 +276,36 @@ static int load_step(const char *sdir, struct model *m, struct ckpt_state *st, c
 		return errf(err, errlen, "%s: a field is missing or has the wrong type", path);
 	}
 	st->sched.by_tokens = json_is_true(json_object_get(sc, "by_tokens"));
+	st->skip_through = 0;
+	jint(man, "skip_ranges_done_through", &st->skip_through);   /* absent in older manifests */
+	json_t *rng = json_object_get(man, "rng");
+	st->seed = -1;
+	jint(rng, "seed", &st->seed);
+	/* the model: every shape-defining field must be the flags' */
+	json_t *mo = json_object_get(man, "model");
+	const struct model_config *c = &m->cfg;
+	const char *pe = json_string_value(json_object_get(mo, "position_embedding_type"));
+	struct { const char *key, *flag; int64_t want; } mf[] = {
+		{"num_layers", "--num-layers", c->layers}, {"hidden_size", "--hidden-size", c->hidden},
+		{"num_attention_heads", "--num-attention-heads", c->heads},
+		{"ffn_hidden_size", "--ffn-hidden-size", c->ffn},
+		{"max_position_embeddings", "--max-position-embeddings", c->max_pos},
+		{"vocab_size", "the vocabulary", c->vocab}, {"padded_vocab_size", "the padded vocabulary", c->padded_vocab},
+	};
+	for (size_t i = 0; i < sizeof mf / sizeof *mf; i++) {
+		int64_t got = -1;
+		if (jint(mo, mf[i].key, &got) || got != mf[i].want) {
+			json_decref(man);
+			return errf(err, errlen, "%s: %s is %lld in the checkpoint, %lld in this run: it is "
+				    "another model", path, mf[i].flag, (long long)got, (long long)mf[i].want);
+		}
+	}
+	if (!pe || strcmp(pe, c->alibi ? "alibi" : "learned") != 0 ||
+	    json_is_true(json_object_get(mo, "embed_layernorm")) != !!c->embed_ln) {
+		json_decref(man);
+		return errf(err, errlen, "%s: --position-embedding-type or --embed-layernorm differs from "
+			    "the checkpoint's model", path);
+	}
 	st->optim.step = v[0];
 	st->optim.loss_scale = d[0];
 	st->optim.good_steps = v[1];
@@ -314,7 +345,13 @@ static int load_step(const char *sdir, struct model *m, struct ckpt_state *st, c
 			const struct model_tensor *t = &m->tensors[i];
 			snprintf(name, sizeof name, "%s%s", prefix[k], t->name);
 			const struct st_tensor *s = st_find(f, name);
-			if (!s || s->dtype != ST_F32 || s->numel != t->numel) {
+			int64_t d0 = t->shape[0], d1 = t->shape[1];
+			if (t->split == SPLIT_COLUMN || t->split == SPLIT_VOCAB)
+				d0 /= m->cfg.tp;
+			else if (t->split == SPLIT_ROW)
+				d1 /= m->cfg.tp;
+			if (!s || s->dtype != ST_F32 || s->numel != t->numel || s->ndim != t->ndim ||
+			    s->shape[0] != d0 || (t->ndim == 2 && s->shape[1] != d1)) {
 				errf(err, errlen, "%s: tensor %s %s (the model needs %zu fp32 elements: "
 				     "is this checkpoint from another model?)", path, name,
 				     !s ? "is missing" : "has another shape or type", t->numel);

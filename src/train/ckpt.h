@@ -28,6 +28,8 @@ struct ckpt_state {
 	int64_t iteration, consumed_samples, consumed_tokens;
 	int64_t data_position;         /* training samples drawn, skipped iterations included */
 	int64_t skipped_total, nan_total, spikes_total;
+	int64_t skip_through;          /* --skip-train-iteration-range ranges ending here or before are done */
+	int64_t seed;                  /* --seed of the run that saved it */
 	struct sched sched;
 	struct optim optim;
 	double loss_mean;              /* running mean of the loss, for spike detection */

@@ -8,8 +8,10 @@
 
 int dist_init(struct dist *d, int tp, int pp, char *err, size_t errlen)
 {
-	/* launched as several ranks?  srun and mpirun say so in the environment */
-	static const char *vars[] = {"OMPI_COMM_WORLD_SIZE", "PMIX_SIZE", "PMI_SIZE", "SLURM_NTASKS"};
+	/* launched as several ranks?  mpirun and srun's job steps say so in the environment (not
+	 * SLURM_NTASKS: a batch script of a multi-task job may run train directly, as one process) */
+	static const char *vars[] = {"OMPI_COMM_WORLD_SIZE", "PMIX_SIZE", "PMI_SIZE",
+				     "SLURM_STEP_NUM_TASKS"};
 	for (size_t i = 0; i < sizeof vars / sizeof *vars; i++) {
 		const char *v = getenv(vars[i]);
 		if (v && atoi(v) > 1)

@@ -1,6 +1,7 @@
 /* run - see run.h. */
 #include "train/run.h"
 
+#include <errno.h>
 #include <math.h>
 #include <signal.h>
 #include <stdio.h>
@@ -42,6 +43,8 @@ struct run {
 	double peak;                   /* FLOP/s, for MFU; 0 unknown */
 	int64_t valid_position[64];    /* per named validation set: Megatron's iterators carry on */
 	int rollbacks;
+	int bad_data;                  /* a sample held ids outside the vocabulary: exit 2 */
+	int fail_code;                 /* exit status when setup fails */
 };
 
 static void say(const char *line)
@@ -89,6 +92,15 @@ static int load_micro(struct run *r, int split, int set, int64_t first, int k)
 			warn("%s", err);
 			return -1;
 		}
+		for (int t = 0; t <= r->seq; t++)
+			if (r->sample[t] < 0 || r->sample[t] >= r->m.cfg.vocab) {
+				warn("%s sample %lld holds token id %d, outside the vocabulary of %d: the data "
+				     "was not tokenized with this --vocab-file/--tokenizer-name-or-path",
+				     split == FEED_TRAIN ? "training" : split == FEED_VALID ? "validation" : "test",
+				     (long long)i, r->sample[t], r->m.cfg.vocab);
+				r->bad_data = 1;
+				return -1;
+			}
 		for (int t = 0; t < r->seq; t++) {
 			r->tok[b * r->seq + t] = r->sample[t];
 			r->tgt[b * r->seq + t] = r->sample[t + 1];
@@ -220,6 +232,11 @@ static int setup(struct run *r, char *err, size_t errlen)
 	if (a->pos_emb == POS_ROTARY)
 		return errf(err, errlen, "--position-embedding-type rotary is not implemented; use "
 			    "absolute or alibi");
+	if (a->spike_policy == 2 && !a->save)
+		return errf(err, errlen, "--spike-policy rollback needs --save: it rolls back to the last "
+			    "checkpoint");
+	if (a->data_cache_path && mkdir(a->data_cache_path, 0755) < 0 && errno != EEXIST)
+		return errf(err, errlen, "--data-cache-path %s: %s", a->data_cache_path, strerror(errno));
 	if (a->glu_activation)
 		return errf(err, errlen, "--glu-activation is not implemented: the MLP is GeLU");
 	if (p->kv != p->h / p->heads)
@@ -278,8 +295,10 @@ static int setup(struct run *r, char *err, size_t errlen)
 		struct ckpt_state ck = r->st;
 		char loaded[4200];
 		int rc = ckpt_load(a->load, &r->m, &ck, loaded, sizeof loaded, err, errlen);
-		if (rc < 0)
+		if (rc < 0) {
+			r->fail_code = EXIT_FAILED;
 			return -1;
+		}
 		if (rc == 0) {
 			printf("train: no checkpoint in --load %s: starting from scratch\n", a->load);
 		} else {
@@ -298,13 +317,18 @@ static int setup(struct run *r, char *err, size_t errlen)
 				return -1;
 			printf("train: resumed from %s: iteration %lld, %lld samples consumed\n", loaded,
 			       (long long)r->st.iteration, (long long)r->st.consumed_samples);
+			if (ck.seed >= 0 && ck.seed != a->seed)
+				warn("warning: --seed %lld differs from the checkpoint's %lld: the data order "
+				     "and dropout change from here on", (long long)a->seed, (long long)ck.seed);
 		}
 		fflush(stdout);
 	}
 	if (a->tensorboard_dir) {
 		r->tb = tfevents_open(a->tensorboard_dir, err, errlen);
-		if (!r->tb)
+		if (!r->tb) {
+			r->fail_code = EXIT_FAILED;
 			return -1;
+		}
 		if (tfevents_text(r->tb, "args", r->st.iteration, r->cmdline) < 0)
 			return errf(err, errlen, "%s", tfevents_error(r->tb));
 	}
@@ -384,10 +408,10 @@ int run_train(const struct train_args *a, const struct plan *p, const char *cmdl
 	sigaction(SIGINT, &sa, NULL);
 
 	double t_start = units_now();
+	r.fail_code = EXIT_USAGE;
 	if (setup(&r, err, sizeof err) < 0) {
 		warn("%s", err);
-		return strstr(err, "out of memory") || strstr(err, ": Input/output") ? EXIT_FAILED
-										      : EXIT_USAGE;
+		return strstr(err, "out of memory") ? EXIT_FAILED : r.fail_code;
 	}
 
 	/* skip ranges: sorted, merged */
@@ -407,7 +431,8 @@ int run_train(const struct train_args *a, const struct plan *p, const char *cmdl
 
 	struct ckpt_state *st = &r.st;
 	double t_log = units_now(), loss_sum = 0;
-	int64_t log_iters = 0, log_skipped = 0, log_nan = 0, loss_n = 0, last_saved = -1;
+	int64_t log_iters = 0, log_skipped = 0, log_nan = 0, loss_n = 0;
+	int64_t last_saved = st->iteration;   /* a resumed run has nothing new to save yet */
 	double grad_norm = 0;
 	int64_t nzeros = 0;
 	int rc = EXIT_OK, stop = 0;
@@ -415,7 +440,9 @@ int run_train(const struct train_args *a, const struct plan *p, const char *cmdl
 
 	while (st->iteration < r.iters && !stop) {
 		int64_t it = st->iteration + 1;
-		while (next_skip < nskip && skip[next_skip][1] < it)
+		/* ranges already skipped before a checkpoint are done: the iteration counter does not
+		 * move through a skip, so a resumed run would otherwise skip them again */
+		while (next_skip < nskip && (skip[next_skip][1] < it || skip[next_skip][1] <= st->skip_through))
 			next_skip++;
 		if (next_skip < nskip && skip[next_skip][0] <= it) {
 			int64_t n = 0;
@@ -425,6 +452,7 @@ int run_train(const struct train_args *a, const struct plan *p, const char *cmdl
 			       (long long)it, (long long)skip[next_skip][1]);
 			fflush(stdout);
 			st->data_position += n;
+			st->skip_through = skip[next_skip][1];
 			next_skip++;
 			continue;
 		}
@@ -433,6 +461,10 @@ int run_train(const struct train_args *a, const struct plan *p, const char *cmdl
 		int bad = 0;
 		uint64_t key = philox_mix(philox_mix((uint64_t)a->seed, 0x7472616e), (uint64_t)st->data_position);
 		double loss = step_grads(&r, st->data_position, micro, key, &bad);
+		if (r.bad_data) {
+			rc = EXIT_USAGE;
+			break;
+		}
 		if (bad) {
 			warn("iteration %lld: %d target tokens are outside the vocabulary of %d: the data "
 			     "does not match --vocab-file/--tokenizer-name-or-path", (long long)it, bad,

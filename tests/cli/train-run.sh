@@ -182,6 +182,14 @@ tr --train-iters 8 --log-interval 1 --eval-iters 0 --lr 0 --min-lr 0 --skip-trai
 l5=$(losses p0.out | awk '$1 == 5 { print $2 }'); l3=$(losses p1.out | awk '$1 == 3 { print $2 }')
 [ -n "$l5" ] && [ "$l5" = "$l3" ] && ok skipped_range_consumes_its_data || fail skipped_range_consumes_its_data "plain it5 $l5, skipped it3 $l3"
 
+# a skipped range is skipped once, even when a checkpoint falls after it and the run resumes
+SK=(--train-iters 8 --log-interval 1 --eval-iters 0 --skip-train-iteration-range 3-4 --save-interval 4)
+tr "${SK[@]}" --save sk1 >sk1.out 2>&1
+tr "${SK[@]}" --save sk2 --exit-interval 3 >sk2a.out 2>&1
+tr "${SK[@]}" --save sk2 --load sk2 >sk2b.out 2>&1
+! grep -q Skipped sk2b.out && cmp -s sk1/global_step8/rank_tp00_pp000.safetensors sk2/global_step8/rank_tp00_pp000.safetensors &&
+	ok skip_range_is_not_repeated_after_resume || fail skip_range_is_not_repeated_after_resume "$(grep -h Skipped sk2b.out; ls sk1 sk2)"
+
 # --- loss spikes: a learning rate that blows up ---
 tr --train-iters 60 --log-interval 1 --eval-iters 0 --lr 3 --min-lr 3 --clip-grad 0 --spike-policy skip --spike-factor 1.5 >sp.out 2>&1
 rc=$?
@@ -225,6 +233,16 @@ mkdir -p ro cache && cp meg-gpt2-openwebtext_text_document.bin meg-gpt2-openwebt
 	ok data_cache_path_holds_the_index || fail data_cache_path_holds_the_index "$(ls ro cache; tail -2 dc.out)"
 
 # --- bad input ---
+expect_rc token_ids_outside_the_vocabulary_exit_2 2 "$TR" --num-layers 2 --hidden-size 64 --num-attention-heads 4 \
+	--seq-length 64 --max-position-embeddings 64 --micro-batch-size 2 --global-batch-size 4 --lr 1e-3 \
+	--data-path meg-gpt2-openwebtext_text_document --vocab-size 100 --train-iters 4 --eval-iters 0 --device cpu
+contains token_ids_outside_the_vocabulary_message "$T/err" 'holds token id [0-9]+, outside the vocabulary of 100'
+expect_rc another_model_is_refused_on_load 3 tr --train-iters 20 --eval-iters 0 --load h --hidden-size 128 --num-attention-heads 4
+contains another_model_message_names_the_flag "$T/err" -- '--hidden-size is 64 in the checkpoint, 128 in this run'
+expect_rc rollback_needs_save 2 tr --train-iters 4 --spike-policy rollback
+contains rollback_needs_save_message "$T/err" -- '--spike-policy rollback needs --save'
+bin_help=$("$TR" --help)
+grep -qE '^  -[A-Za-z], ' <<<"$bin_help" && fail no_accidental_short_options "$(grep -E '^  -[A-Za-z], ' <<<"$bin_help" | head -2)" || ok no_accidental_short_options
 expect_rc missing_data_is_exit_2 2 tr --train-iters 2 --data-path nowhere
 contains missing_data_names_the_file "$T/err" 'nowhere'
 expect_rc tp_is_refused_in_this_build 2 tr --train-iters 2 --tensor-model-parallel-size 2 --nodes 1 --gpus-per-node 2
