@@ -55,6 +55,10 @@ echo
 # emptied first: a leftover checkpoint would make the first run resume instead of start.
 RUN=${LMTK_DEMO_RUN:-/var/tmp/lmtk-demo-run}
 ITERS=300
+if [ -n "$(ls -A "$RUN" 2>/dev/null)" ] && [ ! -e "$RUN/main_log.txt" ]; then
+	echo "demo: $RUN is not a previous demo's run directory; set LMTK_DEMO_RUN to another" >&2
+	exit 2
+fi
 rm -rf "$RUN" && mkdir -p "$RUN" || exit 3
 TRAIN=(--num-layers 2 --hidden-size 128 --num-attention-heads 4 --seq-length 64
 	--max-position-embeddings 64 --micro-batch-size 4 --global-batch-size 4

@@ -79,6 +79,21 @@ if "$PY" "$TOP/tests/ref/tfevents-read.py" tb >tb.txt 2>tb.err; then
 else
 	fail tfevents_read_back "$(cat tb.err)"
 fi
+# TensorBoard's own reader, where the tensorboard package is installed (the GPU machines)
+TBPY=
+for p in "$PY" python3; do "$p" -c 'import tensorboard' 2>/dev/null && { TBPY=$p; break; }; done
+if [ -n "$TBPY" ]; then
+	"$TBPY" - tb <<'EOF' >tbacc.out 2>&1 && ok tensorboard_event_accumulator_reads_them || fail tensorboard_event_accumulator_reads_them "$(tail -3 tbacc.out)"
+import sys
+from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+acc = EventAccumulator(sys.argv[1]); acc.Reload()
+tags = acc.Tags()["scalars"]
+assert "lm-loss-training/lm loss" in tags and "learning-rate/learning-rate" in tags, tags
+assert len(acc.Scalars("lm-loss-training/lm loss")) == 20
+EOF
+else
+	skip tensorboard_event_accumulator_reads_them "the tensorboard Python package is not installed here (the GPU machines have it)"
+fi
 
 # --- resume is bit-exact: 20 straight == 10, stop, 10 more (dropout on: RNG state matters) ---
 R=(--train-iters 20 --log-interval 1 --eval-interval 1000 --eval-iters 0 --hidden-dropout 0.1
@@ -231,6 +246,10 @@ mkdir -p ro cache && cp meg-gpt2-openwebtext_text_document.bin meg-gpt2-openwebt
 	--train-iters 6 --eval-iters 0 >dc.out 2>&1
 [ $? = 0 ] && ls cache/*_lmtk_indexmap_*.map >/dev/null 2>&1 && [ "$(ls ro | wc -l)" = 2 ] &&
 	ok data_cache_path_holds_the_index || fail data_cache_path_holds_the_index "$(ls ro cache; tail -2 dc.out)"
+
+# fp16: dynamic loss scaling runs (the CPU computes in fp32) and the log line shows the scale
+tr --train-iters 8 --log-interval 2 --eval-iters 0 --fp16 --initial-loss-scale 65536 >fp.out 2>&1
+check fp16_log_line_has_the_loss_scale grep -qE '\| lm loss: [0-9.E+-]+ \| loss scale: 65536\.0 \| grad norm' fp.out
 
 # --- bad input ---
 expect_rc token_ids_outside_the_vocabulary_exit_2 2 "$TR" --num-layers 2 --hidden-size 64 --num-attention-heads 4 \

@@ -534,6 +534,7 @@ static void check_shape(const char *op, int B, int T, int NH, int HD)
 void cu_attention_fwd(void *out, float *lse, const void *qkv, const float *slopes, int B, int T,
 		      int NH, int HD, float p, uint64_t seed)
 {
+	CU_ENTER();
 	if (B <= 0 || T <= 0 || NH <= 0)
 		return;
 	check_shape("attention_fwd", B, T, NH, HD);
@@ -552,6 +553,7 @@ void cu_attention_bwd(void *dqkv, const void *dout, const void *qkv, const void 
 		      const float *lse, const float *slopes, int B, int T, int NH, int HD, float p,
 		      uint64_t seed)
 {
+	CU_ENTER();
 	if (B <= 0 || T <= 0 || NH <= 0)
 		return;
 	check_shape("attention_bwd", B, T, NH, HD);

@@ -59,6 +59,16 @@ void cu_launched_(const char *kernel, const char *file, int line);
 #define BLAS_CHECK(x) cu_blas_check_((x), #x, __FILE__, __LINE__)
 #define CU_LAUNCHED(name) cu_launched_((name), __FILE__, __LINE__)
 
+/* CUDA's current device is per host thread: a thread other than the one that opened the backend
+ * would otherwise allocate and launch on GPU 0.  Every entry point starts with CU_ENTER(). */
+extern thread_local int cu_thread_bound;
+void cu_bind_thread(void);
+#define CU_ENTER()                                                                                 \
+	do {                                                                                       \
+		if (!cu_thread_bound)                                                              \
+			cu_bind_thread();                                                          \
+	} while (0)
+
 /* A device buffer of at least `bytes` for the calling op's temporaries; valid until the next call
  * (ops on the one stream never overlap). */
 void *cu_scratch(size_t bytes);

@@ -52,6 +52,7 @@ __global__ void embed_fwd_k(bf16 *out, const int32_t *tok, const bf16 *wte, cons
 	}
 }
 
+/* v(n) = 0, 1, ..., n-1: the row index each token carries through the sort */
 __global__ void iota_k(int32_t *v, int n)
 {
 	int i = blockIdx.x * blockDim.x + threadIdx.x;
@@ -126,6 +127,7 @@ __global__ void embed_bwd_wpe_k(float *dwpe, const bf16 *dout, int B, int T, int
 void cu_embed_fwd(void *out, const int32_t *tok, const void *wte, const void *wpe, int B, int T,
 		  int C)
 {
+	CU_ENTER();
 	size_t n = (size_t)B * T * C;
 	if (!n)
 		return;
@@ -143,6 +145,7 @@ void cu_embed_fwd(void *out, const int32_t *tok, const void *wte, const void *wp
 void cu_embed_bwd(float *dwte, float *dwpe, const void *dout, const int32_t *tok, int B, int T,
 		  int C)
 {
+	CU_ENTER();
 	int N = B * T;
 	if (N <= 0 || C <= 0)
 		return;

@@ -176,6 +176,7 @@ static void gemm(int kind, cublasOperation_t ta, cublasOperation_t tb, int m, in
 void cu_matmul_fwd(void *out, const void *inp, const void *w, const void *bias, int N, int IC,
 		   int OC)
 {
+	CU_ENTER();
 	if (N <= 0 || OC <= 0 || IC <= 0)
 		return;
 	gemm(MM_FWD, CUBLAS_OP_T, CUBLAS_OP_N, OC, N, IC, w, IC, inp, IC, out, CUDA_R_16BF, OC,
@@ -186,6 +187,7 @@ void cu_matmul_fwd(void *out, const void *inp, const void *w, const void *bias, 
 void cu_matmul_bwd(void *dinp, float *dw, float *dbias, const void *dout, const void *inp,
 		   const void *w, int N, int IC, int OC)
 {
+	CU_ENTER();
 	if (N <= 0 || OC <= 0 || IC <= 0)
 		return;
 	if (dinp)

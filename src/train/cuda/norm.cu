@@ -120,6 +120,7 @@ __global__ __launch_bounds__(LN_WARPS * 32) void ln_bwd_dinp_k(bf16 *dinp, const
 void cu_layernorm_fwd(void *out, float *mean, float *rstd, const void *inp, const void *w,
 		      const void *b, int N, int C, float eps)
 {
+	CU_ENTER();
 	if (N <= 0 || C <= 0)
 		return;
 	unsigned grid = (unsigned)((N + LN_WARPS - 1) / LN_WARPS);
@@ -137,6 +138,7 @@ void cu_layernorm_fwd(void *out, float *mean, float *rstd, const void *inp, cons
 void cu_layernorm_bwd(void *dinp, float *dw, float *db, const void *dout, const void *inp,
 		      const void *w, const float *mean, const float *rstd, int N, int C)
 {
+	CU_ENTER();
 	if (N <= 0 || C <= 0)
 		return;
 	if (dinp) {

@@ -67,6 +67,14 @@ void cu_launched_(const char *kernel, const char *file, int line)
 		cu_die("kernel %s: %s (%s:%d)", kernel, cudaGetErrorString(e), file, line);
 }
 
+thread_local int cu_thread_bound;
+
+void cu_bind_thread(void)
+{
+	CU_CHECK(cudaSetDevice(cu.dev));
+	cu_thread_bound = 1;
+}
+
 void *cu_scratch(size_t bytes)
 {
 	if (bytes <= cu.scratch_size)
@@ -93,6 +101,7 @@ void *cu_scratch(size_t bytes)
 
 static void *cuda_alloc(size_t bytes)
 {
+	CU_ENTER();
 	void *p = NULL;
 	if (bytes == 0)
 		bytes = 256; /* a distinct, valid pointer */
@@ -106,6 +115,7 @@ static void *cuda_alloc(size_t bytes)
 
 static void cuda_free(void *p)
 {
+	CU_ENTER();
 	if (!p)
 		return;
 	CU_CHECK(cudaStreamSynchronize(cu.stream));
@@ -114,12 +124,14 @@ static void cuda_free(void *p)
 
 static void cuda_zero(void *p, size_t bytes)
 {
+	CU_ENTER();
 	if (bytes)
 		CU_CHECK(cudaMemsetAsync(p, 0, bytes, cu.stream));
 }
 
 static void cuda_to_device(void *dst, const void *src, size_t bytes)
 {
+	CU_ENTER();
 	/* From pageable memory the call returns once src has been staged, so the caller may reuse
 	 * it at once; the copy itself is ordered on the stream. */
 	if (bytes)
@@ -128,6 +140,7 @@ static void cuda_to_device(void *dst, const void *src, size_t bytes)
 
 static void cuda_to_host(void *dst, const void *src, size_t bytes)
 {
+	CU_ENTER();
 	if (bytes)
 		CU_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, cu.stream));
 	CU_CHECK(cudaStreamSynchronize(cu.stream));
@@ -135,6 +148,7 @@ static void cuda_to_host(void *dst, const void *src, size_t bytes)
 
 static void cuda_sync(void)
 {
+	CU_ENTER();
 	CU_CHECK(cudaStreamSynchronize(cu.stream));
 }
 
@@ -257,6 +271,7 @@ lmtk_ops_cuda(int device, char *err, size_t errlen)
 
 	memset(&cu, 0, sizeof cu);
 	cu.dev = device;
+	cu_thread_bound = 1;
 	cu.nsm = prop.multiProcessorCount;
 	const char *dbg = getenv("LMTK_CUDA_SYNC");
 	cu.debug_sync = dbg && *dbg && strcmp(dbg, "0") != 0;

@@ -47,6 +47,7 @@ __global__ void adamw_k(float *master, bf16 *param, const float *g, float *m, fl
 
 void cu_scale(float *x, float s, size_t n)
 {
+	CU_ENTER();
 	if (!n || s == 1.0f)
 		return;
 	scale_k<<<cu_grid(n, OPT_T), OPT_T, 0, cu.stream>>>(x, s, n);
@@ -56,6 +57,7 @@ void cu_scale(float *x, float s, size_t n)
 void cu_adamw(float *master, void *param, const float *g, float *m, float *v, size_t n, float lr,
 	      float b1, float b2, float eps, float wd, float gscale, int step)
 {
+	CU_ENTER();
 	if (!n)
 		return;
 	if (step < 1)

@@ -115,6 +115,7 @@ template <int V> __global__ void add_k(bf16 *acc, const bf16 *x, size_t units)
 	}
 }
 
+/* dst(n) = bf16(src(n)), round to nearest even */
 template <int V> __global__ void f32_to_act_k(bf16 *dst, const float *src, size_t units)
 {
 	FOR_UNITS(u, units)
@@ -125,6 +126,7 @@ template <int V> __global__ void f32_to_act_k(bf16 *dst, const float *src, size_
 	}
 }
 
+/* dst(n) = float(src(n)), exact */
 template <int V> __global__ void act_to_f32_k(float *dst, const bf16 *src, size_t units)
 {
 	FOR_UNITS(u, units)
@@ -157,6 +159,7 @@ __global__ void bias_add_k(bf16 *out, const bf16 *bias, size_t n, int OC)
 
 void cu_gelu_fwd(void *out, const void *inp, size_t n)
 {
+	CU_ENTER();
 	if (!n)
 		return;
 	int v = cu_vec8(n, out, inp);
@@ -166,6 +169,7 @@ void cu_gelu_fwd(void *out, const void *inp, size_t n)
 
 void cu_gelu_bwd(void *dinp, const void *inp, const void *dout, size_t n)
 {
+	CU_ENTER();
 	if (!n)
 		return;
 	int v = cu_vec8(n, dinp, inp, dout);
@@ -175,6 +179,7 @@ void cu_gelu_bwd(void *dinp, const void *inp, const void *dout, size_t n)
 
 void cu_residual_fwd(void *out, const void *res, const void *x, size_t n, float p, uint64_t seed)
 {
+	CU_ENTER();
 	if (!n)
 		return;
 	int v = cu_vec8(n, out, res, x);
@@ -185,6 +190,7 @@ void cu_residual_fwd(void *out, const void *res, const void *x, size_t n, float 
 
 void cu_dropout_bwd(void *dx, const void *dout, size_t n, float p, uint64_t seed)
 {
+	CU_ENTER();
 	if (!n)
 		return;
 	if (p <= 0.0f) { /* mask of all ones: a copy */
@@ -200,6 +206,7 @@ void cu_dropout_bwd(void *dx, const void *dout, size_t n, float p, uint64_t seed
 
 void cu_dropout_fwd(void *x, size_t n, float p, uint64_t seed)
 {
+	CU_ENTER();
 	if (!n || p <= 0.0f)
 		return;
 	int v = cu_vec8(n, x);
@@ -209,6 +216,7 @@ void cu_dropout_fwd(void *x, size_t n, float p, uint64_t seed)
 
 void cu_add(void *acc, const void *x, size_t n)
 {
+	CU_ENTER();
 	if (!n)
 		return;
 	int v = cu_vec8(n, acc, x);
@@ -218,6 +226,7 @@ void cu_add(void *acc, const void *x, size_t n)
 
 void cu_f32_to_act(void *dst, const float *src, size_t n)
 {
+	CU_ENTER();
 	if (!n)
 		return;
 	int v = cu_vec8(n, dst, src);
@@ -227,6 +236,7 @@ void cu_f32_to_act(void *dst, const float *src, size_t n)
 
 void cu_act_to_f32(float *dst, const void *src, size_t n)
 {
+	CU_ENTER();
 	if (!n)
 		return;
 	int v = cu_vec8(n, dst, src);

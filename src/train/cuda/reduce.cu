@@ -175,6 +175,7 @@ __global__ void sumsq_fin_k(double *out, const double *part, int G)
 
 double cu_sumsq(const float *g, size_t n)
 {
+	CU_ENTER();
 	if (n == 0)
 		return 0.0;
 	size_t per_block = (size_t)RED_T * 16;
@@ -203,6 +204,7 @@ __global__ void nonfinite_k(int *flag, const float *g, size_t n)
 
 int cu_all_finite(const float *g, size_t n)
 {
+	CU_ENTER();
 	if (n == 0)
 		return 1;
 	int *dflag = (int *)((char *)cu.dsmall + 64), *hflag = (int *)((char *)cu.hsmall + 64);

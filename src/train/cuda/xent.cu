@@ -108,6 +108,7 @@ __global__ __launch_bounds__(XENT_T) void xent_k(float *losses, bf16 *logits,
 void cu_xent_fwd_bwd(float *losses, void *logits, const int32_t *targets, int N, int V, int Vp,
 		     float dscale, int *bad)
 {
+	CU_ENTER();
 	if (N <= 0 || Vp <= 0)
 		return;
 	if (cu_vec8((size_t)Vp, logits))
