@@ -20,6 +20,12 @@ CUDA_ARCH ?= -gencode arch=compute_80,code=sm_80 -gencode arch=compute_90,code=s
 CUDA_SRC := $(wildcard src/train/cuda/*.cu)
 CUDA_SO  := $(if $(and $(NVCC),$(CUDA_SRC)),bin/train-cuda.so)
 
+# Likewise the MPI transport of train (bin/train-mpi.so), loaded only when launched as several
+# ranks: one process needs no MPI.  Built whenever mpicc exists.
+MPICC    ?= $(shell command -v mpicc 2>/dev/null)
+MPI_SRC  := $(wildcard src/train/mpi/*.c)
+MPI_SO   := $(if $(and $(MPICC),$(MPI_SRC)),bin/train-mpi.so)
+
 PROGS    := $(patsubst src/%/main.c,%,$(wildcard src/*/main.c))
 BINS     := $(addprefix bin/,$(PROGS))
 LIB_SRC  := $(wildcard src/lib/*.c)
@@ -40,7 +46,7 @@ DEB_PACKAGES := gcc make pkg-config libc6-dev libcurl4-openssl-dev libjansson-de
   git-man openssl iproute2 vim-runtime
 
 .PHONY: all deps check demo bench clean install
-all: $(BINS) $(CUDA_SO)
+all: $(BINS) $(CUDA_SO) $(MPI_SO)
 
 $(BUILD)/%.o: src/%.c
 	@mkdir -p $(@D)
@@ -50,15 +56,17 @@ $(LIB_A): $(LIB_OBJ)
 	@rm -f $@
 	ar rcs $@ $^
 
-# bin/<prog>: every .c under src/<prog>/ and its subdirectories (train's cpu/) plus the library.
+# bin/<prog>: every .c under src/<prog>/ and its subdirectories (train's cpu/; not mpi/, which is
+# the plugin above) plus the library.
 .SECONDEXPANSION:
-bin/%: $$(subst .c,.o,$$(subst src/,$(BUILD)/,$$(wildcard src/$$*/*.c src/$$*/*/*.c))) $(LIB_A)
+PCT := %
+bin/%: $$(subst .c,.o,$$(subst src/,$(BUILD)/,$$(filter-out src/$$*/mpi/$$(PCT).c,$$(wildcard src/$$*/*.c src/$$*/*/*.c)))) $(LIB_A)
 	@mkdir -p bin
 	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS)
 
 # tests/unit/<prog>_<what>.c also links src/<prog>/*.o except main.o; lib_<what>.c only the library.
 prog_of   = $(firstword $(subst _, ,$1))
-prog_objs = $(if $(wildcard src/$(call prog_of,$1)/main.c),$(patsubst src/%.c,$(BUILD)/%.o,$(filter-out %/main.c,$(wildcard src/$(call prog_of,$1)/*.c src/$(call prog_of,$1)/*/*.c))))
+prog_objs = $(if $(wildcard src/$(call prog_of,$1)/main.c),$(patsubst src/%.c,$(BUILD)/%.o,$(filter-out %/main.c src/$(call prog_of,$1)/mpi/%.c,$(wildcard src/$(call prog_of,$1)/*.c src/$(call prog_of,$1)/*/*.c))))
 $(BUILD)/tests/%: tests/unit/%.c $$(call prog_objs,$$*) $(LIB_A)
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) -Isrc -o $@ $(filter %.c %.o %.a,$^) $(LDLIBS)
@@ -66,6 +74,10 @@ $(BUILD)/tests/%: tests/unit/%.c $$(call prog_objs,$$*) $(LIB_A)
 bin/train-cuda.so: $(CUDA_SRC) $(wildcard src/train/cuda/*.h) src/train/ops.h src/train/philox.h
 	@mkdir -p bin
 	$(NVCC) -O3 -std=c++17 -Xcompiler -fPIC,-Wall -shared -Isrc -Isrc/lib $(CUDA_ARCH) -o $@ $(CUDA_SRC) -lcublas -lcublasLt
+
+bin/train-mpi.so: $(MPI_SRC) src/train/dist.h
+	@mkdir -p bin
+	$(MPICC) -O2 -g -std=gnu11 -Wall -Wextra -fPIC -shared -Isrc -Isrc/lib -o $@ $(MPI_SRC)
 
 deps:
 	@sh tests/deps.sh $(DEB_PACKAGES)

@@ -134,32 +134,32 @@ static int write_shard(const char *path, const struct model *m, int64_t iteratio
 	return 0;
 }
 
-int ckpt_save(const char *dir, const struct model *m, const struct ckpt_state *st,
-	      const char *args, char *err, size_t errlen)
-{
-	char name[64], tmp[4000], final[4096], shard[64], path[4200], old[4200];
-	uint32_t crc = 0;
-	uint64_t bytes = 0;
-	if (mkdir(dir, 0755) < 0 && errno != EEXIST)
-		return errf(err, errlen, "--save %s: %s", dir, strerror(errno));
-	clean_tmp(dir);
-	snprintf(name, sizeof name, "global_step%lld", (long long)st->iteration);
-	snprintf(tmp, sizeof tmp, "%s/.%s.tmp.%d", dir, name, (int)getpid());
-	snprintf(final, sizeof final, "%s/%s", dir, name);
-	if (mkdir(tmp, 0755) < 0)
-		return errf(err, errlen, "%s: %s", tmp, strerror(errno));
-	snprintf(shard, sizeof shard, SHARD, m->cfg.tp_rank, 0);
-	snprintf(path, sizeof path, "%s/%s", tmp, shard);
-	if (write_shard(path, m, st->iteration, &crc, &bytes, err, errlen) < 0)
-		goto fail;
+struct shard_info {            /* what each rank reports after writing its shard */
+	uint64_t bytes;
+	uint32_t crc;
+	int32_t ok, writer, tp, pp;
+};
 
-	char crchex[16];
-	snprintf(crchex, sizeof crchex, "%08x", crc);
+/* World rank 0's half of a save: the manifest over every shard, then the publish. */
+static int publish(const char *dir, const char *name, const char *tmp, const struct model *m,
+		   const struct ckpt_state *st, const struct shard_info *info, int world,
+		   const char *args, char *err, size_t errlen)
+{
+	char final[4096], path[4200], old[4200];
+	json_t *files = json_object();
+	for (int r = 0; r < world; r++)
+		if (info[r].writer) {
+			char shard[64], crchex[16];
+			snprintf(shard, sizeof shard, SHARD, info[r].tp, info[r].pp);
+			snprintf(crchex, sizeof crchex, "%08x", info[r].crc);
+			json_object_set_new(files, shard, json_pack("{s:I,s:s}", "bytes",
+								    (json_int_t)info[r].bytes, "crc32c", crchex));
+		}
 	const struct optim *o = &st->optim;
 	json_t *man = json_pack(
 		"{s:s,s:i,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:o,"
 		"s:{s:i,s:f,s:i,s:i,s:f,s:f,s:f,s:f,s:f},"
-		"s:{s:f,s:I},s:{s:I,s:s},s:{s:i,s:i,s:i},s:o,s:{s:{s:I,s:s}},s:s}",
+		"s:{s:f,s:I},s:{s:I,s:s},s:{s:i,s:i,s:i},s:o,s:o,s:s}",
 		"format", "lmtk-checkpoint", "version", 1,
 		"iteration", (json_int_t)st->iteration,
 		"consumed_samples", (json_int_t)st->consumed_samples,
@@ -179,34 +179,29 @@ int ckpt_save(const char *dir, const struct model *m, const struct ckpt_state *s
 		"philox4x32-10, counter-based: keyed by the seed, the data position and the micro-batch",
 		"layout", "tp", st->tp, "pp", st->pp, "dp", st->dp,
 		"model", model_json(&m->cfg),
-		"files", shard, "bytes", (json_int_t)bytes, "crc32c", crchex,
+		"files", files,
 		"args", args ? args : "");
 	char *js = man ? json_dumps(man, JSON_INDENT(1) | JSON_PRESERVE_ORDER) : NULL;
 	json_decref(man);
-	if (!js) {
-		errf(err, errlen, "out of memory");
-		goto fail;
-	}
+	if (!js)
+		return errf(err, errlen, "out of memory");
 	snprintf(path, sizeof path, "%s/manifest.json", tmp);
 	size_t jl = strlen(js);
 	js[jl] = '\n';
 	int rc = file_write_atomic(path, js, jl + 1, 0644, err, errlen);
 	free(js);
 	if (rc < 0)
-		goto fail;
+		return -1;
 	fsync_path(tmp);
 
 	/* publish: an existing step directory of the same number (a re-save) is moved aside first */
+	snprintf(final, sizeof final, "%s/%s", dir, name);
 	snprintf(old, sizeof old, "%s/.%s.tmp.old.%d", dir, name, (int)getpid());
 	struct stat sb;
-	if (stat(final, &sb) == 0 && rename(final, old) < 0) {
-		errf(err, errlen, "%s: %s", final, strerror(errno));
-		goto fail;
-	}
-	if (rename(tmp, final) < 0) {
-		errf(err, errlen, "%s: %s", final, strerror(errno));
-		goto fail;
-	}
+	if (stat(final, &sb) == 0 && rename(final, old) < 0)
+		return errf(err, errlen, "%s: %s", final, strerror(errno));
+	if (rename(tmp, final) < 0)
+		return errf(err, errlen, "%s: %s", final, strerror(errno));
 	fsync_path(dir);
 	char line[80];
 	snprintf(path, sizeof path, "%s/latest", dir);
@@ -219,9 +214,74 @@ int ckpt_save(const char *dir, const struct model *m, const struct ckpt_state *s
 		return -1;
 	rm_tree(old);
 	return 0;
-fail:
-	rm_tree(tmp);
-	return -1;
+}
+
+int ckpt_save(const char *dir, const struct model *m, struct dist *d,
+	      const struct ckpt_state *st, const char *args, char *err, size_t errlen)
+{
+	char name[64], tmp[4000], path[4200];
+	int world = d->world, pid = (int)getpid(), pid0, rc = 0;
+	struct shard_info me = {0}, *info = calloc(world, sizeof *info);
+	int *pids = calloc(world, sizeof *pids);
+	if (!info || !pids) {
+		free(info);
+		free(pids);
+		return errf(err, errlen, "out of memory");
+	}
+	/* one temporary directory for all ranks, named after world rank 0's pid */
+	d->allgather(d, DIST_WORLD, &pid, sizeof pid, pids);
+	pid0 = pids[0];
+	free(pids);
+	snprintf(name, sizeof name, "global_step%lld", (long long)st->iteration);
+	snprintf(tmp, sizeof tmp, "%s/.%s.tmp.%d", dir, name, pid0);
+	if (d->rank == 0) {
+		if (mkdir(dir, 0755) < 0 && errno != EEXIST)
+			rc = errf(err, errlen, "--save %s: %s", dir, strerror(errno));
+		else {
+			clean_tmp(dir);
+			if (mkdir(tmp, 0755) < 0)
+				rc = errf(err, errlen, "%s: %s", tmp, strerror(errno));
+		}
+	}
+	d->barrier(d);
+	/* DP rank 0 of each (TP, PP) position writes its shard: DP replicas hold the same bits */
+	me.writer = d->dp_rank == 0;
+	me.tp = m->cfg.tp_rank;
+	me.pp = 0;
+	me.ok = 1;
+	if (me.writer) {
+		char shard[64];
+		snprintf(shard, sizeof shard, SHARD, me.tp, me.pp);
+		snprintf(path, sizeof path, "%s/%s", tmp, shard);
+		if (access(tmp, F_OK) != 0 && !rc)
+			rc = errf(err, errlen, "%s: %s", tmp, strerror(errno));
+		else if (!rc && write_shard(path, m, st->iteration, &me.crc, &me.bytes, err, errlen) < 0)
+			rc = -1;
+		me.ok = rc == 0;
+	}
+	d->allgather(d, DIST_WORLD, &me, sizeof me, info);
+	int all_ok = 1;
+	for (int r = 0; r < world; r++)
+		all_ok &= info[r].ok;
+	int status[2] = {0, 0}, *st_all = calloc(world, sizeof status);
+	if (d->rank == 0) {
+		if (!all_ok) {
+			if (!rc)
+				errf(err, errlen, "another rank failed to write its shard of %s", name);
+			rc = -1;
+		} else if (!rc) {
+			rc = publish(dir, name, tmp, m, st, info, world, args, err, errlen);
+		}
+		if (rc)
+			rm_tree(tmp);
+		status[0] = rc;
+	}
+	d->allgather(d, DIST_WORLD, status, sizeof status, st_all);
+	if (st_all && st_all[0] && !rc)
+		rc = errf(err, errlen, "rank 0 could not publish %s", name);
+	free(st_all);
+	free(info);
+	return rc ? -1 : 0;
 }
 
 /* ---- load ---- */

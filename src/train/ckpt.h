@@ -20,6 +20,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "train/dist.h"
 #include "train/model.h"
 #include "train/optim.h"
 #include "train/sched.h"
@@ -37,10 +38,12 @@ struct ckpt_state {
 	int tp, pp, dp;
 };
 
-/* Saves iteration st->iteration.  `args` (the command line) is stored for the record.  0, or -1 +
+/* Saves iteration st->iteration; collective over the world: the ranks of DP rank 0 each write
+ * their shard into one temporary directory, world rank 0 writes the manifest (every shard's
+ * checksum, gathered) and publishes.  `args` (the command line) is stored for the record.  0, or -1 +
  * err; a failed save leaves the previous checkpoints as they were. */
-int ckpt_save(const char *dir, const struct model *m, const struct ckpt_state *st,
-	      const char *args, char *err, size_t errlen);
+int ckpt_save(const char *dir, const struct model *m, struct dist *d,
+	      const struct ckpt_state *st, const char *args, char *err, size_t errlen);
 
 /* Loads the newest intact checkpoint under dir into m and st.  1 loaded (path in `loaded`),
  * 0 there is none (a fresh start), -1 + err when checkpoints exist but none can be used, or the

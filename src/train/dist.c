@@ -1,43 +1,89 @@
-/* dist - see dist.h.  The size-1 grid. */
+/* dist - see dist.h.  The size-1 grid, and loading the MPI transport for several ranks. */
 #include "train/dist.h"
 
+#include <dlfcn.h>
+#include <libgen.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
 
 #include "msg.h"
 
-int dist_init(struct dist *d, int tp, int pp, char *err, size_t errlen)
+static void one_f32(struct dist *d, enum dist_group g, float *x, size_t n) { (void)d, (void)g, (void)x, (void)n; }
+static void one_f64(struct dist *d, enum dist_group g, double *x, size_t n) { (void)d, (void)g, (void)x, (void)n; }
+static void one_gather(struct dist *d, enum dist_group g, const void *in, size_t bytes, void *out)
 {
-	/* launched as several ranks?  mpirun and srun's job steps say so in the environment (not
-	 * SLURM_NTASKS: a batch script of a multi-task job may run train directly, as one process) */
+	(void)d, (void)g;
+	memmove(out, in, bytes);
+}
+static void one_barrier(struct dist *d) { (void)d; }
+
+/* The world size a launcher announced: mpirun (Open MPI), PMIx/PMI, or an srun job step (not
+ * SLURM_NTASKS: a batch script of a multi-task job may run train directly, as one process). */
+int dist_launched_world(const char **from)
+{
 	static const char *vars[] = {"OMPI_COMM_WORLD_SIZE", "PMIX_SIZE", "PMI_SIZE",
 				     "SLURM_STEP_NUM_TASKS"};
 	for (size_t i = 0; i < sizeof vars / sizeof *vars; i++) {
 		const char *v = getenv(vars[i]);
-		if (v && atoi(v) > 1)
-			return errf(err, errlen, "launched as %s ranks (%s): this build trains in one "
-				    "process; run one task (srun --ntasks 1)", v, vars[i]);
+		if (v && atoi(v) > 1) {
+			*from = vars[i];
+			return atoi(v);
+		}
 	}
-	if (tp != 1 || pp != 1)
-		return errf(err, errlen, "TP=%d PP=%d needs several ranks: this build trains in one "
-			    "process", tp, pp);
-	*d = (struct dist){.world = 1, .dp = 1, .tp = 1, .pp = 1};
-	return 0;
+	return 1;
 }
 
-void dist_sum_f32(const struct dist *d, enum dist_group g, float *x, size_t n)
+int dist_init(struct dist *d, int tp, int pp, char *err, size_t errlen)
 {
-	(void)d, (void)g, (void)x, (void)n;
+	const char *from = NULL;
+	int world = dist_launched_world(&from);
+	*d = (struct dist){.world = 1, .dp = 1, .tp = 1, .pp = 1, .sum_f32 = one_f32,
+			   .max_f32 = one_f32, .sum_f64 = one_f64, .allgather = one_gather,
+			   .barrier = one_barrier, .finish = one_barrier};
+	if (world == 1) {
+		if (tp != 1 || pp != 1)
+			return errf(err, errlen, "TP=%d x PP=%d needs that many ranks: launch with mpirun "
+				    "-np N or srun --ntasks N (one rank per GPU)", tp, pp);
+		return 0;
+	}
+	char exe[PATH_MAX], so[PATH_MAX + 32];
+	const char *env = getenv("LMTK_MPI_PLUGIN");
+	ssize_t len = readlink("/proc/self/exe", exe, sizeof exe - 1);
+	if (env && *env)
+		snprintf(so, sizeof so, "%s", env);
+	else if (len > 0) {
+		exe[len] = 0;
+		snprintf(so, sizeof so, "%s/train-mpi.so", dirname(exe));
+	} else
+		snprintf(so, sizeof so, "train-mpi.so");
+	void *h = dlopen(so, RTLD_NOW | RTLD_GLOBAL);   /* GLOBAL: Open MPI loads its own plugins */
+	if (!h)
+		return errf(err, errlen, "launched as %d ranks (%s) but the MPI transport cannot be "
+			    "loaded: %s (build on a machine with Open MPI: libopenmpi-dev)", world, from,
+			    dlerror());
+	dist_mpi_fn fn = (dist_mpi_fn)dlsym(h, DIST_MPI_SYMBOL);
+	if (!fn)
+		return errf(err, errlen, "%s lacks %s", so, DIST_MPI_SYMBOL);
+	return fn(d, tp, pp, err, errlen);
 }
 
-double dist_max(const struct dist *d, enum dist_group g, double v)
+double dist_max(struct dist *d, enum dist_group g, double v)
 {
-	(void)d, (void)g;
-	return v;
+	float f = (float)v;
+	if (d->world == 1)
+		return v;
+	d->max_f32(d, g, &f, 1);
+	return f;
 }
 
-int dist_any(const struct dist *d, enum dist_group g, int flag)
+int dist_any(struct dist *d, enum dist_group g, int flag)
 {
-	(void)d, (void)g;
-	return flag;
+	float f = flag ? 1.0f : 0.0f;
+	if (d->world == 1)
+		return flag;
+	d->max_f32(d, g, &f, 1);
+	return f > 0;
 }

@@ -1,36 +1,56 @@
 /* dist - the process grid: data-, tensor- and pipeline-parallel groups, and their collectives.
  *
- * world = DP x TP x PP ranks, one per GPU, Megatron's order: TP varies fastest, then DP, then PP
- * (rank = pp * DP*TP + dp * TP + tp), so a TP group sits on one node's fast links.  The model
- * and the run call collectives by group (DIST_TP for the row-parallel all-reduce and the
- * replicated tensors' gradients, DIST_DP for the gradient all-reduce, DIST_WORLD for decisions
- * every rank must take together: stop, save, skip), never a transport.
+ * world = DP x TP x PP ranks, one per GPU (or CPU process), Megatron's order: TP varies fastest,
+ * then DP, then PP (rank = pp * DP*TP + dp * TP + tp), so a TP group sits on one node's fast
+ * links.  The model and the run call collectives by group (DIST_TP for the row-parallel
+ * all-reduce and the replicated tensors' gradients, DIST_DP for the gradient all-reduce,
+ * DIST_WORLD for decisions every rank must take together: stop, save, skip), never a transport.
  *
- * This build has the size-1 grid only: every collective is the identity, and a single-process
- * run needs no MPI at build or run time.  The multi-rank transports (MPI for set-up and CPU
- * collectives, NCCL for device buffers, its id exchanged over MPI) plug in behind this same
- * interface, as the CUDA backend does behind ops.h. */
+ * One process needs no MPI at build or run time: the size-1 grid is built in and every
+ * collective is the identity.  Launched as several ranks (mpirun, or srun with one task per
+ * GPU), train loads the MPI transport, train-mpi.so (dist_mpi.c, built by mpicc when Open MPI
+ * is installed), beside the binary - the same plugin scheme as the CUDA backend.  Buffers are
+ * host memory: the CPU backend's; GPU collectives (NCCL) are not in this build.
+ *
+ * Collectives must give bit-identical results on every rank of the group (replicated tensors
+ * stay identical by construction): dist_mpi.c reduces in a fixed rank order and broadcasts. */
 #ifndef TRAIN_DIST_H
 #define TRAIN_DIST_H
 
 #include <stddef.h>
 
-enum dist_group { DIST_WORLD, DIST_DP, DIST_TP, DIST_PP };
+enum dist_group { DIST_WORLD, DIST_DP, DIST_TP, DIST_PP, DIST_GROUPS };
 
 struct dist {
 	int world, rank;
 	int dp, tp, pp;                /* group sizes */
 	int dp_rank, tp_rank, pp_rank;
+	/* in place over a group (host memory) */
+	void (*sum_f32)(struct dist *d, enum dist_group g, float *x, size_t n);
+	void (*max_f32)(struct dist *d, enum dist_group g, float *x, size_t n);
+	void (*sum_f64)(struct dist *d, enum dist_group g, double *x, size_t n);
+	/* every rank of the group gets every rank's `bytes` bytes, in group-rank order */
+	void (*allgather)(struct dist *d, enum dist_group g, const void *in, size_t bytes, void *out);
+	void (*barrier)(struct dist *d);
+	void (*finish)(struct dist *d);
+	void *impl;
 };
 
-/* The grid of this process: the size-1 grid unless launched as several ranks (then -1 + err:
- * not in this build). */
+/* The grid for TP x PP (DP is the rest of the world).  One process: the size-1 grid (tp and pp
+ * must be 1).  Several ranks: the MPI transport, or -1 + err (plugin missing, world not
+ * divisible by tp*pp). */
 int dist_init(struct dist *d, int tp, int pp, char *err, size_t errlen);
 
-/* In place over a group: sum of float (device or host memory per the backend), max of a double,
- * logical or of a flag. */
-void dist_sum_f32(const struct dist *d, enum dist_group g, float *x, size_t n);
-double dist_max(const struct dist *d, enum dist_group g, double v);
-int dist_any(const struct dist *d, enum dist_group g, int flag);
+/* The number of ranks a launcher started (mpirun, PMIx/PMI, an srun step), 1 for a plain
+ * process; *from names the variable that said so. */
+int dist_launched_world(const char **from);
+
+/* Conveniences over the table above. */
+double dist_max(struct dist *d, enum dist_group g, double v);
+int dist_any(struct dist *d, enum dist_group g, int flag);
+
+/* What the MPI plugin exports. */
+typedef int (*dist_mpi_fn)(struct dist *d, int tp, int pp, char *err, size_t errlen);
+#define DIST_MPI_SYMBOL "lmtk_dist_mpi"
 
 #endif

@@ -18,6 +18,7 @@
 #include "msg.h"
 #include "opt.h"
 #include "train/args.h"
+#include "train/dist.h"
 #include "train/plan.h"
 #include "train/report.h"
 #include "train/run.h"
@@ -61,9 +62,10 @@ int main(int argc, char **argv)
 			a.nodes = 1;
 			a.nodes_from = "this process";
 		}
-		if (a.gpus_per_node < 0) {
-			a.gpus_per_node = 1;
-			a.gpus_from = "this process";
+		if (a.gpus_per_node < 0) {   /* the ranks the launcher started are the world */
+			const char *from = NULL;
+			a.gpus_per_node = dist_launched_world(&from);
+			a.gpus_from = from ? from : "this process";
 		}
 	} else if (args_from_slurm(&a, err, sizeof err) < 0) {
 		die(EXIT_USAGE, "%s", err);

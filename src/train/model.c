@@ -290,6 +290,17 @@ int model_init(struct model *m, const struct model_config *cfg, const struct ops
 			 c->hidden, c->heads);
 		return -1;
 	}
+	{
+		int vl = c->padded_vocab / m->cfg.tp;
+		m->vocab_start = m->cfg.tp_rank * vl;
+		m->vocab_valid = c->vocab - m->vocab_start;
+		m->vocab_valid = m->vocab_valid < 0 ? 0 : m->vocab_valid > vl ? vl : m->vocab_valid;
+	}
+	if (m->cfg.tp > 1 && (!ops->xent_stats || !ops->xent_grad)) {
+		snprintf(err, errlen, "the %s backend has no tensor parallelism in this build: use "
+			 "--tensor-model-parallel-size 1", ops->name);
+		return -1;
+	}
 	if (c->heads % m->cfg.tp || c->ffn % m->cfg.tp || c->padded_vocab % m->cfg.tp) {
 		snprintf(err, errlen, "heads (%d), ffn size (%d) and padded vocabulary (%d) must be "
 			 "divisible by the tensor-parallel size %d", c->heads, c->ffn,
@@ -333,6 +344,13 @@ int model_init(struct model *m, const struct model_config *cfg, const struct ops
 	m->losses = ops->alloc((size_t)B * T * sizeof *m->losses);
 	m->bad_targets = ops->alloc(sizeof *m->bad_targets);
 	m->positions = ops->alloc((size_t)B * T * sizeof *m->positions);
+	m->tokens_local = ops->alloc((size_t)B * T * sizeof *m->tokens_local);
+	m->targets_local = ops->alloc((size_t)B * T * sizeof *m->targets_local);
+	m->dev_stats = ops->alloc((size_t)4 * B * T * sizeof *m->dev_stats);
+	m->host_ids = malloc((size_t)B * T * sizeof *m->host_ids);
+	m->host_stats = malloc((size_t)4 * B * T * sizeof *m->host_stats);
+	if (!m->tokens_local || !m->targets_local || !m->dev_stats || !m->host_ids || !m->host_stats)
+		goto oom;
 	if (!m->positions || !m->act->act_block || !m->act->f32_block || !m->tokens || !m->targets || !m->losses ||
 	    !m->bad_targets)
 		goto oom;
@@ -380,6 +398,11 @@ void model_free(struct model *m)
 	o->free(m->losses);
 	o->free(m->bad_targets);
 	o->free(m->positions);
+	o->free(m->tokens_local);
+	o->free(m->targets_local);
+	o->free(m->dev_stats);
+	free(m->host_ids);
+	free(m->host_stats);
 	if (m->act) {
 		o->free(m->act->act_block);
 		o->free(m->act->f32_block);
@@ -398,6 +421,51 @@ static uint64_t site(uint64_t rng, int layer, int which)
 	return philox_mix(rng, (uint64_t)(layer + 1) * 8 + which);
 }
 
+/* Sum over the tensor-parallel group, in place (host memory: the CPU backend's device). */
+static void tp_sum(struct model *m, void *x, size_t n)
+{
+	m->ops->sync();
+	m->dist->sum_f32(m->dist, DIST_TP, x, n);
+}
+
+/* Cross-entropy over a vocabulary split across the TP ranks: each rank's slice statistics
+ * (max, sum of exponentials, the target's logit where it owns the target) are combined into
+ * the global log-sum-exp on the host - B*T numbers - and each rank then writes the gradient of
+ * its slice.  Targets outside the real vocabulary get loss 0 and gradient 0 (lse = +inf). */
+static void vocab_parallel_xent(struct model *m, const int32_t *targets, float dscale, int *bad)
+{
+	const struct ops *o = m->ops;
+	int N = m->B * m->T, Vp = m->cfg.padded_vocab / m->cfg.tp;
+	float *mx = m->host_stats, *se = mx + N, *zt = se + N, *lse = zt + N;
+	*bad = 0;
+	for (int i = 0; i < N; i++) {
+		int t = targets[i];
+		if (t < 0 || t >= m->cfg.vocab)
+			(*bad)++;
+		m->host_ids[i] = t >= m->vocab_start && t < m->vocab_start + m->vocab_valid
+					 ? t - m->vocab_start : -1;
+	}
+	o->to_device(m->targets_local, m->host_ids, (size_t)N * sizeof *m->host_ids);
+	o->xent_stats(m->dev_stats, m->dev_stats + N, m->dev_stats + 2 * N, m->act->logits,
+		      m->targets_local, N, m->vocab_valid, Vp);
+	o->to_host(mx, m->dev_stats, (size_t)3 * N * sizeof *mx);
+	memcpy(lse, mx, N * sizeof *lse);
+	m->dist->max_f32(m->dist, DIST_TP, lse, N);        /* lse holds the global max for now */
+	for (int i = 0; i < N; i++)
+		se[i] = mx[i] == -INFINITY ? 0.0f : se[i] * expf(mx[i] - lse[i]);
+	m->dist->sum_f32(m->dist, DIST_TP, se, 2 * (size_t)N);   /* se and zt, adjacent */
+	for (int i = 0; i < N; i++) {
+		int t = targets[i];
+		int ok = t >= 0 && t < m->cfg.vocab;
+		lse[i] = ok ? lse[i] + logf(se[i]) : INFINITY;
+		mx[i] = ok ? lse[i] - zt[i] : 0.0f;   /* the per-token loss */
+	}
+	o->to_device(m->losses, mx, (size_t)N * sizeof *mx);
+	o->to_device(m->dev_stats + 3 * N, lse, (size_t)N * sizeof *lse);
+	o->xent_grad(m->act->logits, m->dev_stats + 3 * N, m->targets_local, N, m->vocab_valid, Vp,
+		     dscale);
+}
+
 #define P(which) model_param(m, model_layer_tensor(m, l, which))
 #define G(which) model_grad(m, model_layer_tensor(m, l, which))
 
@@ -414,12 +482,26 @@ double model_forward(struct model *m, const int32_t *tokens, const int32_t *targ
 
 	o->to_device(m->tokens, tokens, (size_t)N * sizeof *tokens);
 	o->to_device(m->targets, targets, (size_t)N * sizeof *targets);
+	int tpar = tp > 1;
+	const int32_t *words = m->tokens;
+	if (tpar) {   /* vocab-parallel: this rank looks up the ids of its slice, the rest are 0 */
+		int vl = c->padded_vocab / tp;
+		for (int i = 0; i < N; i++)
+			m->host_ids[i] = tokens[i] >= m->vocab_start && tokens[i] < m->vocab_start + vl
+						 ? tokens[i] - m->vocab_start : -1;
+		o->to_device(m->tokens_local, m->host_ids, (size_t)N * sizeof *m->host_ids);
+		words = m->tokens_local;
+	}
 
 	/* (B,T,C): words [-> LN] [+ positions] -> dropout */
-	if (c->embed_ln) {
-		o->embed_fwd(a->emb, m->tokens, model_param(m, m->wte), NULL, B, T, C);
-		o->layernorm_fwd(a->encoded, a->eln_mean, a->eln_rstd, a->emb,
-				 model_param(m, m->eln_w), model_param(m, m->eln_b), N, C, 1e-5f);
+	if (c->embed_ln || tpar) {
+		void *w = c->embed_ln ? a->emb : a->encoded;
+		o->embed_fwd(w, words, model_param(m, m->wte), NULL, B, T, C);
+		if (tpar)
+			tp_sum(m, w, NC);
+		if (c->embed_ln)
+			o->layernorm_fwd(a->encoded, a->eln_mean, a->eln_rstd, a->emb,
+					 model_param(m, m->eln_w), model_param(m, m->eln_b), N, C, 1e-5f);
 		if (m->wpe >= 0) {   /* positions after the LN: looked up by position "tokens" */
 			o->embed_fwd(a->dbtc, m->positions, model_param(m, m->wpe), NULL, B, T, C);
 			o->add(a->encoded, a->dbtc, NC);
@@ -437,13 +519,18 @@ double model_forward(struct model *m, const int32_t *tokens, const int32_t *targ
 		o->matmul_fwd(y->qkv, y->ln1, P(QKV_W), P(QKV_B), N, C, 3 * C / tp);
 		o->attention_fwd(y->atty, y->lse, y->qkv, m->slopes, B, T, NH, HD, ad,
 				 site(rng, l, SITE_ATTN));
-		o->matmul_fwd(y->attproj, y->atty, P(PROJ_W), P(PROJ_B), N, C / tp, C);
+		/* row-parallel: partial sums of every rank, the bias added once */
+		o->matmul_fwd(y->attproj, y->atty, P(PROJ_W), c->tp_rank ? NULL : P(PROJ_B), N, C / tp, C);
+		if (tpar)
+			tp_sum(m, y->attproj, NC);
 		o->residual_fwd(y->res2, res, y->attproj, NC, hd, site(rng, l, SITE_RES2));
 		o->layernorm_fwd(y->ln2, y->ln2_mean, y->ln2_rstd, y->res2, P(LN2_W), P(LN2_B), N, C,
 				 c->eps);
 		o->matmul_fwd(y->fch, y->ln2, P(FC_W), P(FC_B), N, C, F);
 		o->gelu_fwd(y->fchg, y->fch, (size_t)N * F);
-		o->matmul_fwd(y->fcproj, y->fchg, P(FCPROJ_W), P(FCPROJ_B), N, F, C);
+		o->matmul_fwd(y->fcproj, y->fchg, P(FCPROJ_W), c->tp_rank ? NULL : P(FCPROJ_B), N, F, C);
+		if (tpar)
+			tp_sum(m, y->fcproj, NC);
 		o->residual_fwd(y->res3, y->res2, y->fcproj, NC, hd, site(rng, l, SITE_RES3));
 		res = y->res3;
 	}
@@ -460,14 +547,18 @@ double model_forward(struct model *m, const int32_t *tokens, const int32_t *targ
 		o->free(tmp);
 	}
 	o->zero(m->bad_targets, sizeof *m->bad_targets);
-	o->xent_fwd_bwd(m->losses, a->logits, m->targets, N, c->vocab, Vp, dscale / N,
-		       m->bad_targets);
-
+	if (tpar) {
+		vocab_parallel_xent(m, targets, dscale / N, bad);
+	} else {
+		o->xent_fwd_bwd(m->losses, a->logits, m->targets, N, c->vocab, Vp, dscale / N,
+				m->bad_targets);
+	}
 	float *losses = malloc((size_t)N * sizeof *losses);
 	if (!losses)
 		abort();
 	o->to_host(losses, m->losses, (size_t)N * sizeof *losses);
-	o->to_host(bad, m->bad_targets, sizeof *bad);
+	if (!tpar)
+		o->to_host(bad, m->bad_targets, sizeof *bad);
 	double sum = 0;
 	for (int i = 0; i < N; i++)
 		sum += losses[i];
@@ -486,8 +577,11 @@ void model_backward(struct model *m, uint64_t rng)
 	float hd = m->eval_mode ? 0 : c->hidden_dropout, ad = m->eval_mode ? 0 : c->attention_dropout;
 
 	/* logits already hold dloss/dlogits (fused into the forward's cross-entropy) */
+	int tpar = tp > 1;
 	o->matmul_bwd(a->dbtc, model_grad(m, m->wte), NULL, a->logits, a->lnf,
 		      model_param(m, m->wte), N, C, Vp);
+	if (tpar)   /* each rank's slice of the vocabulary contributes to d lnf */
+		tp_sum(m, a->dbtc, NC);
 	o->zero(a->dres, NC * o->act_size);
 	void *last = c->layers ? a->l[c->layers - 1].res3 : a->encoded;
 	o->layernorm_bwd(a->dres, model_grad(m, m->lnf_w), model_grad(m, m->lnf_b), a->dbtc, last,
@@ -501,6 +595,8 @@ void model_backward(struct model *m, uint64_t rng)
 		o->matmul_bwd(a->dbtf, G(FCPROJ_W), G(FCPROJ_B), a->dbtc, y->fchg, P(FCPROJ_W), N, F, C);
 		o->gelu_bwd(a->dbtf, y->fch, a->dbtf, (size_t)N * F);
 		o->matmul_bwd(a->dbtc, G(FC_W), G(FC_B), a->dbtf, y->ln2, P(FC_W), N, C, F);
+		if (tpar)   /* column-parallel: the input gradient is a sum over the ranks */
+			tp_sum(m, a->dbtc, NC);
 		o->layernorm_bwd(a->dres, G(LN2_W), G(LN2_B), a->dbtc, y->res2, P(LN2_W), y->ln2_mean,
 				 y->ln2_rstd, N, C);
 		/* dres = d res2: through attention */
@@ -509,19 +605,27 @@ void model_backward(struct model *m, uint64_t rng)
 		o->attention_bwd(a->dqkv, a->dbtc2, y->qkv, y->atty, y->lse, m->slopes, B, T, NH, HD,
 				 ad, site(rng, l, SITE_ATTN));
 		o->matmul_bwd(a->dbtc, G(QKV_W), G(QKV_B), a->dqkv, y->ln1, P(QKV_W), N, C, 3 * C / tp);
+		if (tpar)
+			tp_sum(m, a->dbtc, NC);
 		o->layernorm_bwd(a->dres, G(LN1_W), G(LN1_B), a->dbtc, res, P(LN1_W), y->ln1_mean,
 				 y->ln1_rstd, N, C);
 	}
 
 	/* dres = d encoded: back through dropout, positions, the embedding LN, the words */
 	o->dropout_bwd(a->dres, a->dres, NC, hd, site(rng, -1, SITE_EMBED));
-	if (c->embed_ln) {
+	const int32_t *words = tpar ? m->tokens_local : m->tokens;
+	if (c->embed_ln || tpar) {
 		if (m->wpe >= 0)
 			o->embed_bwd(model_grad(m, m->wpe), NULL, a->dres, m->positions, B, T, C);
-		o->zero(a->dbtc, NC * o->act_size);
-		o->layernorm_bwd(a->dbtc, model_grad(m, m->eln_w), model_grad(m, m->eln_b), a->dres,
-				 a->emb, model_param(m, m->eln_w), a->eln_mean, a->eln_rstd, N, C);
-		o->embed_bwd(model_grad(m, m->wte), NULL, a->dbtc, m->tokens, B, T, C);
+		void *dw = a->dres;
+		if (c->embed_ln) {
+			o->zero(a->dbtc, NC * o->act_size);
+			o->layernorm_bwd(a->dbtc, model_grad(m, m->eln_w), model_grad(m, m->eln_b),
+					 a->dres, a->emb, model_param(m, m->eln_w), a->eln_mean,
+					 a->eln_rstd, N, C);
+			dw = a->dbtc;
+		}
+		o->embed_bwd(model_grad(m, m->wte), NULL, dw, words, B, T, C);
 	} else {
 		o->embed_bwd(model_grad(m, m->wte), m->wpe >= 0 ? model_grad(m, m->wpe) : NULL,
 			     a->dres, m->tokens, B, T, C);

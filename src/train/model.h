@@ -23,6 +23,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "train/dist.h"
 #include "train/ops.h"
 
 struct model_config {
@@ -58,6 +59,12 @@ struct model {
 	const struct ops *ops;
 	int B, T;                          /* micro-batch shape the activations are sized for */
 	int eval_mode;                     /* 1: no dropout (validation) */
+	struct dist *dist;                 /* tensor-parallel collectives (NULL: one rank) */
+	int vocab_start, vocab_valid;      /* this rank's vocabulary slice: first id, real columns */
+	int32_t *tokens_local, *targets_local;   /* (B,T) device: ids in the slice, else -1 */
+	int32_t *host_ids;                 /* (B,T) host scratch */
+	float *host_stats;                 /* (4,B,T) host scratch: max, sum, target logit, lse */
+	float *dev_stats;                  /* (4,B,T) device */
 
 	struct model_tensor *tensors;
 	int ntensors;

@@ -47,11 +47,12 @@ struct ops {
 
 	/* --- forward / backward pairs --- */
 
-	/* out(N,C) = wte[tok] (+ wpe[t] when wpe != NULL), t = row % T.  (B,T) tokens. */
+	/* out(N,C) = wte[tok] (+ wpe[t] when wpe != NULL), t = row % T.  (B,T) tokens; a token of
+	 * -1 (not in this tensor-parallel rank's vocabulary slice) gives a zero row. */
 	void (*embed_fwd)(void *out, const int32_t *tok, const void *wte, const void *wpe,
 			  int B, int T, int C);
-	/* dwte[tok] += dout (rows of the token ids), dwpe[t] += sum over b (when dwpe != NULL).
-	 * Must be deterministic: the same result whatever the thread count. */
+	/* dwte[tok] += dout (rows of the token ids; -1 skipped), dwpe[t] += sum over b (when dwpe
+	 * != NULL).  Must be deterministic: the same result whatever the thread count. */
 	void (*embed_bwd)(float *dwte, float *dwpe, const void *dout, const int32_t *tok,
 			  int B, int T, int C);
 
@@ -106,6 +107,17 @@ struct ops {
 	 * loss scale).  A target outside [0,V) is counted in *bad (device int) and gets loss 0. */
 	void (*xent_fwd_bwd)(float *losses, void *logits, const int32_t *targets, int N, int V,
 			     int Vp, float dscale, int *bad);
+
+	/* Vocab-parallel cross-entropy (TP > 1), in two halves around the TP collectives.  Each
+	 * rank holds logits(N,Vp) for its slice of the vocabulary, of which the first Vvalid columns
+	 * are real.  stats: per row the slice's max mx, sum of exp(z - mx) se, and the target's
+	 * logit zt (0 when targets_local[r] is -1: another rank owns it).  grad: with lse(N) the
+	 * global log-sum-exp, overwrites the logits with (softmax - onehot) * dscale (padded
+	 * columns 0).  NULL in a backend without tensor parallelism. */
+	void (*xent_stats)(float *mx, float *se, float *zt, const void *logits,
+			   const int32_t *targets_local, int N, int Vvalid, int Vp);
+	void (*xent_grad)(void *logits, const float *lse, const int32_t *targets_local, int N,
+			  int Vvalid, int Vp, float dscale);
 
 	/* --- optimizer --- */
 

@@ -32,7 +32,16 @@ static void scaler_update(struct optim *o, int overflow)
 int optim_step(struct optim *o, struct model *m, float lr, double *grad_norm)
 {
 	const struct ops *ops = m->ops;
-	double ss = ops->sumsq(m->grads, m->nparams);
+	double ss = 0;
+	if (m->dist && m->dist->tp > 1) {
+		/* each split tensor's shard once per rank, each replicated tensor once (rank 0's) */
+		for (int i = 0; i < m->ntensors; i++)
+			if (m->tensors[i].split != SPLIT_NONE || m->dist->tp_rank == 0)
+				ss += ops->sumsq(m->grads + m->tensors[i].offset, m->tensors[i].numel);
+		m->dist->sum_f64(m->dist, DIST_TP, &ss, 1);
+	} else {
+		ss = ops->sumsq(m->grads, m->nparams);
+	}
 	double norm = sqrt(ss) / o->loss_scale;
 	*grad_norm = norm;
 	if (!isfinite(norm)) {

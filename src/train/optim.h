@@ -4,7 +4,9 @@
  * micro-batches, so they are the gradient of the mean loss times the loss scale.  The step:
  * - fp16 only: any non-finite gradient skips the step and backs the scale off (dynamic loss
  *   scaling with Megatron's hysteresis and window); bf16 and fp32 run with scale 1;
- * - the global norm sqrt(sum g^2) over every gradient (unscaled), and Megatron's clip
+ * - the global norm sqrt(sum g^2) over every gradient (unscaled; with tensor parallelism each
+ *   split tensor's shards once and each replicated tensor once, summed over the TP group, so
+ *   every rank clips by the same number), and Megatron's clip
  *   coefficient clip / (norm + 1e-6) when that is below 1;
  * - AdamW on each tensor, weight decay only where the tensor table says so (not biases, not
  *   layer norms), unscaling and clipping folded into the one pass over the gradients.

@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <math.h>
 #include <signal.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -47,9 +48,24 @@ struct run {
 	int fail_code;                 /* exit status when setup fails */
 };
 
+/* Only world rank 0 prints (every rank computes the same numbers); warnings come from any rank. */
+static int quiet;
+static int out(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static int out(const char *fmt, ...)
+{
+	va_list ap;
+	int n = 0;
+	if (quiet)
+		return 0;
+	va_start(ap, fmt);
+	n = vprintf(fmt, ap);
+	va_end(ap);
+	return n;
+}
+
 static void say(const char *line)
 {
-	printf("%s\n", line);
+	out("%s\n", line);
 	fflush(stdout);
 }
 
@@ -81,13 +97,14 @@ static double cpu_peak(int threads)
 	return mhz * 1e6 * threads * 32;
 }
 
-/* Fills micro-batch `k` of the iteration whose first sample is `first`: DP rank 0 of 1 takes
- * samples [first + k*mbs, first + (k+1)*mbs).  Input tokens [0,seq), targets [1,seq]. */
+/* Fills micro-batch `k` of the iteration whose first sample is `first`, Megatron's pretraining
+ * sampler: the iteration's samples go in chunks of mbs*DP, DP rank r taking [r*mbs, (r+1)*mbs)
+ * of each.  Input tokens [0,seq), targets [1,seq]. */
 static int load_micro(struct run *r, int split, int set, int64_t first, int k)
 {
 	char err[512];
 	for (int b = 0; b < r->mbs; b++) {
-		int64_t i = first + (int64_t)k * r->mbs + b;
+		int64_t i = first + (int64_t)k * r->mbs * r->dist.dp + (int64_t)r->dist.dp_rank * r->mbs + b;
 		if (feed_get(&r->feed, split, set, i, r->sample, err, sizeof err) < 0) {
 			warn("%s", err);
 			return -1;
@@ -134,11 +151,11 @@ static int save(struct run *r)
 		return 0;
 	double t0 = units_now();
 	r->st.optim = r->st.optim;
-	if (ckpt_save(r->a->save, &r->m, &r->st, r->cmdline, err, sizeof err) < 0) {
+	if (ckpt_save(r->a->save, &r->m, &r->dist, &r->st, r->cmdline, err, sizeof err) < 0) {
 		warn("saving checkpoint at iteration %lld failed: %s", (long long)r->st.iteration, err);
 		return -1;
 	}
-	printf("saved checkpoint at iteration %8lld to %s (%.2f s)\n", (long long)r->st.iteration,
+	out("saved checkpoint at iteration %8lld to %s (%.2f s)\n", (long long)r->st.iteration,
 	       r->a->save, units_now() - t0);
 	fflush(stdout);
 	return 0;
@@ -151,7 +168,7 @@ static int save(struct run *r)
  * iterators do. */
 static void evaluate(struct run *r, int split, const char *label, int64_t iteration)
 {
-	int64_t gbs = ramp_gbs(&r->p->ramp, r->st.consumed_samples), micro = gbs / r->mbs;
+	int64_t gbs = ramp_gbs(&r->p->ramp, r->st.consumed_samples), micro = gbs / (r->mbs * r->dist.dp);
 	for (int si = 0; si < r->feed.nsets[split] && si < 64; si++) {
 		const struct feed_set *set = &r->feed.sets[split][si];
 		int64_t test_position = 0;
@@ -174,7 +191,10 @@ out:
 		r->m.eval_mode = 0;
 		if (!n)
 			continue;
-		double loss = sum / n, ppl = exp(fmin(20, loss));
+		double loss = sum / n;
+		r->dist.sum_f64(&r->dist, DIST_DP, &loss, 1);
+		loss /= r->dist.dp;
+		double ppl = exp(fmin(20, loss));
 		char line[512], prefix[160], tag[256];
 		int len = snprintf(line, sizeof line, " %s%s loss %s | lm loss value: %.6E | lm loss "
 				   "PPL: %.6E | ", set->name ? set->name : "validation", "", label,
@@ -184,7 +204,7 @@ out:
 			len = sizeof dash - 2;
 		memset(dash, '-', len + 1);
 		dash[len + 1] = 0;
-		printf("%s\n%s\n%s\n", dash, line, dash);
+		out("%s\n%s\n%s\n", dash, line, dash);
 		fflush(stdout);
 		if (split != FEED_VALID || iteration < 0)
 			continue;
@@ -241,17 +261,26 @@ static int setup(struct run *r, char *err, size_t errlen)
 		return errf(err, errlen, "--glu-activation is not implemented: the MLP is GeLU");
 	if (p->kv != p->h / p->heads)
 		return errf(err, errlen, "--kv-channels other than hidden/heads is not implemented");
-	if (p->tp * p->pp * p->dp != 1)
-		return errf(err, errlen, "this run asks for TP=%lld PP=%lld DP=%lld; this build trains "
-			    "in one process (TP=PP=DP=1): drop the parallel flags or --nodes/--gpus-per-node",
-			    (long long)p->tp, (long long)p->pp, (long long)p->dp);
+	if (p->pp != 1)
+		return errf(err, errlen, "--pipeline-model-parallel-size %lld: pipeline parallelism is "
+			    "not in this build (data and tensor parallelism are)", (long long)p->pp);
 	if (dist_init(&r->dist, (int)p->tp, (int)p->pp, err, errlen) < 0)
 		return -1;
+	quiet = r->dist.rank != 0;
+	if (r->dist.world > 1 && strcmp(ops->name, "cpu") != 0)
+		return errf(err, errlen, "several ranks on the %s backend need NCCL collectives, not in "
+			    "this build: use --device cpu, or one rank", ops->name);
+	if (r->dist.dp != p->dp)
+		return errf(err, errlen, "the plan has DP=%lld but %d ranks / (TP=%d x PP=%d) = %d",
+			    (long long)p->dp, r->dist.world, r->dist.tp, r->dist.pp, r->dist.dp);
+	c.tp = r->dist.tp;
+	c.tp_rank = r->dist.tp_rank;
 	r->mbs = p->mbs;
 	r->seq = p->s;
 	r->iters = p->iters;
 	if (model_init(&r->m, &c, ops, (int)r->mbs, (int)r->seq, err, errlen) < 0)
 		return -1;
+	r->m.dist = &r->dist;
 	r->sample = malloc((r->seq + 1) * sizeof *r->sample);
 	r->tok = malloc(r->mbs * r->seq * sizeof *r->tok);
 	r->tgt = malloc(r->mbs * r->seq * sizeof *r->tgt);
@@ -259,13 +288,15 @@ static int setup(struct run *r, char *err, size_t errlen)
 		return errf(err, errlen, "out of memory");
 	r->peak = a->peak_tflops > 0 ? a->peak_tflops * 1e12
 		  : ops->peak_flops > 0 ? ops->peak_flops : cpu_peak(threads);
-	printf("train: %s model, %zu parameters (%lld layers, hidden %lld, %lld heads, vocab %lld "
+	out("train: %s model, %zu parameters (%lld layers, hidden %lld, %lld heads, vocab %lld "
 	       "padded to %lld) on %s\n", c.alibi ? "BLOOM-style" : "GPT-2-style", r->m.nparams,
 	       (long long)p->L, (long long)p->h, (long long)p->heads, (long long)p->vocab,
 	       (long long)p->vocab_padded, ops->device ? ops->device : ops->name);
-	printf("train: %lld iterations, %lld samples, %lld tokens; micro-batch %lld, global batch "
-	       "%lld%s\n", (long long)p->iters, (long long)p->samples, (long long)p->tokens,
-	       (long long)p->mbs, (long long)p->gbs, p->ramp.on ? " after the ramp-up" : "");
+	out("train: %lld iterations, %lld samples, %lld tokens; micro-batch %lld, global batch "
+	       "%lld%s; %d rank%s: DP=%d TP=%d PP=%d\n", (long long)p->iters, (long long)p->samples,
+	       (long long)p->tokens, (long long)p->mbs, (long long)p->gbs,
+	       p->ramp.on ? " after the ramp-up" : "", r->dist.world, r->dist.world > 1 ? "s" : "",
+	       r->dist.dp, r->dist.tp, r->dist.pp);
 	fflush(stdout);
 
 	/* data: the samples Megatron would ask each split for */
@@ -288,7 +319,9 @@ static int setup(struct run *r, char *err, size_t errlen)
 	optim_init(&r->st.optim, a->adam_beta1, a->adam_beta2, a->adam_eps, a->weight_decay,
 		   a->clip_grad, a->fp16, a->initial_loss_scale, a->min_loss_scale,
 		   (int)a->loss_scale_window, (int)a->hysteresis);
-	r->st.tp = r->st.pp = r->st.dp = 1;
+	r->st.tp = r->dist.tp;
+	r->st.pp = r->dist.pp;
+	r->st.dp = r->dist.dp;
 
 	model_init_weights(&r->m);
 	if (a->load) {
@@ -300,7 +333,7 @@ static int setup(struct run *r, char *err, size_t errlen)
 			return -1;
 		}
 		if (rc == 0) {
-			printf("train: no checkpoint in --load %s: starting from scratch\n", a->load);
+			out("train: no checkpoint in --load %s: starting from scratch\n", a->load);
 		} else {
 			struct sched flags = r->st.sched;
 			/* the optimizer's hyper-parameters are the flags'; its state the checkpoint's */
@@ -312,10 +345,11 @@ static int setup(struct run *r, char *err, size_t errlen)
 			r->st = ck;
 			r->st.optim = o;
 			r->st.sched = flags;
+			r->st.dp = r->dist.dp;   /* DP may change between runs: replicas hold the same bits */
 			if (sched_resume(&r->st.sched, &ck.sched, a->override_lr_scheduler,
 					 a->use_checkpoint_lr_scheduler, err, errlen) < 0)
 				return -1;
-			printf("train: resumed from %s: iteration %lld, %lld samples consumed\n", loaded,
+			out("train: resumed from %s: iteration %lld, %lld samples consumed\n", loaded,
 			       (long long)r->st.iteration, (long long)r->st.consumed_samples);
 			if (ck.seed >= 0 && ck.seed != a->seed)
 				warn("warning: --seed %lld differs from the checkpoint's %lld: the data order "
@@ -323,7 +357,7 @@ static int setup(struct run *r, char *err, size_t errlen)
 		}
 		fflush(stdout);
 	}
-	if (a->tensorboard_dir) {
+	if (a->tensorboard_dir && r->dist.rank == 0) {
 		r->tb = tfevents_open(a->tensorboard_dir, err, errlen);
 		if (!r->tb) {
 			r->fail_code = EXIT_FAILED;
@@ -339,7 +373,7 @@ static int setup(struct run *r, char *err, size_t errlen)
 static double step_grads(struct run *r, int64_t first, int64_t micro, uint64_t key, int *bad)
 {
 	double sum = 0;
-	float dscale = r->st.optim.loss_scale / (float)micro;
+	float dscale = r->st.optim.loss_scale / (float)(micro * r->dist.dp);
 	model_zero_grad(&r->m);
 	for (int k = 0; k < micro; k++) {
 		uint64_t rng = philox_mix(key, (uint64_t)k);
@@ -350,7 +384,27 @@ static double step_grads(struct run *r, int64_t first, int64_t micro, uint64_t k
 		model_backward(&r->m, rng);
 		*bad += b;
 	}
-	return sum / micro;
+	struct dist *d = &r->dist;
+	double loss = sum / micro;
+	if (d->dp > 1) {   /* the gradient of the global batch's mean loss, on every DP rank */
+		r->m.ops->sync();
+		d->sum_f32(d, DIST_DP, r->m.grads, r->m.nparams);
+		d->sum_f64(d, DIST_DP, &loss, 1);
+		loss /= d->dp;
+	}
+	if (d->tp > 1) {
+		/* Replicated tensors (layer norms, row-parallel biases, positions) got identical
+		 * gradients by construction; averaging them over the TP group anyway makes identical
+		 * updates - and no 176B-style drift - a guarantee rather than a property. */
+		for (int i = 0; i < r->m.ntensors; i++)
+			if (r->m.tensors[i].split == SPLIT_NONE) {
+				float *g = model_grad(&r->m, i);
+				d->sum_f32(d, DIST_TP, g, r->m.tensors[i].numel);
+				r->m.ops->scale(g, 1.0f / d->tp, r->m.tensors[i].numel);
+			}
+	}
+	*bad = dist_any(d, DIST_WORLD, *bad != 0) ? (*bad ? *bad : 1) : 0;
+	return loss;
 }
 
 static int rollback(struct run *r, int64_t iteration, double loss, char *err, size_t errlen)
@@ -382,7 +436,7 @@ static int rollback(struct run *r, int64_t iteration, double loss, char *err, si
 	r->st.sched = s;
 	r->st.spikes_total = spikes;
 	r->st.data_position = spike_end;   /* the data between the checkpoint and the spike is skipped */
-	printf("loss spike at iteration %lld (lm loss %.6E): rolled back to %s (iteration %lld) and "
+	out("loss spike at iteration %lld (lm loss %.6E): rolled back to %s (iteration %lld) and "
 	       "skipped the %lld samples it trained on since\n", (long long)iteration, loss, loaded,
 	       (long long)ck.iteration, (long long)skipped);
 	fflush(stdout);
@@ -398,7 +452,7 @@ int run_train(const struct train_args *a, const struct plan *p, const char *cmdl
 	r.cmdline = cmdline;
 
 	if (kill_switch(&r)) {
-		printf("train: kill switch %s exists: exiting without training\n", a->kill_switch_path);
+		out("train: kill switch %s exists: exiting without training\n", a->kill_switch_path);
 		return EXIT_OK;
 	}
 	struct sigaction sa = {.sa_handler = on_signal};
@@ -448,7 +502,7 @@ int run_train(const struct train_args *a, const struct plan *p, const char *cmdl
 			int64_t n = 0;
 			for (int64_t k = it; k <= skip[next_skip][1]; k++)
 				n += ramp_gbs(&p->ramp, st->consumed_samples);
-			printf("Skipped iterations %lld to %lld due to --skip-train-iteration-range flag.\n",
+			out("Skipped iterations %lld to %lld due to --skip-train-iteration-range flag.\n",
 			       (long long)it, (long long)skip[next_skip][1]);
 			fflush(stdout);
 			st->data_position += n;
@@ -456,12 +510,12 @@ int run_train(const struct train_args *a, const struct plan *p, const char *cmdl
 			next_skip++;
 			continue;
 		}
-		int64_t gbs = ramp_gbs(&p->ramp, st->consumed_samples), micro = gbs / r.mbs;
+		int64_t gbs = ramp_gbs(&p->ramp, st->consumed_samples), micro = gbs / (r.mbs * r.dist.dp);
 		double lr = sched_lr(&st->sched);
 		int bad = 0;
 		uint64_t key = philox_mix(philox_mix((uint64_t)a->seed, 0x7472616e), (uint64_t)st->data_position);
 		double loss = step_grads(&r, st->data_position, micro, key, &bad);
-		if (r.bad_data) {
+		if (dist_any(&r.dist, DIST_WORLD, r.bad_data)) {
 			rc = EXIT_USAGE;
 			break;
 		}
@@ -481,7 +535,7 @@ int run_train(const struct train_args *a, const struct plan *p, const char *cmdl
 		if (spike) {
 			st->spikes_total++;
 			if (!nonfinite)
-				printf("loss spike at iteration %lld: lm loss %.6E is above %g x its running "
+				out("loss spike at iteration %lld: lm loss %.6E is above %g x its running "
 				       "mean %.6E%s\n", (long long)it, loss, a->spike_factor, st->loss_mean,
 				       a->spike_policy == 1 ? ": update skipped" : a->spike_policy == 2 ?
 				       ": rolling back" : "");
@@ -567,24 +621,24 @@ int run_train(const struct train_args *a, const struct plan *p, const char *cmdl
 			double now = units_now(), per = (now - t_log) / log_iters;
 			double tfl = hw_tflops(&r, gbs, per);
 			double mfu = r.peak > 0 ? model_flops_per_token(&r.m.cfg) * gbs * r.seq / per / r.peak : 0;
-			printf(" iteration %8lld/%8lld | consumed samples: %12lld | consumed tokens: %12lld |"
+			out(" iteration %8lld/%8lld | consumed samples: %12lld | consumed tokens: %12lld |"
 			       " elapsed time per iteration (s): %.2f | learning rate: %.3E |"
 			       " global batch size: %5lld |", (long long)it, (long long)r.iters,
 			       (long long)st->consumed_samples, (long long)st->consumed_tokens, per,
 			       sched_lr(&st->sched), (long long)gbs);
 			if (loss_n)
-				printf(" lm loss: %.6E |", loss_sum / loss_n);
+				out(" lm loss: %.6E |", loss_sum / loss_n);
 			if (a->fp16)
-				printf(" loss scale: %.1f |", st->optim.loss_scale);
-			printf(" grad norm: %.3f | num zeros: %.1f |", grad_norm, (double)nzeros);
+				out(" loss scale: %.1f |", st->optim.loss_scale);
+			out(" grad norm: %.3f | num zeros: %.1f |", grad_norm, (double)nzeros);
 			if (a->log_params_norm)
-				printf(" params norm: %.3f |", sqrt(r.m.ops->sumsq(r.m.master, r.m.nparams)));
-			printf(" number of skipped iterations: %3lld | number of nan iterations: %3lld |"
+				out(" params norm: %.3f |", sqrt(r.m.ops->sumsq(r.m.master, r.m.nparams)));
+			out(" number of skipped iterations: %3lld | number of nan iterations: %3lld |"
 			       " samples per second: %.3f | TFLOPs: %.2f |", (long long)log_skipped,
 			       (long long)log_nan, gbs / per, tfl);
 			if (mfu > 0)
-				printf(" MFU: %.2f%% |", 100 * mfu);
-			printf("\n");
+				out(" MFU: %.2f%% |", 100 * mfu);
+			out("\n");
 			fflush(stdout);
 			if (r.tb && a->tb_timers) {
 				tb_scalar(&r, "iteration-time/iteration-time", it, per);
@@ -620,7 +674,7 @@ int run_train(const struct train_args *a, const struct plan *p, const char *cmdl
 		else if (a->exit_interval > 0 && it % a->exit_interval == 0)
 			why_stop = "--exit-interval";
 		if (why_stop) {
-			printf("train: stopping at iteration %lld on %s\n", (long long)it, why_stop);
+			out("train: stopping at iteration %lld on %s\n", (long long)it, why_stop);
 			stop = 1;
 		}
 	}
@@ -632,7 +686,7 @@ int run_train(const struct train_args *a, const struct plan *p, const char *cmdl
 		evaluate(&r, FEED_VALID, "at the end of training for val data", -1);
 		evaluate(&r, FEED_TEST, "at the end of training for test data", -1);
 	}
-	printf("train: %s at iteration %lld/%lld: %lld samples, %lld tokens, %lld skipped and %lld "
+	out("train: %s at iteration %lld/%lld: %lld samples, %lld tokens, %lld skipped and %lld "
 	       "nan iterations, %lld loss spikes, %.1f s\n", rc ? "failed" : stop ? "stopped" : "done",
 	       (long long)st->iteration, (long long)r.iters, (long long)st->consumed_samples,
 	       (long long)st->consumed_tokens, (long long)st->skipped_total, (long long)st->nan_total,
@@ -642,5 +696,7 @@ int run_train(const struct train_args *a, const struct plan *p, const char *cmdl
 		tfevents_close(r.tb);
 	feed_close(&r.feed);
 	model_free(&r.m);
+	if (r.dist.finish)
+		r.dist.finish(&r.dist);
 	return rc;
 }

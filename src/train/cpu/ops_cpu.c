@@ -67,8 +67,12 @@ static void cpu_embed_fwd(void *out_, const int32_t *tok, const void *wte_, cons
 	const float *wte = wte_, *wpe = wpe_;
 #pragma omp parallel for schedule(static)
 	for (int r = 0; r < B * T; r++) {
-		const float *e = wte + (size_t)tok[r] * C;
 		float *o = out + (size_t)r * C;
+		if (tok[r] < 0) {
+			memset(o, 0, C * sizeof *o);
+			continue;
+		}
+		const float *e = wte + (size_t)tok[r] * C;
 		if (wpe) {
 			const float *p = wpe + (size_t)(r % T) * C;
 			for (int c = 0; c < C; c++)
@@ -90,9 +94,11 @@ static void cpu_embed_bwd(float *dwte, float *dwpe, const void *dout_, const int
 		part(C, omp_get_num_threads(), omp_get_thread_num(), &c0, &c1);
 		for (int r = 0; r < B * T; r++) {
 			const float *d = dout + (size_t)r * C;
-			float *w = dwte + (size_t)tok[r] * C;
-			for (size_t c = c0; c < c1; c++)
-				w[c] += d[c];
+			if (tok[r] >= 0) {
+				float *w = dwte + (size_t)tok[r] * C;
+				for (size_t c = c0; c < c1; c++)
+					w[c] += d[c];
+			}
 			if (dwpe) {
 				float *p = dwpe + (size_t)(r % T) * C;
 				for (size_t c = c0; c < c1; c++)
@@ -485,6 +491,41 @@ static void cpu_xent_fwd_bwd(float *losses, void *logits_, const int32_t *target
 	*bad += nbad;
 }
 
+static void cpu_xent_stats(float *mx, float *se, float *zt, const void *logits_,
+			   const int32_t *tl, int N, int Vvalid, int Vp)
+{
+	const float *logits = logits_;
+#pragma omp parallel for schedule(static)
+	for (int r = 0; r < N; r++) {
+		const float *z = logits + (size_t)r * Vp;
+		float m = -INFINITY;
+		double sum = 0;
+		for (int v = 0; v < Vvalid; v++)
+			m = z[v] > m ? z[v] : m;
+		for (int v = 0; v < Vvalid; v++)
+			sum += expf(z[v] - m);
+		mx[r] = Vvalid ? m : -INFINITY;
+		se[r] = (float)sum;
+		zt[r] = tl[r] >= 0 ? z[tl[r]] : 0.0f;
+	}
+}
+
+static void cpu_xent_grad(void *logits_, const float *lse, const int32_t *tl, int N, int Vvalid,
+			  int Vp, float dscale)
+{
+	float *logits = logits_;
+#pragma omp parallel for schedule(static)
+	for (int r = 0; r < N; r++) {
+		float *z = logits + (size_t)r * Vp;
+		for (int v = 0; v < Vvalid; v++)
+			z[v] = expf(z[v] - lse[r]) * dscale;
+		for (int v = Vvalid; v < Vp; v++)
+			z[v] = 0;
+		if (tl[r] >= 0)
+			z[tl[r]] -= dscale;
+	}
+}
+
 /* ---- optimizer ---- */
 
 static double cpu_sumsq(const float *g, size_t n)
@@ -566,6 +607,8 @@ static struct ops cpu_ops = {
 	.dropout_fwd = cpu_dropout_fwd,
 	.add = cpu_add,
 	.xent_fwd_bwd = cpu_xent_fwd_bwd,
+	.xent_stats = cpu_xent_stats,
+	.xent_grad = cpu_xent_grad,
 	.sumsq = cpu_sumsq,
 	.all_finite = cpu_all_finite,
 	.scale = cpu_scale,

@@ -31,16 +31,17 @@
  * query tiles below it, the other owns a query tile and walks the key tiles - each writing its
  * outputs exactly once.  The price is recomputing S and dP in both (7 tile products instead of
  * 5), the gain is bit-reproducible gradients with no scratch beyond D (B,NH,T).  Dot products
- * are summed in the same order in all three kernels, so the backward's P is bit-identical to
- * the forward's.
+ * are summed in the same order in all three kernels, so the backward recomputes exactly the
+ * forward's scores, and both backward kernels see the same dS.
  *
  * HD up to 128: kernels are instantiated for HDM = 32, 64, 128 and handle any HD <= HDM by
- * zero padding.  Shared memory: 70 KB (forward), 106 KB (dK/dV), 85 KB (dQ) at HDM 128, within
- * the opt-in limit of A100 (163 KB) and H100 (227 KB).  Any T works (tiles are masked at the
- * end); heavy tiles (long causal rows) are launched first to shorten the tail. */
+ * zero padding.  Shared memory at HDM 128: 69 KiB (forward), 106 KiB (dK/dV), 85 KiB
+ * (dQ), within the opt-in limit of A100 (163 KiB) and H100 (227 KiB).  Any T works (tiles
+ * are masked at the end); heavy tiles (long causal rows) are launched first to shorten the
+ * tail. */
 #include <math.h>
 
-#include "train/cuda/common.cuh"
+#include "train/cuda/common.h"
 #include "train/philox.h"
 
 #define AT_B 64           /* query rows and key columns per tile */
@@ -64,6 +65,12 @@ __device__ __forceinline__ void at_load(bf16 *sm, const bf16 *src, size_t rs, in
 	}
 }
 
+/* Two adjacent bf16 (4-byte aligned: even index, even row stride) as floats */
+__device__ __forceinline__ float2 at_pair(const bf16 *p)
+{
+	return __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162 *>(p));
+}
+
 /* s[a][b] = X[ty+16a] . Y[tx+16b] over d < hde (HD rounded up to even; the pad is zero).
  * The same d order and fmaf sequence in every kernel, so recomputed scores are bit-identical. */
 template <int HDM>
@@ -80,12 +87,10 @@ __device__ __forceinline__ void at_dots(float (&s)[4][4], const bf16 *X, const b
 		float2 x[4], y[4];
 #pragma unroll
 		for (int a = 0; a < 4; a++)
-			x[a] = __bfloat1622float2(
-				*reinterpret_cast<const __nv_bfloat162 *>(X + (ty + 16 * a) * LD + d));
+			x[a] = at_pair(X + (ty + 16 * a) * LD + d);
 #pragma unroll
 		for (int b = 0; b < 4; b++)
-			y[b] = __bfloat1622float2(
-				*reinterpret_cast<const __nv_bfloat162 *>(Y + (tx + 16 * b) * LD + d));
+			y[b] = at_pair(Y + (tx + 16 * b) * LD + d);
 #pragma unroll
 		for (int a = 0; a < 4; a++)
 #pragma unroll
@@ -105,11 +110,6 @@ __device__ __forceinline__ float at_score(float dot, float scale, float slope, i
 __device__ __forceinline__ uint64_t at_elem(uint64_t bh, int T, int i, int j)
 {
 	return (bh * (uint64_t)T + (uint64_t)i) * (uint64_t)T + (uint64_t)j;
-}
-
-__device__ __forceinline__ float2 at_pair(const bf16 *p)
-{
-	return __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162 *>(p));
 }
 
 /* out(B,T,NH,HD), lse(B,NH,T) from qkv(B,T,NH,3,HD).  grid (ceil(T/64), NH, B), block 256.
@@ -311,10 +311,11 @@ __global__ __launch_bounds__(AT_T) void attn_bwd_dkv_k(bf16 *dqkv, const bf16 *d
 			for (int bb = 0; bb < 4; bb++) {
 				int ii = tx + 16 * bb, i = q0 + ii;
 				bool ok = i < T && j <= i;
-				float P = ok ? expf(at_score(st[a][bb], scale, slope, j) - lse_s[ii])
-					     : 0.0f;
-				float keep = (p > 0.0f && ok) ? philox_keep(seed, at_elem(bh, T, i, j), p)
-							      : 1.0f;
+				float s = at_score(st[a][bb], scale, slope, j);
+				float P = ok ? expf(s - lse_s[ii]) : 0.0f;
+				float keep = 1.0f;
+				if (p > 0.0f && ok)
+					keep = philox_keep(seed, at_elem(bh, T, i, j), p);
 				Pds[(ty + 16 * a) * AT_PS + ii] = P * keep;
 				dSs[(ty + 16 * a) * AT_PS + ii] = P * (dp[a][bb] * keep - D_s[ii]);
 			}
@@ -420,10 +421,11 @@ __global__ __launch_bounds__(AT_T) void attn_bwd_dq_k(bf16 *dqkv, const bf16 *do
 			for (int bb = 0; bb < 4; bb++) {
 				int j = k0 + tx + 16 * bb;
 				bool ok = i < T && j <= i;
-				float P = ok ? expf(at_score(s[a][bb], scale, slope, j) - lse_r[a])
-					     : 0.0f;
-				float keep = (p > 0.0f && ok) ? philox_keep(seed, at_elem(bh, T, i, j), p)
-							      : 1.0f;
+				float sc = at_score(s[a][bb], scale, slope, j);
+				float P = ok ? expf(sc - lse_r[a]) : 0.0f;
+				float keep = 1.0f;
+				if (p > 0.0f && ok)
+					keep = philox_keep(seed, at_elem(bh, T, i, j), p);
 				dSs[(ty + 16 * a) * AT_PS + tx + 16 * bb] =
 					P * (dp[a][bb] * keep - D_r[a]);
 			}

@@ -24,7 +24,7 @@
  * the backward. */
 #include <cub/device/device_radix_sort.cuh>
 
-#include "train/cuda/common.cuh"
+#include "train/cuda/common.h"
 
 #define EMB_T 128
 
@@ -180,11 +180,11 @@ void cu_embed_bwd(float *dwte, float *dwpe, const void *dout, const int32_t *tok
 		int v = cu_vec8((size_t)C, dwpe, dout);
 		size_t units = v ? n / 8 : n;
 		if (v)
-			embed_bwd_wpe_k<8><<<cu_grid(units, 256), 256, 0, cu.stream>>>(dwpe, g, B, T,
-											C, units);
+			embed_bwd_wpe_k<8><<<cu_grid(units, 256), 256, 0, cu.stream>>>(
+				dwpe, g, B, T, C, units);
 		else
-			embed_bwd_wpe_k<1><<<cu_grid(units, 256), 256, 0, cu.stream>>>(dwpe, g, B, T,
-											C, units);
+			embed_bwd_wpe_k<1><<<cu_grid(units, 256), 256, 0, cu.stream>>>(
+				dwpe, g, B, T, C, units);
 		CU_LAUNCHED("embed_bwd_wpe");
 	}
 }

@@ -4,12 +4,15 @@
  * is column-major.  A row-major (R,C) buffer read column-major is its transpose, a (C x R)
  * matrix with leading dimension C, so each product is computed transposed:
  *
- *   forward   out(N,OC) = inp(N,IC) w(OC,IC)^T   as  out^T (OC x N) = op_T(w: IC x OC) inp^T (IC x N)
- *             m=OC n=N k=IC, A=w (T, lda IC), B=inp (N, ldb IC), D=out (ldd OC); bias epilogue
- *   dinp      dinp(N,IC) = dout(N,OC) w(OC,IC)   as  dinp^T (IC x N) = w^T (IC x OC) dout^T (OC x N)
- *             m=IC n=N k=OC, A=w (N, lda IC), B=dout (N, ldb OC), D=dinp (ldd IC)
- *   dw        dw(OC,IC) += dout^T(OC,N) inp(N,IC) as dw^T (IC x OC) += inp^T (IC x N) op_T(dout^T)
- *             m=IC n=OC k=N, A=inp (N, lda IC), B=dout (T, ldb OC), D=C=dw fp32 (ldd IC), beta 1
+ *   forward  out(N,OC) = inp(N,IC) w(OC,IC)^T
+ *            as out^T (OC x N) = op_T(w: IC x OC) inp^T (IC x N)
+ *            m=OC n=N k=IC, A=w (T, lda IC), B=inp (N, ldb IC), D=out (ldd OC); bias epilogue
+ *   dinp     dinp(N,IC) = dout(N,OC) w(OC,IC)
+ *            as dinp^T (IC x N) = w^T (IC x OC) dout^T (OC x N)
+ *            m=IC n=N k=OC, A=w (N, lda IC), B=dout (N, ldb OC), D=dinp (ldd IC)
+ *   dw       dw(OC,IC) += dout^T(OC,N) inp(N,IC)
+ *            as dw^T (IC x OC) += inp^T (IC x N) op_T(dout^T: OC x N)
+ *            m=IC n=OC k=N, A=inp (N, lda IC), B=dout (T, ldb OC), D=C=dw fp32 (ldd IC), beta 1
  *
  * Precision: A and B are bf16, the accumulation fp32 (CUBLAS_COMPUTE_32F); out and dinp are
  * written bf16, dw is read and written fp32 in place (beta = 1), so micro-batches accumulate in
@@ -32,7 +35,7 @@
  * workspace, so runs repeat bit for bit. */
 #include <string.h>
 
-#include "train/cuda/common.cuh"
+#include "train/cuda/common.h"
 
 enum { MM_FWD, MM_DINP, MM_DW };
 
@@ -106,11 +109,11 @@ static struct mm_plan *plan_get(int kind, cublasOperation_t ta, cublasOperation_
 		int32_t btype = CUDA_R_16BF;
 		BLAS_CHECK(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_EPILOGUE,
 							  &epi, sizeof epi));
-		BLAS_CHECK(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE,
-							  &btype, sizeof btype));
+		BLAS_CHECK(cublasLtMatmulDescSetAttribute(
+			p->desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &btype, sizeof btype));
 		/* the heuristic reads the pointer's alignment */
-		BLAS_CHECK(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER,
-							  &bias, sizeof bias));
+		BLAS_CHECK(cublasLtMatmulDescSetAttribute(
+			p->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias));
 	}
 	int arows = ta == CUBLAS_OP_N ? m : k, acols = ta == CUBLAS_OP_N ? k : m;
 	int brows = tb == CUBLAS_OP_N ? k : n, bcols = tb == CUBLAS_OP_N ? n : k;
@@ -121,8 +124,8 @@ static struct mm_plan *plan_get(int kind, cublasOperation_t ta, cublasOperation_
 	cublasLtMatmulPreference_t pref;
 	BLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref));
 	uint64_t ws = cu.lt_ws_size;
-	BLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
-							&ws, sizeof ws));
+	BLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(
+		pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws));
 	uint32_t aa = al[0], ab = al[1], ad = al[2];
 	BLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(
 		pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &aa, sizeof aa));

@@ -15,7 +15,7 @@
  * over all rows; they go to cu_colsum (reduce.cu), whose fixed two-pass slicing makes them
  * deterministic without float atomics.  The price is reading dy and x a second time, which is
  * cheap next to the GEMMs around a layer norm. */
-#include "train/cuda/common.cuh"
+#include "train/cuda/common.h"
 
 #define LN_WARPS 8 /* rows per block */
 

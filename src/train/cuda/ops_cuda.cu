@@ -18,14 +18,18 @@
  * Memory: alloc is cudaMalloc plus a memset queued on the stream (so the zeroes are ordered
  * before any later op); free synchronises the stream first, so a buffer is never released under a
  * kernel still reading it.  to_device and to_host copy on the stream; to_host returns only when
- * the data has arrived. */
+ * the data has arrived.
+ *
+ * Threads: the ops are not thread-safe (one stream, one scratch buffer); calls from several
+ * threads must be serialised by the caller.  Any thread may call, though: CUDA's current device is
+ * per thread, so each entry point binds its thread to the backend's GPU on first use (CU_ENTER). */
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "train/cuda/common.cuh"
+#include "train/cuda/common.h"
 
 struct cuda_state cu;
 static struct ops cuda_ops;
@@ -184,6 +188,7 @@ static void close_partial(void)
 	if (cu.stream)
 		cudaStreamDestroy(cu.stream);
 	memset(&cu, 0, sizeof cu);
+	cu_thread_bound = 0;
 }
 
 static void fill_table(void)
@@ -249,8 +254,9 @@ lmtk_ops_cuda(int device, char *err, size_t errlen)
 		OPEN_FAIL("cuda: no NVIDIA driver found (libcuda.so is missing); use --device cpu");
 	if (e == cudaErrorInsufficientDriver)
 		OPEN_FAIL("cuda: the NVIDIA driver (CUDA %d.%d) is older than this build's runtime "
-			  "(CUDA %d.%d); update the driver or rebuild train-cuda.so with a matching "
-			  "toolkit", drv / 1000, drv % 1000 / 10, rt / 1000, rt % 1000 / 10);
+			  "(CUDA %d.%d); update the driver or rebuild train-cuda.so with a "
+			  "matching toolkit",
+			  drv / 1000, drv % 1000 / 10, rt / 1000, rt % 1000 / 10);
 	if (e == cudaErrorNoDevice || (e == cudaSuccess && count == 0))
 		OPEN_FAIL("cuda: no CUDA GPU found (use --device cpu)");
 	if (e != cudaSuccess)

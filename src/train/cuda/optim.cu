@@ -13,7 +13,7 @@
  * memory bandwidth; nothing here reduces, so nothing can depend on scheduling. */
 #include <math.h>
 
-#include "train/cuda/common.cuh"
+#include "train/cuda/common.h"
 
 #define OPT_T 256
 
@@ -61,8 +61,8 @@ void cu_adamw(float *master, void *param, const float *g, float *m, float *v, si
 	if (!n)
 		return;
 	if (step < 1)
-		cu_die("adamw: step %d; the first step is 1 (bias correction divides by 1 - b^step)",
-		       step);
+		cu_die("adamw: step %d; steps count from 1 (bias correction divides by "
+		       "1 - b^step)", step);
 	float bc1 = (float)(1.0 - pow((double)b1, step));
 	float bc2 = (float)(1.0 - pow((double)b2, step));
 	bf16 *p = param == (void *)master ? NULL : (bf16 *)param;

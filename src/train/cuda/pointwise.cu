@@ -17,7 +17,7 @@
  * GeLU is the tanh approximation (Megatron's fused bias-gelu, HF BLOOM):
  *   y = x/2 (1 + tanh(k (x + 0.044715 x^3))), k = sqrt(2/pi),
  *   dy/dx = (1 + t)/2 + x/2 (1 - t^2) k (1 + 3 * 0.044715 x^2), t = tanh(...). */
-#include "train/cuda/common.cuh"
+#include "train/cuda/common.h"
 #include "train/philox.h"
 
 #define PW_T 256
@@ -58,8 +58,8 @@ __global__ void gelu_bwd_k(bf16 *dinp, const bf16 *inp, const bf16 *dout, size_t
 		for (int k = 0; k < V; k++) {
 			float v = x[k];
 			float t = tanhf(GELU_K * (v + GELU_C * v * v * v));
-			float dy = 0.5f * (1.0f + t) +
-				   0.5f * v * (1.0f - t * t) * GELU_K * (1.0f + 3.0f * GELU_C * v * v);
+			float dt = GELU_K * (1.0f + 3.0f * GELU_C * v * v); /* d(tanh arg)/dx */
+			float dy = 0.5f * (1.0f + t) + 0.5f * v * (1.0f - t * t) * dt;
 			d[k] = g[k] * dy;
 		}
 		st_act<V>(dinp + u * V, d);
@@ -184,8 +184,8 @@ void cu_residual_fwd(void *out, const void *res, const void *x, size_t n, float 
 		return;
 	int v = cu_vec8(n, out, res, x);
 	size_t units = v ? n / 8 : n;
-	PW_LAUNCH(residual_fwd_k, v, units, (bf16 *)out, (const bf16 *)res, (const bf16 *)x, units, p,
-		  seed);
+	PW_LAUNCH(residual_fwd_k, v, units, (bf16 *)out, (const bf16 *)res, (const bf16 *)x, units,
+		  p, seed);
 }
 
 void cu_dropout_bwd(void *dx, const void *dout, size_t n, float p, uint64_t seed)
@@ -195,8 +195,8 @@ void cu_dropout_bwd(void *dx, const void *dout, size_t n, float p, uint64_t seed
 		return;
 	if (p <= 0.0f) { /* mask of all ones: a copy */
 		if (dx != dout)
-			CU_CHECK(cudaMemcpyAsync(dx, dout, n * sizeof(bf16), cudaMemcpyDeviceToDevice,
-						 cu.stream));
+			CU_CHECK(cudaMemcpyAsync(dx, dout, n * sizeof(bf16),
+						 cudaMemcpyDeviceToDevice, cu.stream));
 		return;
 	}
 	int v = cu_vec8(n, dx, dout);

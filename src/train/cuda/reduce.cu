@@ -21,7 +21,7 @@
  * the interface returns a double, so every call is a synchronisation point (call it on the one
  * flat gradient buffer, not per tensor).  all_finite raises a device flag on any Inf/NaN; every
  * writer stores the same 1, so the race is benign. */
-#include "train/cuda/common.cuh"
+#include "train/cuda/common.h"
 
 #define CS_TX 32 /* channel lanes per block (each V channels) */
 #define CS_TY 8  /* row lanes per block */

@@ -15,7 +15,7 @@
  * A target outside [0, V) (a corrupt index, a padded id) is counted with an integer atomicAdd into
  * *bad - integer addition is exact, so the count is deterministic - and its row gets loss 0 and a
  * zero gradient, so one bad token cannot poison a step; the caller decides what the count means. */
-#include "train/cuda/common.cuh"
+#include "train/cuda/common.h"
 
 #define XENT_T 512
 

@@ -1,4 +1,4 @@
-/* common.cuh - what every file of the CUDA backend shares: the one backend state, error checks,
+/* common.h - what every file of the CUDA backend shares: the one backend state, error checks,
  * bf16 load/store helpers, warp reductions and the internal entry points of each file.
  *
  * The backend is a single process-wide object (struct cuda_state, defined in ops_cuda.cu): one
@@ -18,8 +18,8 @@
  * Vector access: a kernel template parameter V is 8 (16-byte loads of 8 bf16) or 1 (scalar).
  * The host picks 8 only when the row length is a multiple of 8 and every pointer is 16-byte
  * aligned (cu_vec8), so odd test shapes still work and real shapes get full-width loads. */
-#ifndef TRAIN_CUDA_COMMON_CUH
-#define TRAIN_CUDA_COMMON_CUH
+#ifndef TRAIN_CUDA_COMMON_H
+#define TRAIN_CUDA_COMMON_H
 
 #include <cublasLt.h>
 #include <cublas_v2.h>
@@ -36,7 +36,7 @@ typedef __nv_bfloat16 bf16;
 
 struct cuda_state {
 	int dev;
-	int nsm;                    /* streaming multiprocessors, for grid sizes of grid-stride loops */
+	int nsm;                    /* SMs: caps the grids of grid-stride loops */
 	int debug_sync;             /* LMTK_CUDA_SYNC=1 */
 	cudaStream_t stream;
 	cublasHandle_t blas;

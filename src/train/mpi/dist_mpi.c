@@ -1,0 +1,135 @@
+/* dist_mpi - the MPI transport of dist.h, built by mpicc into train-mpi.so.
+ *
+ * Groups are MPI_Comm_split()s of the world by Megatron's rank order (TP fastest, then DP, then
+ * PP).  Sums must be bit-identical on every rank (replicated tensors must never drift, the
+ * 176B lesson), and MPI_Allreduce does not promise that for floats in general: here a sum is an
+ * MPI_Reduce to the group's rank 0 with MPI's deterministic tree for a fixed size, then an
+ * MPI_Bcast of that one result - every rank holds the same bits by construction.  Large
+ * buffers go in chunks so memory stays bounded. */
+#include <mpi.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "train/dist.h"
+
+struct impl {
+	MPI_Comm comm[DIST_GROUPS];
+	void *tmp;
+	size_t tmpsz;
+};
+
+#define CHUNK (1u << 22)   /* elements per reduction: 16 MiB of floats */
+
+static void *scratch(struct impl *m, size_t bytes)
+{
+	if (bytes > m->tmpsz) {
+		free(m->tmp);
+		m->tmp = malloc(bytes);
+		m->tmpsz = m->tmp ? bytes : 0;
+		if (!m->tmp) {
+			fprintf(stderr, "train: out of memory in a collective\n");
+			MPI_Abort(MPI_COMM_WORLD, 3);
+		}
+	}
+	return m->tmp;
+}
+
+static void reduce_bcast(struct dist *d, enum dist_group g, void *x, size_t n, MPI_Datatype t,
+			 size_t esz, MPI_Op op)
+{
+	struct impl *m = d->impl;
+	int size, rank;
+	MPI_Comm_size(m->comm[g], &size);
+	if (size == 1)
+		return;
+	MPI_Comm_rank(m->comm[g], &rank);
+	for (size_t off = 0; off < n; off += CHUNK) {
+		int k = (int)(n - off < CHUNK ? n - off : CHUNK);
+		char *p = (char *)x + off * esz;
+		void *out = scratch(m, (size_t)k * esz);
+		MPI_Reduce(p, out, k, t, op, 0, m->comm[g]);
+		if (rank == 0)
+			memcpy(p, out, (size_t)k * esz);
+		MPI_Bcast(p, k, t, 0, m->comm[g]);
+	}
+}
+
+static void sum_f32(struct dist *d, enum dist_group g, float *x, size_t n)
+{
+	reduce_bcast(d, g, x, n, MPI_FLOAT, sizeof *x, MPI_SUM);
+}
+
+static void max_f32(struct dist *d, enum dist_group g, float *x, size_t n)
+{
+	reduce_bcast(d, g, x, n, MPI_FLOAT, sizeof *x, MPI_MAX);
+}
+
+static void sum_f64(struct dist *d, enum dist_group g, double *x, size_t n)
+{
+	reduce_bcast(d, g, x, n, MPI_DOUBLE, sizeof *x, MPI_SUM);
+}
+
+static void allgather(struct dist *d, enum dist_group g, const void *in, size_t bytes, void *out)
+{
+	struct impl *m = d->impl;
+	MPI_Allgather(in, (int)bytes, MPI_BYTE, out, (int)bytes, MPI_BYTE, m->comm[g]);
+}
+
+static void barrier(struct dist *d)
+{
+	struct impl *m = d->impl;
+	MPI_Barrier(m->comm[DIST_WORLD]);
+}
+
+static void finish(struct dist *d)
+{
+	int fin = 0;
+	MPI_Finalized(&fin);
+	if (!fin)
+		MPI_Finalize();
+	(void)d;
+}
+
+int lmtk_dist_mpi(struct dist *d, int tp, int pp, char *err, size_t errlen)
+{
+	int init = 0, world, rank;
+	MPI_Initialized(&init);
+	if (!init && MPI_Init(NULL, NULL) != MPI_SUCCESS) {
+		snprintf(err, errlen, "MPI_Init failed");
+		return -1;
+	}
+	MPI_Comm_size(MPI_COMM_WORLD, &world);
+	MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+	if (tp < 1 || pp < 1 || world % (tp * pp)) {
+		snprintf(err, errlen, "%d ranks are not divisible by TP=%d x PP=%d", world, tp, pp);
+		return -1;
+	}
+	struct impl *m = calloc(1, sizeof *m);
+	if (!m) {
+		snprintf(err, errlen, "out of memory");
+		return -1;
+	}
+	int dp = world / (tp * pp);
+	d->world = world;
+	d->rank = rank;
+	d->tp = tp;
+	d->pp = pp;
+	d->dp = dp;
+	d->tp_rank = rank % tp;
+	d->dp_rank = rank / tp % dp;
+	d->pp_rank = rank / (tp * dp);
+	m->comm[DIST_WORLD] = MPI_COMM_WORLD;
+	/* color: what the group's members share; key: their order within it */
+	MPI_Comm_split(MPI_COMM_WORLD, d->pp_rank * dp + d->dp_rank, d->tp_rank, &m->comm[DIST_TP]);
+	MPI_Comm_split(MPI_COMM_WORLD, d->pp_rank * tp + d->tp_rank, d->dp_rank, &m->comm[DIST_DP]);
+	MPI_Comm_split(MPI_COMM_WORLD, d->dp_rank * tp + d->tp_rank, d->pp_rank, &m->comm[DIST_PP]);
+	d->impl = m;
+	d->sum_f32 = sum_f32;
+	d->max_f32 = max_f32;
+	d->sum_f64 = sum_f64;
+	d->allgather = allgather;
+	d->barrier = barrier;
+	d->finish = finish;
+	return 0;
+}
