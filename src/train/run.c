@@ -275,6 +275,9 @@ static int setup(struct run *r, char *err, size_t errlen)
 			    (long long)p->dp, r->dist.world, r->dist.tp, r->dist.pp, r->dist.dp);
 	c.tp = r->dist.tp;
 	c.tp_rank = r->dist.tp_rank;
+	if (p->zero1 && r->dist.dp > 1 && r->dist.rank == 0)
+		warn("warning: ZeRO-1 sharding is not in this build: each DP rank keeps the whole "
+		     "optimizer state (the same numbers, more memory)");
 	r->mbs = p->mbs;
 	r->seq = p->s;
 	r->iters = p->iters;

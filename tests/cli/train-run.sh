@@ -264,7 +264,7 @@ bin_help=$("$TR" --help)
 grep -qE '^  -[A-Za-z], ' <<<"$bin_help" && fail no_accidental_short_options "$(grep -E '^  -[A-Za-z], ' <<<"$bin_help" | head -2)" || ok no_accidental_short_options
 expect_rc missing_data_is_exit_2 2 tr --train-iters 2 --data-path nowhere
 contains missing_data_names_the_file "$T/err" 'nowhere'
-expect_rc tp_is_refused_in_this_build 2 tr --train-iters 2 --tensor-model-parallel-size 2 --nodes 1 --gpus-per-node 2
+expect_rc tp_without_the_ranks_is_refused 2 tr --train-iters 2 --tensor-model-parallel-size 2 --nodes 1 --gpus-per-node 2
 expect_rc no_gpu_is_a_clear_error 2 tr --train-iters 2 --device cuda
 contains no_gpu_message_names_device "$T/err" -- '--device cuda'
 rm -rf "$T"
