@@ -16,7 +16,7 @@ LDLIBS   := -Wl,--as-needed -lcurl -ljansson -lpcre2-8 -lgit2 -lopenblas -lpthre
 # The CUDA backend of train is a plugin (bin/train-cuda.so) that train loads only for a GPU, so
 # bin/train itself needs no CUDA library.  Built whenever nvcc exists.
 NVCC     ?= $(firstword $(wildcard /usr/local/cuda/bin/nvcc) $(shell command -v nvcc 2>/dev/null))
-CUDA_ARCH ?= -gencode arch=compute_80,code=sm_80 -gencode arch=compute_90,code=sm_90
+CUDA_ARCH ?= -gencode arch=compute_80,code=sm_80 -gencode arch=compute_90,code=sm_90 -gencode arch=compute_90,code=compute_90
 CUDA_SRC := $(wildcard src/train/cuda/*.cu)
 CUDA_SO  := $(if $(and $(NVCC),$(CUDA_SRC)),bin/train-cuda.so)
 
@@ -73,7 +73,7 @@ $(BUILD)/tests/%: tests/unit/%.c $$(call prog_objs,$$*) $(LIB_A)
 
 bin/train-cuda.so: $(CUDA_SRC) $(wildcard src/train/cuda/*.h) src/train/ops.h src/train/philox.h
 	@mkdir -p bin
-	$(NVCC) -O3 -std=c++17 -Xcompiler -fPIC,-Wall -shared -Isrc -Isrc/lib $(CUDA_ARCH) -o $@ $(CUDA_SRC) -lcublas -lcublasLt
+	$(NVCC) -O3 -std=c++17 -Xcompiler -fPIC,-Wall,-Wextra,-fvisibility=hidden -shared -Isrc -Isrc/lib $(CUDA_ARCH) -o $@ $(CUDA_SRC) -lcublas -lcublasLt
 
 bin/train-mpi.so: $(MPI_SRC) src/train/dist.h
 	@mkdir -p bin

@@ -220,6 +220,10 @@ void cu_bias_add(void *out, const void *bias, int N, int OC);
 /* xent.cu */
 void cu_xent_fwd_bwd(float *losses, void *logits, const int32_t *targets, int N, int V, int Vp,
 		     float dscale, int *bad);
+void cu_xent_stats(float *mx, float *se, float *zt, const void *logits,
+		   const int32_t *targets_local, int N, int Vvalid, int Vp);
+void cu_xent_grad(void *logits, const float *lse, const int32_t *targets_local, int N, int Vvalid,
+		  int Vp, float dscale);
 
 /* optim.cu */
 void cu_scale(float *x, float s, size_t n);

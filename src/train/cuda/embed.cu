@@ -19,8 +19,9 @@
  *
  * dwpe[t] += sum over b of dout[b,t]: a thread per (t, channel unit) loops over b in order.
  *
- * Token ids are not range-checked here (the interface passes no vocabulary size): ids must be in
- * [0, rows of wte); mkindex/train check them when the data is read.  Negative ids are skipped in
+ * Token ids are not range-checked against the vocabulary (the interface passes no vocabulary
+ * size): train checks them when the data is read.  A negative id (-1: the token belongs to
+ * another tensor-parallel rank's vocabulary slice) gives a zero row forward and is skipped in
  * the backward. */
 #include <cub/device/device_radix_sort.cuh>
 
@@ -28,7 +29,8 @@
 
 #define EMB_T 128
 
-/* out(B,T,C) = wte[tok] + wpe[t] (wpe may be NULL).  Units of V channels; V divides C. */
+/* out(B,T,C) = wte[tok] + wpe[t] (wpe may be NULL); a row whose token is negative (-1: not in
+ * this rank's vocabulary slice) is zero.  Units of V channels; V divides C. */
 template <int V>
 __global__ void embed_fwd_k(bf16 *out, const int32_t *tok, const bf16 *wte, const bf16 *wpe,
 			    int T, int C, size_t units)
@@ -39,8 +41,16 @@ __global__ void embed_fwd_k(bf16 *out, const int32_t *tok, const bf16 *wte, cons
 		size_t row = e / (size_t)C;        /* b*T + t */
 		int c = (int)(e - row * (size_t)C);
 		int t = (int)(row % (size_t)T);
+		int id = tok[row];
 		float a[V];
-		ld_act<V>(a, wte + (size_t)tok[row] * C + c);
+		if (id < 0) {
+#pragma unroll
+			for (int k = 0; k < V; k++)
+				a[k] = 0.0f;
+			st_act<V>(out + e, a);
+			continue;
+		}
+		ld_act<V>(a, wte + (size_t)id * C + c);
 		if (wpe) {
 			float p[V];
 			ld_act<V>(p, wpe + (size_t)t * C + c);

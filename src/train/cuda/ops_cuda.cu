@@ -220,6 +220,8 @@ static void fill_table(void)
 	o->dropout_fwd = cu_dropout_fwd;
 	o->add = cu_add;
 	o->xent_fwd_bwd = cu_xent_fwd_bwd;
+	o->xent_stats = cu_xent_stats;
+	o->xent_grad = cu_xent_grad;
 	o->sumsq = cu_sumsq;
 	o->all_finite = cu_all_finite;
 	o->scale = cu_scale;

@@ -7,14 +7,19 @@
  *
  * Pass one is an online softmax: each thread keeps a running (max m, sum l of exp(x - m)) over its
  * columns, V-wide chunks updating it once per chunk; the block combines the pairs in a fixed tree
- * (warp butterfly, then warp 0 over the warps' pairs), so lse = m + log(l) is the same bits every
- * run.  The row's loss is lse - x[target].  Pass two writes, for every column c < Vp,
+ * (warp butterfly, then thread 0 over the warps' pairs in order), so lse = m + log(l) is the same
+ * bits every run.  The row's loss is lse - x[target].  Pass two writes, for every column c < Vp,
  *   (exp(x_c - lse) - [c == target]) * dscale   for c < V,   0 for the padded columns,
  * rounded once to bf16.  All arithmetic is fp32.
  *
  * A target outside [0, V) (a corrupt index, a padded id) is counted with an integer atomicAdd into
  * *bad - integer addition is exact, so the count is deterministic - and its row gets loss 0 and a
- * zero gradient, so one bad token cannot poison a step; the caller decides what the count means. */
+ * zero gradient, so one bad token cannot poison a step; the caller decides what the count means.
+ *
+ * Vocab-parallel (TP > 1) splits the same two passes around the collectives: xent_stats is pass
+ * one on this rank's slice (the slice's max, sum and the target's logit when this rank owns the
+ * target), the model all-reduces them into a global lse, and xent_grad is pass two with that
+ * lse.  A target of -1 means another rank owns it: no one-hot term here. */
 #include "train/cuda/common.h"
 
 #define XENT_T 512
@@ -33,20 +38,13 @@ __device__ __forceinline__ struct ml ml_combine(struct ml a, struct ml b)
 	return r;
 }
 
-/* losses(N) = lse - logit[target]; logits(N,Vp) <- dloss/dlogits * dscale.  Block per row. */
-template <int V>
-__global__ __launch_bounds__(XENT_T) void xent_k(float *losses, bf16 *logits,
-						 const int32_t *targets, int Vv, int Vp,
-						 float dscale, int *bad)
+/* The (max, sum of exp(x - max)) of x[0..Vv) for the whole block; every thread gets the result.
+ * x is one row, V-aligned (V = 8 needs Vp % 8 == 0 so a chunk never leaves the row).
+ * Max -inf and sum 0 when Vv is 0.  Must be called by all threads of the block. */
+template <int V> __device__ struct ml row_ml(const bf16 *x, int Vv)
 {
 	__shared__ struct ml wred[XENT_T / 32];
-	__shared__ float row_lse;
-	int n = blockIdx.x;
-	bf16 *x = logits + (size_t)n * Vp;
-	int tgt = targets[n];
-	bool valid = tgt >= 0 && tgt < Vv;
-	float xt = valid ? __bfloat162float(x[tgt]) : 0.0f; /* read before pass two overwrites it */
-
+	__shared__ struct ml total;
 	struct ml acc = {-INFINITY, 0.0f};
 	for (int c = threadIdx.x * V; c < Vv; c += XENT_T * V) {
 		float v[V];
@@ -73,23 +71,24 @@ __global__ __launch_bounds__(XENT_T) void xent_k(float *losses, bf16 *logits,
 				   __shfl_xor_sync(0xffffffffu, acc.l, o)};
 		acc = ml_combine(acc, other);
 	}
-	int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-	if (lane == 0)
-		wred[warp] = acc;
+	if ((threadIdx.x & 31) == 0)
+		wred[threadIdx.x >> 5] = acc;
 	__syncthreads();
 	if (threadIdx.x == 0) {
 		struct ml t = wred[0];
 		for (int w = 1; w < XENT_T / 32; w++)
 			t = ml_combine(t, wred[w]);
-		float lse = t.m + logf(t.l);
-		row_lse = lse;
-		losses[n] = valid ? lse - xt : 0.0f;
-		if (!valid && bad)
-			atomicAdd(bad, 1);
+		total = t;
 	}
 	__syncthreads();
-	float lse = row_lse;
+	return total;
+}
 
+/* x[c] <- (exp(x[c] - lse) - [c == tgt]) * dscale for c < Vv, 0 for Vv <= c < Vp; all 0 when
+ * zero_all.  tgt < 0: no one-hot term. */
+template <int V>
+__device__ void row_grad(bf16 *x, int Vv, int Vp, float lse, int tgt, float dscale, bool zero_all)
+{
 	for (int c = threadIdx.x * V; c < Vp; c += XENT_T * V) {
 		float v[V];
 		ld_act<V>(v, x + c);
@@ -97,12 +96,61 @@ __global__ __launch_bounds__(XENT_T) void xent_k(float *losses, bf16 *logits,
 		for (int k = 0; k < V; k++) {
 			int col = c + k;
 			float g = 0.0f;
-			if (valid && col < Vv)
+			if (!zero_all && col < Vv)
 				g = (expf(v[k] - lse) - (col == tgt ? 1.0f : 0.0f)) * dscale;
 			v[k] = g;
 		}
 		st_act<V>(x + c, v);
 	}
+}
+
+/* losses(N) = lse - logit[target]; logits(N,Vp) <- dloss/dlogits * dscale.  Block per row. */
+template <int V>
+__global__ __launch_bounds__(XENT_T) void xent_k(float *losses, bf16 *logits,
+						 const int32_t *targets, int Vv, int Vp,
+						 float dscale, int *bad)
+{
+	int n = blockIdx.x;
+	bf16 *x = logits + (size_t)n * Vp;
+	int tgt = targets[n];
+	bool valid = tgt >= 0 && tgt < Vv;
+	float xt = valid ? __bfloat162float(x[tgt]) : 0.0f; /* read before row_grad overwrites it */
+	struct ml t = row_ml<V>(x, Vv);
+	float lse = t.m + logf(t.l);
+	if (threadIdx.x == 0) {
+		losses[n] = valid ? lse - xt : 0.0f;
+		if (!valid && bad)
+			atomicAdd(bad, 1);
+	}
+	row_grad<V>(x, Vv, Vp, lse, tgt, dscale, !valid);
+}
+
+/* mx, se, zt (N): this slice's max, sum of exp(z - max) over logits(N, 0..Vv), and the logit of
+ * tl[n] (0 when tl[n] < 0).  Block per row; the logits are only read. */
+template <int V>
+__global__ __launch_bounds__(XENT_T) void xent_stats_k(float *mx, float *se, float *zt,
+						       const bf16 *logits, const int32_t *tl,
+						       int Vv, int Vp)
+{
+	int n = blockIdx.x;
+	const bf16 *x = logits + (size_t)n * Vp;
+	struct ml t = row_ml<V>(x, Vv);
+	if (threadIdx.x == 0) {
+		int tg = tl[n];
+		mx[n] = t.m;
+		se[n] = t.l;
+		zt[n] = tg >= 0 ? __bfloat162float(x[tg]) : 0.0f;
+	}
+}
+
+/* logits(N,Vp) <- (softmax - onehot(tl)) * dscale with the global lse(N).  Block per row. */
+template <int V>
+__global__ __launch_bounds__(XENT_T) void xent_grad_k(bf16 *logits, const float *lse,
+						      const int32_t *tl, int Vv, int Vp,
+						      float dscale)
+{
+	int n = blockIdx.x;
+	row_grad<V>(logits + (size_t)n * Vp, Vv, Vp, lse[n], tl[n], dscale, false);
 }
 
 void cu_xent_fwd_bwd(float *losses, void *logits, const int32_t *targets, int N, int V, int Vp,
@@ -118,4 +166,36 @@ void cu_xent_fwd_bwd(float *losses, void *logits, const int32_t *targets, int N,
 		xent_k<1><<<(unsigned)N, XENT_T, 0, cu.stream>>>(losses, (bf16 *)logits, targets, V,
 								   Vp, dscale, bad);
 	CU_LAUNCHED("xent");
+}
+
+void cu_xent_stats(float *mx, float *se, float *zt, const void *logits,
+		   const int32_t *targets_local, int N, int Vvalid, int Vp)
+{
+	CU_ENTER();
+	if (N <= 0 || Vp <= 0)
+		return;
+	const bf16 *x = (const bf16 *)logits;
+	if (cu_vec8((size_t)Vp, logits))
+		xent_stats_k<8><<<(unsigned)N, XENT_T, 0, cu.stream>>>(mx, se, zt, x, targets_local,
+									 Vvalid, Vp);
+	else
+		xent_stats_k<1><<<(unsigned)N, XENT_T, 0, cu.stream>>>(mx, se, zt, x, targets_local,
+									 Vvalid, Vp);
+	CU_LAUNCHED("xent_stats");
+}
+
+void cu_xent_grad(void *logits, const float *lse, const int32_t *targets_local, int N, int Vvalid,
+		  int Vp, float dscale)
+{
+	CU_ENTER();
+	if (N <= 0 || Vp <= 0)
+		return;
+	bf16 *x = (bf16 *)logits;
+	if (cu_vec8((size_t)Vp, logits))
+		xent_grad_k<8><<<(unsigned)N, XENT_T, 0, cu.stream>>>(x, lse, targets_local, Vvalid,
+									Vp, dscale);
+	else
+		xent_grad_k<1><<<(unsigned)N, XENT_T, 0, cu.stream>>>(x, lse, targets_local, Vvalid,
+									Vp, dscale);
+	CU_LAUNCHED("xent_grad");
 }
