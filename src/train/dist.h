@@ -19,7 +19,9 @@
 
 #include <stddef.h>
 
-enum dist_group { DIST_WORLD, DIST_DP, DIST_TP, DIST_PP, DIST_GROUPS };
+/* DIST_EMB: the first and last pipeline stages of one pipeline, which both hold the tied word
+ * embeddings (input lookup and output layer) and sum their gradients. */
+enum dist_group { DIST_WORLD, DIST_DP, DIST_TP, DIST_PP, DIST_EMB, DIST_GROUPS };
 
 struct dist {
 	int world, rank;
@@ -32,6 +34,11 @@ struct dist {
 	/* every rank of the group gets every rank's `bytes` bytes, in group-rank order */
 	void (*allgather)(struct dist *d, enum dist_group g, const void *in, size_t bytes, void *out);
 	void (*barrier)(struct dist *d);
+	/* Pipeline point-to-point: sends `sb` bytes to pipeline stage `to` and receives `rb` bytes
+	 * from stage `from` (either side skipped when its buffer is NULL), both in flight at once
+	 * so that neighbours exchanging in opposite directions never deadlock. */
+	void (*p2p)(struct dist *d, const void *sbuf, size_t sb, int to, void *rbuf, size_t rb,
+		    int from);
 	void (*finish)(struct dist *d);
 	void *impl;
 };

@@ -24,6 +24,7 @@ struct model_acts {
 	float *lnf_mean, *lnf_rstd;
 	/* gradient scratch */
 	void *dres, *dbtc, *dbtc2, *dqkv, *dbtf;
+	int32_t *tokens, *tokens_local;   /* (B,T) device: the embedding backward needs this slot's */
 	void *act_block;
 	float *f32_block;
 };
@@ -114,16 +115,19 @@ static void build_table(struct model *m)
 	char n[64];
 	m->ntensors = 0;
 	m->nparams = 0;
-	m->wte = add_tensor(m, "word_embeddings.weight", c->padded_vocab, c->hidden, 1, SPLIT_VOCAB, std);
-	m->wpe = c->alibi ? -1 : add_tensor(m, "position_embeddings.weight", c->max_pos, c->hidden, 1,
-					    SPLIT_NONE, std);
-	m->eln_w = m->eln_b = -1;
-	if (c->embed_ln) {
-		m->eln_w = add_tensor(m, "embed_layernorm.weight", c->hidden, 0, 0, SPLIT_NONE, -1);
-		m->eln_b = add_tensor(m, "embed_layernorm.bias", c->hidden, 0, 0, SPLIT_NONE, 0);
+	m->wte = m->wpe = m->eln_w = m->eln_b = m->lnf_w = m->lnf_b = -1;
+	if (m->first) {
+		m->wte = add_tensor(m, "word_embeddings.weight", c->padded_vocab, c->hidden, 1,
+				    SPLIT_VOCAB, std);
+		m->wpe = c->alibi ? -1 : add_tensor(m, "position_embeddings.weight", c->max_pos,
+						    c->hidden, 1, SPLIT_NONE, std);
+		if (c->embed_ln) {
+			m->eln_w = add_tensor(m, "embed_layernorm.weight", c->hidden, 0, 0, SPLIT_NONE, -1);
+			m->eln_b = add_tensor(m, "embed_layernorm.bias", c->hidden, 0, 0, SPLIT_NONE, 0);
+		}
 	}
 	m->layer0 = m->ntensors;
-	for (int l = 0; l < c->layers; l++) {
+	for (int l = m->l0; l < m->l0 + m->nl; l++) {
 		static const struct {
 			const char *name;
 			int d0, d1;     /* 1 C, 3 3C, 4 F */
@@ -153,8 +157,13 @@ static void build_table(struct model *m)
 			m->tensors[i].qkv = k == QKV_W || k == QKV_B;
 		}
 	}
-	m->lnf_w = add_tensor(m, "final_layernorm.weight", c->hidden, 0, 0, SPLIT_NONE, -1);
-	m->lnf_b = add_tensor(m, "final_layernorm.bias", c->hidden, 0, 0, SPLIT_NONE, 0);
+	if (m->last) {
+		m->lnf_w = add_tensor(m, "final_layernorm.weight", c->hidden, 0, 0, SPLIT_NONE, -1);
+		m->lnf_b = add_tensor(m, "final_layernorm.bias", c->hidden, 0, 0, SPLIT_NONE, 0);
+		if (!m->first)   /* the tied output layer: a copy, kept equal by summing gradients */
+			m->wte = add_tensor(m, "word_embeddings.weight", c->padded_vocab, c->hidden, 1,
+					    SPLIT_VOCAB, std);
+	}
 }
 
 /* The global (unsplit) index of local element e of tensor t on this rank. */
@@ -219,9 +228,8 @@ void model_zero_grad(struct model *m)
 }
 
 /* Carves the activation blocks: sizes first (ptr == NULL), then pointers. */
-static void carve(struct model *m, size_t *act_elems, size_t *f32_elems)
+static void carve(struct model *m, struct model_acts *a, size_t *act_elems, size_t *f32_elems)
 {
-	struct model_acts *a = m->act;
 	const struct model_config *c = &m->cfg;
 	size_t N = (size_t)m->B * m->T, C = c->hidden, F = c->ffn / c->tp, C3 = 3 * C / c->tp;
 	size_t Cl = C / c->tp, NHl = c->heads / c->tp, Vp = c->padded_vocab / c->tp;
@@ -230,13 +238,13 @@ static void carve(struct model *m, size_t *act_elems, size_t *f32_elems)
 	float *fb = a->f32_block;
 #define A(p, n) (p = ab ? (void *)(ab + na * as) : NULL, na += (n))
 #define F32(p, n) (p = fb ? fb + nf : NULL, nf += (n))
-	if (c->embed_ln) {
+	if (c->embed_ln && m->first) {
 		A(a->emb, N * C);
 		F32(a->eln_mean, N);
 		F32(a->eln_rstd, N);
 	}
 	A(a->encoded, N * C);
-	for (int l = 0; l < c->layers; l++) {
+	for (int l = 0; l < m->nl; l++) {
 		A(a->l[l].ln1, N * C);
 		F32(a->l[l].ln1_mean, N);
 		F32(a->l[l].ln1_rstd, N);
@@ -253,10 +261,12 @@ static void carve(struct model *m, size_t *act_elems, size_t *f32_elems)
 		A(a->l[l].fcproj, N * C);
 		A(a->l[l].res3, N * C);
 	}
-	A(a->lnf, N * C);
-	F32(a->lnf_mean, N);
-	F32(a->lnf_rstd, N);
-	A(a->logits, N * Vp);
+	if (m->last) {
+		A(a->lnf, N * C);
+		F32(a->lnf_mean, N);
+		F32(a->lnf_rstd, N);
+		A(a->logits, N * Vp);
+	}
 	A(a->dres, N * C);
 	A(a->dbtc, N * C);
 	A(a->dbtc2, N * C);
@@ -317,10 +327,25 @@ int model_init(struct model *m, const struct model_config *cfg, const struct ops
 			 c->max_pos);
 		return -1;
 	}
-	m->tensors = calloc(6 + (size_t)c->layers * LAYER_TENSORS, sizeof *m->tensors);
-	m->act = calloc(1, sizeof *m->act);
-	if (!m->tensors || !m->act || !(m->act->l = calloc(c->layers, sizeof *m->act->l)))
+	if (m->cfg.pp <= 1) {
+		m->cfg.pp = 1;
+		m->cfg.pp_rank = 0;
+		m->cfg.stage_l0 = 0;
+		m->cfg.stage_nl = c->layers;
+	}
+	if (m->cfg.slots < 1)
+		m->cfg.slots = 1;
+	m->first = m->cfg.pp_rank == 0;
+	m->last = m->cfg.pp_rank == m->cfg.pp - 1;
+	m->l0 = m->cfg.stage_l0;
+	m->nl = m->cfg.stage_nl;
+	m->tensors = calloc(7 + (size_t)m->nl * LAYER_TENSORS, sizeof *m->tensors);
+	m->act = calloc(m->cfg.slots, sizeof *m->act);
+	if (!m->tensors || !m->act)
 		goto oom;
+	for (int k = 0; k < m->cfg.slots; k++)
+		if (!(m->act[k].l = calloc(m->nl ? m->nl : 1, sizeof *m->act[k].l)))
+			goto oom;
 	build_table(m);
 
 	size_t P = m->nparams * sizeof(float);
@@ -335,10 +360,18 @@ int model_init(struct model *m, const struct model_config *cfg, const struct ops
 	if (!m->params)
 		goto oom;
 
-	size_t na, nf;
-	carve(m, &na, &nf);
-	m->act->act_block = ops->alloc(na * ops->act_size);
-	m->act->f32_block = ops->alloc(nf * sizeof(float));
+	size_t na = 0, nf = 0;
+	for (int k = 0; k < m->cfg.slots; k++) {
+		struct model_acts *a = &m->act[k];
+		carve(m, a, &na, &nf);
+		a->act_block = ops->alloc(na * ops->act_size);
+		a->f32_block = ops->alloc(nf * sizeof(float));
+		a->tokens = ops->alloc((size_t)B * T * sizeof *a->tokens);
+		a->tokens_local = ops->alloc((size_t)B * T * sizeof *a->tokens_local);
+		if (!a->act_block || !a->f32_block || !a->tokens || !a->tokens_local)
+			goto oom;
+		carve(m, a, &na, &nf);
+	}
 	m->tokens = ops->alloc((size_t)B * T * sizeof *m->tokens);
 	m->targets = ops->alloc((size_t)B * T * sizeof *m->targets);
 	m->losses = ops->alloc((size_t)B * T * sizeof *m->losses);
@@ -351,11 +384,10 @@ int model_init(struct model *m, const struct model_config *cfg, const struct ops
 	m->host_stats = malloc((size_t)4 * B * T * sizeof *m->host_stats);
 	if (!m->tokens_local || !m->targets_local || !m->dev_stats || !m->host_ids || !m->host_stats)
 		goto oom;
-	if (!m->positions || !m->act->act_block || !m->act->f32_block || !m->tokens || !m->targets || !m->losses ||
+	if (!m->positions || !m->tokens || !m->targets || !m->losses ||
 	    !m->bad_targets)
 		goto oom;
-	m->acts_bytes = na * ops->act_size + nf * sizeof(float);
-	carve(m, &na, &nf);
+	m->acts_bytes = (na * ops->act_size + nf * sizeof(float)) * m->cfg.slots;
 
 	int32_t *pos = malloc((size_t)B * T * sizeof *pos);
 	if (!pos)
@@ -403,15 +435,27 @@ void model_free(struct model *m)
 	o->free(m->dev_stats);
 	free(m->host_ids);
 	free(m->host_stats);
-	if (m->act) {
-		o->free(m->act->act_block);
-		o->free(m->act->f32_block);
-		free(m->act->l);
-		free(m->act);
+	for (int k = 0; m->act && k < m->cfg.slots; k++) {
+		o->free(m->act[k].act_block);
+		o->free(m->act[k].f32_block);
+		o->free(m->act[k].tokens);
+		o->free(m->act[k].tokens_local);
+		free(m->act[k].l);
 	}
+	free(m->act);
 	free(m->tensors);
 	memset(m, 0, sizeof *m);
 }
+
+void model_use_slot(struct model *m, int slot) { m->slot = slot % m->cfg.slots; }
+void *model_stage_input(struct model *m) { return m->act[m->slot].encoded; }
+void *model_stage_output(struct model *m)
+{
+	struct model_acts *a = &m->act[m->slot];
+	return m->nl ? a->l[m->nl - 1].res3 : a->encoded;
+}
+void *model_stage_dout(struct model *m) { return m->act[m->slot].dres; }
+void *model_stage_dinput(struct model *m) { return m->act[m->slot].dres; }
 
 /* Dropout sites of one micro-batch: the embedding, and per layer attention probabilities and
  * the two residual adds. */
@@ -446,7 +490,7 @@ static void vocab_parallel_xent(struct model *m, const int32_t *targets, float d
 					 ? t - m->vocab_start : -1;
 	}
 	o->to_device(m->targets_local, m->host_ids, (size_t)N * sizeof *m->host_ids);
-	o->xent_stats(m->dev_stats, m->dev_stats + N, m->dev_stats + 2 * N, m->act->logits,
+	o->xent_stats(m->dev_stats, m->dev_stats + N, m->dev_stats + 2 * N, m->act[m->slot].logits,
 		      m->targets_local, N, m->vocab_valid, Vp);
 	o->to_host(mx, m->dev_stats, (size_t)3 * N * sizeof *mx);
 	memcpy(lse, mx, N * sizeof *lse);
@@ -462,7 +506,7 @@ static void vocab_parallel_xent(struct model *m, const int32_t *targets, float d
 	}
 	o->to_device(m->losses, mx, (size_t)N * sizeof *mx);
 	o->to_device(m->dev_stats + 3 * N, lse, (size_t)N * sizeof *lse);
-	o->xent_grad(m->act->logits, m->dev_stats + 3 * N, m->targets_local, N, m->vocab_valid, Vp,
+	o->xent_grad(m->act[m->slot].logits, m->dev_stats + 3 * N, m->targets_local, N, m->vocab_valid, Vp,
 		     dscale);
 }
 
@@ -474,56 +518,61 @@ double model_forward(struct model *m, const int32_t *tokens, const int32_t *targ
 {
 	const struct ops *o = m->ops;
 	const struct model_config *c = &m->cfg;
-	struct model_acts *a = m->act;
+	struct model_acts *a = &m->act[m->slot];
 	int B = m->B, T = m->T, N = B * T, C = c->hidden, tp = c->tp;
 	int NH = c->heads / tp, HD = C / c->heads, F = c->ffn / tp;
 	size_t NC = (size_t)N * C;
 	float hd = m->eval_mode ? 0 : c->hidden_dropout, ad = m->eval_mode ? 0 : c->attention_dropout;
-
-	o->to_device(m->tokens, tokens, (size_t)N * sizeof *tokens);
-	o->to_device(m->targets, targets, (size_t)N * sizeof *targets);
 	int tpar = tp > 1;
-	const int32_t *words = m->tokens;
-	if (tpar) {   /* vocab-parallel: this rank looks up the ids of its slice, the rest are 0 */
-		int vl = c->padded_vocab / tp;
-		for (int i = 0; i < N; i++)
-			m->host_ids[i] = tokens[i] >= m->vocab_start && tokens[i] < m->vocab_start + vl
-						 ? tokens[i] - m->vocab_start : -1;
-		o->to_device(m->tokens_local, m->host_ids, (size_t)N * sizeof *m->host_ids);
-		words = m->tokens_local;
-	}
 
-	/* (B,T,C): words [-> LN] [+ positions] -> dropout */
-	if (c->embed_ln || tpar) {
-		void *w = c->embed_ln ? a->emb : a->encoded;
-		o->embed_fwd(w, words, model_param(m, m->wte), NULL, B, T, C);
-		if (tpar)
-			tp_sum(m, w, NC);
-		if (c->embed_ln)
-			o->layernorm_fwd(a->encoded, a->eln_mean, a->eln_rstd, a->emb,
-					 model_param(m, m->eln_w), model_param(m, m->eln_b), N, C, 1e-5f);
-		if (m->wpe >= 0) {   /* positions after the LN: looked up by position "tokens" */
-			o->embed_fwd(a->dbtc, m->positions, model_param(m, m->wpe), NULL, B, T, C);
-			o->add(a->encoded, a->dbtc, NC);
+	*bad = 0;
+	if (m->first) {
+		o->to_device(a->tokens, tokens, (size_t)N * sizeof *tokens);
+		const int32_t *words = a->tokens;
+		if (tpar) {   /* vocab-parallel: this rank looks up the ids of its slice, the rest 0 */
+			int vl = c->padded_vocab / tp;
+			for (int i = 0; i < N; i++)
+				m->host_ids[i] = tokens[i] >= m->vocab_start &&
+							 tokens[i] < m->vocab_start + vl
+						 ? tokens[i] - m->vocab_start : -1;
+			o->to_device(a->tokens_local, m->host_ids, (size_t)N * sizeof *m->host_ids);
+			words = a->tokens_local;
 		}
-	} else {
-		o->embed_fwd(a->encoded, m->tokens, model_param(m, m->wte),
-			     m->wpe >= 0 ? model_param(m, m->wpe) : NULL, B, T, C);
+		/* (B,T,C): words [-> LN] [+ positions] -> dropout */
+		if (c->embed_ln || tpar) {
+			void *w = c->embed_ln ? a->emb : a->encoded;
+			o->embed_fwd(w, words, model_param(m, m->wte), NULL, B, T, C);
+			if (tpar)
+				tp_sum(m, w, NC);
+			if (c->embed_ln)
+				o->layernorm_fwd(a->encoded, a->eln_mean, a->eln_rstd, a->emb,
+						 model_param(m, m->eln_w), model_param(m, m->eln_b), N, C,
+						 1e-5f);
+			if (m->wpe >= 0) {   /* positions after the LN: looked up by position "tokens" */
+				o->embed_fwd(a->dbtc, m->positions, model_param(m, m->wpe), NULL, B, T, C);
+				o->add(a->encoded, a->dbtc, NC);
+			}
+		} else {
+			o->embed_fwd(a->encoded, a->tokens, model_param(m, m->wte),
+				     m->wpe >= 0 ? model_param(m, m->wpe) : NULL, B, T, C);
+		}
+		o->dropout_fwd(a->encoded, NC, hd, site(rng, -1, SITE_EMBED));
 	}
-	o->dropout_fwd(a->encoded, NC, hd, site(rng, -1, SITE_EMBED));
+	/* else: the previous stage's output was received into a->encoded */
 
 	void *res = a->encoded;
-	for (int l = 0; l < c->layers; l++) {
+	for (int l = 0; l < m->nl; l++) {
 		typeof(a->l[0]) *y = &a->l[l];
+		int gl = m->l0 + l;   /* dropout keys by global layer: any pipeline split, same masks */
 		o->layernorm_fwd(y->ln1, y->ln1_mean, y->ln1_rstd, res, P(LN1_W), P(LN1_B), N, C, c->eps);
 		o->matmul_fwd(y->qkv, y->ln1, P(QKV_W), P(QKV_B), N, C, 3 * C / tp);
 		o->attention_fwd(y->atty, y->lse, y->qkv, m->slopes, B, T, NH, HD, ad,
-				 site(rng, l, SITE_ATTN));
+				 site(rng, gl, SITE_ATTN));
 		/* row-parallel: partial sums of every rank, the bias added once */
 		o->matmul_fwd(y->attproj, y->atty, P(PROJ_W), c->tp_rank ? NULL : P(PROJ_B), N, C / tp, C);
 		if (tpar)
 			tp_sum(m, y->attproj, NC);
-		o->residual_fwd(y->res2, res, y->attproj, NC, hd, site(rng, l, SITE_RES2));
+		o->residual_fwd(y->res2, res, y->attproj, NC, hd, site(rng, gl, SITE_RES2));
 		o->layernorm_fwd(y->ln2, y->ln2_mean, y->ln2_rstd, y->res2, P(LN2_W), P(LN2_B), N, C,
 				 c->eps);
 		o->matmul_fwd(y->fch, y->ln2, P(FC_W), P(FC_B), N, C, F);
@@ -531,9 +580,13 @@ double model_forward(struct model *m, const int32_t *tokens, const int32_t *targ
 		o->matmul_fwd(y->fcproj, y->fchg, P(FCPROJ_W), c->tp_rank ? NULL : P(FCPROJ_B), N, F, C);
 		if (tpar)
 			tp_sum(m, y->fcproj, NC);
-		o->residual_fwd(y->res3, y->res2, y->fcproj, NC, hd, site(rng, l, SITE_RES3));
+		o->residual_fwd(y->res3, y->res2, y->fcproj, NC, hd, site(rng, gl, SITE_RES3));
 		res = y->res3;
 	}
+	if (!m->last)
+		return 0;   /* res goes on to the next stage */
+
+	o->to_device(m->targets, targets, (size_t)N * sizeof *targets);
 	o->layernorm_fwd(a->lnf, a->lnf_mean, a->lnf_rstd, res, model_param(m, m->lnf_w),
 			 model_param(m, m->lnf_b), N, C, c->eps);
 	int Vp = c->padded_vocab / tp;
@@ -570,28 +623,32 @@ void model_backward(struct model *m, uint64_t rng)
 {
 	const struct ops *o = m->ops;
 	const struct model_config *c = &m->cfg;
-	struct model_acts *a = m->act;
+	struct model_acts *a = &m->act[m->slot];
 	int B = m->B, T = m->T, N = B * T, C = c->hidden, tp = c->tp;
 	int NH = c->heads / tp, HD = C / c->heads, F = c->ffn / tp, Vp = c->padded_vocab / tp;
 	size_t NC = (size_t)N * C;
 	float hd = m->eval_mode ? 0 : c->hidden_dropout, ad = m->eval_mode ? 0 : c->attention_dropout;
-
-	/* logits already hold dloss/dlogits (fused into the forward's cross-entropy) */
 	int tpar = tp > 1;
-	o->matmul_bwd(a->dbtc, model_grad(m, m->wte), NULL, a->logits, a->lnf,
-		      model_param(m, m->wte), N, C, Vp);
-	if (tpar)   /* each rank's slice of the vocabulary contributes to d lnf */
-		tp_sum(m, a->dbtc, NC);
-	o->zero(a->dres, NC * o->act_size);
-	void *last = c->layers ? a->l[c->layers - 1].res3 : a->encoded;
-	o->layernorm_bwd(a->dres, model_grad(m, m->lnf_w), model_grad(m, m->lnf_b), a->dbtc, last,
-			 model_param(m, m->lnf_w), a->lnf_mean, a->lnf_rstd, N, C);
 
-	for (int l = c->layers - 1; l >= 0; l--) {
+	if (m->last) {
+		/* logits already hold dloss/dlogits (fused into the forward's cross-entropy) */
+		o->matmul_bwd(a->dbtc, model_grad(m, m->wte), NULL, a->logits, a->lnf,
+			      model_param(m, m->wte), N, C, Vp);
+		if (tpar)   /* each rank's slice of the vocabulary contributes to d lnf */
+			tp_sum(m, a->dbtc, NC);
+		o->zero(a->dres, NC * o->act_size);
+		void *out = m->nl ? a->l[m->nl - 1].res3 : a->encoded;
+		o->layernorm_bwd(a->dres, model_grad(m, m->lnf_w), model_grad(m, m->lnf_b), a->dbtc,
+				 out, model_param(m, m->lnf_w), a->lnf_mean, a->lnf_rstd, N, C);
+	}
+	/* else: the next stage's gradient of this stage's output was received into a->dres */
+
+	for (int l = m->nl - 1; l >= 0; l--) {
 		typeof(a->l[0]) *y = &a->l[l];
+		int gl = m->l0 + l;
 		void *res = l ? a->l[l - 1].res3 : a->encoded;
 		/* dres = d res3: through the MLP branch; the identity path keeps dres as it is */
-		o->dropout_bwd(a->dbtc, a->dres, NC, hd, site(rng, l, SITE_RES3));
+		o->dropout_bwd(a->dbtc, a->dres, NC, hd, site(rng, gl, SITE_RES3));
 		o->matmul_bwd(a->dbtf, G(FCPROJ_W), G(FCPROJ_B), a->dbtc, y->fchg, P(FCPROJ_W), N, F, C);
 		o->gelu_bwd(a->dbtf, y->fch, a->dbtf, (size_t)N * F);
 		o->matmul_bwd(a->dbtc, G(FC_W), G(FC_B), a->dbtf, y->ln2, P(FC_W), N, C, F);
@@ -600,20 +657,22 @@ void model_backward(struct model *m, uint64_t rng)
 		o->layernorm_bwd(a->dres, G(LN2_W), G(LN2_B), a->dbtc, y->res2, P(LN2_W), y->ln2_mean,
 				 y->ln2_rstd, N, C);
 		/* dres = d res2: through attention */
-		o->dropout_bwd(a->dbtc, a->dres, NC, hd, site(rng, l, SITE_RES2));
+		o->dropout_bwd(a->dbtc, a->dres, NC, hd, site(rng, gl, SITE_RES2));
 		o->matmul_bwd(a->dbtc2, G(PROJ_W), G(PROJ_B), a->dbtc, y->atty, P(PROJ_W), N, C / tp, C);
 		o->attention_bwd(a->dqkv, a->dbtc2, y->qkv, y->atty, y->lse, m->slopes, B, T, NH, HD,
-				 ad, site(rng, l, SITE_ATTN));
+				 ad, site(rng, gl, SITE_ATTN));
 		o->matmul_bwd(a->dbtc, G(QKV_W), G(QKV_B), a->dqkv, y->ln1, P(QKV_W), N, C, 3 * C / tp);
 		if (tpar)
 			tp_sum(m, a->dbtc, NC);
 		o->layernorm_bwd(a->dres, G(LN1_W), G(LN1_B), a->dbtc, res, P(LN1_W), y->ln1_mean,
 				 y->ln1_rstd, N, C);
 	}
+	if (!m->first)
+		return;   /* a->dres, the gradient of this stage's input, goes back to the previous */
 
 	/* dres = d encoded: back through dropout, positions, the embedding LN, the words */
 	o->dropout_bwd(a->dres, a->dres, NC, hd, site(rng, -1, SITE_EMBED));
-	const int32_t *words = tpar ? m->tokens_local : m->tokens;
+	const int32_t *words = tpar ? a->tokens_local : a->tokens;
 	if (c->embed_ln || tpar) {
 		if (m->wpe >= 0)
 			o->embed_bwd(model_grad(m, m->wpe), NULL, a->dres, m->positions, B, T, C);
@@ -628,7 +687,7 @@ void model_backward(struct model *m, uint64_t rng)
 		o->embed_bwd(model_grad(m, m->wte), NULL, dw, words, B, T, C);
 	} else {
 		o->embed_bwd(model_grad(m, m->wte), m->wpe >= 0 ? model_grad(m, m->wpe) : NULL,
-			     a->dres, m->tokens, B, T, C);
+			     a->dres, a->tokens, B, T, C);
 	}
 }
 

@@ -34,7 +34,12 @@ struct model_config {
 	float eps, init_std;
 	float hidden_dropout, attention_dropout;
 	uint64_t seed;
-	int tp, tp_rank;                     /* tensor-parallel size and rank (1, 0 in this release) */
+	int tp, tp_rank;                     /* tensor-parallel size and rank */
+	/* pipeline: this stage holds global layers [stage_l0, stage_l0 + stage_nl); the first stage
+	 * the embeddings, the last the final LN and the tied output layer (a copy of the word
+	 * embeddings, same name, same initial values).  pp <= 1: the whole model. */
+	int pp, pp_rank, stage_l0, stage_nl;
+	int slots;                           /* activation sets: micro-batches in flight (>= 1) */
 };
 
 enum split { SPLIT_NONE, SPLIT_COLUMN, SPLIT_ROW, SPLIT_VOCAB };
@@ -69,13 +74,15 @@ struct model {
 	struct model_tensor *tensors;
 	int ntensors;
 	int wte, wpe, eln_w, eln_b, lnf_w, lnf_b, layer0;   /* table indices (-1 absent) */
+	int first, last, nl, l0;           /* pipeline stage: holds the input / the output; layers */
 	size_t nparams;                    /* elements in every parameter-shaped buffer */
 
 	void *params;                      /* working weights, activation type */
 	float *master, *grads, *adam_m, *adam_v;   /* fp32; master == params on the CPU */
 	float *slopes;                     /* ALiBi slopes of this rank's heads (device) */
 
-	struct model_acts *act;            /* activations (model.c): one act-type and one fp32 block */
+	struct model_acts *act;            /* activations (model.c), one set per slot */
+	int slot;                          /* the set forward/backward use (model_use_slot) */
 	size_t acts_bytes;
 	int32_t *tokens, *targets;         /* (B,T) device */
 	int32_t *positions;                /* (B,T) device: t, to look up position embeddings */
@@ -105,6 +112,16 @@ float *model_grad(const struct model *m, int i);
 float *model_master(const struct model *m, int i);
 int model_layer_tensor(const struct model *m, int layer, int which);
 int model_find(const struct model *m, const char *name);
+
+/* Pipeline stages: which activation set the next forward/backward use (micro-batch k in slot
+ * k % slots); where a middle or last stage receives its input (N,C) before the forward, what a
+ * non-last stage sends on after it; where a non-last stage receives the gradient of its output
+ * before the backward, and what a non-first stage sends back after it. */
+void model_use_slot(struct model *m, int slot);
+void *model_stage_input(struct model *m);
+void *model_stage_output(struct model *m);
+void *model_stage_dout(struct model *m);
+void *model_stage_dinput(struct model *m);
 
 /* One micro-batch.  tokens/targets are host (B,T) arrays.  The forward returns the mean loss
  * over the B*T tokens; targets outside the vocabulary are counted in *bad and get loss 0.  The

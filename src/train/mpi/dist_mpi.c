@@ -76,6 +76,19 @@ static void allgather(struct dist *d, enum dist_group g, const void *in, size_t 
 	MPI_Allgather(in, (int)bytes, MPI_BYTE, out, (int)bytes, MPI_BYTE, m->comm[g]);
 }
 
+static void p2p(struct dist *d, const void *sbuf, size_t sb, int to, void *rbuf, size_t rb,
+		int from)
+{
+	struct impl *m = d->impl;
+	MPI_Request req[2];
+	int n = 0;
+	if (rbuf)
+		MPI_Irecv(rbuf, (int)rb, MPI_BYTE, from, 7, m->comm[DIST_PP], &req[n++]);
+	if (sbuf)
+		MPI_Isend(sbuf, (int)sb, MPI_BYTE, to, 7, m->comm[DIST_PP], &req[n++]);
+	MPI_Waitall(n, req, MPI_STATUSES_IGNORE);
+}
+
 static void barrier(struct dist *d)
 {
 	struct impl *m = d->impl;
@@ -124,12 +137,19 @@ int lmtk_dist_mpi(struct dist *d, int tp, int pp, char *err, size_t errlen)
 	MPI_Comm_split(MPI_COMM_WORLD, d->pp_rank * dp + d->dp_rank, d->tp_rank, &m->comm[DIST_TP]);
 	MPI_Comm_split(MPI_COMM_WORLD, d->pp_rank * tp + d->tp_rank, d->dp_rank, &m->comm[DIST_DP]);
 	MPI_Comm_split(MPI_COMM_WORLD, d->dp_rank * tp + d->tp_rank, d->pp_rank, &m->comm[DIST_PP]);
+	/* first and last stage of each pipeline; the middle stages are in no embedding group */
+	int edge = d->pp_rank == 0 || d->pp_rank == pp - 1;
+	MPI_Comm_split(MPI_COMM_WORLD, edge ? d->dp_rank * tp + d->tp_rank : MPI_UNDEFINED, d->pp_rank,
+		       &m->comm[DIST_EMB]);
+	if (!edge)
+		m->comm[DIST_EMB] = MPI_COMM_SELF;
 	d->impl = m;
 	d->sum_f32 = sum_f32;
 	d->max_f32 = max_f32;
 	d->sum_f64 = sum_f64;
 	d->allgather = allgather;
 	d->barrier = barrier;
+	d->p2p = p2p;
 	d->finish = finish;
 	return 0;
 }
