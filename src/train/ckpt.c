@@ -134,6 +134,14 @@ static int write_shard(const char *path, const struct model *m, int64_t iteratio
 	return 0;
 }
 
+static json_t *valid_json(const struct ckpt_state *st)
+{
+	json_t *a = json_array();
+	for (int i = 0; i < st->nvalid && i < 64; i++)
+		json_array_append_new(a, json_integer(st->valid_position[i]));
+	return a;
+}
+
 struct shard_info {            /* what each rank reports after writing its shard */
 	uint64_t bytes;
 	uint32_t crc;
@@ -157,7 +165,7 @@ static int publish(const char *dir, const char *name, const char *tmp, const str
 		}
 	const struct optim *o = &st->optim;
 	json_t *man = json_pack(
-		"{s:s,s:i,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:o,"
+		"{s:s,s:i,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:o,s:o,"
 		"s:{s:i,s:f,s:i,s:i,s:f,s:f,s:f,s:f,s:f},"
 		"s:{s:f,s:I},s:{s:I,s:s},s:{s:i,s:i,s:i},s:o,s:o,s:s}",
 		"format", "lmtk-checkpoint", "version", 1,
@@ -169,6 +177,7 @@ static int publish(const char *dir, const char *name, const char *tmp, const str
 		"nan_iterations", (json_int_t)st->nan_total,
 		"loss_spikes", (json_int_t)st->spikes_total,
 		"skip_ranges_done_through", (json_int_t)st->skip_through,
+		"valid_positions", valid_json(st),
 		"scheduler", sched_json(&st->sched),
 		"optimizer", "step", o->step, "loss_scale", (double)o->loss_scale, "good_steps",
 		o->good_steps, "hysteresis_left", o->hysteresis_left, "beta1", (double)o->b1, "beta2",
@@ -338,6 +347,11 @@ static int load_step(const char *sdir, struct model *m, struct ckpt_state *st, c
 	st->sched.by_tokens = json_is_true(json_object_get(sc, "by_tokens"));
 	st->skip_through = 0;
 	jint(man, "skip_ranges_done_through", &st->skip_through);   /* absent in older manifests */
+	json_t *vp = json_object_get(man, "valid_positions");
+	st->nvalid = 0;
+	memset(st->valid_position, 0, sizeof st->valid_position);
+	for (size_t i = 0; json_is_array(vp) && i < json_array_size(vp) && i < 64; i++)
+		st->valid_position[st->nvalid++] = json_integer_value(json_array_get(vp, i));
 	json_t *rng = json_object_get(man, "rng");
 	st->seed = -1;
 	jint(rng, "seed", &st->seed);

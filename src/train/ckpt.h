@@ -31,6 +31,8 @@ struct ckpt_state {
 	int64_t skipped_total, nan_total, spikes_total;
 	int64_t skip_through;          /* --skip-train-iteration-range ranges ending here or before are done */
 	int64_t seed;                  /* --seed of the run that saved it */
+	int64_t valid_position[64];    /* samples consumed per validation set */
+	int nvalid;
 	struct sched sched;
 	struct optim optim;
 	double loss_mean;              /* running mean of the loss, for spike detection */

@@ -42,7 +42,8 @@ struct run {
 	int64_t iters, mbs, seq;
 	int32_t *sample, *tok, *tgt;   /* one sample (seq+1), a micro-batch's inputs and targets */
 	double peak;                   /* FLOP/s, for MFU; 0 unknown */
-	int64_t valid_position[64];    /* per named validation set: Megatron's iterators carry on */
+	/* validation positions: r->st.valid_position[set], carried across evaluations and resumes
+	 * (Megatron's consumed_valid_samples) */
 	int rollbacks;
 	int bad_data;                  /* a sample held ids outside the vocabulary: exit 2 */
 	int fail_code;                 /* exit status when setup fails */
@@ -172,7 +173,7 @@ static void evaluate(struct run *r, int split, const char *label, int64_t iterat
 	for (int si = 0; si < r->feed.nsets[split] && si < 64; si++) {
 		const struct feed_set *set = &r->feed.sets[split][si];
 		int64_t test_position = 0;
-		int64_t *pos = split == FEED_VALID ? &r->valid_position[si] : &test_position;
+		int64_t *pos = split == FEED_VALID ? &r->st.valid_position[si] : &test_position;
 		double sum = 0;
 		int n = 0, bad;
 		if (set->size == 0 || r->a->eval_iters <= 0)
@@ -308,6 +309,7 @@ static int setup(struct run *r, char *err, size_t errlen)
 			      a->eval_iters * p->gbs};
 	if (feed_open(&r->feed, a, samples, (int)r->seq, (uint32_t)a->seed, say, err, errlen) < 0)
 		return -1;
+	r->st.nvalid = r->feed.nsets[FEED_VALID] < 64 ? r->feed.nsets[FEED_VALID] : 64;
 	if (r->feed.nsets[FEED_TRAIN] == 0 || r->feed.sets[FEED_TRAIN][0].size == 0)
 		return errf(err, errlen, "the train split is empty: check --split and --data-path");
 
@@ -349,6 +351,7 @@ static int setup(struct run *r, char *err, size_t errlen)
 			r->st.optim = o;
 			r->st.sched = flags;
 			r->st.dp = r->dist.dp;   /* DP may change between runs: replicas hold the same bits */
+			r->st.nvalid = r->feed.nsets[FEED_VALID] < 64 ? r->feed.nsets[FEED_VALID] : 64;
 			if (sched_resume(&r->st.sched, &ck.sched, a->override_lr_scheduler,
 					 a->use_checkpoint_lr_scheduler, err, errlen) < 0)
 				return -1;
@@ -676,14 +679,14 @@ int run_train(const struct train_args *a, const struct plan *p, const char *cmdl
 			why_stop = "--exit-duration-in-mins";
 		else if (a->exit_interval > 0 && it % a->exit_interval == 0)
 			why_stop = "--exit-interval";
-		if (why_stop) {
-			out("train: stopping at iteration %lld on %s\n", (long long)it, why_stop);
-			stop = 1;
-		}
+		if (why_stop)
+			stop = 1;   /* saved below, then said: Megatron saves before it says it exits */
 	}
 	if (rc == EXIT_OK && a->save && last_saved != st->iteration && st->iteration > 0 &&
 	    save(&r) < 0)
 		rc = EXIT_FAILED;
+	if (stop && why_stop)
+		out("train: stopping at iteration %lld on %s\n", (long long)st->iteration, why_stop);
 	if (rc == EXIT_OK && !stop && st->iteration >= r.iters) {
 		/* as Megatron: both held-out splits once more when training is complete */
 		evaluate(&r, FEED_VALID, "at the end of training for val data", -1);

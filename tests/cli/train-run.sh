@@ -96,7 +96,7 @@ else
 fi
 
 # --- resume is bit-exact: 20 straight == 10, stop, 10 more (dropout on: RNG state matters) ---
-R=(--train-iters 20 --log-interval 1 --eval-interval 1000 --eval-iters 0 --hidden-dropout 0.1
+R=(--train-iters 20 --log-interval 1 --eval-interval 5 --eval-iters 1 --hidden-dropout 0.1
 	--attention-dropout 0.1 --save-interval 10)
 tr "${R[@]}" --save s >s.out 2>&1
 tr "${R[@]}" --save h --exit-interval 10 >h1.out 2>&1; rc1=$?
@@ -112,6 +112,10 @@ fi
 losses() { grep '^ iteration ' "$1" | sed 's/.*iteration *\([0-9]*\)\/.*lm loss: \([^ ]*\) .*grad norm: \([^ ]*\) .*/\1 \2 \3/'; }
 diff <(losses s.out | tail -10) <(losses h2.out) >/dev/null && [ "$(losses h2.out | wc -l)" = 10 ] &&
 	ok resume_is_bit_exact_losses || fail resume_is_bit_exact_losses "$(diff <(losses s.out | tail -10) <(losses h2.out) | head -4)"
+vals() { grep '^ validation loss at iteration' "$1" | sed 's/.*iteration \([0-9]*\) .*value: \([^ ]*\) .*/\1 \2/'; }
+diff <(vals s.out | awk '$1 > 10') <(vals h2.out | awk '$1 > 10') >/dev/null && [ "$(vals h2.out | wc -l)" -ge 2 ] &&
+	ok resume_continues_the_validation_data || fail resume_continues_the_validation_data "$(diff <(vals s.out) <(vals h2.out) | head -4)"
+check stop_line_after_the_save grep -Pzq 'saved checkpoint at iteration +10 to h \(.*\n(.*\n)?train: stopping at iteration 10 on --exit-interval' h1.out
 
 # --- the schedule of a checkpoint must match the flags, or say which wins ---
 tr --train-iters 20 --lr 2e-3 --eval-iters 0 --load h >lr.out 2>lr.err
