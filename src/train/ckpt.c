@@ -256,7 +256,7 @@ int ckpt_save(const char *dir, const struct model *m, struct dist *d,
 	/* DP rank 0 of each (TP, PP) position writes its shard: DP replicas hold the same bits */
 	me.writer = d->dp_rank == 0;
 	me.tp = m->cfg.tp_rank;
-	me.pp = 0;
+	me.pp = m->cfg.pp_rank;
 	me.ok = 1;
 	if (me.writer) {
 		char shard[64];
@@ -386,13 +386,13 @@ static int load_step(const char *sdir, struct model *m, struct ckpt_state *st, c
 	st->optim.hysteresis_left = v[2];
 	st->tp = tp;
 	st->pp = pp;
-	if (tp != m->cfg.tp || pp != 1) {
+	if (tp != m->cfg.tp || pp != m->cfg.pp) {
 		json_decref(man);
-		return errf(err, errlen, "%s: saved with TP=%lld PP=%lld, this run is TP=%d PP=1; "
-			    "re-shard it with ckpt-merge-tp --target-tp", path, (long long)tp,
-			    (long long)pp, m->cfg.tp);
+		return errf(err, errlen, "%s: saved with TP=%lld PP=%lld, this run is TP=%d PP=%d; "
+			    "re-shard it with ckpt-merge-tp --target-tp/--target-pp", path, (long long)tp,
+			    (long long)pp, m->cfg.tp, m->cfg.pp);
 	}
-	snprintf(shard, sizeof shard, SHARD, m->cfg.tp_rank, 0);
+	snprintf(shard, sizeof shard, SHARD, m->cfg.tp_rank, m->cfg.pp_rank);
 	json_t *fe = json_object_get(json_object_get(man, "files"), shard);
 	int64_t want_bytes;
 	const char *want_crc = json_string_value(json_object_get(fe, "crc32c"));

@@ -33,12 +33,18 @@ int optim_step(struct optim *o, struct model *m, float lr, double *grad_norm)
 {
 	const struct ops *ops = m->ops;
 	double ss = 0;
-	if (m->dist && m->dist->tp > 1) {
-		/* each split tensor's shard once per rank, each replicated tensor once (rank 0's) */
-		for (int i = 0; i < m->ntensors; i++)
-			if (m->tensors[i].split != SPLIT_NONE || m->dist->tp_rank == 0)
-				ss += ops->sumsq(m->grads + m->tensors[i].offset, m->tensors[i].numel);
+	if (m->dist && (m->dist->tp > 1 || m->dist->pp > 1)) {
+		/* each split tensor's shard once per rank, each replicated tensor once (TP rank 0's),
+		 * the tied word embeddings once (the first stage's), then over TP and PP */
+		for (int i = 0; i < m->ntensors; i++) {
+			if (m->tensors[i].split == SPLIT_NONE && m->dist->tp_rank != 0)
+				continue;
+			if (i == m->wte && !m->first)
+				continue;
+			ss += ops->sumsq(m->grads + m->tensors[i].offset, m->tensors[i].numel);
+		}
 		m->dist->sum_f64(m->dist, DIST_TP, &ss, 1);
+		m->dist->sum_f64(m->dist, DIST_PP, &ss, 1);
 	} else {
 		ss = ops->sumsq(m->grads, m->nparams);
 	}

@@ -178,23 +178,32 @@ static void evaluate(struct run *r, int split, const char *label, int64_t iterat
 		int n = 0, bad;
 		if (set->size == 0 || r->a->eval_iters <= 0)
 			continue;
-		r->m.eval_mode = 1;
-		for (int64_t e = 0; e < r->a->eval_iters; e++) {
+		struct model *m = &r->m;
+		struct dist *dd = &r->dist;
+		size_t xb = (size_t)r->mbs * r->seq * m->cfg.hidden * m->ops->act_size;
+		int failed = 0;
+		m->eval_mode = 1;
+		model_use_slot(m, 0);
+		for (int64_t e = 0; e < r->a->eval_iters && !failed; e++) {
 			for (int k = 0; k < micro; k++) {
-				if (load_micro(r, split, si, *pos, k) < 0)
-					goto out;
-				sum += model_forward(&r->m, r->tok, r->tgt, 0.0f, 0, NULL, &bad);
+				/* forward only, through the pipeline: receive, compute, pass on */
+				failed |= load_micro(r, split, si, *pos, k) < 0;
+				if (!m->first)
+					dd->p2p(dd, NULL, 0, 0, model_stage_input(m), xb, dd->pp_rank - 1);
+				sum += model_forward(m, r->tok, r->tgt, 0.0f, 0, NULL, &bad);
+				if (!m->last)
+					dd->p2p(dd, model_stage_output(m), xb, dd->pp_rank + 1, NULL, 0, 0);
 				n++;
 			}
 			*pos += gbs;
 		}
-out:
-		r->m.eval_mode = 0;
-		if (!n)
+		m->eval_mode = 0;
+		if (dist_any(dd, DIST_WORLD, failed) || !n)
 			continue;
-		double loss = sum / n;
-		r->dist.sum_f64(&r->dist, DIST_DP, &loss, 1);
-		loss /= r->dist.dp;
+		double loss = m->last ? sum / n : 0;
+		dd->sum_f64(dd, DIST_PP, &loss, 1);
+		dd->sum_f64(dd, DIST_DP, &loss, 1);
+		loss /= dd->dp;
 		double ppl = exp(fmin(20, loss));
 		char line[512], prefix[160], tag[256];
 		int len = snprintf(line, sizeof line, " %s%s loss %s | lm loss value: %.6E | lm loss "
@@ -262,9 +271,6 @@ static int setup(struct run *r, char *err, size_t errlen)
 		return errf(err, errlen, "--glu-activation is not implemented: the MLP is GeLU");
 	if (p->kv != p->h / p->heads)
 		return errf(err, errlen, "--kv-channels other than hidden/heads is not implemented");
-	if (p->pp != 1)
-		return errf(err, errlen, "--pipeline-model-parallel-size %lld: pipeline parallelism is "
-			    "not in this build (data and tensor parallelism are)", (long long)p->pp);
 	if (dist_init(&r->dist, (int)p->tp, (int)p->pp, err, errlen) < 0)
 		return -1;
 	quiet = r->dist.rank != 0;
@@ -276,6 +282,13 @@ static int setup(struct run *r, char *err, size_t errlen)
 			    (long long)p->dp, r->dist.world, r->dist.tp, r->dist.pp, r->dist.dp);
 	c.tp = r->dist.tp;
 	c.tp_rank = r->dist.tp_rank;
+	/* the pipeline stage: its layers from the plan's partition (--pp-partition-method) */
+	c.pp = r->dist.pp;
+	c.pp_rank = r->dist.pp_rank;
+	for (int i = 0; i < r->dist.pp_rank; i++)
+		c.stage_l0 += (int)p->st[i].layers;
+	c.stage_nl = (int)p->st[r->dist.pp_rank].layers;
+	c.slots = r->dist.pp - r->dist.pp_rank;
 	if (p->zero1 && r->dist.dp > 1 && r->dist.rank == 0)
 		warn("warning: ZeRO-1 sharding is not in this build: each DP rank keeps the whole "
 		     "optimizer state (the same numbers, more memory)");
@@ -292,10 +305,10 @@ static int setup(struct run *r, char *err, size_t errlen)
 		return errf(err, errlen, "out of memory");
 	r->peak = a->peak_tflops > 0 ? a->peak_tflops * 1e12
 		  : ops->peak_flops > 0 ? ops->peak_flops : cpu_peak(threads);
-	out("train: %s model, %zu parameters (%lld layers, hidden %lld, %lld heads, vocab %lld "
-	       "padded to %lld) on %s\n", c.alibi ? "BLOOM-style" : "GPT-2-style", r->m.nparams,
-	       (long long)p->L, (long long)p->h, (long long)p->heads, (long long)p->vocab,
-	       (long long)p->vocab_padded, ops->device ? ops->device : ops->name);
+	out("train: %s model, %lld parameters (%lld layers, hidden %lld, %lld heads, vocab %lld "
+	       "padded to %lld) on %s\n", c.alibi ? "BLOOM-style" : "GPT-2-style",
+	       (long long)p->p_total, (long long)p->L, (long long)p->h, (long long)p->heads,
+	       (long long)p->vocab, (long long)p->vocab_padded, ops->device ? ops->device : ops->name);
 	out("train: %lld iterations, %lld samples, %lld tokens; micro-batch %lld, global batch "
 	       "%lld%s; %d rank%s: DP=%d TP=%d PP=%d\n", (long long)p->iters, (long long)p->samples,
 	       (long long)p->tokens, (long long)p->mbs, (long long)p->gbs,
@@ -376,21 +389,95 @@ static int setup(struct run *r, char *err, size_t errlen)
 }
 
 /* One iteration's forward and backward over its micro-batches: the mean loss, or NaN. */
+/* One iteration's forward and backward over its micro-batches, Megatron's 1F1B pipeline
+ * schedule (forward_backward_pipelining_without_interleaving): stage s runs pp-s-1 warm-up
+ * forwards, then alternates one forward and one backward, then drains the remaining backwards.
+ * Each exchange with a neighbour sends and receives at once (dist p2p), so stages passing
+ * activations forward and gradients backward never deadlock.  Micro-batch k lives in
+ * activation slot k % (pp - s): no more are ever in flight.  With one stage this is the plain
+ * loop: forward k, backward k.  Returns the mean loss (on every stage), or NaN. */
 static double step_grads(struct run *r, int64_t first, int64_t micro, uint64_t key, int *bad)
 {
+	struct model *m = &r->m;
+	struct dist *dd = &r->dist;
+	int pp = dd->pp, s = dd->pp_rank;
+	size_t xb = (size_t)r->mbs * r->seq * m->cfg.hidden * m->ops->act_size;
+	int warm = pp - s - 1 < micro ? pp - s - 1 : (int)micro, rest = (int)micro - warm;
+	int64_t fwd = 0, bwd = 0;
 	double sum = 0;
-	float dscale = r->st.optim.loss_scale / (float)(micro * r->dist.dp);
-	model_zero_grad(&r->m);
-	for (int k = 0; k < micro; k++) {
-		uint64_t rng = philox_mix(key, (uint64_t)k);
-		int b = 0;
-		if (load_micro(r, FEED_TRAIN, 0, first, k) < 0)
-			return NAN;
-		sum += model_forward(&r->m, r->tok, r->tgt, dscale, rng, NULL, &b);
-		model_backward(&r->m, rng);
-		*bad += b;
+	float dscale = r->st.optim.loss_scale / (float)(micro * dd->dp);
+	int failed = 0;
+#define FORWARD() do { \
+		int b_ = 0; \
+		model_use_slot(m, (int)fwd); \
+		if (load_micro(r, FEED_TRAIN, 0, first, (int)fwd) < 0) \
+			failed = 1; \
+		sum += model_forward(m, r->tok, r->tgt, dscale, philox_mix(key, (uint64_t)fwd), NULL, &b_); \
+		*bad += b_; \
+	} while (0)
+#define BACKWARD() do { \
+		model_use_slot(m, (int)bwd); \
+		model_backward(m, philox_mix(key, (uint64_t)bwd)); \
+	} while (0)
+	model_zero_grad(m);
+	for (int i = 0; i < warm; i++) {
+		model_use_slot(m, (int)fwd);
+		if (!m->first)
+			dd->p2p(dd, NULL, 0, 0, model_stage_input(m), xb, s - 1);
+		FORWARD();
+		if (!m->last)
+			dd->p2p(dd, model_stage_output(m), xb, s + 1, NULL, 0, 0);
+		fwd++;
 	}
-	struct dist *d = &r->dist;
+	if (rest > 0 && !m->first) {
+		model_use_slot(m, (int)fwd);
+		dd->p2p(dd, NULL, 0, 0, model_stage_input(m), xb, s - 1);
+	}
+	for (int i = 0; i < rest; i++) {
+		FORWARD();
+		if (!m->last) {   /* send this output, receive the oldest micro-batch's gradient */
+			void *out = model_stage_output(m);
+			model_use_slot(m, (int)bwd);
+			dd->p2p(dd, out, xb, s + 1, model_stage_dout(m), xb, s + 1);
+		}
+		fwd++;
+		BACKWARD();
+		if (!m->first) {
+			void *din = model_stage_dinput(m);
+			if (i == rest - 1) {
+				dd->p2p(dd, din, xb, s - 1, NULL, 0, 0);
+			} else {   /* send this gradient back, receive the next micro-batch's input */
+				model_use_slot(m, (int)fwd);
+				dd->p2p(dd, din, xb, s - 1, model_stage_input(m), xb, s - 1);
+			}
+		}
+		bwd++;
+	}
+	for (int i = 0; i < warm; i++) {
+		model_use_slot(m, (int)bwd);
+		if (!m->last)
+			dd->p2p(dd, NULL, 0, 0, model_stage_dout(m), xb, s + 1);
+		BACKWARD();
+		if (!m->first)
+			dd->p2p(dd, model_stage_dinput(m), xb, s - 1, NULL, 0, 0);
+		bwd++;
+	}
+#undef FORWARD
+#undef BACKWARD
+	if (dist_any(dd, DIST_WORLD, failed))
+		return NAN;
+	if (pp > 1) {
+		/* the loss is the last stage's; the tied word embeddings' gradient is the sum of the
+		 * input lookup's (first stage) and the output layer's (last stage) */
+		if (!m->last)
+			sum = 0;
+		dd->sum_f64(dd, DIST_PP, &sum, 1);
+		if (m->first || m->last) {
+			m->ops->sync();
+			dd->sum_f32(dd, DIST_EMB, model_grad(m, m->wte), m->tensors[m->wte].numel);
+		}
+	}
+	struct dist *d = dd;
 	double loss = sum / micro;
 	if (d->dp > 1) {   /* the gradient of the global batch's mean loss, on every DP rank */
 		r->m.ops->sync();

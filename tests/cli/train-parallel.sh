@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# train over several ranks (mpirun --oversubscribe on the CPU): data and tensor parallelism give
-# the same run as one process - the same losses and gradient norms, iteration by iteration -
-# for (DP,TP) = (2,1), (1,2), (2,2); replicated tensors (layer norms, row-parallel biases,
+# train over several ranks (mpirun --oversubscribe on the CPU): data, tensor and pipeline
+# parallelism give the same run as one process - the same losses and gradient norms, iteration
+# by iteration - for (DP,TP,PP) = (2,1,1), (1,2,1), (2,2,1), (1,1,2), (1,1,4), (1,2,2), (2,1,2)
+# and BLOOM's pipeline partition; replicated tensors (layer norms, row-parallel biases,
 # positions) and their Adam moments stay bit-identical across TP ranks after many steps at a
 # high learning rate (the 176B layer-norm desync cannot happen); a run resumes in its layout.
 . "$(dirname "$0")/../lib.sh"
@@ -50,6 +51,42 @@ for layout in "2 1" "2 2" "4 2"; do
 	[ -n "$v1" ] && [ "$v1" = "$v2" ] && ok "${name}_validation_matches" || fail "${name}_validation_matches" "$v1 vs $v2"
 	[ "$(grep -c '^ iteration ' $name.out)" = 20 ] && ok "${name}_one_log_line_per_iteration" || fail "${name}_one_log_line_per_iteration" "$(grep -c '^ iteration ' $name.out) lines"
 done
+
+# pipeline parallelism (1F1B): 4 layers over 2 and 4 stages, with TP, with DP, and BLOOM's
+# 'type:transformer|embedding' partition
+M+=(--num-layers 4)
+run 1 --train-iters 20 >q1.out 2>&1; curve q1.out >cq1
+for layout in "2 1 2" "4 1 4" "4 2 2" "4 1 2"; do
+	set -- $layout
+	np=$1 tp=$2 pp=$3 dp=$(($1 / $2 / $3))
+	name=dp${dp}_tp${tp}_pp${pp}
+	run $np --train-iters 20 --tensor-model-parallel-size $tp --pipeline-model-parallel-size $pp >$name.out 2>&1
+	rc=$?
+	grep -q "DP=$dp TP=$tp PP=$pp" $name.out && [ $rc = 0 ] || { fail "${name}_runs" "exit $rc: $(grep -v '^ iter' $name.out | tail -3)"; continue; }
+	curve $name.out >c.$name
+	same cq1 c.$name 2>$name.err && ok "${name}_matches_one_rank_for_20_steps" || fail "${name}_matches_one_rank_for_20_steps" "$(tail -1 $name.err)"
+done
+run 2 --train-iters 20 --pipeline-model-parallel-size 2 --pp-partition-method 'type:transformer|embedding' >pe.out 2>&1
+curve pe.out >c.pe
+same cq1 c.pe 2>pe.err && ok pp2_transformer_embedding_partition_matches || fail pp2_transformer_embedding_partition_matches "$(tail -1 pe.err; tail -2 pe.out)"
+run 4 --train-iters 20 --pipeline-model-parallel-size 2 --tensor-model-parallel-size 2 --save rp --save-interval 10 --exit-interval 10 >rp1.out 2>&1
+run 4 --train-iters 20 --pipeline-model-parallel-size 2 --tensor-model-parallel-size 2 --save rp --load rp --save-interval 10 >rp2.out 2>&1
+{ curve rp1.out; curve rp2.out; } >c.rp
+grep -q 'resumed from rp/global_step10' rp2.out && same cq1 c.rp 2>rp.err && [ -s rp/global_step20/rank_tp01_pp001.safetensors ] &&
+	ok tp2_pp2_resumes_in_its_layout || fail tp2_pp2_resumes_in_its_layout "$(tail -1 rp.err; grep -h 'train:' rp2.out | tail -2)"
+# the tied word embeddings of the first and last stage stay identical
+"$PY" - rp/global_step20 <<'PYEOF' >tied.out 2>&1 && ok pp_tied_embeddings_identical_on_first_and_last_stage || fail pp_tied_embeddings_identical_on_first_and_last_stage "$(tail -2 tied.out)"
+import json, struct, sys
+def load(p):
+    b = open(p, 'rb').read(); n = struct.unpack('<Q', b[:8])[0]; h = json.loads(b[8:8 + n])
+    return {k: b[8 + n + v['data_offsets'][0]:8 + n + v['data_offsets'][1]] for k, v in h.items() if k != '__metadata__'}
+for tp in (0, 1):
+    a = load('%s/rank_tp%02d_pp000.safetensors' % (sys.argv[1], tp)); z = load('%s/rank_tp%02d_pp001.safetensors' % (sys.argv[1], tp))
+    for k in ('word_embeddings.weight', 'exp_avg.word_embeddings.weight', 'exp_avg_sq.word_embeddings.weight'):
+        assert a[k] == z[k], k
+    assert 'layers.0.input_layernorm.weight' in a and 'layers.3.input_layernorm.weight' in z and 'final_layernorm.weight' in z
+PYEOF
+M=("${M[@]:0:${#M[@]}-2}")
 
 # BLOOM style (ALiBi with each rank's slopes, the embedding LN, 6 heads): TP=2 is TP=1
 B=(--position-embedding-type alibi --embed-layernorm --hidden-size 96 --num-attention-heads 6 --train-iters 20)
