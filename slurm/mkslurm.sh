@@ -35,6 +35,8 @@ render train.slurm \
 	SCRIPT=train.slurm \
 	JOB_NAME=train \
 	NODES=1 \
+	TASKS_PER_NODE=1 \
+	TP=1 \
 	TIME=20:00:00 \
 	SIGNAL_LEAD=600 \
 	DESCRIPTION="# The training job array, BigScience-style: submit the run's whole length at once, and let
@@ -46,6 +48,8 @@ render train.slurm \
 # Ten tasks of up to 20 hours (--time) each.  The default model is a 350M-parameter GPT (24 layers,
 # hidden 1024) on one GPU, bf16, with a batch-size ramp-up: set MODEL_ARGS/TRAIN_ARGS for yours.
 # Add your cluster's GPU request (--gpus-per-node, --partition, --account) on the sbatch line.
+# More ranks: --nodes and --ntasks-per-node (one per GPU) on the sbatch line, TP=N in the
+# environment for tensor parallelism; DP is the rest (the layout, below).
 # slurm/setup-test-n2.slurm is the same script on 2 nodes, with a tiny model, to try a setup." \
 	MODEL_ARGS="--num-layers 24 --hidden-size 1024 --num-attention-heads 16
 	--seq-length 2048 --max-position-embeddings 2048" \
@@ -60,11 +64,14 @@ render setup-test-n2.slurm \
 	SCRIPT=setup-test-n2.slurm \
 	JOB_NAME=setup-test-n2 \
 	NODES=2 \
+	TASKS_PER_NODE=2 \
+	TP=2 \
 	TIME=0:30:00 \
 	SIGNAL_LEAD=300 \
 	DESCRIPTION="# The 2-node test setup: slurm/train.slurm with a tiny model, short tasks and frequent saves,
-# to try a cluster's setup (paths, modules, the launcher, stopping and resuming) in minutes before
-# the real run is queued:
+# to try a cluster's setup (paths, modules, the launcher and MPI, stopping and resuming) in
+# minutes before the real run is queued.  Two ranks per node, TP=2: (DP,TP) = (2,2), so both the
+# tensor-parallel and the data-parallel collectives cross the network:
 #
 #   DATA_PATH=\$WORK/data/meg-gpt2_text_document VOCAB=gpt2-vocab.json MERGES=gpt2-merges.txt \\
 #       sbatch --array=1-3%1 slurm/setup-test-n2.slurm

@@ -108,6 +108,8 @@ static int load_micro(struct run *r, int split, int set, int64_t first, int k)
 		int64_t i = first + (int64_t)k * r->mbs * r->dist.dp + (int64_t)r->dist.dp_rank * r->mbs + b;
 		if (feed_get(&r->feed, split, set, i, r->sample, err, sizeof err) < 0) {
 			warn("%s", err);
+			memset(r->tok, 0, r->mbs * r->seq * sizeof *r->tok);
+			memset(r->tgt, 0, r->mbs * r->seq * sizeof *r->tgt);
 			return -1;
 		}
 		for (int t = 0; t <= r->seq; t++)
@@ -117,6 +119,9 @@ static int load_micro(struct run *r, int split, int set, int64_t first, int k)
 				     split == FEED_TRAIN ? "training" : split == FEED_VALID ? "validation" : "test",
 				     (long long)i, r->sample[t], r->m.cfg.vocab);
 				r->bad_data = 1;
+				/* harmless ids, so every stage can still run the step in lockstep */
+				memset(r->tok, 0, r->mbs * r->seq * sizeof *r->tok);
+				memset(r->tgt, 0, r->mbs * r->seq * sizeof *r->tgt);
 				return -1;
 			}
 		for (int t = 0; t < r->seq; t++) {

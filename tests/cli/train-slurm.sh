@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
 # slurm/train.slurm on the local cluster: a 3-task job array (--array=1-3%1) of a tiny model on
-# Megatron's test corpus.  Task 1 trains until SLURM's time-limit warning (SIGUSR1 to the batch
-# shell, which forwards it to train), saves and exits 0; task 2 resumes from exactly that
-# checkpoint and stops when the kill switch appears; task 3 finds the kill switch and exits 0
-# without starting train.  First, without SLURM: train.slurm and setup-test-n2.slurm are what
-# slurm/mkslurm.sh makes of slurm/train.slurm.in, so the two cannot drift apart.
+# Megatron's test corpus, in the script's default layout (1 node x 1 task, TP=1: one rank;
+# tests/cli/train-srun.sh runs setup-test-n2.slurm's 2 nodes x 2 ranks).  Task 1 trains until
+# SLURM's time-limit warning (SIGUSR1 to the batch shell, which forwards it to train), saves and
+# exits 0; task 2 resumes from exactly that checkpoint and stops when the kill switch appears;
+# task 3 finds the kill switch and exits 0 without starting train.  First, without SLURM:
+# train.slurm and setup-test-n2.slurm are what slurm/mkslurm.sh makes of slurm/train.slurm.in, so
+# the two cannot drift apart, and a layout that TP does not divide is refused before train starts.
 . "$(dirname "$0")/../lib.sh"
 MEG=${LMTK_MEGATRON_DIR:-$TOP/../shared/data/megatron}
 MARK='^# ---- The rest is the same in every script generated'
@@ -24,8 +26,21 @@ shared "$TOP/slurm/setup-test-n2.slurm" >"$T/shared-n2"
 check train_and_setup_test_share_launcher_and_traps sh -c "cmp -s '$T/shared-train' '$T/shared-n2' &&
 	grep -q 'trap .on_signal USR1. USR1' '$T/shared-train' && grep -q 'LAUNCH\[@\]' '$T/shared-train'"
 check setup_test_n2_asks_for_2_nodes grep -qx '#SBATCH --nodes=2' "$TOP/slurm/setup-test-n2.slurm"
+check setup_test_n2_runs_2_ranks_per_node_with_tp2 sh -c "grep -qx '#SBATCH --ntasks-per-node=2' '$TOP/slurm/setup-test-n2.slurm' &&
+	grep -qx 'TP=\${TP:-2}' '$TOP/slurm/setup-test-n2.slurm'"
+check train_slurm_runs_1_rank_per_node_with_tp1 sh -c "grep -qx '#SBATCH --ntasks-per-node=1' '$TOP/slurm/train.slurm' &&
+	grep -qx 'TP=\${TP:-1}' '$TOP/slurm/train.slurm'"
 check train_slurm_asks_for_usr1_before_time_limit grep -qx '#SBATCH --signal=B:USR1@600' "$TOP/slurm/train.slurm"
 check slurm_scripts_parse sh -c "bash -n '$TOP/slurm/train.slurm' && bash -n '$TOP/slurm/setup-test-n2.slurm'"
+
+# --- the layout, outside SLURM: one process, which TP=2 cannot split -----------------------------
+mkdir -p "$T/lay"
+expect_rc layout_that_tp_does_not_divide_is_refused 2 env LMTK="$TOP" DATA_PATH="$T/lay/d" VOCAB=v MERGES=m \
+	CHECKPOINT_PATH="$T/lay/ckpt" TENSORBOARD_PATH="$T/lay/tb" LOGS_PATH="$T/lay/logs" KILL_SWITCH_PATH="$T/lay/ks" \
+	bash "$TOP/slurm/setup-test-n2.slurm"
+contains layout_refusal_names_tp_and_the_tasks "$T/out" \
+	"^setup-test-n2.slurm: 1 rank \(1 node x 1\): not a multiple of TP=2 x PP=1; set TP and PP"
+lacks layout_refusal_starts_nothing "$T/out" "^train:|^srun"
 
 # --- the job array ---------------------------------------------------------------------------
 if ! sinfo >/dev/null 2>&1; then
@@ -76,6 +91,9 @@ completed() {
 poll 200 ended 1
 R1=$(rec 1)
 completed array_task1_completes_exit_0 "$R1"
+contains task1_layout_is_one_rank "$OUT1" "^train.slurm: layout: 1 rank \(1 node x 1\): DP=1 TP=1 PP=1$"
+contains task1_srun_starts_one_task "$OUT1" \
+	"^train.slurm: srun --mpi=pmix --kill-on-bad-exit=1 --nodes=1 --ntasks=1 --ntasks-per-node=1 $TOP/bin/train "
 contains task1_batch_shell_gets_usr1_and_forwards_it "$OUT1" "^train.slurm: got SIGUSR1: asking train to save and stop"
 contains task1_train_stops_on_sigusr1 "$OUT1" "^train: stopping at iteration [0-9]+ on SIGUSR1$"
 lacks task1_ends_before_time_limit "$OUT1" "DUE TO TIME LIMIT"

@@ -6,6 +6,8 @@
                          [--tolerance fp32|bf16] [--tol GROUP=LIMIT ...] [--only GROUP,...]
                          [--dtype float64|float32|bf16] [--softmax-over-padded] [--threads N]
     tests/ref/gpt-ref.py --ref REF.safetensors [--weights INIT.safetensors] --compare C.safetensors
+    tests/ref/gpt-ref.py --config CFG.json --hf HF_DIR --batch BATCH.safetensors [--write ...]
+                         [--compare ...] (the same, the weights from a Hugging Face export)
                          [--tolerance ...] [--tol ...] [--only ...]
 
 Run it with Debian's /usr/bin/python3 (torch + numpy); nothing else is needed, in particular no
@@ -111,6 +113,19 @@ tiny models (L=2; C/NH = 64/4, 80/5, 96/12; alibi and learned; embed LN on/off; 
   proven. Note 2e-2 on logits/grads would fail the emulated trainer itself.
 Tests should make the effects visible: weights large enough that GeLU and LayerNorm are not in
 their linear range (std ~0.1), clip_grad between the steps' grad norms, weight_decay ~0.1.
+
+--hf DIR takes the weights from a Hugging Face model directory (ckpt-merge-tp --format hf: config.json,
+model.safetensors or model-0000K-of-0000N.safetensors + model.safetensors.index.json; F32 or BF16)
+instead of --weights, and maps them back: GPT2LMHeadModel (transformer.wte/wpe/h.{i}.ln_1/attn.c_attn/
+attn.c_proj/ln_2/mlp.c_fc/mlp.c_proj/ln_f) for learned positions without embed_layernorm,
+BloomForCausalLM (transformer.word_embeddings(_layernorm)/h.{i}.input_layernorm/self_attention.
+query_key_value/self_attention.dense/post_attention_layernorm/mlp.dense_h_to_4h/mlp.dense_4h_to_h/
+ln_f) for alibi with embed_layernorm. GPT-2's Conv1D weights [in,out] are transposed back to [out,in]
+and c_attn's [3, NH, HD] output order is put back into Megatron's [NH, 3, HD] (weight rows and bias);
+BLOOM's tensors are Megatron's as they are. The export has no padded vocabulary rows: they come back
+as zeros up to padded_vocab_size, so "logits.padded" is not compared in this mode. config.json must
+agree with --config (sizes, vocab_size, the architecture). The point: the logits of an export equal
+those of the checkpoint it came from (tests/cli/ckpt-merge-tp.sh).
 
 Exit status: 0 every item within tolerance (or --write only), 1 some item over tolerance, 2 bad
 input (usage, missing file or tensor, shape mismatch, malformed safetensors, bad config).
@@ -373,6 +388,118 @@ def batch_check(cfg, tensors, path, softmax_over_padded=False):
     return torch.from_numpy(tok.astype(np.int64)), torch.from_numpy(tgt.astype(np.int64))
 
 
+# --- Hugging Face exports (--hf) ---------------------------------------------------------------
+
+def hf_load(d, cfg):
+    """The weights of a GPT2LMHeadModel / BloomForCausalLM directory under this file's names and
+    layouts (see --hf in the comment at the top). Raises BadInput."""
+    import os
+    try:
+        with open(os.path.join(d, "config.json")) as f:
+            hc = json.load(f)
+    except OSError as e:
+        raise BadInput(f"{d}/config.json: {e.strerror}")
+    except ValueError as e:
+        raise BadInput(f"{d}/config.json: not JSON: {e}")
+    gpt2 = cfg["position_embedding_type"] == "learned" and not cfg["embed_layernorm"]
+    bloom = cfg["position_embedding_type"] == "alibi" and cfg["embed_layernorm"]
+    arch = (hc.get("architectures") or [None])[0]
+    want = "GPT2LMHeadModel" if gpt2 else "BloomForCausalLM" if bloom else None
+    if want is None:
+        raise BadInput("this config (position_embedding_type "
+                       f"{cfg['position_embedding_type']}, embed_layernorm {cfg['embed_layernorm']})"
+                       " has no Hugging Face class")
+    if arch != want:
+        raise BadInput(f"{d}/config.json: architectures {hc.get('architectures')}, the config "
+                       f"wants {want}")
+    C, NH, L, V, Vp = (cfg["hidden_size"], cfg["num_attention_heads"], cfg["num_layers"],
+                       cfg["vocab_size"], cfg["padded_vocab_size"])
+    keys = ({"n_embd": C, "n_head": NH, "n_layer": L, "vocab_size": V,
+             "n_positions": cfg["max_position_embeddings"]} if gpt2 else
+            {"hidden_size": C, "n_head": NH, "n_layer": L, "vocab_size": V})
+    for k, v in keys.items():
+        if hc.get(k) != v:
+            raise BadInput(f"{d}/config.json: {k} = {hc.get(k)!r}, the config says {v}")
+    index = os.path.join(d, "model.safetensors.index.json")
+    if os.path.exists(index):
+        try:
+            with open(index) as f:
+                wmap = json.load(f)["weight_map"]
+        except (OSError, ValueError, KeyError) as e:
+            raise BadInput(f"{index}: unreadable ({e})")
+        t = {}
+        for fn in sorted(set(wmap.values())):
+            part, _ = st_read(os.path.join(d, fn))
+            t.update(part)
+        for k, fn in wmap.items():
+            if k not in t:
+                raise BadInput(f"{d}/{fn}: tensor {k} is missing (the index names it)")
+    else:
+        t, _ = st_read(os.path.join(d, "model.safetensors"))
+    t = dict(t)
+
+    def take(name, shape):
+        if name not in t:
+            raise BadInput(f"{d}: tensor {name} is missing")
+        a = np.asarray(t.pop(name), dtype=np.float32)
+        if tuple(a.shape) != tuple(shape):
+            raise BadInput(f"{d}: tensor {name} has shape {list(a.shape)}, want {list(shape)}")
+        return a
+
+    def padded(a):  # the export drops the padded vocabulary rows
+        return np.concatenate([a, np.zeros((Vp - V, C), np.float32)])
+
+    w, F_ = {}, cfg["ffn_hidden_size"]
+    T = "transformer."
+    if gpt2:
+        w["word_embeddings.weight"] = padded(take(T + "wte.weight", (V, C)))
+        w["position_embeddings.weight"] = take(T + "wpe.weight", (cfg["max_position_embeddings"], C))
+        for i in range(L):
+            h, q = f"{T}h.{i}.", f"layers.{i}."
+            for x in ("weight", "bias"):
+                w[q + "input_layernorm." + x] = take(h + "ln_1." + x, (C,))
+                w[q + "post_attention_layernorm." + x] = take(h + "ln_2." + x, (C,))
+            # Conv1D [in, out] -> Linear [out, in]; c_attn's out is [3, NH, HD] -> [NH, 3, HD]
+            qkv = take(h + "attn.c_attn.weight", (C, 3 * C)).T.reshape(3, NH, C // NH, C)
+            w[q + "attention.query_key_value.weight"] = qkv.transpose(1, 0, 2, 3).reshape(3 * C, C)
+            qb = take(h + "attn.c_attn.bias", (3 * C,)).reshape(3, NH, C // NH)
+            w[q + "attention.query_key_value.bias"] = qb.transpose(1, 0, 2).reshape(3 * C)
+            w[q + "attention.dense.weight"] = take(h + "attn.c_proj.weight", (C, C)).T
+            w[q + "attention.dense.bias"] = take(h + "attn.c_proj.bias", (C,))
+            w[q + "mlp.dense_h_to_4h.weight"] = take(h + "mlp.c_fc.weight", (C, F_)).T
+            w[q + "mlp.dense_h_to_4h.bias"] = take(h + "mlp.c_fc.bias", (F_,))
+            w[q + "mlp.dense_4h_to_h.weight"] = take(h + "mlp.c_proj.weight", (F_, C)).T
+            w[q + "mlp.dense_4h_to_h.bias"] = take(h + "mlp.c_proj.bias", (C,))
+    else:
+        w["word_embeddings.weight"] = padded(take(T + "word_embeddings.weight", (V, C)))
+        for x in ("weight", "bias"):
+            w["embed_layernorm." + x] = take(T + "word_embeddings_layernorm." + x, (C,))
+        for i in range(L):
+            h, q = f"{T}h.{i}.", f"layers.{i}."
+            for hn, qn, shape in (
+                    ("input_layernorm.weight", "input_layernorm.weight", (C,)),
+                    ("input_layernorm.bias", "input_layernorm.bias", (C,)),
+                    ("self_attention.query_key_value.weight", "attention.query_key_value.weight",
+                     (3 * C, C)),
+                    ("self_attention.query_key_value.bias", "attention.query_key_value.bias",
+                     (3 * C,)),
+                    ("self_attention.dense.weight", "attention.dense.weight", (C, C)),
+                    ("self_attention.dense.bias", "attention.dense.bias", (C,)),
+                    ("post_attention_layernorm.weight", "post_attention_layernorm.weight", (C,)),
+                    ("post_attention_layernorm.bias", "post_attention_layernorm.bias", (C,)),
+                    ("mlp.dense_h_to_4h.weight", "mlp.dense_h_to_4h.weight", (F_, C)),
+                    ("mlp.dense_h_to_4h.bias", "mlp.dense_h_to_4h.bias", (F_,)),
+                    ("mlp.dense_4h_to_h.weight", "mlp.dense_4h_to_h.weight", (C, F_)),
+                    ("mlp.dense_4h_to_h.bias", "mlp.dense_4h_to_h.bias", (C,))):
+                w[q + qn] = take(h + hn, shape)
+    for x in ("weight", "bias"):
+        w["final_layernorm." + x] = take(T + "ln_f." + x, (C,))
+    t.pop("lm_head.weight", None)   # tied to the word embeddings, if a writer kept it
+    if t:
+        raise BadInput(f"{d}: unexpected tensor {sorted(t)[0]}")
+    return {k: np.ascontiguousarray(v) for k, v in w.items()}
+
+
 # --- model -------------------------------------------------------------------------------------
 
 def alibi_slopes(n):
@@ -552,7 +679,7 @@ TOLERANCES = {  # see "Tolerances" in the comment at the top; final is the "upd"
 }
 
 
-def compare_items(ref, c, c_path, V, hd, tol, init=None, lr_steps=0.0):
+def compare_items(ref, c, c_path, V, hd, tol, init=None, lr_steps=0.0, skip_padded=False):
     """ref and c: {item name: ndarray}; V vocab size; hd head dim; tol {group: limit}; init the
     initial weights (needed for final.* items); lr_steps = lr * S. Returns one dict per line:
     name, maxdiff, maxabs, rel (= maxdiff / maxabs), crit ("rel", "upd" or "abs"), value (the
@@ -584,7 +711,7 @@ def compare_items(ref, c, c_path, V, hd, tol, init=None, lr_steps=0.0):
         lim = tol[item_group(name)]
         if name == "logits":
             row("logits", r[..., :V], x[..., :V], lim)
-            if r.shape[-1] > V:
+            if r.shape[-1] > V and not skip_padded:
                 row("logits.padded", r[..., V:], x[..., V:], lim)
         elif name.startswith("final."):
             r0 = init[name[len("final."):]]
@@ -626,6 +753,8 @@ def parse_args(argv):
         "(see the comment at the top of this file).")
     ap.add_argument("--config", help="model/optimizer config JSON")
     ap.add_argument("--weights", help="initial weights, safetensors (F32 or BF16)")
+    ap.add_argument("--hf", metavar="DIR", help="take the weights from a Hugging Face export "
+                    "(GPT2LMHeadModel or BloomForCausalLM directory) instead of --weights")
     ap.add_argument("--batch", help='safetensors with "tokens", "targets" I32 [S,B,T]')
     ap.add_argument("--write", metavar="OUT", help="write the reference items to OUT")
     ap.add_argument("--compare", metavar="C", help="compare C's items with the reference")
@@ -647,7 +776,9 @@ def parse_args(argv):
         if not a.compare or a.write or a.config or a.batch:
             ap.error("--ref goes with --compare (and --weights for final items), without "
                      "--write, --config or --batch")
-    elif not (a.config and a.weights and a.batch):
+    elif a.hf and a.weights:
+        ap.error("--hf replaces --weights: give one of them")
+    elif not (a.config and (a.weights or a.hf) and a.batch):
         ap.error("--config, --weights and --batch are required (or --ref REF)")
     a.groups = GROUPS
     if a.only:
@@ -693,8 +824,8 @@ def main(argv):
             weights_check(cfg, w, a.weights)
     else:
         cfg = config_load(a.config)
-        w, _ = st_read(a.weights)
-        weights_check(cfg, w, a.weights)
+        w = hf_load(a.hf, cfg) if a.hf else st_read(a.weights)[0]
+        weights_check(cfg, w, a.hf or a.weights)
         b, _ = st_read(a.batch)
         tokens, targets = batch_check(cfg, b, a.batch, a.softmax_over_padded)
         steps = tokens.shape[0]
@@ -710,7 +841,7 @@ def main(argv):
     c, _ = st_read(a.compare)
     rows = compare_items(ref, c, a.compare, cfg["vocab_size"],
                          cfg["hidden_size"] // cfg["num_attention_heads"], a.tols, w,
-                         cfg["lr"] * steps)
+                         cfg["lr"] * steps, skip_padded=bool(getattr(a, "hf", None)))
     return 0 if print_rows(rows, a.tolerance) else 1
 
 
