@@ -57,14 +57,19 @@ int dist_init(struct dist *d, int tp, int pp, char *err, size_t errlen)
 	char exe[PATH_MAX], so[PATH_MAX + 32];
 	const char *env = getenv("LMTK_MPI_PLUGIN");
 	ssize_t len = readlink("/proc/self/exe", exe, sizeof exe - 1);
-	if (env && *env)
+	void *h = NULL;
+	if (env && *env) {
 		snprintf(so, sizeof so, "%s", env);
-	else if (len > 0) {
+	} else if (len > 0) {   /* beside the binary (the build tree), or an installed lib/lmtk */
 		exe[len] = 0;
-		snprintf(so, sizeof so, "%s/train-mpi.so", dirname(exe));
-	} else
+		char *dir = dirname(exe);
+		snprintf(so, sizeof so, "%s/train-mpi.so", dir);
+		if (access(so, F_OK) != 0)
+			snprintf(so, sizeof so, "%s/../lib/lmtk/train-mpi.so", dir);
+	} else {
 		snprintf(so, sizeof so, "train-mpi.so");
-	void *h = dlopen(so, RTLD_NOW | RTLD_GLOBAL);   /* GLOBAL: Open MPI loads its own plugins */
+	}
+	h = dlopen(so, RTLD_NOW | RTLD_GLOBAL);   /* GLOBAL: Open MPI loads its own plugins */
 	if (!h)
 		return errf(err, errlen, "launched as %d ranks (%s) but the MPI transport cannot be "
 			    "loaded: %s (build on a machine with Open MPI: libopenmpi-dev)", world, from,
