@@ -1,0 +1,327 @@
+/* ckpt-merge-tp - merge the TP (and PP) shards of a checkpoint, re-split it, or export it to HF.
+ *
+ *   ckpt-merge-tp --input DIR[/global_stepN] --output OUT [--target-tp N] [--target-pp N]
+ *                 [--pp-partition-method M] [--padded-vocab-size N] [--average] [--tolerance X]
+ *                 [--format hf [--dtype fp32|bf16] [--max-shard-size SIZE] [--tokenizer-files F...]]
+ *
+ * This file parses options and wires the modules: shards.h opens and verifies the input (every
+ * shard mapped, checksums, shapes), and measures the drift of replicated tensors; reshard.h
+ * writes another TP/PP layout, hfexport.h a transformers model directory; outdir.h makes OUT
+ * appear whole or not at all.  Exit: 0 done, 1 replicated tensors differ (refused without
+ * --average), 2 usage or bad input, 3 I/O. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/stat.h>
+
+#include "msg.h"
+#include "opt.h"
+#include "units.h"
+#include "ckpt-merge-tp/hfexport.h"
+#include "ckpt-merge-tp/outdir.h"
+#include "ckpt-merge-tp/progress.h"
+#include "ckpt-merge-tp/reshard.h"
+#include "ckpt-merge-tp/shards.h"
+
+enum { O_INPUT = 1000, O_OUTPUT, O_TP, O_PP, O_FORMAT, O_AVERAGE, O_TOLERANCE, O_DTYPE, O_MAXSHARD,
+       O_TOKFILES, O_VOCAB, O_PARTITION };
+
+struct cfg {
+	const char *input, *output;
+	int tp, pp, hf, average, bf16, padded_vocab, pp_embedding;
+	int set_tp, set_pp, set_dtype, set_shard;
+	double tolerance;
+	unsigned long long max_shard;
+	char **tokfiles;
+	int ntokfiles, last_key;
+};
+
+static const struct opt opts[] = {
+	{"input", O_INPUT, "DIR", "the checkpoint: a step directory, or a save directory (its latest)"},
+	{"output", O_OUTPUT, "OUT", "a new directory (or an empty one) for the result"},
+	{"target-tp", O_TP, "N", "tensor-parallel ranks to write (default 1: merged)"},
+	{"target-pp", O_PP, "N", "pipeline stages to write (default 1)"},
+	{"pp-partition-method", O_PARTITION, "M", "layers per stage as train cuts them: 'type:transformer' (default) or 'type:transformer|embedding'"},
+	{"format", O_FORMAT, "FMT", "lmtk (a checkpoint train can --load; default) or hf"},
+	{"average", O_AVERAGE, NULL, "average replicated tensors whose copies differ, instead of refusing"},
+	{"tolerance", O_TOLERANCE, "X", "largest |difference| between copies accepted (default 0: bit-exact)"},
+	{"dtype", O_DTYPE, "T", "hf: fp32 (default) or bf16"},
+	{"max-shard-size", O_MAXSHARD, "SIZE", "hf: bytes per safetensors file (default 5GB = 5e9; 2GiB, 500MB)"},
+	{"tokenizer-files", O_TOKFILES, "F...", "hf: also copy these files (default: those the manifest names)"},
+	{"padded-vocab-size", O_VOCAB, "N", "lmtk: pad the vocabulary to N rows (default: Megatron's for the target TP)"},
+	{0},
+};
+
+static int parse_int(const char *s, int lo, int hi, int *v)
+{
+	char *end;
+	errno = 0;
+	long x = strtol(s, &end, 10);
+	if (errno || end == s || *end || x < lo || x > hi)
+		return -1;
+	*v = (int)x;
+	return 0;
+}
+
+/* HF's sizes ("5GB" = 5e9, as save_pretrained reads them) and lmtk's binary ones ("2G", "2GiB"). */
+static int parse_size(const char *s, unsigned long long *v)
+{
+	static const char *dec[] = {"KB", "MB", "GB", "TB"};
+	char *end;
+	size_t n = strlen(s);
+	for (int i = 0; i < 4 && n > 2; i++)
+		if (strcasecmp(s + n - 2, dec[i]) == 0 && (s[n - 3] >= '0' && s[n - 3] <= '9')) {
+			double x = strtod(s, &end);
+			if (end != s + n - 2 || x <= 0)
+				return -1;
+			for (int k = 0; k <= i; k++)
+				x *= 1000;
+			*v = (unsigned long long)x;
+			return 0;
+		}
+	return units_size(s, v) < 0 || *v == 0 ? -1 : 0;
+}
+
+static int on_opt(void *ctx, int key, const char *arg, char *err, size_t errlen)
+{
+	struct cfg *c = ctx;
+	c->last_key = key;
+	switch (key) {
+	case O_INPUT:
+		c->input = strdup(arg);
+		return 0;
+	case O_OUTPUT:
+		c->output = strdup(arg);
+		return 0;
+	case O_TP:
+		c->set_tp = 1;
+		return parse_int(arg, 1, 1024, &c->tp) ? errf(err, errlen, "'%s' is not 1 to 1024", arg) : 0;
+	case O_PP:
+		c->set_pp = 1;
+		return parse_int(arg, 1, 64, &c->pp) ? errf(err, errlen, "'%s' is not 1 to 64", arg) : 0;
+	case O_FORMAT:
+		if (strcmp(arg, "lmtk") && strcmp(arg, "hf"))
+			return errf(err, errlen, "'%s' is not lmtk or hf", arg);
+		c->hf = strcmp(arg, "hf") == 0;
+		return 0;
+	case O_AVERAGE:
+		c->average = 1;
+		return 0;
+	case O_TOLERANCE: {
+		char *end;
+		c->tolerance = strtod(arg, &end);
+		if (end == arg || *end || !(c->tolerance >= 0))
+			return errf(err, errlen, "'%s' is not a number >= 0", arg);
+		return 0;
+	}
+	case O_DTYPE:
+		c->set_dtype = 1;
+		if (!strcmp(arg, "fp32") || !strcmp(arg, "float32"))
+			c->bf16 = 0;
+		else if (!strcmp(arg, "bf16") || !strcmp(arg, "bfloat16"))
+			c->bf16 = 1;
+		else
+			return errf(err, errlen, "'%s' is not fp32 or bf16", arg);
+		return 0;
+	case O_MAXSHARD:
+		c->set_shard = 1;
+		return parse_size(arg, &c->max_shard) ? errf(err, errlen, "'%s' is not a size (5GB, 2GiB, "
+							     "500MB, 1000000)", arg) : 0;
+	case O_TOKFILES: {
+		char **n = realloc(c->tokfiles, (c->ntokfiles + 1) * sizeof *n);
+		if (!n)
+			return errf(err, errlen, "out of memory");
+		c->tokfiles = n;
+		c->tokfiles[c->ntokfiles++] = strdup(arg);
+		return 0;
+	}
+	case O_PARTITION: {
+		/* train's --pp-partition-method: the words in either order, in any case */
+		char buf[128];
+		int tr = 0, emb = 0, bad = strncasecmp(arg, "type:", 5) != 0 || strlen(arg) >= sizeof buf;
+		snprintf(buf, sizeof buf, "%s", bad ? "" : arg + 5);
+		for (char *save = NULL, *w = strtok_r(buf, "|", &save); w; w = strtok_r(NULL, "|", &save))
+			if (strcasecmp(w, "transformer") == 0)
+				tr = 1;
+			else if (strcasecmp(w, "embedding") == 0)
+				emb = 1;
+			else
+				bad = 1;
+		if (bad || !tr)
+			return errf(err, errlen, "'%s' is not 'type:transformer' or "
+				    "'type:transformer|embedding'", arg);
+		c->pp_embedding = emb;
+		c->set_pp = c->set_pp ? c->set_pp : 2;   /* an lmtk-format option */
+		return 0;
+	}
+	case O_VOCAB:
+		return parse_int(arg, 1, 1 << 30, &c->padded_vocab) ? errf(err, errlen, "'%s' is not a "
+									   "row count", arg) : 0;
+	}
+	return errf(err, errlen, "unhandled option");
+}
+
+/* --tokenizer-files takes every word up to the next option. */
+static void parse(const struct optspec *spec, struct cfg *c, int argc, char **argv)
+{
+	int base = 0;
+	for (;;) {
+		int k = base + opt_parse(spec, argc - base, argv + base);
+		if (k >= argc)
+			return;
+		if (c->last_key != O_TOKFILES || strcmp(argv[k - 1], "--") == 0) {
+			fprintf(stderr, "%s: unexpected argument '%s'\n", prog_name, argv[k]);
+			opt_usage(spec, stderr);
+			exit(EXIT_USAGE);
+		}
+		while (k < argc && argv[k][0] != '-') {
+			char e[64];
+			on_opt(c, O_TOKFILES, argv[k++], e, sizeof e);
+		}
+		if (k >= argc)
+			return;
+		base = k - 1;   /* opt_parse starts after its argv[0] */
+	}
+}
+
+static void usage_error(const struct optspec *spec, const char *msg)
+{
+	fprintf(stderr, "%s: %s\n", prog_name, msg);
+	opt_usage(spec, stderr);
+	exit(EXIT_USAGE);
+}
+
+/* Replicated tensors whose copies differ: reported on stderr; returns how many. */
+static int report_drift(const struct sh_ckpt *in, double tolerance, int average)
+{
+	struct progress pg;
+	int n, bad = 0;
+	struct sh_drift *d = sh_compare(in, tolerance, &pg, &n);
+	if (pg_stopped())
+		die(EXIT_FAILED, "interrupted");
+	for (int i = 0; i < n; i++)
+		if (d[i].ndiffer) {
+			bad++;
+			warn("%s %s: copies differ by up to %.8e (%s differ%s from tp00%s)%s",
+			     in->m.t[d[i].t].name, lt_group_name[d[i].g], d[i].maxdiff, d[i].differ,
+			     d[i].ndiffer > 1 ? "" : "s", in->pp > 1 ? "/pp000" : "",
+			     average ? ": averaged" : "");
+		}
+	free(d);
+	return bad;
+}
+
+int main(int argc, char **argv)
+{
+	static struct cfg c = {.tp = 1, .pp = 1, .max_shard = 5000000000ull};
+	struct optgroup groups[] = {{opts, on_opt, &c}, {0}};
+	struct optspec spec = {
+		"--input DIR[/global_stepN] --output OUT [--target-tp N] [--target-pp N]\n"
+		"       [--pp-partition-method M] [--padded-vocab-size N] [--average] [--tolerance X]\n"
+		"       [--format hf [--dtype fp32|bf16] [--max-shard-size SIZE] [--tokenizer-files F...]]",
+		"Merge the tensor-parallel (and pipeline) shards of a train checkpoint - fp32 master\n"
+		"weights and both Adam moments - and write it in another layout (default TP=1 PP=1) as a\n"
+		"checkpoint that train --load resumes from, or (--format hf) as a Hugging Face\n"
+		"GPT2LMHeadModel / BloomForCausalLM directory: model.safetensors, config.json, tokenizer\n"
+		"files.  Every shard is verified first (checksums, shapes); replicated tensors (layer\n"
+		"norms, row-parallel biases, position embeddings) must be equal on every rank, else the\n"
+		"merge is refused, naming them, unless --average.  OUT appears complete or not at all.\n"
+		"Exit 0 done, 1 replicated tensors differ, 2 usage or bad input, 3 I/O error.",
+		groups};
+	char err[8192], step[64];
+	int rc;
+
+	msg_init(argv[0]);
+	parse(&spec, &c, argc, argv);
+	if (!c.input || !c.output)
+		usage_error(&spec, c.input ? "--output is required" : "--input is required");
+	if (c.hf && (c.set_tp || c.set_pp || c.padded_vocab))
+		usage_error(&spec, "--target-tp, --target-pp, --pp-partition-method and --padded-vocab-size "
+			    "go with --format lmtk");
+	if (!c.hf && (c.set_dtype || c.set_shard || c.ntokfiles))
+		usage_error(&spec, "--dtype, --max-shard-size and --tokenizer-files go with --format hf");
+	pg_signals();
+	double t0 = units_now();   /* the summary's time: verifying, comparing, writing */
+
+	struct sh_ckpt in;
+	struct progress pg;
+	/* the model's shape first: an export no class can hold, or a layout that does not fit the
+	 * model, is refused before any reading */
+	if ((rc = sh_open_manifest(&in, c.input, err, sizeof err)))
+		die(rc, "%s", err);
+	if (c.hf && !hf_class(&in.m, err, sizeof err))
+		die(EXIT_USAGE, "%s/manifest.json: %s", in.dir, err);
+	struct rs_target tg = {c.tp, c.pp, c.padded_vocab, c.average, c.pp_embedding};
+	if (!tg.padded_vocab)   /* Megatron's padding for the target TP, if it was for the input's */
+		tg.padded_vocab = in.m.padded_vocab == lt_megatron_padded_vocab(in.m.vocab, in.tp)
+					  ? lt_megatron_padded_vocab(in.m.vocab, c.tp)
+					  : in.m.padded_vocab;
+	if (tg.padded_vocab < in.m.vocab)
+		die(EXIT_USAGE, "--padded-vocab-size %d is below the vocabulary's %d", tg.padded_vocab,
+		    in.m.vocab);
+	if (!c.hf) {
+		struct lt_model shape = in.m;   /* the scalars lt_check_tp reads */
+		shape.padded_vocab = tg.padded_vocab;
+		if (lt_check_tp(&shape, c.tp, err, sizeof err) < 0)
+			die(EXIT_USAGE, "cannot write TP=%d: %s%s", c.tp, err, shape.padded_vocab % c.tp
+			    ? "; give --padded-vocab-size" : "");
+		if (c.pp > in.m.layers)
+			die(EXIT_USAGE, "cannot write PP=%d: the model has %d layers", c.pp, in.m.layers);
+	}
+	sh_close(&in);
+	if ((rc = sh_open(&in, c.input, &pg, err, sizeof err)))
+		die(rc, "%s", err);
+
+	int bad = report_drift(&in, c.tolerance, c.average);
+	if (bad && !c.average)
+		die(EXIT_FINDING, "%s: %d replicated tensor buffer%s differ%s across ranks%s: not merged "
+		    "(repair with ckpt-sync-ln --fix, or average them here with --average)", in.dir, bad,
+		    bad > 1 ? "s" : "", bad > 1 ? "" : "s",
+		    c.tolerance > 0 ? " beyond --tolerance" : "");
+
+	struct od od;
+	if ((rc = od_begin(&od, c.output, err, sizeof err)))
+		die(rc, "%s", err);
+	snprintf(step, sizeof step, "global_step%lld", (long long)in.iteration);
+	if (c.hf) {
+		struct hf_opts ho = {c.bf16, c.max_shard, c.tokfiles, c.ntokfiles, c.average};
+		rc = hf_export(&in, &ho, od.tmp, &pg, err, sizeof err);
+	} else {
+		char sdir[8400];
+		snprintf(sdir, sizeof sdir, "%s/%s", od.tmp, step);
+		if (mkdir(sdir, 0755) < 0) {
+			snprintf(err, sizeof err, "%.4000s: %s", sdir, strerror(errno));
+			rc = EXIT_FAILED;
+		} else {
+			rc = rs_write(&in, &tg, sdir, &pg, err, sizeof err);
+		}
+		if (!rc && od_write_latest(od.tmp, step, (long long)in.iteration, err, sizeof err) < 0)
+			rc = EXIT_FAILED;
+	}
+	if (rc) {
+		od_abort(&od);
+		die(rc, "%s; nothing written to %s", err, c.output);
+	}
+	if ((rc = od_commit(&od, err, sizeof err)))
+		die(rc, "%s", err);
+
+	char size[32], rate[32];
+	double dt = units_now() - t0;
+	units_fmt_size(in.bytes, size, sizeof size);
+	units_fmt_size(dt > 0 ? (unsigned long long)(in.bytes / dt) : 0, rate, sizeof rate);
+	if (c.hf) {
+		char out[32];
+		units_fmt_size(pg.total, out, sizeof out);   /* the export's tensors */
+		warn("%s (TP=%d PP=%d, %s, iteration %lld) -> %s: %s, %s %s, in %.1f s", in.dir, in.tp,
+		     in.pp, size, (long long)in.iteration, od.final, hf_class(&in.m, err, sizeof err), out,
+		     c.bf16 ? "bf16" : "fp32", dt);
+	} else {
+		warn("%s (TP=%d PP=%d, %s) -> %s/%s (TP=%d PP=%d%s) in %.1f s (%s/s)", in.dir, in.tp, in.pp,
+		     size, od.final, step, tg.tp, tg.pp, bad ? ", replicated tensors averaged" : "", dt,
+		     rate);
+	}
+	sh_close(&in);
+	return EXIT_OK;
+}

@@ -1,0 +1,162 @@
+/* outdir - see outdir.h. */
+#include "ckpt-merge-tp/outdir.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "file.h"
+#include "msg.h"
+
+void od_fsync_dir(const char *path)
+{
+	int fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (fd >= 0) {
+		fsync(fd);   /* some filesystems refuse fsync on directories */
+		close(fd);
+	}
+}
+
+int od_rm_tree(const char *path)
+{
+	DIR *d = opendir(path);
+	struct dirent *e;
+	char p[4400];
+	if (!d)
+		return unlink(path);
+	while ((e = readdir(d))) {
+		if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."))
+			continue;
+		snprintf(p, sizeof p, "%s/%s", path, e->d_name);
+		od_rm_tree(p);
+	}
+	closedir(d);
+	return rmdir(path);
+}
+
+static void parent_of(const char *path, char *dir, size_t n)
+{
+	const char *slash = strrchr(path, '/');
+	if (!slash)
+		snprintf(dir, n, ".");
+	else if (slash == path)
+		snprintf(dir, n, "/");
+	else
+		snprintf(dir, n, "%.*s", (int)(slash - path), path);
+}
+
+static int is_empty_dir(const char *path)
+{
+	DIR *d = opendir(path);
+	struct dirent *e;
+	int empty = 1;
+	if (!d)
+		return 0;
+	while ((e = readdir(d)))
+		if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..")) {
+			empty = 0;
+			break;
+		}
+	closedir(d);
+	return empty;
+}
+
+int od_begin(struct od *o, const char *final, char *err, size_t errlen)
+{
+	struct stat sb;
+	char parent[4096];
+	size_t n = strlen(final);
+	while (n > 1 && final[n - 1] == '/')
+		n--;
+	if (n == 0 || n >= sizeof o->final)
+		return errf(err, errlen, "'%s': not a usable output path", final), EXIT_USAGE;
+	snprintf(o->final, sizeof o->final, "%.*s", (int)n, final);
+	o->tmp[0] = 0;
+	if (stat(o->final, &sb) == 0 && !(S_ISDIR(sb.st_mode) && is_empty_dir(o->final))) {
+		errf(err, errlen, "%s: exists%s; give a new directory", o->final,
+		     S_ISDIR(sb.st_mode) ? " and is not empty" : "");
+		return EXIT_USAGE;
+	}
+	parent_of(o->final, parent, sizeof parent);
+	if (stat(parent, &sb) < 0 || !S_ISDIR(sb.st_mode)) {
+		errf(err, errlen, "%s: no directory %s to create it in", o->final, parent);
+		return EXIT_USAGE;
+	}
+	const char *base = strrchr(o->final, '/') ? strrchr(o->final, '/') + 1 : o->final;
+	snprintf(o->tmp, sizeof o->tmp, "%s/.%s.tmp.%d", parent, base, (int)getpid());
+	od_rm_tree(o->tmp);   /* left by an earlier run with our pid */
+	if (mkdir(o->tmp, 0755) < 0) {
+		int e = errno;
+		errf(err, errlen, "%s: %s", o->tmp, strerror(e));
+		o->tmp[0] = 0;
+		return EXIT_FAILED;
+	}
+	return 0;
+}
+
+int od_commit(struct od *o, char *err, size_t errlen)
+{
+	char parent[4096];
+	od_fsync_dir(o->tmp);
+	if (rename(o->tmp, o->final) < 0) {
+		int e = errno;
+		errf(err, errlen, "%s: %s", o->final, strerror(e));
+		od_abort(o);
+		return e == ENOTEMPTY || e == EEXIST ? EXIT_USAGE : EXIT_FAILED;
+	}
+	o->tmp[0] = 0;
+	parent_of(o->final, parent, sizeof parent);
+	od_fsync_dir(parent);
+	return 0;
+}
+
+void od_abort(struct od *o)
+{
+	if (o->tmp[0])
+		od_rm_tree(o->tmp);
+	o->tmp[0] = 0;
+}
+
+int od_swap(const char *fresh, const char *old, char *err, size_t errlen)
+{
+	char parent[4096], aside[4400];
+	parent_of(old, parent, sizeof parent);
+	od_fsync_dir(fresh);
+	if (renameat2(AT_FDCWD, fresh, AT_FDCWD, old, RENAME_EXCHANGE) == 0) {
+		od_fsync_dir(parent);
+		od_rm_tree(fresh);     /* now the old step */
+		return 0;
+	}
+	if (errno != EINVAL && errno != ENOSYS && errno != ENOTSUP)
+		return errf(err, errlen, "%s: %s", old, strerror(errno));
+	/* no exchange here: move the old step aside, the new one in, then remove the old */
+	const char *base = strrchr(old, '/') ? strrchr(old, '/') + 1 : old;
+	snprintf(aside, sizeof aside, "%s/.%s.tmp.old.%d", parent, base, (int)getpid());
+	if (rename(old, aside) < 0)
+		return errf(err, errlen, "%s: %s", old, strerror(errno));
+	if (rename(fresh, old) < 0) {
+		int e = errno;
+		rename(aside, old);
+		return errf(err, errlen, "%s: %s", old, strerror(e));
+	}
+	od_fsync_dir(parent);
+	od_rm_tree(aside);
+	return 0;
+}
+
+int od_write_latest(const char *dir, const char *step, long long iteration, char *err, size_t errlen)
+{
+	char path[4200], line[96];
+	snprintf(path, sizeof path, "%s/latest", dir);
+	snprintf(line, sizeof line, "%s\n", step);
+	if (file_write_atomic(path, line, strlen(line), 0644, err, errlen) < 0)
+		return -1;
+	snprintf(path, sizeof path, "%s/latest_checkpointed_iteration.txt", dir);
+	snprintf(line, sizeof line, "%lld\n", iteration);
+	return file_write_atomic(path, line, strlen(line), 0644, err, errlen);
+}

@@ -1,0 +1,36 @@
+/* outdir - an output directory that appears complete or not at all.
+ *
+ * od_begin() makes a temporary directory beside the destination (".NAME.tmp.PID" in the same
+ * parent, so the final rename stays within one filesystem); everything is written into it;
+ * od_commit() fsyncs it and renames it onto the destination, which must not exist or be an empty
+ * directory (rename(2) replaces an empty directory atomically).  A failure, a full disk or an
+ * interrupt removes the temporary: nothing is left at the destination.
+ *
+ * od_swap() replaces an existing directory by a new one in place - a checkpoint step repaired
+ * where it lies - with renameat2(RENAME_EXCHANGE), one atomic step, so a reader sees the old
+ * step or the new one, never none; where the filesystem cannot exchange, it falls back to two
+ * renames, as train's own saves do (lmtk-checkpoint(5), "Saving", steps 3 and 4). */
+#ifndef CKPT_OUTDIR_H
+#define CKPT_OUTDIR_H
+
+#include <stddef.h>
+
+struct od {
+	char final[4096], tmp[8320];
+};
+
+/* 0, or EXIT_USAGE (the destination exists and is not empty) / EXIT_FAILED + err. */
+int od_begin(struct od *o, const char *final, char *err, size_t errlen);
+int od_commit(struct od *o, char *err, size_t errlen);
+void od_abort(struct od *o);
+
+/* Puts directory `fresh` in place of `old` (same parent), then removes what was at `old`. */
+int od_swap(const char *fresh, const char *old, char *err, size_t errlen);
+
+/* Helpers for the writers: fsync a directory (best effort), remove a tree, a small file. */
+void od_fsync_dir(const char *path);
+int od_rm_tree(const char *path);
+int od_write_latest(const char *dir, const char *step, long long iteration, char *err,
+		    size_t errlen);
+
+#endif

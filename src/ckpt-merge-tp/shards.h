@@ -1,0 +1,77 @@
+/* shards - one checkpoint step, every shard of every TP rank and PP stage, mapped and verified.
+ *
+ * sh_open() trusts nothing it has not checked, as train's load does (lmtk-checkpoint(5),
+ * "Loading"): the manifest parses and describes a model; every shard the layout names exists,
+ * has an entry in "files", and is valid safetensors; every tensor is F32 with its rank's shape;
+ * every parameter is there for every rank, weights and both Adam moments, on some stage; and
+ * each shard's CRC-32C and byte count are the manifest's.  Only then does anything read the
+ * values.  Errors name the file and the tensor.  Tensors that are no parameter of the model are
+ * ignored (with a warning), as train ignores them, and stay outside the checksum.
+ *
+ * The shards stay mapped: nothing is copied until a writer asks for a block of a full tensor
+ * (sh_read), which is gathered from the ranks' parts, so memory stays bounded by the writer's
+ * buffer whatever the model's size.  A replicated tensor has one copy per TP rank (and the word
+ * embeddings one per stage that holds them); sh_compare() measures how far the copies have
+ * drifted, and sh_read(..., average) hands out their mean instead of the first copy - the
+ * all-reduce AVG that repaired the 104B and 176B runs. */
+#ifndef CKPT_SHARDS_H
+#define CKPT_SHARDS_H
+
+#include <jansson.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "ckpt-merge-tp/layout.h"
+#include "ckpt-merge-tp/progress.h"
+
+#define SH_SHARD "rank_tp%02d_pp%03d.safetensors"
+
+struct sh_ckpt {
+	char *dir;               /* the step directory */
+	json_t *manifest;
+	int64_t iteration;
+	int tp, pp;
+	struct lt_model m;
+	struct st_file **shard;  /* [s * tp + r] */
+	const float **at;        /* see sh_at() */
+	uint64_t bytes;          /* the parameters' bytes in all shards */
+};
+
+/* path: a step directory (with manifest.json) or a save directory (its `latest`, else its
+ * newest global_stepN).  0, or EXIT_USAGE (bad input) / EXIT_FAILED (I/O) + err. */
+int sh_open(struct sh_ckpt *c, const char *path, struct progress *pg, char *err, size_t errlen);
+/* Only the first part: finds the step and reads its manifest (c->dir, manifest, iteration, tp,
+ * pp, m), so a caller can refuse early.  sh_open() does it again. */
+int sh_open_manifest(struct sh_ckpt *c, const char *path, char *err, size_t errlen);
+void sh_close(struct sh_ckpt *c);
+
+/* Rank r's part of tensor t, group g, on stage s: a pointer into the mapping, or NULL. */
+static inline const float *sh_at(const struct sh_ckpt *c, int t, int g, int r, int s)
+{
+	return c->at[(((size_t)t * LT_GROUPS + g) * c->tp + r) * c->pp + s];
+}
+/* The stages that hold tensor t (TP rank 0's weights), as a bit mask. */
+uint64_t sh_stages(const struct sh_ckpt *c, int t);
+
+/* One row of the drift report: tensor t, group g, copies n, the largest |copy - first copy|,
+ * and which copies differ from the first one by more than the tolerance ("tp01", "tp01/pp003"). */
+struct sh_drift {
+	int t, g, ncopies, ndiffer;
+	double maxdiff;
+	char differ[200];
+};
+/* One row per tensor and group that has two copies or more, in table order.  tolerance 0 is
+ * bit for bit.  Returns the rows (malloc'd; *n of them), or NULL with *n = 0. */
+struct sh_drift *sh_compare(const struct sh_ckpt *c, double tolerance, struct progress *pg,
+			    int *n);
+
+/* Rows [r0,r1) x columns [c0,c1) of the full tensor t, group g, into out (row-major, c1-c0 per
+ * row; a 1-D tensor is one column).  Rows past the tensor's (a vocabulary padded further) are
+ * zeros.  average: the mean of a replicated tensor's copies, else its first copy. */
+void sh_read(const struct sh_ckpt *c, int t, int g, int64_t r0, int64_t r1, int64_t c0,
+	     int64_t c1, int average, float *out);
+/* Whole rows [r0,r1) when they lie back to back in one mapping and nothing is averaged: a
+ * pointer into the mapping, so a writer can pass it on without a copy.  NULL otherwise. */
+const float *sh_rows(const struct sh_ckpt *c, int t, int g, int64_t r0, int64_t r1, int average);
+
+#endif
