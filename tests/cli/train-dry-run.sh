@@ -87,9 +87,9 @@ A176=(--tensor-model-parallel-size 4 --pipeline-model-parallel-size 12
 	--deepspeed-activation-checkpointing)
 
 # --- usage ---
-# without --dry-run the 176B layout would train: this build refuses the parallel layout, clearly
+# without --dry-run the 176B layout would train, and needs its 384 ranks: one process says how to launch them
 expect_rc no_dry_run_176b_layout_exits_2 2 $TR "${A176[@]}" --nodes 48 --gpus-per-node 8
-contains no_dry_run_names_the_layout "$T/err" '^train: this run asks for TP=4 PP=12 DP=8; this build trains in one process'
+contains no_dry_run_names_the_launch "$T/err" '^train: TP=4 x PP=12 needs that many ranks: launch with mpirun -np N or srun --ntasks N'
 check no_dry_run_prints_no_plan [ ! -s "$T/out" ]
 expect_rc help_exits_0 0 $TR --help
 contains help_lists_rampup "$T/out" '--rampup-batch-size START INCR SAMPLES'
