@@ -83,11 +83,12 @@ static json_t *model_json(const struct model_config *c)
 
 /* The shard: for every tensor its fp32 master weights, then both Adam moments, streamed one
  * tensor at a time through a host buffer the size of the largest tensor. */
-static int write_shard(const char *path, const struct model *m, int64_t iteration, uint32_t *crc,
-		       uint64_t *bytes, char *err, size_t errlen)
+static int write_shard(const char *path, const struct model *m, const float *exp_avg,
+		       const float *exp_avg_sq, int64_t iteration, uint32_t *crc, uint64_t *bytes,
+		       char *err, size_t errlen)
 {
 	static const char *prefix[3] = {"", "exp_avg.", "exp_avg_sq."};
-	const float *bufs[3] = {m->master, m->adam_m, m->adam_v};
+	const float *bufs[3] = {m->master, exp_avg, exp_avg_sq};
 	char name[128], it[32];
 	size_t most = 0;
 	struct st_writer *w = st_create(path, err, errlen);
@@ -258,16 +259,43 @@ int ckpt_save(const char *dir, const struct model *m, struct dist *d,
 	me.tp = m->cfg.tp_rank;
 	me.pp = m->cfg.pp_rank;
 	me.ok = 1;
+	/* the moments in full: with ZeRO-1 each DP rank holds a shard, gathered for the save so the
+	 * checkpoint is the same whatever the sharding (and loads with or without it) */
+	const float *ea = m->adam_m, *eas = m->adam_v;
+	float *full = NULL;
+	if (m->cfg.zero_dp > 1) {
+		int n = m->cfg.zero_dp, counts[n], displs[n];
+		full = malloc(2 * m->nparams * sizeof *full);
+		if (!full) {
+			free(info);
+			return errf(err, errlen, "out of memory gathering the optimizer state");
+		}
+		for (int r = 0; r < n; r++) {
+			size_t a, b;
+			model_zero_range(m->nparams, n, r, &a, &b);
+			displs[r] = (int)a;
+			counts[r] = (int)(b - a);
+		}
+		m->ops->to_host(full + m->opt_lo, m->adam_m, (m->opt_hi - m->opt_lo) * sizeof *full);
+		m->ops->to_host(full + m->nparams + m->opt_lo, m->adam_v,
+				(m->opt_hi - m->opt_lo) * sizeof *full);
+		d->allgatherv_f32(d, DIST_DP, full, counts, displs);
+		d->allgatherv_f32(d, DIST_DP, full + m->nparams, counts, displs);
+		ea = full;
+		eas = full + m->nparams;
+	}
 	if (me.writer) {
 		char shard[64];
 		snprintf(shard, sizeof shard, SHARD, me.tp, me.pp);
 		snprintf(path, sizeof path, "%s/%s", tmp, shard);
 		if (access(tmp, F_OK) != 0 && !rc)
 			rc = errf(err, errlen, "%s: %s", tmp, strerror(errno));
-		else if (!rc && write_shard(path, m, st->iteration, &me.crc, &me.bytes, err, errlen) < 0)
+		else if (!rc && write_shard(path, m, ea, eas, st->iteration, &me.crc, &me.bytes, err,
+					    errlen) < 0)
 			rc = -1;
 		me.ok = rc == 0;
 	}
+	free(full);
 	d->allgather(d, DIST_WORLD, &me, sizeof me, info);
 	int all_ok = 1;
 	for (int r = 0; r < world; r++)
@@ -444,8 +472,19 @@ static int load_step(const char *sdir, struct model *m, struct ckpt_state *st, c
 	}
 	for (int k = 0; k < 3; k++)
 		for (int i = 0; i < m->ntensors; i++) {
-			snprintf(name, sizeof name, "%s%s", prefix[k], m->tensors[i].name);
-			model_put(m, bufs[k], i, st_find(f, name)->data);
+			const struct model_tensor *t = &m->tensors[i];
+			snprintf(name, sizeof name, "%s%s", prefix[k], t->name);
+			const float *data = st_find(f, name)->data;
+			if (k == 0) {
+				model_put(m, bufs[k], i, data);
+				continue;
+			}
+			/* the moments: only what this rank's optimizer shard holds */
+			size_t a = t->offset > m->opt_lo ? t->offset : m->opt_lo;
+			size_t b = t->offset + t->numel < m->opt_hi ? t->offset + t->numel : m->opt_hi;
+			if (a < b)
+				m->ops->to_device(bufs[k] + (a - m->opt_lo), data + (a - t->offset),
+						  (b - a) * sizeof *data);
 		}
 	st_close(f);
 	return 0;

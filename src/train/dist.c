@@ -19,6 +19,10 @@ static void one_gather(struct dist *d, enum dist_group g, const void *in, size_t
 	memmove(out, in, bytes);
 }
 static void one_barrier(struct dist *d) { (void)d; }
+static void one_gatherv(struct dist *d, enum dist_group g, float *x, const int *c, const int *o)
+{
+	(void)d, (void)g, (void)x, (void)c, (void)o;
+}
 static void one_p2p(struct dist *d, const void *sbuf, size_t sb, int to, void *rbuf, size_t rb,
 		    int from)
 {
@@ -47,7 +51,8 @@ int dist_init(struct dist *d, int tp, int pp, char *err, size_t errlen)
 	int world = dist_launched_world(&from);
 	*d = (struct dist){.world = 1, .dp = 1, .tp = 1, .pp = 1, .sum_f32 = one_f32,
 			   .max_f32 = one_f32, .sum_f64 = one_f64, .allgather = one_gather,
-			   .barrier = one_barrier, .finish = one_barrier, .p2p = one_p2p};
+			   .barrier = one_barrier, .finish = one_barrier, .p2p = one_p2p,
+			   .allgatherv_f32 = one_gatherv};
 	if (world == 1) {
 		if (tp != 1 || pp != 1)
 			return errf(err, errlen, "TP=%d x PP=%d needs that many ranks: launch with mpirun "

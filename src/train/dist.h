@@ -33,6 +33,10 @@ struct dist {
 	void (*sum_f64)(struct dist *d, enum dist_group g, double *x, size_t n);
 	/* every rank of the group gets every rank's `bytes` bytes, in group-rank order */
 	void (*allgather)(struct dist *d, enum dist_group g, const void *in, size_t bytes, void *out);
+	/* in place: group rank r contributes x[displs[r], displs[r] + counts[r]) and every rank ends
+	 * with all of them (ZeRO-1's parameter all-gather) */
+	void (*allgatherv_f32)(struct dist *d, enum dist_group g, float *x, const int *counts,
+			       const int *displs);
 	void (*barrier)(struct dist *d);
 	/* Pipeline point-to-point: sends `sb` bytes to pipeline stage `to` and receives `rb` bytes
 	 * from stage `from` (either side skipped when its buffer is NULL), both in flight at once

@@ -216,6 +216,12 @@ void model_put(struct model *m, float *buf, int i, const float *in)
 		m->ops->f32_to_act(model_param(m, i), buf + t->offset, t->numel);
 }
 
+void model_zero_range(size_t nparams, int n, int r, size_t *lo, size_t *hi)
+{
+	*lo = nparams * (size_t)r / (size_t)n;
+	*hi = nparams * (size_t)(r + 1) / (size_t)n;
+}
+
 void model_sync_params(struct model *m)
 {
 	if (m->params != (void *)m->master)
@@ -349,10 +355,15 @@ int model_init(struct model *m, const struct model_config *cfg, const struct ops
 	build_table(m);
 
 	size_t P = m->nparams * sizeof(float);
+	m->opt_lo = 0;
+	m->opt_hi = m->nparams;
+	if (m->cfg.zero_dp > 1)
+		model_zero_range(m->nparams, m->cfg.zero_dp, m->cfg.zero_rank, &m->opt_lo, &m->opt_hi);
+	size_t PO = (m->opt_hi - m->opt_lo) * sizeof(float);
 	m->master = ops->alloc(P);
 	m->grads = ops->alloc(P);
-	m->adam_m = ops->alloc(P);
-	m->adam_v = ops->alloc(P);
+	m->adam_m = ops->alloc(PO ? PO : sizeof(float));
+	m->adam_v = ops->alloc(PO ? PO : sizeof(float));
 	if (!m->master || !m->grads || !m->adam_m || !m->adam_v)
 		goto oom;
 	m->params = ops->act_size == sizeof(float) ? (void *)m->master

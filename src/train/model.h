@@ -40,6 +40,7 @@ struct model_config {
 	 * embeddings, same name, same initial values).  pp <= 1: the whole model. */
 	int pp, pp_rank, stage_l0, stage_nl;
 	int slots;                           /* activation sets: micro-batches in flight (>= 1) */
+	int zero_dp, zero_rank;              /* ZeRO-1: optimizer state sharded over zero_dp ranks */
 };
 
 enum split { SPLIT_NONE, SPLIT_COLUMN, SPLIT_ROW, SPLIT_VOCAB };
@@ -78,7 +79,10 @@ struct model {
 	size_t nparams;                    /* elements in every parameter-shaped buffer */
 
 	void *params;                      /* working weights, activation type */
-	float *master, *grads, *adam_m, *adam_v;   /* fp32; master == params on the CPU */
+	float *master, *grads;             /* fp32, nparams; master == params on the CPU */
+	float *adam_m, *adam_v;            /* fp32 Adam moments of elements [opt_lo, opt_hi) only:
+	                                      the whole model, or this rank's ZeRO-1 shard */
+	size_t opt_lo, opt_hi;
 	float *slopes;                     /* ALiBi slopes of this rank's heads (device) */
 
 	struct model_acts *act;            /* activations (model.c), one set per slot */
@@ -135,7 +139,11 @@ void model_backward(struct model *m, uint64_t rng);
 
 void model_zero_grad(struct model *m);
 
-/* Copies tensor i of an fp32 parameter-shaped device buffer (master, grads, adam_m, adam_v) to
+/* ZeRO-1 shard r of n over the flat parameters: [lo, hi). */
+void model_zero_range(size_t nparams, int n, int r, size_t *lo, size_t *hi);
+
+/* Copies tensor i of an fp32 parameter-shaped device buffer (master, grads; the moments when
+ * they are not sharded) to
  * the host, and host fp32 into one (model_put refreshes the working weights when buf is the
  * master copy). */
 void model_get(const struct model *m, const float *buf, int i, float *out);

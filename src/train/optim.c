@@ -64,12 +64,30 @@ int optim_step(struct optim *o, struct model *m, float lr, double *grad_norm)
 			gscale *= (float)coeff;
 	}
 	o->step++;
+	/* AdamW on this rank's elements [opt_lo, opt_hi): every tensor that overlaps them (the
+	 * whole model without ZeRO-1) */
+	size_t lo = m->opt_lo, hi = m->opt_hi;
 	for (int i = 0; i < m->ntensors; i++) {
 		const struct model_tensor *t = &m->tensors[i];
-		ops->adamw(m->master + t->offset, (char *)m->params + t->offset * ops->act_size,
-			   m->grads + t->offset, m->adam_m + t->offset, m->adam_v + t->offset,
-			   t->numel, lr, o->b1, o->b2, o->eps, t->decay ? o->wd : 0.0f, gscale,
-			   o->step);
+		size_t a = t->offset > lo ? t->offset : lo, b = t->offset + t->numel;
+		b = b < hi ? b : hi;
+		if (a >= b)
+			continue;
+		ops->adamw(m->master + a, (char *)m->params + a * ops->act_size, m->grads + a,
+			   m->adam_m + (a - lo), m->adam_v + (a - lo), b - a, lr, o->b1, o->b2, o->eps,
+			   t->decay ? o->wd : 0.0f, gscale, o->step);
+	}
+	if (m->cfg.zero_dp > 1) {   /* ZeRO-1: every DP rank gets the others' updated shards */
+		int n = m->cfg.zero_dp, counts[n], displs[n];
+		for (int r = 0; r < n; r++) {
+			size_t a, b;
+			model_zero_range(m->nparams, n, r, &a, &b);
+			displs[r] = (int)a;
+			counts[r] = (int)(b - a);
+		}
+		ops->sync();
+		m->dist->allgatherv_f32(m->dist, DIST_DP, m->master, counts, displs);
+		model_sync_params(m);
 	}
 	return 1;
 }

@@ -294,9 +294,10 @@ static int setup(struct run *r, char *err, size_t errlen)
 		c.stage_l0 += (int)p->st[i].layers;
 	c.stage_nl = (int)p->st[r->dist.pp_rank].layers;
 	c.slots = r->dist.pp - r->dist.pp_rank;
-	if (p->zero1 && r->dist.dp > 1 && r->dist.rank == 0)
-		warn("warning: ZeRO-1 sharding is not in this build: each DP rank keeps the whole "
-		     "optimizer state (the same numbers, more memory)");
+	if (p->zero1 && r->dist.dp > 1) {   /* ZeRO-1: Adam's moments sharded over the DP group */
+		c.zero_dp = r->dist.dp;
+		c.zero_rank = r->dist.dp_rank;
+	}
 	r->mbs = p->mbs;
 	r->seq = p->s;
 	r->iters = p->iters;

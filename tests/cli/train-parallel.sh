@@ -2,7 +2,7 @@
 # train over several ranks (mpirun --oversubscribe on the CPU): data, tensor and pipeline
 # parallelism give the same run as one process - the same losses and gradient norms, iteration
 # by iteration - for (DP,TP,PP) = (2,1,1), (1,2,1), (2,2,1), (1,1,2), (1,1,4), (1,2,2), (2,1,2)
-# and BLOOM's pipeline partition; replicated tensors (layer norms, row-parallel biases,
+# and BLOOM's pipeline partition, ZeRO-1 on and off; replicated tensors (layer norms, row-parallel biases,
 # positions) and their Adam moments stay bit-identical across TP ranks after many steps at a
 # high learning rate (the 176B layer-norm desync cannot happen); a run resumes in its layout.
 . "$(dirname "$0")/../lib.sh"
@@ -123,6 +123,15 @@ grep -q 'resumed from r22/global_step10' r2.out && same c1 c.r22 2>r22.err && ls
 run 1 --train-iters 20 --load r22 >x.out 2>&1
 grep -q 'saved with TP=2 PP=1, this run is TP=1 PP=1; re-shard it with ckpt-merge-tp' x.out &&
 	ok other_layout_names_ckpt_merge_tp || fail other_layout_names_ckpt_merge_tp "$(tail -2 x.out)"
+# ZeRO-1: the optimizer state sharded over DP changes nothing but memory - the same checkpoint
+# bytes as without it, also across a stop and resume, and with TP
+run 4 --train-iters 10 --tensor-model-parallel-size 2 --save zoff --save-interval 10 --eval-iters 0 >zoff.out 2>&1
+run 4 --train-iters 10 --tensor-model-parallel-size 2 --zero-stage 1 --save zon --save-interval 5 --eval-iters 0 --exit-interval 5 >zon1.out 2>&1
+run 4 --train-iters 10 --tensor-model-parallel-size 2 --zero-stage 1 --save zon --load zon --save-interval 5 --eval-iters 0 >zon2.out 2>&1
+cmp -s zoff/global_step10/rank_tp00_pp000.safetensors zon/global_step10/rank_tp00_pp000.safetensors &&
+	cmp -s zoff/global_step10/rank_tp01_pp000.safetensors zon/global_step10/rank_tp01_pp000.safetensors &&
+	ok zero1_on_and_off_give_the_same_checkpoint_bytes_with_resume || fail zero1_on_and_off_give_the_same_checkpoint_bytes_with_resume "$(tail -2 zon2.out)"
+
 # only rank 0 prints
 [ "$(grep -c '^train: .* parameters' dp2_tp2.out)" = 1 ] && ok one_rank_prints || fail one_rank_prints "$(grep -c '^train: .* parameters' dp2_tp2.out) banners"
 rm -rf "$T"

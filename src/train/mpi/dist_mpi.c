@@ -89,6 +89,13 @@ static void p2p(struct dist *d, const void *sbuf, size_t sb, int to, void *rbuf,
 	MPI_Waitall(n, req, MPI_STATUSES_IGNORE);
 }
 
+static void allgatherv_f32(struct dist *d, enum dist_group g, float *x, const int *counts,
+			   const int *displs)
+{
+	struct impl *m = d->impl;
+	MPI_Allgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, x, counts, displs, MPI_FLOAT, m->comm[g]);
+}
+
 static void barrier(struct dist *d)
 {
 	struct impl *m = d->impl;
@@ -150,6 +157,7 @@ int lmtk_dist_mpi(struct dist *d, int tp, int pp, char *err, size_t errlen)
 	d->allgather = allgather;
 	d->barrier = barrier;
 	d->p2p = p2p;
+	d->allgatherv_f32 = allgatherv_f32;
 	d->finish = finish;
 	return 0;
 }
