@@ -13,32 +13,6 @@
 #include "file.h"
 #include "msg.h"
 
-void od_fsync_dir(const char *path)
-{
-	int fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	if (fd >= 0) {
-		fsync(fd);   /* some filesystems refuse fsync on directories */
-		close(fd);
-	}
-}
-
-int od_rm_tree(const char *path)
-{
-	DIR *d = opendir(path);
-	struct dirent *e;
-	char p[4400];
-	if (!d)
-		return unlink(path);
-	while ((e = readdir(d))) {
-		if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."))
-			continue;
-		snprintf(p, sizeof p, "%s/%s", path, e->d_name);
-		od_rm_tree(p);
-	}
-	closedir(d);
-	return rmdir(path);
-}
-
 static void parent_of(const char *path, char *dir, size_t n)
 {
 	const char *slash = strrchr(path, '/');
@@ -89,7 +63,7 @@ int od_begin(struct od *o, const char *final, char *err, size_t errlen)
 	}
 	const char *base = strrchr(o->final, '/') ? strrchr(o->final, '/') + 1 : o->final;
 	snprintf(o->tmp, sizeof o->tmp, "%s/.%s.tmp.%d", parent, base, (int)getpid());
-	od_rm_tree(o->tmp);   /* left by an earlier run with our pid */
+	file_rm_tree(o->tmp);   /* left by an earlier run with our pid */
 	if (mkdir(o->tmp, 0755) < 0) {
 		int e = errno;
 		errf(err, errlen, "%s: %s", o->tmp, strerror(e));
@@ -102,7 +76,7 @@ int od_begin(struct od *o, const char *final, char *err, size_t errlen)
 int od_commit(struct od *o, char *err, size_t errlen)
 {
 	char parent[4096];
-	od_fsync_dir(o->tmp);
+	file_fsync_dir(o->tmp);
 	if (rename(o->tmp, o->final) < 0) {
 		int e = errno;
 		errf(err, errlen, "%s: %s", o->final, strerror(e));
@@ -111,14 +85,14 @@ int od_commit(struct od *o, char *err, size_t errlen)
 	}
 	o->tmp[0] = 0;
 	parent_of(o->final, parent, sizeof parent);
-	od_fsync_dir(parent);
+	file_fsync_dir(parent);
 	return 0;
 }
 
 void od_abort(struct od *o)
 {
 	if (o->tmp[0])
-		od_rm_tree(o->tmp);
+		file_rm_tree(o->tmp);
 	o->tmp[0] = 0;
 }
 
@@ -126,10 +100,10 @@ int od_swap(const char *fresh, const char *old, char *err, size_t errlen)
 {
 	char parent[4096], aside[4400];
 	parent_of(old, parent, sizeof parent);
-	od_fsync_dir(fresh);
+	file_fsync_dir(fresh);
 	if (renameat2(AT_FDCWD, fresh, AT_FDCWD, old, RENAME_EXCHANGE) == 0) {
-		od_fsync_dir(parent);
-		od_rm_tree(fresh);     /* now the old step */
+		file_fsync_dir(parent);
+		file_rm_tree(fresh);     /* now the old step */
 		return 0;
 	}
 	if (errno != EINVAL && errno != ENOSYS && errno != ENOTSUP)
@@ -144,8 +118,8 @@ int od_swap(const char *fresh, const char *old, char *err, size_t errlen)
 		rename(aside, old);
 		return errf(err, errlen, "%s: %s", old, strerror(e));
 	}
-	od_fsync_dir(parent);
-	od_rm_tree(aside);
+	file_fsync_dir(parent);
+	file_rm_tree(aside);
 	return 0;
 }
 

@@ -27,9 +27,7 @@ void od_abort(struct od *o);
 /* Puts directory `fresh` in place of `old` (same parent), then removes what was at `old`. */
 int od_swap(const char *fresh, const char *old, char *err, size_t errlen);
 
-/* Helpers for the writers: fsync a directory (best effort), remove a tree, a small file. */
-void od_fsync_dir(const char *path);
-int od_rm_tree(const char *path);
+/* Writes `latest` and latest_checkpointed_iteration.txt, atomically. */
 int od_write_latest(const char *dir, const char *step, long long iteration, char *err,
 		    size_t errlen);
 

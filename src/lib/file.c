@@ -1,6 +1,7 @@
 #include "file.h"
 
 #include <errno.h>
+#include <dirent.h>
 #include <fcntl.h>
 #include <libgen.h>
 #include <stdio.h>
@@ -31,7 +32,7 @@ int file_write_atomic(const char *path, const void *data, size_t len, mode_t mod
 {
 	char dir[4096], tmp[4096 + 64];
 	const char *base, *p = data;
-	int fd, dfd, e;
+	int fd, e;
 
 	split(path, dir, sizeof dir, &base);
 	snprintf(tmp, sizeof tmp, "%s/.%s.tmp.XXXXXX", dir, base);
@@ -57,11 +58,7 @@ int file_write_atomic(const char *path, const void *data, size_t len, mode_t mod
 	fd = -1;
 	if (rename(tmp, path) < 0)
 		goto fail;
-	dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	if (dfd >= 0) {
-		fsync(dfd);  /* best effort: some filesystems refuse fsync on directories */
-		close(dfd);
-	}
+	file_fsync_dir(dir);
 	return 0;
 fail:
 	e = errno;
@@ -108,4 +105,30 @@ fail:
 	free(buf);
 	errno = e;
 	return errf(err, errlen, "%s: %s", path, strerror(e));
+}
+
+void file_fsync_dir(const char *path)
+{
+	int fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (fd >= 0) {
+		fsync(fd);   /* best effort: some filesystems refuse fsync on directories */
+		close(fd);
+	}
+}
+
+int file_rm_tree(const char *path)
+{
+	DIR *d = opendir(path);
+	struct dirent *e;
+	char p[4400];
+	if (!d)
+		return unlink(path);
+	while ((e = readdir(d))) {
+		if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."))
+			continue;
+		snprintf(p, sizeof p, "%s/%s", path, e->d_name);
+		file_rm_tree(p);
+	}
+	closedir(d);
+	return rmdir(path);
 }

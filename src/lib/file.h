@@ -12,6 +12,13 @@
 int file_write_atomic(const char *path, const void *data, size_t len, mode_t mode,
 		 char *err, size_t errlen);
 
+/* fsync a directory, so renames and creations in it survive a power cut.  Best effort: some
+ * filesystems refuse fsync on directories. */
+void file_fsync_dir(const char *path);
+
+/* Removes a file or a directory tree.  0, or -1 (errno) for the top. */
+int file_rm_tree(const char *path);
+
 /* Reads a whole file into a malloc'd NUL-terminated buffer.  0, or -1 + err (errno kept). */
 int file_read_all(const char *path, char **data, size_t *len, char *err, size_t errlen);
 

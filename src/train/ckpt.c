@@ -18,32 +18,6 @@
 
 #define SHARD "rank_tp%02d_pp%03d.safetensors"
 
-static void fsync_path(const char *path)
-{
-	int fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	if (fd >= 0) {
-		fsync(fd);   /* best effort: some filesystems refuse fsync on directories */
-		close(fd);
-	}
-}
-
-static int rm_tree(const char *path)
-{
-	DIR *d = opendir(path);
-	struct dirent *e;
-	char p[4096];
-	if (!d)
-		return unlink(path);
-	while ((e = readdir(d))) {
-		if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."))
-			continue;
-		snprintf(p, sizeof p, "%s/%s", path, e->d_name);
-		rm_tree(p);
-	}
-	closedir(d);
-	return rmdir(path);
-}
-
 /* Removes stray temporaries of interrupted saves. */
 static void clean_tmp(const char *dir)
 {
@@ -55,7 +29,7 @@ static void clean_tmp(const char *dir)
 	while ((e = readdir(d)))
 		if (strncmp(e->d_name, ".global_step", 12) == 0 && strstr(e->d_name, ".tmp.")) {
 			snprintf(p, sizeof p, "%s/%s", dir, e->d_name);
-			rm_tree(p);
+			file_rm_tree(p);
 		}
 	closedir(d);
 }
@@ -202,7 +176,7 @@ static int publish(const char *dir, const char *name, const char *tmp, const str
 	free(js);
 	if (rc < 0)
 		return -1;
-	fsync_path(tmp);
+	file_fsync_dir(tmp);
 
 	/* publish: an existing step directory of the same number (a re-save) is moved aside first */
 	snprintf(final, sizeof final, "%s/%s", dir, name);
@@ -212,7 +186,7 @@ static int publish(const char *dir, const char *name, const char *tmp, const str
 		return errf(err, errlen, "%s: %s", final, strerror(errno));
 	if (rename(tmp, final) < 0)
 		return errf(err, errlen, "%s: %s", final, strerror(errno));
-	fsync_path(dir);
+	file_fsync_dir(dir);
 	char line[80];
 	snprintf(path, sizeof path, "%s/latest", dir);
 	snprintf(line, sizeof line, "%s\n", name);
@@ -222,7 +196,7 @@ static int publish(const char *dir, const char *name, const char *tmp, const str
 	snprintf(line, sizeof line, "%lld\n", (long long)st->iteration);
 	if (file_write_atomic(path, line, strlen(line), 0644, err, errlen) < 0)
 		return -1;
-	rm_tree(old);
+	file_rm_tree(old);
 	return 0;
 }
 
@@ -310,7 +284,7 @@ int ckpt_save(const char *dir, const struct model *m, struct dist *d,
 			rc = publish(dir, name, tmp, m, st, info, world, args, err, errlen);
 		}
 		if (rc)
-			rm_tree(tmp);
+			file_rm_tree(tmp);
 		status[0] = rc;
 	}
 	d->allgather(d, DIST_WORLD, status, sizeof status, st_all);

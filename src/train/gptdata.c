@@ -1,5 +1,7 @@
 #include "train/gptdata.h"
 
+#include "file.h"
+
 #include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -608,13 +610,7 @@ int gptdata_cache_save(const struct gptdata_index *x, const struct gptdata_ds *d
 	fd = -1;
 	if (rename(tmp, path) < 0)
 		goto fail;
-	{
-		int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-		if (dfd >= 0) {
-			fsync(dfd);  /* best effort: some filesystems refuse fsync on directories */
-			close(dfd);
-		}
-	}
+	file_fsync_dir(dir);
 	free(tmp);
 	free(dir);
 	return 0;
