@@ -57,6 +57,41 @@ static inline void part(size_t n, int parts, int i, size_t *lo, size_t *hi)
 	*hi = n * (i + 1) / parts;
 }
 
+/* exp(x) that vectorises: Cephes' range reduction and polynomial (about 1 ulp), the power of two
+ * built in the exponent bits.  libm's expf and tanhf are scalar calls, and GeLU and the softmaxes
+ * spent more time in them than in their own loops.  Results do not depend on the vector width:
+ * the same operations run lane by lane. */
+static inline float exp_fast(float x)
+{
+	x = x < -87.0f ? -87.0f : x;   /* two selects: if-converted, so the loops vectorise */
+	x = x > 88.0f ? 88.0f : x;
+	float k = x * 1.44269504088896341f + 12582912.0f;   /* round to nearest: 1.5 * 2^23 */
+	k -= 12582912.0f;
+	float r = x - k * 0.693359375f;
+	r = r + k * 2.12194440e-4f;
+	float p = 1.9875691500e-4f;
+	p = p * r + 1.3981999507e-3f;
+	p = p * r + 8.3334519073e-3f;
+	p = p * r + 4.1665795894e-2f;
+	p = p * r + 1.6666665459e-1f;
+	p = p * r + 5.0000001201e-1f;
+	p = p * r * r + r + 1.0f;
+	union {
+		int32_t i;
+		float f;
+	} scale = {.i = ((int32_t)k + 127) << 23};
+	return p * scale.f;
+}
+
+/* tanh from exp_fast: absolute error about 1e-7, which is what GeLU's 1 + tanh needs */
+static inline float tanh_fast(float u)
+{
+	float a = u < 0 ? -u : u, t = exp_fast(-2.0f * a), y = (1.0f - t) / (1.0f + t);
+	return u < 0 ? -y : y;
+}
+
+#define SIMD_CLONES __attribute__((target_clones("avx2", "default")))
+
 /* ---- embedding ---- */
 
 /* out(B,T,C) = wte[tok] (+ wpe[t]) */
@@ -186,7 +221,7 @@ static void cpu_layernorm_bwd(void *dinp_, float *dw, float *db, const void *dou
 /* GEMMs are cut into blocks of a fixed size, whatever the thread count, and threads take whole
  * blocks: OpenBLAS picks its kernels (and so its summation order) by the shape it is given, so
  * the same shapes must reach it for results to be independent of the thread count. */
-#define GEMM_BLOCK 128
+#define GEMM_BLOCK 256
 
 /* out(N,OC) = inp(N,IC) w(OC,IC)^T + bias: blocks of rows */
 static void cpu_matmul_fwd(void *out_, const void *inp_, const void *w_, const void *bias_,
@@ -253,7 +288,7 @@ static void cpu_matmul_bwd(void *dinp_, float *dw, float *dbias, const void *dou
 /* Scores of query rows [i0,i1) against keys [0,i1) of one (b,h) into S (rows x i1, ld T),
  * turned into probabilities with the saved (or here computed) log-sum-exp.  Returns nothing;
  * masked entries are 0. */
-static void att_probs(float *S, float *lse, int compute_lse, const float *Q, const float *K,
+SIMD_CLONES static void att_probs(float *S, float *lse, int compute_lse, const float *Q, const float *K,
 		      int ld, int T, int HD, int i0, int i1, float slope, int alibi)
 {
 	float scale = 1.0f / sqrtf((float)HD);
@@ -270,12 +305,13 @@ static void att_probs(float *S, float *lse, int compute_lse, const float *Q, con
 				mx = s[j] > mx ? s[j] : mx;
 			double sum = 0;
 			for (int j = 0; j <= i; j++)
-				sum += expf(s[j] - mx);
+				sum += exp_fast(s[j] - mx);
 			lse[i] = mx + (float)log(sum);
 		}
 		float l = lse[i];
+#pragma omp simd
 		for (int j = 0; j <= i; j++)
-			s[j] = expf(s[j] - l);
+			s[j] = exp_fast(s[j] - l);
 		for (int j = i + 1; j < i1; j++)
 			s[j] = 0.0f;
 	}
@@ -387,29 +423,51 @@ static void cpu_attention_bwd(void *dqkv_, const void *dout_, const void *qkv_,
 
 /* ---- elementwise ---- */
 
+
+
 #define GELU_K 0.7978845608028654f   /* sqrt(2/pi) */
 
-static void cpu_gelu_fwd(void *out_, const void *inp_, size_t n)
+/* One thread's range of GeLU, built for AVX2 and for the baseline and picked at run time. */
+SIMD_CLONES static void gelu_fwd_range(float *restrict out, const float *restrict x, size_t a,
+				       size_t b)
 {
-	float *out = out_;
-	const float *x = inp_;
-#pragma omp parallel for simd schedule(static)
-	for (size_t i = 0; i < n; i++) {
+#pragma omp simd
+	for (size_t i = a; i < b; i++) {
 		float v = x[i];
-		out[i] = 0.5f * v * (1.0f + tanhf(GELU_K * (v + 0.044715f * v * v * v)));
+		out[i] = 0.5f * v * (1.0f + tanh_fast(GELU_K * (v + 0.044715f * v * v * v)));
 	}
 }
 
-static void cpu_gelu_bwd(void *dinp_, const void *inp_, const void *dout_, size_t n)
+SIMD_CLONES static void gelu_bwd_range(float *dinp, const float *restrict x, const float *dout,
+				       size_t a, size_t b)
 {
-	float *dinp = dinp_;
-	const float *x = inp_, *dout = dout_;
-#pragma omp parallel for simd schedule(static)
-	for (size_t i = 0; i < n; i++) {
+#pragma omp simd
+	for (size_t i = a; i < b; i++) {
 		float v = x[i], u = GELU_K * (v + 0.044715f * v * v * v);
-		float t = tanhf(u);
+		float t = tanh_fast(u);
 		float du = GELU_K * (1.0f + 3.0f * 0.044715f * v * v);
 		dinp[i] = dout[i] * (0.5f * (1.0f + t) + 0.5f * v * (1.0f - t * t) * du);
+	}
+}
+
+static void cpu_gelu_fwd(void *out, const void *inp, size_t n)
+{
+#pragma omp parallel
+	{
+		size_t a, b;
+		part(n, omp_get_num_threads(), omp_get_thread_num(), &a, &b);
+		gelu_fwd_range(out, inp, a, b);
+	}
+}
+
+/* dinp may be dout (in place): element i reads dout[i] before writing dinp[i] */
+static void cpu_gelu_bwd(void *dinp, const void *inp, const void *dout, size_t n)
+{
+#pragma omp parallel
+	{
+		size_t a, b;
+		part(n, omp_get_num_threads(), omp_get_thread_num(), &a, &b);
+		gelu_bwd_range(dinp, inp, dout, a, b);
 	}
 }
 
@@ -473,7 +531,7 @@ static void cpu_xent_fwd_bwd(float *losses, void *logits_, const int32_t *target
 			mx = z[v] > mx ? z[v] : mx;
 		double sum = 0;
 		for (int v = 0; v < V; v++)
-			sum += expf(z[v] - mx);
+			sum += exp_fast(z[v] - mx);
 		float lse = mx + (float)log(sum);
 		if (t < 0 || t >= V) {
 			nbad++;
@@ -482,8 +540,9 @@ static void cpu_xent_fwd_bwd(float *losses, void *logits_, const int32_t *target
 			continue;
 		}
 		losses[r] = lse - z[t];
+#pragma omp simd
 		for (int v = 0; v < V; v++)
-			z[v] = expf(z[v] - lse) * dscale;
+			z[v] = exp_fast(z[v] - lse) * dscale;
 		z[t] -= dscale;
 		for (int v = V; v < Vp; v++)
 			z[v] = 0;
@@ -503,7 +562,7 @@ static void cpu_xent_stats(float *mx, float *se, float *zt, const void *logits_,
 		for (int v = 0; v < Vvalid; v++)
 			m = z[v] > m ? z[v] : m;
 		for (int v = 0; v < Vvalid; v++)
-			sum += expf(z[v] - m);
+			sum += exp_fast(z[v] - m);
 		mx[r] = Vvalid ? m : -INFINITY;
 		se[r] = (float)sum;
 		zt[r] = tl[r] >= 0 ? z[tl[r]] : 0.0f;
@@ -517,8 +576,9 @@ static void cpu_xent_grad(void *logits_, const float *lse, const int32_t *tl, in
 #pragma omp parallel for schedule(static)
 	for (int r = 0; r < N; r++) {
 		float *z = logits + (size_t)r * Vp;
+#pragma omp simd
 		for (int v = 0; v < Vvalid; v++)
-			z[v] = expf(z[v] - lse[r]) * dscale;
+			z[v] = exp_fast(z[v] - lse[r]) * dscale;
 		for (int v = Vvalid; v < Vp; v++)
 			z[v] = 0;
 		if (tl[r] >= 0)
