@@ -289,16 +289,7 @@ int main(int argc, char **argv)
 		struct hf_opts ho = {c.bf16, c.max_shard, c.tokfiles, c.ntokfiles, c.average};
 		rc = hf_export(&in, &ho, od.tmp, &pg, err, sizeof err);
 	} else {
-		char sdir[8400];
-		snprintf(sdir, sizeof sdir, "%s/%s", od.tmp, step);
-		if (mkdir(sdir, 0755) < 0) {
-			snprintf(err, sizeof err, "%.4000s: %s", sdir, strerror(errno));
-			rc = EXIT_FAILED;
-		} else {
-			rc = rs_write(&in, &tg, sdir, &pg, err, sizeof err);
-		}
-		if (!rc && od_write_latest(od.tmp, step, (long long)in.iteration, err, sizeof err) < 0)
-			rc = EXIT_FAILED;
+		rc = rs_write_checkpoint(&in, &tg, od.tmp, &pg, err, sizeof err);
 	}
 	if (rc) {
 		od_abort(&od);

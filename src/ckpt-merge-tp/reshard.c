@@ -1,13 +1,16 @@
 /* reshard - see reshard.h. */
 #include "ckpt-merge-tp/reshard.h"
 
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "crc32c.h"
 #include "file.h"
 #include "msg.h"
+#include "ckpt-merge-tp/outdir.h"
 #include "train/safetensors.h"
 
 /* Does stage s of the target layout hold tensor t? */
@@ -191,5 +194,21 @@ out:
 	free(order);
 	free(buf);
 	lt_free(&out);
+	return rc;
+}
+
+int rs_write_checkpoint(const struct sh_ckpt *in, const struct rs_target *tg, const char *dir,
+			struct progress *pg, char *err, size_t errlen)
+{
+	char step[64], sdir[8400];
+	snprintf(step, sizeof step, "global_step%lld", (long long)in->iteration);
+	snprintf(sdir, sizeof sdir, "%s/%s", dir, step);
+	if (mkdir(sdir, 0755) < 0) {
+		snprintf(err, errlen, "%.4000s: %s", sdir, strerror(errno));
+		return EXIT_FAILED;
+	}
+	int rc = rs_write(in, tg, sdir, pg, err, errlen);
+	if (!rc && od_write_latest(dir, step, (long long)in->iteration, err, errlen) < 0)
+		rc = EXIT_FAILED;
 	return rc;
 }

@@ -37,6 +37,11 @@ struct rs_target {
 int rs_write(const struct sh_ckpt *in, const struct rs_target *tg, const char *stepdir,
 	     struct progress *pg, char *err, size_t errlen);
 
+/* A whole checkpoint in directory `dir` (an output's temporary): global_stepN re-split by
+ * rs_write(), then `latest`.  0, or an exit status + err. */
+int rs_write_checkpoint(const struct sh_ckpt *in, const struct rs_target *tg, const char *dir,
+			struct progress *pg, char *err, size_t errlen);
+
 /* The manifest text of a new layout: the input's, with layout, padded vocabulary and files
  * replaced; indented by one space as train writes it.  malloc'd, or NULL. */
 char *rs_manifest(const struct sh_ckpt *in, const struct rs_target *tg, json_t *files);
