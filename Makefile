@@ -13,18 +13,20 @@ CFLAGS   ?= -O2 -g
 CFLAGS   += -std=gnu11 -D_GNU_SOURCE -Wall -Wextra -pthread -fopenmp -Isrc/lib -Isrc -DLMTK_VERSION='"$(VERSION)"'
 LDLIBS   := -Wl,--as-needed -lcurl -ljansson -lpcre2-8 -lgit2 -lopenblas -lpthread -lm -fopenmp
 
-# The CUDA backend of train is a plugin (bin/train-cuda.so) that train loads only for a GPU, so
-# bin/train itself needs no CUDA library.  Built whenever nvcc exists.
+# The CUDA backend of train is a plugin ($(PLUGINS)/train-cuda.so) that train loads only for a
+# GPU, so bin/train itself needs no CUDA library.  Built whenever nvcc exists.  Plugins are not
+# programs: they go where train looks for libraries (src/train/plugin.h), not in bin/.
+PLUGINS  := $(BUILD)/lib/lmtk
 NVCC     ?= $(firstword $(wildcard /usr/local/cuda/bin/nvcc) $(shell command -v nvcc 2>/dev/null))
 CUDA_ARCH ?= -gencode arch=compute_80,code=sm_80 -gencode arch=compute_90,code=sm_90 -gencode arch=compute_90,code=compute_90
 CUDA_SRC := $(wildcard src/train/cuda/*.cu)
-CUDA_SO  := $(if $(and $(NVCC),$(CUDA_SRC)),bin/train-cuda.so)
+CUDA_SO  := $(if $(and $(NVCC),$(CUDA_SRC)),$(PLUGINS)/train-cuda.so)
 
-# Likewise the MPI transport of train (bin/train-mpi.so), loaded only when launched as several
+# Likewise the MPI transport of train ($(PLUGINS)/train-mpi.so), loaded only when launched as several
 # ranks: one process needs no MPI.  Built whenever mpicc exists.
 MPICC    ?= $(shell command -v mpicc 2>/dev/null)
 MPI_SRC  := $(wildcard src/train/mpi/*.c)
-MPI_SO   := $(if $(and $(MPICC),$(MPI_SRC)),bin/train-mpi.so)
+MPI_SO   := $(if $(and $(MPICC),$(MPI_SRC)),$(PLUGINS)/train-mpi.so)
 
 PROGS    := $(patsubst src/%/main.c,%,$(wildcard src/*/main.c))
 BINS     := $(addprefix bin/,$(PROGS))
@@ -75,12 +77,12 @@ $(BUILD)/tests/%: tests/unit/%.c $$(call prog_objs,$$*) $(LIB_A)
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) -Isrc -o $@ $(filter %.c %.o %.a,$^) $(LDLIBS)
 
-bin/train-cuda.so: $(CUDA_SRC) $(wildcard src/train/cuda/*.h) src/train/ops.h src/train/philox.h
-	@mkdir -p bin
+$(PLUGINS)/train-cuda.so: $(CUDA_SRC) $(wildcard src/train/cuda/*.h) src/train/ops.h src/train/philox.h
+	@mkdir -p $(@D)
 	$(NVCC) -O3 -std=c++17 -Xcompiler -fPIC,-Wall,-Wextra,-fvisibility=hidden -shared -Isrc -Isrc/lib $(CUDA_ARCH) -o $@ $(CUDA_SRC) -lcublas -lcublasLt
 
-bin/train-mpi.so: $(MPI_SRC) src/train/dist.h
-	@mkdir -p bin
+$(PLUGINS)/train-mpi.so: $(MPI_SRC) src/train/dist.h
+	@mkdir -p $(@D)
 	$(MPICC) -O2 -g -std=gnu11 -Wall -Wextra -fPIC -shared -Isrc -Isrc/lib -o $@ $(MPI_SRC)
 
 deps:

@@ -2,14 +2,12 @@
 #include "train/dist.h"
 
 #include <dlfcn.h>
-#include <libgen.h>
-#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "msg.h"
+#include "train/plugin.h"
 
 static void one_f32(struct dist *d, enum dist_group g, float *x, size_t n) { (void)d, (void)g, (void)x, (void)n; }
 static void one_f64(struct dist *d, enum dist_group g, double *x, size_t n) { (void)d, (void)g, (void)x, (void)n; }
@@ -59,29 +57,16 @@ int dist_init(struct dist *d, int tp, int pp, char *err, size_t errlen)
 				    "-np N or srun --ntasks N (one rank per GPU)", tp, pp);
 		return 0;
 	}
-	char exe[PATH_MAX], so[PATH_MAX + 32];
-	const char *env = getenv("LMTK_MPI_PLUGIN");
-	ssize_t len = readlink("/proc/self/exe", exe, sizeof exe - 1);
-	void *h = NULL;
-	if (env && *env) {
-		snprintf(so, sizeof so, "%s", env);
-	} else if (len > 0) {   /* beside the binary (the build tree), or an installed lib/lmtk */
-		exe[len] = 0;
-		char *dir = dirname(exe);
-		snprintf(so, sizeof so, "%s/train-mpi.so", dir);
-		if (access(so, F_OK) != 0)
-			snprintf(so, sizeof so, "%s/../lib/lmtk/train-mpi.so", dir);
-	} else {
-		snprintf(so, sizeof so, "train-mpi.so");
-	}
-	h = dlopen(so, RTLD_NOW | RTLD_GLOBAL);   /* GLOBAL: Open MPI loads its own plugins */
+	char why[600];
+	int missing;
+	void *h = plugin_open("train-mpi.so", "LMTK_MPI_PLUGIN", 1, &missing, why, sizeof why);
 	if (!h)
 		return errf(err, errlen, "launched as %d ranks (%s) but the MPI transport cannot be "
 			    "loaded: %s (build on a machine with Open MPI: libopenmpi-dev)", world, from,
-			    dlerror());
+			    why);
 	dist_mpi_fn fn = (dist_mpi_fn)dlsym(h, DIST_MPI_SYMBOL);
 	if (!fn)
-		return errf(err, errlen, "%s lacks %s", so, DIST_MPI_SYMBOL);
+		return errf(err, errlen, "train-mpi.so lacks %s", DIST_MPI_SYMBOL);
 	return fn(d, tp, pp, err, errlen);
 }
 

@@ -9,7 +9,7 @@
  * One process needs no MPI at build or run time: the size-1 grid is built in and every
  * collective is the identity.  Launched as several ranks (mpirun, or srun with one task per
  * GPU), train loads the MPI transport, train-mpi.so (dist_mpi.c, built by mpicc when Open MPI
- * is installed), beside the binary - the same plugin scheme as the CUDA backend.  Buffers are
+ * is installed; found by plugin.h) - the same plugin scheme as the CUDA backend.  Buffers are
  * host memory: the CPU backend's; GPU collectives (NCCL) are not in this build.
  *
  * Collectives must give bit-identical results on every rank of the group (replicated tensors

@@ -1,45 +1,23 @@
 /* ops - choosing a backend.  The CPU backend is linked in; the CUDA backend is a plugin
- * (train-cuda.so, beside the binary or in ../lib/lmtk/, or $LMTK_CUDA_PLUGIN) loaded with
+ * (train-cuda.so, found by plugin.h) loaded with
  * dlopen only when a GPU is asked for or --device auto probes for one, so train runs on
  * machines without any CUDA library. */
 #include <dlfcn.h>
-#include <libgen.h>
-#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "train/ops.h"
+#include "train/plugin.h"
 
 static void *load_plugin(char *err, size_t errlen)
 {
-	char exe[PATH_MAX], tries[3][PATH_MAX + 64];
-	int n = 0;
-	const char *env = getenv("LMTK_CUDA_PLUGIN");
-	ssize_t len = readlink("/proc/self/exe", exe, sizeof exe - 1);
-	if (env && *env)
-		snprintf(tries[n++], sizeof tries[0], "%s", env);
-	if (len > 0) {
-		exe[len] = 0;
-		char *dir = dirname(exe);
-		snprintf(tries[n++], sizeof tries[0], "%s/train-cuda.so", dir);
-		snprintf(tries[n++], sizeof tries[0], "%s/../lib/lmtk/train-cuda.so", dir);
-	}
-	const char *why = "not found";
-	for (int i = 0; i < n; i++) {
-		if (access(tries[i], F_OK) != 0)
-			continue;
-		void *h = dlopen(tries[i], RTLD_NOW | RTLD_LOCAL);
-		if (h)
-			return h;
-		snprintf(err, errlen, "cannot load the CUDA backend %.*s: %.300s", 150, tries[i],
-			 dlerror());
-		return NULL;
-	}
-	snprintf(err, errlen, "the CUDA backend (train-cuda.so) is %s: this build has no CUDA "
-		 "support (build on a machine with nvcc, or use --device cpu)", why);
-	return NULL;
+	int missing;
+	void *h = plugin_open("train-cuda.so", "LMTK_CUDA_PLUGIN", 0, &missing, err, errlen);
+	if (!h && missing)
+		snprintf(err, errlen, "the CUDA backend (train-cuda.so) is not found: this build has no "
+			 "CUDA support (build on a machine with nvcc, or use --device cpu)");
+	return h;
 }
 
 const struct ops *ops_open(const char *device, int threads, char *err, size_t errlen)

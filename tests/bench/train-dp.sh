@@ -39,7 +39,7 @@ NAME=train-dp
 L=6 C=512 H=8 T=256 MBS=4 G=16
 
 die() { echo "$NAME: $*" >&2; exit 1; }
-[ -x "$TOP/bin/train" ] && [ -s "$TOP/bin/train-mpi.so" ] || die "build first: make bin/train bin/train-mpi.so"
+[ -x "$TOP/bin/train" ] && [ -s "$TOP/build/lib/lmtk/train-mpi.so" ] || die "build first: make"
 command -v mpirun >/dev/null && command -v mpicc >/dev/null || die "no mpirun or mpicc (Open MPI: make deps installs it)"
 [ "$(nproc)" -ge 2 ] || die "needs 2 CPUs, this machine has $(nproc)"
 [ "$ITERS" -ge 4 ] || die "TRAIN_DP_BENCH_ITERS must be >= 4 (iterations 1 and 2 are not timed)"

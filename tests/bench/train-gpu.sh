@@ -14,7 +14,7 @@ if ! nvidia-smi -L >/dev/null 2>&1; then
 	echo "bench: train-gpu: no GPU on this machine (nvidia-smi finds none): skipped"
 	exit 0
 fi
-[ -x "$TOP/bin/train" ] && [ -s "$TOP/bin/train-cuda.so" ] || { echo "train-gpu: build first (make)" >&2; exit 1; }
+[ -x "$TOP/bin/train" ] && [ -s "$TOP/build/lib/lmtk/train-cuda.so" ] || { echo "train-gpu: build first (make)" >&2; exit 1; }
 W=$(mktemp -d /tmp/train-gpu.XXXXXX)
 trap 'rm -rf "$W"' EXIT
 # a synthetic Megatron dataset of random GPT-2 ids: only the ids' range matters for speed

@@ -300,7 +300,7 @@ done
 # (shapes, tensor order within each stage, the tied embeddings on the last stage, the layers'
 # stages, manifest); train resumes from the merge in one process with the losses the parallel run
 # goes on with, and a parallel train resumes from a split made by ckpt-merge-tp.
-if command -v mpirun >/dev/null && [ -s "$BIN/train-mpi.so" ]; then
+if command -v mpirun >/dev/null && [ -s "$TOP/build/lib/lmtk/train-mpi.so" ]; then
 	export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_btl=self,vader
 	P4=(--num-layers 4 --hidden-size 64 --num-attention-heads 4 --hidden-dropout 0 --attention-dropout 0)
 	mp() { local np=$1; shift; mpirun --oversubscribe -np "$np" "$BIN/train" "${COMMON[@]}" "${P4[@]}" --train-iters 8 "$@"; }
@@ -345,7 +345,7 @@ for x, y in zip(a, b):
     assert x[0] == y[0] and all(abs(float(u) - float(v)) <= 1e-5 * abs(float(u)) + 2e-3 * (i == 2) for i, (u, v) in enumerate(zip(x[1:], y[1:]), 1)), (x, y)
 EOF
 else
-	skip train_parallel_checkpoints "no mpirun or no bin/train-mpi.so (Open MPI: make deps installs it)"
+	skip train_parallel_checkpoints "no mpirun or no build/lib/lmtk/train-mpi.so (Open MPI: make deps installs it)"
 fi
 
 # a wrong export is caught: GPT-2's c_attn left in Megatron's [heads, 3, hd] order

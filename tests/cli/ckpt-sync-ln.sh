@@ -184,7 +184,7 @@ contains pp2_names_the_stage "$T/out" "^word_embeddings\\.weight +weight +$want 
 # --- what a parallel train writes (mpirun, where Open MPI is installed): nothing to repair ---
 # train averages replicated gradients over TP and sums the tied embeddings' over the first and
 # last stage, so its TP=2 x PP=2 checkpoint after 6 steps is bit-identical across its copies
-if command -v mpirun >/dev/null && [ -s "$BIN/train-mpi.so" ]; then
+if command -v mpirun >/dev/null && [ -s "$TOP/build/lib/lmtk/train-mpi.so" ]; then
 	export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_btl=self,vader
 	mpirun --oversubscribe -np 4 "$BIN/train" "${MODEL[@]}" --num-layers 4 --tensor-model-parallel-size 2 \
 		--pipeline-model-parallel-size 2 --exit-interval 6 --save par --save-interval 6 >par.train 2>&1 ||
@@ -192,7 +192,7 @@ if command -v mpirun >/dev/null && [ -s "$BIN/train-mpi.so" ]; then
 	expect_rc parallel_trains_checkpoint_has_equal_copies 0 "$SL" par
 	contains parallel_check_covers_tp_and_the_tied_embeddings "$T/out" '^word_embeddings\.weight +exp_avg_sq +0\.00000000e\+00 +-$'
 else
-	skip parallel_trains_checkpoint_has_equal_copies "no mpirun or no bin/train-mpi.so (Open MPI: make deps installs it)"
+	skip parallel_trains_checkpoint_has_equal_copies "no mpirun or no build/lib/lmtk/train-mpi.so (Open MPI: make deps installs it)"
 fi
 
 # --- damaged input ---

@@ -6,7 +6,7 @@
 # Without a GPU those cases skip and say so.
 . "$(dirname "$0")/../lib.sh"
 PY=/usr/bin/python3
-SO=$TOP/bin/train-cuda.so
+SO=$TOP/build/lib/lmtk/train-cuda.so
 NVCC=$(command -v nvcc || ls /usr/local/cuda/bin/nvcc 2>/dev/null)
 cd "$T" || exit 3
 if [ -n "$NVCC" ]; then

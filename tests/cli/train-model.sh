@@ -10,7 +10,7 @@
 . "$(dirname "$0")/../lib.sh"
 PY=/usr/bin/python3
 DUMP=$TOP/build/tests/train_model
-export LMTK_CUDA_PLUGIN=$TOP/bin/train-cuda.so
+export LMTK_CUDA_PLUGIN=$TOP/build/lib/lmtk/train-cuda.so
 REF=$TOP/tests/ref/gpt-ref.py
 cd "$T" || exit 3
 if ! "$PY" -c 'import torch' 2>/dev/null; then

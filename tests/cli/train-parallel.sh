@@ -10,8 +10,8 @@ TR=$BIN/train
 PY=/usr/bin/python3
 MEG=${LMTK_MEGATRON_DIR:-$TOP/../shared/data/megatron}
 cd "$T" || exit 3
-if ! command -v mpirun >/dev/null || [ ! -s "$BIN/train-mpi.so" ]; then
-	skip parallel_runs "no mpirun or no bin/train-mpi.so (Open MPI: make deps installs it)"
+if ! command -v mpirun >/dev/null || [ ! -s "$TOP/build/lib/lmtk/train-mpi.so" ]; then
+	skip parallel_runs "no mpirun or no build/lib/lmtk/train-mpi.so (Open MPI: make deps installs it)"
 	exit 0
 fi
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_btl=self,vader

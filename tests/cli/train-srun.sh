@@ -26,8 +26,8 @@ if ! sinfo >/dev/null 2>&1; then
 	rm -rf "$T"
 	exit 0
 fi
-if ! command -v mpirun >/dev/null || [ ! -s "$BIN/train-mpi.so" ]; then
-	skip srun_runs "no mpirun or no bin/train-mpi.so (Open MPI: make deps installs it)"
+if ! command -v mpirun >/dev/null || [ ! -s "$TOP/build/lib/lmtk/train-mpi.so" ]; then
+	skip srun_runs "no mpirun or no build/lib/lmtk/train-mpi.so (Open MPI: make deps installs it)"
 	rm -rf "$T"
 	exit 0
 fi
