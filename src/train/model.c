@@ -617,16 +617,13 @@ double model_forward(struct model *m, const int32_t *tokens, const int32_t *targ
 		o->xent_fwd_bwd(m->losses, a->logits, m->targets, N, c->vocab, Vp, dscale / N,
 				m->bad_targets);
 	}
-	float *losses = malloc((size_t)N * sizeof *losses);
-	if (!losses)
-		abort();
+	float *losses = m->host_stats;   /* (N) host scratch, allocated once */
 	o->to_host(losses, m->losses, (size_t)N * sizeof *losses);
 	if (!tpar)
 		o->to_host(bad, m->bad_targets, sizeof *bad);
 	double sum = 0;
 	for (int i = 0; i < N; i++)
 		sum += losses[i];
-	free(losses);
 	return sum / N;
 }
 

@@ -178,9 +178,17 @@ static void cpu_layernorm_bwd(void *dinp_, float *dw, float *db, const void *dou
 	float *dinp = dinp_;
 	const float *dout = dout_, *inp = inp_, *w = w_;
 	int chunks = N < ROW_CHUNKS ? N : ROW_CHUNKS;
-	float *part_ = calloc((size_t)chunks * 2 * C, sizeof *part_);
-	if (!part_)
-		abort();
+	/* the per-chunk partial sums: one buffer kept across calls (the ops run on one thread) */
+	static float *part_;
+	static size_t part_cap;
+	size_t need = (size_t)chunks * 2 * C;
+	if (need > part_cap) {
+		free(part_);
+		if (!(part_ = malloc(need * sizeof *part_)))
+			abort();
+		part_cap = need;
+	}
+	memset(part_, 0, need * sizeof *part_);
 #pragma omp parallel for schedule(static)
 	for (int k = 0; k < chunks; k++) {
 		size_t r0, r1;
@@ -213,7 +221,6 @@ static void cpu_layernorm_bwd(void *dinp_, float *dw, float *db, const void *dou
 			db[c] += pb[c];
 		}
 	}
-	free(part_);
 }
 
 /* ---- matmul ---- */
