@@ -41,6 +41,12 @@ struct model_config {
 	int pp, pp_rank, stage_l0, stage_nl;
 	int slots;                           /* activation sets: micro-batches in flight (>= 1) */
 	int zero_dp, zero_rank;              /* ZeRO-1: optimizer state sharded over zero_dp ranks */
+	/* Megatron's get_ltor_masks_and_position_ids and the residual ordering (train(1)): */
+	int eod;                             /* the end-of-document token id (-1: unknown) */
+	int eod_mask_loss;                   /* --eod-mask-loss: no loss where the input token is eod */
+	int reset_position_ids;              /* --reset-position-ids: positions restart after each eod */
+	int reset_attention_mask;            /* --reset-attention-mask: no attention across an eod */
+	int post_ln_residual;                /* --apply-residual-connection-post-layernorm */
 };
 
 enum split { SPLIT_NONE, SPLIT_COLUMN, SPLIT_ROW, SPLIT_VOCAB };
