@@ -116,6 +116,30 @@ void file_fsync_dir(const char *path)
 	}
 }
 
+int file_mkdirs(const char *path, char *err, size_t errlen)
+{
+	char p[4096];
+	struct stat sb;
+	size_t n = strlen(path);
+	if (n == 0 || n >= sizeof p)
+		return errf(err, errlen, "'%s': not a usable directory name", path);
+	memcpy(p, path, n + 1);
+	for (char *s = p + 1; ; s++) {
+		if (*s != '/' && *s)
+			continue;
+		char c = *s;
+		*s = '\0';
+		if (mkdir(p, 0755) < 0 && errno != EEXIST)
+			return errf(err, errlen, "cannot create %s: %s", p, strerror(errno));
+		if (stat(p, &sb) < 0 || !S_ISDIR(sb.st_mode))
+			return errf(err, errlen, "%s exists and is not a directory", p);
+		*s = c;
+		if (!c)
+			break;
+	}
+	return 0;
+}
+
 int file_rm_tree(const char *path)
 {
 	DIR *d = opendir(path);

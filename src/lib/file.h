@@ -16,6 +16,10 @@ int file_write_atomic(const char *path, const void *data, size_t len, mode_t mod
  * filesystems refuse fsync on directories. */
 void file_fsync_dir(const char *path);
 
+/* mkdir -p: creates path and its missing parents (mode 0755 as umask allows).  0, or -1 + err
+ * naming the component that could not be made. */
+int file_mkdirs(const char *path, char *err, size_t errlen);
+
 /* Removes a file or a directory tree.  0, or -1 (errno) for the top. */
 int file_rm_tree(const char *path);
 

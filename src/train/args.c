@@ -24,6 +24,9 @@ enum {
 	O_LOGINT, O_TBDIR, O_TBTIMERS, O_TBBATCH, O_TBPPL, O_ZEROS, O_PNORM,
 	O_EVALINT, O_EVALITERS, O_EXITINT, O_EXITDUR, O_KILL, O_SKIPRANGE, O_OVERRIDE, O_USECKPT,
 	O_DEVICE, O_THREADS, O_SPIKE, O_SPIKEF, O_PEAK,
+	O_OPTIMIZER, O_DATALOADER, O_EVALONLY, O_FINETUNE, O_NOLOADOPT, O_LOSSSCALE, O_TBLOGINT,
+	O_TBNOLR, O_TBNOLS, O_LOGPATH, O_EODMASK, O_RESETPOS, O_RESETATT, O_POSTLN, O_OPENAIGELU,
+	O_DEEPSCALE,
 };
 
 const struct opt args_opts[] = {
@@ -43,14 +46,17 @@ const struct opt args_opts[] = {
 	{"layernorm-epsilon", O_LNEPS, "F", "LayerNorm epsilon (default 1e-5)"},
 	{"hidden-dropout", O_HDROP, "F", "dropout after attention and MLP (default 0.1)"},
 	{"attention-dropout", O_ADROP, "F", "dropout on attention probabilities (default 0.1)"},
-	{"glu-activation", O_GLU, "NAME", "GLU MLP variant: accepted, not modelled (the plan counts a GeLU MLP)"},
+	{"glu-activation", O_GLU, "NAME", "GLU MLP variant: refused (not implemented; the plan counts a GeLU MLP)"},
+	{"openai-gelu", O_OPENAIGELU, NULL, "the tanh GeLU: lmtk's only GeLU (Megatron's fused bias-gelu)"},
+	{"apply-residual-connection-post-layernorm", O_POSTLN, NULL, "residual from the layer norm's output (BERT's order)"},
 	/* parallelism and batch */
 	{"tensor-model-parallel-size", O_TP, "N", "tensor-parallel size TP (default 1)"},
 	{"pipeline-model-parallel-size", O_PP, "N", "pipeline-parallel size PP (default 1)"},
 	{"pp-partition-method", O_PPMETHOD, "M", "'type:transformer' (default) or 'type:transformer|embedding'"},
 	{"zero-stage", O_ZERO, "N", "ZeRO stage 0 or 1 (default 1 with --deepspeed, else 0)"},
 	{"deepspeed", O_DEEPSPEED, NULL, "the DeepSpeed engine: ZeRO, and with --bf16 its ZeRO-1-like BF16 optimizer"},
-	{"checkpoint-activations", O_CKPT, NULL, "recompute activations in the backward pass"},
+	{"deepscale", O_DEEPSCALE, NULL, "DeepSpeed's old name for --deepspeed"},
+	{"checkpoint-activations", O_CKPT, NULL, "plan with recomputed activations (training keeps them: said at start-up)"},
 	{"micro-batch-size", O_MBS, "N", "samples per micro-batch per GPU (MBS)"},
 	{"global-batch-size", O_GBS, "N", "samples per iteration (GBS; default MBS * DP)"},
 	{"rampup-batch-size", O_RAMPUP, "START INCR SAMPLES", "batch-size ramp-up: from START by INCR over SAMPLES samples"},
@@ -70,7 +76,7 @@ const struct opt args_opts[] = {
 	/* precision */
 	{"bf16", O_BF16, NULL, "bfloat16 weights and activations"},
 	{"fp16", O_FP16, NULL, "float16 weights and activations"},
-	{"accumulate-allreduce-grads-in-fp32", O_ACCFP32, NULL, "fp32 gradients with --fp16 (always with --bf16)"},
+	{"accumulate-allreduce-grads-in-fp32", O_ACCFP32, NULL, "fp32 gradients with --fp16 (lmtk's gradients are always fp32)"},
 	/* data and tokenizer */
 	{"data-path", O_DATA, "[W] PREFIX...", "Megatron datasets, with weights to blend (--dry-run reads only the .idx)"},
 	{"data-cache-path", O_DCACHE, "DIR", "where the sample-index caches go (default: beside the data)"},
@@ -85,22 +91,31 @@ const struct opt args_opts[] = {
 	{"vocab-file", O_VOCAB, "FILE", "GPT-2 vocab.json: its entries are the vocabulary size"},
 	{"merge-file", O_MERGES, "FILE", "GPT-2 merges.txt (must exist)"},
 	{"tokenizer-name-or-path", O_TOKPATH, "PATH", "tokenizer.json, or a directory with one: vocab + added tokens"},
+	{"dataloader-type", O_DATALOADER, "TYPE", "single (Megatron's pretraining sampler; cyclic is refused)"},
+	{"eod-mask-loss", O_EODMASK, NULL, "no loss on positions whose input token is the end of document"},
+	{"reset-position-ids", O_RESETPOS, NULL, "positions restart after each end-of-document token"},
+	{"reset-attention-mask", O_RESETATT, NULL, "no attention across an end-of-document token"},
 	/* checkpoints */
 	{"save", O_SAVE, "DIR", "save checkpoints here (lmtk-checkpoint(5))"},
 	{"load", O_LOAD, "DIR", "resume from the newest intact checkpoint in DIR, if any"},
 	{"save-interval", O_SAVEINT, "N", "save every N iterations (required with --save, as in Megatron)"},
+	{"finetune", O_FINETUNE, NULL, "--load the weights only: iteration, samples, optimizer and schedule start afresh"},
+	{"no-load-optim", O_NOLOADOPT, NULL, "--load weights and counters, but a fresh optimizer and schedule"},
+	{"eval-only", O_EVALONLY, "BOOL", "True: evaluate the validation and test sets once, train nothing"},
 	/* deprecated in Megatron: rejected with its message */
 	{"batch-size", O_BATCHSIZE, "N", "no longer valid: use --micro-batch-size"},
 	{"warmup", O_WARMUP, "N", "no longer valid: use --lr-warmup-fraction"},
 	{"model-parallel-size", O_MPSIZE, "N", "no longer valid: use --tensor-model-parallel-size"},
 	/* planning */
 	/* optimizer */
+	{"optimizer", O_OPTIMIZER, "NAME", "adam (AdamW, the default); lamb and sgd are refused"},
 	{"seed", O_SEED, "N", "seed of the initial weights, dropout and the data order (default 1234)"},
 	{"weight-decay", O_WD, "F", "AdamW weight decay, not on biases and layer norms (default 0.01)"},
 	{"clip-grad", O_CLIP, "F", "clip the global gradient norm to F (default 1.0; 0 off)"},
 	{"adam-beta1", O_B1, "F", "Adam beta1 (default 0.9)"},
 	{"adam-beta2", O_B2, "F", "Adam beta2 (default 0.999)"},
 	{"adam-eps", O_EPS, "F", "Adam epsilon (default 1e-8)"},
+	{"loss-scale", O_LOSSSCALE, "F", "fp16: a static loss scale F instead of the dynamic one"},
 	{"initial-loss-scale", O_ILS, "F", "fp16 dynamic loss scale to start from (default 2^32)"},
 	{"min-loss-scale", O_MINLS, "F", "fp16 loss scale floor (default 1)"},
 	{"loss-scale-window", O_LSWIN, "N", "fp16: clean steps before the scale doubles (default 1000)"},
@@ -108,6 +123,10 @@ const struct opt args_opts[] = {
 	/* logging and evaluation */
 	{"log-interval", O_LOGINT, "N", "one log line every N iterations (default 100)"},
 	{"tensorboard-dir", O_TBDIR, "DIR", "write TensorBoard event files with Megatron's tags"},
+	{"tensorboard-log-interval", O_TBLOGINT, "N", "training scalars to TensorBoard every N iterations (default 1)"},
+	{"no-log-learnig-rate-to-tensorboard", O_TBNOLR, NULL, "no learning-rate scalars (Megatron's spelling)"},
+	{"no-log-loss-scale-to-tensorboard", O_TBNOLS, NULL, "no loss-scale scalars"},
+	{"log-path", O_LOGPATH, "DIR", "write the arguments to DIR/args_TIME.txt at start-up"},
 	{"log-timers-to-tensorboard", O_TBTIMERS, NULL, "iteration time and throughput to TensorBoard"},
 	{"log-batch-size-to-tensorboard", O_TBBATCH, NULL, "global batch size to TensorBoard"},
 	{"log-validation-ppl-to-tensorboard", O_TBPPL, NULL, "validation perplexity to TensorBoard"},
@@ -141,41 +160,93 @@ const struct opt args_opts[] = {
 	{0},
 };
 
-const struct args_ignored args_ignored[] = {
-	{"sync-tp-duplicated-parameters", 0}, {"apply-residual-connection-post-layernorm", 0},
-	{"openai-gelu", 0}, {"onnx-safe", 1}, {"bert-no-binary-head", 0}, 	{"log-level", 1}, {"log-level-replica", 1}, 	{"tensorboard-log-interval", 1}, {"tensorboard-queue-size", 1}, 	{"no-log-learnig-rate-to-tensorboard", 0},
-	{"no-log-loss-scale-to-tensorboard", 0}, 		{"sgd-momentum", 1}, {"distribute-checkpointed-activations", 0}, {"checkpoint-num-layers", 1},
-		{"no-masked-softmax-fusion", 0}, {"no-bias-gelu-fusion", 0}, {"no-bias-dropout-fusion", 0},
-	{"optimizer", 1}, {"use-bnb-optimizer", 0}, {"dataloader-type", 1}, {"cpu-optimizer", 0},
-	{"cpu_torch_adam", 0}, {"codecarbon-dir", 1}, {"eval-only", 1}, 	{"inference", 0}, {"abort-on-unmet-fused-kernel-constraints", 0}, 	{"init-method-xavier-uniform", 0}, 	{"universal-checkpoint", 0}, {"no-save-optim", 0},
-	{"no-save-rng", 0}, {"no-load-optim", 0}, {"no-load-rng", 0}, {"finetune", 0}, {"loss-scale", 1},
-		{"fp32-residual-connection", 0}, {"no-query-key-layer-scaling", 0},
-	{"attention-softmax-in-fp32", 0}, {"fp16-lm-cross-entropy", 0},
-	{"num-layers-per-virtual-pipeline-stage", 1}, {"distributed-backend", 1}, {"DDP-impl", 1},
-	{"use-contiguous-buffers-in-ddp", 0}, {"no-scatter-gather-tensors-in-pipeline", 0},
-	{"local_rank", 1}, {"lazy-mpu-init", 1}, {"use-cpu-initialization", 0}, 	
-	{"log-path", 1},
-	{"vocab-extra-ids", 1}, {"encoder-seq-length", 1}, {"decoder-seq-length", 1},
-	{"retriever-seq-length", 1}, {"sample-rate", 1}, {"mask-prob", 1}, {"short-seq-prob", 1},
-	{"mmap-warmup", 0}, {"num-workers", 1}, {"valid-num-workers", 1}, {"data-impl", 1},
-	{"reset-position-ids", 0}, {"reset-attention-mask", 0}, {"eod-mask-loss", 0},
-	{"loss-on-targets-only", 0}, {"reweight-loss-based-on-position-frequency", 0},
-	{"noise-density", 1}, {"mean-noise-span-length", 1}, {"adlr-autoresume", 0},
-	{"adlr-autoresume-interval", 1}, {"ict-head-size", 1}, {"biencoder-projection-dim", 1},
-	{"biencoder-shared-query-context-model", 0}, {"ict-load", 1}, {"bert-load", 1},
-	{"titles-data-path", 1}, {"query-in-block-prob", 1}, {"use-one-sent-docs", 0},
-	{"evidence-data-path", 1}, {"retriever-report-topk-accuracies", 2},
-	{"retriever-score-scaling", 0}, {"block-data-path", 1}, {"embedding-path", 1},
-	{"indexer-batch-size", 1}, {"indexer-log-interval", 1}, {"num-classes", 1}, {"img-dim", 1},
-	{"num-channels", 1}, {"patch-dim", 1}, {"zero-reduce-scatter", 0},
-	{"zero-contigious-gradients", 0}, {"zero-reduce-bucket-size", 1},
-	{"zero-allgather-bucket-size", 1}, {"remote-device", 1}, {"use-pin-memory", 0},
-	{"scattered-embeddings", 0}, {"split-transformers", 0}, {"memory-centric-tiled-linear", 0},
-	{"tile-factor", 1}, {"deepspeed-activation-checkpointing", 0}, {"partition-activations", 0},
-	{"contigious-checkpointing", 0}, {"checkpoint-in-cpu", 0}, {"synchronize-each-layer", 0},
-	{"profile-backward", 0}, {"deepspeed_config", 1}, {"deepscale", 0}, {"deepscale_config", 1},
-	{"deepspeed_mpi", 0},
-	{0, 0},
+/* Megatron-DeepSpeed flags train does not act on, each with its reason.  NOEFFECT: it cannot
+ * change this run (the start-up line names it once); REFUSED: it would change the run and lmtk
+ * does not do it, so the run stops before it starts (exit 2) saying what to use instead. */
+#define NOFX(n, v, why) {n, v, ARG_NOEFFECT, why}
+#define REFUSE(n, v, why) {n, v, ARG_REFUSED, why}
+#define NOT_GPT "a BERT/T5/ICT/ViT flag: train trains GPT and BLOOM models; drop it"
+#define MEMORY_ONLY "activation memory placement: nothing is recomputed in this build"
+#define ZERO3 "a ZeRO-2/3 or offload setting: lmtk has ZeRO-1 (--zero-stage)"
+#define FUSION "a kernel-fusion switch: the same math either way"
+const struct args_other args_other[] = {
+	/* cannot matter here */
+	NOFX("distributed-backend", 1, "MPI and NCCL are chosen by the launcher"),
+	NOFX("DDP-impl", 1, "gradients are all-reduced by lmtk's own DP"),
+	NOFX("use-contiguous-buffers-in-ddp", 0, "gradients are one contiguous buffer already"),
+	NOFX("local_rank", 1, "the rank comes from the launcher's environment"),
+	NOFX("lazy-mpu-init", 1, "process groups are set up by lmtk's dist"),
+	NOFX("use-cpu-initialization", 0, "the initial weights are the same in any layout and on any device"),
+	NOFX("num-workers", 1, "samples are read from the mmap'ed index, no loader processes"),
+	NOFX("valid-num-workers", 1, "samples are read from the mmap'ed index, no loader processes"),
+	NOFX("data-impl", 1, "every Megatron .bin/.idx is read through mmap"),
+	NOFX("mmap-warmup", 0, "the mmap'ed index is paged in on demand"),
+	NOFX("no-masked-softmax-fusion", 0, FUSION),
+	NOFX("no-bias-dropout-fusion", 0, FUSION),
+	NOFX("no-scatter-gather-tensors-in-pipeline", 0, "pipeline messages are sent whole"),
+	NOFX("abort-on-unmet-fused-kernel-constraints", 0, "no fused-kernel constraints to meet"),
+	NOFX("sync-tp-duplicated-parameters", 0, "replicated tensors are bit-identical across TP ranks by construction"),
+	NOFX("no-query-key-layer-scaling", 0, "attention scores and softmax are fp32: the scaling cancels"),
+	NOFX("attention-softmax-in-fp32", 0, "the softmax is always fp32"),
+	NOFX("cpu-optimizer", 0, "where Adam runs: the same update"),
+	NOFX("cpu_torch_adam", 0, "where Adam runs: the same update"),
+	NOFX("adlr-autoresume", 0, "resume is SIGUSR1 + --load (slurm/train.slurm)"),
+	NOFX("adlr-autoresume-interval", 1, "resume is SIGUSR1 + --load (slurm/train.slurm)"),
+	NOFX("deepspeed_mpi", 0, "MPI is found from the launcher's environment"),
+	NOFX("log-level", 1, "Python logging levels"),
+	NOFX("log-level-replica", 1, "Python logging levels"),
+	NOFX("tensorboard-queue-size", 1, "events are written as they come"),
+	NOFX("init-method-xavier-uniform", 0, "Megatron-DeepSpeed applies it to ViT models only; GPT's init is unchanged"),
+	NOFX("onnx-safe", 1, "the fused tanh GeLU is used, as in Megatron with bias-gelu fusion on"),
+	NOFX("no-load-rng", 0, "dropout is counter-based from --seed and the sample: there is no RNG state"),
+	NOFX("no-save-rng", 0, "dropout is counter-based from --seed and the sample: there is no RNG state"),
+	NOFX("sgd-momentum", 1, "only --optimizer sgd reads it"),
+	NOFX("checkpoint-num-layers", 1, MEMORY_ONLY),
+	NOFX("distribute-checkpointed-activations", 0, MEMORY_ONLY),
+	NOFX("deepspeed-activation-checkpointing", 0, MEMORY_ONLY),
+	NOFX("partition-activations", 0, MEMORY_ONLY),
+	NOFX("contigious-checkpointing", 0, MEMORY_ONLY),
+	NOFX("checkpoint-in-cpu", 0, MEMORY_ONLY),
+	NOFX("synchronize-each-layer", 0, MEMORY_ONLY),
+	NOFX("profile-backward", 0, "a profiling switch"),
+	NOFX("zero-reduce-scatter", 0, ZERO3),
+	NOFX("zero-contigious-gradients", 0, ZERO3),
+	NOFX("zero-reduce-bucket-size", 1, ZERO3),
+	NOFX("zero-allgather-bucket-size", 1, ZERO3),
+	NOFX("remote-device", 1, ZERO3),
+	NOFX("use-pin-memory", 0, ZERO3),
+	NOFX("scattered-embeddings", 0, ZERO3),
+	NOFX("split-transformers", 0, ZERO3),
+	NOFX("memory-centric-tiled-linear", 0, ZERO3),
+	NOFX("tile-factor", 1, ZERO3),
+	/* would change the run: refused */
+	REFUSE("use-bnb-optimizer", 0, "8-bit Adam (bitsandbytes) is not implemented; drop it to train with AdamW"),
+	REFUSE("codecarbon-dir", 1, "CodeCarbon energy logs are not implemented; drop it"),
+	REFUSE("curriculum-learning", 0, "curriculum learning is not implemented; drop it"),
+	REFUSE("no-save-optim", 0, "lmtk checkpoints always hold the optimizer state; drop it (ckpt-merge-tp --format hf exports weights only)"),
+	REFUSE("universal-checkpoint", 0, "DeepSpeed universal checkpoints are not read; use an lmtk checkpoint"),
+	REFUSE("inference", 0, "train trains; drop it"),
+	REFUSE("fp16-lm-cross-entropy", 0, "the cross-entropy is always computed in fp32; drop it"),
+	REFUSE("fp32-residual-connection", 0, "the residual stream's precision is the backend's (fp32 on cpu, bf16 on cuda); drop it"),
+	REFUSE("num-layers-per-virtual-pipeline-stage", 1, "the interleaved pipeline schedule is not implemented; drop it for 1F1B (the same numerics)"),
+	REFUSE("no-bias-gelu-fusion", 0, "without the fusion Megatron uses the exact erf GeLU, which is not implemented; drop it (the tanh GeLU), or add --openai-gelu"),
+	REFUSE("loss-on-targets-only", 0, "prefix-LM losses are not implemented; drop it"),
+	REFUSE("reweight-loss-based-on-position-frequency", 0, "prefix-LM loss weighting is not implemented; drop it"),
+	REFUSE("bert-no-binary-head", 0, NOT_GPT), REFUSE("vocab-extra-ids", 1, NOT_GPT),
+	REFUSE("encoder-seq-length", 1, NOT_GPT), REFUSE("decoder-seq-length", 1, NOT_GPT),
+	REFUSE("retriever-seq-length", 1, NOT_GPT), REFUSE("sample-rate", 1, NOT_GPT),
+	REFUSE("mask-prob", 1, NOT_GPT), REFUSE("short-seq-prob", 1, NOT_GPT),
+	REFUSE("noise-density", 1, NOT_GPT), REFUSE("mean-noise-span-length", 1, NOT_GPT),
+	REFUSE("ict-head-size", 1, NOT_GPT), REFUSE("biencoder-projection-dim", 1, NOT_GPT),
+	REFUSE("biencoder-shared-query-context-model", 0, NOT_GPT), REFUSE("ict-load", 1, NOT_GPT),
+	REFUSE("bert-load", 1, NOT_GPT), REFUSE("titles-data-path", 1, NOT_GPT),
+	REFUSE("query-in-block-prob", 1, NOT_GPT), REFUSE("use-one-sent-docs", 0, NOT_GPT),
+	REFUSE("evidence-data-path", 1, NOT_GPT), REFUSE("retriever-report-topk-accuracies", 2, NOT_GPT),
+	REFUSE("retriever-score-scaling", 0, NOT_GPT), REFUSE("block-data-path", 1, NOT_GPT),
+	REFUSE("embedding-path", 1, NOT_GPT), REFUSE("indexer-batch-size", 1, NOT_GPT),
+	REFUSE("indexer-log-interval", 1, NOT_GPT), REFUSE("num-classes", 1, NOT_GPT),
+	REFUSE("img-dim", 1, NOT_GPT), REFUSE("num-channels", 1, NOT_GPT), REFUSE("patch-dim", 1, NOT_GPT),
+	{0, 0, 0, 0},
 };
 
 /* flags of the option table that take several values after one flag */
@@ -227,6 +298,7 @@ void args_init(struct train_args *a)
 	a->eval_iters = 100;
 	a->device = "auto";
 	a->spike_factor = 3;
+	a->tb_log_interval = 1;
 }
 
 int args_int(const char *s, int64_t *v)
@@ -524,6 +596,43 @@ int args_opt(void *ctx, int key, const char *arg, char *err, size_t errlen)
 		return 0;
 	case O_SPIKEF: return num(arg, &a->spike_factor, 1, 1, err, errlen);
 	case O_PEAK: return num(arg, &a->peak_tflops, 0, 1, err, errlen);
+	case O_OPTIMIZER:
+		if (strcmp(arg, "adam") == 0) {
+			a->optimizer_given = 1;
+			return 0;
+		}
+		if (strcmp(arg, "lamb") == 0 || strcmp(arg, "sgd") == 0)
+			return errf(err, errlen, "'%s' is not implemented: lmtk trains with AdamW "
+				    "(--optimizer adam, the default)", arg);
+		return errf(err, errlen, "'%s' is not one of adam, lamb, sgd", arg);
+	case O_DATALOADER:
+		if (strcmp(arg, "single") == 0)
+			return 0;
+		if (strcmp(arg, "cyclic") == 0)
+			return errf(err, errlen, "'cyclic' is not implemented: use single, Megatron's "
+				    "pretraining sampler (the default)");
+		return errf(err, errlen, "'%s' is not one of single, cyclic", arg);
+	case O_EVALONLY:
+		/* argparse's type=bool: bool('False') is True in Python, so Megatron evaluates for any
+		 * value; a value that reads as "no" is surely a mistake */
+		if (!strcasecmp(arg, "false") || !strcmp(arg, "0") || !strcasecmp(arg, "no") || !*arg)
+			return errf(err, errlen, "'%s': Megatron reads any value as True (Python's "
+				    "bool('%s')); drop the flag to train", arg, arg);
+		a->eval_only = 1;
+		return 0;
+	case O_FINETUNE: a->finetune = 1; return 0;
+	case O_NOLOADOPT: a->no_load_optim = 1; return 0;
+	case O_LOSSSCALE: return num(arg, &a->loss_scale, 0, 1, err, errlen);
+	case O_TBLOGINT: return pos_int(arg, &a->tb_log_interval, err, errlen);
+	case O_TBNOLR: a->tb_no_lr = 1; return 0;
+	case O_TBNOLS: a->tb_no_loss_scale = 1; return 0;
+	case O_LOGPATH: a->log_path = arg; return 0;
+	case O_EODMASK: a->eod_mask_loss = 1; return 0;
+	case O_RESETPOS: a->reset_position_ids = 1; return 0;
+	case O_RESETATT: a->reset_attention_mask = 1; return 0;
+	case O_POSTLN: a->post_ln_residual = 1; return 0;
+	case O_OPENAIGELU: a->openai_gelu = 1; return 0;
+	case O_DEEPSCALE: a->deepspeed = 1; return 0;
 	}
 	return errf(err, errlen, "unhandled option");
 }
@@ -536,23 +645,23 @@ static int is_value(const char *s)
 	return s[0] != '-' || isdigit((unsigned char)s[1]) || s[1] == '.';
 }
 
-/* What "--NAME" means: the table entry (main or ignored) for the exact name, or for the only
+/* What "--NAME" means: the table entry (main or args_other) for the exact name, or for the only
  * name NAME abbreviates (argparse's allow_abbrev).  NULL + *ambiguous if several. */
-static const char *resolve(const char *name, size_t n, const struct args_ignored **ign,
+static const char *resolve(const char *name, size_t n, const struct args_other **other,
 			   int *ambiguous)
 {
 	const char *hit = NULL;
-	const struct args_ignored *ihit = NULL;
+	const struct args_other *ohit = NULL;
 	int hits = 0;
 
-	*ign = NULL;
+	*other = NULL;
 	*ambiguous = 0;
 	for (const struct opt *o = args_opts; o->name; o++)
 		if (strlen(o->name) == n && strncmp(o->name, name, n) == 0)
 			return o->name;
-	for (const struct args_ignored *g = args_ignored; g->name; g++)
+	for (const struct args_other *g = args_other; g->name; g++)
 		if (strlen(g->name) == n && strncmp(g->name, name, n) == 0) {
-			*ign = g;
+			*other = g;
 			return g->name;
 		}
 	if (n == 0)
@@ -562,21 +671,33 @@ static const char *resolve(const char *name, size_t n, const struct args_ignored
 			hit = o->name;
 			hits++;
 		}
-	for (const struct args_ignored *g = args_ignored; g->name; g++)
+	for (const struct args_other *g = args_other; g->name; g++)
 		if (strncmp(g->name, name, n) == 0) {
 			hit = g->name;
-			ihit = g;
+			ohit = g;
 			hits++;
 		}
 	if (hits == 1) {
-		*ign = ihit;  /* set only when the one hit is an ignored flag */
+		*other = ohit;  /* set only when the one hit is an args_other flag */
 		return hit;
 	}
 	*ambiguous = hits > 1;
 	return NULL;
 }
 
-char **args_normalize(int argc, char **argv, int *argc_out, int *nignored)
+/* records an args_other flag once in the list of its class */
+static void record_other(struct train_args *a, const struct args_other *g)
+{
+	const struct args_other **list = g->cls == ARG_REFUSED ? a->refused : a->noeffect;
+	int *n = g->cls == ARG_REFUSED ? &a->nrefused : &a->nnoeffect;
+	for (int i = 0; i < *n; i++)
+		if (list[i] == g)
+			return;
+	if (*n < ARGS_MAX_OTHER)
+		list[(*n)++] = g;
+}
+
+char **args_normalize(int argc, char **argv, int *argc_out, struct train_args *targs)
 {
 	/* values only ever merge or drop; a multi-value flag given no value gains an empty one */
 	char **av = calloc((size_t)argc * 2 + 2, sizeof *av);
@@ -584,11 +705,10 @@ char **args_normalize(int argc, char **argv, int *argc_out, int *nignored)
 
 	if (!av)
 		die(EXIT_FAILED, "out of memory");
-	*nignored = 0;
 	av[ac++] = argv[0];
 	for (int i = 1; i < argc; i++) {
 		const char *a = argv[i], *eq, *full;
-		const struct args_ignored *ign;
+		const struct args_other *other;
 		int ambiguous;
 		size_t n;
 
@@ -603,7 +723,7 @@ char **args_normalize(int argc, char **argv, int *argc_out, int *nignored)
 		}
 		eq = strchr(a + 2, '=');
 		n = eq ? (size_t)(eq - a - 2) : strlen(a + 2);
-		full = resolve(a + 2, n, &ign, &ambiguous);
+		full = resolve(a + 2, n, &other, &ambiguous);
 		if (!full) {
 			if (ambiguous)
 				die(EXIT_USAGE, "ambiguous option '%.*s': it abbreviates several flags; "
@@ -611,11 +731,11 @@ char **args_normalize(int argc, char **argv, int *argc_out, int *nignored)
 			av[ac++] = argv[i];  /* opt_parse says "unknown option" */
 			continue;
 		}
-		if (ign) {
-			(*nignored)++;
-			if (ign->values == 1 && !eq && i + 1 < argc)
+		if (other) {
+			record_other(targs, other);
+			if (other->values == 1 && !eq && i + 1 < argc)
 				i++;
-			else if (ign->values == 2)
+			else if (other->values == 2)
 				while (i + 1 < argc && is_value(argv[i + 1]))
 					i++;
 			continue;
@@ -648,31 +768,46 @@ char **args_normalize(int argc, char **argv, int *argc_out, int *nignored)
 	return av;
 }
 
-char *args_ignored_list(int width, int indent)
+char *args_other_list(enum arg_class cls, int width, int indent)
 {
-	size_t len = 1;
-	int col = indent;
-	char *s, *p;
-	for (const struct args_ignored *g = args_ignored; g->name; g++)
-		len += strlen(g->name) + 5 + (size_t)indent;
-	s = p = malloc(len);
-	if (!s)
-		die(EXIT_FAILED, "out of memory");
-	*p = '\0';
-	for (const struct args_ignored *g = args_ignored; g->name; g++) {
-		int n = (int)strlen(g->name) + 4;  /* "--name," */
-		if (g != args_ignored) {
-			if (col + n + 1 > width) {
-				p += sprintf(p, ",\n%*s", indent, "");
+	char *s = NULL;
+	size_t len = 0;
+	FILE *f = open_memstream(&s, &len);
+	int col = indent, first = 1;
+	for (const struct args_other *g = args_other; g->name; g++) {
+		int n = (int)strlen(g->name) + 2;  /* "--name" */
+		if (g->cls != cls)
+			continue;
+		if (!first) {
+			if (col + n + 2 > width) {
+				fprintf(f, ",\n%*s", indent, "");
 				col = indent;
 			} else {
-				p += sprintf(p, ", ");
+				fputs(", ", f);
 				col += 2;
 			}
 		}
-		p += sprintf(p, "--%s", g->name);
-		col += n - 1;
+		first = 0;
+		fprintf(f, "--%s", g->name);
+		col += n;
 	}
+	if (fclose(f) != 0 || !s)
+		die(EXIT_FAILED, "out of memory");
+	return s;
+}
+
+char *args_noeffect_line(const struct train_args *a)
+{
+	char *s = NULL;
+	size_t len = 0;
+	FILE *f;
+	if (!a->nnoeffect)
+		return NULL;
+	f = open_memstream(&s, &len);
+	for (int i = 0; i < a->nnoeffect; i++)
+		fprintf(f, "%s--%s (%s)", i ? ", " : "", a->noeffect[i]->name, a->noeffect[i]->why);
+	if (fclose(f) != 0 || !s)
+		die(EXIT_FAILED, "out of memory");
 	return s;
 }
 

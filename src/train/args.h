@@ -10,9 +10,12 @@
  *   abbreviated to any unique prefix (the 13B README writes --train-iter).  args_normalize()
  *   rewrites argv into what opt_parse() reads: full names, and the values of a multi-value flag
  *   joined by ARGS_SEP into one argument.
- * - flags that do not change a plan (--seed, --log-interval, --tensorboard-dir, --deepspeed_config,
- *   ...) are accepted and dropped, so a real script's argument list runs as it is; the list is in
- *   args_ignored and in --help.  An unknown flag is still an error: a typo must not pass silently.
+ * - no flag is accepted and silently ignored.  A Megatron-DeepSpeed flag train does not act on
+ *   is in args_other with its reason: either it cannot matter here (a fusion switch, a loader's
+ *   worker count: accepted, and named once in a start-up line "accepted, no effect here"), or it
+ *   would change the run and lmtk does not do it (refused: exit 2 before anything starts, saying
+ *   what to use instead; --dry-run plans anyway and warns).  Both lists are in --help and
+ *   train(1).  An unknown flag is still an error: a typo must not pass silently.
  * - cross-flag rules (--rampup-batch-size needs --train-samples, ...) are not checked here but in
  *   plan_check(), which reports every violation at once, naming the flags.
  *
@@ -96,6 +99,22 @@ struct train_args {
 	int nskip;
 	int override_lr_scheduler, use_checkpoint_lr_scheduler;
 
+	/* flags of args_other this run was given (args_normalize), each once */
+#define ARGS_MAX_OTHER 64
+	const struct args_other *noeffect[ARGS_MAX_OTHER], *refused[ARGS_MAX_OTHER];
+	int nnoeffect, nrefused;
+
+	/* Megatron-DeepSpeed flags implemented beyond the model shape (train(1)) */
+	int optimizer_given;           /* --optimizer adam (the only one) */
+	int eval_only;                 /* --eval-only True: evaluate, do not train */
+	int finetune, no_load_optim;   /* --load: weights only / weights + counters, fresh optimizer */
+	double loss_scale;             /* --loss-scale: static fp16 loss scale; 0 dynamic */
+	int64_t tb_log_interval;       /* --tensorboard-log-interval (default 1) */
+	int tb_no_lr, tb_no_loss_scale;   /* --no-log-learnig-rate/loss-scale-to-tensorboard */
+	const char *log_path;          /* --log-path: the arguments file goes here */
+	int eod_mask_loss, reset_position_ids, reset_attention_mask, post_ln_residual;
+	int openai_gelu;
+
 	/* lmtk's own */
 	const char *device;
 	int64_t threads;
@@ -114,25 +133,32 @@ struct train_args {
 extern const struct opt args_opts[];
 int args_opt(void *ctx, int key, const char *arg, char *err, size_t errlen);
 
-/* Megatron-DeepSpeed flags accepted and ignored: they do not change a plan. */
-struct args_ignored {
+/* Megatron-DeepSpeed flags train knows but does not act on. */
+enum arg_class { ARG_NOEFFECT, ARG_REFUSED };
+struct args_other {
 	const char *name;   /* without "--" */
 	int values;         /* 0 a switch, 1 one value, 2 any number of values */
+	enum arg_class cls;
+	const char *why;    /* NOEFFECT: why it cannot matter here; REFUSED: what to use instead */
 };
-extern const struct args_ignored args_ignored[];
+extern const struct args_other args_other[];
 
 /* Defaults: everything "not given", the dry-run's device defaults. */
 void args_init(struct train_args *a);
 
 /* Rewrites argv for opt_parse(): abbreviations expanded to full names, the values of a multi-value
- * flag joined by ARGS_SEP, ignored flags (and their values) dropped.  Returns a new
- * NULL-terminated vector (argv[0] kept) and its length in *argc_out; the strings are argv's or
- * static.  Ignored flags seen are counted in *nignored. */
-char **args_normalize(int argc, char **argv, int *argc_out, int *nignored);
+ * flag joined by ARGS_SEP, args_other flags (and their values) dropped and recorded in
+ * a->noeffect / a->refused.  Returns a new NULL-terminated vector (argv[0] kept) and its length
+ * in *argc_out; the strings are argv's or static. */
+char **args_normalize(int argc, char **argv, int *argc_out, struct train_args *a);
 
-/* The ignored flags, "--seed, --log-interval, ...", wrapped at `width` columns with later lines
- * indented by `indent`, for --help. */
-char *args_ignored_list(int width, int indent);
+/* The args_other flags of one class, "--a, --b, ...", wrapped at `width` columns with later
+ * lines indented by `indent`, for --help.  Freed by the caller. */
+char *args_other_list(enum arg_class cls, int width, int indent);
+
+/* "--a (why), --b (why)": the no-effect flags this run was given, for the start-up line; NULL
+ * when none.  Freed by the caller. */
+char *args_noeffect_line(const struct train_args *a);
 
 /* Python int() for the non-negative integers Megatron flags take: digits, single '_' between
  * digits.  0 or -1. */

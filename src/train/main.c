@@ -4,7 +4,7 @@
  *   train --dry-run [--format text|json] [--nodes N --gpus-per-node G] FLAGS...
  *
  * The flags of a BigScience slurm script work unchanged after the launcher line (args.h: the
- * abbreviations, multi-value flags and accepted-but-ignored flags).  plan.c resolves and checks
+ * abbreviations, multi-value flags and the flags it does not act on).  plan.c resolves and checks
  * them - every violated constraint reported at once, naming its flags - and then either prints
  * the plan (--dry-run: parameters, ramp-up, schedule, memory, checkpoint sizes, days; report.h)
  * or trains (run.h: the model of model.h on the backend of ops.h, Megatron's data order, log
@@ -28,34 +28,44 @@ int main(int argc, char **argv)
 	static struct train_args a;
 	static struct plan p;
 	struct optgroup groups[] = {{args_opts, args_opt, &a}, {0}};
-	char *about, *ignored, err[512];
-	int ac, nignored, first, rc;
+	char *about, *noeffect, *refused, err[512];
+	int ac, first, rc;
 	char **av;
 
 	msg_init(argv[0]);
 	args_init(&a);
-	ignored = args_ignored_list(80, 0);
+	noeffect = args_other_list(ARG_NOEFFECT, 80, 2);
+	refused = args_other_list(ARG_REFUSED, 80, 2);
 	if (asprintf(&about,
 		     "Train a GPT-2 or BLOOM style model with Megatron-DeepSpeed's flags, data order,\n"
-		     "log line, TensorBoard tags and checkpoint semantics, on the CPU or a GPU; or,\n"
-		     "with --dry-run, plan the run instead: parameters, the batch-size ramp-up, the\n"
-		     "schedule, memory per GPU, checkpoint sizes and days.  Every violated constraint\n"
-		     "is an error naming its flags.  SIGUSR1/SIGTERM or the kill switch: finish the\n"
-		     "iteration, save, exit 0.  This build trains in one process (TP=PP=DP=1).\n"
+		     "log line, TensorBoard tags and checkpoint semantics, on the CPU or a GPU, in one\n"
+		     "process or as DP x TP x PP ranks under srun/mpirun; or, with --dry-run, plan the\n"
+		     "run instead: parameters, the batch-size ramp-up, the schedule, memory per GPU,\n"
+		     "checkpoint sizes and days.  Every violated constraint is an error naming its\n"
+		     "flags.  SIGUSR1/SIGTERM or the kill switch: finish the iteration, save, exit 0.\n"
 		     "Exit 0 done or stopped on purpose, 2 usage or bad data, 3 I/O or a failed run.\n\n"
 		     "Multi-value flags take their values after one flag (--rampup-batch-size 16 16\n"
 		     "9_765_625); numbers may use '_'; flags may be abbreviated to a unique prefix.\n\n"
-		     "Accepted and ignored (they do not change the run or the plan):\n%s.", ignored) < 0)
+		     "Accepted, no effect here (named in a start-up line; train(1) says why):\n  %s.\n\n"
+		     "Refused, exit 2 (they would change the run and lmtk does not do them; the\n"
+		     "message says what to use instead; --dry-run plans anyway and warns):\n  %s.",
+		     noeffect, refused) < 0)
 		die(EXIT_FAILED, "out of memory");
 	struct optspec spec = {
 		"MEGATRON-FLAGS... [--device cpu|cuda|auto] [--threads N] [--spike-policy P]\n"
 		"       train --dry-run [--format text|json] [--nodes N --gpus-per-node G] MEGATRON-FLAGS...",
 		about, groups};
 
-	av = args_normalize(argc, argv, &ac, &nignored);
+	av = args_normalize(argc, argv, &ac, &a);
 	first = opt_parse(&spec, ac, av);
 	if (first < ac)
 		die(EXIT_USAGE, "unexpected argument '%s'; see --help", av[first]);
+	for (int i = 0; i < a.nrefused; i++)
+		warn("%s--%s: %s", a.dry_run ? "warning: training would refuse " : "",
+		     a.refused[i]->name, a.refused[i]->why);
+	if (a.nrefused && !a.dry_run)
+		die(EXIT_USAGE, "%d flag%s refused: nothing trained (see train(1), FLAGS NOT ACTED ON)",
+		    a.nrefused, a.nrefused > 1 ? "s" : "");
 	if (!a.dry_run) {
 		/* a training run: one process, unless launched as several ranks (not in this build) */
 		if (a.nodes < 0) {
@@ -90,7 +100,8 @@ int main(int argc, char **argv)
 		free(cmd);
 		plan_free(&p);
 		free(about);
-		free(ignored);
+		free(noeffect);
+		free(refused);
 		return rc;
 	}
 	if (rc == 0) {
@@ -103,6 +114,10 @@ int main(int argc, char **argv)
 		die(EXIT_FAILED, "writing the plan: output error");
 	for (int i = 0; i < p.nwarnings; i++)
 		warn("warning: %s", p.warnings[i]);
+	char *nofx = args_noeffect_line(&a);
+	if (nofx)
+		warn("accepted, no effect here: %s", nofx);
+	free(nofx);
 	for (int i = 0; i < p.nerrors; i++)
 		warn("%s", p.errors[i]);
 	if (p.nerrors) {
@@ -113,6 +128,7 @@ int main(int argc, char **argv)
 	}
 	plan_free(&p);
 	free(about);
-	free(ignored);
+	free(noeffect);
+	free(refused);
 	return EXIT_OK;
 }

@@ -16,6 +16,8 @@ void optim_init(struct optim *o, float b1, float b2, float eps, float wd, float 
  * spent, halves the scale (not below min); `window` clean steps in a row double it. */
 static void scaler_update(struct optim *o, int overflow)
 {
+	if (o->static_scale)   /* Megatron's ConstantGradScaler */
+		return;
 	if (overflow) {
 		o->good_steps = 0;
 		if (--o->hysteresis_left <= 0) {

@@ -23,6 +23,7 @@ struct optim {
 	float loss_scale, min_scale;
 	int window, hysteresis;
 	int good_steps, hysteresis_left;
+	int static_scale;          /* --loss-scale: the scale never changes; an overflow still skips */
 	int step;                  /* Adam steps taken */
 };
 

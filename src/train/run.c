@@ -9,8 +9,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
+#include "file.h"
 #include "msg.h"
 #include "units.h"
 #include "train/ckpt.h"
@@ -22,6 +24,7 @@
 #include "train/ramp.h"
 #include "train/sched.h"
 #include "train/tfevents.h"
+#include "train/vocab.h"
 
 #define SPIKE_WARMUP 20        /* iterations before the running mean is trusted */
 #define SPIKE_ALPHA 0.02       /* running mean: exponential, about the last 50 iterations */
@@ -145,7 +148,9 @@ static double hw_tflops(const struct run *r, int64_t gbs, double secs)
 {
 	const struct model_config *c = &r->m.cfg;
 	double s = c->seq, h = c->hidden, L = c->layers, V = c->padded_vocab;
-	double coeff = r->a->glu_activation ? 32 : 24, act = r->a->checkpoint_activations ? 4 : 3;
+	/* Megatron's formula, with its recompute factor 4 only when activations are recomputed: this
+	 * build keeps them (--checkpoint-activations is said at start-up), so the work is 3 passes */
+	double coeff = r->a->glu_activation ? 32 : 24, act = 3;
 	double f = coeff * act * gbs * s * L * h * h * (1 + s / (6 * h) + V / (16 * L * h));
 	return f / (secs * 1 /* world */ * 1e12);
 }
@@ -245,6 +250,47 @@ static int kill_switch(const struct run *r)
 	return r->a->kill_switch_path && access(r->a->kill_switch_path, F_OK) == 0;
 }
 
+/* The start-up lines that say what a flag did not do here: the Megatron flags with no effect,
+ * and the ones whose effect differs on this backend.  Nothing given is ever silently dropped. */
+static void startup_notes(const struct train_args *a, const struct ops *ops)
+{
+	char *nofx = args_noeffect_line(a);
+	int cpu = strcmp(ops->name, "cpu") == 0;
+	if (nofx)
+		out("train: accepted, no effect here: %s\n", nofx);
+	free(nofx);
+	if ((a->bf16 || a->fp16) && cpu)
+		out("train: --%s: the cpu backend computes in fp32 (bf16 is the cuda backend's type)%s\n",
+		    a->bf16 ? "bf16" : "fp16", a->fp16 ? "; fp16's loss scaling runs as Megatron's" : "");
+	else if (a->fp16 && !cpu)
+		out("train: --fp16: the %s backend computes in bf16; fp16's loss scaling runs as "
+		    "Megatron's\n", ops->name);
+	if (a->checkpoint_activations)
+		out("train: --checkpoint-activations: activations are kept, not recomputed, in this build "
+		    "(the same numerics; --dry-run's memory assumes recomputation; TFLOPs count 3 passes)\n");
+	if (a->loss_scale > 0 && !a->fp16)
+		out("train: --loss-scale: no effect without --fp16, as in Megatron\n");
+	if ((a->finetune || a->no_load_optim) && !a->load)
+		out("train: --%s: no effect without --load\n", a->finetune ? "finetune" : "no-load-optim");
+}
+
+/* --log-path: this run's command line in DIR/args_TIME.txt (Megatron-DeepSpeed writes its
+ * argparse namespace there; the command line is what holds the same information here). */
+static int write_args_file(const char *dir, const char *cmdline, char *err, size_t errlen)
+{
+	char path[4200], stamp[32], why[1024], *text;
+	time_t now = time(NULL);
+	strftime(stamp, sizeof stamp, "%Y-%m-%dT%H:%M:%S", localtime(&now));
+	if (file_mkdirs(dir, why, sizeof why) < 0)
+		return errf(err, errlen, "--log-path %s: %s", dir, why);
+	snprintf(path, sizeof path, "%s/args_%s.txt", dir, stamp);
+	if (asprintf(&text, "%s\n", cmdline) < 0)
+		return errf(err, errlen, "out of memory");
+	int rc = file_write_atomic(path, text, strlen(text), 0644, why, sizeof why);
+	free(text);
+	return rc < 0 ? errf(err, errlen, "--log-path: %s", why) : 0;
+}
+
 static int setup(struct run *r, char *err, size_t errlen)
 {
 	const struct train_args *a = r->a;
@@ -262,7 +308,7 @@ static int setup(struct run *r, char *err, size_t errlen)
 		.alibi = a->pos_emb == POS_ALIBI, .embed_ln = a->embed_layernorm,
 		.eps = a->layernorm_epsilon, .init_std = a->init_method_std,
 		.hidden_dropout = a->hidden_dropout, .attention_dropout = a->attention_dropout,
-		.seed = (uint64_t)a->seed, .tp = 1,
+		.seed = (uint64_t)a->seed, .tp = 1, .eod = -1,
 	};
 	if (a->pos_emb == POS_ROTARY)
 		return errf(err, errlen, "--position-embedding-type rotary is not implemented; use "
@@ -270,8 +316,37 @@ static int setup(struct run *r, char *err, size_t errlen)
 	if (a->spike_policy == 2 && !a->save)
 		return errf(err, errlen, "--spike-policy rollback needs --save: it rolls back to the last "
 			    "checkpoint");
-	if (a->data_cache_path && mkdir(a->data_cache_path, 0755) < 0 && errno != EEXIST)
+	if (a->data_cache_path && file_mkdirs(a->data_cache_path, err, errlen) < 0)
 		return errf(err, errlen, "--data-cache-path %s: %s", a->data_cache_path, strerror(errno));
+	/* --save is made now, as Megatron makes it, so a typo is found before the first iteration
+	 * and not at the first save hours later */
+	if (a->save) {
+		char why[1024];
+		if (file_mkdirs(a->save, why, sizeof why) < 0)
+			return errf(err, errlen, "--save %s: %s", a->save, why);
+		if (access(a->save, W_OK | X_OK) < 0)
+			return errf(err, errlen, "--save %s: %s: checkpoints cannot be written there",
+				    a->save, strerror(errno));
+	}
+	if (a->eod_mask_loss || a->reset_position_ids || a->reset_attention_mask) {
+		int64_t eod = -1;
+		const char *flag = a->eod_mask_loss ? "--eod-mask-loss" : a->reset_position_ids
+				   ? "--reset-position-ids" : "--reset-attention-mask";
+		char why[1024];
+		int vr = a->tokenizer_name_or_path ? vocab_eod_hf(a->tokenizer_name_or_path, &eod, why, sizeof why)
+			 : a->vocab_file ? vocab_eod_gpt2(a->vocab_file, &eod, why, sizeof why)
+			 : errf(why, sizeof why, "no --vocab-file or --tokenizer-name-or-path");
+		if (vr < 0)
+			return errf(err, errlen, "%s needs the end-of-document token: %s", flag, why);
+		if (eod < 0 || eod >= p->vocab)
+			return errf(err, errlen, "%s: the end-of-document id %lld is outside the vocabulary "
+				    "of %lld", flag, (long long)eod, (long long)p->vocab);
+		c.eod = (int)eod;
+		c.eod_mask_loss = a->eod_mask_loss;
+		c.reset_position_ids = a->reset_position_ids;
+		c.reset_attention_mask = a->reset_attention_mask;
+	}
+	c.post_ln_residual = a->post_ln_residual;
 	if (a->glu_activation)
 		return errf(err, errlen, "--glu-activation is not implemented: the MLP is GeLU");
 	if (p->kv != p->h / p->heads)
@@ -320,7 +395,10 @@ static int setup(struct run *r, char *err, size_t errlen)
 	       (long long)p->tokens, (long long)p->mbs, (long long)p->gbs,
 	       p->ramp.on ? " after the ramp-up" : "", r->dist.world, r->dist.world > 1 ? "s" : "",
 	       r->dist.dp, r->dist.tp, r->dist.pp);
+	startup_notes(a, ops);
 	fflush(stdout);
+	if (a->log_path && r->dist.rank == 0 && write_args_file(a->log_path, r->cmdline, err, errlen) < 0)
+		return -1;
 
 	/* data: the samples Megatron would ask each split for */
 	int64_t samples[3] = {p->samples,
@@ -343,6 +421,10 @@ static int setup(struct run *r, char *err, size_t errlen)
 	optim_init(&r->st.optim, a->adam_beta1, a->adam_beta2, a->adam_eps, a->weight_decay,
 		   a->clip_grad, a->fp16, a->initial_loss_scale, a->min_loss_scale,
 		   (int)a->loss_scale_window, (int)a->hysteresis);
+	if (a->fp16 && a->loss_scale > 0) {   /* --loss-scale: static */
+		r->st.optim.static_scale = 1;
+		r->st.optim.loss_scale = (float)a->loss_scale;
+	}
 	r->st.tp = r->dist.tp;
 	r->st.pp = r->dist.pp;
 	r->st.dp = r->dist.dp;
@@ -358,12 +440,44 @@ static int setup(struct run *r, char *err, size_t errlen)
 		}
 		if (rc == 0) {
 			out("train: no checkpoint in --load %s: starting from scratch\n", a->load);
+		} else if (a->finetune || a->no_load_optim) {
+			/* Megatron's load_checkpoint without the optimizer: Adam starts afresh (zero
+			 * moments, step 0, the initial loss scale) from the loaded weights, and so does
+			 * the schedule (not loaded), except under --deepspeed with --no-load-optim, whose
+			 * engine loads the scheduler anyway.  --finetune also sets the iteration to 0 and
+			 * the tokens with it; Megatron-DeepSpeed still takes the consumed samples from the
+			 * checkpoint's args, so the data order goes on where it was. */
+			struct ckpt_state fresh = r->st;
+			size_t nopt = (r->m.opt_hi - r->m.opt_lo) * sizeof(float);
+			r->m.ops->zero(r->m.adam_m, nopt);
+			r->m.ops->zero(r->m.adam_v, nopt);
+			if (a->finetune) {
+				fresh.consumed_samples = ck.consumed_samples;
+				fresh.data_position = ck.data_position;
+				memcpy(fresh.valid_position, ck.valid_position, sizeof fresh.valid_position);
+			} else {
+				struct sched flags = fresh.sched;
+				fresh = ck;
+				fresh.optim = r->st.optim;
+				fresh.sched = flags;
+				if (a->deepspeed && sched_resume(&fresh.sched, &ck.sched, a->override_lr_scheduler,
+								 a->use_checkpoint_lr_scheduler, err, errlen) < 0)
+					return -1;
+			}
+			fresh.dp = r->dist.dp;
+			fresh.nvalid = r->feed.nsets[FEED_VALID] < 64 ? r->feed.nsets[FEED_VALID] : 64;
+			r->st = fresh;
+			out("train: loaded the weights of %s (--%s): iteration %lld, %lld samples consumed, "
+			    "a fresh optimizer%s\n", loaded, a->finetune ? "finetune" : "no-load-optim",
+			    (long long)r->st.iteration, (long long)r->st.consumed_samples,
+			    a->no_load_optim && a->deepspeed && !a->finetune ? "" : " and schedule");
 		} else {
 			struct sched flags = r->st.sched;
 			/* the optimizer's hyper-parameters are the flags'; its state the checkpoint's */
 			struct optim o = r->st.optim;
 			o.step = ck.optim.step;
-			o.loss_scale = a->fp16 ? ck.optim.loss_scale : 1.0f;
+			if (!o.static_scale)
+				o.loss_scale = a->fp16 ? ck.optim.loss_scale : 1.0f;
 			o.good_steps = ck.optim.good_steps;
 			o.hysteresis_left = ck.optim.hysteresis_left;
 			r->st = ck;
@@ -591,7 +705,10 @@ int run_train(const struct train_args *a, const struct plan *p, const char *cmdl
 	int rc = EXIT_OK, stop = 0;
 	const char *why_stop = NULL;
 
-	while (st->iteration < r.iters && !stop) {
+	if (a->eval_only)   /* Megatron's do_train = False: straight to the final evaluation */
+		out("train: --eval-only: evaluating at iteration %lld, training nothing\n",
+		    (long long)st->iteration);
+	while (!a->eval_only && st->iteration < r.iters && !stop) {
 		int64_t it = st->iteration + 1;
 		/* ranges already skipped before a checkpoint are done: the iteration counter does not
 		 * move through a skip, so a resumed run would otherwise skip them again */
@@ -684,12 +801,14 @@ int run_train(const struct train_args *a, const struct plan *p, const char *cmdl
 		st->consumed_tokens += gbs * r.seq;
 		log_iters++;
 
-		/* TensorBoard, every iteration, with Megatron's tags */
-		if (r.tb) {
+		/* TensorBoard, every --tensorboard-log-interval iterations, with Megatron's tags */
+		if (r.tb && it % a->tb_log_interval == 0) {
 			double lr_now = sched_lr(&st->sched);
-			tb_scalar(&r, "learning-rate/learning-rate", it, lr_now);
-			tb_scalar(&r, "learning-rate/learning-rate vs samples", st->consumed_samples, lr_now);
-			tb_scalar(&r, "learning-rate/learning-rate vs tokens", st->consumed_tokens, lr_now);
+			if (!a->tb_no_lr) {
+				tb_scalar(&r, "learning-rate/learning-rate", it, lr_now);
+				tb_scalar(&r, "learning-rate/learning-rate vs samples", st->consumed_samples, lr_now);
+				tb_scalar(&r, "learning-rate/learning-rate vs tokens", st->consumed_tokens, lr_now);
+			}
 			if (a->tb_batch) {
 				tb_scalar(&r, "batch-size/batch-size", it, gbs);
 				tb_scalar(&r, "batch-size/batch-size vs samples", st->consumed_samples, gbs);
@@ -704,8 +823,13 @@ int run_train(const struct train_args *a, const struct plan *p, const char *cmdl
 				tb_scalar(&r, "lm-loss-training/lm loss vs gigaflos (without embeddings)",
 					  (int64_t)gflos, loss);
 			}
-			if (a->fp16)
+			if (a->fp16 && !a->tb_no_loss_scale) {
 				tb_scalar(&r, "loss-scale/loss-scale", it, st->optim.loss_scale);
+				tb_scalar(&r, "loss-scale/loss-scale vs samples", st->consumed_samples,
+					  st->optim.loss_scale);
+				tb_scalar(&r, "loss-scale/loss-scale vs tokens", st->consumed_tokens,
+					  st->optim.loss_scale);
+			}
 			tb_scalar(&r, "grad-norm/grad-norm", it, grad_norm);
 			tb_scalar(&r, "grad-norm/grad-norm vs samples", st->consumed_samples, grad_norm);
 			if (a->log_zeros)
@@ -780,7 +904,7 @@ int run_train(const struct train_args *a, const struct plan *p, const char *cmdl
 		rc = EXIT_FAILED;
 	if (stop && why_stop)
 		out("train: stopping at iteration %lld on %s\n", (long long)st->iteration, why_stop);
-	if (rc == EXIT_OK && !stop && st->iteration >= r.iters) {
+	if (rc == EXIT_OK && !stop && (a->eval_only || st->iteration >= r.iters)) {
 		/* as Megatron: both held-out splits once more when training is complete */
 		evaluate(&r, FEED_VALID, "at the end of training for val data", -1);
 		evaluate(&r, FEED_TEST, "at the end of training for test data", -1);

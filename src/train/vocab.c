@@ -99,3 +99,85 @@ int vocab_hf(const char *path, int64_t *n, char *err, size_t errlen)
 	free(file);
 	return 0;
 }
+
+int vocab_eod_gpt2(const char *path, int64_t *id, char *err, size_t errlen)
+{
+	int rc = 0;
+	json_t *j = load(path, &rc, err, errlen), *e;
+	if (!j)
+		return rc;
+	e = json_object_get(j, "<|endoftext|>");
+	if (!json_is_integer(e)) {
+		json_decref(j);
+		errf(err, errlen, "%s has no <|endoftext|>: Megatron's GPT2BPETokenizer takes it as the "
+		     "end of document", path);
+		return VOCAB_BAD;
+	}
+	*id = json_integer_value(e);
+	json_decref(j);
+	return 0;
+}
+
+/* The eos_token of special_tokens_map.json or tokenizer_config.json in dir: a string or
+ * {"content": ...}.  NULL when neither names one. */
+static char *eos_content(const char *dir)
+{
+	static const char *files[] = {"special_tokens_map.json", "tokenizer_config.json"};
+	for (int f = 0; f < 2; f++) {
+		char *p, *out = NULL;
+		json_t *j, *e;
+		if (asprintf(&p, "%s/%s", dir, files[f]) < 0)
+			die(EXIT_FAILED, "out of memory");
+		j = json_load_file(p, 0, NULL);
+		free(p);
+		e = json_object_get(j, "eos_token");
+		if (json_is_object(e))
+			e = json_object_get(e, "content");
+		if (json_is_string(e))
+			out = strdup(json_string_value(e));
+		json_decref(j);
+		if (out)
+			return out;
+	}
+	return NULL;
+}
+
+int vocab_eod_hf(const char *path, int64_t *id, char *err, size_t errlen)
+{
+	struct stat sb;
+	char *file = NULL, *eos;
+	json_t *j, *vocab, *added, *e;
+	size_t i;
+	int rc = 0;
+
+	if (stat(path, &sb) < 0 || !S_ISDIR(sb.st_mode))
+		return errf(err, errlen, "%s: the end-of-document token is the tokenizer's eos_token, "
+			    "named in special_tokens_map.json: give --tokenizer-name-or-path the directory "
+			    "holding it", path), VOCAB_BAD;
+	if (!(eos = eos_content(path)))
+		return errf(err, errlen, "%s: neither special_tokens_map.json nor tokenizer_config.json "
+			    "names an eos_token (the end-of-document token)", path), VOCAB_BAD;
+	if (asprintf(&file, "%s/tokenizer.json", path) < 0)
+		die(EXIT_FAILED, "out of memory");
+	j = load(file, &rc, err, errlen);
+	rc = VOCAB_BAD;
+	added = json_object_get(j, "added_tokens");
+	json_array_foreach(added, i, e)
+		if (json_is_string(json_object_get(e, "content")) &&
+		    strcmp(json_string_value(json_object_get(e, "content")), eos) == 0 &&
+		    json_is_integer(json_object_get(e, "id"))) {
+			*id = json_integer_value(json_object_get(e, "id"));
+			rc = 0;
+		}
+	vocab = json_object_get(json_object_get(j, "model"), "vocab");
+	if (rc && json_is_integer(json_object_get(vocab, eos))) {
+		*id = json_integer_value(json_object_get(vocab, eos));
+		rc = 0;
+	}
+	if (rc && j)
+		errf(err, errlen, "%s: the eos_token %s is not in the vocabulary", file, eos);
+	json_decref(j);
+	free(file);
+	free(eos);
+	return rc;
+}

@@ -20,4 +20,10 @@ int vocab_gpt2(const char *path, int64_t *n, char *err, size_t errlen);
 /* path: a tokenizer.json, or a directory holding one */
 int vocab_hf(const char *path, int64_t *n, char *err, size_t errlen);
 
+/* The end-of-document id Megatron's tokenizer reports (tokenizer.eod): <|endoftext|> of a GPT-2
+ * vocab.json; the eos_token of an HF tokenizer directory (special_tokens_map.json or
+ * tokenizer_config.json, looked up in tokenizer.json).  0, or VOCAB_* + err. */
+int vocab_eod_gpt2(const char *path, int64_t *id, char *err, size_t errlen);
+int vocab_eod_hf(const char *path, int64_t *id, char *err, size_t errlen);
+
 #endif
