@@ -202,15 +202,17 @@ int main(void)
 		T_ASSERT(args_float("1_000.5", &d) == 0 && d == 1000.5);
 		T_ASSERT(args_float("x", &d) < 0 && args_float("1e", &d) < 0);
 	}
-	T_CASE("argv_expands_abbreviations_splits_multi_values_drops_ignored") {
+	T_CASE("argv_expands_abbreviations_splits_multi_values_records_flags_not_acted_on") {
 		char *argv[] = {"train", "--train-iter", "5", "--rampup-batch-size", "16", "16", "9_765_625",
-				"--seed", "42", "--log-interval=1", "--deepspeed", "--deepspeed_config", "x.json",
+				"--seed", "42", "--log-interval=1", "--deepspeed", "--num-workers", "2",
 				"--skip-train-iteration-range", "1-2", "5-9", "--data-path", "0.3", "A", "0.7",
-				"B", "--bf16", NULL};
-		int ac, nign;
-		char **av = args_normalize(22, argv, &ac, &nign);
-		/* --seed, --log-interval and the skip ranges are train's own flags now; the DeepSpeed
-		 * config file is still accepted and dropped */
+				"B", "--bf16", "--use-bnb", "--num-workers", "4", "--mask-prob", "0.1", NULL};
+		int ac;
+		args_init(&a);
+		char **av = args_normalize(27, argv, &ac, &a);
+		/* --num-workers cannot matter here: dropped, recorded once for the start-up line;
+		 * --use-bnb (abbreviated) and --mask-prob would change the run: dropped, recorded as
+		 * refused, so main() stops before training */
 		const char *want[] = {"train", "--train-iters", "5", "--rampup-batch-size",
 				      "16" ARGS_SEP "16" ARGS_SEP "9_765_625", "--seed", "42",
 				      "--log-interval=1", "--deepspeed", "--skip-train-iteration-range",
@@ -219,17 +221,31 @@ int main(void)
 		T_ASSERT(ac == (int)(sizeof want / sizeof *want));
 		for (int i = 0; i < ac && i < (int)(sizeof want / sizeof *want); i++)
 			T_STREQ(av[i], want[i]);
-		T_ASSERT(nign == 1);
+		T_ASSERT(a.nnoeffect == 1);
+		T_STREQ(a.noeffect[0]->name, "num-workers");
+		T_ASSERT(a.nrefused == 2);
+		T_STREQ(a.refused[0]->name, "use-bnb-optimizer");
+		T_STREQ(a.refused[1]->name, "mask-prob");
+		char *line = args_noeffect_line(&a);
+		T_ASSERT(line && strstr(line, "--num-workers (") == line);
+		free(line);
 		T_ASSERT(av[ac] == NULL);
+	}
+	T_CASE("every_flag_not_acted_on_has_a_reason_and_no_option_shadows_it") {
+		for (const struct args_other *g = args_other; g->name; g++) {
+			T_ASSERT(g->why && strlen(g->why) > 10);
+			for (const struct opt *o = args_opts; o->name; o++)
+				T_ASSERT(strcmp(o->name, g->name) != 0);
+		}
 	}
 	T_CASE("a_repeated_multi_value_flag_replaces_like_argparse") {
 		char *argv[] = {"train", "--data-path", "A", "--data-path", "0.5", "B", "0.5", "C",
 				"--rampup-batch-size", "1", "2", "3", "--rampup-batch-size", "16", "16", "100", NULL};
-		int ac, nign;
-		char **av = args_normalize(16, argv, &ac, &nign);
+		int ac;
+		args_init(&a);
+		char **av = args_normalize(16, argv, &ac, &a);
 		struct optgroup groups[] = {{args_opts, args_opt, &a}, {0}};
 		struct optspec spec = {"", "", groups};
-		args_init(&a);
 		T_ASSERT(opt_parse(&spec, ac, av) == ac);
 		T_ASSERT(a.ndata_path == 4);
 		T_STREQ(a.data_path[1], "B");
