@@ -35,3 +35,19 @@ mail_count() { ls "$LMTK_SMTP_DIR"/*.eml 2>/dev/null | wc -l; }
 mail_clear() { rm -f "$LMTK_SMTP_DIR"/*.eml; }
 first_mail() { ls "$LMTK_SMTP_DIR"/*.eml 2>/dev/null | head -1; }
 last_mail()  { ls "$LMTK_SMTP_DIR"/*.eml 2>/dev/null | tail -1; }
+
+# Megatron datasets.  MEG_REF: the reference dataset Megatron itself wrote (CI's
+# ../shared/data/megatron, or $LMTK_MEGATRON_DIR); empty when it is not there, and the tests that
+# compare against it then skip, saying so.  tiny_dataset: a dataset of the same shape and file
+# names that the project makes itself (tests/ref/tiny-dataset.sh: GPT-2's first 5000 tokens, the
+# test corpus), for the tests that need some dataset to train on; built once per `make check`,
+# prints its directory.
+MEG_REF=${LMTK_MEGATRON_DIR:-$TOP/../shared/data/megatron}
+[ -f "$MEG_REF/meg-gpt2-openwebtext_text_document.idx" ] || MEG_REF=
+tiny_dataset() {
+	local d=${LMTK_TMP:-/tmp/lmtk-tests}/tiny-dataset
+	mkdir -p "${d%/*}" || return 3
+	bash "$TOP/tests/ref/tiny-dataset.sh" "$d" >"$d.log" 2>&1 ||
+		{ echo "tiny_dataset: could not build it: $(tail -3 "$d.log")" >&2; return 3; }
+	echo "$d"
+}

@@ -9,7 +9,7 @@
 PY=/usr/bin/python3
 SL=$BIN/ckpt-sync-ln
 MT=$BIN/ckpt-merge-tp
-MEG=${LMTK_MEGATRON_DIR:-$TOP/../shared/data/megatron}
+MEG=$(tiny_dataset) || exit 3   # a dataset to train on; the reference one is not needed
 cd "$T" || exit 3
 cp "$MEG"/meg-gpt2-openwebtext_text_document.bin "$MEG"/meg-gpt2-openwebtext_text_document.idx . || exit 3
 if ! "$PY" -c 'import numpy' 2>/dev/null; then

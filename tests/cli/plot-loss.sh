@@ -13,7 +13,6 @@
 . "$(dirname "$0")/../lib.sh"
 PL=$TOP/share/lmtk/plot-loss.sh
 PY=/usr/bin/python3
-MEG=${LMTK_MEGATRON_DIR:-$TOP/../shared/data/megatron}
 cd "$T" || exit 3
 export LC_ALL=C.UTF-8   # the sparkline in block characters (LC_ALL=C: in ASCII, tested below)
 [ -n "${LMTK_TMP:-}" ] || trap 'rm -rf "$T"' EXIT  # run.sh removes LMTK_TMP itself
@@ -176,11 +175,8 @@ sh "$PL" prefixed.log >prefixed.sum 2>&1
 [ "$(sline prefixed.sum 'lm loss')" = "$(sline fab.sum 'lm loss')" ] && ok rank_prefixed_lines_read ||
 	fail rank_prefixed_lines_read "$(sline prefixed.sum 'lm loss')"
 
-# --- real logs from bin/train: a tiny model on the Megatron-written dataset ---
-if [ ! -x "$BIN/train" ] || [ ! -f "$MEG/meg-gpt2-openwebtext_text_document.idx" ]; then
-	skip plot_loss_real_log "bin/train or $MEG not there"
-	exit 0
-fi
+# --- real logs from bin/train: a tiny model on a Megatron dataset the project makes ---
+MEG=$(tiny_dataset) || exit 3
 cp "$MEG"/meg-gpt2-openwebtext_text_document.bin "$MEG"/meg-gpt2-openwebtext_text_document.idx . || exit 3
 MODEL=(--num-layers 2 --hidden-size 64 --num-attention-heads 4 --seq-length 64
 	--max-position-embeddings 64 --micro-batch-size 2 --global-batch-size 4 --lr 3e-3

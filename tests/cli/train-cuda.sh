@@ -48,7 +48,7 @@ for m in gpt2 bloom; do
 	[ $rc = 0 ] && ok "cuda_${m}_logits_loss_grads_and_10_steps_match_pytorch_bf16" ||
 		fail "cuda_${m}_logits_loss_grads_and_10_steps_match_pytorch_bf16" "exit $rc: $(tail -6 "$m.cmp")"
 done
-MEG=${LMTK_MEGATRON_DIR:-$TOP/../shared/data/megatron}
+MEG=$(tiny_dataset) || exit 3   # a dataset to train on; the reference one is not needed
 cp "$MEG"/meg-gpt2-openwebtext_text_document.* .
 "$TOP/bin/train" --num-layers 2 --hidden-size 128 --num-attention-heads 4 --seq-length 128 \
 	--max-position-embeddings 128 --micro-batch-size 8 --global-batch-size 16 --train-iters 60 \

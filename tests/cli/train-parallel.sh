@@ -8,7 +8,7 @@
 . "$(dirname "$0")/../lib.sh"
 TR=$BIN/train
 PY=/usr/bin/python3
-MEG=${LMTK_MEGATRON_DIR:-$TOP/../shared/data/megatron}
+MEG=$(tiny_dataset) || exit 3   # a dataset to train on; the reference one is not needed
 cd "$T" || exit 3
 if ! command -v mpirun >/dev/null || [ ! -s "$TOP/build/lib/lmtk/train-mpi.so" ]; then
 	skip parallel_runs "no mpirun or no build/lib/lmtk/train-mpi.so (Open MPI: make deps installs it)"

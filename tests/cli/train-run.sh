@@ -6,7 +6,7 @@
 . "$(dirname "$0")/../lib.sh"
 TR=$BIN/train
 PY=/usr/bin/python3
-MEG=${LMTK_MEGATRON_DIR:-$TOP/../shared/data/megatron}
+MEG=$(tiny_dataset) || exit 3   # a dataset to train on; the reference one is not needed
 cd "$T" || exit 3
 cp "$MEG"/meg-gpt2-openwebtext_text_document.bin "$MEG"/meg-gpt2-openwebtext_text_document.idx . || exit 3
 

@@ -8,7 +8,7 @@
 # train.slurm and setup-test-n2.slurm are what slurm/mkslurm.sh makes of slurm/train.slurm.in, so
 # the two cannot drift apart, and a layout that TP does not divide is refused before train starts.
 . "$(dirname "$0")/../lib.sh"
-MEG=${LMTK_MEGATRON_DIR:-$TOP/../shared/data/megatron}
+MEG=$(tiny_dataset) || exit 3   # a dataset to train on; the reference one is not needed
 MARK='^# ---- The rest is the same in every script generated'
 
 # --- one template, two scripts ---------------------------------------------------------------

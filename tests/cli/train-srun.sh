@@ -19,7 +19,7 @@
 . "$(dirname "$0")/../lib.sh"
 TR=$BIN/train
 PY=/usr/bin/python3
-MEG=${LMTK_MEGATRON_DIR:-$TOP/../shared/data/megatron}
+MEG=$(tiny_dataset) || exit 3   # a dataset to train on; the reference one is not needed
 cd "$T" || exit 3
 if ! sinfo >/dev/null 2>&1; then
 	skip srun_runs "no local SLURM cluster: sinfo fails with SLURM_CONF=${SLURM_CONF:-unset} (tests/run.sh starts one)"
