@@ -19,8 +19,11 @@ struct member {
 	double s, e;
 };
 
-static int open_ds(struct feed *f, const char *prefix, char *err, size_t errlen)
+/* Opens a dataset once, and says where its index caches go when that is not beside it. */
+static int open_ds(struct feed *f, const char *prefix, void (*say)(const char *), char *err,
+		   size_t errlen)
 {
+	char note[1024];
 	for (int i = 0; i < f->nds; i++)
 		if (strcmp(f->ds[i].prefix, prefix) == 0)
 			return i;
@@ -31,6 +34,11 @@ static int open_ds(struct feed *f, const char *prefix, char *err, size_t errlen)
 	memset(&f->ds[f->nds], 0, sizeof *n);
 	if (gptdata_open(&f->ds[f->nds], prefix, err, errlen) < 0)
 		return -1;
+	if (!f->cache_dir) {
+		f->ds[f->nds].cache_dir = gptdata_cache_fallback(prefix, note, sizeof note);
+		if (note[0])
+			say(note);
+	}
 	return f->nds++;
 }
 
@@ -67,7 +75,7 @@ static int build_set(struct feed *f, int split, const char *name, struct member 
 		return -1;
 	int empty = 0;
 	for (int i = 0; i < n; i++) {
-		int d = open_ds(f, mb[i].prefix, err, errlen);
+		int d = open_ds(f, mb[i].prefix, say, err, errlen);
 		int64_t idx[4], lo, hi;
 		if (d < 0)
 			return -1;

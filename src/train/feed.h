@@ -6,8 +6,9 @@
  * - --{train,valid,test}-weighted-split-paths[-path] "NAME: W1 S:E P1, W2 S:E P2": groups, each
  *   a named set blending its datasets over the sequence range [round(S*N), round(E*N)); one
  *   train group, any number of named validation (and test) groups.
- * Each dataset of a set builds Megatron's GPT sample index (gptdata.h, cached beside the data)
- * for the samples Megatron would ask it for - the split's samples, or ceil(n * w * 1.005) of
+ * Each dataset of a set builds Megatron's GPT sample index (gptdata.h, cached beside the data,
+ * or in --data-cache-path, or in the user's cache directory when the data's is read-only) for
+ * the samples Megatron would ask it for - the split's samples, or ceil(n * w * 1.005) of
  * them in a blend - and a blend interleaves the datasets as BlendableDataset does.
  * feed_get(split, set, i) gives the seq+1 tokens of sample i: [0, seq) input, [1, seq] targets.
  *

@@ -169,6 +169,7 @@ void gptdata_close(struct gptdata_ds *ds)
 		munmap(ds->bin_map, ds->bin_map_len);
 	free(ds->sizes);
 	free(ds->prefix);
+	free(ds->cache_dir);
 	memset(ds, 0, sizeof *ds);
 }
 
@@ -743,6 +744,44 @@ bad:
 	return rc;
 }
 
+char *gptdata_cache_fallback(const char *prefix, char *note, size_t notelen)
+{
+	const char *slash = strrchr(prefix, '/'), *xdg = getenv("XDG_CACHE_HOME");
+	const char *home = getenv("HOME");
+	char *dir, *own = NULL, why[1024] = "";
+	int e;
+
+	if (notelen)
+		note[0] = 0;
+	dir = slash ? strndup(prefix, slash == prefix ? 1 : (size_t)(slash - prefix)) : strdup(".");
+	if (!dir)
+		die(EXIT_FAILED, "out of memory");
+	/* access() and not a trial file: it answers for this user, EROFS included, and leaves no
+	 * trace in a directory that is not ours */
+	if (access(dir, W_OK | X_OK) == 0) {
+		free(dir);
+		return NULL;
+	}
+	e = errno;
+	if ((xdg && xdg[0] == '/' && asprintf(&own, "%s/lmtk", xdg) < 0) ||
+	    (!own && home && home[0] && asprintf(&own, "%s/.cache/lmtk", home) < 0))
+		die(EXIT_FAILED, "out of memory");
+	if (own && file_mkdirs(own, why, sizeof why) == 0 && access(own, W_OK | X_OK) < 0)
+		errf(why, sizeof why, "%s: %s", own, strerror(errno));
+	if (own && !why[0]) {
+		errf(note, notelen, "%s: %s is not writable (%s): its index caches go to %s instead "
+		     "(--data-cache-path picks the place)", prefix, dir, strerror(e), own);
+		free(dir);
+		return own;
+	}
+	errf(note, notelen, "%s: %s is not writable (%s) and %s: its index is built in memory on "
+	     "every run; pass --data-cache-path DIR to keep it", prefix, dir, strerror(e),
+	     own ? why : "there is no $HOME or $XDG_CACHE_HOME");
+	free(own);
+	free(dir);
+	return NULL;
+}
+
 int gptdata_index_get(struct gptdata_index *x, const struct gptdata_ds *ds,
 		      const struct gptdata_key *k, const char *cache_dir, char *err, size_t errlen)
 {
@@ -753,7 +792,18 @@ int gptdata_index_get(struct gptdata_index *x, const struct gptdata_ds *ds,
 	if (k->end > ds->n)
 		return errf(err, errlen, "%s: the split [%lld, %lld) goes past its %lld sequences",
 			    ds->prefix, (long long)k->start, (long long)k->end, (long long)ds->n);
-	path = gptdata_cache_path(ds->prefix, cache_dir, k);
+	if (!cache_dir && ds->cache_dir) {
+		/* read-only data: a cache its owner built beside it is as good as ours */
+		path = gptdata_cache_path(ds->prefix, NULL, k);
+		if (gptdata_cache_load(x, ds, k, path, why, sizeof why) == 0) {
+			free(path);
+			if (err && errlen)
+				err[0] = 0;
+			return 0;
+		}
+		free(path);
+	}
+	path = gptdata_cache_path(ds->prefix, cache_dir ? cache_dir : ds->cache_dir, k);
 	if (gptdata_cache_load(x, ds, k, path, why, sizeof why) == 0) {
 		free(path);
 		if (err && errlen)

@@ -26,7 +26,8 @@
  *
  * Building walks every sample once (ns+1 steps) and shuffles both arrays; for BLOOM-scale runs that is
  * seconds to minutes and gigabytes, so, like Megatron (which keeps three .npy files), the result
- * is cached next to the data in one file, PREFIX_lmtk_indexmap_{ns}ns_{sl}sl_{seed}s_{start}-{end}
+ * is cached next to the data (or, when that directory is not writable, in the user's own cache
+ * directory: gptdata_cache_fallback) in one file, PREFIX_lmtk_indexmap_{ns}ns_{sl}sl_{seed}s_{start}-{end}
  * .map: a 128-byte header (magic, version, the key, the sizes and mtimes of the .idx and .bin it
  * was built from, the array lengths, a 64-bit checksum of header and arrays) and the three
  * arrays, each padded to 8 bytes.  It is written to a temporary file, fsynced and renamed, so
@@ -70,6 +71,8 @@ struct gptdata_ds {
 	int64_t idx_mtime_ns, bin_mtime_ns;
 	void *idx_map, *bin_map;        /* NULL when the fields above were filled by hand */
 	size_t idx_map_len, bin_map_len;
+	char *cache_dir;                /* where its index caches go when no directory is given:
+					 * NULL beside the data, else gptdata_cache_fallback's */
 };
 
 /* Maps PREFIX.idx and PREFIX.bin and checks every sequence lies inside the .bin, so sampling
@@ -145,9 +148,18 @@ int gptdata_cache_load(struct gptdata_index *x, const struct gptdata_ds *ds,
 /* Writes x atomically (temporary file, fsync, rename, fsync of the directory).  0 or -1 + err. */
 int gptdata_cache_save(const struct gptdata_index *x, const struct gptdata_ds *ds,
 		       const char *path, char *err, size_t errlen);
-/* The cached index if it is good, else builds it and saves it.  0 with x->cache telling which
- * happened and, unless it was a hit, err saying why the cache was not used or not saved; -1 +
- * err when it cannot be built (see gptdata_build; also k->end beyond the dataset). */
+/* Where the index caches of the dataset at prefix go when no cache directory is given: NULL
+ * (beside the data) when the data's directory is writable.  Else the data is someone else's, or
+ * on a read-only filesystem: a private directory, ${XDG_CACHE_HOME:-$HOME/.cache}/lmtk, made if
+ * need be (malloc'd), so such data costs one index build per user, not one per run; or NULL
+ * again when there is none (the index is then built in memory each run).  note gets the one
+ * line that says which ("" when beside the data). */
+char *gptdata_cache_fallback(const char *prefix, char *note, size_t notelen);
+/* The cached index if it is good, else builds it and saves it: in cache_dir when given, else
+ * where ds->cache_dir says (a cache beside the data is still used first when there is one).
+ * 0 with x->cache telling which happened and, unless it was a hit, err saying why the cache was
+ * not used or not saved; -1 + err when it cannot be built (see gptdata_build; also k->end beyond
+ * the dataset). */
 int gptdata_index_get(struct gptdata_index *x, const struct gptdata_ds *ds,
 		      const struct gptdata_key *k, const char *cache_dir, char *err, size_t errlen);
 

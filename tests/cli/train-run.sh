@@ -251,6 +251,48 @@ mkdir -p ro cache && cp meg-gpt2-openwebtext_text_document.bin meg-gpt2-openwebt
 [ $? = 0 ] && ls cache/*_lmtk_indexmap_*.map >/dev/null 2>&1 && [ "$(ls ro | wc -l)" = 2 ] &&
 	ok data_cache_path_holds_the_index || fail data_cache_path_holds_the_index "$(ls ro cache; tail -2 dc.out)"
 
+# --- data in a directory this user cannot write (someone else's, or a read-only filesystem) ---
+# The caches go to the user's own cache directory, said in one start-up line; a cache the data's
+# owner built beside it is used first; with no cache directory at all the run still trains.  As
+# root a mode does not stop writes, so the directory is a tmpfs remounted read-only.
+rodir=$T/rodata RO=$T/rodata/meg-gpt2-openwebtext_text_document
+mkdir -p "$rodir"
+if [ "$(id -u)" = 0 ]; then
+	mount -t tmpfs -o size=16m lmtk-test "$rodir" 2>/dev/null &&
+		ro() { mount -o "remount,$1" "$rodir"; } || ro() { return 1; }
+else
+	ro() { if [ "$1" = ro ]; then chmod a-w "$rodir"; else chmod u+w "$rodir"; fi; }
+fi
+if ! { ro rw && cp meg-gpt2-openwebtext_text_document.bin meg-gpt2-openwebtext_text_document.idx "$rodir/" &&
+	ro ro && ! touch "$rodir/probe" 2>/dev/null; }; then
+	skip read_only_data_falls_back_to_own_cache "cannot make a read-only directory here (a tmpfs needs root)"
+else
+	rot() { "$TR" "${MODEL[@]}" --data-path "$RO" --train-iters 6 --eval-iters 0 "$@"; }
+	XDG_CACHE_HOME=$T/xdg1 rot >ro1.out 2>&1
+	rc=$?
+	[ $rc = 0 ] && ok read_only_data_trains || fail read_only_data_trains "exit $rc: $(tail -3 ro1.out)"
+	contains read_only_data_says_where_caches_go ro1.out \
+		"^$RO: $rodir is not writable \(Read-only file system|Permission denied\): its index caches go to $T/xdg1/lmtk instead \(--data-cache-path picks the place\)$"
+	check read_only_data_said_once [ "$(grep -c 'is not writable' ro1.out)" = 1 ]
+	check read_only_data_cache_in_own_dir sh -c "ls '$T'/xdg1/lmtk/meg-gpt2-openwebtext_text_document_lmtk_indexmap_*.map >/dev/null &&
+		[ \$(ls '$rodir' | wc -l) = 2 ]"
+	XDG_CACHE_HOME=$T/xdg1 rot >ro2.out 2>&1
+	contains read_only_data_next_run_uses_own_cache ro2.out "^$RO: train split, .*, index from its cache$"
+	env -u XDG_CACHE_HOME -u HOME "$TR" "${MODEL[@]}" --data-path "$RO" --train-iters 6 --eval-iters 0 >ro3.out 2>&1
+	rc=$?
+	[ $rc = 0 ] && grep -q "is not writable (.*) and there is no \$HOME or \$XDG_CACHE_HOME: its index is built in memory on every run; pass --data-cache-path DIR to keep it$" ro3.out &&
+		grep -q 'index built, not cached' ro3.out && ok read_only_data_without_home_trains_uncached ||
+		fail read_only_data_without_home_trains_uncached "exit $rc: $(grep -E 'writable|index' ro3.out | head -3)"
+	# the owner builds the cache beside the data, then the data becomes read-only
+	ro rw && XDG_CACHE_HOME=$T/xdg2 rot >ro4.out 2>&1 && ro ro
+	check writable_data_keeps_caches_beside_it sh -c "! grep -q 'not writable' ro4.out &&
+		ls '$rodir'/*_lmtk_indexmap_*.map >/dev/null && [ ! -e '$T/xdg2/lmtk' ]"
+	XDG_CACHE_HOME=$T/xdg3 rot >ro5.out 2>&1
+	check read_only_data_uses_the_owners_cache sh -c "grep -q '^$RO: train split, .*, index from its cache$' ro5.out &&
+		[ -z \"\$(ls '$T/xdg3/lmtk' 2>/dev/null)\" ]"
+fi
+[ "$(id -u)" = 0 ] && umount -l "$rodir" 2>/dev/null
+
 # fp16: dynamic loss scaling runs (the CPU computes in fp32) and the log line shows the scale
 tr --train-iters 8 --log-interval 2 --eval-iters 0 --fp16 --initial-loss-scale 65536 >fp.out 2>&1
 check fp16_log_line_has_the_loss_scale grep -qE '\| lm loss: [0-9.E+-]+ \| loss scale: 65536\.0 \| grad norm' fp.out
