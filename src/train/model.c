@@ -25,6 +25,9 @@ struct model_acts {
 	/* gradient scratch */
 	void *dres, *dbtc, *dbtc2, *dqkv, *dbtf;
 	int32_t *tokens, *tokens_local;   /* (B,T) device: the embedding backward needs this slot's */
+	int32_t *positions;         /* (B,T) device: t, or t - its document's start (reset_position_ids) */
+	int32_t *kstart;            /* (B,T) device: the first key each query sees (reset_attention_mask) */
+	uint64_t rng, sample0;      /* the forward's dropout key and place in the batch, for the backward */
 	void *act_block;
 	float *f32_block;
 };
@@ -379,7 +382,10 @@ int model_init(struct model *m, const struct model_config *cfg, const struct ops
 		a->f32_block = ops->alloc(nf * sizeof(float));
 		a->tokens = ops->alloc((size_t)B * T * sizeof *a->tokens);
 		a->tokens_local = ops->alloc((size_t)B * T * sizeof *a->tokens_local);
-		if (!a->act_block || !a->f32_block || !a->tokens || !a->tokens_local)
+		a->positions = ops->alloc((size_t)B * T * sizeof *a->positions);
+		a->kstart = ops->alloc((size_t)B * T * sizeof *a->kstart);
+		if (!a->act_block || !a->f32_block || !a->tokens || !a->tokens_local ||
+		    !a->positions || !a->kstart)
 			goto oom;
 		carve(m, a, &na, &nf);
 	}
@@ -387,15 +393,16 @@ int model_init(struct model *m, const struct model_config *cfg, const struct ops
 	m->targets = ops->alloc((size_t)B * T * sizeof *m->targets);
 	m->losses = ops->alloc((size_t)B * T * sizeof *m->losses);
 	m->bad_targets = ops->alloc(sizeof *m->bad_targets);
-	m->positions = ops->alloc((size_t)B * T * sizeof *m->positions);
 	m->tokens_local = ops->alloc((size_t)B * T * sizeof *m->tokens_local);
 	m->targets_local = ops->alloc((size_t)B * T * sizeof *m->targets_local);
 	m->dev_stats = ops->alloc((size_t)4 * B * T * sizeof *m->dev_stats);
 	m->host_ids = malloc((size_t)B * T * sizeof *m->host_ids);
+	m->host_tgt = malloc((size_t)B * T * sizeof *m->host_tgt);
 	m->host_stats = malloc((size_t)4 * B * T * sizeof *m->host_stats);
-	if (!m->tokens_local || !m->targets_local || !m->dev_stats || !m->host_ids || !m->host_stats)
+	if (!m->tokens_local || !m->targets_local || !m->dev_stats || !m->host_ids || !m->host_stats ||
+	    !m->host_tgt)
 		goto oom;
-	if (!m->positions || !m->tokens || !m->targets || !m->losses ||
+	if (!m->tokens || !m->targets || !m->losses ||
 	    !m->bad_targets)
 		goto oom;
 	m->acts_bytes = (na * ops->act_size + nf * sizeof(float)) * m->cfg.slots;
@@ -405,7 +412,8 @@ int model_init(struct model *m, const struct model_config *cfg, const struct ops
 		goto oom;
 	for (int i = 0; i < B * T; i++)
 		pos[i] = i % T;
-	ops->to_device(m->positions, pos, (size_t)B * T * sizeof *pos);
+	for (int k = 0; k < m->cfg.slots; k++)
+		ops->to_device(m->act[k].positions, pos, (size_t)B * T * sizeof *pos);
 	free(pos);
 	if (c->alibi) {
 		int nh = c->heads / m->cfg.tp;
@@ -440,17 +448,19 @@ void model_free(struct model *m)
 	o->free(m->targets);
 	o->free(m->losses);
 	o->free(m->bad_targets);
-	o->free(m->positions);
 	o->free(m->tokens_local);
 	o->free(m->targets_local);
 	o->free(m->dev_stats);
 	free(m->host_ids);
+	free(m->host_tgt);
 	free(m->host_stats);
 	for (int k = 0; m->act && k < m->cfg.slots; k++) {
 		o->free(m->act[k].act_block);
 		o->free(m->act[k].f32_block);
 		o->free(m->act[k].tokens);
 		o->free(m->act[k].tokens_local);
+		o->free(m->act[k].positions);
+		o->free(m->act[k].kstart);
 		free(m->act[k].l);
 	}
 	free(m->act);
@@ -521,11 +531,47 @@ static void vocab_parallel_xent(struct model *m, const int32_t *targets, float d
 		     dscale);
 }
 
+/* Megatron's get_ltor_masks_and_position_ids: after an end-of-document token at t, positions
+ * restart at 0 (reset_position_ids) and queries past t no longer see keys up to t
+ * (reset_attention_mask).  Both are "t minus where its document starts" - the position after
+ * the last eod before t - so one host pass fills the slot's positions and first keys. */
+static void doc_masks(struct model *m, struct model_acts *a, const int32_t *tokens)
+{
+	const struct model_config *c = &m->cfg;
+	int B = m->B, T = m->T;
+	int32_t *start = m->host_ids;
+	for (int b = 0; b < B; b++) {
+		int s0 = 0;
+		for (int t = 0; t < T; t++) {
+			start[b * T + t] = s0;
+			if (tokens[b * T + t] == c->eod)
+				s0 = t + 1;
+		}
+	}
+	if (c->reset_attention_mask)
+		m->ops->to_device(a->kstart, start, (size_t)B * T * sizeof *start);
+	if (c->reset_position_ids && m->first) {
+		for (int i = 0; i < B * T; i++)
+			start[i] = i % T - start[i];
+		m->ops->to_device(a->positions, start, (size_t)B * T * sizeof *start);
+	}
+}
+
+static struct ops_attn attn_keys(const struct model *m, const struct model_acts *a, int layer,
+				 float p)
+{
+	int nh = m->cfg.heads / m->cfg.tp;
+	return (struct ops_attn){.slopes = m->slopes,
+				 .kstart = m->cfg.reset_attention_mask ? a->kstart : NULL,
+				 .p = p, .seed = site(a->rng, layer, SITE_ATTN), .sample0 = a->sample0,
+				 .head0 = m->cfg.tp_rank * nh, .heads = m->cfg.heads};
+}
+
 #define P(which) model_param(m, model_layer_tensor(m, l, which))
 #define G(which) model_grad(m, model_layer_tensor(m, l, which))
 
 double model_forward(struct model *m, const int32_t *tokens, const int32_t *targets, float dscale,
-		     uint64_t rng, float *logits_out, int *bad)
+		     uint64_t rng, uint64_t sample0, float *logits_out, int *bad)
 {
 	const struct ops *o = m->ops;
 	const struct model_config *c = &m->cfg;
@@ -535,8 +581,13 @@ double model_forward(struct model *m, const int32_t *tokens, const int32_t *targ
 	size_t NC = (size_t)N * C;
 	float hd = m->eval_mode ? 0 : c->hidden_dropout, ad = m->eval_mode ? 0 : c->attention_dropout;
 	int tpar = tp > 1;
+	uint64_t off = sample0 * (uint64_t)T * (uint64_t)C;   /* dropout: the batch's element index */
 
 	*bad = 0;
+	a->rng = rng;
+	a->sample0 = sample0;
+	if (c->reset_attention_mask || (c->reset_position_ids && m->first && m->wpe >= 0))
+		doc_masks(m, a, tokens);
 	if (m->first) {
 		o->to_device(a->tokens, tokens, (size_t)N * sizeof *tokens);
 		const int32_t *words = a->tokens;
@@ -550,7 +601,7 @@ double model_forward(struct model *m, const int32_t *tokens, const int32_t *targ
 			words = a->tokens_local;
 		}
 		/* (B,T,C): words [-> LN] [+ positions] -> dropout */
-		if (c->embed_ln || tpar) {
+		if (c->embed_ln || tpar || c->reset_position_ids) {
 			void *w = c->embed_ln ? a->emb : a->encoded;
 			o->embed_fwd(w, words, model_param(m, m->wte), NULL, B, T, C);
 			if (tpar)
@@ -560,14 +611,14 @@ double model_forward(struct model *m, const int32_t *tokens, const int32_t *targ
 						 model_param(m, m->eln_w), model_param(m, m->eln_b), N, C,
 						 1e-5f);
 			if (m->wpe >= 0) {   /* positions after the LN: looked up by position "tokens" */
-				o->embed_fwd(a->dbtc, m->positions, model_param(m, m->wpe), NULL, B, T, C);
+				o->embed_fwd(a->dbtc, a->positions, model_param(m, m->wpe), NULL, B, T, C);
 				o->add(a->encoded, a->dbtc, NC);
 			}
 		} else {
 			o->embed_fwd(a->encoded, a->tokens, model_param(m, m->wte),
 				     m->wpe >= 0 ? model_param(m, m->wpe) : NULL, B, T, C);
 		}
-		o->dropout_fwd(a->encoded, NC, hd, site(rng, -1, SITE_EMBED));
+		o->dropout_fwd(a->encoded, NC, hd, site(rng, -1, SITE_EMBED), off);
 	}
 	/* else: the previous stage's output was received into a->encoded */
 
@@ -577,13 +628,15 @@ double model_forward(struct model *m, const int32_t *tokens, const int32_t *targ
 		int gl = m->l0 + l;   /* dropout keys by global layer: any pipeline split, same masks */
 		o->layernorm_fwd(y->ln1, y->ln1_mean, y->ln1_rstd, res, P(LN1_W), P(LN1_B), N, C, c->eps);
 		o->matmul_fwd(y->qkv, y->ln1, P(QKV_W), P(QKV_B), N, C, 3 * C / tp);
-		o->attention_fwd(y->atty, y->lse, y->qkv, m->slopes, B, T, NH, HD, ad,
-				 site(rng, gl, SITE_ATTN));
+		o->attention_fwd(y->atty, y->lse, y->qkv, B, T, NH, HD, attn_keys(m, a, gl, ad));
 		/* row-parallel: partial sums of every rank, the bias added once */
 		o->matmul_fwd(y->attproj, y->atty, P(PROJ_W), c->tp_rank ? NULL : P(PROJ_B), N, C / tp, C);
 		if (tpar)
 			tp_sum(m, y->attproj, NC);
-		o->residual_fwd(y->res2, res, y->attproj, NC, hd, site(rng, gl, SITE_RES2));
+		/* Megatron's apply_residual_connection_post_layernorm: the residual is the layer
+		 * norm's output instead of its input */
+		o->residual_fwd(y->res2, c->post_ln_residual ? y->ln1 : res, y->attproj, NC, hd,
+				site(rng, gl, SITE_RES2), off);
 		o->layernorm_fwd(y->ln2, y->ln2_mean, y->ln2_rstd, y->res2, P(LN2_W), P(LN2_B), N, C,
 				 c->eps);
 		o->matmul_fwd(y->fch, y->ln2, P(FC_W), P(FC_B), N, C, F);
@@ -591,12 +644,27 @@ double model_forward(struct model *m, const int32_t *tokens, const int32_t *targ
 		o->matmul_fwd(y->fcproj, y->fchg, P(FCPROJ_W), c->tp_rank ? NULL : P(FCPROJ_B), N, F, C);
 		if (tpar)
 			tp_sum(m, y->fcproj, NC);
-		o->residual_fwd(y->res3, y->res2, y->fcproj, NC, hd, site(rng, gl, SITE_RES3));
+		o->residual_fwd(y->res3, c->post_ln_residual ? y->ln2 : y->res2, y->fcproj, NC, hd,
+				site(rng, gl, SITE_RES3), off);
 		res = y->res3;
 	}
 	if (!m->last)
 		return 0;   /* res goes on to the next stage */
 
+	/* --eod-mask-loss: no loss, and no gradient, where the input token is the end of document
+	 * (target -1, which the cross-entropy gives loss 0 and gradient 0); the mean is over the
+	 * rest, so each kept token weighs 1/kept as in Megatron's sum(loss*mask)/sum(mask) */
+	int masked = 0;
+	if (c->eod_mask_loss) {
+		for (int i = 0; i < N; i++) {
+			int eod = tokens[i] == c->eod;
+			m->host_tgt[i] = eod ? -1 : targets[i];
+			masked += eod;
+		}
+		targets = m->host_tgt;
+	}
+	int kept = N - masked;
+	float tscale = kept ? dscale / kept : 0.0f;
 	o->to_device(m->targets, targets, (size_t)N * sizeof *targets);
 	o->layernorm_fwd(a->lnf, a->lnf_mean, a->lnf_rstd, res, model_param(m, m->lnf_w),
 			 model_param(m, m->lnf_b), N, C, c->eps);
@@ -612,22 +680,23 @@ double model_forward(struct model *m, const int32_t *tokens, const int32_t *targ
 	}
 	o->zero(m->bad_targets, sizeof *m->bad_targets);
 	if (tpar) {
-		vocab_parallel_xent(m, targets, dscale / N, bad);
+		vocab_parallel_xent(m, targets, tscale, bad);
 	} else {
-		o->xent_fwd_bwd(m->losses, a->logits, m->targets, N, c->vocab, Vp, dscale / N,
+		o->xent_fwd_bwd(m->losses, a->logits, m->targets, N, c->vocab, Vp, tscale,
 				m->bad_targets);
 	}
 	float *losses = m->host_stats;   /* (N) host scratch, allocated once */
 	o->to_host(losses, m->losses, (size_t)N * sizeof *losses);
 	if (!tpar)
 		o->to_host(bad, m->bad_targets, sizeof *bad);
+	*bad -= masked;   /* the masked targets are not bad data */
 	double sum = 0;
 	for (int i = 0; i < N; i++)
 		sum += losses[i];
-	return sum / N;
+	return kept ? sum / kept : 0.0;
 }
 
-void model_backward(struct model *m, uint64_t rng)
+void model_backward(struct model *m)
 {
 	const struct ops *o = m->ops;
 	const struct model_config *c = &m->cfg;
@@ -637,6 +706,7 @@ void model_backward(struct model *m, uint64_t rng)
 	size_t NC = (size_t)N * C;
 	float hd = m->eval_mode ? 0 : c->hidden_dropout, ad = m->eval_mode ? 0 : c->attention_dropout;
 	int tpar = tp > 1;
+	uint64_t rng = a->rng, off = a->sample0 * (uint64_t)T * (uint64_t)C;
 
 	if (m->last) {
 		/* logits already hold dloss/dlogits (fused into the forward's cross-entropy) */
@@ -656,22 +726,30 @@ void model_backward(struct model *m, uint64_t rng)
 		int gl = m->l0 + l;
 		void *res = l ? a->l[l - 1].res3 : a->encoded;
 		/* dres = d res3: through the MLP branch; the identity path keeps dres as it is */
-		o->dropout_bwd(a->dbtc, a->dres, NC, hd, site(rng, gl, SITE_RES3));
+		o->dropout_bwd(a->dbtc, a->dres, NC, hd, site(rng, gl, SITE_RES3), off);
 		o->matmul_bwd(a->dbtf, G(FCPROJ_W), G(FCPROJ_B), a->dbtc, y->fchg, P(FCPROJ_W), N, F, C);
 		o->gelu_bwd(a->dbtf, y->fch, a->dbtf, (size_t)N * F);
 		o->matmul_bwd(a->dbtc, G(FC_W), G(FC_B), a->dbtf, y->ln2, P(FC_W), N, C, F);
 		if (tpar)   /* column-parallel: the input gradient is a sum over the ranks */
 			tp_sum(m, a->dbtc, NC);
+		if (c->post_ln_residual) {   /* the identity path enters at the LN's output */
+			o->add(a->dbtc, a->dres, NC);
+			o->zero(a->dres, NC * o->act_size);
+		}
 		o->layernorm_bwd(a->dres, G(LN2_W), G(LN2_B), a->dbtc, y->res2, P(LN2_W), y->ln2_mean,
 				 y->ln2_rstd, N, C);
 		/* dres = d res2: through attention */
-		o->dropout_bwd(a->dbtc, a->dres, NC, hd, site(rng, gl, SITE_RES2));
+		o->dropout_bwd(a->dbtc, a->dres, NC, hd, site(rng, gl, SITE_RES2), off);
 		o->matmul_bwd(a->dbtc2, G(PROJ_W), G(PROJ_B), a->dbtc, y->atty, P(PROJ_W), N, C / tp, C);
-		o->attention_bwd(a->dqkv, a->dbtc2, y->qkv, y->atty, y->lse, m->slopes, B, T, NH, HD,
-				 ad, site(rng, gl, SITE_ATTN));
+		o->attention_bwd(a->dqkv, a->dbtc2, y->qkv, y->atty, y->lse, B, T, NH, HD,
+				 attn_keys(m, a, gl, ad));
 		o->matmul_bwd(a->dbtc, G(QKV_W), G(QKV_B), a->dqkv, y->ln1, P(QKV_W), N, C, 3 * C / tp);
 		if (tpar)
 			tp_sum(m, a->dbtc, NC);
+		if (c->post_ln_residual) {
+			o->add(a->dbtc, a->dres, NC);
+			o->zero(a->dres, NC * o->act_size);
+		}
 		o->layernorm_bwd(a->dres, G(LN1_W), G(LN1_B), a->dbtc, res, P(LN1_W), y->ln1_mean,
 				 y->ln1_rstd, N, C);
 	}
@@ -679,11 +757,11 @@ void model_backward(struct model *m, uint64_t rng)
 		return;   /* a->dres, the gradient of this stage's input, goes back to the previous */
 
 	/* dres = d encoded: back through dropout, positions, the embedding LN, the words */
-	o->dropout_bwd(a->dres, a->dres, NC, hd, site(rng, -1, SITE_EMBED));
+	o->dropout_bwd(a->dres, a->dres, NC, hd, site(rng, -1, SITE_EMBED), off);
 	const int32_t *words = tpar ? a->tokens_local : a->tokens;
-	if (c->embed_ln || tpar) {
+	if (c->embed_ln || tpar || c->reset_position_ids) {
 		if (m->wpe >= 0)
-			o->embed_bwd(model_grad(m, m->wpe), NULL, a->dres, m->positions, B, T, C);
+			o->embed_bwd(model_grad(m, m->wpe), NULL, a->dres, a->positions, B, T, C);
 		void *dw = a->dres;
 		if (c->embed_ln) {
 			o->zero(a->dbtc, NC * o->act_size);

@@ -74,7 +74,7 @@ struct model {
 	struct dist *dist;                 /* tensor-parallel collectives (NULL: one rank) */
 	int vocab_start, vocab_valid;      /* this rank's vocabulary slice: first id, real columns */
 	int32_t *tokens_local, *targets_local;   /* (B,T) device: ids in the slice, else -1 */
-	int32_t *host_ids;                 /* (B,T) host scratch */
+	int32_t *host_ids, *host_tgt;      /* (B,T) host scratch */
 	float *host_stats;                 /* (4,B,T) host scratch: max, sum, target logit, lse */
 	float *dev_stats;                  /* (4,B,T) device */
 
@@ -95,7 +95,6 @@ struct model {
 	int slot;                          /* the set forward/backward use (model_use_slot) */
 	size_t acts_bytes;
 	int32_t *tokens, *targets;         /* (B,T) device */
-	int32_t *positions;                /* (B,T) device: t, to look up position embeddings */
 	float *losses;                     /* (B,T) device */
 	int *bad_targets;                  /* device int */
 };
@@ -133,15 +132,20 @@ void *model_stage_output(struct model *m);
 void *model_stage_dout(struct model *m);
 void *model_stage_dinput(struct model *m);
 
-/* One micro-batch.  tokens/targets are host (B,T) arrays.  The forward returns the mean loss
- * over the B*T tokens; targets outside the vocabulary are counted in *bad and get loss 0.  The
- * loss gradient is fused into the forward's cross-entropy, so the forward takes its scale:
- * backward then accumulates into grads the gradient of (mean loss * dscale), dscale = loss
- * scale / micro-batches.  `rng` keys this micro-batch's dropout masks (the caller mixes in the
- * step and micro-batch).  logits_out (host, (B,T,Vp) fp32) receives the logits when not NULL. */
+/* One micro-batch.  tokens/targets are host (B,T) arrays (tokens on every pipeline stage: the
+ * document masks come from them).  The forward returns the mean loss over the B*T tokens - over
+ * those whose input is not the end of document with eod_mask_loss, Megatron's
+ * sum(loss * mask) / sum(mask) - targets outside the vocabulary are counted in *bad and get
+ * loss 0.  The loss gradient is fused into the forward's cross-entropy, so the forward takes its
+ * scale: backward then accumulates into grads the gradient of (mean loss * dscale), dscale = loss
+ * scale / micro-batches.  Dropout masks are keyed by `rng` (the step's key) and by global
+ * coordinates: sample0 is the index of the micro-batch's first sample in the iteration's global
+ * batch, so any DP/TP/PP layout and micro-batch size draws the same masks for the same sample.
+ * The backward uses the rng and sample0 its slot's forward was given.  logits_out (host,
+ * (B,T,Vp) fp32) receives the logits when not NULL. */
 double model_forward(struct model *m, const int32_t *tokens, const int32_t *targets, float dscale,
-		     uint64_t rng, float *logits_out, int *bad);
-void model_backward(struct model *m, uint64_t rng);
+		     uint64_t rng, uint64_t sample0, float *logits_out, int *bad);
+void model_backward(struct model *m);
 
 void model_zero_grad(struct model *m);
 

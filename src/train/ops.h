@@ -21,12 +21,26 @@
  *
  * Randomness (dropout) is counter-based: philox.h draws the mask of element i from
  * (seed, offset + i), so the backward pass regenerates the forward's mask instead of storing
- * it, and any backend or parallel layout draws the same mask for the same element. */
+ * it.  The counter is the element's global coordinate - its sample's place in the iteration's
+ * global batch, its global head, its position - so any backend, any parallel layout and any
+ * micro-batch size draw the same mask for the same element. */
 #ifndef TRAIN_OPS_H
 #define TRAIN_OPS_H
 
 #include <stddef.h>
 #include <stdint.h>
+
+/* What an attention call needs besides its tensors: the positional bias, the document mask,
+ * and where its dropout mask comes from.  Probability (b, h, i, j) of a micro-batch draws
+ * philox_keep(seed, ((sample0 + b) * heads + head0 + h) * T * T + i * T + j, p). */
+struct ops_attn {
+	const float *slopes;       /* ALiBi slopes of the local heads (device), or NULL */
+	const int32_t *kstart;     /* (B,T) device: the first key query i may see, or NULL (0) */
+	float p;                   /* attention dropout */
+	uint64_t seed;             /* the site's stream: step, layer */
+	uint64_t sample0;          /* the micro-batch's first sample, counted in the global batch */
+	int head0, heads;          /* this rank's first head; the model's head count */
+};
 
 struct ops {
 	const char *name;          /* "cpu", "cuda" */
@@ -73,30 +87,32 @@ struct ops {
 
 	/* Causal self-attention over qkv(B,T,NH,3,HD) (Megatron's per-rank [heads, 3, head_dim]
 	 * order: q, k, v of head h are adjacent) -> out(B,T,NH,HD).  scores = q.k / sqrt(HD)
-	 * + slopes[h] * j for key j when slopes != NULL (ALiBi), keys j > i masked; softmax in fp32;
-	 * attention dropout with probability p on the probabilities (mask from philox(seed, ...)).
+	 * + slopes[h] * j for key j when k.slopes != NULL (ALiBi); query i sees keys
+	 * [k.kstart[b*T+i], i] (kstart NULL: [0, i]; --reset-attention-mask starts a row at its
+	 * document); softmax in fp32; attention dropout with probability k.p on the probabilities.
 	 * lse(B,NH,T) keeps each row's log-sum-exp so the backward recomputes the probabilities
 	 * instead of storing a (T,T) matrix per head. */
-	void (*attention_fwd)(void *out, float *lse, const void *qkv, const float *slopes,
-			      int B, int T, int NH, int HD, float p, uint64_t seed);
+	void (*attention_fwd)(void *out, float *lse, const void *qkv, int B, int T, int NH, int HD,
+			      struct ops_attn k);
 	/* dqkv(B,T,NH,3,HD) overwritten */
 	void (*attention_bwd)(void *dqkv, const void *dout, const void *qkv, const void *out,
-			      const float *lse, const float *slopes, int B, int T, int NH, int HD,
-			      float p, uint64_t seed);
+			      const float *lse, int B, int T, int NH, int HD, struct ops_attn k);
 
 	/* GeLU, tanh approximation (Megatron's fused bias-gelu, HF BLOOM) */
 	void (*gelu_fwd)(void *out, const void *inp, size_t n);
 	void (*gelu_bwd)(void *dinp, const void *inp, const void *dout, size_t n); /* overwrites */
 
 	/* out = res + dropout(x, p): the residual add after attention and MLP (Megatron's
-	 * bias-dropout-add; the bias is already in x).  Mask element i from philox(seed, i). */
+	 * bias-dropout-add; the bias is already in x).  Element i's mask is
+	 * philox_keep(seed, off + i, p): off places the tensor in the iteration's whole batch. */
 	void (*residual_fwd)(void *out, const void *res, const void *x, size_t n, float p,
-			     uint64_t seed);
+			     uint64_t seed, uint64_t off);
 	/* dx = dropout(dout) with the same mask (overwrites); dres is dout itself, which the model
 	 * keeps accumulating in place. */
-	void (*dropout_bwd)(void *dx, const void *dout, size_t n, float p, uint64_t seed);
+	void (*dropout_bwd)(void *dx, const void *dout, size_t n, float p, uint64_t seed,
+			    uint64_t off);
 	/* x = dropout(x) in place (embedding dropout) */
-	void (*dropout_fwd)(void *x, size_t n, float p, uint64_t seed);
+	void (*dropout_fwd)(void *x, size_t n, float p, uint64_t seed, uint64_t off);
 	/* acc += x (activation type), for the residual stream's gradient */
 	void (*add)(void *acc, const void *x, size_t n);
 

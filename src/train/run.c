@@ -200,7 +200,7 @@ static void evaluate(struct run *r, int split, const char *label, int64_t iterat
 				failed |= load_micro(r, split, si, *pos, k) < 0;
 				if (!m->first)
 					dd->p2p(dd, NULL, 0, 0, model_stage_input(m), xb, dd->pp_rank - 1);
-				sum += model_forward(m, r->tok, r->tgt, 0.0f, 0, NULL, &bad);
+				sum += model_forward(m, r->tok, r->tgt, 0.0f, 0, 0, NULL, &bad);
 				if (!m->last)
 					dd->p2p(dd, model_stage_output(m), xb, dd->pp_rank + 1, NULL, 0, 0);
 				n++;
@@ -508,7 +508,14 @@ static int setup(struct run *r, char *err, size_t errlen)
 	return 0;
 }
 
-/* One iteration's forward and backward over its micro-batches: the mean loss, or NaN. */
+/* Where micro-batch k of this data-parallel rank starts in the iteration's global batch
+ * (load_micro's order): the dropout masks are keyed by it, so DP 2 x 1 micro-batch and DP 1 x
+ * 2 micro-batches draw the same masks for the same sample. */
+static uint64_t sample0(const struct run *r, int64_t k)
+{
+	return (uint64_t)(k * r->mbs * r->dist.dp + (int64_t)r->dist.dp_rank * r->mbs);
+}
+
 /* One iteration's forward and backward over its micro-batches, Megatron's 1F1B pipeline
  * schedule (forward_backward_pipelining_without_interleaving): stage s runs pp-s-1 warm-up
  * forwards, then alternates one forward and one backward, then drains the remaining backwards.
@@ -532,12 +539,12 @@ static double step_grads(struct run *r, int64_t first, int64_t micro, uint64_t k
 		model_use_slot(m, (int)fwd); \
 		if (load_micro(r, FEED_TRAIN, 0, first, (int)fwd) < 0) \
 			failed = 1; \
-		sum += model_forward(m, r->tok, r->tgt, dscale, philox_mix(key, (uint64_t)fwd), NULL, &b_); \
+		sum += model_forward(m, r->tok, r->tgt, dscale, key, sample0(r, fwd), NULL, &b_); \
 		*bad += b_; \
 	} while (0)
 #define BACKWARD() do { \
 		model_use_slot(m, (int)bwd); \
-		model_backward(m, philox_mix(key, (uint64_t)bwd)); \
+		model_backward(m); \
 	} while (0)
 	model_zero_grad(m);
 	for (int i = 0; i < warm; i++) {

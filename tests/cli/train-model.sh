@@ -18,9 +18,9 @@ if ! "$PY" -c 'import torch' 2>/dev/null; then
 	exit 0
 fi
 
-cfg() {   # cfg NAME POS EMBED_LN LAYERS HIDDEN HEADS
+cfg() {   # cfg NAME POS EMBED_LN LAYERS HIDDEN HEADS [EXTRA JSON KEYS]
 	cat >"$1.json" <<JSON
-{"num_layers": $4, "hidden_size": $5, "num_attention_heads": $6, "ffn_hidden_size": $((4 * $5)),
+{${7:-} "num_layers": $4, "hidden_size": $5, "num_attention_heads": $6, "ffn_hidden_size": $((4 * $5)),
  "seq_length": 24, "max_position_embeddings": 32, "vocab_size": 100, "padded_vocab_size": 128,
  "position_embedding_type": "$2", "embed_layernorm": $3, "layernorm_epsilon": 1e-5,
  "hidden_dropout": 0, "attention_dropout": 0, "lr": 2e-3, "adam_beta1": 0.9, "adam_beta2": 0.95,
@@ -30,8 +30,11 @@ JSON
 }
 cfg gpt2 learned false 2 64 4
 cfg bloom alibi true 3 80 5
+# Megatron's document masks (eod every few tokens, as in packed samples) and the post-LN residual
+cfg gpt2docs learned false 2 64 4 '"eod": 7, "eod_mask_loss": true, "reset_position_ids": true, "reset_attention_mask": true,'
+cfg bloompost alibi true 2 80 5 '"eod": 7, "reset_attention_mask": true, "apply_residual_connection_post_layernorm": true,'
 
-for m in gpt2 bloom; do
+for m in gpt2 bloom gpt2docs bloompost; do
 	if ! "$DUMP" --dump "$m.json" "$m" >"$m.dump" 2>&1; then
 		fail "${m}_model_dumps" "$(head -c 400 "$m.dump")"
 		continue
@@ -49,7 +52,11 @@ for m in gpt2 bloom; do
 	done
 	# every parameter's gradient and final value was compared
 	n=$(grep -c '^grad\.[a-z_.0-9]* ' "$m.cmp"); f=$(grep -c '^final\.[a-z_.0-9]* ' "$m.cmp")
-	want=$([ $m = gpt2 ] && echo $((2 + 2 * 12 + 2)) || echo $((1 + 2 + 3 * 12 + 2)))
+	case $m in
+	gpt2*) want=$((2 + 2 * 12 + 2)) ;;
+	bloompost) want=$((1 + 2 + 2 * 12 + 2)) ;;
+	*) want=$((1 + 2 + 3 * 12 + 2)) ;;
+	esac
 	if [ "$n" = "$want" ] && [ "$f" = "$want" ]; then ok "${m}_every_parameter_compared"
 	else fail "${m}_every_parameter_compared" "$n gradients and $f final tensors, wanted $want"; fi
 done

@@ -132,6 +132,35 @@ cmp -s zoff/global_step10/rank_tp00_pp000.safetensors zon/global_step10/rank_tp0
 	cmp -s zoff/global_step10/rank_tp01_pp000.safetensors zon/global_step10/rank_tp01_pp000.safetensors &&
 	ok zero1_on_and_off_give_the_same_checkpoint_bytes_with_resume || fail zero1_on_and_off_give_the_same_checkpoint_bytes_with_resume "$(tail -2 zon2.out)"
 
+# Dropout on, Megatron's document masks and the post-LN residual: every mask element is keyed
+# by its sample's place in the global batch and its global head, so any layout - and any
+# micro-batch size - draws the same masks and trains the same model.
+D=(--num-layers 4 --hidden-dropout 0.1 --attention-dropout 0.1 --eod-mask-loss --reset-position-ids
+	--reset-attention-mask --apply-residual-connection-post-layernorm --train-iters 20)
+run 1 "${D[@]}" >d1.out 2>&1; curve d1.out >cd1
+run 1 "${D[@]}" --hidden-dropout 0 --attention-dropout 0 >d0.out 2>&1; curve d0.out >cd0
+same cd1 cd0 2>/dev/null && fail dropout_is_on "the curve with dropout equals the one without" || ok dropout_is_on
+grep -q 'no effect here:.*eod-mask-loss\|reset-attention-mask' d1.out && fail document_masks_acted_on "$(grep 'no effect' d1.out)" || ok document_masks_acted_on
+for layout in "2 1 1" "2 2 1" "2 1 2" "4 2 1"; do
+	set -- $layout
+	np=$1 tp=$2 pp=$3 dp=$(($1 / $2 / $3))
+	name=dropout_dp${dp}_tp${tp}_pp${pp}
+	run $np "${D[@]}" --tensor-model-parallel-size $tp --pipeline-model-parallel-size $pp >$name.out 2>&1
+	rc=$?
+	[ $rc = 0 ] || { fail "${name}_runs" "exit $rc: $(grep -v '^ iter' $name.out | tail -3)"; continue; }
+	curve $name.out >c.$name
+	same cd1 c.$name 2>$name.err && ok "${name}_matches_one_rank" || fail "${name}_matches_one_rank" "$(tail -1 $name.err)"
+done
+# the micro-batch size too (without --eod-mask-loss, whose loss is Megatron's mean of each
+# micro-batch's sum(loss*mask)/sum(mask), so it depends on how samples are grouped)
+D=(--num-layers 4 --hidden-dropout 0.1 --attention-dropout 0.1 --reset-position-ids
+	--reset-attention-mask --apply-residual-connection-post-layernorm --train-iters 20)
+run 1 "${D[@]}" >m2.out 2>&1; curve m2.out >cm2
+run 1 "${D[@]}" --micro-batch-size 1 >m1.out 2>&1; curve m1.out >cm1
+same cm2 cm1 2>m1.err && ok dropout_micro_batch_size_1_matches_2 || fail dropout_micro_batch_size_1_matches_2 "$(tail -1 m1.err)"
+run 4 "${D[@]}" --micro-batch-size 1 --pipeline-model-parallel-size 2 >m4.out 2>&1; curve m4.out >cm4
+same cm2 cm4 2>m4.err && ok dropout_dp2_pp2_micro_batch_size_1_matches_one_rank || fail dropout_dp2_pp2_micro_batch_size_1_matches_one_rank "$(tail -1 m4.err)"
+
 # only rank 0 prints
 [ "$(grep -c '^train: .* parameters' dp2_tp2.out)" = 1 ] && ok one_rank_prints || fail one_rank_prints "$(grep -c '^train: .* parameters' dp2_tp2.out) banners"
 rm -rf "$T"

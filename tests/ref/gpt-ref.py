@@ -281,6 +281,14 @@ CONFIG_KEYS = {
 }
 
 
+# Megatron's --eod-mask-loss, --reset-position-ids, --reset-attention-mask (with the
+# end-of-document id "eod") and --apply-residual-connection-post-layernorm; absent = off.
+OPTIONAL_KEYS = {
+    "eod": int, "eod_mask_loss": bool, "reset_position_ids": bool, "reset_attention_mask": bool,
+    "apply_residual_connection_post_layernorm": bool,
+}
+
+
 def config_load(path):
     try:
         with open(path) as f:
@@ -316,6 +324,13 @@ def config_check(cfg, path="config"):
     if cfg["hidden_dropout"] != 0 or cfg["attention_dropout"] != 0:
         raise BadInput(f"{path}: the reference is deterministic: set hidden_dropout and "
                        "attention_dropout to 0")
+    for k, t in OPTIONAL_KEYS.items():
+        v = cfg.setdefault(k, t(0) if t is not int else -1)
+        if not isinstance(v, t) or (t is int and isinstance(v, bool)):
+            raise BadInput(f"{path}: {k} = {v!r} is not a {t.__name__}")
+    if (cfg["eod_mask_loss"] or cfg["reset_position_ids"] or cfg["reset_attention_mask"]) \
+            and not 0 <= cfg["eod"] < cfg["vocab_size"]:
+        raise BadInput(f"{path}: the document masks need eod, an id below vocab_size")
     return cfg
 
 
@@ -527,25 +542,52 @@ def gelu_tanh(x):
     return 0.5 * x * (1.0 + torch.tanh(math.sqrt(2.0 / math.pi) * (x + 0.044715 * x * x * x)))
 
 
-def attention_core(q, k, v, slopes, rd=no_round):
-    """q, k, v (B,NH,T,HD) -> (B,NH,T,HD). slopes (NH,) or None. Causal: key j > query i masked.
+def attention_core(q, k, v, slopes, rd=no_round, mask=None):
+    """q, k, v (B,NH,T,HD) -> (B,NH,T,HD). slopes (NH,) or None. Causal: key j > query i masked;
+    mask (B,1,T,T) bool, True = masked (Megatron's attention_mask), replaces the causal one.
     Softmax runs in the tensors' dtype (fp32 or fp64), as Megatron's fused softmax does in fp32."""
     T, HD = q.shape[2], q.shape[3]
     s = rd((q @ k.transpose(-1, -2)) / math.sqrt(HD))                    # (B,NH,T,T)
     if slopes is not None:
         j = torch.arange(T, dtype=s.dtype)
         s = rd(s + slopes.to(s.dtype).view(1, -1, 1, 1) * j.view(1, 1, 1, T))
-    mask = torch.ones(T, T, dtype=torch.bool).triu(1)                     # j > i
+    if mask is None:
+        mask = torch.ones(T, T, dtype=torch.bool).triu(1)                 # j > i
     att = rd(torch.softmax(s.masked_fill(mask, float("-inf")), dim=-1))
     return rd(att @ v)
 
 
-def attention(x, w, b, nh, slopes, rd=no_round):
+def ltor_masks(tokens, cfg):
+    """Megatron's get_ltor_masks_and_position_ids (megatron/utils.py) for tokens (B,T): the
+    attention mask (B,1,T,T) bool (True = masked), the loss mask (B,T) float and the position
+    ids (B,T), transcribed from its loops: after an eod at i, rows i+1.. lose the columns ..i
+    and the positions i+1.. restart at 0."""
+    B, T = tokens.shape
+    eod = cfg["eod"]
+    att = torch.tril(torch.ones(B, 1, T, T))
+    loss_mask = torch.ones(B, T)
+    if cfg["eod_mask_loss"]:
+        loss_mask[tokens == eod] = 0.0
+    pos = torch.arange(T, dtype=torch.long).unsqueeze(0).expand(B, T).clone()
+    if cfg["reset_position_ids"] or cfg["reset_attention_mask"]:
+        for b in range(B):
+            eod_index = pos[b, tokens[b] == eod].clone()
+            prev = 0
+            for i in eod_index.tolist():
+                if cfg["reset_attention_mask"]:
+                    att[b, 0, i + 1:, :i + 1] = 0
+                if cfg["reset_position_ids"]:
+                    pos[b, i + 1:] -= i + 1 - prev
+                    prev = i + 1
+    return att < 0.5, loss_mask, pos
+
+
+def attention(x, w, b, nh, slopes, rd=no_round, mask=None):
     """x (B,T,C) -> (B,T,C) before the output projection. The 3C qkv features are [NH, 3, HD]."""
     B, T, C = x.shape
     qkv = rd(x @ w.T + b).view(B, T, nh, 3, C // nh)
     q, k, v = (qkv[:, :, :, i].permute(0, 2, 1, 3) for i in range(3))     # (B,NH,T,HD)
-    y = attention_core(q, k, v, slopes, rd)
+    y = attention_core(q, k, v, slopes, rd, mask)
     return y.permute(0, 2, 1, 3).reshape(B, T, C)
 
 
@@ -560,29 +602,40 @@ def forward(P, cfg, tokens, rd=no_round, wrd=no_round):
     h = rd(wte[tokens])                                                   # (B,T,C)
     if cfg["embed_layernorm"]:
         h = ln(h, "embed_layernorm")
+    att_mask, _, pos = ltor_masks(tokens, cfg)
     if cfg["position_embedding_type"] == "learned":
-        h = rd(h + W("position_embeddings.weight")[:T])
+        h = rd(h + W("position_embeddings.weight")[pos])
         slopes = None
     else:
         slopes = torch.tensor(alibi_slopes(NH), dtype=h.dtype)
+    mask = att_mask if cfg["reset_attention_mask"] else None
+    post = cfg["apply_residual_connection_post_layernorm"]
     for i in range(cfg["num_layers"]):
         p = f"layers.{i}."
-        y = attention(ln(h, p + "input_layernorm"), W(p + "attention.query_key_value.weight"),
-                      W(p + "attention.query_key_value.bias"), NH, slopes, rd)
-        h = rd(h + rd(y @ W(p + "attention.dense.weight").T + W(p + "attention.dense.bias")))
+        x = ln(h, p + "input_layernorm")
+        y = attention(x, W(p + "attention.query_key_value.weight"),
+                      W(p + "attention.query_key_value.bias"), NH, slopes, rd, mask)
+        h = rd((x if post else h) + rd(y @ W(p + "attention.dense.weight").T +
+                                       W(p + "attention.dense.bias")))
         x = ln(h, p + "post_attention_layernorm")
         m = rd(gelu_tanh(rd(x @ W(p + "mlp.dense_h_to_4h.weight").T +
                             W(p + "mlp.dense_h_to_4h.bias"))))
-        h = rd(h + rd(m @ W(p + "mlp.dense_4h_to_h.weight").T + W(p + "mlp.dense_4h_to_h.bias")))
+        h = rd((x if post else h) + rd(m @ W(p + "mlp.dense_4h_to_h.weight").T +
+                                       W(p + "mlp.dense_4h_to_h.bias")))
     return rd(ln(h, "final_layernorm") @ wte.T)                           # (B,T,Vp)
 
 
-def loss_fn(logits, targets, V, softmax_over_padded=False):
-    """Mean cross-entropy over all B*T tokens, in fp32 at least (Megatron upcasts the logits)."""
+def loss_fn(logits, targets, V, softmax_over_padded=False, loss_mask=None):
+    """Mean cross-entropy over all B*T tokens, in fp32 at least (Megatron upcasts the logits);
+    with a loss mask Megatron's sum(losses * mask) / sum(mask)."""
     lg = logits if softmax_over_padded else logits[..., :V]
     if lg.dtype not in (torch.float32, torch.float64):
         lg = lg.float()
-    return F.cross_entropy(lg.reshape(-1, lg.shape[-1]), targets.reshape(-1))
+    if loss_mask is None:
+        return F.cross_entropy(lg.reshape(-1, lg.shape[-1]), targets.reshape(-1))
+    losses = F.cross_entropy(lg.reshape(-1, lg.shape[-1]), targets.reshape(-1), reduction="none")
+    m = loss_mask.reshape(-1).to(losses.dtype)
+    return torch.sum(losses * m) / m.sum()
 
 
 # --- optimizer ---------------------------------------------------------------------------------
@@ -636,7 +689,8 @@ def reference(cfg, weights, tokens, targets, dtype="float64", groups=GROUPS,
     out, losses, norms = {}, [], []
     for k in range(S):
         logits = forward(P, cfg, tokens[k], rd, wrd)
-        loss = loss_fn(logits, targets[k], V, softmax_over_padded)
+        loss_mask = ltor_masks(tokens[k], cfg)[1] if cfg["eod_mask_loss"] else None
+        loss = loss_fn(logits, targets[k], V, softmax_over_padded, loss_mask)
         grads = list(torch.autograd.grad(loss, params))                 # in the params' dtype
         if k == 0:
             if "logits" in groups:

@@ -28,6 +28,7 @@ static struct model_config tiny(int alibi, int embed_ln, int heads, int hidden)
 		.layers = 2, .hidden = hidden, .heads = heads, .ffn = 4 * hidden, .seq = 8,
 		.max_pos = 16, .vocab = 50, .padded_vocab = 64, .alibi = alibi,
 		.embed_ln = embed_ln, .eps = 1e-5f, .init_std = 0.2f, .seed = 1234, .tp = 1,
+		.eod = -1,
 	};
 	return c;
 }
@@ -40,10 +41,21 @@ static void batch(int32_t *tok, int32_t *tgt, int n, int V, uint64_t key)
 	}
 }
 
+/* Documents of 2 to 5 tokens: an end-of-document token every few positions (as input, and
+ * as the target of the position before it). */
+static void plant_eod(int32_t *tok, int32_t *tgt, int n, int eod, uint64_t key)
+{
+	for (int i = 1; i < n; i++)
+		if (philox_u32(key, 1000 + i) % 4 == 0) {
+			tok[i] = eod;
+			tgt[i - 1] = eod;
+		}
+}
+
 static double loss_of(struct model *m, const int32_t *tok, const int32_t *tgt, uint64_t rng)
 {
 	int bad;
-	return model_forward(m, tok, tgt, 1.0f, rng, NULL, &bad);
+	return model_forward(m, tok, tgt, 1.0f, rng, 0, NULL, &bad);
 }
 
 /* central differences in double around the fp32 weights: the loss is summed in double, so a
@@ -61,10 +73,12 @@ static int fd_check(struct model_config c, const char *what)
 	}
 	model_init_weights(&m);
 	batch(tok, tgt, n, c.vocab, 7);
+	if (c.eod >= 0)
+		plant_eod(tok, tgt, n, c.eod, 7);
 	uint64_t rng = 99;
 	model_zero_grad(&m);
 	loss_of(&m, tok, tgt, rng);
-	model_backward(&m, rng);
+	model_backward(&m);
 	for (int i = 0; i < m.ntensors; i++) {
 		const struct model_tensor *t = &m.tensors[i];
 		float *g = model_grad(&m, i), *w = model_master(&m, i);
@@ -180,7 +194,7 @@ static int unit(void)
 			batch(tok, tgt, 24, c.vocab, 3);
 			model_zero_grad(&m);
 			loss_of(&m, tok, tgt, 5);
-			model_backward(&m, 5);
+			model_backward(&m);
 			np = m.nparams;
 			g[k] = malloc(np * sizeof(float));
 			memcpy(g[k], m.grads, np * sizeof(float));
@@ -208,6 +222,104 @@ static int unit(void)
 		c.hidden_dropout = 0.1f;
 		T_ASSERT(fd_check(c, "dropout-learned"));
 	}
+	T_CASE("gradients_match_finite_differences_post_layernorm_residual") {
+		struct model_config c = tiny(0, 0, 4, 32);
+		c.post_ln_residual = 1;
+		T_ASSERT(fd_check(c, "post-ln"));
+		c = tiny(1, 1, 5, 40);
+		c.post_ln_residual = 1;
+		c.hidden_dropout = 0.1f;
+		T_ASSERT(fd_check(c, "post-ln-bloom-dropout"));
+	}
+	T_CASE("gradients_match_finite_differences_with_document_masks") {
+		struct model_config c = tiny(0, 0, 4, 32);
+		c.eod = 3;
+		c.eod_mask_loss = c.reset_position_ids = c.reset_attention_mask = 1;
+		T_ASSERT(fd_check(c, "eod-masks"));
+		c = tiny(1, 1, 5, 40);
+		c.eod = 3;
+		c.reset_attention_mask = 1;
+		c.attention_dropout = 0.2f;
+		T_ASSERT(fd_check(c, "eod-attention-mask-alibi-dropout"));
+		c = tiny(0, 1, 4, 32);
+		c.eod = 3;
+		c.reset_position_ids = c.eod_mask_loss = 1;
+		T_ASSERT(fd_check(c, "eod-positions-embed-ln"));
+	}
+	T_CASE("document_masks_change_the_loss_only_where_documents_meet") {
+		/* no eod in the batch: each flag leaves the loss bit-identical; with eods: each
+		 * changes it */
+		int32_t tok[16], tgt[16];
+		double base[2], with[2][3];
+		for (int e = 0; e < 2; e++) {
+			struct model_config c = tiny(0, 0, 4, 32);
+			struct model m;
+			char err[256];
+			batch(tok, tgt, 16, c.vocab, 11);
+			for (int i = 0; i < 16; i++)
+				if (tok[i] == 3 || tgt[i] == 3)
+					tok[i] = tgt[i] = 4;
+			if (e)
+				plant_eod(tok, tgt, 16, 3, 11);
+			T_ASSERT(model_init(&m, &c, ops_cpu(1), 2, 8, err, sizeof err) == 0);
+			model_init_weights(&m);
+			base[e] = loss_of(&m, tok, tgt, 0);
+			model_free(&m);
+			for (int f = 0; f < 3; f++) {
+				c.eod = 3;
+				c.eod_mask_loss = f == 0;
+				c.reset_position_ids = f == 1;
+				c.reset_attention_mask = f == 2;
+				T_ASSERT(model_init(&m, &c, ops_cpu(1), 2, 8, err, sizeof err) == 0);
+				model_init_weights(&m);
+				with[e][f] = loss_of(&m, tok, tgt, 0);
+				model_free(&m);
+			}
+		}
+		for (int f = 0; f < 3; f++) {
+			T_ASSERT(with[0][f] == base[0]);
+			T_ASSERT(with[1][f] != base[1]);
+		}
+	}
+	T_CASE("dropout_masks_follow_the_sample_not_the_micro_batch") {
+		/* one micro-batch of 2 samples, or two of 1 with sample0 0 and 1: the same masks, so
+		 * the same mean loss and (up to summation order) the same gradients */
+		struct model_config c = tiny(1, 1, 5, 40);
+		c.hidden_dropout = 0.2f;
+		c.attention_dropout = 0.3f;
+		struct model m1, m2;
+		char err[256];
+		int32_t tok[16], tgt[16];
+		batch(tok, tgt, 16, c.vocab, 5);
+		T_ASSERT(model_init(&m1, &c, ops_cpu(1), 2, 8, err, sizeof err) == 0);
+		T_ASSERT(model_init(&m2, &c, ops_cpu(1), 1, 8, err, sizeof err) == 0);
+		model_init_weights(&m1);
+		model_init_weights(&m2);
+		int bad;
+		model_zero_grad(&m1);
+		model_zero_grad(&m2);
+		double l1 = model_forward(&m1, tok, tgt, 1.0f, 42, 0, NULL, &bad);
+		model_backward(&m1);
+		double l2 = 0;
+		for (int s = 0; s < 2; s++) {
+			l2 += model_forward(&m2, tok + 8 * s, tgt + 8 * s, 0.5f, 42, (uint64_t)s, NULL, &bad) / 2;
+			model_backward(&m2);
+		}
+		T_ASSERT(fabs(l1 - l2) < 1e-6 * fabs(l1));
+		double worst = 0, gmax = 0;
+		for (size_t e = 0; e < m1.nparams; e++) {
+			double d = fabs((double)m1.grads[e] - m2.grads[e]);
+			worst = d > worst ? d : worst;
+			gmax = fabs(m1.grads[e]) > gmax ? fabs(m1.grads[e]) : gmax;
+		}
+		T_ASSERT(worst < 1e-5 * gmax);
+		/* and the second sample's masks are not the first's */
+		double a = model_forward(&m2, tok + 8, tgt + 8, 1.0f, 42, 1, NULL, &bad);
+		double b = model_forward(&m2, tok + 8, tgt + 8, 1.0f, 42, 0, NULL, &bad);
+		T_ASSERT(a != b);
+		model_free(&m1);
+		model_free(&m2);
+	}
 	T_CASE("dropout_changes_the_loss_and_is_reproducible") {
 		struct model_config c = tiny(0, 0, 4, 32);
 		c.hidden_dropout = 0.3f;
@@ -233,7 +345,7 @@ static int unit(void)
 		batch(tok, tgt, 16, c.vocab, 1);
 		tgt[3] = c.vocab;       /* a padded row: outside the real vocabulary */
 		tgt[5] = -1;
-		model_forward(&m, tok, tgt, 1.0f, 0, NULL, &bad);
+		model_forward(&m, tok, tgt, 1.0f, 0, 0, NULL, &bad);
 		T_ASSERT(bad == 2);
 		model_free(&m);
 	}
@@ -285,6 +397,10 @@ static int dump(const char *cfgpath, const char *outdir)
 		.hidden_dropout = jnum(j, "hidden_dropout", 0),
 		.attention_dropout = jnum(j, "attention_dropout", 0),
 		.seed = jnum(j, "seed", 1234), .tp = 1,
+		.eod = jnum(j, "eod", -1), .eod_mask_loss = jnum(j, "eod_mask_loss", 0),
+		.reset_position_ids = jnum(j, "reset_position_ids", 0),
+		.reset_attention_mask = jnum(j, "reset_attention_mask", 0),
+		.post_ln_residual = jnum(j, "apply_residual_connection_post_layernorm", 0),
 	};
 	int B = jnum(j, "micro_batch_size", 2), T = c.seq, S = jnum(j, "steps", 10);
 	int threads = jnum(j, "threads", 0);
@@ -313,8 +429,11 @@ static int dump(const char *cfgpath, const char *outdir)
 
 	size_t n = (size_t)B * T;
 	int32_t *tok = malloc(S * n * sizeof *tok), *tgt = malloc(S * n * sizeof *tgt);
-	for (int s = 0; s < S; s++)
+	for (int s = 0; s < S; s++) {
 		batch(tok + s * n, tgt + s * n, n, c.vocab, 1000 + s);
+		if (c.eod >= 0)   /* documents meet inside the samples */
+			plant_eod(tok + s * n, tgt + s * n, n, c.eod, 1000 + s);
+	}
 	int64_t bshape[3] = {S, B, T};
 	snprintf(path, sizeof path, "%s/batch.safetensors", outdir);
 	struct st_writer *w = st_create(path, err, sizeof err);
@@ -342,8 +461,8 @@ static int dump(const char *cfgpath, const char *outdir)
 	int Vp = c.padded_vocab, bad;
 	float *logits = malloc(n * Vp * sizeof *logits);
 	model_zero_grad(&m);
-	float loss0 = model_forward(&m, tok, tgt, 1.0f, 0, logits, &bad);
-	model_backward(&m, 0);
+	float loss0 = model_forward(&m, tok, tgt, 1.0f, 0, 0, logits, &bad);
+	model_backward(&m);
 	float *grads = malloc(m.nparams * sizeof *grads);
 	memcpy(grads, m.grads, m.nparams * sizeof *grads);
 
@@ -351,8 +470,8 @@ static int dump(const char *cfgpath, const char *outdir)
 	for (int s = 0; s < S; s++) {
 		double gn;
 		model_zero_grad(&m);
-		losses[s] = model_forward(&m, tok + s * n, tgt + s * n, 1.0f, s, NULL, &bad);
-		model_backward(&m, s);
+		losses[s] = model_forward(&m, tok + s * n, tgt + s * n, 1.0f, s, 0, NULL, &bad);
+		model_backward(&m);
 		optim_step(&opt, &m, lr, &gn);
 		norms[s] = gn;
 	}

@@ -293,40 +293,47 @@ static void cpu_matmul_bwd(void *dinp_, float *dw, float *dbias, const void *dou
 /* ---- attention ---- */
 
 /* Scores of query rows [i0,i1) against keys [0,i1) of one (b,h) into S (rows x i1, ld T),
- * turned into probabilities with the saved (or here computed) log-sum-exp.  Returns nothing;
- * masked entries are 0. */
+ * turned into probabilities with the saved (or here computed) log-sum-exp.  Row i sees keys
+ * [ks[i], i] (ks NULL: [0, i]); masked entries are 0. */
 SIMD_CLONES static void att_probs(float *S, float *lse, int compute_lse, const float *Q, const float *K,
-		      int ld, int T, int HD, int i0, int i1, float slope, int alibi)
+		      int ld, int T, int HD, int i0, int i1, float slope, int alibi,
+		      const int32_t *ks)
 {
 	float scale = 1.0f / sqrtf((float)HD);
 	cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, i1 - i0, i1, HD, scale,
 		    Q + (size_t)i0 * ld, ld, K, ld, 0.0f, S, T);
 	for (int i = i0; i < i1; i++) {
 		float *s = S + (size_t)(i - i0) * T;
+		int j0 = ks ? ks[i] : 0;
 		if (alibi)
-			for (int j = 0; j <= i; j++)
+			for (int j = j0; j <= i; j++)
 				s[j] += slope * j;
 		if (compute_lse) {
 			float mx = -INFINITY;
-			for (int j = 0; j <= i; j++)
+			for (int j = j0; j <= i; j++)
 				mx = s[j] > mx ? s[j] : mx;
 			double sum = 0;
-			for (int j = 0; j <= i; j++)
+			for (int j = j0; j <= i; j++)
 				sum += exp_fast(s[j] - mx);
 			lse[i] = mx + (float)log(sum);
 		}
 		float l = lse[i];
+		for (int j = 0; j < j0; j++)
+			s[j] = 0.0f;
 #pragma omp simd
-		for (int j = 0; j <= i; j++)
+		for (int j = j0; j <= i; j++)
 			s[j] = exp_fast(s[j] - l);
 		for (int j = i + 1; j < i1; j++)
 			s[j] = 0.0f;
 	}
 }
 
-static void cpu_attention_fwd(void *out_, float *lse, const void *qkv_, const float *slopes,
-			      int B, int T, int NH, int HD, float p, uint64_t seed)
+static void cpu_attention_fwd(void *out_, float *lse, const void *qkv_, int B, int T, int NH,
+			      int HD, struct ops_attn k)
 {
+	const float *slopes = k.slopes;
+	float p = k.p;
+	uint64_t seed = k.seed;
 	float *out = out_;
 	const float *qkv = qkv_;
 	int C = NH * HD, ld = 3 * C;
@@ -342,11 +349,12 @@ static void cpu_attention_fwd(void *out_, float *lse, const void *qkv_, const fl
 				const float *K = Q + HD, *V = Q + 2 * HD;
 				float *O = out + (size_t)b * T * C + (size_t)h * HD;
 				float *L = lse + ((size_t)b * NH + h) * T;
-				uint64_t base = ((uint64_t)b * NH + h) * T * T;
+				const int32_t *ks = k.kstart ? k.kstart + (size_t)b * T : NULL;
+				uint64_t base = ((k.sample0 + b) * k.heads + k.head0 + h) * T * T;
 				for (int i0 = 0; i0 < T; i0 += ATT_BLOCK) {
 					int i1 = i0 + ATT_BLOCK < T ? i0 + ATT_BLOCK : T;
 					att_probs(S, L, 1, Q, K, ld, T, HD, i0, i1,
-						  slopes ? slopes[h] : 0, slopes != NULL);
+						  slopes ? slopes[h] : 0, slopes != NULL, ks);
 					if (p > 0)
 						for (int i = i0; i < i1; i++)
 							for (int j = 0; j <= i; j++)
@@ -361,9 +369,12 @@ static void cpu_attention_fwd(void *out_, float *lse, const void *qkv_, const fl
 }
 
 static void cpu_attention_bwd(void *dqkv_, const void *dout_, const void *qkv_,
-			      const void *out_, const float *lse, const float *slopes, int B,
-			      int T, int NH, int HD, float p, uint64_t seed)
+			      const void *out_, const float *lse, int B, int T, int NH, int HD,
+			      struct ops_attn k)
 {
+	const float *slopes = k.slopes;
+	float p = k.p;
+	uint64_t seed = k.seed;
 	float *dqkv = dqkv_;
 	const float *dout = dout_, *qkv = qkv_, *out = out_;
 	int C = NH * HD, ld = 3 * C;
@@ -386,7 +397,8 @@ static void cpu_attention_bwd(void *dqkv_, const void *dout_, const void *qkv_,
 				const float *O = out + tok0 * C + (size_t)h * HD;
 				const float *dO = dout + tok0 * C + (size_t)h * HD;
 				const float *L = lse + ((size_t)b * NH + h) * T;
-				uint64_t base = ((uint64_t)b * NH + h) * T * T;
+				const int32_t *ks = k.kstart ? k.kstart + (size_t)b * T : NULL;
+				uint64_t base = ((k.sample0 + b) * k.heads + k.head0 + h) * T * T;
 				for (int i = 0; i < T; i++) {
 					float d = 0;
 					for (int c = 0; c < HD; c++)
@@ -397,7 +409,7 @@ static void cpu_attention_bwd(void *dqkv_, const void *dout_, const void *qkv_,
 				for (int i0 = 0; i0 < T; i0 += ATT_BLOCK) {
 					int i1 = i0 + ATT_BLOCK < T ? i0 + ATT_BLOCK : T, n = i1 - i0;
 					att_probs(P, (float *)L, 0, Q, K, ld, T, HD, i0, i1,
-						  slopes ? slopes[h] : 0, slopes != NULL);
+						  slopes ? slopes[h] : 0, slopes != NULL, ks);
 					/* dPd = dO V^T over keys [0,i1) */
 					cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, n, i1, HD, 1.0f,
 						    dO + (size_t)i0 * C, C, V, ld, 0.0f, dP, T);
@@ -479,14 +491,14 @@ static void cpu_gelu_bwd(void *dinp, const void *inp, const void *dout, size_t n
 }
 
 static void cpu_residual_fwd(void *out_, const void *res_, const void *x_, size_t n, float p,
-			     uint64_t seed)
+			     uint64_t seed, uint64_t off)
 {
 	float *out = out_;
 	const float *res = res_, *x = x_;
 	if (p > 0) {
 #pragma omp parallel for schedule(static)
 		for (size_t i = 0; i < n; i++)
-			out[i] = res[i] + x[i] * philox_keep(seed, i, p);
+			out[i] = res[i] + x[i] * philox_keep(seed, off + i, p);
 	} else {
 #pragma omp parallel for simd schedule(static)
 		for (size_t i = 0; i < n; i++)
@@ -494,23 +506,24 @@ static void cpu_residual_fwd(void *out_, const void *res_, const void *x_, size_
 	}
 }
 
-static void cpu_dropout_bwd(void *dx_, const void *dout_, size_t n, float p, uint64_t seed)
+static void cpu_dropout_bwd(void *dx_, const void *dout_, size_t n, float p, uint64_t seed,
+			    uint64_t off)
 {
 	float *dx = dx_;
 	const float *dout = dout_;
 	if (p > 0) {
 #pragma omp parallel for schedule(static)
 		for (size_t i = 0; i < n; i++)
-			dx[i] = dout[i] * philox_keep(seed, i, p);
+			dx[i] = dout[i] * philox_keep(seed, off + i, p);
 	} else if (dx != dout) {
 		memcpy(dx, dout, n * sizeof *dx);
 	}
 }
 
-static void cpu_dropout_fwd(void *x, size_t n, float p, uint64_t seed)
+static void cpu_dropout_fwd(void *x, size_t n, float p, uint64_t seed, uint64_t off)
 {
 	if (p > 0)
-		cpu_dropout_bwd(x, x, n, p, seed);
+		cpu_dropout_bwd(x, x, n, p, seed, off);
 }
 
 static void cpu_add(void *acc_, const void *x_, size_t n)

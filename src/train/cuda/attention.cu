@@ -2,9 +2,11 @@
  * never exists in global memory, only 64 x 64 tiles of it in shared memory.
  *
  * Layout (ops.h): qkv(B,T,NH,3,HD), q/k/v of a head adjacent (Megatron's per-rank order),
- * out(B,T,NH,HD), lse(B,NH,T) fp32.  s_ij = q_i.k_j / sqrt(HD) + slope_h * j for j <= i;
- * P = softmax_j(s) in fp32; O_i = sum_j P_ij M_ij v_j with the dropout mask
- * M_ij = philox_keep(seed, ((b*NH+h)*T+i)*T+j, p), the same draw as the CPU backend's.
+ * out(B,T,NH,HD), lse(B,NH,T) fp32.  s_ij = q_i.k_j / sqrt(HD) + slope_h * j for
+ * kstart_i <= j <= i (kstart_i = 0 unless --reset-attention-mask starts the row at its
+ * document); P = softmax_j(s) in fp32; O_i = sum_j P_ij M_ij v_j with the dropout mask
+ * M_ij = philox_keep(seed, ((g*heads+H)*T+i)*T+j, p), g the sample's place in the global
+ * batch and H the global head: the same draw as the CPU backend's, in any layout.
  * lse_i = log sum_j exp(s_ij) is saved (dropout does not enter it).
  *
  * This first version is a plain tiled kernel on the fp32 SIMT pipes, not tensor cores: it was
@@ -112,12 +114,24 @@ __device__ __forceinline__ uint64_t at_elem(uint64_t bh, int T, int i, int j)
 	return (bh * (uint64_t)T + (uint64_t)i) * (uint64_t)T + (uint64_t)j;
 }
 
+/* The dropout stream's (sample, head) of local (b, h): global coordinates (ops.h). */
+__device__ __forceinline__ uint64_t at_bh(const struct ops_attn &k, int b, int h)
+{
+	return (k.sample0 + (uint64_t)b) * (uint64_t)k.heads + (uint64_t)(k.head0 + h);
+}
+
+/* The first key query i of sample b may see. */
+__device__ __forceinline__ int at_kstart(const struct ops_attn &k, int b, int T, int i)
+{
+	return k.kstart && i < T ? k.kstart[(size_t)b * T + i] : 0;
+}
+
 /* out(B,T,NH,HD), lse(B,NH,T) from qkv(B,T,NH,3,HD).  grid (ceil(T/64), NH, B), block 256.
  * Block x handles query tile ceil(T/64)-1-x (longest rows first). */
 template <int HDM>
 __global__ __launch_bounds__(AT_T) void attn_fwd_k(bf16 *out, float *lse, const bf16 *qkv,
-						   const float *slopes, int T, int NH, int HD,
-						   float scale, float p, uint64_t seed)
+						   int T, int NH, int HD, float scale,
+						   struct ops_attn k)
 {
 	constexpr int LD = HDM + 2, NC = HDM / 32;
 	extern __shared__ __align__(16) unsigned char at_smem[];
@@ -129,13 +143,16 @@ __global__ __launch_bounds__(AT_T) void attn_fwd_k(bf16 *out, float *lse, const 
 	int hde = (HD + 1) & ~1;
 	size_t rs = (size_t)NH * 3 * HD;
 	const bf16 *base = qkv + (size_t)b * T * rs + (size_t)h * 3 * HD;
-	uint64_t bh = (uint64_t)b * NH + h;
-	float slope = slopes ? slopes[h] : 0.0f;
+	uint64_t bh = (uint64_t)b * NH + h, dbh = at_bh(k, b, h);
+	float slope = k.slopes ? k.slopes[h] : 0.0f, p = k.p;
+	uint64_t seed = k.seed;
 
 	at_load<HDM>(Qs, base, rs, q0, T, HD);
 	float m[4], l[4], o[4][NC][2];
+	int ks[4];
 #pragma unroll
 	for (int a = 0; a < 4; a++) {
+		ks[a] = at_kstart(k, b, T, q0 + ty + 16 * a);
 		m[a] = -INFINITY;
 		l[a] = 0.0f;
 #pragma unroll
@@ -160,8 +177,8 @@ __global__ __launch_bounds__(AT_T) void attn_fwd_k(bf16 *out, float *lse, const 
 #pragma unroll
 			for (int bb = 0; bb < 4; bb++) {
 				int j = k0 + tx + 16 * bb;
-				s[a][bb] = (i < T && j <= i) ? at_score(s[a][bb], scale, slope, j)
-							     : -INFINITY;
+				s[a][bb] = (i < T && j <= i && j >= ks[a])
+						   ? at_score(s[a][bb], scale, slope, j) : -INFINITY;
 				mt = fmaxf(mt, s[a][bb]);
 			}
 #pragma unroll
@@ -177,7 +194,7 @@ __global__ __launch_bounds__(AT_T) void attn_fwd_k(bf16 *out, float *lse, const 
 				float pr = expf(s[a][bb] - ref); /* masked: exp(-inf) = 0 */
 				sum += pr;
 				if (p > 0.0f && pr > 0.0f)
-					pr *= philox_keep(seed, at_elem(bh, T, i, j), p);
+					pr *= philox_keep(seed, at_elem(dbh, T, i, j), p);
 				Ps[(ty + 16 * a) * AT_PS + tx + 16 * bb] = pr;
 			}
 #pragma unroll
@@ -257,9 +274,8 @@ __global__ void attn_dsum_k(float *Dsum, const bf16 *dout, const bf16 *out, int 
 template <int HDM>
 __global__ __launch_bounds__(AT_T) void attn_bwd_dkv_k(bf16 *dqkv, const bf16 *dout,
 						       const bf16 *qkv, const float *lse,
-						       const float *Dsum, const float *slopes,
-						       int T, int NH, int HD, float scale, float p,
-						       uint64_t seed)
+						       const float *Dsum, int T, int NH, int HD,
+						       float scale, struct ops_attn k)
 {
 	constexpr int LD = HDM + 2, NC = HDM / 32;
 	extern __shared__ __align__(16) unsigned char at_smem[];
@@ -268,6 +284,7 @@ __global__ __launch_bounds__(AT_T) void attn_bwd_dkv_k(bf16 *dqkv, const bf16 *d
 	float *Pds = (float *)(dOs + AT_B * LD); /* [64 keys][AT_PS]: P * M */
 	float *dSs = Pds + AT_B * AT_PS;         /* [64 keys][AT_PS]: dS */
 	float *lse_s = dSs + AT_B * AT_PS, *D_s = lse_s + AT_B;
+	int *ks_s = (int *)(D_s + AT_B);
 
 	int kt = blockIdx.x, h = blockIdx.y, b = blockIdx.z;
 	int k0 = kt * AT_B;
@@ -276,8 +293,9 @@ __global__ __launch_bounds__(AT_T) void attn_bwd_dkv_k(bf16 *dqkv, const bf16 *d
 	size_t rs = (size_t)NH * 3 * HD, ors = (size_t)NH * HD;
 	const bf16 *base = qkv + (size_t)b * T * rs + (size_t)h * 3 * HD;
 	const bf16 *obase = dout + (size_t)b * T * ors + (size_t)h * HD;
-	uint64_t bh = (uint64_t)b * NH + h;
-	float slope = slopes ? slopes[h] : 0.0f;
+	uint64_t bh = (uint64_t)b * NH + h, dbh = at_bh(k, b, h);
+	float slope = k.slopes ? k.slopes[h] : 0.0f, p = k.p;
+	uint64_t seed = k.seed;
 
 	at_load<HDM>(Ks, base + HD, rs, k0, T, HD);
 	at_load<HDM>(Vs, base + 2 * HD, rs, k0, T, HD);
@@ -298,6 +316,7 @@ __global__ __launch_bounds__(AT_T) void attn_bwd_dkv_k(bf16 *dqkv, const bf16 *d
 			int i = q0 + threadIdx.x;
 			lse_s[threadIdx.x] = i < T ? lse[bh * T + i] : 0.0f;
 			D_s[threadIdx.x] = i < T ? Dsum[bh * T + i] : 0.0f;
+			ks_s[threadIdx.x] = at_kstart(k, b, T, i);
 		}
 		__syncthreads();
 
@@ -310,12 +329,12 @@ __global__ __launch_bounds__(AT_T) void attn_bwd_dkv_k(bf16 *dqkv, const bf16 *d
 #pragma unroll
 			for (int bb = 0; bb < 4; bb++) {
 				int ii = tx + 16 * bb, i = q0 + ii;
-				bool ok = i < T && j <= i;
+				bool ok = i < T && j <= i && j >= ks_s[ii];
 				float s = at_score(st[a][bb], scale, slope, j);
 				float P = ok ? expf(s - lse_s[ii]) : 0.0f;
 				float keep = 1.0f;
 				if (p > 0.0f && ok)
-					keep = philox_keep(seed, at_elem(bh, T, i, j), p);
+					keep = philox_keep(seed, at_elem(dbh, T, i, j), p);
 				Pds[(ty + 16 * a) * AT_PS + ii] = P * keep;
 				dSs[(ty + 16 * a) * AT_PS + ii] = P * (dp[a][bb] * keep - D_s[ii]);
 			}
@@ -371,9 +390,8 @@ __global__ __launch_bounds__(AT_T) void attn_bwd_dkv_k(bf16 *dqkv, const bf16 *d
 template <int HDM>
 __global__ __launch_bounds__(AT_T) void attn_bwd_dq_k(bf16 *dqkv, const bf16 *dout,
 						      const bf16 *qkv, const float *lse,
-						      const float *Dsum, const float *slopes, int T,
-						      int NH, int HD, float scale, float p,
-						      uint64_t seed)
+						      const float *Dsum, int T, int NH, int HD,
+						      float scale, struct ops_attn k)
 {
 	constexpr int LD = HDM + 2, NC = HDM / 32;
 	extern __shared__ __align__(16) unsigned char at_smem[];
@@ -387,15 +405,18 @@ __global__ __launch_bounds__(AT_T) void attn_bwd_dq_k(bf16 *dqkv, const bf16 *do
 	size_t rs = (size_t)NH * 3 * HD, ors = (size_t)NH * HD;
 	const bf16 *base = qkv + (size_t)b * T * rs + (size_t)h * 3 * HD;
 	const bf16 *obase = dout + (size_t)b * T * ors + (size_t)h * HD;
-	uint64_t bh = (uint64_t)b * NH + h;
-	float slope = slopes ? slopes[h] : 0.0f;
+	uint64_t bh = (uint64_t)b * NH + h, dbh = at_bh(k, b, h);
+	float slope = k.slopes ? k.slopes[h] : 0.0f, p = k.p;
+	uint64_t seed = k.seed;
 
 	at_load<HDM>(Qs, base, rs, q0, T, HD);
 	at_load<HDM>(dOs, obase, ors, q0, T, HD);
 	float lse_r[4], D_r[4], dq[4][NC][2];
+	int ks_r[4];
 #pragma unroll
 	for (int a = 0; a < 4; a++) {
 		int i = q0 + ty + 16 * a;
+		ks_r[a] = at_kstart(k, b, T, i);
 		lse_r[a] = i < T ? lse[bh * T + i] : 0.0f;
 		D_r[a] = i < T ? Dsum[bh * T + i] : 0.0f;
 #pragma unroll
@@ -420,12 +441,12 @@ __global__ __launch_bounds__(AT_T) void attn_bwd_dq_k(bf16 *dqkv, const bf16 *do
 #pragma unroll
 			for (int bb = 0; bb < 4; bb++) {
 				int j = k0 + tx + 16 * bb;
-				bool ok = i < T && j <= i;
+				bool ok = i < T && j <= i && j >= ks_r[a];
 				float sc = at_score(s[a][bb], scale, slope, j);
 				float P = ok ? expf(sc - lse_r[a]) : 0.0f;
 				float keep = 1.0f;
 				if (p > 0.0f && ok)
-					keep = philox_keep(seed, at_elem(bh, T, i, j), p);
+					keep = philox_keep(seed, at_elem(dbh, T, i, j), p);
 				dSs[(ty + 16 * a) * AT_PS + tx + 16 * bb] =
 					P * (dp[a][bb] * keep - D_r[a]);
 			}
@@ -476,7 +497,7 @@ template <int HDM> static size_t smem_fwd()
 template <int HDM> static size_t smem_dkv()
 {
 	return 4 * AT_B * (HDM + 2) * sizeof(bf16) + 2 * AT_B * AT_PS * sizeof(float) +
-	       2 * AT_B * sizeof(float);
+	       2 * AT_B * sizeof(float) + AT_B * sizeof(int);
 }
 template <int HDM> static size_t smem_dq()
 {
@@ -494,33 +515,32 @@ template <typename K> static void allow_smem(K kernel, size_t bytes, int *done)
 }
 
 template <int HDM>
-static void fwd_launch(bf16 *out, float *lse, const bf16 *qkv, const float *slopes, int B, int T,
-		       int NH, int HD, float scale, float p, uint64_t seed)
+static void fwd_launch(bf16 *out, float *lse, const bf16 *qkv, int B, int T, int NH, int HD,
+		       float scale, struct ops_attn k)
 {
 	static int ready;
 	size_t sm = smem_fwd<HDM>();
 	allow_smem(attn_fwd_k<HDM>, sm, &ready);
 	dim3 grid((unsigned)((T + AT_B - 1) / AT_B), (unsigned)NH, (unsigned)B);
-	attn_fwd_k<HDM><<<grid, AT_T, sm, cu.stream>>>(out, lse, qkv, slopes, T, NH, HD, scale, p,
-						       seed);
+	attn_fwd_k<HDM><<<grid, AT_T, sm, cu.stream>>>(out, lse, qkv, T, NH, HD, scale, k);
 	CU_LAUNCHED("attention_fwd");
 }
 
 template <int HDM>
 static void bwd_launch(bf16 *dqkv, const bf16 *dout, const bf16 *qkv, const float *lse,
-		       const float *Dsum, const float *slopes, int B, int T, int NH, int HD,
-		       float scale, float p, uint64_t seed)
+		       const float *Dsum, int B, int T, int NH, int HD, float scale,
+		       struct ops_attn k)
 {
 	static int ready_dkv, ready_dq;
 	size_t sm1 = smem_dkv<HDM>(), sm2 = smem_dq<HDM>();
 	allow_smem(attn_bwd_dkv_k<HDM>, sm1, &ready_dkv);
 	allow_smem(attn_bwd_dq_k<HDM>, sm2, &ready_dq);
 	dim3 grid((unsigned)((T + AT_B - 1) / AT_B), (unsigned)NH, (unsigned)B);
-	attn_bwd_dkv_k<HDM><<<grid, AT_T, sm1, cu.stream>>>(dqkv, dout, qkv, lse, Dsum, slopes, T,
-							     NH, HD, scale, p, seed);
+	attn_bwd_dkv_k<HDM><<<grid, AT_T, sm1, cu.stream>>>(dqkv, dout, qkv, lse, Dsum, T, NH, HD,
+							     scale, k);
 	CU_LAUNCHED("attention_bwd_dkv");
-	attn_bwd_dq_k<HDM><<<grid, AT_T, sm2, cu.stream>>>(dqkv, dout, qkv, lse, Dsum, slopes, T,
-							   NH, HD, scale, p, seed);
+	attn_bwd_dq_k<HDM><<<grid, AT_T, sm2, cu.stream>>>(dqkv, dout, qkv, lse, Dsum, T, NH, HD,
+							   scale, k);
 	CU_LAUNCHED("attention_bwd_dq");
 }
 
@@ -533,8 +553,8 @@ static void check_shape(const char *op, int B, int T, int NH, int HD)
 	(void)T;
 }
 
-void cu_attention_fwd(void *out, float *lse, const void *qkv, const float *slopes, int B, int T,
-		      int NH, int HD, float p, uint64_t seed)
+void cu_attention_fwd(void *out, float *lse, const void *qkv, int B, int T, int NH, int HD,
+		      struct ops_attn k)
 {
 	CU_ENTER();
 	if (B <= 0 || T <= 0 || NH <= 0)
@@ -544,16 +564,15 @@ void cu_attention_fwd(void *out, float *lse, const void *qkv, const float *slope
 	bf16 *o = (bf16 *)out;
 	const bf16 *x = (const bf16 *)qkv;
 	if (HD <= 32)
-		fwd_launch<32>(o, lse, x, slopes, B, T, NH, HD, scale, p, seed);
+		fwd_launch<32>(o, lse, x, B, T, NH, HD, scale, k);
 	else if (HD <= 64)
-		fwd_launch<64>(o, lse, x, slopes, B, T, NH, HD, scale, p, seed);
+		fwd_launch<64>(o, lse, x, B, T, NH, HD, scale, k);
 	else
-		fwd_launch<128>(o, lse, x, slopes, B, T, NH, HD, scale, p, seed);
+		fwd_launch<128>(o, lse, x, B, T, NH, HD, scale, k);
 }
 
 void cu_attention_bwd(void *dqkv, const void *dout, const void *qkv, const void *out,
-		      const float *lse, const float *slopes, int B, int T, int NH, int HD, float p,
-		      uint64_t seed)
+		      const float *lse, int B, int T, int NH, int HD, struct ops_attn k)
 {
 	CU_ENTER();
 	if (B <= 0 || T <= 0 || NH <= 0)
@@ -568,9 +587,9 @@ void cu_attention_bwd(void *dqkv, const void *dout, const void *qkv, const void 
 	bf16 *dx = (bf16 *)dqkv;
 	const bf16 *g = (const bf16 *)dout, *x = (const bf16 *)qkv;
 	if (HD <= 32)
-		bwd_launch<32>(dx, g, x, lse, Dsum, slopes, B, T, NH, HD, scale, p, seed);
+		bwd_launch<32>(dx, g, x, lse, Dsum, B, T, NH, HD, scale, k);
 	else if (HD <= 64)
-		bwd_launch<64>(dx, g, x, lse, Dsum, slopes, B, T, NH, HD, scale, p, seed);
+		bwd_launch<64>(dx, g, x, lse, Dsum, B, T, NH, HD, scale, k);
 	else
-		bwd_launch<128>(dx, g, x, lse, Dsum, slopes, B, T, NH, HD, scale, p, seed);
+		bwd_launch<128>(dx, g, x, lse, Dsum, B, T, NH, HD, scale, k);
 }

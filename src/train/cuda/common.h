@@ -194,11 +194,10 @@ void cu_layernorm_bwd(void *dinp, float *dw, float *db, const void *dout, const 
 		      const void *w, const float *mean, const float *rstd, int N, int C);
 
 /* attention.cu */
-void cu_attention_fwd(void *out, float *lse, const void *qkv, const float *slopes, int B, int T,
-		      int NH, int HD, float p, uint64_t seed);
+void cu_attention_fwd(void *out, float *lse, const void *qkv, int B, int T, int NH, int HD,
+		      struct ops_attn k);
 void cu_attention_bwd(void *dqkv, const void *dout, const void *qkv, const void *out,
-		      const float *lse, const float *slopes, int B, int T, int NH, int HD, float p,
-		      uint64_t seed);
+		      const float *lse, int B, int T, int NH, int HD, struct ops_attn k);
 
 /* embed.cu */
 void cu_embed_fwd(void *out, const int32_t *tok, const void *wte, const void *wpe, int B, int T,
@@ -209,9 +208,10 @@ void cu_embed_bwd(float *dwte, float *dwpe, const void *dout, const int32_t *tok
 /* pointwise.cu */
 void cu_gelu_fwd(void *out, const void *inp, size_t n);
 void cu_gelu_bwd(void *dinp, const void *inp, const void *dout, size_t n);
-void cu_residual_fwd(void *out, const void *res, const void *x, size_t n, float p, uint64_t seed);
-void cu_dropout_bwd(void *dx, const void *dout, size_t n, float p, uint64_t seed);
-void cu_dropout_fwd(void *x, size_t n, float p, uint64_t seed);
+void cu_residual_fwd(void *out, const void *res, const void *x, size_t n, float p, uint64_t seed,
+		     uint64_t off);
+void cu_dropout_bwd(void *dx, const void *dout, size_t n, float p, uint64_t seed, uint64_t off);
+void cu_dropout_fwd(void *x, size_t n, float p, uint64_t seed, uint64_t off);
 void cu_add(void *acc, const void *x, size_t n);
 void cu_f32_to_act(void *dst, const float *src, size_t n);
 void cu_act_to_f32(float *dst, const void *src, size_t n);

@@ -66,10 +66,10 @@ __global__ void gelu_bwd_k(bf16 *dinp, const bf16 *inp, const bf16 *dout, size_t
 	}
 }
 
-/* out(n) = res(n) + x(n) * keep(seed, i, p) */
+/* out(n) = res(n) + x(n) * keep(seed, off + i, p) */
 template <int V>
 __global__ void residual_fwd_k(bf16 *out, const bf16 *res, const bf16 *x, size_t units, float p,
-			       uint64_t seed)
+			       uint64_t seed, uint64_t off)
 {
 	FOR_UNITS(u, units)
 	{
@@ -78,16 +78,17 @@ __global__ void residual_fwd_k(bf16 *out, const bf16 *res, const bf16 *x, size_t
 		ld_act<V>(xv, x + u * V);
 #pragma unroll
 		for (int k = 0; k < V; k++) {
-			float keep = p > 0.0f ? philox_keep(seed, (uint64_t)u * V + k, p) : 1.0f;
+			float keep = p > 0.0f ? philox_keep(seed, off + (uint64_t)u * V + k, p) : 1.0f;
 			r[k] += xv[k] * keep;
 		}
 		st_act<V>(out + u * V, r);
 	}
 }
 
-/* dst(n) = src(n) * keep(seed, i, p); dst may be src */
+/* dst(n) = src(n) * keep(seed, off + i, p); dst may be src */
 template <int V>
-__global__ void dropout_k(bf16 *dst, const bf16 *src, size_t units, float p, uint64_t seed)
+__global__ void dropout_k(bf16 *dst, const bf16 *src, size_t units, float p, uint64_t seed,
+			  uint64_t off)
 {
 	FOR_UNITS(u, units)
 	{
@@ -95,7 +96,7 @@ __global__ void dropout_k(bf16 *dst, const bf16 *src, size_t units, float p, uin
 		ld_act<V>(xv, src + u * V);
 #pragma unroll
 		for (int k = 0; k < V; k++)
-			xv[k] *= philox_keep(seed, (uint64_t)u * V + k, p);
+			xv[k] *= philox_keep(seed, off + (uint64_t)u * V + k, p);
 		st_act<V>(dst + u * V, xv);
 	}
 }
@@ -177,7 +178,8 @@ void cu_gelu_bwd(void *dinp, const void *inp, const void *dout, size_t n)
 	PW_LAUNCH(gelu_bwd_k, v, units, (bf16 *)dinp, (const bf16 *)inp, (const bf16 *)dout, units);
 }
 
-void cu_residual_fwd(void *out, const void *res, const void *x, size_t n, float p, uint64_t seed)
+void cu_residual_fwd(void *out, const void *res, const void *x, size_t n, float p, uint64_t seed,
+		     uint64_t off)
 {
 	CU_ENTER();
 	if (!n)
@@ -185,10 +187,10 @@ void cu_residual_fwd(void *out, const void *res, const void *x, size_t n, float 
 	int v = cu_vec8(n, out, res, x);
 	size_t units = v ? n / 8 : n;
 	PW_LAUNCH(residual_fwd_k, v, units, (bf16 *)out, (const bf16 *)res, (const bf16 *)x, units,
-		  p, seed);
+		  p, seed, off);
 }
 
-void cu_dropout_bwd(void *dx, const void *dout, size_t n, float p, uint64_t seed)
+void cu_dropout_bwd(void *dx, const void *dout, size_t n, float p, uint64_t seed, uint64_t off)
 {
 	CU_ENTER();
 	if (!n)
@@ -201,17 +203,17 @@ void cu_dropout_bwd(void *dx, const void *dout, size_t n, float p, uint64_t seed
 	}
 	int v = cu_vec8(n, dx, dout);
 	size_t units = v ? n / 8 : n;
-	PW_LAUNCH(dropout_k, v, units, (bf16 *)dx, (const bf16 *)dout, units, p, seed);
+	PW_LAUNCH(dropout_k, v, units, (bf16 *)dx, (const bf16 *)dout, units, p, seed, off);
 }
 
-void cu_dropout_fwd(void *x, size_t n, float p, uint64_t seed)
+void cu_dropout_fwd(void *x, size_t n, float p, uint64_t seed, uint64_t off)
 {
 	CU_ENTER();
 	if (!n || p <= 0.0f)
 		return;
 	int v = cu_vec8(n, x);
 	size_t units = v ? n / 8 : n;
-	PW_LAUNCH(dropout_k, v, units, (bf16 *)x, (const bf16 *)x, units, p, seed);
+	PW_LAUNCH(dropout_k, v, units, (bf16 *)x, (const bf16 *)x, units, p, seed, off);
 }
 
 void cu_add(void *acc, const void *x, size_t n)
