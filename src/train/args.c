@@ -3,6 +3,7 @@
 #include <ctype.h>
 #include <errno.h>
 #include <math.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -26,7 +27,7 @@ enum {
 	O_DEVICE, O_THREADS, O_SPIKE, O_SPIKEF, O_PEAK,
 	O_OPTIMIZER, O_DATALOADER, O_EVALONLY, O_FINETUNE, O_NOLOADOPT, O_LOSSSCALE, O_TBLOGINT,
 	O_TBNOLR, O_TBNOLS, O_LOGPATH, O_EODMASK, O_RESETPOS, O_RESETATT, O_POSTLN, O_OPENAIGELU,
-	O_DEEPSCALE,
+	O_DEEPSCALE, O_DSCONFIG,
 };
 
 const struct opt args_opts[] = {
@@ -56,6 +57,8 @@ const struct opt args_opts[] = {
 	{"zero-stage", O_ZERO, "N", "ZeRO stage 0 or 1 (default 1 with --deepspeed, else 0)"},
 	{"deepspeed", O_DEEPSPEED, NULL, "the DeepSpeed engine: ZeRO, and with --bf16 its ZeRO-1-like BF16 optimizer"},
 	{"deepscale", O_DEEPSCALE, NULL, "DeepSpeed's old name for --deepspeed"},
+	{"deepspeed_config", O_DSCONFIG, "FILE", "DeepSpeed's JSON config: batch, clipping, ZeRO stage, fp16/bf16 (train(1))"},
+	{"deepscale_config", O_DSCONFIG, "FILE", "DeepSpeed's old name for --deepspeed_config"},
 	{"checkpoint-activations", O_CKPT, NULL, "plan with recomputed activations (training keeps them: said at start-up)"},
 	{"micro-batch-size", O_MBS, "N", "samples per micro-batch per GPU (MBS)"},
 	{"global-batch-size", O_GBS, "N", "samples per iteration (GBS; default MBS * DP)"},
@@ -546,14 +549,20 @@ int args_opt(void *ctx, int key, const char *arg, char *err, size_t errlen)
 	case O_VOCABSIZE: return pos_int(arg, &a->vocab_size, err, errlen);
 	case O_SEED: return nonneg_int(arg, &a->seed, err, errlen);
 	case O_WD: return num(arg, &a->weight_decay, 0, 0, err, errlen);
-	case O_CLIP: return num(arg, &a->clip_grad, 0, 0, err, errlen);
+	case O_CLIP: a->given |= ARGS_GIVEN_CLIP; return num(arg, &a->clip_grad, 0, 0, err, errlen);
 	case O_B1: return num(arg, &a->adam_beta1, 0, 0, err, errlen);
 	case O_B2: return num(arg, &a->adam_beta2, 0, 0, err, errlen);
 	case O_EPS: return num(arg, &a->adam_eps, 0, 1, err, errlen);
-	case O_ILS: return num(arg, &a->initial_loss_scale, 0, 1, err, errlen);
-	case O_MINLS: return num(arg, &a->min_loss_scale, 0, 1, err, errlen);
-	case O_LSWIN: return pos_int(arg, &a->loss_scale_window, err, errlen);
-	case O_HYST: return pos_int(arg, &a->hysteresis, err, errlen);
+	case O_ILS:
+		a->given |= ARGS_GIVEN_INITIAL_LOSS_SCALE;
+		return num(arg, &a->initial_loss_scale, 0, 1, err, errlen);
+	case O_MINLS:
+		a->given |= ARGS_GIVEN_MIN_LOSS_SCALE;
+		return num(arg, &a->min_loss_scale, 0, 1, err, errlen);
+	case O_LSWIN:
+		a->given |= ARGS_GIVEN_LOSS_SCALE_WINDOW;
+		return pos_int(arg, &a->loss_scale_window, err, errlen);
+	case O_HYST: a->given |= ARGS_GIVEN_HYSTERESIS; return pos_int(arg, &a->hysteresis, err, errlen);
 	case O_LOGINT: return pos_int(arg, &a->log_interval, err, errlen);
 	case O_TBDIR: a->tensorboard_dir = arg; return 0;
 	case O_TBTIMERS: a->tb_timers = 1; return 0;
@@ -622,7 +631,9 @@ int args_opt(void *ctx, int key, const char *arg, char *err, size_t errlen)
 		return 0;
 	case O_FINETUNE: a->finetune = 1; return 0;
 	case O_NOLOADOPT: a->no_load_optim = 1; return 0;
-	case O_LOSSSCALE: return num(arg, &a->loss_scale, 0, 1, err, errlen);
+	case O_LOSSSCALE:
+		a->given |= ARGS_GIVEN_LOSS_SCALE;
+		return num(arg, &a->loss_scale, 0, 1, err, errlen);
 	case O_TBLOGINT: return pos_int(arg, &a->tb_log_interval, err, errlen);
 	case O_TBNOLR: a->tb_no_lr = 1; return 0;
 	case O_TBNOLS: a->tb_no_loss_scale = 1; return 0;
@@ -633,6 +644,7 @@ int args_opt(void *ctx, int key, const char *arg, char *err, size_t errlen)
 	case O_POSTLN: a->post_ln_residual = 1; return 0;
 	case O_OPENAIGELU: a->openai_gelu = 1; return 0;
 	case O_DEEPSCALE: a->deepspeed = 1; return 0;
+	case O_DSCONFIG: a->deepspeed_config = arg; return 0;
 	}
 	return errf(err, errlen, "unhandled option");
 }
@@ -796,16 +808,33 @@ char *args_other_list(enum arg_class cls, int width, int indent)
 	return s;
 }
 
+void args_noeffect_add(struct train_args *a, const char *name, const char *fmt, ...)
+{
+	char *why = NULL, *s = NULL;
+	va_list ap;
+	va_start(ap, fmt);
+	int n = vasprintf(&why, fmt, ap);
+	va_end(ap);
+	if (n < 0 || asprintf(&s, "%s%s--%s (%s)", a->noeffect_more ? a->noeffect_more : "",
+			      a->noeffect_more ? ", " : "", name, why) < 0)
+		die(EXIT_FAILED, "out of memory");
+	free(why);
+	free(a->noeffect_more);
+	a->noeffect_more = s;
+}
+
 char *args_noeffect_line(const struct train_args *a)
 {
 	char *s = NULL;
 	size_t len = 0;
 	FILE *f;
-	if (!a->nnoeffect)
+	if (!a->nnoeffect && !a->noeffect_more)
 		return NULL;
 	f = open_memstream(&s, &len);
 	for (int i = 0; i < a->nnoeffect; i++)
 		fprintf(f, "%s--%s (%s)", i ? ", " : "", a->noeffect[i]->name, a->noeffect[i]->why);
+	if (a->noeffect_more)
+		fprintf(f, "%s%s", a->nnoeffect ? ", " : "", a->noeffect_more);
 	if (fclose(f) != 0 || !s)
 		die(EXIT_FAILED, "out of memory");
 	return s;

@@ -114,6 +114,9 @@ struct train_args {
 	const char *log_path;          /* --log-path: the arguments file goes here */
 	int eod_mask_loss, reset_position_ids, reset_attention_mask, post_ln_residual;
 	int openai_gelu;
+	const char *deepspeed_config;  /* --deepspeed_config FILE (dsconfig.h) */
+	unsigned given;                /* ARGS_GIVEN_*: flags given, where the default is not enough */
+	char *noeffect_more;           /* more of the start-up line: "--x (why), ..." (malloc'd) */
 
 	/* lmtk's own */
 	const char *device;
@@ -135,6 +138,14 @@ int args_opt(void *ctx, int key, const char *arg, char *err, size_t errlen);
 
 /* Megatron-DeepSpeed flags train knows but does not act on. */
 enum arg_class { ARG_NOEFFECT, ARG_REFUSED };
+/* train_args.given: the flags a --deepspeed_config can override */
+enum { ARGS_GIVEN_CLIP = 1, ARGS_GIVEN_LOSS_SCALE = 2, ARGS_GIVEN_INITIAL_LOSS_SCALE = 4,
+       ARGS_GIVEN_MIN_LOSS_SCALE = 8, ARGS_GIVEN_LOSS_SCALE_WINDOW = 16, ARGS_GIVEN_HYSTERESIS = 32 };
+
+/* Adds "--name (why)" to a's start-up line of flags without effect (printf-style why). */
+void args_noeffect_add(struct train_args *a, const char *name, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+
 struct args_other {
 	const char *name;   /* without "--" */
 	int values;         /* 0 a switch, 1 one value, 2 any number of values */

@@ -19,6 +19,7 @@
 #include "opt.h"
 #include "train/args.h"
 #include "train/dist.h"
+#include "train/dsconfig.h"
 #include "train/plan.h"
 #include "train/report.h"
 #include "train/run.h"
@@ -27,6 +28,7 @@ int main(int argc, char **argv)
 {
 	static struct train_args a;
 	static struct plan p;
+	struct dsconfig ds;
 	struct optgroup groups[] = {{args_opts, args_opt, &a}, {0}};
 	char *about, *noeffect, *refused, err[512];
 	int ac, first, rc;
@@ -81,7 +83,11 @@ int main(int argc, char **argv)
 		die(EXIT_USAGE, "%s", err);
 	}
 
+	if (dsconfig_apply(&a, &ds, err, sizeof err) < 0)
+		die(EXIT_USAGE, "%s", err);
 	rc = plan_make(&p, &a);
+	if (p.nerrors == 0 && dsconfig_check_batch(&a, &ds, p.dp, p.mbs, p.gbs, err, sizeof err) < 0)
+		plan_error(&p, "%s", err);
 	if (!a.dry_run) {
 		for (int i = 0; i < p.nerrors; i++)
 			warn("%s", p.errors[i]);

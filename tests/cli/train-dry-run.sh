@@ -9,7 +9,7 @@
 . "$(dirname "$0")/../lib.sh"
 TR=$BIN/train
 PY=/usr/bin/python3
-MEGDIR=${LMTK_MEGATRON_DIR:-$TOP/../shared/data/megatron}
+MEGDIR=$(tiny_dataset) || exit 3   # a Megatron dataset the project makes (tests/lib.sh)
 cd "$T" || exit 3
 
 # tv FILE LABEL: the value column of a text-plan line "  LABEL ....  VALUE  note"
@@ -44,6 +44,44 @@ json.dump({"added_tokens": added, "model": {"type": "BPE", "vocab": vocab, "merg
           open("plus-one.json", "w"))
 EOF
 cp "$MEGDIR/meg-gpt2-openwebtext_text_document.idx" meg-gpt2_text_document.idx
+# the DeepSpeed configs the two scripts wrote (config_json="./ds_config.$SLURM_JOBID.json"),
+# their variables filled in: 13B MICRO_BATCH_SIZE=1 GLOBAL_BATCH_SIZE=1024 ZERO_STAGE=1, fp16;
+# 176B MICRO_BATCH_SIZE=2 GLOBAL_BATCH_SIZE=2048 ZERO_STAGE=0, bf16
+cat >ds_config.13b.json <<'JSON'
+{
+  "train_micro_batch_size_per_gpu": 1,
+  "train_batch_size": 1024,
+  "gradient_clipping": 1.0,
+  "zero_optimization": {
+    "stage": 1
+  },
+  "fp16": {
+    "enabled": true,
+    "loss_scale": 0,
+    "loss_scale_window": 500,
+    "hysteresis": 2,
+    "min_loss_scale": 1,
+    "initial_scale_power": 12
+  },
+  "steps_per_print": 2000,
+  "wall_clock_breakdown": false
+}
+JSON
+cat >ds_config.176b.json <<'JSON'
+{
+  "train_micro_batch_size_per_gpu": 2,
+  "train_batch_size": 2048,
+  "gradient_clipping": 1.0,
+  "zero_optimization": {
+    "stage": 0
+  },
+  "bf16": {
+    "enabled": true
+  },
+  "steps_per_print": 2000,
+  "wall_clock_breakdown": false
+}
+JSON
 
 # --- the 13B: tr1-13B-round1.slurm's CMD (GPT_ARGS with OPTIMIZER_ARGS, EXIT_OPTS, OUTPUT_ARGS,
 #     DEEPSPEED_ARGS); it ran on 4-GPU V100 nodes ---
@@ -62,7 +100,7 @@ A13=(--tensor-model-parallel-size 2 --pipeline-model-parallel-size 4
 	--log-timers-to-tensorboard --log-batch-size-to-tensorboard --log-validation-ppl-to-tensorboard
 	--save checkpoints --load checkpoints --data-path meg-gpt2_text_document --data-impl mmap
 	--split 949,50,1 --distributed-backend nccl
-	--deepspeed --deepspeed_config ./ds_config.4242.json --zero-stage 1
+	--deepspeed --deepspeed_config ./ds_config.13b.json --zero-stage 1
 	--deepspeed-activation-checkpointing)
 # --- the 176B: tr11-176B-ml.slurm's CMD; 48 nodes of 8 A100 80GB ---
 A176=(--tensor-model-parallel-size 4 --pipeline-model-parallel-size 12
@@ -83,7 +121,7 @@ A176=(--tensor-model-parallel-size 4 --pipeline-model-parallel-size 12
 	--save checkpoints --load checkpoints
 	--train-weighted-split-paths-path train-splits.txt --valid-weighted-split-paths-path valid-splits.txt
 	--test-weighted-split-paths-path test-splits.txt --data-impl mmap --distributed-backend nccl
-	--deepspeed --deepspeed_config ./ds_config.4242.json --zero-stage 0
+	--deepspeed --deepspeed_config ./ds_config.176b.json --zero-stage 0
 	--deepspeed-activation-checkpointing)
 
 # --- usage ---
@@ -94,10 +132,10 @@ check no_dry_run_prints_no_plan [ ! -s "$T/out" ]
 expect_rc help_exits_0 0 $TR --help
 contains help_lists_rampup "$T/out" '--rampup-batch-size START INCR SAMPLES'
 contains help_lists_dry_run_flags "$T/out" '--assumed-tflops F'
-contains help_lists_ignored_flags "$T/out" '^Accepted and ignored'
-contains help_names_ignored_flag "$T/out" '--deepspeed_config(,|\.|$)'
+contains help_lists_no_effect_flags "$T/out" '^Accepted, no effect here'
+contains help_lists_refused_flags "$T/out" '^Refused, exit 2'
 contains help_lists_training_flags "$T/out" '--kill-switch-path PATH'
-contains help_names_ignored_deepspeed_config "$T/out" '--deepspeed_config'
+contains help_names_deepspeed_config "$T/out" '--deepspeed_config FILE'
 expect_rc version_exits_0 0 $TR --version
 expect_rc unknown_flag_exits_2 2 $TR --dry-run --num-layerz 4
 contains unknown_flag_named "$T/err" "unknown option '--num-layerz'"
@@ -283,6 +321,49 @@ expect_rc rampup_two_values_exits_2 2 $TR --dry-run --rampup-batch-size 16 16 --
 contains rampup_two_values_named "$T/err" '^train: --rampup-batch-size takes three values, START INCR SAMPLES; got 2$'
 expect_rc rampup_not_whole_exits_2 2 $TR --dry-run "${A176[@]}" --nodes 48 --gpus-per-node 8 --global-batch-size 2040
 contains rampup_not_whole_named "$T/err" '^train: --rampup-batch-size 16 16 9765625: --global-batch-size 2040 minus START 16 = 2024 is not a multiple of INCR 16$'
+
+# --- --deepspeed_config: read as DeepSpeed reads it ---
+# the 13B's flags say --loss-scale 12, its config a dynamic scale from 2^12: the config rules
+# under --deepspeed, and the start-up line says the flag did nothing
+expect_rc ds13b_plan_exits_0 0 $TR --dry-run "${A13[@]}" --nodes 32 --gpus-per-node 4 --gpu-memory 32
+contains ds13b_loss_scale_flag_named "$T/err" "no effect here: .*--loss-scale \(under --deepspeed ./ds_config.13b.json's fp16.loss_scale = 0 applies\)"
+contains ds13b_inert_keys_named "$T/err" "--deepspeed_config \(./ds_config.13b.json: steps_per_print: "
+dsrun() { $TR --dry-run "${A13[@]}" --nodes 32 --gpus-per-node 4 --gpu-memory 32 --deepspeed_config "$@"; }
+expect_rc ds_missing_file_exits_2 2 dsrun nothere.json
+contains ds_missing_file_named "$T/err" '^train: --deepspeed_config nothere.json: .*(No such file|unable to open)'
+check ds_missing_file_no_plan [ ! -s "$T/out" ]
+printf '{\n  "train_batch_size": 1024,\n  "fp16": {"enabled": true,}\n}\n' >bad.json
+expect_rc ds_malformed_exits_2 2 dsrun bad.json
+contains ds_malformed_names_line "$T/err" '^train: --deepspeed_config bad.json: line 3, column [0-9]+: '
+sed 's/"train_batch_size": 1024/"train_batch_size": 512/' ds_config.13b.json >b512.json
+expect_rc ds_batch_mismatch_exits_2 2 dsrun b512.json
+contains ds_batch_mismatch_named "$T/err" '^train: --deepspeed_config b512.json: train_batch_size 512 but --global-batch-size 1024 \(the batch at the end of the ramp-up\): make them agree'
+sed 's/"train_batch_size": 1024,/"train_batch_size": 1024, "gradient_accumulation_steps": 3,/' ds_config.13b.json >gas.json
+expect_rc ds_deepspeed_assertion_exits_2 2 dsrun gas.json
+contains ds_deepspeed_assertion_words "$T/err" 'Check batch related parameters. train_batch_size is not equal to micro_batch_per_gpu \* gradient_acc_step \* world_size 1024 != 1 \* 3 \* 16'
+sed 's/"stage": 1/"stage": 2/' ds_config.13b.json >z2.json
+expect_rc ds_zero2_refused 2 dsrun z2.json
+contains ds_zero2_says_what_to_use "$T/err" 'zero_optimization.stage 2: ZeRO stages 2 and 3 are not implemented; use stage 1'
+sed 's/"stage": 1/"stage": 0/' ds_config.13b.json >z0.json
+expect_rc ds_zero_stage_conflict_exits_2 2 dsrun z0.json
+contains ds_zero_stage_conflict_named "$T/err" 'zero_optimization.stage is 0 but --zero-stage is 1: make them agree'
+sed 's/"enabled": true/"enabled": false/' ds_config.13b.json >nofp16.json
+expect_rc ds_fp16_conflict_exits_2 2 dsrun nofp16.json
+contains ds_fp16_conflict_named "$T/err" 'fp16.enabled is false but --fp16 is given: make them agree'
+sed 's/"steps_per_print": 2000,/"curriculum_learning": {"enabled": true, "curriculum_type": "seqlen"}, "steps_per_print": 2000,/' ds_config.13b.json >cl.json
+expect_rc ds_curriculum_refused 2 dsrun cl.json
+contains ds_curriculum_named "$T/err" 'cl.json: curriculum_learning: curriculum learning is not implemented'
+sed 's/"steps_per_print": 2000,/"curriculum_learning": {"enabled": false}, "steps_per_print": 2000,/' ds_config.13b.json >cloff.json
+expect_rc ds_disabled_block_accepted 0 dsrun cloff.json
+sed 's/"steps_per_print": 2000,/"stepz_per_print": 2000,/' ds_config.13b.json >typo.json
+expect_rc ds_unknown_key_refused 2 dsrun typo.json
+contains ds_unknown_key_named "$T/err" 'typo.json: stepz_per_print: unknown to lmtk'
+# without --deepspeed the file is checked but said to have no effect
+A13_NODS=()
+for x in "${A13[@]}"; do [ "$x" = --deepspeed ] || A13_NODS+=("$x"); done
+expect_rc ds_without_deepspeed_exits_0 0 $TR --dry-run "${A13_NODS[@]}" --nodes 32 --gpus-per-node 4 --gpu-memory 32
+contains ds_without_deepspeed_named "$T/err" "--deepspeed_config \(./ds_config.13b.json: without --deepspeed Megatron-DeepSpeed does not read it"
+expect_rc ds_without_deepspeed_still_read 2 $TR --dry-run "${A13_NODS[@]/.\/ds_config.13b.json/bad.json}" --nodes 32 --gpus-per-node 4
 expect_rc partition_uneven_exits_2 2 $TR --dry-run "${A176[@]}" --nodes 48 --gpus-per-node 8 --pp-partition-method type:transformer
 contains partition_uneven_suggests_embedding "$T/err" "^train: --num-layers 70 is not divisible by --pipeline-model-parallel-size 12 \(--pp-partition-method type:transformer\); 'type:transformer\|embedding' would"
 expect_rc no_layout_exits_2 2 $TR --dry-run "${A176[@]}"

@@ -152,6 +152,27 @@ check dynamic_loss_scale_grows_without_it grep -q '^ iteration        8/.* loss 
 trn --loss-scale 4096 --train-iters 2 >ls32.out 2>&1
 contains loss_scale_without_fp16_said ls32.out '^train: --loss-scale: no effect without --fp16, as in Megatron$'
 
+# --- --deepspeed_config: under --deepspeed its fp16 block and gradient_clipping rule ---
+cat >ds.json <<'JSON'
+{"train_micro_batch_size_per_gpu": 2, "train_batch_size": 4, "gradient_clipping": 0.05,
+ "fp16": {"enabled": true, "loss_scale": 0, "initial_scale_power": 12, "loss_scale_window": 2},
+ "steps_per_print": 10}
+JSON
+trn --fp16 --deepspeed --deepspeed_config ds.json --clip-grad 1.0 >ds.out 2>&1 || fail ds_config_run "$(tail -3 ds.out)"
+check ds_config_initial_scale_power grep -q '^ iteration        1/.* loss scale: 4096.0 |' ds.out
+check ds_config_loss_scale_window grep -q '^ iteration        8/.* loss scale: 65536.0 |' ds.out
+contains ds_config_overridden_clip_named ds.out "no effect here: .*--clip-grad \(under --deepspeed ds.json's gradient_clipping = 0.05 applies\)"
+# the same run from Megatron's own flags: the same losses and grad norms, iteration by iteration
+trn --fp16 --clip-grad 0.05 --initial-loss-scale 4096 --loss-scale-window 2 >dsm.out 2>&1
+curve() { grep '^ iteration ' "$1" | sed 's/.*lm loss: \([^ ]*\) .*grad norm: \([^ ]*\) .*/\1 \2/'; }
+c1=$(curve ds.out) c2=$(curve dsm.out)
+check ds_config_equals_the_megatron_flags [ "$(echo "$c1" | wc -l)" = 8 -a "$c1" = "$c2" ]
+trn --fp16 --clip-grad 1.0 --initial-loss-scale 4096 --loss-scale-window 2 >dsc.out 2>&1
+check ds_config_clipping_changes_the_run [ "$(curve dsc.out)" != "$(curve ds.out)" ]
+expect_rc ds_config_batch_mismatch_exits_2 2 "$TR" "${MODEL[@]}" "${GPT2[@]}" --fp16 --deepspeed \
+	--deepspeed_config ds.json --global-batch-size 8
+contains ds_config_batch_mismatch_named "$T/err" 'ds.json: train_batch_size 4 but --global-batch-size 8: make them agree'
+
 # --- TensorBoard switches and --log-path ---
 trn --tensorboard-dir tb --tensorboard-log-interval 3 --no-log-learnig-rate-to-tensorboard \
 	--log-path logs >tb.out 2>&1 || fail tb_run "$(tail -3 tb.out)"

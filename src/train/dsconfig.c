@@ -1,0 +1,366 @@
+/* dsconfig - see dsconfig.h.  Key names, defaults and the batch rules are DeepSpeed's
+ * (runtime/config.py, runtime/zero/config.py, runtime/fp16 loss scaler). */
+#include "train/dsconfig.h"
+
+#include <jansson.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "msg.h"
+
+/* DeepSpeed's defaults for what the file leaves out */
+#define DS_INITIAL_SCALE_POWER 16
+#define DS_LOSS_SCALE_WINDOW 1000
+#define DS_HYSTERESIS 2
+#define DS_MIN_LOSS_SCALE 1.0
+
+/* Top-level keys refused, with what to do instead.  Any other unknown key is refused too. */
+static const struct {
+	const char *key, *why;
+} refused[] = {
+	{"optimizer", "lmtk trains with Megatron's AdamW from the --adam-*/--weight-decay flags; "
+		      "remove the block and give them as flags"},
+	{"scheduler", "the learning-rate schedule comes from Megatron's --lr-* flags; remove the block"},
+	{"curriculum_learning", "curriculum learning is not implemented; remove the block or set "
+				"\"enabled\": false"},
+	{"activation_checkpointing", "activations are kept, not recomputed; remove the block "
+				     "(--checkpoint-activations only shapes the plan)"},
+	{"flops_profiler", "DeepSpeed's profiler is not here; the log line carries TFLOPs"},
+	{"tensorboard", "use --tensorboard-dir"},
+	{"amp", "apex AMP is not here: use the fp16 or bf16 block"},
+	{"sparse_attention", "sparse attention is not implemented"},
+	{"pipeline", "the pipeline comes from --pipeline-model-parallel-size"},
+	{"elasticity", "elastic training is not implemented"},
+	{"compression_training", "compression is not implemented"},
+	{"data_efficiency", "data efficiency (curriculum, random-LTD) is not implemented"},
+	{"fp8", "fp8 training is not implemented"},
+};
+
+/* Keys accepted without effect, and why they cannot matter. */
+static const struct {
+	const char *key, *why;
+} inert[] = {
+	{"steps_per_print", "DeepSpeed's own progress print; train's log line follows --log-interval"},
+	{"wall_clock_breakdown", "DeepSpeed's timers; train's log line has the iteration time"},
+	{"zero_allow_untested_optimizer", "the optimizer is AdamW, which ZeRO-1 is tested with"},
+	{"gradient_predivide_factor", "a numerical order of DeepSpeed's all-reduce; the gradient is the same mean"},
+	{"prescale_gradients", "a numerical order of DeepSpeed's all-reduce; the gradient is the same mean"},
+	{"communication_data_type", "the gradients are reduced in fp32"},
+	{"dump_state", "DeepSpeed's debugging dump"},
+	{"memory_breakdown", "DeepSpeed's memory print"},
+	{"comms_logger", "DeepSpeed's communication log"},
+};
+
+/* zero_optimization keys that only tune DeepSpeed's communication and memory */
+static const char *zero_inert[] = {
+	"allgather_partitions", "allgather_bucket_size", "reduce_scatter", "reduce_bucket_size",
+	"overlap_comm", "contiguous_gradients", "round_robin_gradients", "elastic_checkpoint",
+	"load_from_fp32_weights", "ignore_unused_parameters", "cpu_offload", NULL,
+};
+
+static int ds_err(char *err, size_t errlen, const char *path, const char *fmt, ...)
+	__attribute__((format(printf, 4, 5)));
+static int ds_err(char *err, size_t errlen, const char *path, const char *fmt, ...)
+{
+	char msg[400];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof msg, fmt, ap);
+	va_end(ap);
+	return errf(err, errlen, "--deepspeed_config %s: %s", path, msg);
+}
+
+/* A positive integer (JSON integer, or a real with no fraction as Python writes 1.0). */
+static int get_int(json_t *v, int64_t lo, int64_t *out)
+{
+	double d;
+	if (json_is_integer(v))
+		d = (double)json_integer_value(v);
+	else if (json_is_real(v))
+		d = json_real_value(v);
+	else
+		return -1;
+	if (d != floor(d) || d < (double)lo || d > 9.0e15)
+		return -1;
+	*out = (int64_t)d;
+	return 0;
+}
+
+static int get_num(json_t *v, double lo, double *out)
+{
+	if (!json_is_number(v) || json_number_value(v) < lo || !isfinite(json_number_value(v)))
+		return -1;
+	*out = json_number_value(v);
+	return 0;
+}
+
+/* {"enabled": false}, alone: a block switched off */
+static int disabled(json_t *v)
+{
+	return json_is_object(v) && json_object_size(v) == 1 &&
+	       json_is_false(json_object_get(v, "enabled"));
+}
+
+static int read_fp16(const char *path, json_t *o, struct dsconfig *c, char *err, size_t errlen)
+{
+	const char *k;
+	json_t *v;
+	int64_t n;
+	if (!json_is_object(o))
+		return ds_err(err, errlen, path, "fp16: not an object");
+	json_object_foreach(o, k, v) {
+		if (strcmp(k, "enabled") == 0) {
+			if (!json_is_boolean(v))
+				return ds_err(err, errlen, path, "fp16.enabled: not true or false");
+			c->fp16 = json_is_true(v);
+		} else if (strcmp(k, "loss_scale") == 0) {
+			if (get_num(v, 0, &c->loss_scale) < 0)
+				return ds_err(err, errlen, path, "fp16.loss_scale: not a number >= 0 "
+					      "(0 is the dynamic scale)");
+		} else if (strcmp(k, "initial_scale_power") == 0) {
+			if (get_int(v, 0, &n) < 0 || n > 127)
+				return ds_err(err, errlen, path, "fp16.initial_scale_power: not an integer "
+					      "in 0..127");
+			c->initial_scale_power = (int)n;
+		} else if (strcmp(k, "loss_scale_window") == 0) {
+			if (get_int(v, 1, &c->loss_scale_window) < 0)
+				return ds_err(err, errlen, path, "fp16.loss_scale_window: not a positive "
+					      "integer");
+		} else if (strcmp(k, "hysteresis") == 0) {
+			if (get_int(v, 1, &c->hysteresis) < 0)
+				return ds_err(err, errlen, path, "fp16.hysteresis: not a positive integer");
+		} else if (strcmp(k, "min_loss_scale") == 0) {
+			if (get_num(v, 0, &c->min_loss_scale) < 0 || c->min_loss_scale <= 0)
+				return ds_err(err, errlen, path, "fp16.min_loss_scale: not a number > 0");
+		} else {
+			return ds_err(err, errlen, path, "fp16.%s: not implemented (lmtk's fp16 block "
+				      "reads enabled, loss_scale, initial_scale_power, loss_scale_window, "
+				      "hysteresis, min_loss_scale)", k);
+		}
+	}
+	return 0;
+}
+
+static int read_zero(const char *path, json_t *o, struct train_args *a, struct dsconfig *c,
+		     char *err, size_t errlen)
+{
+	const char *k;
+	json_t *v;
+	int64_t n;
+	if (!json_is_object(o))
+		return ds_err(err, errlen, path, "zero_optimization: not an object");
+	json_object_foreach(o, k, v) {
+		int known = 0;
+		if (strcmp(k, "stage") == 0) {
+			if (get_int(v, 0, &n) < 0 || n > 3)
+				return ds_err(err, errlen, path, "zero_optimization.stage: not 0, 1, 2 or 3");
+			if (n >= 2)
+				return ds_err(err, errlen, path, "zero_optimization.stage %lld: ZeRO stages 2 "
+					      "and 3 are not implemented; use stage 1 (the optimizer state "
+					      "sharded over DP) or 0", (long long)n);
+			c->zero_stage = (int)n;
+			continue;
+		}
+		for (int i = 0; zero_inert[i]; i++)
+			known |= strcmp(k, zero_inert[i]) == 0;
+		if (!known)
+			return ds_err(err, errlen, path, "zero_optimization.%s: not implemented (offload "
+				      "and the stage 2/3 knobs are not here)", k);
+		if (strcmp(k, "cpu_offload") == 0 && !json_is_false(v))
+			return ds_err(err, errlen, path, "zero_optimization.cpu_offload: offloading is "
+				      "not implemented; set it to false");
+		args_noeffect_add(a, "deepspeed_config", "%s: zero_optimization.%s tunes DeepSpeed's "
+				  "communication, not the math", path, k);
+	}
+	return 0;
+}
+
+static int read_file(const char *path, struct train_args *a, struct dsconfig *c, char *err,
+		     size_t errlen)
+{
+	json_error_t je;
+	json_t *root = json_load_file(path, JSON_REJECT_DUPLICATES, &je), *v;
+	const char *k;
+	int rc = -1;
+
+	if (!root) {
+		if (je.line <= 0)   /* could not open or read it: jansson's text has the reason */
+			return errf(err, errlen, "--deepspeed_config %s: %s", path, je.text);
+		return errf(err, errlen, "--deepspeed_config %s: line %d, column %d: %s", path, je.line,
+			    je.column, je.text);
+	}
+	if (!json_is_object(root)) {
+		ds_err(err, errlen, path, "not a JSON object");
+		goto out;
+	}
+	json_object_foreach(root, k, v) {
+		int done = 0;
+		if (strcmp(k, "train_batch_size") == 0 || strcmp(k, "train_micro_batch_size_per_gpu") == 0 ||
+		    strcmp(k, "gradient_accumulation_steps") == 0) {
+			int64_t *dst = strcmp(k, "train_batch_size") == 0 ? &c->train_batch_size
+				       : strcmp(k, "gradient_accumulation_steps") == 0 ? &c->grad_acc
+				       : &c->micro_batch;
+			if (get_int(v, 1, dst) < 0) {
+				ds_err(err, errlen, path, "%s: not a positive integer", k);
+				goto out;
+			}
+			continue;
+		}
+		if (strcmp(k, "gradient_clipping") == 0) {
+			if (get_num(v, 0, &c->gradient_clipping) < 0) {
+				ds_err(err, errlen, path, "gradient_clipping: not a number >= 0");
+				goto out;
+			}
+			continue;
+		}
+		if (strcmp(k, "fp16") == 0) {
+			if (read_fp16(path, v, c, err, errlen) < 0)
+				goto out;
+			continue;
+		}
+		if (strcmp(k, "bf16") == 0) {
+			json_t *e = json_object_get(v, "enabled");
+			if (!json_is_object(v) || json_object_size(v) != (e ? 1u : 0u) ||
+			    (e && !json_is_boolean(e))) {
+				ds_err(err, errlen, path, "bf16: lmtk reads only {\"enabled\": true|false}");
+				goto out;
+			}
+			c->bf16 = e ? json_is_true(e) : -1;
+			continue;
+		}
+		if (strcmp(k, "zero_optimization") == 0) {
+			if (read_zero(path, v, a, c, err, errlen) < 0)
+				goto out;
+			continue;
+		}
+		for (size_t i = 0; i < sizeof inert / sizeof inert[0] && !done; i++)
+			if (strcmp(k, inert[i].key) == 0) {
+				args_noeffect_add(a, "deepspeed_config", "%s: %s: %s", path, k, inert[i].why);
+				done = 1;
+			}
+		if (done || disabled(v))
+			continue;
+		for (size_t i = 0; i < sizeof refused / sizeof refused[0]; i++)
+			if (strcmp(k, refused[i].key) == 0) {
+				ds_err(err, errlen, path, "%s: %s", k, refused[i].why);
+				goto out;
+			}
+		ds_err(err, errlen, path, "%s: unknown to lmtk; remove it (train(1) lists the keys read)", k);
+		goto out;
+	}
+	rc = 0;
+out:
+	json_decref(root);
+	return rc;
+}
+
+/* One Megatron flag the config overrides: said in the start-up line when it was given with
+ * another value than the one that applies. */
+static void overridden(struct train_args *a, unsigned bit, const char *flag, double given,
+		       double applies, const char *path, const char *key)
+{
+	if ((a->given & bit) && given != applies)
+		args_noeffect_add(a, flag, "under --deepspeed %s's %s = %g applies", path, key, applies);
+}
+
+int dsconfig_apply(struct train_args *a, struct dsconfig *c, char *err, size_t errlen)
+{
+	const char *path = a->deepspeed_config;
+	*c = (struct dsconfig){.train_batch_size = -1, .micro_batch = -1, .grad_acc = -1,
+			       .gradient_clipping = 0, .zero_stage = -1, .fp16 = -1, .bf16 = -1,
+			       .loss_scale = 0, .initial_scale_power = DS_INITIAL_SCALE_POWER,
+			       .loss_scale_window = DS_LOSS_SCALE_WINDOW, .hysteresis = DS_HYSTERESIS,
+			       .min_loss_scale = DS_MIN_LOSS_SCALE};
+	if (!path)
+		return 0;
+	if (read_file(path, a, c, err, errlen) < 0)
+		return -1;
+	if (!a->deepspeed) {
+		args_noeffect_add(a, "deepspeed_config", "%s: without --deepspeed Megatron-DeepSpeed "
+				  "does not read it (checked all the same)", path);
+		return 0;
+	}
+	/* precision: the flags and the config must tell the same story */
+	if (a->fp16 != (c->fp16 == 1))
+		return ds_err(err, errlen, path, "fp16.enabled is %s but --fp16 is %s: make them agree",
+			      c->fp16 == 1 ? "true" : c->fp16 == 0 ? "false" : "absent (false)",
+			      a->fp16 ? "given" : "not given");
+	if (a->bf16 != (c->bf16 == 1))
+		return ds_err(err, errlen, path, "bf16.enabled is %s but --bf16 is %s: make them agree",
+			      c->bf16 == 1 ? "true" : c->bf16 == 0 ? "false" : "absent (false)",
+			      a->bf16 ? "given" : "not given");
+	int stage = c->zero_stage >= 0 ? c->zero_stage : 0;   /* DeepSpeed's default: no ZeRO */
+	if (a->zero_stage >= 0 && a->zero_stage != stage)
+		return ds_err(err, errlen, path, "zero_optimization.stage is %d%s but --zero-stage is %d: "
+			      "make them agree", stage, c->zero_stage < 0 ? " (absent: DeepSpeed's default)"
+			      : "", a->zero_stage);
+	a->zero_stage = stage;
+
+	/* DeepSpeed clips (its default: not at all) and scales the loss, not Megatron */
+	overridden(a, ARGS_GIVEN_CLIP, "clip-grad", a->clip_grad, c->gradient_clipping, path,
+		   "gradient_clipping");
+	a->clip_grad = c->gradient_clipping;
+	if (c->fp16 == 1) {
+		double init = ldexp(1.0, c->initial_scale_power);
+		overridden(a, ARGS_GIVEN_LOSS_SCALE, "loss-scale", a->loss_scale, c->loss_scale, path,
+			   "fp16.loss_scale");
+		overridden(a, ARGS_GIVEN_INITIAL_LOSS_SCALE, "initial-loss-scale", a->initial_loss_scale,
+			   init, path, "2^fp16.initial_scale_power");
+		overridden(a, ARGS_GIVEN_MIN_LOSS_SCALE, "min-loss-scale", a->min_loss_scale,
+			   c->min_loss_scale, path, "fp16.min_loss_scale");
+		overridden(a, ARGS_GIVEN_LOSS_SCALE_WINDOW, "loss-scale-window",
+			   (double)a->loss_scale_window, (double)c->loss_scale_window, path,
+			   "fp16.loss_scale_window");
+		overridden(a, ARGS_GIVEN_HYSTERESIS, "hysteresis", (double)a->hysteresis,
+			   (double)c->hysteresis, path, "fp16.hysteresis");
+		a->loss_scale = c->loss_scale;
+		a->initial_loss_scale = init;
+		a->min_loss_scale = c->min_loss_scale;
+		a->loss_scale_window = c->loss_scale_window;
+		a->hysteresis = c->hysteresis;
+	}
+	return 0;
+}
+
+int dsconfig_check_batch(const struct train_args *a, const struct dsconfig *c, int64_t dp,
+			 int64_t mbs, int64_t gbs, char *err, size_t errlen)
+{
+	const char *path = a->deepspeed_config;
+	int64_t tbs = c->train_batch_size, mb = c->micro_batch, gas = c->grad_acc;
+	if (!path || !a->deepspeed || dp <= 0)
+		return 0;
+	/* DeepSpeed's _set_batch_related_parameters, then _batch_assertion */
+	if (tbs > 0 && mb > 0 && gas > 0) {
+		/* all given: only the assertion */
+	} else if (tbs > 0 && mb > 0) {
+		gas = tbs / mb / dp;
+	} else if (tbs > 0 && gas > 0) {
+		mb = tbs / dp / gas;
+	} else if (mb > 0 && gas > 0) {
+		tbs = mb * gas * dp;
+	} else if (tbs > 0) {
+		gas = 1;
+		mb = tbs / dp;
+	} else if (mb > 0) {
+		tbs = mb * dp;
+		gas = 1;
+	} else {
+		return ds_err(err, errlen, path, "Either train_batch_size or "
+			      "train_micro_batch_size_per_gpu needs to be provided (DeepSpeed)");
+	}
+	if (mb <= 0 || gas <= 0 || tbs != mb * gas * dp)
+		return ds_err(err, errlen, path, "Check batch related parameters. train_batch_size is "
+			      "not equal to micro_batch_per_gpu * gradient_acc_step * world_size "
+			      "%lld != %lld * %lld * %lld (DeepSpeed; world_size is the data-parallel "
+			      "size)", (long long)tbs, (long long)mb, (long long)gas, (long long)dp);
+	if (mb != mbs)
+		return ds_err(err, errlen, path, "train_micro_batch_size_per_gpu %lld but "
+			      "--micro-batch-size %lld: make them agree", (long long)mb, (long long)mbs);
+	if (tbs != gbs)
+		return ds_err(err, errlen, path, "train_batch_size %lld but --global-batch-size %lld%s: "
+			      "make them agree", (long long)tbs, (long long)gbs,
+			      a->nrampup ? " (the batch at the end of the ramp-up)" : "");
+	return 0;
+}
