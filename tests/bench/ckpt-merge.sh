@@ -22,6 +22,11 @@ TOP=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 BENCH=${LMTK_BENCH_DIR:-/var/tmp/lmtk-bench}/ckpt-merge
 RUNS=${CKPT_MERGE_BENCH_RUNS:-3}
 MEG=${LMTK_MEGATRON_DIR:-$TOP/../shared/data/megatron}
+# without the reference dataset (a bare clone): the project's own, built by tests/ref/tiny-dataset.sh
+if [ ! -f "$MEG/meg-gpt2-openwebtext_text_document.idx" ]; then
+	MEG=${LMTK_BENCH_DIR:-/var/tmp/lmtk-bench}/tiny-dataset
+	"$TOP/tests/ref/tiny-dataset.sh" "$MEG" >/dev/null 2>&1 || { echo "${0##*/}: could not build $MEG" >&2; exit 1; }
+fi
 MT=$TOP/bin/ckpt-merge-tp
 NAME=ckpt-merge
 

@@ -34,6 +34,11 @@
 set -euo pipefail
 TOP=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 MEG=${LMTK_MEGATRON_DIR:-$TOP/../shared/data/megatron}
+# without the reference dataset (a bare clone): the project's own, built by tests/ref/tiny-dataset.sh
+if [ ! -f "$MEG/meg-gpt2-openwebtext_text_document.idx" ]; then
+	MEG=${LMTK_BENCH_DIR:-/var/tmp/lmtk-bench}/tiny-dataset
+	"$TOP/tests/ref/tiny-dataset.sh" "$MEG" >/dev/null 2>&1 || { echo "${0##*/}: could not build $MEG" >&2; exit 1; }
+fi
 ITERS=${TRAIN_DP_BENCH_ITERS:-12}
 NAME=train-dp
 L=6 C=512 H=8 T=256 MBS=4 G=16

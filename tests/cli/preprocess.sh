@@ -1,14 +1,18 @@
 #!/usr/bin/env bash
 # slurm/preprocess.slurm on the local cluster: a 4-task job array tokenizes contiguous byte
 # ranges of Megatron's test corpus and a job it submits merges them; the result must be
-# Megatron's own .bin/.idx byte for byte, with the shards gone.  A corrupt line fails its task,
-# and then no merge runs.
+# Megatron's own .bin/.idx byte for byte (the dataset Megatron wrote, where this checkout has it
+# beside it: CI's ../shared; else the project's own dataset, built by one tokenize | mkindex),
+# with the shards gone.  A corrupt line fails its task, and then no merge runs.
 . "$(dirname "$0")/../lib.sh"
 if ! sinfo >/dev/null 2>&1; then
 	fail slurm_cluster_available "sinfo fails with SLURM_CONF=${SLURM_CONF:-unset}"
 	exit 1
 fi
-MEG=${LMTK_MEGATRON_DIR:-$TOP/../shared/data/megatron}
+if [ -n "$MEG_REF" ]; then MEG=$MEG_REF; else
+	skip preprocess_megatron_byte_identity "the Megatron-written dataset is not here (../shared/data/megatron, or set LMTK_MEGATRON_DIR): the job array is checked against one tokenize | mkindex instead"
+	MEG=$(tiny_dataset) || exit 3
+fi
 P=pp$$
 gone() { [ -z "$(squeue --noheader --name="$1,$1-merge" 2>/dev/null)" ]; }
 export LMTK=$TOP VOCAB=$MEG/gpt2-tiny-vocab.json MERGES=$MEG/gpt2-tiny-merges.txt

@@ -13,7 +13,9 @@
 PY=/usr/bin/python3
 REF=$TOP/tests/ref/megatron-index.py
 DUMP=$TOP/build/tests/train_gptdata
-MEGDIR=${LMTK_MEGATRON_DIR:-$TOP/../shared/data/megatron}
+# the dataset Megatron wrote when this checkout has it beside it (CI's ../shared), else the
+# project's own (tests/lib.sh tiny_dataset): the sample counts of the epoch cases follow it
+MEGDIR=${MEG_REF:-$(tiny_dataset)} || exit 3
 MEG=$MEGDIR/meg-gpt2-openwebtext_text_document
 cd "$T" || exit 3
 [ -n "${LMTK_TMP:-}" ] || trap 'rm -rf "$T"' EXIT  # run.sh removes LMTK_TMP itself
@@ -51,22 +53,31 @@ same() {
 # epochs_are NAME FILE WORDS: the epoch line says the case covers what it is meant to
 epochs_are() { if grep -q "^epochs $3 " "$2"; then ok "$1"; else fail "$1" "$(grep -m1 ^epochs "$2")"; fi; }
 
-# --- one dataset (uint16, 1000 documents, 1,303,056 train tokens: 10,180 samples of 128) ---
+# --- one dataset (uint16, 1000 documents; the reference: 1,303,056 train tokens, 10,180 samples
+#     of 128 per epoch, and 8 epochs of seq 2048 for 5000 samples) ---
+if [ -n "$MEG_REF" ]; then
+	E=10180 N3=30060 N3S=30000 N2K=5000
+else   # the samples per epoch, as numpy counts them (ns), and the same cases built from them
+	ns() { "$PY" "$REF" index "$MEG" "$1" 0 1 "$2" 1234 2>/dev/null | sed -n 's/^epochs .* ns \([0-9]*\).*/\1/p'; }
+	E=$(ns 949,50,1 128) E2K=$(ns 1 2048)
+	[ -n "$E" ] && [ -n "$E2K" ] || { fail gptdata_epoch_sizes "numpy gave no sample count"; exit 1; }
+	N3=$((3 * E - 10)) N3S=$((E * 5 / 2)) N2K=$((7 * E2K + E2K / 2))
+fi
 same one_epoch_partial        index "$MEG" 949,50,1 0 1000 128 1234
 epochs_are one_epoch_partial_is_one_epoch one_epoch_partial.py "1 separate 0"
-same one_epoch_exactly        index "$MEG" 949,50,1 0 10180 128 1234
+same one_epoch_exactly        index "$MEG" 949,50,1 0 $E 128 1234
 epochs_are one_epoch_exactly_is_one_epoch one_epoch_exactly.py "1 separate 0"
-same two_epochs_separate_last index "$MEG" 949,50,1 0 15000 128 1234
+same two_epochs_separate_last index "$MEG" 949,50,1 0 $((E * 3 / 2)) 128 1234
 epochs_are two_epochs_separate_last_is_so two_epochs_separate_last.py "2 separate 1"
-# 30060 - 20360 = 9700 >= int(0.95 * 10180) = 9671: the last epoch is shuffled with the rest
-same three_epochs_whole_last  index "$MEG" 949,50,1 0 30060 128 1234
+# reference: 30060 - 20360 = 9700 >= int(0.95 * 10180) = 9671: the last epoch is shuffled with the rest
+same three_epochs_whole_last  index "$MEG" 949,50,1 0 $N3 128 1234
 epochs_are three_epochs_whole_last_is_so three_epochs_whole_last.py "3 separate 0"
-same three_epochs_separate_seed42 index "$MEG" 949,50,1 0 30000 128 42
+same three_epochs_separate_seed42 index "$MEG" 949,50,1 0 $N3S 128 42
 epochs_are three_epochs_separate_seed42_is_so three_epochs_separate_seed42.py "3 separate 1"
 same valid_split_many_epochs  index "$MEG" 949,50,1 1 2000 128 1234
 same test_split_one_document  index "$MEG" 969,30,1 2 300 64 99
 same slash_split_seq256       index "$MEG" 98/2 0 21100 256 7
-same whole_dataset_seq2048    index "$MEG" 1 0 5000 2048 1234
+same whole_dataset_seq2048    index "$MEG" 1 0 $N2K 2048 1234
 epochs_are whole_dataset_seq2048_is_eight_epochs whole_dataset_seq2048.py "8 separate 1"
 
 # --- datasets cut from it: int32 and reversed, and a blend of three ---
