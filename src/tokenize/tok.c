@@ -98,6 +98,19 @@ static struct tok *tok_alloc(void)
 	return t;
 }
 
+/* An id a vocabulary of n tokens cannot have: Megatron's embedding has n rows (the GPT-2
+ * tokenizer's len(encoder), PretrainedFromHF's len(tokenizer)), so an id >= n would index past it;
+ * and a huge one would size our tables.  1 + err when so. */
+static int id_past_end(json_int_t id, size_t n, const char *file, const char *token, char *err,
+		       size_t errlen)
+{
+	if (id >= 0 && (uint64_t)id < n)
+		return 0;
+	errf(err, errlen, "%s: token '%.80s' has id %lld, but the vocabulary has %zu tokens: ids run "
+	     "from 0 to %zu", file, token, (long long)id, n, n - 1);
+	return 1;
+}
+
 struct tok *tok_load_gpt2(const char *vocab_json, const char *merges_txt, char *err, size_t errlen)
 {
 	struct tok *t = tok_alloc();
@@ -123,12 +136,18 @@ struct tok *tok_load_gpt2(const char *vocab_json, const char *merges_txt, char *
 			     v ? "not a JSON object of token -> id" : je.text);
 		goto fail;
 	}
+	if (json_object_size(v) == 0) {
+		errf(err, errlen, "%s: the vocabulary is empty", vocab_json);
+		goto fail;
+	}
 	json_object_foreach(v, key, val) {
 		char why[512];
 		if (!json_is_integer(val) || json_integer_value(val) < 0 || json_integer_value(val) >= BPE_NONE) {
 			errf(err, errlen, "%s: token '%s' has no valid id", vocab_json, key);
 			goto fail;
 		}
+		if (id_past_end(json_integer_value(val), json_object_size(v), vocab_json, key, err, errlen))
+			goto fail;
 		if (bpe_add_token(t->model, key, strlen(key), (uint32_t)json_integer_value(val), why,
 				  sizeof why) < 0) {
 			errf(err, errlen, "%s: %s", vocab_json, why);
@@ -325,11 +344,27 @@ struct tok *tok_load_hf(const char *path, const char *eod_token, char *err, size
 		}
 	}
 	vocab = json_object_get(model, "vocab");
+	x = json_object_get(j, "added_tokens");
+	/* every id must index an embedding of as many rows as there are tokens (Megatron sizes it
+	 * by the count), checked before anything is sized by an id */
+	size_t ntok = json_object_size(vocab) + json_array_size(x);
+	if (!json_is_object(vocab) || json_object_size(vocab) == 0) {
+		errf(err, errlen, "%s: model.vocab is %s", file, json_is_object(vocab) ? "empty" : "missing");
+		goto fail;
+	}
+	json_array_foreach(x, i, val) {
+		json_t *idv = json_object_get(val, "id");
+		const char *c = json_string_value(json_object_get(val, "content"));
+		if (json_is_integer(idv) && id_past_end(json_integer_value(idv), ntok, file, c ? c : "?", err, errlen))
+			goto fail;
+	}
 	json_object_foreach(vocab, key, val) {
 		if (!json_is_integer(val) || json_integer_value(val) < 0 || json_integer_value(val) >= BPE_NONE) {
 			errf(err, errlen, "%s: token '%s' has no valid id", file, key);
 			goto fail;
 		}
+		if (id_past_end(json_integer_value(val), ntok, file, key, err, errlen))
+			goto fail;
 		if (bpe_add_token(t->model, key, strlen(key), (uint32_t)json_integer_value(val), why, sizeof why) < 0) {
 			errf(err, errlen, "%s: %s", file, why);
 			goto fail;
