@@ -91,9 +91,15 @@ int data_read(struct dataset *d, const char *prefix, const char *split, char *er
 	n = le64(hdr + 18);
 	docs_d = le64(hdr + 26);
 	/* 34 + 12N + 8D, plus N bytes of sequence modes in newer Megatron-LM */
+	if (n > (uint64_t)sb.st_size || docs_d > (uint64_t)sb.st_size) {   /* before 12N + 8D wraps */
+		errf(err, errlen, "%s: the header's N=%llu and D=%llu are impossibly large for its %lld "
+		     "bytes; corrupt or not an index", path, (unsigned long long)n,
+		     (unsigned long long)docs_d, (long long)sb.st_size);
+		rc = -2;
+		goto out;
+	}
 	want = IDX_HEADER + 12 * n + 8 * docs_d;
-	if (n > (uint64_t)sb.st_size || docs_d > (uint64_t)sb.st_size ||
-	    ((uint64_t)sb.st_size != want && (uint64_t)sb.st_size != want + n)) {
+	if ((uint64_t)sb.st_size != want && (uint64_t)sb.st_size != want + n) {
 		errf(err, errlen, "%s: %lld bytes, but the header (N=%llu, D=%llu) says %llu; "
 		     "truncated or not an index", path, (long long)sb.st_size, (unsigned long long)n,
 		     (unsigned long long)docs_d, (unsigned long long)want);

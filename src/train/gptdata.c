@@ -107,9 +107,14 @@ int gptdata_open(struct gptdata_ds *ds, const char *prefix, char *err, size_t er
 	n = gd_le64(m + 18);
 	d = gd_le64(m + 26);
 	/* 34 + 12N + 8D, or + N with newer Megatron-LM's sequence modes */
+	if (n > ds->idx_map_len || d > ds->idx_map_len) {   /* before 12N + 8D can wrap */
+		errf(err, errlen, "%s: the header's N=%llu and D=%llu are impossibly large for its %zu "
+		     "bytes; corrupt or not an index", idx_path, (unsigned long long)n,
+		     (unsigned long long)d, ds->idx_map_len);
+		goto out;
+	}
 	want = GD_IDX_HEADER + 12 * n + 8 * d;
-	if (n > ds->idx_map_len || d > ds->idx_map_len ||
-	    (ds->idx_map_len != want && ds->idx_map_len != want + n)) {
+	if (ds->idx_map_len != want && ds->idx_map_len != want + n) {
 		errf(err, errlen, "%s: %zu bytes, but the header (N=%llu, D=%llu) says %llu; "
 		     "truncated or not an index", idx_path, ds->idx_map_len, (unsigned long long)n,
 		     (unsigned long long)d, (unsigned long long)want);

@@ -327,6 +327,13 @@ struct st_file *st_open(const char *path, char *err, size_t errlen)
 				return rfail(f, err, errlen, "tensor '%s': bad shape", key);
 			}
 			t->shape[i] = json_integer_value(e);
+			/* no more elements than the data section has bytes: checked before the
+			 * product can wrap (a wrapped size could match crafted data_offsets) */
+			if (t->shape[i] && t->numel > data_size / (uint64_t)t->shape[i]) {
+				json_decref(h);
+				return rfail(f, err, errlen, "tensor '%s': its shape has more elements than "
+					     "the file's %llu data bytes", key, (unsigned long long)data_size);
+			}
 			t->numel *= (size_t)t->shape[i];
 		}
 		json_int_t o0 = json_integer_value(json_array_get(off, 0)),

@@ -49,4 +49,51 @@ contains empty_vocab_named "$T/err" '^tokenize: empty.json: the vocabulary is em
 echo '{"model": {"type": "BPE", "vocab": {}, "merges": []}}' >empty-hf.json
 quick 2 empty_hf_vocab_refused $TK --tokenizer-name-or-path empty-hf.json
 contains empty_hf_vocab_named "$T/err" '^tokenize: empty-hf.json: model.vocab is empty$'
+
+# --- sizes read from files are checked against the file before anything is sized by them ---
+MEG=$(tiny_dataset) || exit 3
+cp "$MEG"/meg-gpt2-openwebtext_text_document.bin data.bin && cp "$MEG"/meg-gpt2-openwebtext_text_document.idx data.idx
+"$PY" - <<'EOF'
+import struct, shutil
+b = bytearray(open("data.idx", "rb").read())
+for name, off in (("hugen", 18), ("huged", 26)):   # N and D of the MMIDIDX header
+    c = bytearray(b); struct.pack_into("<Q", c, off, 1 << 60)
+    open(name + ".idx", "wb").write(c); shutil.copy("data.bin", name + ".bin")
+EOF
+M=(--num-layers 1 --hidden-size 16 --num-attention-heads 2 --seq-length 16 --max-position-embeddings 16
+	--micro-batch-size 1 --global-batch-size 1 --lr 1e-3 --vocab-file "$MEG/gpt2-tiny-vocab.json"
+	--merge-file "$MEG/gpt2-tiny-merges.txt" --device cpu --eval-iters 0 --data-cache-path "$T")
+quick 2 idx_huge_count_refused_by_train "$BIN/train" "${M[@]}" --train-iters 1 --data-path hugen
+contains idx_huge_count_named "$T/err" "hugen.idx: the header's N=1152921504606846976 and D=1001 are impossibly large for its [0-9]+ bytes"
+quick 2 idx_huge_doc_count_refused_by_mkindex "$BIN/mkindex" info huged
+contains idx_huge_doc_count_named "$T/err" 'huged.idx: N = 1000 and D = 1152921504606846976 are impossibly large'
+# a checkpoint shard whose safetensors header lies: its length, a tensor's offsets, a shape whose
+# element count wraps 64 bits (2^31 x 2^31 float32 = 2^64 bytes = 0 after wrapping)
+"$BIN/train" "${M[@]}" --train-iters 2 --data-path data --save ck --save-interval 2 >ck.out 2>&1 ||
+	fail checkpoint_for_probes "$(tail -2 ck.out)"
+"$PY" - <<'EOF'
+import json, os, shutil, struct
+d = "ck/global_step2"; f = "rank_tp00_pp000.safetensors"
+b = open(os.path.join(d, f), "rb").read()
+n = struct.unpack_from("<Q", b, 0)[0]; h = json.loads(b[8:8 + n])
+k = next(x for x in h if x != "__metadata__")
+def header(hh):
+    j = json.dumps(hh).encode(); j += b" " * ((8 - len(j) % 8) % 8)
+    return struct.pack("<Q", len(j)) + j + b[8 + n:]
+cases = {"hdrlen": struct.pack("<Q", 1 << 62) + b[8:]}
+h2 = json.loads(json.dumps(h)); o = h2[k]["data_offsets"][0]; h2[k]["data_offsets"] = [o, 1 << 60]; cases["offsets"] = header(h2)
+h3 = json.loads(json.dumps(h)); o = h3[k]["data_offsets"][0]; h3[k]["shape"] = [1 << 31, 1 << 31]; h3[k]["data_offsets"] = [o, o]
+cases["wrap"] = header(h3)
+for name, data in cases.items():
+    shutil.rmtree("ck_" + name, ignore_errors=True); shutil.copytree("ck", "ck_" + name)
+    open(os.path.join("ck_" + name, "global_step2", f), "wb").write(data)
+EOF
+for c in hdrlen offsets wrap; do
+	quick 2 "safetensors_${c}_refused_by_ckpt_merge_tp" "$BIN/ckpt-merge-tp" --input ck_$c/global_step2 --output out_$c
+	contains "safetensors_${c}_names_the_shard" "$T/err" "ck_$c/global_step2/rank_tp00_pp000.safetensors: "
+	check "safetensors_${c}_writes_nothing" [ ! -e out_$c ]
+done
+contains safetensors_wrap_named "$T/err" "its shape has more elements than the file's [0-9]+ data bytes"
+quick 3 safetensors_wrap_refused_by_train_load "$BIN/train" "${M[@]}" --train-iters 3 --data-path data --load ck_wrap
+contains safetensors_wrap_load_named "$T/err" "ck_wrap/global_step2/rank_tp00_pp000.safetensors: .*its shape has more elements"
 rm -rf "$T"
