@@ -264,6 +264,36 @@ int sh_open_manifest(struct sh_ckpt *c, const char *path, char *err, size_t errl
 		return errf(err, errlen, "%s: no \"files\" object", mpath), EXIT_USAGE;
 	c->tp = (int)tp;
 	c->pp = (int)pp;
+	/* The model's sizes size tables before any shard is read: every tensor holds at least one
+	 * 2-byte element, so a model with more tensors (or a wider one) than the shards on disk
+	 * have bytes is a corrupt manifest, refused before it costs memory. */
+	{
+		const char *fname;
+		json_t *fv;
+		uint64_t disk = 0;
+		int64_t layers = 0, widest = 0;
+		json_object_foreach(files, fname, fv) {
+			char fp[4400];
+			struct stat sb;
+			snprintf(fp, sizeof fp, "%s/%s", c->dir, fname);
+			if (stat(fp, &sb) == 0)
+				disk += (uint64_t)sb.st_size;
+		}
+		json_t *mo = json_object_get(c->manifest, "model");
+		static const char *wide[] = {"hidden_size", "ffn_hidden_size", "padded_vocab_size",
+					     "max_position_embeddings"};
+		for (size_t i = 0; i < sizeof wide / sizeof *wide; i++) {
+			int64_t v;
+			if (jint(mo, wide[i], &v) == 0 && v > widest)
+				widest = v;
+		}
+		if (jint(mo, "num_layers", &layers) == 0 &&
+		    ((uint64_t)layers > disk / (2 * LT_LAYER_TENSORS) || (uint64_t)widest > disk / 2))
+			return errf(err, errlen, "%s: model of %lld layers and sizes up to %lld cannot be "
+				    "held by the %llu bytes of its shards: a corrupt manifest", mpath,
+				    (long long)layers, (long long)widest, (unsigned long long)disk),
+			       EXIT_USAGE;
+	}
 	if (lt_from_manifest(&c->m, json_object_get(c->manifest, "model"), mpath, err, errlen) < 0)
 		return EXIT_USAGE;
 	char why[256];

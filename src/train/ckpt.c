@@ -160,7 +160,7 @@ static int publish(const char *dir, const char *name, const char *tmp, const str
 		(double)o->clip,
 		"loss_tracker", "mean", st->loss_mean, "count", (json_int_t)st->loss_count,
 		"rng", "seed", (json_int_t)m->cfg.seed, "generator",
-		"philox4x32-10, counter-based: keyed by the seed, the data position and the micro-batch",
+		"philox4x32-10, counter-based: keyed by the seed, the data position and each element's sample, head and position",
 		"layout", "tp", st->tp, "pp", st->pp, "dp", st->dp,
 		"model", model_json(&m->cfg),
 		"files", files,

@@ -96,4 +96,15 @@ done
 contains safetensors_wrap_named "$T/err" "its shape has more elements than the file's [0-9]+ data bytes"
 quick 3 safetensors_wrap_refused_by_train_load "$BIN/train" "${M[@]}" --train-iters 3 --data-path data --load ck_wrap
 contains safetensors_wrap_load_named "$T/err" "ck_wrap/global_step2/rank_tp00_pp000.safetensors: .*its shape has more elements"
+# a manifest whose model is larger than its shards could hold: refused before tables are sized
+"$PY" - <<'EOF'
+import json, shutil
+m = json.load(open("ck/global_step2/manifest.json"))
+m["model"]["num_layers"] = 1 << 30
+shutil.rmtree("ck_layers", ignore_errors=True); shutil.copytree("ck", "ck_layers")
+json.dump(m, open("ck_layers/global_step2/manifest.json", "w"))
+EOF
+quick 2 manifest_huge_layers_refused_by_ckpt_merge_tp "$BIN/ckpt-merge-tp" --input ck_layers/global_step2 --output out_layers
+contains manifest_huge_layers_named "$T/err" 'ck_layers/global_step2/manifest.json: model of 1073741824 layers and sizes up to 5120 cannot be held by the [0-9]+ bytes of its shards'
+quick 2 manifest_huge_layers_refused_by_ckpt_sync_ln "$BIN/ckpt-sync-ln" ck_layers/global_step2 --check
 rm -rf "$T"
