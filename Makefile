@@ -4,6 +4,7 @@
 #   make check   deps + build + every test; last line "N passed, N failed"
 #   make demo    deps + build + the main job end to end on the embedded default
 #   make bench   benchmarks (tests/bench), not part of check
+#   make fuzz    libFuzzer runs of every file parser (tests/fuzz), not part of check
 
 VERSION  := 0.1.0
 CC       ?= gcc
@@ -35,6 +36,11 @@ LIB_OBJ  := $(patsubst src/%.c,$(BUILD)/%.o,$(LIB_SRC))
 LIB_A    := $(BUILD)/liblmtk.a
 UNIT_SRC := $(wildcard tests/unit/*.c)
 UNITS    := $(patsubst tests/unit/%.c,$(BUILD)/tests/%,$(UNIT_SRC))
+# Fuzz harnesses tests/fuzz/<prog>_<what>.c: replayed by make check (gcc, tests/fuzz/replay.c),
+# fuzzed by make fuzz (clang, libFuzzer, ASan + UBSan).
+FUZZ_SRC := $(wildcard tests/fuzz/*_*.c)
+FUZZ_NAMES := $(patsubst tests/fuzz/%.c,%,$(FUZZ_SRC))
+FUZZ_REPLAY := $(addprefix $(BUILD)/fuzz-replay/,$(FUZZ_NAMES))
 
 # The CPU backend's elementwise loops (GeLU) vectorise only when a float compare may be turned
 # into a select: FP exceptions are never relied on, and no sum is reassociated by this flag.
@@ -51,7 +57,7 @@ DEB_PACKAGES := gcc make pkg-config libc6-dev libcurl4-openssl-dev libjansson-de
   manpages manpages-dev manpages-fr manpages-de manpages-ru manpages-ja manpages-zh manpages-es \
   git-man openssl iproute2 vim-runtime
 
-.PHONY: all deps check demo bench clean install
+.PHONY: all deps check demo bench clean install fuzz
 all: $(BINS) $(CUDA_SO) $(MPI_SO)
 
 $(BUILD)/%.o: src/%.c
@@ -77,6 +83,39 @@ $(BUILD)/tests/%: tests/unit/%.c $$(call prog_objs,$$*) $(LIB_A)
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) -Isrc -o $@ $(filter %.c %.o %.a,$^) $(LDLIBS)
 
+$(BUILD)/fuzz-replay/%: tests/fuzz/%.c tests/fuzz/replay.c tests/fuzz/fuzz.h $$(call prog_objs,$$*) $(LIB_A)
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS) -Isrc -Itests/fuzz -o $@ $(filter %.c %.o %.a,$^) $(LDLIBS)
+
+# make fuzz: each harness with the sources of its parser (only those: train's and hub-sync's
+# other files want OpenMP, BLAS or a server), instrumented by clang; FUZZ_SECONDS each
+# (default 60), new inputs kept in build/fuzz/corpus/<name>, crashes in build/fuzz/crashes/<name>.
+FUZZ_CC      ?= clang
+FUZZ_SECONDS ?= 60
+FUZZ_CFLAGS  := -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
+  -std=gnu11 -D_GNU_SOURCE -pthread -Wno-unknown-pragmas -Isrc/lib -Isrc -Itests/fuzz \
+  -DLMTK_VERSION='"$(VERSION)"'
+FUZZ_LIBS    := -lcurl -ljansson -lpcre2-8 -lgit2 -lm -lpthread
+fuzz_prog_src = $(filter-out %/main.c,$(wildcard src/$(call prog_of,$1)/*.c))
+FUZZ_DEPS_train_idx := src/train/gptdata.c src/train/mt19937.c
+FUZZ_DEPS_train_safetensors := src/train/safetensors.c
+FUZZ_DEPS_hub-sync_lfs := src/hub-sync/lfs.c src/hub-sync/sha256.c
+fuzz_deps = $(if $(filter train_% hub-sync_%,$1),$(FUZZ_DEPS_$1),$(call fuzz_prog_src,$1))
+$(BUILD)/fuzz/%: tests/fuzz/%.c tests/fuzz/fuzz.h $(LIB_SRC) $$(call fuzz_deps,$$*)
+	@mkdir -p $(@D)
+	$(FUZZ_CC) $(FUZZ_CFLAGS) -o $@ $(filter %.c,$^) $(FUZZ_LIBS)
+
+fuzz: $(addprefix $(BUILD)/fuzz/,$(FUZZ_NAMES))
+	@for n in $(FUZZ_NAMES); do \
+		mkdir -p $(BUILD)/fuzz/corpus/$$n $(BUILD)/fuzz/crashes/$$n; \
+		echo "== fuzz $$n ($(FUZZ_SECONDS) s)"; \
+		$(BUILD)/fuzz/$$n -max_total_time=$(FUZZ_SECONDS) -timeout=10 -rss_limit_mb=2048 \
+			-print_final_stats=1 -artifact_prefix=$(BUILD)/fuzz/crashes/$$n/ \
+			$(BUILD)/fuzz/corpus/$$n tests/fuzz/corpus/$$n 2>$(BUILD)/fuzz/$$n.log; \
+		rc=$$?; grep -E '^stat::number_of_executed_units|^stat::new_units_added' $(BUILD)/fuzz/$$n.log; \
+		[ $$rc = 0 ] || { echo "fuzz $$n: exit $$rc, see $(BUILD)/fuzz/$$n.log and $(BUILD)/fuzz/crashes/$$n"; exit 1; }; \
+	done
+
 $(PLUGINS)/train-cuda.so: $(CUDA_SRC) $(wildcard src/train/cuda/*.h) src/train/ops.h src/train/philox.h
 	@mkdir -p $(@D)
 	$(NVCC) -O3 -std=c++17 -Xcompiler -fPIC,-Wall,-Wextra,-fvisibility=hidden -shared -Isrc -Isrc/lib $(CUDA_ARCH) -o $@ $(CUDA_SRC) -lcublas -lcublasLt
@@ -91,7 +130,7 @@ deps:
 	@[ -d tests/node/node_modules/tokenizers ] || npm ci --prefix tests/node --no-audit --no-fund
 
 check: deps
-	@$(MAKE) --no-print-directory all $(UNITS)
+	@$(MAKE) --no-print-directory all $(UNITS) $(FUZZ_REPLAY)
 	@bash tests/run.sh
 
 demo: deps
