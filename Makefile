@@ -99,22 +99,24 @@ FUZZ_LIBS    := -lcurl -ljansson -lpcre2-8 -lgit2 -lm -lpthread
 fuzz_prog_src = $(filter-out %/main.c,$(wildcard src/$(call prog_of,$1)/*.c))
 FUZZ_DEPS_train_idx := src/train/gptdata.c src/train/mt19937.c
 FUZZ_DEPS_train_safetensors := src/train/safetensors.c
+FUZZ_DEPS_train_cache := src/train/gptdata.c src/train/mt19937.c
 FUZZ_DEPS_hub-sync_lfs := src/hub-sync/lfs.c src/hub-sync/sha256.c
+FUZZ_DEPS_hub-sync_batch := src/hub-sync/batch.c src/hub-sync/token.c src/hub-sync/sha256.c
 fuzz_deps = $(if $(filter train_% hub-sync_%,$1),$(FUZZ_DEPS_$1),$(call fuzz_prog_src,$1))
 $(BUILD)/fuzz/%: tests/fuzz/%.c tests/fuzz/fuzz.h $(LIB_SRC) $$(call fuzz_deps,$$*)
 	@mkdir -p $(@D)
 	$(FUZZ_CC) $(FUZZ_CFLAGS) -o $@ $(filter %.c,$^) $(FUZZ_LIBS)
 
 fuzz: $(addprefix $(BUILD)/fuzz/,$(FUZZ_NAMES))
-	@for n in $(FUZZ_NAMES); do \
+	@bad=; for n in $(FUZZ_NAMES); do \
 		mkdir -p $(BUILD)/fuzz/corpus/$$n $(BUILD)/fuzz/crashes/$$n; \
 		echo "== fuzz $$n ($(FUZZ_SECONDS) s)"; \
 		$(BUILD)/fuzz/$$n -max_total_time=$(FUZZ_SECONDS) -timeout=10 -rss_limit_mb=2048 \
 			-print_final_stats=1 -artifact_prefix=$(BUILD)/fuzz/crashes/$$n/ \
 			$(BUILD)/fuzz/corpus/$$n tests/fuzz/corpus/$$n 2>$(BUILD)/fuzz/$$n.log; \
 		rc=$$?; grep -E '^stat::number_of_executed_units|^stat::new_units_added' $(BUILD)/fuzz/$$n.log; \
-		[ $$rc = 0 ] || { echo "fuzz $$n: exit $$rc, see $(BUILD)/fuzz/$$n.log and $(BUILD)/fuzz/crashes/$$n"; exit 1; }; \
-	done
+		[ $$rc = 0 ] || { echo "fuzz $$n: exit $$rc, see $(BUILD)/fuzz/$$n.log and $(BUILD)/fuzz/crashes/$$n"; bad="$$bad $$n"; }; \
+	done; [ -z "$$bad" ] || { echo "fuzz: findings in$$bad"; exit 1; }
 
 $(PLUGINS)/train-cuda.so: $(CUDA_SRC) $(wildcard src/train/cuda/*.h) src/train/ops.h src/train/philox.h
 	@mkdir -p $(@D)

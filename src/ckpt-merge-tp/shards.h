@@ -41,7 +41,8 @@ struct sh_ckpt {
  * newest global_stepN).  0, or EXIT_USAGE (bad input) / EXIT_FAILED (I/O) + err. */
 int sh_open(struct sh_ckpt *c, const char *path, struct progress *pg, char *err, size_t errlen);
 /* Only the first part: finds the step and reads its manifest (c->dir, manifest, iteration, tp,
- * pp, m), so a caller can refuse early.  sh_open() does it again. */
+ * pp, m), so a caller can refuse early.  sh_open() does it again.  After either, also after a
+ * failure, sh_close() frees what was read. */
 int sh_open_manifest(struct sh_ckpt *c, const char *path, char *err, size_t errlen);
 void sh_close(struct sh_ckpt *c);
 

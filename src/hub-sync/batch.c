@@ -468,40 +468,21 @@ static void task_free(struct task *t)
 	free(t->parts);
 }
 
-/* One batch call for objs[idx[0..n)]: appends upload tasks, marks present objects done. */
-static enum outcome batch_call(CURL *h, const struct batch_opts *o, struct batch_object *objs,
-			       const size_t *idx, size_t n, int *done, struct task *tasks,
-			       size_t *ntasks, struct batch_result *res, char *err, size_t errlen)
+/* The batch API's answer for objs[idx[0..n)]: appends an upload task for each object the server
+ * wants, marks those it has done.  Everything in the answer is checked (it comes from the
+ * network): a missing object is TRANSIENT, a refusal or an unusable action FATAL. */
+static enum outcome batch_answer(const char *body, const char *endpoint, struct batch_object *objs,
+				 const size_t *idx, size_t n, int *done, struct task *tasks,
+				 size_t *ntasks, struct batch_result *res, char *err, size_t errlen)
 {
-	json_t *req = json_object(), *arr = json_array(), *ans, *list;
-	struct resp r = {0};
-	char url[4096], *text;
+	json_t *ans = json_loads(body, 0, NULL), *list;
 	enum outcome out;
 	size_t i, k;
 
-	for (i = 0; i < n; i++)
-		json_array_append_new(arr, json_pack("{s:s,s:I}", "oid", objs[idx[i]].oid, "size",
-						     (json_int_t)objs[idx[i]].size));
-	json_object_set_new(req, "operation", json_string("upload"));
-	json_object_set_new(req, "transfers", json_pack("[s,s]", "basic", "multipart"));
-	json_object_set_new(req, "ref", json_pack("{s:s}", "name", o->ref));
-	json_object_set_new(req, "objects", arr);
-	json_object_set_new(req, "hash_algo", json_string("sha256"));
-	text = json_dumps(req, JSON_COMPACT);
-	json_decref(req);
-	snprintf(url, sizeof url, "%s/objects/batch", o->endpoint);
-	out = http(h, o, "POST", url, NULL, 1, text, NULL, &r, 1, "LFS batch request", err, errlen);
-	free(text);
-	if (out != OK) {
-		free(r.body);
-		return out;
-	}
-	ans = json_loads(r.body ? r.body : "", 0, NULL);
-	free(r.body);
 	list = json_object_get(ans, "objects");
 	if (!json_is_array(list)) {
 		json_decref(ans);
-		errf(err, errlen, "LFS batch request: the answer from %s is not a batch response", o->endpoint);
+		errf(err, errlen, "LFS batch request: the answer from %s is not a batch response", endpoint);
 		return TRANSIENT;
 	}
 	const char *transfer = json_string_value(json_object_get(ans, "transfer"));
@@ -561,6 +542,63 @@ static enum outcome batch_call(CURL *h, const struct batch_opts *o, struct batch
 	}
 	json_decref(ans);
 	return out;
+}
+
+
+/* One batch call for objs[idx[0..n)]: appends upload tasks, marks present objects done. */
+static enum outcome batch_call(CURL *h, const struct batch_opts *o, struct batch_object *objs,
+			       const size_t *idx, size_t n, int *done, struct task *tasks,
+			       size_t *ntasks, struct batch_result *res, char *err, size_t errlen)
+{
+	json_t *req = json_object(), *arr = json_array();
+	struct resp r = {0};
+	char url[4096], *text;
+	enum outcome out;
+	size_t i;
+
+	for (i = 0; i < n; i++)
+		json_array_append_new(arr, json_pack("{s:s,s:I}", "oid", objs[idx[i]].oid, "size",
+						     (json_int_t)objs[idx[i]].size));
+	json_object_set_new(req, "operation", json_string("upload"));
+	json_object_set_new(req, "transfers", json_pack("[s,s]", "basic", "multipart"));
+	json_object_set_new(req, "ref", json_pack("{s:s}", "name", o->ref));
+	json_object_set_new(req, "objects", arr);
+	json_object_set_new(req, "hash_algo", json_string("sha256"));
+	text = json_dumps(req, JSON_COMPACT);
+	json_decref(req);
+	snprintf(url, sizeof url, "%s/objects/batch", o->endpoint);
+	out = http(h, o, "POST", url, NULL, 1, text, NULL, &r, 1, "LFS batch request", err, errlen);
+	free(text);
+	if (out != OK) {
+		free(r.body);
+		return out;
+	}
+	out = batch_answer(r.body ? r.body : "", o->endpoint, objs, idx, n, done, tasks, ntasks, res,
+			   err, errlen);
+	free(r.body);
+	return out;
+}
+
+int batch_parse_answer(const char *body, struct batch_object *objs, size_t n, char *err,
+		       size_t errlen)
+{
+	int *done = calloc(n + 1, sizeof *done);
+	size_t *idx = calloc(n + 1, sizeof *idx), ntasks = 0;
+	struct task *tasks = calloc(n + 1, sizeof *tasks);
+	struct batch_result res = {0};
+	enum outcome out = FATAL;
+	if (done && idx && tasks) {
+		for (size_t i = 0; i < n; i++)
+			idx[i] = i;
+		out = batch_answer(body, "the server", objs, idx, n, done, tasks, &ntasks, &res, err,
+				   errlen);
+	}
+	for (size_t i = 0; i < ntasks; i++)
+		task_free(&tasks[i]);
+	free(done);
+	free(idx);
+	free(tasks);
+	return out == OK ? 0 : -1;
 }
 
 static void sleep_s(double s)

@@ -47,6 +47,11 @@ struct batch_result {
 	int attempts;            /* rounds made */
 };
 
+/* Parses one answer of the LFS batch API for objs[0..n) exactly as an upload round does, then
+ * frees what it built: the fuzzer's and the tests' way in.  0 usable, -1 + err. */
+int batch_parse_answer(const char *body, struct batch_object *objs, size_t n, char *err,
+		       size_t errlen);
+
 /* 0 when every object is on the server, else -1 with err (scrubbed of secrets). */
 int batch_upload(const struct batch_opts *o, struct batch_object *objs, size_t n,
 		 struct batch_result *r, char *err, size_t errlen);

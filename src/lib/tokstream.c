@@ -119,16 +119,27 @@ int tokstream_next(struct tokstream_reader *r, uint32_t *key, uint32_t *n, char 
 	if (*key >= r->h.nkeys)
 		return errf(err, errlen, "%s: record at byte %llu names key %u of %u: corrupt stream", r->name,
 			    (unsigned long long)at, *key, r->h.nkeys);
-	if (*n > r->cap) {
-		size_t cap = *n > 2 * r->cap ? *n : 2 * r->cap;
-		uint32_t *ids = realloc(r->ids, cap * 4);
-		if (!ids)
-			return errf(err, errlen, "%s: out of memory for a %u-token document", r->name, *n);
-		r->ids = ids;
-		r->cap = cap;
+	/* The buffer grows as the ids arrive, never ahead of them by more than a doubling: a
+	 * length field is only a claim (a corrupt 0xFFFFFFFF must not cost 16 GB before the
+	 * stream is found to end), and a pipe has no size to check it against. */
+	for (size_t got = 0; got < *n;) {
+		size_t want = *n - got, room;
+		if (got == r->cap) {
+			size_t cap = r->cap ? 2 * r->cap : 65536;
+			uint32_t *ids = realloc(r->ids, cap * 4);
+			if (!ids)
+				return errf(err, errlen, "%s: out of memory for a %u-token document",
+					    r->name, *n);
+			r->ids = ids;
+			r->cap = cap;
+		}
+		room = r->cap - got;
+		if (want > room)
+			want = room;
+		if (get(r, r->ids + got, want * 4, "a document", err, errlen) < 0)
+			return -1;
+		got += want;
 	}
-	if (get(r, r->ids, (size_t)*n * 4, "a document", err, errlen) < 0)
-		return -1;
 	for (uint32_t i = 0; i < *n; i++) {
 		uint32_t v = le32((unsigned char *)&r->ids[i]);
 		if (v >= r->h.vocab_size)

@@ -96,6 +96,12 @@ done
 contains safetensors_wrap_named "$T/err" "its shape has more elements than the file's [0-9]+ data bytes"
 quick 3 safetensors_wrap_refused_by_train_load "$BIN/train" "${M[@]}" --train-iters 3 --data-path data --load ck_wrap
 contains safetensors_wrap_load_named "$T/err" "ck_wrap/global_step2/rank_tp00_pp000.safetensors: .*its shape has more elements"
+# a token stream whose document claims 2^32-1 ids and then ends (found by make fuzz: the reader
+# used to allocate the 16 GB first); with 1 GB of address space it must still say "truncated"
+printf 'LMTKTOK1\1\0\0\0\x88\x13\0\0\x87\x13\0\0\1\0\0\0\4\0\0\0text\0\0\0\0\xff\xff\xff\xff\1\0\0\0' >huge.tok
+quick 2 token_stream_huge_length_refused sh -c "ulimit -v 1000000; exec '$BIN/mkindex' --output-prefix hugetok < huge.tok"
+contains token_stream_huge_length_says_truncated "$T/err" '^mkindex: <stdin>: truncated token stream at byte 44 \(in a document\)'
+
 # a manifest whose model is larger than its shards could hold: refused before tables are sized
 "$PY" - <<'EOF'
 import json, shutil
