@@ -83,15 +83,23 @@ $(BUILD)/tests/%: tests/unit/%.c $$(call prog_objs,$$*) $(LIB_A)
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) -Isrc -o $@ $(filter %.c %.o %.a,$^) $(LDLIBS)
 
-$(BUILD)/fuzz-replay/%: tests/fuzz/%.c tests/fuzz/replay.c tests/fuzz/fuzz.h $$(call prog_objs,$$*) $(LIB_A)
+# The replay builds compile the parser's sources with the harness under gcc's AddressSanitizer
+# and UBSan, so an input that once read freed or foreign memory fails make check, not only a
+# crash.
+REPLAY_CFLAGS := -O1 -g -fsanitize=address,undefined -fno-sanitize-recover=undefined -std=gnu11 \
+  -D_GNU_SOURCE -pthread -Wall -Wextra -Wno-unknown-pragmas -Wno-format-truncation -Isrc/lib -Isrc -Itests/fuzz \
+  -DLMTK_VERSION='"$(VERSION)"'
+$(BUILD)/fuzz-replay/%: tests/fuzz/%.c tests/fuzz/replay.c tests/fuzz/fuzz.h $(LIB_SRC) $$(call fuzz_deps,$$*)
 	@mkdir -p $(@D)
-	$(CC) $(CFLAGS) -Isrc -Itests/fuzz -o $@ $(filter %.c %.o %.a,$^) $(LDLIBS)
+	$(CC) $(REPLAY_CFLAGS) -o $@ $(filter %.c,$^) $(FUZZ_LIBS)
 
 # make fuzz: each harness with the sources of its parser (only those: train's and hub-sync's
 # other files want OpenMP, BLAS or a server), instrumented by clang; FUZZ_SECONDS each
-# (default 60), new inputs kept in build/fuzz/corpus/<name>, crashes in build/fuzz/crashes/<name>.
+# (default 60), new inputs kept in build/fuzz/corpus/<name>, crashes in build/fuzz/crashes/<name>;
+# FUZZ_ONLY="name ..." runs some of them.
 FUZZ_CC      ?= clang
 FUZZ_SECONDS ?= 60
+FUZZ_ONLY    ?= $(FUZZ_NAMES)
 FUZZ_CFLAGS  := -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
   -std=gnu11 -D_GNU_SOURCE -pthread -Wno-unknown-pragmas -Isrc/lib -Isrc -Itests/fuzz \
   -DLMTK_VERSION='"$(VERSION)"'
@@ -107,8 +115,8 @@ $(BUILD)/fuzz/%: tests/fuzz/%.c tests/fuzz/fuzz.h $(LIB_SRC) $$(call fuzz_deps,$
 	@mkdir -p $(@D)
 	$(FUZZ_CC) $(FUZZ_CFLAGS) -o $@ $(filter %.c,$^) $(FUZZ_LIBS)
 
-fuzz: $(addprefix $(BUILD)/fuzz/,$(FUZZ_NAMES))
-	@bad=; for n in $(FUZZ_NAMES); do \
+fuzz: $(addprefix $(BUILD)/fuzz/,$(FUZZ_ONLY))
+	@bad=; for n in $(FUZZ_ONLY); do \
 		mkdir -p $(BUILD)/fuzz/corpus/$$n $(BUILD)/fuzz/crashes/$$n; \
 		echo "== fuzz $$n ($(FUZZ_SECONDS) s)"; \
 		$(BUILD)/fuzz/$$n -max_total_time=$(FUZZ_SECONDS) -timeout=10 -rss_limit_mb=2048 \

@@ -225,6 +225,22 @@ static struct st_file *rfail(struct st_file *f, char *err, size_t errlen, const 
 	return NULL;
 }
 
+/* rfail for errors inside the header's tree: the message is formatted first, since its
+ * arguments (tensor names) live in h, and only then is h freed. */
+static struct st_file *rfail_h(json_t *h, struct st_file *f, char *err, size_t errlen,
+			       const char *fmt, ...)
+{
+	va_list ap;
+	int n = snprintf(err, errlen, "%s: ", f->path);
+	va_start(ap, fmt);
+	if (n >= 0 && (size_t)n < errlen)
+		vsnprintf(err + n, errlen - n, fmt, ap);
+	va_end(ap);
+	json_decref(h);
+	st_close(f);
+	return NULL;
+}
+
 static int parse_dtype(const char *s)
 {
 	for (int i = 0; i < ST_NDTYPES; i++)
@@ -314,8 +330,7 @@ struct st_file *st_open(const char *path, char *err, size_t errlen)
 		if (d < 0 || !json_is_array(sh) || json_array_size(sh) > 8 || !json_is_array(off) ||
 		    json_array_size(off) != 2 || !json_is_integer(json_array_get(off, 0)) ||
 		    !json_is_integer(json_array_get(off, 1))) {
-			json_decref(h);
-			return rfail(f, err, errlen, "tensor '%s': bad dtype, shape or data_offsets", key);
+			return rfail_h(h, f, err, errlen, "tensor '%s': bad dtype, shape or data_offsets", key);
 		}
 		t->dtype = d;
 		t->ndim = json_array_size(sh);
@@ -323,15 +338,13 @@ struct st_file *st_open(const char *path, char *err, size_t errlen)
 		for (int i = 0; i < t->ndim; i++) {
 			json_t *e = json_array_get(sh, i);
 			if (!json_is_integer(e) || json_integer_value(e) < 0) {
-				json_decref(h);
-				return rfail(f, err, errlen, "tensor '%s': bad shape", key);
+				return rfail_h(h, f, err, errlen, "tensor '%s': bad shape", key);
 			}
 			t->shape[i] = json_integer_value(e);
 			/* no more elements than the data section has bytes: checked before the
 			 * product can wrap (a wrapped size could match crafted data_offsets) */
 			if (t->shape[i] && t->numel > data_size / (uint64_t)t->shape[i]) {
-				json_decref(h);
-				return rfail(f, err, errlen, "tensor '%s': its shape has more elements than "
+				return rfail_h(h, f, err, errlen, "tensor '%s': its shape has more elements than "
 					     "the file's %llu data bytes", key, (unsigned long long)data_size);
 			}
 			t->numel *= (size_t)t->shape[i];
@@ -340,13 +353,11 @@ struct st_file *st_open(const char *path, char *err, size_t errlen)
 			   o1 = json_integer_value(json_array_get(off, 1));
 		t->nbytes = t->numel * dtypes[d].size;
 		if (o0 < 0 || o1 < o0 || (uint64_t)(o1 - o0) != t->nbytes) {
-			json_decref(h);
-			return rfail(f, err, errlen, "tensor '%s': data_offsets [%lld, %lld) do not hold "
+			return rfail_h(h, f, err, errlen, "tensor '%s': data_offsets [%lld, %lld) do not hold "
 				     "its %zu bytes", key, (long long)o0, (long long)o1, t->nbytes);
 		}
 		if ((uint64_t)o1 > data_size) {
-			json_decref(h);
-			return rfail(f, err, errlen, "truncated: tensor '%s' ends at byte %llu of the data "
+			return rfail_h(h, f, err, errlen, "truncated: tensor '%s' ends at byte %llu of the data "
 				     "section, which has %llu", key, (unsigned long long)o1,
 				     (unsigned long long)data_size);
 		}
