@@ -99,14 +99,19 @@ int tokstream_open(struct tokstream_reader *r, FILE *f, const char *name, char *
 	for (uint32_t i = 0; i < r->h.nkeys; i++) {
 		uint32_t len;
 		if (get32(r, &len, "the header", err, errlen) < 0)
-			return -1;
-		if (len > 4096)
-			return errf(err, errlen, "%s: key %u name is %u bytes long: corrupt header", name, i, len);
+			goto fail;
+		if (len > 4096) {
+			errf(err, errlen, "%s: key %u name is %u bytes long: corrupt header", name, i, len);
+			goto fail;
+		}
 		r->h.keys[i] = calloc(1, len + 1);
 		if (!r->h.keys[i] || get(r, r->h.keys[i], len, "the header", err, errlen) < 0)
-			return -1;
+			goto fail;
 	}
 	return 0;
+fail:   /* nothing is left to close after a failure (make fuzz: the names read so far leaked) */
+	tokstream_close(r);
+	return -1;
 }
 
 int tokstream_next(struct tokstream_reader *r, uint32_t *key, uint32_t *n, char *err, size_t errlen)

@@ -36,7 +36,8 @@ int tokstream_write_header(FILE *f, const struct tokstream_header *h);
 int tokstream_write_doc(FILE *f, uint32_t key, const uint32_t *ids, uint32_t n);
 int tokstream_write_end(FILE *f);
 
-/* Reading.  name is used in messages ("<stdin>").  read_header: 0 or -1 + err. */
+/* Reading.  name is used in messages ("<stdin>").  tokstream_open: 0, or -1 + err with nothing
+ * left to close. */
 struct tokstream_reader {
 	FILE *f;
 	const char *name;
