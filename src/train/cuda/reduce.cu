@@ -108,7 +108,8 @@ static void colsum_launch(float *part, const bf16 *dy, const bf16 *x, const floa
 			  const float *rstd, int N, int C, int R, int S)
 {
 	dim3 grid((unsigned)((C + CS_TX * V - 1) / (CS_TX * V)), (unsigned)S), block(CS_TX, CS_TY);
-	colsum_part_k<V, LN><<<grid, block, 0, cu.stream>>>(part, dy, x, mean, rstd, N, C, R, S);
+	cu_launch(colsum_part_k<V, LN>, grid, block, 0, cu.stream, part, dy, x, mean, rstd, N, C, R,
+		S);
 	CU_LAUNCHED("colsum_part");
 }
 
@@ -132,7 +133,8 @@ void cu_colsum(float *d0, float *d1, const bf16 *dy, const bf16 *x, const float 
 		colsum_launch<8, false>(part, dy, x, mean, rstd, N, C, R, S);
 	else
 		colsum_launch<1, false>(part, dy, x, mean, rstd, N, C, R, S);
-	colsum_fin_k<<<(C + 255) / 256, 256, 0, cu.stream>>>(d0, ln ? d1 : nullptr, part, C, S);
+	cu_launch(colsum_fin_k, (C + 255) / 256, 256, 0, cu.stream, d0, ln ? d1 : nullptr, part, C,
+		S);
 	CU_LAUNCHED("colsum_fin");
 }
 
@@ -184,9 +186,9 @@ double cu_sumsq(const float *g, size_t n)
 		G = 1024;
 	double *part = (double *)cu_scratch(G * sizeof(double));
 	double *dres = (double *)cu.dsmall, *hres = (double *)cu.hsmall;
-	sumsq_part_k<<<(unsigned)G, RED_T, 0, cu.stream>>>(part, g, n);
+	cu_launch(sumsq_part_k, (unsigned)G, RED_T, 0, cu.stream, part, g, n);
 	CU_LAUNCHED("sumsq_part");
-	sumsq_fin_k<<<1, 1, 0, cu.stream>>>(dres, part, (int)G);
+	cu_launch(sumsq_fin_k, 1, 1, 0, cu.stream, dres, part, (int)G);
 	CU_LAUNCHED("sumsq_fin");
 	CU_CHECK(cudaMemcpyAsync(hres, dres, sizeof(double), cudaMemcpyDeviceToHost, cu.stream));
 	CU_CHECK(cudaStreamSynchronize(cu.stream));
@@ -209,7 +211,7 @@ int cu_all_finite(const float *g, size_t n)
 		return 1;
 	int *dflag = (int *)((char *)cu.dsmall + 64), *hflag = (int *)((char *)cu.hsmall + 64);
 	CU_CHECK(cudaMemsetAsync(dflag, 0, sizeof(int), cu.stream));
-	nonfinite_k<<<cu_grid(n, RED_T), RED_T, 0, cu.stream>>>(dflag, g, n);
+	cu_launch(nonfinite_k, cu_grid(n, RED_T), RED_T, 0, cu.stream, dflag, g, n);
 	CU_LAUNCHED("nonfinite");
 	CU_CHECK(cudaMemcpyAsync(hflag, dflag, sizeof(int), cudaMemcpyDeviceToHost, cu.stream));
 	CU_CHECK(cudaStreamSynchronize(cu.stream));
