@@ -510,15 +510,16 @@ static CUstream_st *stream_of(cudaStream_t s)
 /* Runs the queued work of s (all of it, or until *until is done). */
 static void flush(CUstream_st *s, const int *until = NULL)
 {
+	if (s->q.empty() || (until && *until))
+		return;
+	cx_dev_open();
 	while (!s->q.empty() && !(until && *until)) {
 		Op op = std::move(s->q.front());
 		s->q.pop_front();
-		if (g_sticky != cudaSuccess)
-			continue; /* after a fault nothing else runs */
-		cx_dev_open();
-		op.fn();
-		cx_dev_close();
+		if (g_sticky == cudaSuccess) /* after a fault nothing else runs */
+			op.fn();
 	}
+	cx_dev_close();
 }
 
 static void flush_all(void)
@@ -1120,8 +1121,16 @@ enum { C_SHFL, C_VOTE, C_MATCH, C_REDUCE, C_SYNCWARP };
 static const char *const coll_name[] = {"__shfl_*_sync", "a vote (__ballot/__any/__all_sync)",
 					"__match_*_sync", "__reduce_*_sync", "__syncwarp"};
 
+/* A warp call in progress: the lanes of `mask` that have made it so far. */
+struct Group {
+	unsigned mask, arrived;
+	int first; /* the lane that made it first */
+};
+
 struct Warp {
-	unsigned exited, waiting, all;
+	unsigned exited, all, atbar; /* atbar: lanes waiting at __syncthreads() */
+	int ngroups;
+	Group groups[32];
 	std::vector<unsigned> log; /* masks of the __syncwarp()s completed in this interval */
 };
 
@@ -1317,17 +1326,16 @@ static unsigned lane_bit(const Thr *t)
 static void check_no_warp_waiter(Thr *t, const char *what, const char *file, int line)
 {
 	Warp &w = g_warps[t->warp];
-	for (unsigned m = w.waiting; m; m &= m - 1) {
-		Thr &o = g_thr[t->warp * 32 + __builtin_ctz(m)];
-		if (o.cmask & lane_bit(t)) {
-			char a[40], b[40];
-			thr_str(a, sizeof a, t);
-			thr_str(b, sizeof b, &o);
-			kfail(cudaErrorLaunchFailure, t, "reaches %s (%s:%d) while thread %s waits for "
-			      "it in %s (%s:%d, member mask 0x%08x): deadlock", what, file, line, b,
-			      coll_name[o.ckind], o.cfile, o.cline, o.cmask);
-			(void)a;
-		}
+	for (int i = 0; i < w.ngroups; i++) {
+		Group &g = w.groups[i];
+		if (!(g.mask & lane_bit(t)))
+			continue;
+		Thr &o = g_thr[t->warp * 32 + g.first];
+		char b[40];
+		thr_str(b, sizeof b, &o);
+		kfail(cudaErrorLaunchFailure, t, "reaches %s (%s:%d) while thread %s waits for it in "
+		      "%s (%s:%d, member mask 0x%08x): deadlock", what, file, line, b,
+		      coll_name[o.ckind], o.cfile, o.cline, o.cmask);
 	}
 }
 
@@ -1365,6 +1373,7 @@ static int barrier(int op, int pred, const char *file, int line)
 	g_bar_count++;
 	t->bpred = pred;
 	t->state = T_BAR;
+	g_warps[t->warp].atbar |= lane_bit(t);
 	if (g_bar_count == g_nthr) {
 		int cnt = 0, all = 1, any = 0;
 		for (int i = 0; i < g_nthr; i++) {
@@ -1377,8 +1386,10 @@ static int barrier(int op, int pred, const char *file, int line)
 			g_thr[i].bpred = res;
 		g_bar_count = 0;
 		g_epoch++;
-		for (Warp &w : g_warps)
+		for (Warp &w : g_warps) {
 			w.log.clear();
+			w.atbar = 0;
+		}
 		new_order(g_nthr);
 		resume_all_in_order();
 		to_sched(t);
@@ -1506,15 +1517,21 @@ static void coll_complete(Thr *t, unsigned mask)
 		w.log.push_back(mask);
 		break;
 	}
-	w.waiting &= ~mask;
-	std::vector<int> who;
-	for (unsigned m = mask; m; m &= m - 1)
-		who.push_back(t->warp * 32 + __builtin_ctz(m));
-	std::sort(who.begin(), who.end(),
-		  [](int a, int b) { return g_thr[a].rank < g_thr[b].rank; });
-	for (int i : who) {
-		g_thr[i].state = T_RUN;
-		g_runq.push_back(i);
+	for (int i = 0; i < w.ngroups; i++)
+		if (w.groups[i].mask == mask) {
+			w.groups[i] = w.groups[--w.ngroups];
+			break;
+		}
+	int who[32], nw = 0; /* resumed in this interval's order */
+	for (unsigned m = mask; m; m &= m - 1) {
+		int i = t->warp * 32 + __builtin_ctz(m), k = nw++;
+		for (; k > 0 && g_thr[who[k - 1]].rank > g_thr[i].rank; k--)
+			who[k] = who[k - 1];
+		who[k] = i;
+	}
+	for (int k = 0; k < nw; k++) {
+		g_thr[who[k]].state = T_RUN;
+		g_runq.push_back(who[k]);
 	}
 	to_sched(t);
 }
@@ -1540,13 +1557,13 @@ static uint64_t warp_call(int kind, int op, unsigned mask, uint64_t v, int size,
 	if (mask & w.exited)
 		kfail(cudaErrorLaunchFailure, t, "%s (%s:%d): member mask 0x%08x names lane %d, "
 		      "which has exited", name, file, line, mask, __builtin_ctz(mask & w.exited));
-	unsigned arrived = lane_bit(t);
-	for (unsigned m = w.waiting; m; m &= m - 1) {
-		Thr &o = g_thr[t->warp * 32 + __builtin_ctz(m)];
-		int overlap = (mask & lane_bit(&o)) || (o.cmask & lane_bit(t));
-		if (!overlap)
+	Group *grp = NULL;
+	for (int i = 0; i < w.ngroups; i++) {
+		Group &g = w.groups[i];
+		if (!(g.mask & mask))
 			continue;
-		if (o.cmask != mask)
+		Thr &o = g_thr[t->warp * 32 + g.first];
+		if (g.mask != mask)
 			kfail(cudaErrorLaunchFailure, t, "%s (%s:%d) with member mask 0x%08x, while "
 			      "lane %d waits in %s (%s:%d) with mask 0x%08x: all lanes named in a "
 			      "mask must make the same call with the same mask", name, file, line,
@@ -1556,15 +1573,17 @@ static uint64_t warp_call(int kind, int op, unsigned mask, uint64_t v, int size,
 			kfail(cudaErrorLaunchFailure, t, "%s (%s:%d) while lane %d waits in %s "
 			      "(%s:%d) with the same mask 0x%08x", name, file, line, o.lane,
 			      coll_name[o.ckind], o.cfile, o.cline, mask);
-		arrived |= lane_bit(&o);
+		grp = &g;
 	}
-	for (unsigned m = mask; m; m &= m - 1) {
-		Thr &o = g_thr[t->warp * 32 + __builtin_ctz(m)];
-		if (o.state == T_BAR)
-			kfail(cudaErrorLaunchFailure, t, "%s (%s:%d) with member mask 0x%08x names "
-			      "lane %d, which waits at __syncthreads() (%s:%d): deadlock", name, file,
-			      line, mask, o.lane, g_bar_file, g_bar_line);
+	if (mask & w.atbar)
+		kfail(cudaErrorLaunchFailure, t, "%s (%s:%d) with member mask 0x%08x names lane %d, "
+		      "which waits at __syncthreads() (%s:%d): deadlock", name, file, line, mask,
+		      __builtin_ctz(mask & w.atbar), g_bar_file, g_bar_line);
+	if (!grp) {
+		grp = &w.groups[w.ngroups++];
+		*grp = Group{mask, 0, t->lane};
 	}
+	grp->arrived |= lane_bit(t);
 	t->ckind = kind;
 	t->cop = op;
 	t->cmask = mask;
@@ -1574,8 +1593,7 @@ static uint64_t warp_call(int kind, int op, unsigned mask, uint64_t v, int size,
 	t->cfile = file;
 	t->cline = line;
 	t->state = T_WARP;
-	w.waiting |= lane_bit(t);
-	if (arrived == mask)
+	if (grp->arrived == mask)
 		coll_complete(t, mask);
 	else
 		to_sched(t);
@@ -1986,7 +2004,12 @@ static void run_block(const Launch *L, uint3 b)
 	g_epoch++;
 	g_block_epoch = g_epoch;
 	int nw = (n + 31) / 32;
-	g_warps.assign(nw, Warp{0, 0, 0, {}});
+	g_warps.resize(nw);
+	for (Warp &w : g_warps) {
+		w.exited = w.atbar = 0;
+		w.ngroups = 0;
+		w.log.clear();
+	}
 	for (int i = 0; i < nw; i++)
 		g_warps[i].all = i == nw - 1 && n % 32 ? (1u << (n % 32)) - 1 : 0xffffffffu;
 	if (g_thr.size() < (size_t)n)
