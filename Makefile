@@ -33,6 +33,7 @@ EXEC_SO     := $(if $(CUDA_SRC),$(PLUGINS)/train-cuda-exec.so)
 EXEC_FLAGS  := -O2 -g -std=c++17 -fPIC -pthread -fno-strict-aliasing -Wall -Wextra -Wno-unknown-pragmas -I$(EXEC_DIR)/include -Isrc -Isrc/lib
 EXEC_CU_OBJ := $(patsubst src/train/cuda/%.cu,$(BUILD)/cuda-exec/%.o,$(CUDA_SRC))
 EXEC_RT_OBJ := $(patsubst $(EXEC_DIR)/%.cpp,$(BUILD)/cuda-exec/rt/%.o,$(wildcard $(EXEC_DIR)/*.cpp))
+EXEC_TESTS  := $(if $(EXEC_SO),$(BUILD)/tests/cuda_exec_selftest)
 
 # Likewise the MPI transport of train ($(PLUGINS)/train-mpi.so), loaded only when launched as several
 # ranks: one process needs no MPI.  Built whenever mpicc exists.
@@ -112,6 +113,22 @@ $(PLUGINS)/train-cuda-exec.so: $(EXEC_CU_OBJ) $(EXEC_RT_OBJ) $(BUILD)/cuda-exec/
 	@mkdir -p $(@D)
 	$(CXX) -shared -pthread -o $@ $^ -ldl
 
+# The executor's own tests (tests/cuda-exec/selftest.cu), run by `make check` like a unit test.
+$(BUILD)/cuda-exec/selftest.o: $(EXEC_DIR)/selftest.cu
+	@mkdir -p $(@D)
+	$(CXX) -x c++ $(EXEC_FLAGS) -fsanitize=thread --param=tsan-instrument-func-entry-exit=0 -fno-extern-tls-init -MMD -MP -c -o $@ $<
+
+$(BUILD)/cuda-exec/selftest-dynsmem.cpp: $(EXEC_DIR)/selftest.cu $(EXEC_DIR)/dynsmem.sh
+	@mkdir -p $(@D)
+	sh $(EXEC_DIR)/dynsmem.sh $< >$@.tmp && mv $@.tmp $@
+
+$(BUILD)/cuda-exec/selftest-dynsmem.o: $(BUILD)/cuda-exec/selftest-dynsmem.cpp
+	$(CXX) $(EXEC_FLAGS) -c -o $@ $<
+
+$(BUILD)/tests/cuda_exec_selftest: $(BUILD)/cuda-exec/selftest.o $(BUILD)/cuda-exec/selftest-dynsmem.o $(EXEC_RT_OBJ)
+	@mkdir -p $(@D)
+	$(CXX) -rdynamic -pthread -o $@ $^ -ldl
+
 $(PLUGINS)/train-mpi.so: $(MPI_SRC) src/train/dist.h
 	@mkdir -p $(@D)
 	$(MPICC) -O2 -g -std=gnu11 -Wall -Wextra -fPIC -shared -Isrc -Isrc/lib -o $@ $(MPI_SRC)
@@ -122,7 +139,7 @@ deps:
 	@[ -d tests/node/node_modules/tokenizers ] || npm ci --prefix tests/node --no-audit --no-fund
 
 check: deps
-	@$(MAKE) --no-print-directory all $(UNITS)
+	@$(MAKE) --no-print-directory all $(UNITS) $(EXEC_TESTS)
 	@bash tests/run.sh
 
 demo: deps

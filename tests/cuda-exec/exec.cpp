@@ -127,6 +127,14 @@ static void config_init(void)
 	cfg.trace = t && *t && strcmp(t, "0");
 }
 
+/* for the executor's own tests: another thread order from now on */
+extern "C" void cx_test_set_order(int order, unsigned long long seed)
+{
+	config_init();
+	cfg.order = order;
+	cfg.seed = seed;
+}
+
 extern "C" const char *cx_last_diagnostic(void)
 {
 	return g_diag;
@@ -322,7 +330,7 @@ static const Alloc *find_pinned(uintptr_t a)
 /* "12 bytes past the end of the 4096-byte allocation at 0x..", "inside the freed ..." */
 static void describe(char *buf, size_t len, uintptr_t a, size_t n)
 {
-	if (a - (uintptr_t)g_arena >= g_arena_used) {
+	if (!g_arena || a - (uintptr_t)g_arena >= ARENA_BYTES) {
 		const Alloc *p = find_pinned(a);
 		if (p)
 			snprintf(buf, len, "%zu bytes into pinned host allocation %p of %zu bytes",
@@ -1675,13 +1683,25 @@ struct DynSmem {
 	unsigned char *(*addr)(void);
 	uintptr_t lo; /* in the current host thread */
 };
-static std::vector<DynSmem> g_dyn;
+/* filled by the generated registrations, possibly before this file's constructors run: a
+ * plain array, which needs none */
+#define DYN_NAMES 16
+static struct {
+	DynSmem v[DYN_NAMES];
+	int n;
+	DynSmem *begin() { return v; }
+	DynSmem *end() { return v + n; }
+} g_dyn;
 static uintptr_t g_tls_lo;
 static size_t g_tls_size;
 
 extern "C" int cx_register_dynsmem(const char *name, unsigned char *(*addr)(void))
 {
-	g_dyn.push_back(DynSmem{name, addr, 0});
+	if (g_dyn.n == DYN_NAMES) {
+		fprintf(stderr, "cuda-exec: more than %d extern __shared__ names\n", DYN_NAMES);
+		abort();
+	}
+	g_dyn.v[g_dyn.n++] = DynSmem{name, addr, 0};
 	return 0;
 }
 
@@ -1733,9 +1753,11 @@ static void tls_syms_read(void)
 {
 	g_tls_syms_read = 1;
 	Dl_info di;
-	if (!dladdr((void *)&tls_syms_read, &di) || !di.dli_fname)
-		return;
-	int fd = open(di.dli_fname, O_RDONLY);
+	if (!dladdr((void *)&tls_syms_read, &di))
+		di.dli_fname = NULL;
+	int fd = di.dli_fname && *di.dli_fname ? open(di.dli_fname, O_RDONLY) : -1;
+	if (fd < 0) /* the main program */
+		fd = open("/proc/self/exe", O_RDONLY);
 	if (fd < 0)
 		return;
 	struct stat st;
@@ -1820,13 +1842,15 @@ static int warp_synced(int a, int b, unsigned gen)
 static void race(Thr *t, uintptr_t a, size_t n, int write, const char *kind, int other,
 		 int other_wrote)
 {
-	char where[400], o[40] = "several threads";
+	char where[400], o[60] = "several other threads";
 	smem_where(where, sizeof where, a, n);
-	if (other != RT_MANY)
-		thr_str(o, sizeof o, &g_thr[other]);
+	if (other != RT_MANY) {
+		strcpy(o, "thread ");
+		thr_str(o + 7, sizeof o - 7, &g_thr[other]);
+	}
 	kfail(cudaErrorLaunchFailure, t, "%s race on shared memory: %s %zu bytes at %s, which %s "
-	      "%s%s since the last __syncthreads()", kind, write ? "writes" : "reads", n, where,
-	      other == RT_MANY ? "" : "thread ", o, other_wrote ? " wrote" : " read");
+	      "%s since the last __syncthreads() (no barrier orders the two)", kind,
+	      write ? "writes" : "reads", n, where, o, other_wrote ? "wrote" : "read");
 }
 
 static void shadow_access(Thr *t, uintptr_t a, size_t n, int write)
@@ -1886,7 +1910,7 @@ static void access_slow(uintptr_t a, size_t n, int write, int aligned)
 			shadow_access(t, a, n, write);
 		return;
 	}
-	if (a - (uintptr_t)g_arena < g_arena_used) {
+	if (a - (uintptr_t)g_arena < ARENA_BYTES) {
 		if (dev_range(a, n))
 			return;
 	} else {
@@ -1926,8 +1950,8 @@ extern "C" void cx_atomic_begin(const void *p, int size, const char *file, int l
 	if (a & (uintptr_t)(size - 1))
 		kfail(cudaErrorMisalignedAddress, g_cur, "atomic on %d bytes at %p (%s:%d): "
 		      "misaligned", size, p, file, line);
+	g_in_atomic = 1; /* atomics race with nothing: the shadow ignores them */
 	access(p, (size_t)size, 1, 1);
-	g_in_atomic = 1;
 }
 
 extern "C" void cx_atomic_end(void)

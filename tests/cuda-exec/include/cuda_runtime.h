@@ -408,6 +408,15 @@ cudaError_t cx_launch(const void *kernel, cx_invoke_fn invoke, void *args, cx_de
 		      dim3 grid, dim3 block, size_t smem, cudaStream_t stream);
 }
 
+/* the runtime's C++ conveniences */
+template <typename T> static inline cudaError_t cudaMalloc(T **p, size_t bytes)
+{
+	return cudaMalloc((void **)p, bytes);
+}
+template <typename T> static inline cudaError_t cudaMallocHost(T **p, size_t bytes)
+{
+	return cudaMallocHost((void **)p, bytes);
+}
 template <typename T>
 static inline cudaError_t cudaFuncSetAttribute(T *func, cudaFuncAttribute attr, int value)
 {
