@@ -31,6 +31,9 @@ CUDA_SO  := $(if $(and $(NVCC),$(CUDA_SRC)),$(PLUGINS)/train-cuda.so)
 EXEC_DIR    := tests/cuda-exec
 EXEC_SO     := $(if $(CUDA_SRC),$(PLUGINS)/train-cuda-exec.so)
 EXEC_FLAGS  := -O2 -g -std=c++17 -fPIC -pthread -fno-strict-aliasing -Wall -Wextra -Wno-unknown-pragmas -I$(EXEC_DIR)/include -Isrc -Isrc/lib
+# every access reported to the executor; misaligned typed accesses trap (see exec.cpp)
+EXEC_CUFLAGS := -fsanitize=thread --param=tsan-instrument-func-entry-exit=0 -fno-extern-tls-init \
+  -fsanitize=alignment -fsanitize-undefined-trap-on-error
 EXEC_CU_OBJ := $(patsubst src/train/cuda/%.cu,$(BUILD)/cuda-exec/%.o,$(CUDA_SRC))
 EXEC_RT_OBJ := $(patsubst $(EXEC_DIR)/%.cpp,$(BUILD)/cuda-exec/rt/%.o,$(wildcard $(EXEC_DIR)/*.cpp))
 EXEC_TESTS  := $(if $(EXEC_SO),$(BUILD)/tests/cuda_exec_selftest)
@@ -96,7 +99,7 @@ $(PLUGINS)/train-cuda.so: $(CUDA_SRC) $(wildcard src/train/cuda/*.h) src/train/o
 
 $(BUILD)/cuda-exec/%.o: src/train/cuda/%.cu
 	@mkdir -p $(@D)
-	$(CXX) -x c++ $(EXEC_FLAGS) -fsanitize=thread --param=tsan-instrument-func-entry-exit=0 -fno-extern-tls-init -MMD -MP -c -o $@ $<
+	$(CXX) -x c++ $(EXEC_FLAGS) $(EXEC_CUFLAGS) -MMD -MP -c -o $@ $<
 
 $(BUILD)/cuda-exec/rt/%.o: $(EXEC_DIR)/%.cpp
 	@mkdir -p $(@D)
@@ -116,7 +119,7 @@ $(PLUGINS)/train-cuda-exec.so: $(EXEC_CU_OBJ) $(EXEC_RT_OBJ) $(BUILD)/cuda-exec/
 # The executor's own tests (tests/cuda-exec/selftest.cu), run by `make check` like a unit test.
 $(BUILD)/cuda-exec/selftest.o: $(EXEC_DIR)/selftest.cu
 	@mkdir -p $(@D)
-	$(CXX) -x c++ $(EXEC_FLAGS) -fsanitize=thread --param=tsan-instrument-func-entry-exit=0 -fno-extern-tls-init -MMD -MP -c -o $@ $<
+	$(CXX) -x c++ $(EXEC_FLAGS) $(EXEC_CUFLAGS) -MMD -MP -c -o $@ $<
 
 $(BUILD)/cuda-exec/selftest-dynsmem.cpp: $(EXEC_DIR)/selftest.cu $(EXEC_DIR)/dynsmem.sh
 	@mkdir -p $(@D)

@@ -258,6 +258,7 @@ static size_t page_up(size_t x)
 }
 
 static void on_segv(int sig, siginfo_t *si, void *uc);
+static void on_sigill(int sig, siginfo_t *si, void *uc);
 
 static int arena_init(void)
 {
@@ -279,6 +280,11 @@ static int arena_init(void)
 	sa.sa_sigaction = on_segv;
 	sa.sa_flags = SA_SIGINFO | SA_ONSTACK | SA_RESETHAND;
 	sigaction(SIGSEGV, &sa, NULL);
+	/* the .cu files' alignment checks (-fsanitize=alignment) trap with ud2 */
+	struct sigaction si = {};
+	si.sa_sigaction = on_sigill;
+	si.sa_flags = SA_SIGINFO | SA_ONSTACK | SA_NODEFER;
+	sigaction(SIGILL, &si, NULL);
 	return 0;
 }
 
@@ -2160,6 +2166,43 @@ extern "C" cudaError_t cx_launch(const void *kernel, cx_invoke_fn invoke, void *
 		delete x;
 	});
 	return enqueue(s, name, [sp]() { run_kernel(sp.get()); });
+}
+
+/* Where a CUDA thread that trapped continues: the kernel fails like any other. */
+extern "C" __attribute__((used)) void cx_trapped(uintptr_t pc)
+{
+	Dl_info di;
+	std::string fn = "?";
+	if (dladdr((void *)pc, &di) && di.dli_sname)
+		fn = short_name(demangle(di.dli_sname));
+	kfail(cudaErrorMisalignedAddress, g_cur, "misaligned access in %s (pc %p): a pointer does "
+	      "not have its type's alignment (the device faults; found by the alignment check)",
+	      fn.c_str(), (void *)pc);
+	abort();
+}
+
+/* A trap inside a kernel (the alignment check's ud2) resumes the thread in cx_trapped, which
+ * reports it; anywhere else the default action ends the process. */
+static void on_sigill(int sig, siginfo_t *si, void *ucv)
+{
+	(void)si;
+#if defined(__x86_64__) && defined(REG_RIP)
+	if (g_running && g_cur) {
+		ucontext_t *uc = (ucontext_t *)ucv;
+		greg_t pc = uc->uc_mcontext.gregs[REG_RIP];
+		greg_t sp = uc->uc_mcontext.gregs[REG_RSP];
+		sp = (sp - 256) & ~(greg_t)15; /* below the red zone, aligned as at a call */
+		sp -= 8;
+		*(greg_t *)sp = pc; /* a return address for debuggers */
+		uc->uc_mcontext.gregs[REG_RSP] = sp;
+		uc->uc_mcontext.gregs[REG_RDI] = pc;
+		uc->uc_mcontext.gregs[REG_RIP] = (greg_t)(uintptr_t)&cx_trapped;
+		return;
+	}
+#else
+	(void)ucv;
+#endif
+	signal(sig, SIG_DFL);
 }
 
 /* The fault handler: host code touching device memory, or a fiber's stack overflowing. */

@@ -227,6 +227,13 @@ __global__ void misaligned_k(double *out, const double *in)
 	out[threadIdx.x] = *p;
 }
 
+__global__ void vec_misaligned_k(float *out, const float *in)
+{
+	/* a 16-byte vector load from an address that is only 8-byte aligned */
+	float4 v = *reinterpret_cast<const float4 *>(in + 2);
+	out[threadIdx.x] = v.x;
+}
+
 __global__ void noop_k(int *out)
 {
 	if (out && threadIdx.x == 1024u)
@@ -365,6 +372,9 @@ static int memory_checks(void)
 	double *dd = dalloc<double>(64);
 	ok &= fails_with(launch(misaligned_k, 1, 4, 0, dd, (const double *)dd),
 			 cudaErrorMisalignedAddress, {"misaligned_k", "misaligned"});
+	float *f = dalloc<float>(64);
+	ok &= fails_with(launch(vec_misaligned_k, 1, 4, 0, f, (const float *)f),
+			 cudaErrorMisalignedAddress, {"vec_misaligned_k", "misaligned"});
 	return ok;
 }
 
