@@ -103,7 +103,7 @@ $(BUILD)/cuda-exec/%.o: src/train/cuda/%.cu
 
 $(BUILD)/cuda-exec/rt/%.o: $(EXEC_DIR)/%.cpp
 	@mkdir -p $(@D)
-	$(CXX) $(EXEC_FLAGS) -MMD -MP -c -o $@ $<
+	$(CXX) $(EXEC_FLAGS) -fvisibility=hidden -MMD -MP -c -o $@ $<
 
 $(BUILD)/cuda-exec/dynsmem.cpp: $(CUDA_SRC) $(EXEC_DIR)/dynsmem.sh
 	@mkdir -p $(@D)
