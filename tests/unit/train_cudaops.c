@@ -18,7 +18,7 @@
  *
  * `train_cudaops --dump FILE` also writes every CUDA output, bit for bit, to FILE: runs under
  * different thread orders must write identical files (the kernels claim results that do not
- * depend on scheduling). */
+ * depend on scheduling).  `--only TEXT` runs the cases whose names contain TEXT. */
 #include "t.h"
 
 #include <math.h>
@@ -31,6 +31,8 @@
 
 static const struct ops *cu, *cpu;
 static FILE *dumpf;
+static const char *only; /* --only: the cases whose names contain it */
+#define CASE(name) if (!only || strstr((name), only)) T_CASE(name)
 
 /* --- host helpers --- */
 
@@ -667,15 +669,19 @@ static int case_big(void)
 int main(int argc, char **argv)
 {
 	char err[512];
-	if (argc == 3 && strcmp(argv[1], "--dump") == 0) {
-		dumpf = fopen(argv[2], "wb");
-		if (!dumpf) {
-			perror(argv[2]);
+	for (int i = 1; i < argc; i++) {
+		if (i + 1 < argc && strcmp(argv[i], "--dump") == 0) {
+			dumpf = fopen(argv[++i], "wb");
+			if (!dumpf) {
+				perror(argv[i]);
+				return 2;
+			}
+		} else if (i + 1 < argc && strcmp(argv[i], "--only") == 0) {
+			only = argv[++i];
+		} else {
+			fprintf(stderr, "usage: train_cudaops [--dump FILE] [--only TEXT]\n");
 			return 2;
 		}
-	} else if (argc != 1) {
-		fprintf(stderr, "usage: train_cudaops [--dump FILE]\n");
-		return 2;
 	}
 	cu = ops_open("cuda", 0, err, sizeof err);
 	if (!cu) {
@@ -685,29 +691,29 @@ int main(int argc, char **argv)
 	cpu = ops_cpu(1);
 	printf("# %s\n", cu->device);
 
-	T_CASE("cuda_converts_f32_to_bf16_to_nearest_even") T_ASSERT(case_convert());
-	T_CASE("cuda_memory_is_zeroed_copied_and_cleared") T_ASSERT(case_memory());
-	T_CASE("cuda_embedding_matches_cpu_repeats_and_foreign_tokens") {
+	CASE("cuda_converts_f32_to_bf16_to_nearest_even") T_ASSERT(case_convert());
+	CASE("cuda_memory_is_zeroed_copied_and_cleared") T_ASSERT(case_memory());
+	CASE("cuda_embedding_matches_cpu_repeats_and_foreign_tokens") {
 		T_ASSERT(case_embed(2, 17, 24, 1, 0));
 		T_ASSERT(case_embed(3, 5, 20, 1, 0));  /* C % 8 != 0: scalar paths */
 		T_ASSERT(case_embed(2, 9, 16, 0, 1));  /* no positions, misaligned */
 		T_ASSERT(case_embed(1, 3, 1040, 1, 0)); /* two channel tiles of the backward */
 		T_ASSERT(case_embed(2, 3, 130, 1, 1));
 	}
-	T_CASE("cuda_layernorm_matches_cpu") {
+	CASE("cuda_layernorm_matches_cpu") {
 		T_ASSERT(case_layernorm(37, 64, 1));
 		T_ASSERT(case_layernorm(9, 20, 1));
 		T_ASSERT(case_layernorm(300, 264, 1)); /* more rows than a column-sum slice */
 		T_ASSERT(case_layernorm(1, 13, 1));
 	}
-	T_CASE("cuda_matmul_matches_cpu") {
+	CASE("cuda_matmul_matches_cpu") {
 		T_ASSERT(case_matmul(37, 64, 96, 1, 0));
 		T_ASSERT(case_matmul(5, 20, 51, 1, 0));
 		T_ASSERT(case_matmul(48, 40, 24, 0, 1));
 		T_ASSERT(case_matmul(300, 8, 3, 1, 0));
 		T_ASSERT(case_matmul(70001, 4, 8, 1, 0)); /* bias gradient over > 256 x 256 rows */
 	}
-	T_CASE("cuda_attention_matches_cpu_across_tiles_and_head_dims") {
+	CASE("cuda_attention_matches_cpu_across_tiles_and_head_dims") {
 		T_ASSERT(case_attention(2, 65, 3, 32, 0, 0, 0, 0, 3));
 		T_ASSERT(case_attention(1, 100, 2, 64, 0, 0, 0, 0, 2));
 		T_ASSERT(case_attention(1, 70, 1, 128, 0, 0, 0, 0, 1));
@@ -715,31 +721,31 @@ int main(int argc, char **argv)
 		T_ASSERT(case_attention(1, 128, 3, 128, 0, 0, 0, 0, 3));
 		T_ASSERT(case_attention(3, 1, 2, 32, 1, 0, 0, 0, 2));
 	}
-	T_CASE("cuda_attention_matches_cpu_head_dim_80_alibi_odd_heads") {
+	CASE("cuda_attention_matches_cpu_head_dim_80_alibi_odd_heads") {
 		T_ASSERT(case_attention(2, 24, 5, 80, 1, 0, 0, 0, 5));
 		T_ASSERT(case_attention(1, 33, 3, 20, 1, 0, 0, 3, 6)); /* heads 3..5 of 6 */
 	}
-	T_CASE("cuda_attention_matches_cpu_document_mask_and_dropout") {
+	CASE("cuda_attention_matches_cpu_document_mask_and_dropout") {
 		T_ASSERT(case_attention(2, 67, 3, 16, 1, 1, 0.0f, 0, 3));
 		T_ASSERT(case_attention(2, 40, 5, 32, 1, 1, 0.2f, 2, 12));
 		T_ASSERT(case_attention(1, 9, 1, 7, 0, 0, 0.5f, 0, 1)); /* odd head dim */
 	}
-	T_CASE("cuda_pointwise_ops_match_cpu_with_dropout") {
+	CASE("cuda_pointwise_ops_match_cpu_with_dropout") {
 		T_ASSERT(case_pointwise(1000, 0.0f, 0));
 		T_ASSERT(case_pointwise(1000, 0.1f, 0));
 		T_ASSERT(case_pointwise(1001, 0.3f, 1));
 	}
-	T_CASE("cuda_cross_entropy_matches_cpu_padded_vocab") {
+	CASE("cuda_cross_entropy_matches_cpu_padded_vocab") {
 		T_ASSERT(case_xent(9, 100, 136)); /* padded, but not to a multiple of 128 */
 		T_ASSERT(case_xent(5, 50, 67));   /* Vp % 8 != 0: scalar path */
 		T_ASSERT(case_xent(3, 2000, 2048));
 		T_ASSERT(case_xent(4, 4999, 5000)); /* wider than a block's stride */
 	}
-	T_CASE("cuda_optimizer_ops_match_cpu") {
+	CASE("cuda_optimizer_ops_match_cpu") {
 		T_ASSERT(case_optim(1000));
 		T_ASSERT(case_optim(70001));
 	}
-	T_CASE("cuda_grid_stride_loops_and_capped_reductions_match_cpu") T_ASSERT(case_big());
+	CASE("cuda_grid_stride_loops_and_capped_reductions_match_cpu") T_ASSERT(case_big());
 	if (dumpf)
 		fclose(dumpf);
 	T_DONE();
