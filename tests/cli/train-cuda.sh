@@ -5,7 +5,8 @@
 # 1. Every ops.h function against the CPU backend at bf16 tolerances on awkward shapes
 #    (build/tests/train_cudaops), under two thread orders that must give identical bits.
 # 2. The whole model, GPT-2 and BLOOM tiny shapes, against PyTorch with bf16 tolerances
-#    (logits, loss, every gradient, 10 AdamW steps), as tests/cli/train-model.sh does for the CPU.
+#    (logits, loss, every gradient, 10 AdamW steps), as tests/cli/train-model.sh does for the CPU;
+#    and the same bits under another thread order.
 # 3. A short training run through bin/train --device cuda that must learn.
 # Where nvcc exists, the real plugin was also compiled and exports its entry point.
 . "$(dirname "$0")/../lib.sh"
@@ -81,6 +82,15 @@ if ! "$PY" -c 'import torch' 2>/dev/null; then
 	skip cuda_matches_pytorch "python3-torch is not installed (make deps installs it)"
 else
 	LMTK_CUDA_EXEC_ORDER=random:11 model_vs_pytorch exec "$EXEC"
+	# a whole step, 10 AdamW steps included, gives the same bits whatever the thread order
+	LMTK_CUDA_PLUGIN=$EXEC LMTK_CUDA_EXEC_ORDER=reverse "$TOP/build/tests/train_model" --dump gpt2.json \
+		exec-reverse-gpt2 >exec-reverse-gpt2.dump 2>&1
+	if [ -s exec-gpt2/c.safetensors ] && cmp -s exec-gpt2/c.safetensors exec-reverse-gpt2/c.safetensors; then
+		ok exec_cuda_gpt2_training_gives_identical_bits_under_random_and_reverse_thread_orders
+	else
+		fail exec_cuda_gpt2_training_gives_identical_bits_under_random_and_reverse_thread_orders \
+			"$(cmp exec-gpt2/c.safetensors exec-reverse-gpt2/c.safetensors 2>&1; tail -2 exec-reverse-gpt2.dump)"
+	fi
 	LMTK_CUDA_PLUGIN=$SO "$TOP/build/tests/train_model" --dump gpt2.json probe >probe.out 2>&1
 	if [ $? = 4 ]; then
 		skip gpu_cuda_matches_pytorch "no GPU here: $(head -c 300 probe.out)"
