@@ -303,8 +303,11 @@ static inline void access(const void *p, size_t n, int write, int aligned)
 {
 	if (__builtin_expect(!g_running, 1))
 		return;
+	uintptr_t lo = (uintptr_t)g_cur->stk_lo, size = (uintptr_t)(g_cur->stk_hi - g_cur->stk_lo);
+	if ((uintptr_t)__builtin_frame_address(0) - lo >= size)
+		return; /* not a CUDA thread: another host thread in the plugin's host code */
 	uintptr_t a = (uintptr_t)p;
-	if (a - (uintptr_t)g_cur->stk_lo < (uintptr_t)(g_cur->stk_hi - g_cur->stk_lo))
+	if (a - lo < size)
 		return; /* its own locals */
 	access_slow(a, n, write, aligned);
 }
