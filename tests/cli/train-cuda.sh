@@ -129,7 +129,7 @@ learns() {   # learns LABEL PLUGIN TRAIN-FLAGS...
 		fail "${label}_cuda_training_run_learns" "exit $rc, loss $first -> $last: $(tail -3 "$label.out")"
 }
 learns exec "$EXEC" --hidden-size 64 --seq-length 32 --max-position-embeddings 32 \
-	--micro-batch-size 4 --global-batch-size 8 --train-iters 30 --lr 3e-3
+	--micro-batch-size 4 --global-batch-size 8 --train-iters 20 --lr 3e-3
 if [ $GPU = 1 ]; then
 	learns gpu "$SO" --hidden-size 128 --seq-length 128 --max-position-embeddings 128 \
 		--micro-batch-size 8 --global-batch-size 16 --train-iters 60 --lr 1e-3
