@@ -14,7 +14,10 @@
  * interval: a byte written by one thread and read or written by another with no barrier between
  * them (a __syncwarp() over both lanes counts, within a warp) is a race; a byte read before any
  * thread of the block wrote it is uninitialised shared memory.  Both name the variable (from the
- * module's symbol table) and the element.  Atomics are exempt. */
+ * module's symbol table) and the element.  A shadow of each device allocation does the same for
+ * global memory within a launch: blocks of a grid are not ordered at all, so a byte written by a
+ * thread of one block and read or written by any thread of another is a race too.  Atomics are
+ * exempt. */
 #include <dlfcn.h>
 #include <elf.h>
 #include <fcntl.h>
@@ -26,6 +29,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -253,6 +257,91 @@ static void shadow_access(Thr *t, uintptr_t a, size_t n, int write)
 	}
 }
 
+/* Global memory: per byte of an allocation the last write, the last read and the first read of
+ * the launch.  Blocks of a grid are not ordered, nor are the threads of a block between two
+ * barriers: a byte written in this launch by one of them and read or written by another is a
+ * race (as in shared memory); atomics are exempt. */
+struct GShadow {
+	uint32_t we, re, rfirst; /* epochs: last write, last read, first read in this launch */
+	uint16_t wt, rt;         /* the thread of the last write, of the last read (RT_MANY) */
+};
+
+void gshadow_free(Alloc *a)
+{
+	if (a->sh)
+		munmap(a->sh, a->size * sizeof(GShadow));
+	a->sh = NULL;
+}
+
+void shadows_reset(void)
+{
+	std::fill(g_shadow.begin(), g_shadow.end(), Shadow{});
+	for (const Alloc &a : g_dev_list())
+		gshadow_free(const_cast<Alloc *>(&a));
+	g_epoch = 0;
+}
+
+static void gthread_str(char *b, size_t n, uint32_t epoch, int thr)
+{
+	uint32_t blk = epoch - g_launch_epoch < g_epoch_block.size()
+			       ? g_epoch_block[epoch - g_launch_epoch] : 0;
+	const dim3 &g = g_launch->grid, &bd = g_launch->block;
+	snprintf(b, n, "thread (%u,%u,%u) of block (%u,%u,%u)", thr % bd.x, thr / bd.x % bd.y,
+		 thr / (bd.x * bd.y), blk % g.x, blk / g.x % g.y, blk / (g.x * g.y));
+}
+
+static void grace(Thr *t, const Alloc *al, uintptr_t a, size_t n, int write, const char *kind,
+		  uint32_t epoch, int other, int other_wrote)
+{
+	char o[120] = "several threads of this block";
+	if (other != RT_MANY)
+		gthread_str(o, sizeof o, epoch, other);
+	kfail(cudaErrorLaunchFailure, t, "%s race on global memory: %s %zu bytes at byte %zu of "
+	      "device allocation #%llu (%zu bytes), which %s %s in this launch with nothing ordering "
+	      "the two (%s)", kind, write ? "writes" : "reads", n, (size_t)(a - al->base),
+	      (unsigned long long)al->serial, al->size, o, other_wrote ? "wrote" : "read",
+	      epoch < g_block_epoch ? "blocks of a grid are not ordered"
+				    : "no __syncthreads() between them");
+}
+
+static void gshadow_access(Thr *t, Alloc *al, uintptr_t a, size_t n, int write)
+{
+	if (!al->sh) {
+		void *p = mmap(NULL, al->size * sizeof(GShadow), PROT_READ | PROT_WRITE,
+			       MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+		if (p == MAP_FAILED)
+			return; /* no shadow, no check */
+		al->sh = (GShadow *)p;
+	}
+	GShadow *sh = al->sh + (a - al->base);
+	uint16_t me = (uint16_t)t->lin;
+	uint32_t L0 = g_launch_epoch, B0 = g_block_epoch, e = g_epoch;
+	for (size_t i = 0; i < n; i++) {
+		GShadow &s = sh[i];
+		if (s.we >= L0 && (s.we < B0 || (s.we == e && s.wt != me)))
+			grace(t, al, a, n, write, write ? "write-after-write" : "read-after-write", s.we,
+			      s.wt, 1);
+		if (write && s.re >= L0) {
+			if (s.rfirst < B0)
+				grace(t, al, a, n, write, "write-after-read", s.rfirst, RT_MANY, 0);
+			if (s.re == e && s.rt != me)
+				grace(t, al, a, n, write, "write-after-read", s.re, s.rt, 0);
+		}
+		if (write) {
+			s.we = e;
+			s.wt = me;
+		} else {
+			if (s.re < L0)
+				s.rfirst = e;
+			if (s.re == e && s.rt != me)
+				s.rt = RT_MANY;
+			else if (s.re != e)
+				s.rt = me;
+			s.re = e;
+		}
+	}
+}
+
 /* ---------------------------------------------------------------------------------------------
  * the access hooks (GCC -fsanitize=thread calls them before every load and store) */
 
@@ -278,8 +367,12 @@ static void access_slow(uintptr_t a, size_t n, int write, int aligned)
 		return;
 	}
 	if (a - (uintptr_t)g_arena < ARENA_BYTES) {
-		if (dev_range(a, n))
+		const Alloc *al = dev_range(a, n);
+		if (al) {
+			if (cfg.shadow && !g_in_atomic)
+				gshadow_access(t, const_cast<Alloc *>(al), a, n, write);
 			return;
+		}
 	} else {
 		const Alloc *p = find_pinned(a);
 		if (p && n <= p->size - (a - p->base))

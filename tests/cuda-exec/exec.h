@@ -29,17 +29,20 @@ struct Cfg {
 extern Cfg cfg;
 extern cudaError_t g_sticky; /* an execution error: every later call returns it */
 
+struct GShadow;
 struct Alloc {
 	uintptr_t base;
 	size_t size;
 	int live;
 	uint64_t serial;
+	GShadow *sh; /* the race shadow of its bytes (check.cpp), made on first use */
 };
 #define ARENA_BYTES ((size_t)1 << 38) /* device memory: address space only, reserved at start */
 extern char *g_arena;
 extern size_t g_arena_used, g_page;
 int arena_init(void);
 const Alloc *find_dev(uintptr_t a);
+std::vector<Alloc> &g_dev_list(void); /* every device allocation, freed ones too */
 const Alloc *find_pinned(uintptr_t a);
 const Alloc *dev_range(uintptr_t a, size_t n); /* the live allocation holding [a, a+n) */
 void describe(char *buf, size_t len, uintptr_t a, size_t n);
@@ -109,7 +112,11 @@ extern int g_in_atomic;       /* inside an atomic: exempt from the race shadow *
 extern const Launch *g_launch;
 extern uint3 g_block;
 extern int g_nthr;
-extern uint32_t g_epoch, g_block_epoch; /* barrier intervals; the current block's first */
+/* Barrier intervals are numbered across blocks and launches: g_epoch is the current one,
+ * g_block_epoch the current block's first, g_launch_epoch the launch's first; g_epoch_block maps
+ * an interval of this launch (g_epoch - g_launch_epoch) to its block's linear index. */
+extern uint32_t g_epoch, g_block_epoch, g_launch_epoch;
+extern std::vector<uint32_t> g_epoch_block;
 
 static inline unsigned lane_bit(const Thr *t)
 {
@@ -125,6 +132,8 @@ void run_kernel(const Launch *L);
 /* --- check.cpp --- */
 
 void smem_kernel_start(void);          /* where shared memory is, in this host thread */
+void gshadow_free(Alloc *a);
+void shadows_reset(void);              /* forget every access (epochs start again) */
 void smem_block_start(size_t dyn_bytes);
 
 #endif

@@ -45,6 +45,7 @@
  * read or written by another with no barrier between (a __syncwarp() over both counts, for lanes
  * of one warp) is a race, and a byte read before any thread of the block wrote it is
  * uninitialised shared memory; both are reported with the kernel, the variable and the index.
+ * Global memory has such a shadow per allocation, within a launch, across blocks too.
  *
  * What this cannot see: timing and performance; the memory model across blocks and across
  * streams beyond what the order of execution exposes (blocks never run concurrently here);
@@ -227,6 +228,11 @@ size_t g_arena_used;           /* bytes handed out, gaps included */
 static int g_open_depth;              /* > 0: the device works, its memory is accessible */
 static std::vector<Alloc> g_dev;      /* increasing base: addresses are never reused */
 static std::map<uintptr_t, Alloc> g_pinned;
+
+std::vector<Alloc> &g_dev_list(void)
+{
+	return g_dev;
+}
 static size_t g_dev_live;
 static uint64_t g_alloc_serial;
 size_t g_page;
@@ -414,7 +420,7 @@ extern "C" cudaError_t cudaMalloc(void **p, size_t bytes)
 	g_arena_used = end;
 	if (!g_open_depth)
 		mprotect(g_arena, page_up(g_arena_used), PROT_NONE);
-	g_dev.push_back(Alloc{(uintptr_t)base, bytes, 1, ++g_alloc_serial});
+	g_dev.push_back(Alloc{(uintptr_t)base, bytes, 1, ++g_alloc_serial, NULL});
 	g_dev_live += bytes;
 	*p = base;
 	return cudaSuccess;
@@ -429,7 +435,7 @@ extern "C" cudaError_t cudaMallocHost(void **p, size_t bytes)
 	if (posix_memalign(&m, 4096, bytes ? bytes : 1))
 		return ret(cudaErrorMemoryAllocation);
 	memset(m, 0xff, bytes);
-	g_pinned[(uintptr_t)m] = Alloc{(uintptr_t)m, bytes, 1, ++g_alloc_serial};
+	g_pinned[(uintptr_t)m] = Alloc{(uintptr_t)m, bytes, 1, ++g_alloc_serial, NULL};
 	*p = m;
 	return cudaSuccess;
 }
@@ -815,6 +821,7 @@ extern "C" cudaError_t cudaFree(void *p)
 		return g_sticky;
 	Alloc *w = &g_dev[al - g_dev.data()];
 	w->live = 0;
+	gshadow_free(w);
 	g_dev_live -= w->size;
 	/* give the whole pages inside it back; the addresses stay reserved */
 	uintptr_t lo = (w->base + g_page - 1) & ~(uintptr_t)(g_page - 1);
@@ -957,6 +964,7 @@ extern "C" cudaError_t cudaDeviceReset(void)
 		if (a.live) {
 			a.live = 0;
 			g_dev_live -= a.size;
+			gshadow_free(&a);
 		}
 	g_sticky = g_last = cudaSuccess;
 	return cudaSuccess;

@@ -80,7 +80,14 @@ int g_nthr;
 static int g_ndone, g_bar_count;
 static const char *g_bar_file;
 static int g_bar_line, g_bar_first;
-uint32_t g_epoch, g_block_epoch;
+uint32_t g_epoch, g_block_epoch, g_launch_epoch;
+std::vector<uint32_t> g_epoch_block;
+
+static void epoch_advance(void)
+{
+	g_epoch++;
+	g_epoch_block.push_back(g_block.x + g_launch->grid.x * (g_block.y + g_launch->grid.y * g_block.z));
+}
 static uint64_t g_rng;
 
 extern "C" uint3 cx_thread_idx(void) { return g_cur->tid; }
@@ -295,7 +302,7 @@ static int barrier(int op, int pred, const char *file, int line)
 		for (int i = 0; i < g_nthr; i++)
 			g_thr[i].bpred = res;
 		g_bar_count = 0;
-		g_epoch++;
+		epoch_advance();
 		for (Warp &w : g_warps) {
 			w.log.clear();
 			w.atbar = 0;
@@ -609,7 +616,7 @@ static void run_block(const Launch *L, uint3 b)
 	g_nthr = n;
 	g_ndone = 0;
 	g_bar_count = 0;
-	g_epoch++;
+	epoch_advance();
 	g_block_epoch = g_epoch;
 	int nw = (n + 31) / 32;
 	g_warps.resize(nw);
@@ -668,6 +675,10 @@ void run_kernel(const Launch *L)
 	g_rng = cfg.seed * 0x2545F4914F6CDD1Dull + L->serial;
 	stacks_reserve((int)(L->block.x * L->block.y * L->block.z));
 	smem_kernel_start();
+	if (g_epoch > 0xf0000000u) /* numbers for another 2^28 intervals at least */
+		shadows_reset();
+	g_launch_epoch = g_epoch + 1;
+	g_epoch_block.clear();
 	if (cfg.trace)
 		fprintf(stderr, "cuda-exec: launch #%llu %s<<<(%u,%u,%u), (%u,%u,%u), %zu>>>\n",
 			(unsigned long long)L->serial, L->name, L->grid.x, L->grid.y, L->grid.z,

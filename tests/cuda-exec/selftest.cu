@@ -165,6 +165,28 @@ __global__ void uninit_k(float *out)
 	out[threadIdx.x] = buf[threadIdx.x]; /* threads 32..63 read what nobody wrote */
 }
 
+/* every block stores into the same word */
+__global__ void flag_k(int *flag)
+{
+	if (threadIdx.x == 0)
+		*flag = 1;
+}
+
+__global__ void flag_atomic_k(int *flag)
+{
+	if (threadIdx.x == 0)
+		atomicExch(flag, 1);
+}
+
+/* thread 0 reads what thread 1 writes to global memory: with and without a barrier */
+__global__ void global_neighbour_k(float *buf, int sync)
+{
+	buf[threadIdx.x] = (float)threadIdx.x;
+	if (sync)
+		__syncthreads();
+	buf[64 + threadIdx.x] = buf[(threadIdx.x + 1) % 64];
+}
+
 __global__ void early_exit_k(float *out)
 {
 	if (threadIdx.x == 5)
@@ -329,6 +351,21 @@ static int races(void)
 	o = dalloc<float>(64);
 	ok &= fails_with(launch(uninit_k, 1, 64, 0, o), cudaErrorLaunchFailure,
 			 {"uninit_k", "no thread of this block has written", "element 32"});
+	return ok;
+}
+
+static int global_races(void)
+{
+	int ok = 1;
+	int *f = dalloc<int>(1);
+	ok &= fails_with(launch(flag_k, 3, 32, 0, f), cudaErrorLaunchFailure,
+			 {"flag_k", "race on global memory", "of block (0,0,0)", "not ordered"});
+	f = dalloc<int>(1);
+	ok &= launch(flag_atomic_k, 3, 32, 0, f) == cudaSuccess && fetch(f, 1)[0] == 1;
+	float *b = dalloc<float>(128);
+	ok &= launch(global_neighbour_k, 1, 64, 0, b, 1) == cudaSuccess;
+	ok &= fails_with(launch(global_neighbour_k, 1, 64, 0, b, 0), cudaErrorLaunchFailure,
+			 {"global_neighbour_k", "race on global memory", "no __syncthreads()"});
 	return ok;
 }
 
@@ -616,6 +653,7 @@ int main(int argc, char **argv)
 	T_CASE("a_correct_reduction_gives_the_same_bits_in_every_thread_order")
 		T_ASSERT(reduction_same_under_every_order());
 	T_CASE("shared_memory_races_and_uninitialised_reads_are_reported") T_ASSERT(races());
+	T_CASE("global_memory_races_between_blocks_and_threads_are_reported") T_ASSERT(global_races());
 	T_CASE("barrier_divergence_and_bad_member_masks_are_reported") T_ASSERT(divergence());
 	T_CASE("out_of_bounds_host_pointers_use_after_free_and_misalignment_are_reported")
 		T_ASSERT(memory_checks());

@@ -600,6 +600,8 @@ static int case_optim(size_t n)
 		o->to_device(dg + n / 2, &inf, 4);
 		fin[k][1] = o->all_finite(dg, n);
 		o->to_device(dg + n / 2, &nan, 4);
+		o->to_device(dg, &inf, 4); /* several, far apart: an overflow is rarely alone */
+		o->to_device(dg + n - 1, &nan, 4);
 		fin[k][2] = o->all_finite(dg, n);
 		o->free(dg), o->free(dw), o->free(dm), o->free(dv);
 		if (k == 0)

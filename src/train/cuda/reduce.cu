@@ -19,8 +19,10 @@
  * (grid-stride), reduces each block in a fixed tree, and a one-thread pass adds the block
  * partials in order.  The result is copied to pinned host memory and the stream synchronised;
  * the interface returns a double, so every call is a synchronisation point (call it on the one
- * flat gradient buffer, not per tensor).  all_finite raises a device flag on any Inf/NaN; every
- * writer stores the same 1, so the race is benign. */
+ * flat gradient buffer, not per tensor).  all_finite raises a device flag on any Inf/NaN with an
+ * atomic store: an fp16 overflow makes many threads of many blocks find one, and plain stores of
+ * the same word from unordered threads are a data race in CUDA's memory model even when they
+ * store the same value (the CPU executor reports it). */
 #include "train/cuda/common.h"
 
 #define CS_TX 32 /* channel lanes per block (each V channels) */
@@ -201,7 +203,7 @@ __global__ void nonfinite_k(int *flag, const float *g, size_t n)
 	for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
 	     i += (size_t)gridDim.x * blockDim.x)
 		if ((__float_as_uint(g[i]) & 0x7f800000u) == 0x7f800000u)
-			*flag = 1;
+			atomicExch(flag, 1);
 }
 
 int cu_all_finite(const float *g, size_t n)
