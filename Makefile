@@ -25,13 +25,14 @@ CUDA_SO  := $(if $(and $(NVCC),$(CUDA_SRC)),$(PLUGINS)/train-cuda.so)
 # The CPU executor (tests/cuda-exec): the same CUDA sources compiled by the host C++ compiler
 # against the executor's headers, into a test plugin ($(PLUGINS)/train-cuda-exec.so) that train
 # loads when LMTK_CUDA_PLUGIN names it, so the CUDA backend runs in every `make check` without a
-# GPU (and without nvcc).  The .cu files are instrumented with -fsanitize=thread, whose hooks the
-# executor implements to check every memory access of a kernel; no ThreadSanitizer runtime is
-# linked.
+# GPU (and without nvcc; with GCC, whose flags these are).  The .cu files are instrumented with
+# -fsanitize=thread, whose hooks the executor implements to check every memory access of a
+# kernel (no ThreadSanitizer runtime is linked), and -fno-strict-aliasing: kernels pun types
+# through reinterpret_cast as CUDA code does.
 EXEC_DIR    := tests/cuda-exec
 EXEC_SO     := $(if $(CUDA_SRC),$(PLUGINS)/train-cuda-exec.so)
 EXEC_FLAGS  := -O2 -g -std=c++17 -fPIC -pthread -fno-strict-aliasing -Wall -Wextra -Wno-unknown-pragmas -I$(EXEC_DIR)/include -Isrc -Isrc/lib
-# every access reported to the executor; misaligned typed accesses trap (see exec.cpp)
+# every access reported to the executor; misaligned typed accesses trap (see runtime.cpp)
 EXEC_CUFLAGS := -fsanitize=thread --param=tsan-instrument-func-entry-exit=0 -fno-extern-tls-init \
   -fsanitize=alignment -fsanitize-undefined-trap-on-error
 EXEC_CU_OBJ := $(patsubst src/train/cuda/%.cu,$(BUILD)/cuda-exec/%.o,$(CUDA_SRC))
