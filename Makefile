@@ -23,6 +23,23 @@ CUDA_ARCH ?= -gencode arch=compute_80,code=sm_80 -gencode arch=compute_90,code=s
 CUDA_SRC := $(wildcard src/train/cuda/*.cu)
 CUDA_SO  := $(if $(and $(NVCC),$(CUDA_SRC)),$(PLUGINS)/train-cuda.so)
 
+# The CPU executor (tests/cuda-exec): the same CUDA sources compiled by the host C++ compiler
+# against the executor's headers, into a test plugin ($(PLUGINS)/train-cuda-exec.so) that train
+# loads when LMTK_CUDA_PLUGIN names it, so the CUDA backend runs in every `make check` without a
+# GPU (and without nvcc; with GCC, whose flags these are).  The .cu files are instrumented with
+# -fsanitize=thread, whose hooks the executor implements to check every memory access of a
+# kernel (no ThreadSanitizer runtime is linked), and -fno-strict-aliasing: kernels pun types
+# through reinterpret_cast as CUDA code does.
+EXEC_DIR    := tests/cuda-exec
+EXEC_SO     := $(if $(CUDA_SRC),$(PLUGINS)/train-cuda-exec.so)
+EXEC_FLAGS  := -O2 -g -std=c++17 -fPIC -pthread -fno-strict-aliasing -Wall -Wextra -Wno-unknown-pragmas -I$(EXEC_DIR)/include -Isrc -Isrc/lib
+# every access reported to the executor; misaligned typed accesses trap (see runtime.cpp)
+EXEC_CUFLAGS := -fsanitize=thread --param=tsan-instrument-func-entry-exit=0 -fno-extern-tls-init \
+  -fsanitize=alignment -fsanitize-undefined-trap-on-error
+EXEC_CU_OBJ := $(patsubst src/train/cuda/%.cu,$(BUILD)/cuda-exec/%.o,$(CUDA_SRC))
+EXEC_RT_OBJ := $(patsubst $(EXEC_DIR)/%.cpp,$(BUILD)/cuda-exec/rt/%.o,$(wildcard $(EXEC_DIR)/*.cpp))
+EXEC_TESTS  := $(if $(EXEC_SO),$(BUILD)/tests/cuda_exec_selftest)
+
 # Likewise the MPI transport of train ($(PLUGINS)/train-mpi.so), loaded only when launched as several
 # ranks: one process needs no MPI.  Built whenever mpicc exists.
 MPICC    ?= $(shell command -v mpicc 2>/dev/null)
@@ -58,7 +75,7 @@ DEB_PACKAGES := gcc make pkg-config libc6-dev libcurl4-openssl-dev libjansson-de
   git-man openssl iproute2 vim-runtime
 
 .PHONY: all deps check demo bench clean install fuzz
-all: $(BINS) $(CUDA_SO) $(MPI_SO)
+all: $(BINS) $(CUDA_SO) $(EXEC_SO) $(MPI_SO)
 
 $(BUILD)/%.o: src/%.c
 	@mkdir -p $(@D)
@@ -130,6 +147,41 @@ $(PLUGINS)/train-cuda.so: $(CUDA_SRC) $(wildcard src/train/cuda/*.h) src/train/o
 	@mkdir -p $(@D)
 	$(NVCC) -O3 -std=c++17 -Xcompiler -fPIC,-Wall,-Wextra,-fvisibility=hidden -shared -Isrc -Isrc/lib $(CUDA_ARCH) -o $@ $(CUDA_SRC) -lcublas -lcublasLt
 
+$(BUILD)/cuda-exec/%.o: src/train/cuda/%.cu
+	@mkdir -p $(@D)
+	$(CXX) -x c++ $(EXEC_FLAGS) $(EXEC_CUFLAGS) -MMD -MP -c -o $@ $<
+
+$(BUILD)/cuda-exec/rt/%.o: $(EXEC_DIR)/%.cpp
+	@mkdir -p $(@D)
+	$(CXX) $(EXEC_FLAGS) -fvisibility=hidden -MMD -MP -c -o $@ $<
+
+$(BUILD)/cuda-exec/dynsmem.cpp: $(CUDA_SRC) $(EXEC_DIR)/dynsmem.sh
+	@mkdir -p $(@D)
+	sh $(EXEC_DIR)/dynsmem.sh $(CUDA_SRC) >$@.tmp && mv $@.tmp $@
+
+$(BUILD)/cuda-exec/dynsmem.o: $(BUILD)/cuda-exec/dynsmem.cpp
+	$(CXX) $(EXEC_FLAGS) -c -o $@ $<
+
+$(PLUGINS)/train-cuda-exec.so: $(EXEC_CU_OBJ) $(EXEC_RT_OBJ) $(BUILD)/cuda-exec/dynsmem.o
+	@mkdir -p $(@D)
+	$(CXX) -shared -pthread -o $@ $^ -ldl
+
+# The executor's own tests (tests/cuda-exec/selftest.cu), run by `make check` like a unit test.
+$(BUILD)/cuda-exec/selftest.o: $(EXEC_DIR)/selftest.cu
+	@mkdir -p $(@D)
+	$(CXX) -x c++ $(EXEC_FLAGS) $(EXEC_CUFLAGS) -MMD -MP -c -o $@ $<
+
+$(BUILD)/cuda-exec/selftest-dynsmem.cpp: $(EXEC_DIR)/selftest.cu $(EXEC_DIR)/dynsmem.sh
+	@mkdir -p $(@D)
+	sh $(EXEC_DIR)/dynsmem.sh $< >$@.tmp && mv $@.tmp $@
+
+$(BUILD)/cuda-exec/selftest-dynsmem.o: $(BUILD)/cuda-exec/selftest-dynsmem.cpp
+	$(CXX) $(EXEC_FLAGS) -c -o $@ $<
+
+$(BUILD)/tests/cuda_exec_selftest: $(BUILD)/cuda-exec/selftest.o $(BUILD)/cuda-exec/selftest-dynsmem.o $(EXEC_RT_OBJ)
+	@mkdir -p $(@D)
+	$(CXX) -rdynamic -pthread -o $@ $^ -ldl
+
 $(PLUGINS)/train-mpi.so: $(MPI_SRC) src/train/dist.h
 	@mkdir -p $(@D)
 	$(MPICC) -O2 -g -std=gnu11 -Wall -Wextra -fPIC -shared -Isrc -Isrc/lib -o $@ $(MPI_SRC)
@@ -140,7 +192,7 @@ deps:
 	@[ -d tests/node/node_modules/tokenizers ] || npm ci --prefix tests/node --no-audit --no-fund
 
 check: deps
-	@$(MAKE) --no-print-directory all $(UNITS) $(FUZZ_REPLAY)
+	@$(MAKE) --no-print-directory all $(UNITS) $(EXEC_TESTS) $(FUZZ_REPLAY)
 	@bash tests/run.sh
 
 demo: deps

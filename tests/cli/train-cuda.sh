@@ -1,12 +1,18 @@
 #!/usr/bin/env bash
-# The CUDA backend.  Everywhere nvcc exists: the plugin was compiled and exports its entry point
-# (CI compiles every CUDA file even without a GPU).  Where a GPU is present: the same PyTorch
-# comparison as tests/cli/train-model.sh with bf16 tolerances (bf16 weights and activations,
-# fp32 master weights and gradients), for the GPT-2 and BLOOM shapes, and a short real run.
-# Without a GPU those cases skip and say so.
+# The CUDA backend, run: on the CPU executor (tests/cuda-exec, build/lib/lmtk/train-cuda-exec.so:
+# the same .cu files compiled by the host compiler, every memory access of every kernel checked)
+# in every `make check`, and on the GPU as well where there is one.
+# 1. Every ops.h function against the CPU backend at bf16 tolerances on awkward shapes
+#    (build/tests/train_cudaops), under two thread orders that must give identical bits.
+# 2. The whole model, GPT-2 and BLOOM tiny shapes, against PyTorch with bf16 tolerances
+#    (logits, loss, every gradient, 10 AdamW steps), as tests/cli/train-model.sh does for the CPU;
+#    and the same bits under another thread order.
+# 3. A short training run through bin/train --device cuda that must learn.
+# Where nvcc exists, the real plugin was also compiled and exports its entry point.
 . "$(dirname "$0")/../lib.sh"
 PY=/usr/bin/python3
 SO=$TOP/build/lib/lmtk/train-cuda.so
+EXEC=$TOP/build/lib/lmtk/train-cuda-exec.so
 NVCC=$(command -v nvcc || ls /usr/local/cuda/bin/nvcc 2>/dev/null)
 cd "$T" || exit 3
 if [ -n "$NVCC" ]; then
@@ -16,8 +22,47 @@ if [ -n "$NVCC" ]; then
 else
 	skip cuda_backend_compiled "no nvcc on this machine"
 fi
-export LMTK_CUDA_PLUGIN=$SO
+# a GPU here? (train_cudaops says skip when the real plugin cannot open one)
+GPU=0
+if [ -s "$SO" ] && LMTK_CUDA_PLUGIN=$SO "$TOP/build/tests/train_cudaops" --only converts 2>&1 | grep -q '^ok '; then
+	GPU=1
+fi
+if [ ! -s "$EXEC" ]; then
+	fail cuda_executor_built "$EXEC is missing (make builds it from src/train/cuda and tests/cuda-exec)"
+	exit 0
+fi
 
+# --- 1. the ops, under two thread orders ---------------------------------------------------------
+for order in forward reverse; do
+	LMTK_CUDA_PLUGIN=$EXEC LMTK_CUDA_EXEC_ORDER=$order "$TOP/build/tests/train_cudaops" \
+		--dump "ops-$order.bin" >"ops-$order.out" 2>&1
+	rc=$?
+	sed -E "s/^(ok|FAIL|skip) ([a-z0-9_]+)/\1 exec_\2_${order}_order/" "ops-$order.out"
+	[ $rc = 0 ] || grep -q '^FAIL' "ops-$order.out" ||
+		fail "exec_cuda_ops_run_${order}_order" "exit $rc: $(tail -5 "ops-$order.out")"
+done
+if [ -s ops-forward.bin ] && cmp -s ops-forward.bin ops-reverse.bin; then
+	ok exec_cuda_ops_give_identical_bits_under_forward_and_reverse_thread_orders
+else
+	fail exec_cuda_ops_give_identical_bits_under_forward_and_reverse_thread_orders \
+		"$(cmp ops-forward.bin ops-reverse.bin 2>&1 | head -1)"
+fi
+
+if [ $GPU = 1 ]; then   # the same cases on the GPU itself
+	LMTK_CUDA_PLUGIN=$SO "$TOP/build/tests/train_cudaops" >ops-gpu.out 2>&1
+	rc=$?
+	sed -E "s/^(ok|FAIL|skip) ([a-z0-9_]+)/\1 gpu_\2/" ops-gpu.out
+	[ $rc = 0 ] || grep -q '^FAIL' ops-gpu.out || fail gpu_cuda_ops_run "exit $rc: $(tail -5 ops-gpu.out)"
+else
+	skip gpu_cuda_ops_match_cpu "no GPU here"
+fi
+
+# where cuBLASLt offers no algorithm (odd shapes on some GPUs), matmul falls back to cublasGemmEx
+LMTK_CUDA_PLUGIN=$EXEC LMTK_CUDA_EXEC_LT_NOALGO=1 "$TOP/build/tests/train_cudaops" --only matmul \
+	>ops-gemmex.out 2>&1
+sed -E "s/^(ok|FAIL|skip) ([a-z0-9_]+)/\1 exec_\2_through_the_cublasgemmex_fallback/" ops-gemmex.out
+
+# --- 2. the model against PyTorch -----------------------------------------------------------------
 cfg() {   # cfg NAME POS EMBED_LN LAYERS HIDDEN HEADS
 	cat >"$1.json" <<JSON
 {"num_layers": $4, "hidden_size": $5, "num_attention_heads": $6, "ffn_hidden_size": $((4 * $5)),
@@ -30,33 +75,63 @@ JSON
 }
 cfg gpt2 learned false 2 128 4
 cfg bloom alibi true 2 160 5
-"$TOP/build/tests/train_model" --dump gpt2.json gpt2 >probe.out 2>&1
-rc=$?
-if [ $rc = 4 ]; then
-	skip cuda_matches_pytorch "no GPU here: $(head -c 300 probe.out)"
-	rm -rf "$T"
-	exit 0
-fi
-for m in gpt2 bloom; do
-	if ! "$TOP/build/tests/train_model" --dump "$m.json" "$m" >"$m.dump" 2>&1; then
-		fail "cuda_${m}_dumps" "$(head -c 400 "$m.dump")"
-		continue
+
+model_vs_pytorch() {   # model_vs_pytorch LABEL PLUGIN (env: the executor's settings)
+	local label=$1 m rc
+	for m in gpt2 bloom; do
+		if ! LMTK_CUDA_PLUGIN=$2 "$TOP/build/tests/train_model" --dump "$m.json" "$label-$m" \
+			>"$label-$m.dump" 2>&1; then
+			fail "${label}_cuda_${m}_dumps" "$(head -c 400 "$label-$m.dump")"
+			continue
+		fi
+		"$PY" "$TOP/tests/ref/gpt-ref.py" --config "$m.json" --weights "$label-$m/init.safetensors" \
+			--batch "$label-$m/batch.safetensors" --compare "$label-$m/c.safetensors" \
+			--tolerance bf16 >"$label-$m.cmp" 2>&1
+		rc=$?
+		[ $rc = 0 ] && ok "${label}_cuda_${m}_logits_loss_grads_and_10_steps_match_pytorch_bf16" ||
+			fail "${label}_cuda_${m}_logits_loss_grads_and_10_steps_match_pytorch_bf16" "exit $rc: $(tail -6 "$label-$m.cmp")"
+	done
+}
+if ! "$PY" -c 'import torch' 2>/dev/null; then
+	skip cuda_matches_pytorch "python3-torch is not installed (make deps installs it)"
+else
+	LMTK_CUDA_EXEC_ORDER=random:11 model_vs_pytorch exec "$EXEC"
+	# a whole step, 10 AdamW steps included, gives the same bits whatever the thread order
+	LMTK_CUDA_PLUGIN=$EXEC LMTK_CUDA_EXEC_ORDER=reverse "$TOP/build/tests/train_model" --dump gpt2.json \
+		exec-reverse-gpt2 >exec-reverse-gpt2.dump 2>&1
+	if [ -s exec-gpt2/c.safetensors ] && cmp -s exec-gpt2/c.safetensors exec-reverse-gpt2/c.safetensors; then
+		ok exec_cuda_gpt2_training_gives_identical_bits_under_random_and_reverse_thread_orders
+	else
+		fail exec_cuda_gpt2_training_gives_identical_bits_under_random_and_reverse_thread_orders \
+			"$(cmp exec-gpt2/c.safetensors exec-reverse-gpt2/c.safetensors 2>&1; tail -2 exec-reverse-gpt2.dump)"
 	fi
-	"$PY" "$TOP/tests/ref/gpt-ref.py" --config "$m.json" --weights "$m/init.safetensors" \
-		--batch "$m/batch.safetensors" --compare "$m/c.safetensors" --tolerance bf16 >"$m.cmp" 2>&1
-	rc=$?
-	[ $rc = 0 ] && ok "cuda_${m}_logits_loss_grads_and_10_steps_match_pytorch_bf16" ||
-		fail "cuda_${m}_logits_loss_grads_and_10_steps_match_pytorch_bf16" "exit $rc: $(tail -6 "$m.cmp")"
-done
+	if [ $GPU = 1 ]; then
+		model_vs_pytorch gpu "$SO"
+	else
+		skip gpu_cuda_matches_pytorch "no GPU here"
+	fi
+fi
+
+# --- 3. training learns ---------------------------------------------------------------------------
 MEG=$(tiny_dataset) || exit 3   # a dataset to train on; the reference one is not needed
 cp "$MEG"/meg-gpt2-openwebtext_text_document.* .
-"$TOP/bin/train" --num-layers 2 --hidden-size 128 --num-attention-heads 4 --seq-length 128 \
-	--max-position-embeddings 128 --micro-batch-size 8 --global-batch-size 16 --train-iters 60 \
-	--lr 1e-3 --data-path meg-gpt2-openwebtext_text_document --vocab-file "$MEG/gpt2-tiny-vocab.json" \
-	--merge-file "$MEG/gpt2-tiny-merges.txt" --log-interval 10 --eval-iters 0 --device cuda >run.out 2>&1
-rc=$?
-first=$(grep -m1 '^ iteration ' run.out | sed 's/.*lm loss: \([^ ]*\) .*/\1/')
-last=$(grep '^ iteration ' run.out | tail -1 | sed 's/.*lm loss: \([^ ]*\) .*/\1/')
-[ $rc = 0 ] && "$PY" -c "import sys; sys.exit(not float('$last') < float('$first') - 0.5)" &&
-	ok cuda_training_run_learns || fail cuda_training_run_learns "exit $rc, loss $first -> $last: $(tail -3 run.out)"
+learns() {   # learns LABEL PLUGIN TRAIN-FLAGS...
+	local label=$1 plugin=$2 rc first last
+	shift 2
+	LMTK_CUDA_PLUGIN=$plugin "$TOP/bin/train" --num-layers 2 --num-attention-heads 4 "$@" \
+		--data-path meg-gpt2-openwebtext_text_document --vocab-file "$MEG/gpt2-tiny-vocab.json" \
+		--merge-file "$MEG/gpt2-tiny-merges.txt" --log-interval 10 --eval-iters 0 --device cuda >"$label.out" 2>&1
+	rc=$?
+	first=$(grep -m1 '^ iteration ' "$label.out" | sed 's/.*lm loss: \([^ ]*\) .*/\1/')
+	last=$(grep '^ iteration ' "$label.out" | tail -1 | sed 's/.*lm loss: \([^ ]*\) .*/\1/')
+	[ $rc = 0 ] && "$PY" -c "import sys; sys.exit(not float('$last') < float('$first') - 0.5)" &&
+		ok "${label}_cuda_training_run_learns" ||
+		fail "${label}_cuda_training_run_learns" "exit $rc, loss $first -> $last: $(tail -3 "$label.out")"
+}
+learns exec "$EXEC" --hidden-size 64 --seq-length 32 --max-position-embeddings 32 \
+	--micro-batch-size 4 --global-batch-size 8 --train-iters 20 --lr 3e-3
+if [ $GPU = 1 ]; then
+	learns gpu "$SO" --hidden-size 128 --seq-length 128 --max-position-embeddings 128 \
+		--micro-batch-size 8 --global-batch-size 16 --train-iters 60 --lr 1e-3
+fi
 rm -rf "$T"

@@ -464,7 +464,8 @@ static int dump(const char *cfgpath, const char *outdir)
 	float loss0 = model_forward(&m, tok, tgt, 1.0f, 0, 0, logits, &bad);
 	model_backward(&m);
 	float *grads = malloc(m.nparams * sizeof *grads);
-	memcpy(grads, m.grads, m.nparams * sizeof *grads);
+	for (int i = 0; i < m.ntensors; i++)   /* m.grads is device memory on a GPU */
+		model_get(&m, m.grads, i, grads + m.tensors[i].offset);
 
 	float *losses = malloc(S * sizeof *losses), *norms = malloc(S * sizeof *norms);
 	for (int s = 0; s < S; s++) {

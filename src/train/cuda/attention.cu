@@ -522,7 +522,7 @@ static void fwd_launch(bf16 *out, float *lse, const bf16 *qkv, int B, int T, int
 	size_t sm = smem_fwd<HDM>();
 	allow_smem(attn_fwd_k<HDM>, sm, &ready);
 	dim3 grid((unsigned)((T + AT_B - 1) / AT_B), (unsigned)NH, (unsigned)B);
-	attn_fwd_k<HDM><<<grid, AT_T, sm, cu.stream>>>(out, lse, qkv, T, NH, HD, scale, k);
+	cu_launch(attn_fwd_k<HDM>, grid, AT_T, sm, cu.stream, out, lse, qkv, T, NH, HD, scale, k);
 	CU_LAUNCHED("attention_fwd");
 }
 
@@ -536,11 +536,11 @@ static void bwd_launch(bf16 *dqkv, const bf16 *dout, const bf16 *qkv, const floa
 	allow_smem(attn_bwd_dkv_k<HDM>, sm1, &ready_dkv);
 	allow_smem(attn_bwd_dq_k<HDM>, sm2, &ready_dq);
 	dim3 grid((unsigned)((T + AT_B - 1) / AT_B), (unsigned)NH, (unsigned)B);
-	attn_bwd_dkv_k<HDM><<<grid, AT_T, sm1, cu.stream>>>(dqkv, dout, qkv, lse, Dsum, T, NH, HD,
-							     scale, k);
+	cu_launch(attn_bwd_dkv_k<HDM>, grid, AT_T, sm1, cu.stream, dqkv, dout, qkv, lse, Dsum, T,
+		NH, HD, scale, k);
 	CU_LAUNCHED("attention_bwd_dkv");
-	attn_bwd_dq_k<HDM><<<grid, AT_T, sm2, cu.stream>>>(dqkv, dout, qkv, lse, Dsum, T, NH, HD,
-							   scale, k);
+	cu_launch(attn_bwd_dq_k<HDM>, grid, AT_T, sm2, cu.stream, dqkv, dout, qkv, lse, Dsum, T, NH,
+		HD, scale, k);
 	CU_LAUNCHED("attention_bwd_dq");
 }
 
@@ -581,8 +581,8 @@ void cu_attention_bwd(void *dqkv, const void *dout, const void *qkv, const void 
 	float scale = 1.0f / sqrtf((float)HD);
 	size_t rows = (size_t)B * T * NH;
 	float *Dsum = (float *)cu_scratch(rows * sizeof(float));
-	attn_dsum_k<<<(unsigned)((rows + 7) / 8), 256, 0, cu.stream>>>(
-		Dsum, (const bf16 *)dout, (const bf16 *)out, T, NH, HD, rows);
+	cu_launch(attn_dsum_k, (unsigned)((rows + 7) / 8), 256, 0, cu.stream, Dsum,
+		(const bf16 *)dout, (const bf16 *)out, T, NH, HD, rows);
 	CU_LAUNCHED("attention_dsum");
 	bf16 *dx = (bf16 *)dqkv;
 	const bf16 *g = (const bf16 *)dout, *x = (const bf16 *)qkv;

@@ -102,6 +102,21 @@ static inline unsigned cu_grid(size_t units, int threads)
 	return want ? (unsigned)want : 1;
 }
 
+/* Kernel launches: cu_launch(kernel, grid, block, smem, stream, args...) is
+ * kernel<<<grid, block, smem, stream>>>(args...).  The same sources also compile with the host
+ * compiler for the CPU executor (tests/cuda-exec), which cannot parse <<<>>>; there the launch
+ * goes to the executor, which converts and copies the arguments as the device does. */
+template <typename... P, typename... A>
+static inline void cu_launch(void (*kernel)(P...), dim3 grid, dim3 block, size_t smem,
+			     cudaStream_t stream, A... args)
+{
+#ifdef __CUDACC__
+	kernel<<<grid, block, smem, stream>>>(args...);
+#else
+	cx_launch_kernel(kernel, grid, block, smem, stream, args...);
+#endif
+}
+
 /* --- device helpers --- */
 
 template <int V> __device__ __forceinline__ void ld_act(float (&f)[V], const bf16 *p)

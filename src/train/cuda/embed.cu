@@ -144,11 +144,11 @@ void cu_embed_fwd(void *out, const int32_t *tok, const void *wte, const void *wp
 	int v = cu_vec8((size_t)C, out, wte, wpe);
 	size_t units = v ? n / 8 : n;
 	if (v)
-		embed_fwd_k<8><<<cu_grid(units, 256), 256, 0, cu.stream>>>(
-			(bf16 *)out, tok, (const bf16 *)wte, (const bf16 *)wpe, T, C, units);
+		cu_launch(embed_fwd_k<8>, cu_grid(units, 256), 256, 0, cu.stream, (bf16 *)out, tok,
+			(const bf16 *)wte, (const bf16 *)wpe, T, C, units);
 	else
-		embed_fwd_k<1><<<cu_grid(units, 256), 256, 0, cu.stream>>>(
-			(bf16 *)out, tok, (const bf16 *)wte, (const bf16 *)wpe, T, C, units);
+		cu_launch(embed_fwd_k<1>, cu_grid(units, 256), 256, 0, cu.stream, (bf16 *)out, tok,
+			(const bf16 *)wte, (const bf16 *)wpe, T, C, units);
 	CU_LAUNCHED("embed_fwd");
 }
 
@@ -171,7 +171,7 @@ void cu_embed_bwd(float *dwte, float *dwpe, const void *dout, const int32_t *tok
 		int32_t *iota = (int32_t *)s, *keys = (int32_t *)(s + vec);
 		int32_t *pos = (int32_t *)(s + 2 * vec);
 		void *tmp = s + 3 * vec;
-		iota_k<<<(N + 255) / 256, 256, 0, cu.stream>>>(iota, N);
+		cu_launch(iota_k, (N + 255) / 256, 256, 0, cu.stream, iota, N);
 		CU_LAUNCHED("iota");
 		CU_CHECK(cub::DeviceRadixSort::SortPairs(tmp, temp, tok, keys, iota, pos, N, 0, 32,
 							 cu.stream));
@@ -179,9 +179,11 @@ void cu_embed_bwd(float *dwte, float *dwpe, const void *dout, const int32_t *tok
 		int per = EMB_T * (v ? 8 : 1);
 		dim3 grid((unsigned)N, (unsigned)((C + per - 1) / per));
 		if (v)
-			embed_bwd_wte_k<8><<<grid, EMB_T, 0, cu.stream>>>(dwte, g, keys, pos, N, C);
+			cu_launch(embed_bwd_wte_k<8>, grid, EMB_T, 0, cu.stream, dwte, g, keys, pos,
+				N, C);
 		else
-			embed_bwd_wte_k<1><<<grid, EMB_T, 0, cu.stream>>>(dwte, g, keys, pos, N, C);
+			cu_launch(embed_bwd_wte_k<1>, grid, EMB_T, 0, cu.stream, dwte, g, keys, pos,
+				N, C);
 		CU_LAUNCHED("embed_bwd_wte");
 	}
 
@@ -190,11 +192,11 @@ void cu_embed_bwd(float *dwte, float *dwpe, const void *dout, const int32_t *tok
 		int v = cu_vec8((size_t)C, dwpe, dout);
 		size_t units = v ? n / 8 : n;
 		if (v)
-			embed_bwd_wpe_k<8><<<cu_grid(units, 256), 256, 0, cu.stream>>>(
-				dwpe, g, B, T, C, units);
+			cu_launch(embed_bwd_wpe_k<8>, cu_grid(units, 256), 256, 0, cu.stream, dwpe,
+				g, B, T, C, units);
 		else
-			embed_bwd_wpe_k<1><<<cu_grid(units, 256), 256, 0, cu.stream>>>(
-				dwpe, g, B, T, C, units);
+			cu_launch(embed_bwd_wpe_k<1>, cu_grid(units, 256), 256, 0, cu.stream, dwpe,
+				g, B, T, C, units);
 		CU_LAUNCHED("embed_bwd_wpe");
 	}
 }

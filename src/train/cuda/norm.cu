@@ -125,13 +125,11 @@ void cu_layernorm_fwd(void *out, float *mean, float *rstd, const void *inp, cons
 		return;
 	unsigned grid = (unsigned)((N + LN_WARPS - 1) / LN_WARPS);
 	if (cu_vec8((size_t)C, out, inp, w, b))
-		ln_fwd_k<8><<<grid, LN_WARPS * 32, 0, cu.stream>>>(
-			(bf16 *)out, mean, rstd, (const bf16 *)inp, (const bf16 *)w,
-			(const bf16 *)b, N, C, eps);
+		cu_launch(ln_fwd_k<8>, grid, LN_WARPS * 32, 0, cu.stream, (bf16 *)out, mean, rstd,
+			(const bf16 *)inp, (const bf16 *)w, (const bf16 *)b, N, C, eps);
 	else
-		ln_fwd_k<1><<<grid, LN_WARPS * 32, 0, cu.stream>>>(
-			(bf16 *)out, mean, rstd, (const bf16 *)inp, (const bf16 *)w,
-			(const bf16 *)b, N, C, eps);
+		cu_launch(ln_fwd_k<1>, grid, LN_WARPS * 32, 0, cu.stream, (bf16 *)out, mean, rstd,
+			(const bf16 *)inp, (const bf16 *)w, (const bf16 *)b, N, C, eps);
 	CU_LAUNCHED("layernorm_fwd");
 }
 
@@ -144,13 +142,13 @@ void cu_layernorm_bwd(void *dinp, float *dw, float *db, const void *dout, const 
 	if (dinp) {
 		unsigned grid = (unsigned)((N + LN_WARPS - 1) / LN_WARPS);
 		if (cu_vec8((size_t)C, dinp, dout, inp, w))
-			ln_bwd_dinp_k<8><<<grid, LN_WARPS * 32, 0, cu.stream>>>(
-				(bf16 *)dinp, (const bf16 *)dout, (const bf16 *)inp,
-				(const bf16 *)w, mean, rstd, N, C);
+			cu_launch(ln_bwd_dinp_k<8>, grid, LN_WARPS * 32, 0, cu.stream, (bf16 *)dinp,
+				(const bf16 *)dout, (const bf16 *)inp, (const bf16 *)w, mean, rstd,
+				N, C);
 		else
-			ln_bwd_dinp_k<1><<<grid, LN_WARPS * 32, 0, cu.stream>>>(
-				(bf16 *)dinp, (const bf16 *)dout, (const bf16 *)inp,
-				(const bf16 *)w, mean, rstd, N, C);
+			cu_launch(ln_bwd_dinp_k<1>, grid, LN_WARPS * 32, 0, cu.stream, (bf16 *)dinp,
+				(const bf16 *)dout, (const bf16 *)inp, (const bf16 *)w, mean, rstd,
+				N, C);
 		CU_LAUNCHED("layernorm_bwd_dinp");
 	}
 	cu_colsum(db, dw, (const bf16 *)dout, (const bf16 *)inp, mean, rstd, N, C);

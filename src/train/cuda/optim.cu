@@ -50,7 +50,7 @@ void cu_scale(float *x, float s, size_t n)
 	CU_ENTER();
 	if (!n || s == 1.0f)
 		return;
-	scale_k<<<cu_grid(n, OPT_T), OPT_T, 0, cu.stream>>>(x, s, n);
+	cu_launch(scale_k, cu_grid(n, OPT_T), OPT_T, 0, cu.stream, x, s, n);
 	CU_LAUNCHED("scale");
 }
 
@@ -66,7 +66,7 @@ void cu_adamw(float *master, void *param, const float *g, float *m, float *v, si
 	float bc1 = (float)(1.0 - pow((double)b1, step));
 	float bc2 = (float)(1.0 - pow((double)b2, step));
 	bf16 *p = param == (void *)master ? NULL : (bf16 *)param;
-	adamw_k<<<cu_grid(n, OPT_T), OPT_T, 0, cu.stream>>>(master, p, g, m, v, n, lr, b1, b2, eps,
-							     wd, gscale, bc1, bc2);
+	cu_launch(adamw_k, cu_grid(n, OPT_T), OPT_T, 0, cu.stream, master, p, g, m, v, n, lr, b1,
+		b2, eps, wd, gscale, bc1, bc2);
 	CU_LAUNCHED("adamw");
 }

@@ -152,9 +152,9 @@ __global__ void bias_add_k(bf16 *out, const bf16 *bias, size_t n, int OC)
 #define PW_LAUNCH(kern, vec, units, ...)                                                           \
 	do {                                                                                       \
 		if (vec)                                                                           \
-			kern<8><<<cu_grid(units, PW_T), PW_T, 0, cu.stream>>>(__VA_ARGS__);        \
+			cu_launch(kern<8>, cu_grid(units, PW_T), PW_T, 0, cu.stream, __VA_ARGS__); \
 		else                                                                               \
-			kern<1><<<cu_grid(units, PW_T), PW_T, 0, cu.stream>>>(__VA_ARGS__);        \
+			cu_launch(kern<1>, cu_grid(units, PW_T), PW_T, 0, cu.stream, __VA_ARGS__); \
 		CU_LAUNCHED(#kern);                                                                \
 	} while (0)
 
@@ -251,7 +251,7 @@ void cu_bias_add(void *out, const void *bias, int N, int OC)
 	size_t n = (size_t)N * OC;
 	if (!n)
 		return;
-	bias_add_k<<<cu_grid(n, PW_T), PW_T, 0, cu.stream>>>((bf16 *)out, (const bf16 *)bias, n,
-							      OC);
+	cu_launch(bias_add_k, cu_grid(n, PW_T), PW_T, 0, cu.stream, (bf16 *)out, (const bf16 *)bias,
+		n, OC);
 	CU_LAUNCHED("bias_add");
 }

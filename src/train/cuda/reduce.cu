@@ -19,8 +19,10 @@
  * (grid-stride), reduces each block in a fixed tree, and a one-thread pass adds the block
  * partials in order.  The result is copied to pinned host memory and the stream synchronised;
  * the interface returns a double, so every call is a synchronisation point (call it on the one
- * flat gradient buffer, not per tensor).  all_finite raises a device flag on any Inf/NaN; every
- * writer stores the same 1, so the race is benign. */
+ * flat gradient buffer, not per tensor).  all_finite raises a device flag on any Inf/NaN with an
+ * atomic store: an fp16 overflow makes many threads of many blocks find one, and plain stores of
+ * the same word from unordered threads are a data race in CUDA's memory model even when they
+ * store the same value (the CPU executor reports it). */
 #include "train/cuda/common.h"
 
 #define CS_TX 32 /* channel lanes per block (each V channels) */
@@ -108,7 +110,8 @@ static void colsum_launch(float *part, const bf16 *dy, const bf16 *x, const floa
 			  const float *rstd, int N, int C, int R, int S)
 {
 	dim3 grid((unsigned)((C + CS_TX * V - 1) / (CS_TX * V)), (unsigned)S), block(CS_TX, CS_TY);
-	colsum_part_k<V, LN><<<grid, block, 0, cu.stream>>>(part, dy, x, mean, rstd, N, C, R, S);
+	cu_launch(colsum_part_k<V, LN>, grid, block, 0, cu.stream, part, dy, x, mean, rstd, N, C, R,
+		S);
 	CU_LAUNCHED("colsum_part");
 }
 
@@ -132,7 +135,8 @@ void cu_colsum(float *d0, float *d1, const bf16 *dy, const bf16 *x, const float 
 		colsum_launch<8, false>(part, dy, x, mean, rstd, N, C, R, S);
 	else
 		colsum_launch<1, false>(part, dy, x, mean, rstd, N, C, R, S);
-	colsum_fin_k<<<(C + 255) / 256, 256, 0, cu.stream>>>(d0, ln ? d1 : nullptr, part, C, S);
+	cu_launch(colsum_fin_k, (C + 255) / 256, 256, 0, cu.stream, d0, ln ? d1 : nullptr, part, C,
+		S);
 	CU_LAUNCHED("colsum_fin");
 }
 
@@ -184,9 +188,9 @@ double cu_sumsq(const float *g, size_t n)
 		G = 1024;
 	double *part = (double *)cu_scratch(G * sizeof(double));
 	double *dres = (double *)cu.dsmall, *hres = (double *)cu.hsmall;
-	sumsq_part_k<<<(unsigned)G, RED_T, 0, cu.stream>>>(part, g, n);
+	cu_launch(sumsq_part_k, (unsigned)G, RED_T, 0, cu.stream, part, g, n);
 	CU_LAUNCHED("sumsq_part");
-	sumsq_fin_k<<<1, 1, 0, cu.stream>>>(dres, part, (int)G);
+	cu_launch(sumsq_fin_k, 1, 1, 0, cu.stream, dres, part, (int)G);
 	CU_LAUNCHED("sumsq_fin");
 	CU_CHECK(cudaMemcpyAsync(hres, dres, sizeof(double), cudaMemcpyDeviceToHost, cu.stream));
 	CU_CHECK(cudaStreamSynchronize(cu.stream));
@@ -199,7 +203,7 @@ __global__ void nonfinite_k(int *flag, const float *g, size_t n)
 	for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
 	     i += (size_t)gridDim.x * blockDim.x)
 		if ((__float_as_uint(g[i]) & 0x7f800000u) == 0x7f800000u)
-			*flag = 1;
+			atomicExch(flag, 1);
 }
 
 int cu_all_finite(const float *g, size_t n)
@@ -209,7 +213,7 @@ int cu_all_finite(const float *g, size_t n)
 		return 1;
 	int *dflag = (int *)((char *)cu.dsmall + 64), *hflag = (int *)((char *)cu.hsmall + 64);
 	CU_CHECK(cudaMemsetAsync(dflag, 0, sizeof(int), cu.stream));
-	nonfinite_k<<<cu_grid(n, RED_T), RED_T, 0, cu.stream>>>(dflag, g, n);
+	cu_launch(nonfinite_k, cu_grid(n, RED_T), RED_T, 0, cu.stream, dflag, g, n);
 	CU_LAUNCHED("nonfinite");
 	CU_CHECK(cudaMemcpyAsync(hflag, dflag, sizeof(int), cudaMemcpyDeviceToHost, cu.stream));
 	CU_CHECK(cudaStreamSynchronize(cu.stream));

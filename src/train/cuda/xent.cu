@@ -160,11 +160,11 @@ void cu_xent_fwd_bwd(float *losses, void *logits, const int32_t *targets, int N,
 	if (N <= 0 || Vp <= 0)
 		return;
 	if (cu_vec8((size_t)Vp, logits))
-		xent_k<8><<<(unsigned)N, XENT_T, 0, cu.stream>>>(losses, (bf16 *)logits, targets, V,
-								   Vp, dscale, bad);
+		cu_launch(xent_k<8>, (unsigned)N, XENT_T, 0, cu.stream, losses, (bf16 *)logits,
+			targets, V, Vp, dscale, bad);
 	else
-		xent_k<1><<<(unsigned)N, XENT_T, 0, cu.stream>>>(losses, (bf16 *)logits, targets, V,
-								   Vp, dscale, bad);
+		cu_launch(xent_k<1>, (unsigned)N, XENT_T, 0, cu.stream, losses, (bf16 *)logits,
+			targets, V, Vp, dscale, bad);
 	CU_LAUNCHED("xent");
 }
 
@@ -176,11 +176,11 @@ void cu_xent_stats(float *mx, float *se, float *zt, const void *logits,
 		return;
 	const bf16 *x = (const bf16 *)logits;
 	if (cu_vec8((size_t)Vp, logits))
-		xent_stats_k<8><<<(unsigned)N, XENT_T, 0, cu.stream>>>(mx, se, zt, x, targets_local,
-									 Vvalid, Vp);
+		cu_launch(xent_stats_k<8>, (unsigned)N, XENT_T, 0, cu.stream, mx, se, zt, x,
+			targets_local, Vvalid, Vp);
 	else
-		xent_stats_k<1><<<(unsigned)N, XENT_T, 0, cu.stream>>>(mx, se, zt, x, targets_local,
-									 Vvalid, Vp);
+		cu_launch(xent_stats_k<1>, (unsigned)N, XENT_T, 0, cu.stream, mx, se, zt, x,
+			targets_local, Vvalid, Vp);
 	CU_LAUNCHED("xent_stats");
 }
 
@@ -192,10 +192,10 @@ void cu_xent_grad(void *logits, const float *lse, const int32_t *targets_local, 
 		return;
 	bf16 *x = (bf16 *)logits;
 	if (cu_vec8((size_t)Vp, logits))
-		xent_grad_k<8><<<(unsigned)N, XENT_T, 0, cu.stream>>>(x, lse, targets_local, Vvalid,
-									Vp, dscale);
+		cu_launch(xent_grad_k<8>, (unsigned)N, XENT_T, 0, cu.stream, x, lse, targets_local,
+			Vvalid, Vp, dscale);
 	else
-		xent_grad_k<1><<<(unsigned)N, XENT_T, 0, cu.stream>>>(x, lse, targets_local, Vvalid,
-									Vp, dscale);
+		cu_launch(xent_grad_k<1>, (unsigned)N, XENT_T, 0, cu.stream, x, lse, targets_local,
+			Vvalid, Vp, dscale);
 	CU_LAUNCHED("xent_grad");
 }

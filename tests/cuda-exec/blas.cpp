@@ -1,0 +1,635 @@
+/* blas - cuBLAS and cuBLASLt for the CPU executor: exactly what the CUDA backend calls, from
+ * the cuBLAS reference (docs.nvidia.com/cuda/cublas).
+ *
+ * Both compute D = alpha op(A) op(B) + beta C on column-major matrices: element (i, j) of a
+ * matrix with leading dimension ld is at i + j ld; op(X) is X or its transpose (CUBLAS_OP_T,
+ * and CUBLAS_OP_C, which is the same for real types); op(A) is m x k, op(B) k x n, C and D
+ * m x n.  Products are summed in fp32 in order of k (CUBLAS_COMPUTE_32F; the products of bf16
+ * inputs are exact in fp32, as in the tensor cores), then alpha and beta are applied in fp32,
+ * C is not read when beta is 0 (it may hold garbage, as the BLAS convention allows), the BIAS
+ * epilogue adds bias[i] to row i, and D is rounded once to its type (bf16: to nearest even).
+ * cuBLASLt also takes batches: a layout's BATCH_COUNT and STRIDED_BATCH_OFFSET (elements), the
+ * bias's BIAS_BATCH_STRIDE.
+ *
+ * Implemented: A and B CUDA_R_16BF; C and D both CUDA_R_16BF or both CUDA_R_32F; compute
+ * CUBLAS_COMPUTE_32F with scale type CUDA_R_32F and host alpha/beta; epilogues DEFAULT and BIAS
+ * (bias CUDA_R_16BF, or CUDA_R_32F); column order.  Anything else is refused with
+ * CUBLAS_STATUS_NOT_SUPPORTED and a message, never computed some other way.  Shapes that
+ * contradict each other, leading dimensions smaller than the rows, an in-place C == D with
+ * different layouts, and buffers that do not fit in their device allocations are
+ * CUBLAS_STATUS_INVALID_VALUE, checked when the call is made; the arithmetic runs on the stream
+ * like a kernel.  The heuristic always offers one algorithm (this one) unless
+ * LMTK_CUDA_EXEC_LT_NOALGO=1, which makes it offer none, to exercise a caller's fallback. */
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <vector>
+
+#include "cublasLt.h"
+#include "cublas_v2.h"
+#include "cuda_bf16.h"
+#include "cx_host.h"
+
+struct cublasContext {
+	cudaStream_t stream;
+};
+struct cublasLtContext {
+	int magic;
+};
+struct cx_lt_desc {
+	int32_t compute, scale, ta, tb, tc, epilogue, bias_type, pointer_mode;
+	const void *bias;
+	int64_t bias_stride;
+};
+struct cx_lt_layout {
+	int32_t type, order, batch;
+	uint64_t rows, cols;
+	int64_t ld, stride;
+};
+struct cx_lt_pref {
+	uint64_t ws;
+	uint32_t align[4];
+};
+
+#define ALGO_MAGIC 0x637865636c74ull /* "cxeclt": an algorithm this file handed out */
+
+static const char *status_text(cublasStatus_t s)
+{
+	switch (s) {
+	case CUBLAS_STATUS_SUCCESS: return "the operation completed successfully";
+	case CUBLAS_STATUS_NOT_INITIALIZED: return "the library was not initialized";
+	case CUBLAS_STATUS_ALLOC_FAILED: return "the resource allocation failed";
+	case CUBLAS_STATUS_INVALID_VALUE: return "an invalid numeric value was used as an argument";
+	case CUBLAS_STATUS_ARCH_MISMATCH: return "an absent device architectural feature is required";
+	case CUBLAS_STATUS_MAPPING_ERROR: return "an access to GPU memory space failed";
+	case CUBLAS_STATUS_EXECUTION_FAILED: return "the GPU program failed to execute";
+	case CUBLAS_STATUS_INTERNAL_ERROR: return "an internal operation failed";
+	case CUBLAS_STATUS_NOT_SUPPORTED: return "the functionality requested is not supported";
+	default: return "unknown error";
+	}
+}
+
+static const char *status_name(cublasStatus_t s)
+{
+	switch (s) {
+	case CUBLAS_STATUS_SUCCESS: return "CUBLAS_STATUS_SUCCESS";
+	case CUBLAS_STATUS_NOT_INITIALIZED: return "CUBLAS_STATUS_NOT_INITIALIZED";
+	case CUBLAS_STATUS_ALLOC_FAILED: return "CUBLAS_STATUS_ALLOC_FAILED";
+	case CUBLAS_STATUS_INVALID_VALUE: return "CUBLAS_STATUS_INVALID_VALUE";
+	case CUBLAS_STATUS_ARCH_MISMATCH: return "CUBLAS_STATUS_ARCH_MISMATCH";
+	case CUBLAS_STATUS_MAPPING_ERROR: return "CUBLAS_STATUS_MAPPING_ERROR";
+	case CUBLAS_STATUS_EXECUTION_FAILED: return "CUBLAS_STATUS_EXECUTION_FAILED";
+	case CUBLAS_STATUS_INTERNAL_ERROR: return "CUBLAS_STATUS_INTERNAL_ERROR";
+	case CUBLAS_STATUS_NOT_SUPPORTED: return "CUBLAS_STATUS_NOT_SUPPORTED";
+	default: return "CUBLAS_STATUS_UNKNOWN";
+	}
+}
+
+extern "C" const char *cublasGetStatusString(cublasStatus_t s) { return status_text(s); }
+extern "C" const char *cublasGetStatusName(cublasStatus_t s) { return status_name(s); }
+extern "C" const char *cublasLtGetStatusString(cublasStatus_t s) { return status_text(s); }
+extern "C" const char *cublasLtGetStatusName(cublasStatus_t s) { return status_name(s); }
+
+/* says why, returns s */
+static cublasStatus_t refuse(cublasStatus_t s, const char *what, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+static cublasStatus_t refuse(cublasStatus_t s, const char *what, const char *fmt, ...)
+{
+	char msg[600];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof msg, fmt, ap);
+	va_end(ap);
+	cx_say(what, "%s (%s)", msg, status_name(s));
+	return s;
+}
+
+/* --- the product --- */
+
+struct Mat {
+	const void *p;
+	int type;        /* CUDA_R_16BF or CUDA_R_32F */
+	int64_t ld, stride;
+};
+
+static float load(const Mat &m, int64_t off)
+{
+	if (m.type == CUDA_R_16BF)
+		return cx_bf2f(((const __nv_bfloat16 *)m.p)[off].__x);
+	return ((const float *)m.p)[off];
+}
+
+struct Gemm {
+	int ta, tb;
+	int64_t m, n, k;
+	int batch;
+	float alpha, beta;
+	Mat A, B, C, D;
+	const void *bias;
+	int bias_type;
+	int64_t bias_stride;
+};
+
+static void gemm_run(const Gemm &g)
+{
+	std::vector<float> a((size_t)(g.m * g.k)), b((size_t)(g.k * g.n));
+	for (int bt = 0; bt < g.batch; bt++) {
+		/* a: op(A) row-major m x k, b: op(B) column-major (column j contiguous) */
+		for (int64_t i = 0; i < g.m; i++)
+			for (int64_t p = 0; p < g.k; p++)
+				a[i * g.k + p] = load(g.A, bt * g.A.stride +
+							       (g.ta ? p + i * g.A.ld : i + p * g.A.ld));
+		for (int64_t j = 0; j < g.n; j++)
+			for (int64_t p = 0; p < g.k; p++)
+				b[j * g.k + p] = load(g.B, bt * g.B.stride +
+							       (g.tb ? j + p * g.B.ld : p + j * g.B.ld));
+		for (int64_t j = 0; j < g.n; j++)
+			for (int64_t i = 0; i < g.m; i++) {
+				const float *ar = &a[i * g.k], *bc = &b[j * g.k];
+				/* eight partial sums (vectorisable), added in a fixed order: an order
+				 * of summation, as the device's is one of its own */
+				float part[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+				int64_t p = 0;
+				for (; p + 8 <= g.k; p += 8)
+					for (int q = 0; q < 8; q++)
+						part[q] += ar[p + q] * bc[p + q];
+				for (; p < g.k; p++)
+					part[p & 7] += ar[p] * bc[p];
+				float acc = ((part[0] + part[1]) + (part[2] + part[3])) +
+					    ((part[4] + part[5]) + (part[6] + part[7]));
+				float v = g.alpha * acc;
+				if (g.beta != 0.0f)
+					v += g.beta * load(g.C, bt * g.C.stride + i + j * g.C.ld);
+				if (g.bias) {
+					int64_t bo = bt * g.bias_stride + i;
+					v += g.bias_type == CUDA_R_16BF
+						     ? cx_bf2f(((const __nv_bfloat16 *)g.bias)[bo].__x)
+						     : ((const float *)g.bias)[bo];
+				}
+				int64_t o = bt * g.D.stride + i + j * g.D.ld;
+				if (g.D.type == CUDA_R_16BF)
+					((__nv_bfloat16 *)g.D.p)[o].__x = cx_f2bf(v, 0);
+				else
+					((float *)g.D.p)[o] = v;
+			}
+	}
+}
+
+static size_t type_size(int t)
+{
+	return t == CUDA_R_16BF || t == CUDA_R_16F ? 2 : t == CUDA_R_32F ? 4 : t == CUDA_R_64F ? 8 : 0;
+}
+
+/* [p, p + extent of an rows x cols matrix with ld, batches) inside device memory */
+static int mat_fits(const char *what, const char *arg, const void *p, int type, int64_t rows,
+		    int64_t cols, int64_t ld, int batch, int64_t stride)
+{
+	if (!rows || !cols)
+		return 1;
+	int64_t last = (rows - 1) + (cols - 1) * ld + (int64_t)(batch - 1) * stride;
+	if (stride < 0 || last < 0)
+		return 0;
+	return cx_device_range(p, (size_t)(last + 1) * type_size(type), what, arg);
+}
+
+static const char *type_name(int t)
+{
+	switch (t) {
+	case CUDA_R_16BF: return "CUDA_R_16BF";
+	case CUDA_R_32F: return "CUDA_R_32F";
+	case CUDA_R_16F: return "CUDA_R_16F";
+	case CUDA_R_64F: return "CUDA_R_64F";
+	default: return "another type";
+	}
+}
+
+/* the type combinations this file implements (a subset of the reference's table) */
+static cublasStatus_t types_ok(const char *what, int at, int bt, int ct, int dt)
+{
+	if (at != CUDA_R_16BF || bt != CUDA_R_16BF)
+		return refuse(CUBLAS_STATUS_NOT_SUPPORTED, what, "A is %s and B %s; implemented: "
+			      "CUDA_R_16BF", type_name(at), type_name(bt));
+	if (ct != dt || (dt != CUDA_R_16BF && dt != CUDA_R_32F))
+		return refuse(CUBLAS_STATUS_NOT_SUPPORTED, what, "C is %s and D %s; implemented: both "
+			      "CUDA_R_16BF or both CUDA_R_32F", type_name(ct), type_name(dt));
+	return CUBLAS_STATUS_SUCCESS;
+}
+
+/* --- cuBLAS --- */
+
+extern "C" cublasStatus_t cublasCreate(cublasHandle_t *h)
+{
+	int n = 0;
+	if (!h)
+		return CUBLAS_STATUS_INVALID_VALUE;
+	if (cudaGetDeviceCount(&n) != cudaSuccess || n == 0)
+		return CUBLAS_STATUS_NOT_INITIALIZED;
+	*h = new cublasContext{0};
+	return CUBLAS_STATUS_SUCCESS;
+}
+
+extern "C" cublasStatus_t cublasDestroy(cublasHandle_t h)
+{
+	if (!h)
+		return CUBLAS_STATUS_NOT_INITIALIZED;
+	delete h;
+	return CUBLAS_STATUS_SUCCESS;
+}
+
+extern "C" cublasStatus_t cublasSetStream(cublasHandle_t h, cudaStream_t s)
+{
+	if (!h)
+		return CUBLAS_STATUS_NOT_INITIALIZED;
+	h->stream = s;
+	return CUBLAS_STATUS_SUCCESS;
+}
+
+static cublasStatus_t submit(cudaStream_t s, const char *what, const Gemm &g)
+{
+	cudaError_t e = cx_enqueue(s, what, [g]() { gemm_run(g); });
+	if (e != cudaSuccess)
+		return refuse(CUBLAS_STATUS_EXECUTION_FAILED, what, "%s", cudaGetErrorString(e));
+	return CUBLAS_STATUS_SUCCESS;
+}
+
+extern "C" cublasStatus_t cublasGemmEx(cublasHandle_t h, cublasOperation_t ta,
+				       cublasOperation_t tb, int m, int n, int k, const void *alpha,
+				       const void *A, cudaDataType_t atype, int lda, const void *B,
+				       cudaDataType_t btype, int ldb, const void *beta, void *C,
+				       cudaDataType_t ctype, int ldc, cublasComputeType_t compute,
+				       cublasGemmAlgo_t algo)
+{
+	const char *what = "cublasGemmEx";
+	if (!h)
+		return CUBLAS_STATUS_NOT_INITIALIZED;
+	if (compute != CUBLAS_COMPUTE_32F)
+		return refuse(CUBLAS_STATUS_NOT_SUPPORTED, what, "compute type %d; implemented: "
+			      "CUBLAS_COMPUTE_32F", (int)compute);
+	if (algo != CUBLAS_GEMM_DEFAULT && algo != CUBLAS_GEMM_DEFAULT_TENSOR_OP)
+		return refuse(CUBLAS_STATUS_NOT_SUPPORTED, what, "algorithm %d", (int)algo);
+	cublasStatus_t st = types_ok(what, atype, btype, ctype, ctype);
+	if (st)
+		return st;
+	if (ta > CUBLAS_OP_C || tb > CUBLAS_OP_C || m < 0 || n < 0 || k < 0 || !alpha || !beta)
+		return refuse(CUBLAS_STATUS_INVALID_VALUE, what, "bad arguments");
+	int ar = ta == CUBLAS_OP_N ? m : k, ac = ta == CUBLAS_OP_N ? k : m;
+	int br = tb == CUBLAS_OP_N ? k : n, bc = tb == CUBLAS_OP_N ? n : k;
+	if (lda < (ar > 1 ? ar : 1) || ldb < (br > 1 ? br : 1) || ldc < (m > 1 ? m : 1))
+		return refuse(CUBLAS_STATUS_INVALID_VALUE, what, "m=%d n=%d k=%d: lda %d, ldb %d or "
+			      "ldc %d is below its matrix's rows (%d, %d, %d)", m, n, k, lda, ldb, ldc,
+			      ar, br, m);
+	if (!m || !n)
+		return CUBLAS_STATUS_SUCCESS;
+	Gemm g = {};
+	g.ta = ta != CUBLAS_OP_N, g.tb = tb != CUBLAS_OP_N;
+	g.m = m, g.n = n, g.k = k, g.batch = 1;
+	g.alpha = *(const float *)alpha; /* host pointer mode: read now */
+	g.beta = *(const float *)beta;
+	g.A = Mat{A, atype, lda, 0};
+	g.B = Mat{B, btype, ldb, 0};
+	g.C = g.D = Mat{C, ctype, ldc, 0};
+	if ((k && !mat_fits(what, "A", A, atype, ar, ac, lda, 1, 0)) ||
+	    (k && !mat_fits(what, "B", B, btype, br, bc, ldb, 1, 0)) ||
+	    !mat_fits(what, "C", C, ctype, m, n, ldc, 1, 0))
+		return CUBLAS_STATUS_INVALID_VALUE;
+	return submit(h->stream, what, g);
+}
+
+/* --- cuBLASLt --- */
+
+extern "C" cublasStatus_t cublasLtCreate(cublasLtHandle_t *h)
+{
+	int n = 0;
+	if (!h)
+		return CUBLAS_STATUS_INVALID_VALUE;
+	if (cudaGetDeviceCount(&n) != cudaSuccess || n == 0)
+		return CUBLAS_STATUS_NOT_INITIALIZED;
+	*h = new cublasLtContext{1};
+	return CUBLAS_STATUS_SUCCESS;
+}
+
+extern "C" cublasStatus_t cublasLtDestroy(cublasLtHandle_t h)
+{
+	if (!h)
+		return CUBLAS_STATUS_NOT_INITIALIZED;
+	delete h;
+	return CUBLAS_STATUS_SUCCESS;
+}
+
+extern "C" cublasStatus_t cublasLtMatmulDescCreate(cublasLtMatmulDesc_t *d,
+						   cublasComputeType_t compute, cudaDataType_t scale)
+{
+	const char *what = "cublasLtMatmulDescCreate";
+	if (!d)
+		return CUBLAS_STATUS_INVALID_VALUE;
+	if (compute != CUBLAS_COMPUTE_32F || scale != CUDA_R_32F)
+		return refuse(CUBLAS_STATUS_NOT_SUPPORTED, what, "compute type %d, scale type %s; "
+			      "implemented: CUBLAS_COMPUTE_32F with CUDA_R_32F", (int)compute,
+			      type_name(scale));
+	*d = new cx_lt_desc{compute, scale, CUBLAS_OP_N, CUBLAS_OP_N, CUBLAS_OP_N,
+			    CUBLASLT_EPILOGUE_DEFAULT, -1, 0, NULL, 0};
+	return CUBLAS_STATUS_SUCCESS;
+}
+
+extern "C" cublasStatus_t cublasLtMatmulDescDestroy(cublasLtMatmulDesc_t d)
+{
+	delete d;
+	return CUBLAS_STATUS_SUCCESS;
+}
+
+template <typename T>
+static cublasStatus_t get(const char *what, const char *attr, T *dst, const void *buf, size_t size)
+{
+	if (!buf || size != sizeof(T))
+		return refuse(CUBLAS_STATUS_INVALID_VALUE, what, "%s: %zu bytes given, the attribute "
+			      "is %zu", attr, size, sizeof(T));
+	memcpy(dst, buf, sizeof(T));
+	return CUBLAS_STATUS_SUCCESS;
+}
+
+extern "C" cublasStatus_t cublasLtMatmulDescSetAttribute(cublasLtMatmulDesc_t d,
+							 cublasLtMatmulDescAttributes_t attr,
+							 const void *buf, size_t size)
+{
+	const char *what = "cublasLtMatmulDescSetAttribute";
+	if (!d)
+		return CUBLAS_STATUS_NOT_INITIALIZED;
+	cublasStatus_t s;
+	int32_t v = 0;
+	switch (attr) {
+	case CUBLASLT_MATMUL_DESC_TRANSA:
+	case CUBLASLT_MATMUL_DESC_TRANSB:
+	case CUBLASLT_MATMUL_DESC_TRANSC:
+		if ((s = get(what, "TRANS", &v, buf, size)))
+			return s;
+		if (v < CUBLAS_OP_N || v > CUBLAS_OP_C || (attr == CUBLASLT_MATMUL_DESC_TRANSC && v))
+			return refuse(CUBLAS_STATUS_NOT_SUPPORTED, what, "transpose %d of %s", v,
+				      attr == CUBLASLT_MATMUL_DESC_TRANSC ? "C" : "A or B");
+		(attr == CUBLASLT_MATMUL_DESC_TRANSA ? d->ta
+						      : attr == CUBLASLT_MATMUL_DESC_TRANSB ? d->tb : d->tc) = v;
+		return CUBLAS_STATUS_SUCCESS;
+	case CUBLASLT_MATMUL_DESC_EPILOGUE:
+		if ((s = get(what, "EPILOGUE", &v, buf, size)))
+			return s;
+		if (v != CUBLASLT_EPILOGUE_DEFAULT && v != CUBLASLT_EPILOGUE_BIAS)
+			return refuse(CUBLAS_STATUS_NOT_SUPPORTED, what, "epilogue %d; implemented: "
+				      "DEFAULT and BIAS", v);
+		d->epilogue = v;
+		return CUBLAS_STATUS_SUCCESS;
+	case CUBLASLT_MATMUL_DESC_BIAS_POINTER:
+		return get(what, "BIAS_POINTER", &d->bias, buf, size);
+	case CUBLASLT_MATMUL_DESC_BIAS_BATCH_STRIDE:
+		return get(what, "BIAS_BATCH_STRIDE", &d->bias_stride, buf, size);
+	case CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE:
+		if ((s = get(what, "BIAS_DATA_TYPE", &v, buf, size)))
+			return s;
+		if (v != -1 && v != CUDA_R_16BF && v != CUDA_R_32F)
+			return refuse(CUBLAS_STATUS_NOT_SUPPORTED, what, "bias type %s", type_name(v));
+		d->bias_type = v;
+		return CUBLAS_STATUS_SUCCESS;
+	case CUBLASLT_MATMUL_DESC_POINTER_MODE:
+		if ((s = get(what, "POINTER_MODE", &v, buf, size)))
+			return s;
+		if (v != 0)
+			return refuse(CUBLAS_STATUS_NOT_SUPPORTED, what, "pointer mode %d; "
+				      "implemented: host alpha and beta (0)", v);
+		return CUBLAS_STATUS_SUCCESS;
+	case CUBLASLT_MATMUL_DESC_COMPUTE_TYPE:
+	case CUBLASLT_MATMUL_DESC_SCALE_TYPE:
+		if ((s = get(what, "COMPUTE/SCALE_TYPE", &v, buf, size)))
+			return s;
+		if (v != (attr == CUBLASLT_MATMUL_DESC_COMPUTE_TYPE ? (int)CUBLAS_COMPUTE_32F : (int)CUDA_R_32F))
+			return refuse(CUBLAS_STATUS_NOT_SUPPORTED, what, "compute/scale type %d", v);
+		return CUBLAS_STATUS_SUCCESS;
+	}
+	return refuse(CUBLAS_STATUS_NOT_SUPPORTED, what, "attribute %d is not implemented", (int)attr);
+}
+
+extern "C" cublasStatus_t cublasLtMatrixLayoutCreate(cublasLtMatrixLayout_t *l,
+						     cudaDataType_t type, uint64_t rows,
+						     uint64_t cols, int64_t ld)
+{
+	if (!l)
+		return CUBLAS_STATUS_INVALID_VALUE;
+	if (!type_size(type))
+		return refuse(CUBLAS_STATUS_NOT_SUPPORTED, "cublasLtMatrixLayoutCreate", "type %d",
+			      (int)type);
+	*l = new cx_lt_layout{type, CUBLASLT_ORDER_COL, 1, rows, cols, ld, 0};
+	return CUBLAS_STATUS_SUCCESS;
+}
+
+extern "C" cublasStatus_t cublasLtMatrixLayoutDestroy(cublasLtMatrixLayout_t l)
+{
+	delete l;
+	return CUBLAS_STATUS_SUCCESS;
+}
+
+extern "C" cublasStatus_t cublasLtMatrixLayoutSetAttribute(cublasLtMatrixLayout_t l,
+							   cublasLtMatrixLayoutAttribute_t attr,
+							   const void *buf, size_t size)
+{
+	const char *what = "cublasLtMatrixLayoutSetAttribute";
+	if (!l)
+		return CUBLAS_STATUS_NOT_INITIALIZED;
+	cublasStatus_t s;
+	switch (attr) {
+	case CUBLASLT_MATRIX_LAYOUT_TYPE: {
+		uint32_t v = 0;
+		if ((s = get(what, "TYPE", &v, buf, size)))
+			return s;
+		l->type = (int32_t)v;
+		return CUBLAS_STATUS_SUCCESS;
+	}
+	case CUBLASLT_MATRIX_LAYOUT_ORDER: {
+		int32_t v = 0;
+		if ((s = get(what, "ORDER", &v, buf, size)))
+			return s;
+		if (v != CUBLASLT_ORDER_COL)
+			return refuse(CUBLAS_STATUS_NOT_SUPPORTED, what, "order %d; implemented: "
+				      "CUBLASLT_ORDER_COL", v);
+		return CUBLAS_STATUS_SUCCESS;
+	}
+	case CUBLASLT_MATRIX_LAYOUT_ROWS:
+		return get(what, "ROWS", &l->rows, buf, size);
+	case CUBLASLT_MATRIX_LAYOUT_COLS:
+		return get(what, "COLS", &l->cols, buf, size);
+	case CUBLASLT_MATRIX_LAYOUT_LD:
+		return get(what, "LD", &l->ld, buf, size);
+	case CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT:
+		return get(what, "BATCH_COUNT", &l->batch, buf, size);
+	case CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET:
+		return get(what, "STRIDED_BATCH_OFFSET", &l->stride, buf, size);
+	}
+	return refuse(CUBLAS_STATUS_NOT_SUPPORTED, what, "attribute %d is not implemented", (int)attr);
+}
+
+extern "C" cublasStatus_t cublasLtMatmulPreferenceCreate(cublasLtMatmulPreference_t *p)
+{
+	if (!p)
+		return CUBLAS_STATUS_INVALID_VALUE;
+	*p = new cx_lt_pref{0, {256, 256, 256, 256}};
+	return CUBLAS_STATUS_SUCCESS;
+}
+
+extern "C" cublasStatus_t cublasLtMatmulPreferenceDestroy(cublasLtMatmulPreference_t p)
+{
+	delete p;
+	return CUBLAS_STATUS_SUCCESS;
+}
+
+extern "C" cublasStatus_t cublasLtMatmulPreferenceSetAttribute(cublasLtMatmulPreference_t p,
+							       cublasLtMatmulPreferenceAttributes_t attr,
+							       const void *buf, size_t size)
+{
+	const char *what = "cublasLtMatmulPreferenceSetAttribute";
+	if (!p)
+		return CUBLAS_STATUS_NOT_INITIALIZED;
+	switch (attr) {
+	case CUBLASLT_MATMUL_PREF_SEARCH_MODE: {
+		uint32_t v = 0;
+		cublasStatus_t s = get(what, "SEARCH_MODE", &v, buf, size);
+		return s ? s : v ? refuse(CUBLAS_STATUS_NOT_SUPPORTED, what, "search mode %u", v) : s;
+	}
+	case CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES:
+		return get(what, "MAX_WORKSPACE_BYTES", &p->ws, buf, size);
+	case CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES:
+	case CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES:
+	case CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES:
+	case CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES:
+		return get(what, "MIN_ALIGNMENT", &p->align[attr - CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES],
+			   buf, size);
+	}
+	return refuse(CUBLAS_STATUS_NOT_SUPPORTED, what, "attribute %d is not implemented", (int)attr);
+}
+
+/* The problem described by the descriptors, checked; pointers are checked by the caller. */
+static cublasStatus_t lt_problem(const char *what, cublasLtMatmulDesc_t d, cublasLtMatrixLayout_t a,
+				 cublasLtMatrixLayout_t b, cublasLtMatrixLayout_t c,
+				 cublasLtMatrixLayout_t dl, Gemm *g)
+{
+	if (!d || !a || !b || !c || !dl)
+		return refuse(CUBLAS_STATUS_INVALID_VALUE, what, "a descriptor is NULL");
+	cublasStatus_t s = types_ok(what, a->type, b->type, c->type, dl->type);
+	if (s)
+		return s;
+	int ta = d->ta != CUBLAS_OP_N, tb = d->tb != CUBLAS_OP_N;
+	int64_t m = (int64_t)dl->rows, n = (int64_t)dl->cols;
+	int64_t k = ta ? (int64_t)a->rows : (int64_t)a->cols;
+	int64_t am = ta ? (int64_t)a->cols : (int64_t)a->rows;
+	int64_t bk = tb ? (int64_t)b->cols : (int64_t)b->rows;
+	int64_t bn = tb ? (int64_t)b->rows : (int64_t)b->cols;
+	if (am != m || bn != n || bk != k || c->rows != dl->rows || c->cols != dl->cols)
+		return refuse(CUBLAS_STATUS_INVALID_VALUE, what, "shapes do not agree: op(A) %lldx%lld, "
+			      "op(B) %lldx%lld, C %llux%llu, D %llux%llu", (long long)am,
+			      (long long)k, (long long)bk, (long long)bn,
+			      (unsigned long long)c->rows, (unsigned long long)c->cols,
+			      (unsigned long long)dl->rows, (unsigned long long)dl->cols);
+	const cx_lt_layout *ls[4] = {a, b, c, dl};
+	for (int i = 0; i < 4; i++) {
+		if (ls[i]->ld < (int64_t)(ls[i]->rows ? ls[i]->rows : 1))
+			return refuse(CUBLAS_STATUS_INVALID_VALUE, what, "matrix %c: leading dimension "
+				      "%lld is below its %llu rows", "ABCD"[i], (long long)ls[i]->ld,
+				      (unsigned long long)ls[i]->rows);
+		if (ls[i]->batch != dl->batch)
+			return refuse(CUBLAS_STATUS_INVALID_VALUE, what, "matrix %c has %d batches, D "
+				      "%d", "ABCD"[i], ls[i]->batch, dl->batch);
+		if (ls[i]->batch < 1 || (ls[i]->batch > 1 && ls[i]->stride < 0))
+			return refuse(CUBLAS_STATUS_INVALID_VALUE, what, "matrix %c: batch count %d, "
+				      "stride %lld", "ABCD"[i], ls[i]->batch, (long long)ls[i]->stride);
+	}
+	int bias = d->epilogue == CUBLASLT_EPILOGUE_BIAS;
+	int bt = d->bias_type == -1 ? dl->type : d->bias_type;
+	if (bias && !(bt == CUDA_R_32F || (bt == CUDA_R_16BF && dl->type == CUDA_R_16BF)))
+		return refuse(CUBLAS_STATUS_NOT_SUPPORTED, what, "bias of %s with D of %s",
+			      type_name(bt), type_name(dl->type));
+	memset(g, 0, sizeof *g);
+	g->ta = ta, g->tb = tb;
+	g->m = m, g->n = n, g->k = k;
+	g->batch = dl->batch;
+	g->bias_type = bt;
+	g->bias_stride = d->bias_stride;
+	g->A = Mat{NULL, a->type, a->ld, a->stride};
+	g->B = Mat{NULL, b->type, b->ld, b->stride};
+	g->C = Mat{NULL, c->type, c->ld, c->stride};
+	g->D = Mat{NULL, dl->type, dl->ld, dl->stride};
+	g->bias = bias ? (const void *)1 : NULL; /* set by the caller */
+	return CUBLAS_STATUS_SUCCESS;
+}
+
+extern "C" cublasStatus_t cublasLtMatmulAlgoGetHeuristic(
+	cublasLtHandle_t h, cublasLtMatmulDesc_t d, cublasLtMatrixLayout_t a,
+	cublasLtMatrixLayout_t b, cublasLtMatrixLayout_t c, cublasLtMatrixLayout_t dl,
+	cublasLtMatmulPreference_t pref, int requested, cublasLtMatmulHeuristicResult_t *results,
+	int *returned)
+{
+	const char *what = "cublasLtMatmulAlgoGetHeuristic";
+	if (!h)
+		return CUBLAS_STATUS_NOT_INITIALIZED;
+	if (!pref || requested < 1 || !results || !returned)
+		return refuse(CUBLAS_STATUS_INVALID_VALUE, what, "bad arguments");
+	*returned = 0;
+	Gemm g;
+	cublasStatus_t s = lt_problem(what, d, a, b, c, dl, &g);
+	if (s)
+		return s;
+	const char *no = getenv("LMTK_CUDA_EXEC_LT_NOALGO");
+	if (no && *no && strcmp(no, "0"))
+		return CUBLAS_STATUS_NOT_SUPPORTED; /* "no algorithm", as for an awkward shape */
+	memset(&results[0], 0, sizeof results[0]);
+	results[0].algo.data[0] = ALGO_MAGIC;
+	results[0].workspaceSize = 0;
+	results[0].state = CUBLAS_STATUS_SUCCESS;
+	results[0].wavesCount = 1.0f;
+	*returned = 1;
+	return CUBLAS_STATUS_SUCCESS;
+}
+
+extern "C" cublasStatus_t cublasLtMatmul(cublasLtHandle_t h, cublasLtMatmulDesc_t d,
+					 const void *alpha, const void *A,
+					 cublasLtMatrixLayout_t adesc, const void *B,
+					 cublasLtMatrixLayout_t bdesc, const void *beta,
+					 const void *C, cublasLtMatrixLayout_t cdesc, void *D,
+					 cublasLtMatrixLayout_t ddesc,
+					 const cublasLtMatmulAlgo_t *algo, void *ws, size_t wsbytes,
+					 cudaStream_t stream)
+{
+	const char *what = "cublasLtMatmul";
+	if (!h)
+		return CUBLAS_STATUS_NOT_INITIALIZED;
+	if (!alpha || !beta)
+		return refuse(CUBLAS_STATUS_INVALID_VALUE, what, "alpha or beta is NULL");
+	if (algo && algo->data[0] != ALGO_MAGIC)
+		return refuse(CUBLAS_STATUS_INVALID_VALUE, what, "the algorithm did not come from "
+			      "cublasLtMatmulAlgoGetHeuristic");
+	Gemm g;
+	cublasStatus_t s = lt_problem(what, d, adesc, bdesc, cdesc, ddesc, &g);
+	if (s)
+		return s;
+	if (C == D && (cdesc->ld != ddesc->ld || cdesc->stride != ddesc->stride))
+		return refuse(CUBLAS_STATUS_INVALID_VALUE, what, "in place (C == D) with different "
+			      "layouts: ldc %lld, ldd %lld", (long long)cdesc->ld,
+			      (long long)ddesc->ld);
+	if (g.bias && !d->bias)
+		return refuse(CUBLAS_STATUS_INVALID_VALUE, what, "the BIAS epilogue without "
+			      "CUBLASLT_MATMUL_DESC_BIAS_POINTER");
+	g.alpha = *(const float *)alpha;
+	g.beta = *(const float *)beta;
+	g.A.p = A, g.B.p = B, g.C.p = C, g.D.p = D;
+	g.bias = g.bias ? d->bias : NULL;
+	int64_t ar = (int64_t)adesc->rows, ac = (int64_t)adesc->cols;
+	int64_t br = (int64_t)bdesc->rows, bc = (int64_t)bdesc->cols;
+	if (!g.m || !g.n)
+		return CUBLAS_STATUS_SUCCESS;
+	if ((g.k && !mat_fits(what, "A", A, adesc->type, ar, ac, adesc->ld, g.batch, adesc->stride)) ||
+	    (g.k && !mat_fits(what, "B", B, bdesc->type, br, bc, bdesc->ld, g.batch, bdesc->stride)) ||
+	    (g.beta != 0.0f &&
+	     !mat_fits(what, "C", C, cdesc->type, g.m, g.n, cdesc->ld, g.batch, cdesc->stride)) ||
+	    !mat_fits(what, "D", D, ddesc->type, g.m, g.n, ddesc->ld, g.batch, ddesc->stride) ||
+	    (g.bias && !cx_device_range(g.bias, (size_t)((g.batch - 1) * g.bias_stride + g.m) *
+							 type_size(g.bias_type), what, "bias")) ||
+	    (wsbytes && !cx_device_range(ws, wsbytes, what, "workspace")))
+		return CUBLAS_STATUS_INVALID_VALUE;
+	return submit(stream, what, g);
+}

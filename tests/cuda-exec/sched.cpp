@@ -1,0 +1,704 @@
+/* sched - running a kernel on the CPU executor (tests/cuda-exec): its blocks one after another,
+ * every CUDA thread of a block a fiber with its own stack.
+ *
+ * A fiber runs until it reaches __syncthreads(), a warp-synchronous call or its end, then
+ * switches back to the scheduler, which resumes the next runnable thread in the interval's
+ * order (LMTK_CUDA_EXEC_ORDER: forward, reverse, or a fresh random permutation per barrier
+ * interval).  The context switch saves the callee-saved registers (x86-64 System V, a few
+ * instructions; ucontext elsewhere).
+ *
+ * Barriers and warp calls follow the Programming Guide and the PTX ISA to the letter: a
+ * __syncthreads() completes when every thread of the block has reached the same one; a thread
+ * that has exited, or waits at a different __syncthreads(), is barrier divergence - undefined on
+ * the device, an error here.  A warp call completes when every lane named in its member mask
+ * has made the same call with the same mask; the results follow the PTX rules (shuffle source
+ * lanes within width segments, "later groups" returning the caller's own value, and so on).  A
+ * lane that exits or waits at a barrier while others wait for it, a mask that leaves out the
+ * caller or names an exited lane, and a shuffle reading a lane outside its mask (an undefined
+ * value) are errors.  Every error stops the kernel with a message naming the kernel, the block,
+ * the thread and the source line, and becomes the context's sticky error. */
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <ucontext.h>
+
+#include <algorithm>
+#include <deque>
+#include <vector>
+
+#include "exec.h"
+
+/* ---------------------------------------------------------------------------------------------
+ * fibers: a context switch of callee-saved registers (x86-64 System V), ucontext elsewhere */
+
+
+#if defined(__x86_64__)
+extern "C" void cx_switch(void **save_sp, void *to_sp);
+extern "C" void cx_fiber_boot(void);
+__asm__(".text\n"
+	".globl cx_switch\n"
+	".hidden cx_switch\n"
+	".type cx_switch,@function\n"
+	"cx_switch:\n"
+	"\tpushq %rbp\n\tpushq %rbx\n\tpushq %r12\n\tpushq %r13\n\tpushq %r14\n\tpushq %r15\n"
+	"\tsubq $8, %rsp\n\tstmxcsr (%rsp)\n\tfnstcw 4(%rsp)\n"
+	"\tmovq %rsp, (%rdi)\n"
+	"\tmovq %rsi, %rsp\n"
+	"\tldmxcsr (%rsp)\n\tfldcw 4(%rsp)\n\taddq $8, %rsp\n"
+	"\tpopq %r15\n\tpopq %r14\n\tpopq %r13\n\tpopq %r12\n\tpopq %rbx\n\tpopq %rbp\n"
+	"\tret\n"
+	".size cx_switch,.-cx_switch\n"
+	".globl cx_fiber_boot\n"
+	".hidden cx_fiber_boot\n"
+	".type cx_fiber_boot,@function\n"
+	"cx_fiber_boot:\n"
+	"\tmovq %r12, %rdi\n"
+	"\tcall cx_fiber_main@PLT\n"
+	"\tud2\n"
+	".size cx_fiber_boot,.-cx_fiber_boot\n");
+#endif
+
+std::vector<Thr> g_thr;
+static std::vector<char *> g_stacks;
+size_t g_stack_bytes;
+std::vector<Warp> g_warps;
+static std::deque<int> g_runq;
+static std::vector<int> g_perm;
+static void *g_sched_sp;
+#if !defined(__x86_64__)
+static ucontext_t g_sched_uc;
+#endif
+Thr *g_cur;
+int g_running;
+int g_abort;
+int g_in_atomic;
+const Launch *g_launch;
+uint3 g_block;
+int g_nthr;
+static int g_ndone, g_bar_count;
+static const char *g_bar_file;
+static int g_bar_line, g_bar_first;
+uint32_t g_epoch, g_block_epoch, g_launch_epoch;
+std::vector<uint32_t> g_epoch_block;
+
+static void epoch_advance(void)
+{
+	g_epoch++;
+	g_epoch_block.push_back(g_block.x + g_launch->grid.x * (g_block.y + g_launch->grid.y * g_block.z));
+}
+static uint64_t g_rng;
+
+extern "C" uint3 cx_thread_idx(void) { return g_cur->tid; }
+extern "C" uint3 cx_block_idx(void) { return g_block; }
+extern "C" dim3 cx_block_dim(void) { return g_launch->block; }
+extern "C" dim3 cx_grid_dim(void) { return g_launch->grid; }
+
+static uint64_t rng_next(void)
+{
+	/* splitmix64 */
+	uint64_t z = (g_rng += 0x9E3779B97F4A7C15ull);
+	z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+	z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+	return z ^ (z >> 31);
+}
+
+/* the order of this interval: forward, reverse or a fresh random permutation */
+static void new_order(int n)
+{
+	g_perm.resize(n);
+	for (int i = 0; i < n; i++)
+		g_perm[i] = cfg.order == 1 ? n - 1 - i : i;
+	if (cfg.order == 2)
+		for (int i = n - 1; i > 0; i--)
+			std::swap(g_perm[i], g_perm[rng_next() % (uint64_t)(i + 1)]);
+	for (int i = 0; i < n; i++)
+		g_thr[g_perm[i]].rank = (uint32_t)i;
+}
+
+static void stacks_reserve(int n)
+{
+	size_t want = cfg.stack + g_page; /* a guard page below each stack */
+	if (g_stack_bytes != want) {
+		for (char *s : g_stacks)
+			munmap(s, g_stack_bytes);
+		g_stacks.clear();
+		g_stack_bytes = want;
+	}
+	while ((int)g_stacks.size() < n) {
+		void *p = mmap(NULL, want, PROT_READ | PROT_WRITE,
+			       MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+		if (p == MAP_FAILED) {
+			fprintf(stderr, "cuda-exec: cannot map fiber stacks\n");
+			abort();
+		}
+		mprotect(p, g_page, PROT_NONE);
+		g_stacks.push_back((char *)p);
+	}
+}
+
+#if !defined(__x86_64__)
+static void fiber_boot_uc(void)
+{
+	cx_fiber_main(g_cur);
+}
+#endif
+
+static void fiber_init(Thr *t, char *mem)
+{
+	t->stk_lo = mem + g_page;
+	t->stk_hi = mem + g_stack_bytes;
+#if defined(__x86_64__)
+	uintptr_t top = ((uintptr_t)t->stk_hi & ~(uintptr_t)15) - 16;
+	uint64_t *sp = (uint64_t *)(top - 64); /* 16-aligned, so the boot stub calls aligned */
+	uint32_t csr;
+	uint16_t cw;
+	__asm__ volatile("stmxcsr %0" : "=m"(csr));
+	__asm__ volatile("fnstcw %0" : "=m"(cw));
+	sp[0] = (uint64_t)csr | ((uint64_t)cw << 32);
+	sp[1] = 0, sp[2] = 0, sp[3] = 0;      /* r15 r14 r13 */
+	sp[4] = (uint64_t)(uintptr_t)t;       /* r12: the boot stub's argument */
+	sp[5] = 0, sp[6] = 0;                 /* rbx rbp */
+	sp[7] = (uint64_t)(uintptr_t)&cx_fiber_boot;
+	t->sp = sp;
+#else
+	getcontext(&t->uc);
+	t->uc.uc_stack.ss_sp = t->stk_lo;
+	t->uc.uc_stack.ss_size = t->stk_hi - t->stk_lo;
+	t->uc.uc_link = NULL;
+	makecontext(&t->uc, (void (*)(void))fiber_boot_uc, 0);
+#endif
+}
+
+static void to_sched(Thr *t)
+{
+#if defined(__x86_64__)
+	cx_switch(&t->sp, g_sched_sp);
+#else
+	swapcontext(&t->uc, &g_sched_uc);
+#endif
+}
+
+static void to_thread(Thr *t)
+{
+	g_cur = t;
+#if defined(__x86_64__)
+	cx_switch(&g_sched_sp, t->sp);
+#else
+	swapcontext(&g_sched_uc, &t->uc);
+#endif
+	g_cur = NULL;
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * failing a kernel */
+
+void thr_str(char *b, size_t n, const Thr *t)
+{
+	snprintf(b, n, "(%u,%u,%u)", t->tid.x, t->tid.y, t->tid.z);
+}
+
+/* Reports a failure of the running kernel, makes it the sticky error and, inside a CUDA thread,
+ * abandons the block (the thread never resumes). */
+void kfail(cudaError_t code, const Thr *t, const char *fmt, ...)
+{
+	char msg[1400], who[400], tb[40] = "";
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof msg, fmt, ap);
+	va_end(ap);
+	if (t)
+		thr_str(tb, sizeof tb, t);
+	snprintf(who, sizeof who, "kernel %s<<<(%u,%u,%u), (%u,%u,%u), %zu>>>", g_launch->name,
+		 g_launch->grid.x, g_launch->grid.y, g_launch->grid.z, g_launch->block.x,
+		 g_launch->block.y, g_launch->block.z, g_launch->smem);
+	if (!g_abort)
+		cx_say(who, "block (%u,%u,%u)%s%s: %s", g_block.x, g_block.y, g_block.z,
+		       t ? " thread " : "", tb, msg);
+	if (g_sticky == cudaSuccess)
+		g_sticky = code;
+	g_abort = 1;
+	if (g_cur) {
+		Thr *c = g_cur;
+		c->state = T_DONE;
+		to_sched(c);
+		__builtin_unreachable();
+	}
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * barriers */
+
+static void resume_all_in_order(void)
+{
+	for (int i : g_perm)
+		if (g_thr[i].state != T_DONE) {
+			g_thr[i].state = T_RUN;
+			g_runq.push_back(i);
+		}
+}
+
+/* A thread reaching a barrier whose warp-mates wait for it in a warp call deadlocks. */
+static void check_no_warp_waiter(Thr *t, const char *what, const char *file, int line)
+{
+	Warp &w = g_warps[t->warp];
+	for (int i = 0; i < w.ngroups; i++) {
+		Group &g = w.groups[i];
+		if (!(g.mask & lane_bit(t)))
+			continue;
+		Thr &o = g_thr[t->warp * 32 + g.first];
+		char b[40];
+		thr_str(b, sizeof b, &o);
+		kfail(cudaErrorLaunchFailure, t, "reaches %s (%s:%d) while thread %s waits for it in "
+		      "%s (%s:%d, member mask 0x%08x): deadlock", what, file, line, b,
+		      coll_name[o.ckind], o.cfile, o.cline, o.cmask);
+	}
+}
+
+static int barrier(int op, int pred, const char *file, int line)
+{
+	Thr *t = g_cur;
+	if (!t) {
+		fprintf(stderr, "cuda-exec: __syncthreads() called outside a kernel (%s:%d)\n", file,
+			line);
+		abort();
+	}
+	if (g_ndone > 0) {
+		for (Thr &o : g_thr)
+			if (&o - g_thr.data() < g_nthr && o.state == T_DONE) {
+				char b[40];
+				thr_str(b, sizeof b, &o);
+				kfail(cudaErrorLaunchFailure, t, "barrier divergence: reaches "
+				      "__syncthreads() at %s:%d, but thread %s has already exited and "
+				      "never will", file, line, b);
+			}
+	}
+	if (g_bar_count > 0 && (g_bar_line != line || strcmp(g_bar_file, file))) {
+		char b[40];
+		thr_str(b, sizeof b, &g_thr[g_bar_first]);
+		kfail(cudaErrorLaunchFailure, t, "barrier divergence: waits at __syncthreads() %s:%d "
+		      "while thread %s waits at __syncthreads() %s:%d", file, line, b, g_bar_file,
+		      g_bar_line);
+	}
+	check_no_warp_waiter(t, "__syncthreads()", file, line);
+	if (g_bar_count == 0) {
+		g_bar_file = file;
+		g_bar_line = line;
+		g_bar_first = t->lin;
+	}
+	g_bar_count++;
+	t->bpred = pred;
+	t->state = T_BAR;
+	g_warps[t->warp].atbar |= lane_bit(t);
+	if (g_bar_count == g_nthr) {
+		int cnt = 0, all = 1, any = 0;
+		for (int i = 0; i < g_nthr; i++) {
+			cnt += g_thr[i].bpred != 0;
+			all &= g_thr[i].bpred != 0;
+			any |= g_thr[i].bpred != 0;
+		}
+		int res = op == 0 ? cnt : op == 1 ? all : any;
+		for (int i = 0; i < g_nthr; i++)
+			g_thr[i].bpred = res;
+		g_bar_count = 0;
+		epoch_advance();
+		for (Warp &w : g_warps) {
+			w.log.clear();
+			w.atbar = 0;
+		}
+		new_order(g_nthr);
+		resume_all_in_order();
+		to_sched(t);
+	} else {
+		to_sched(t);
+	}
+	return t->bpred;
+}
+
+extern "C" void cx_syncthreads(const char *file, int line)
+{
+	barrier(0, 0, file, line);
+}
+
+extern "C" int cx_syncthreads_op(int op, int pred, const char *file, int line)
+{
+	return barrier(op, pred, file, line);
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * warp calls */
+
+static int shfl_src(int mode, int lane, int arg, int width)
+{
+	int seg = lane & ~(width - 1);
+	switch (mode) {
+	case 0:
+		return seg + (arg & (width - 1));
+	case 1: { /* up: lanes below the segment's start keep their value */
+		int s = lane - arg;
+		return arg < 0 || s < seg ? lane : s;
+	}
+	case 2: {
+		int s = lane + arg;
+		return arg < 0 || s >= seg + width ? lane : s;
+	}
+	default: { /* xor: "later groups" give the caller's own value */
+		int s = lane ^ arg;
+		return s >= seg + width ? lane : s;
+	}
+	}
+}
+
+const char *const coll_name[] = {"__shfl_*_sync", "a vote (__ballot/__any/__all_sync)",
+				 "__match_*_sync", "__reduce_*_sync", "__syncwarp"};
+static const char *const shfl_name[] = {"__shfl_sync", "__shfl_up_sync", "__shfl_down_sync",
+					"__shfl_xor_sync"};
+
+static void coll_complete(Thr *t, unsigned mask)
+{
+	Warp &w = g_warps[t->warp];
+	Thr *base = &g_thr[t->warp * 32];
+	int kind = t->ckind;
+	switch (kind) {
+	case C_SHFL:
+		for (unsigned m = mask; m; m &= m - 1) {
+			Thr &a = base[__builtin_ctz(m)];
+			if (a.csize != t->csize)
+				kfail(cudaErrorLaunchFailure, &a, "%s (%s:%d) shuffles a %d-byte value "
+				      "while lane %d shuffles %d bytes with the same mask",
+				      shfl_name[a.cop], a.cfile, a.cline, a.csize, t->lane, t->csize);
+			if (a.csrc != a.lane && !(mask & (1u << a.csrc)))
+				kfail(cudaErrorLaunchFailure, &a, "%s (%s:%d) reads lane %d, which is "
+				      "not in the member mask 0x%08x: its value is undefined",
+				      shfl_name[a.cop], a.cfile, a.cline, a.csrc, mask);
+			a.cres = base[a.csrc].cval;
+		}
+		break;
+	case C_VOTE: {
+		unsigned bal = 0;
+		for (unsigned m = mask; m; m &= m - 1)
+			if (base[__builtin_ctz(m)].cval)
+				bal |= 1u << __builtin_ctz(m);
+		for (unsigned m = mask; m; m &= m - 1) {
+			Thr &a = base[__builtin_ctz(m)];
+			a.cres = a.cop == 0 ? bal : a.cop == 1 ? bal != 0 : bal == mask;
+		}
+		break;
+	}
+	case C_MATCH:
+		for (unsigned m = mask; m; m &= m - 1) {
+			Thr &a = base[__builtin_ctz(m)];
+			unsigned same = 0;
+			for (unsigned k = mask; k; k &= k - 1)
+				if (base[__builtin_ctz(k)].cval == a.cval)
+					same |= 1u << __builtin_ctz(k);
+			if (a.cop == 0)
+				a.cres = same;
+			else {
+				a.cpred = same == mask;
+				a.cres = same == mask ? mask : 0;
+			}
+		}
+		break;
+	case C_REDUCE: {
+		int op = t->cop >> 1, sgn = t->cop & 1;
+		uint64_t acc = 0;
+		int first = 1;
+		for (unsigned m = mask; m; m &= m - 1) {
+			Thr &a = base[__builtin_ctz(m)];
+			if (a.cop != t->cop)
+				kfail(cudaErrorLaunchFailure, &a, "__reduce_*_sync (%s:%d) with another "
+				      "operation than lane %d's (%s:%d)", a.cfile, a.cline, t->lane,
+				      t->cfile, t->cline);
+			uint32_t v = (uint32_t)a.cval;
+			if (first) {
+				acc = v;
+				first = 0;
+				continue;
+			}
+			uint32_t c = (uint32_t)acc;
+			switch (op) {
+			case 0: c += v; break;
+			case 1: c = sgn ? ((int32_t)v < (int32_t)c ? v : c) : (v < c ? v : c); break;
+			case 2: c = sgn ? ((int32_t)v > (int32_t)c ? v : c) : (v > c ? v : c); break;
+			case 3: c &= v; break;
+			case 4: c |= v; break;
+			default: c ^= v; break;
+			}
+			acc = c;
+		}
+		for (unsigned m = mask; m; m &= m - 1)
+			base[__builtin_ctz(m)].cres = acc;
+		break;
+	}
+	case C_SYNCWARP:
+		w.log.push_back(mask);
+		break;
+	}
+	for (int i = 0; i < w.ngroups; i++)
+		if (w.groups[i].mask == mask) {
+			w.groups[i] = w.groups[--w.ngroups];
+			break;
+		}
+	int who[32], nw = 0; /* resumed in this interval's order */
+	for (unsigned m = mask; m; m &= m - 1) {
+		int i = t->warp * 32 + __builtin_ctz(m), k = nw++;
+		for (; k > 0 && g_thr[who[k - 1]].rank > g_thr[i].rank; k--)
+			who[k] = who[k - 1];
+		who[k] = i;
+	}
+	for (int k = 0; k < nw; k++) {
+		g_thr[who[k]].state = T_RUN;
+		g_runq.push_back(who[k]);
+	}
+	to_sched(t);
+}
+
+static uint64_t warp_call(int kind, int op, unsigned mask, uint64_t v, int size, int src,
+			  const char *file, int line, int *pred_out)
+{
+	Thr *t = g_cur;
+	if (!t) {
+		fprintf(stderr, "cuda-exec: warp-synchronous call outside a kernel (%s:%d)\n", file,
+			line);
+		abort();
+	}
+	Warp &w = g_warps[t->warp];
+	const char *name = kind == C_SHFL ? shfl_name[op] : coll_name[kind];
+	if (!(mask & lane_bit(t)))
+		kfail(cudaErrorLaunchFailure, t, "%s (%s:%d) with member mask 0x%08x, which does "
+		      "not include the calling lane %d", name, file, line, mask, t->lane);
+	if (mask & ~w.all)
+		kfail(cudaErrorLaunchFailure, t, "%s (%s:%d): member mask 0x%08x names lanes that "
+		      "do not exist in this block (warp %d has lanes 0x%08x)", name, file, line, mask,
+		      t->warp, w.all);
+	if (mask & w.exited)
+		kfail(cudaErrorLaunchFailure, t, "%s (%s:%d): member mask 0x%08x names lane %d, "
+		      "which has exited", name, file, line, mask, __builtin_ctz(mask & w.exited));
+	Group *grp = NULL;
+	for (int i = 0; i < w.ngroups; i++) {
+		Group &g = w.groups[i];
+		if (!(g.mask & mask))
+			continue;
+		Thr &o = g_thr[t->warp * 32 + g.first];
+		if (g.mask != mask)
+			kfail(cudaErrorLaunchFailure, t, "%s (%s:%d) with member mask 0x%08x, while "
+			      "lane %d waits in %s (%s:%d) with mask 0x%08x: all lanes named in a "
+			      "mask must make the same call with the same mask", name, file, line,
+			      mask, o.lane, o.ckind == C_SHFL ? shfl_name[o.cop] : coll_name[o.ckind],
+			      o.cfile, o.cline, o.cmask);
+		if (o.ckind != kind)
+			kfail(cudaErrorLaunchFailure, t, "%s (%s:%d) while lane %d waits in %s "
+			      "(%s:%d) with the same mask 0x%08x", name, file, line, o.lane,
+			      coll_name[o.ckind], o.cfile, o.cline, mask);
+		grp = &g;
+	}
+	if (mask & w.atbar)
+		kfail(cudaErrorLaunchFailure, t, "%s (%s:%d) with member mask 0x%08x names lane %d, "
+		      "which waits at __syncthreads() (%s:%d): deadlock", name, file, line, mask,
+		      __builtin_ctz(mask & w.atbar), g_bar_file, g_bar_line);
+	if (!grp) {
+		grp = &w.groups[w.ngroups++];
+		*grp = Group{mask, 0, t->lane};
+	}
+	grp->arrived |= lane_bit(t);
+	t->ckind = kind;
+	t->cop = op;
+	t->cmask = mask;
+	t->cval = v;
+	t->csize = size;
+	t->csrc = src;
+	t->cfile = file;
+	t->cline = line;
+	t->state = T_WARP;
+	if (grp->arrived == mask)
+		coll_complete(t, mask);
+	else
+		to_sched(t);
+	if (pred_out)
+		*pred_out = t->cpred;
+	return t->cres;
+}
+
+extern "C" uint64_t cx_shfl(int mode, unsigned mask, uint64_t v, int size, int arg, int width,
+			    const char *file, int line)
+{
+	Thr *t = g_cur;
+	if (t && (width < 1 || width > 32 || (width & (width - 1))))
+		kfail(cudaErrorLaunchFailure, t, "%s (%s:%d): width %d is not a power of 2 in "
+		      "[1, 32]", shfl_name[mode & 3], file, line, width);
+	int src = t ? shfl_src(mode, t->lane, arg, width) : 0;
+	return warp_call(C_SHFL, mode, mask, v, size, src, file, line, NULL);
+}
+
+extern "C" unsigned cx_vote(int op, unsigned mask, int pred, const char *file, int line)
+{
+	return (unsigned)warp_call(C_VOTE, op, mask, pred != 0, 4, 0, file, line, NULL);
+}
+
+extern "C" unsigned cx_match(int all, unsigned mask, uint64_t v, int *pred, const char *file,
+			     int line)
+{
+	int p = 0;
+	unsigned r = (unsigned)warp_call(C_MATCH, all, mask, v, 8, 0, file, line, &p);
+	if (pred)
+		*pred = p;
+	return r;
+}
+
+extern "C" unsigned cx_reduce(int op, int sgn, unsigned mask, unsigned v, const char *file,
+			      int line)
+{
+	return (unsigned)warp_call(C_REDUCE, op * 2 + sgn, mask, v, 4, 0, file, line, NULL);
+}
+
+extern "C" void cx_syncwarp(unsigned mask, const char *file, int line)
+{
+	warp_call(C_SYNCWARP, 0, mask, 0, 0, 0, file, line, NULL);
+}
+
+extern "C" unsigned cx_activemask(void)
+{
+	Thr *t = g_cur;
+	if (!t)
+		return 0;
+	Warp &w = g_warps[t->warp];
+	return w.all & ~w.exited;
+}
+
+extern "C" unsigned cx_lanemask_lt(void)
+{
+	return g_cur ? lane_bit(g_cur) - 1 : 0;
+}
+
+extern "C" void cx_fence(void) {}
+
+extern "C" long long cx_clock(void)
+{
+	static long long c;
+	return c += 1000;
+}
+
+extern "C" void cx_trap(const char *file, int line)
+{
+	kfail(cudaErrorLaunchFailure, g_cur, "__trap() at %s:%d", file, line);
+	abort();
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * running a kernel */
+
+extern "C" void cx_fiber_main(Thr *t)
+{
+	g_launch->invoke(g_launch->kernel, g_launch->args);
+	/* the thread exits */
+	Warp &w = g_warps[t->warp];
+	if (g_bar_count > 0) {
+		char b[40];
+		thr_str(b, sizeof b, &g_thr[g_bar_first]);
+		kfail(cudaErrorLaunchFailure, t, "barrier divergence: exits while thread %s and %d "
+		      "others wait at __syncthreads() %s:%d", b, g_bar_count - 1, g_bar_file,
+		      g_bar_line);
+	}
+	check_no_warp_waiter(t, "its end", "exit", 0);
+	t->state = T_DONE;
+	w.exited |= lane_bit(t);
+	g_ndone++;
+	to_sched(t);
+	__builtin_unreachable();
+}
+
+static void run_block(const Launch *L, uint3 b)
+{
+	int n = (int)(L->block.x * L->block.y * L->block.z);
+	g_block = b;
+	g_nthr = n;
+	g_ndone = 0;
+	g_bar_count = 0;
+	epoch_advance();
+	g_block_epoch = g_epoch;
+	int nw = (n + 31) / 32;
+	g_warps.resize(nw);
+	for (Warp &w : g_warps) {
+		w.exited = w.atbar = 0;
+		w.ngroups = 0;
+		w.log.clear();
+	}
+	for (int i = 0; i < nw; i++)
+		g_warps[i].all = i == nw - 1 && n % 32 ? (1u << (n % 32)) - 1 : 0xffffffffu;
+	if (g_thr.size() < (size_t)n)
+		g_thr.resize(n);
+	for (int i = 0; i < n; i++) {
+		Thr &t = g_thr[i];
+		t.lin = i;
+		t.lane = i & 31;
+		t.warp = i >> 5;
+		t.tid = uint3{(unsigned)i % L->block.x, (unsigned)i / L->block.x % L->block.y,
+			      (unsigned)i / (L->block.x * L->block.y)};
+		t.state = T_RUN;
+		t.cres = 0;
+		t.cpred = 0;
+		fiber_init(&t, g_stacks[i]);
+	}
+	smem_block_start(L->smem);
+	g_runq.clear();
+	new_order(n);
+	resume_all_in_order();
+	while (!g_runq.empty() && !g_abort) {
+		int i = g_runq.front();
+		g_runq.pop_front();
+		if (g_thr[i].state != T_RUN)
+			continue;
+		to_thread(&g_thr[i]);
+	}
+	if (!g_abort && g_ndone < n) {
+		int shown = 0;
+		char list[600] = "";
+		for (int i = 0; i < n && shown < 4; i++)
+			if (g_thr[i].state != T_DONE) {
+				size_t l = strlen(list);
+				snprintf(list + l, sizeof list - l, "%s(%u,%u,%u) %s", shown ? ", " : "",
+					 g_thr[i].tid.x, g_thr[i].tid.y, g_thr[i].tid.z,
+					 g_thr[i].state == T_BAR ? "at __syncthreads()" : "in a warp call");
+				shown++;
+			}
+		kfail(cudaErrorLaunchFailure, NULL, "deadlock: %d of %d threads never finish: %s",
+		      n - g_ndone, n, list);
+	}
+}
+
+void run_kernel(const Launch *L)
+{
+	g_launch = L;
+	g_abort = 0;
+	g_rng = cfg.seed * 0x2545F4914F6CDD1Dull + L->serial;
+	stacks_reserve((int)(L->block.x * L->block.y * L->block.z));
+	smem_kernel_start();
+	if (g_epoch > 0xf0000000u) /* numbers for another 2^28 intervals at least */
+		shadows_reset();
+	g_launch_epoch = g_epoch + 1;
+	g_epoch_block.clear();
+	if (cfg.trace)
+		fprintf(stderr, "cuda-exec: launch #%llu %s<<<(%u,%u,%u), (%u,%u,%u), %zu>>>\n",
+			(unsigned long long)L->serial, L->name, L->grid.x, L->grid.y, L->grid.z,
+			L->block.x, L->block.y, L->block.z, L->smem);
+	size_t nb = (size_t)L->grid.x * L->grid.y * L->grid.z;
+	std::vector<size_t> order;
+	if (cfg.order == 2) {
+		order.resize(nb);
+		for (size_t i = 0; i < nb; i++)
+			order[i] = i;
+		for (size_t i = nb - 1; i > 0 && nb > 1; i--)
+			std::swap(order[i], order[rng_next() % (i + 1)]);
+	}
+	g_running = 1;
+	for (size_t k = 0; k < nb && !g_abort; k++) {
+		size_t i = cfg.order == 0 ? k : cfg.order == 1 ? nb - 1 - k : order[k];
+		uint3 b = {(unsigned)(i % L->grid.x), (unsigned)(i / L->grid.x % L->grid.y),
+			   (unsigned)(i / ((size_t)L->grid.x * L->grid.y))};
+		run_block(L, b);
+	}
+	g_running = 0;
+	g_cur = NULL;
+}

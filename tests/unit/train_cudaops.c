@@ -1,0 +1,772 @@
+/* train_cudaops.c - every function of the CUDA backend's ops table against the CPU backend.
+ *
+ * Each case draws inputs, rounds them to bf16 (the CUDA backend's activation type) so that both
+ * backends see the same values, runs the op on both, and compares the CUDA result with the CPU's
+ * fp32 one: max |cuda - cpu| over the tensor, relative to max |cpu|, within a tolerance that
+ * says how many bf16 roundings the op makes (an output rounded once to bf16 is within 2^-9;
+ * fp32 outputs computed from the same inputs within float rounding).  Shapes are the awkward
+ * ones: sequence lengths across the attention's 64-row tiles and not multiples of them, head
+ * dims 32/64/80/128, odd head counts, ALiBi with non-power-of-two head counts, the
+ * --reset-attention-mask document mask, dropout, channels that are not multiples of 8 (the
+ * kernels' scalar paths), pointers that are not 16-byte aligned, padded vocabularies that are
+ * not multiples of 128, out-of-vocabulary targets.
+ *
+ * Which CUDA backend: the one train itself would load (LMTK_CUDA_PLUGIN, else train-cuda.so
+ * next to the build) - a real GPU where there is one, or the CPU executor when
+ * LMTK_CUDA_PLUGIN names build/lib/lmtk/train-cuda-exec.so (tests/cli/train-cuda.sh runs it
+ * there under two thread orders).  Without a usable CUDA backend it says skip.
+ *
+ * `train_cudaops --dump FILE` also writes every CUDA output, bit for bit, to FILE: runs under
+ * different thread orders must write identical files (the kernels claim results that do not
+ * depend on scheduling).  `--only TEXT` runs the cases whose names contain TEXT. */
+#include "t.h"
+
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+
+#include "train/model.h"
+#include "train/ops.h"
+#include "train/philox.h"
+
+static const struct ops *cu, *cpu;
+static FILE *dumpf;
+static const char *only; /* --only: the cases whose names contain it */
+#define CASE(name) if (!only || strstr((name), only)) T_CASE(name)
+
+/* --- host helpers --- */
+
+static float bf16r(float x) /* round to bf16, nearest even (the CUDA backend's activations) */
+{
+	uint32_t u;
+	memcpy(&u, &x, 4);
+	if ((u & 0x7fffffffu) > 0x7f800000u)
+		return x;
+	u = (u + 0x7fffu + ((u >> 16) & 1u)) & 0xffff0000u;
+	memcpy(&x, &u, 4);
+	return x;
+}
+
+/* n values ~ N(0, sd) from stream key, rounded to bf16 */
+static float *randn(size_t n, float sd, uint64_t key)
+{
+	float *x = malloc(n * sizeof *x);
+	for (size_t i = 0; i < n; i++)
+		x[i] = bf16r((float)(sd * philox_normal(key, i)));
+	return x;
+}
+
+static float *zeros(size_t n)
+{
+	return calloc(n ? n : 1, sizeof(float));
+}
+
+static float *copyf(const float *x, size_t n)
+{
+	float *y = malloc((n ? n : 1) * sizeof *y);
+	memcpy(y, x, n * sizeof *y);
+	return y;
+}
+
+/* --- device helpers, the same for both backends --- */
+
+static void *up_act(const struct ops *o, const float *h, size_t n)
+{
+	void *d = o->alloc(n * o->act_size);
+	float *t = o->alloc(n * sizeof(float));
+	o->to_device(t, h, n * sizeof(float));
+	o->f32_to_act(d, t, n);
+	o->free(t);
+	return d;
+}
+
+static void down_act(const struct ops *o, float *h, const void *d, size_t n)
+{
+	float *t = o->alloc(n * sizeof(float));
+	o->act_to_f32(t, d, n);
+	o->to_host(h, t, n * sizeof(float));
+	o->free(t);
+}
+
+static float *up_f32(const struct ops *o, const float *h, size_t n)
+{
+	float *d = o->alloc(n * sizeof(float));
+	if (h)
+		o->to_device(d, h, n * sizeof(float));
+	return d;
+}
+
+static void down_f32(const struct ops *o, float *h, const float *d, size_t n)
+{
+	o->to_host(h, d, n * sizeof(float));
+}
+
+static int32_t *up_i32(const struct ops *o, const int32_t *h, size_t n)
+{
+	int32_t *d = o->alloc(n * sizeof(int32_t));
+	o->to_device(d, h, n * sizeof(int32_t));
+	return d;
+}
+
+/* --- comparison --- */
+
+static void dump(const char *what, const void *p, size_t bytes)
+{
+	if (!dumpf)
+		return;
+	fprintf(dumpf, "%s %zu\n", what, bytes);
+	fwrite(p, 1, bytes, dumpf);
+}
+
+/* max |c - r| <= tol * max(max |r|, floor): differences relative to the tensor's scale, or to
+ * floor where the true values are zero and the reference holds only rounding noise */
+static int near_floor(const char *what, const float *c, const float *r, size_t n, double tol,
+		      double floor)
+{
+	double scale = floor, worst = 0;
+	size_t at = 0;
+	for (size_t i = 0; i < n; i++)
+		if (fabs(r[i]) > scale)
+			scale = fabs(r[i]);
+	if (scale < 1e-30)
+		scale = 1e-30;
+	for (size_t i = 0; i < n; i++) {
+		double d = fabs((double)c[i] - r[i]);
+		if (!(d <= worst)) { /* NaN counts as worst */
+			worst = isnan(d) ? INFINITY : d;
+			at = i;
+		}
+	}
+	dump(what, c, n * sizeof *c);
+	if (worst <= tol * scale)
+		return 1;
+	printf("# %s: max |cuda - cpu| %.3g at %zu (cuda %.7g, cpu %.7g) > %.2g x scale %.3g\n",
+	       what, worst, at, c[at], r[at], tol, scale);
+	return 0;
+}
+
+static int near(const char *what, const float *c, const float *r, size_t n, double tol)
+{
+	return near_floor(what, c, r, n, tol, 0);
+}
+
+#define TOL_BF16 8e-3 /* one or two roundings to bf16 */
+#define TOL_F32 2e-5  /* fp32 results of the same inputs, summed in another order */
+
+/* ---- cases ---- */
+
+static int case_convert(void)
+{
+	/* f32 -> act -> f32 is bf16 rounding to nearest even, exact both ways */
+	float h[] = {0.0f, -0.0f, 1.0f, 1.00390625f /* tie: 1 + 2^-8 */, 1.01171875f /* tie up */,
+		     3.14159265f, -2.7182818f, 1e-40f /* subnormal */, 3.389e38f /* > bf16 max */,
+		     INFINITY, -INFINITY, 65504.0f, 1.0f / 3.0f, -1e-3f, 7.0e-39f, 1.5f};
+	size_t n = sizeof h / sizeof h[0];
+	float back[32], want[32];
+	void *d = up_act(cu, h, n);
+	down_act(cu, back, d, n);
+	cu->free(d);
+	int ok = 1;
+	for (size_t i = 0; i < n; i++) {
+		want[i] = bf16r(h[i]);
+		if (memcmp(&back[i], &want[i], 4)) {
+			printf("# f32_to_act(%.9g) = %.9g, want %.9g\n", h[i], back[i], want[i]);
+			ok = 0;
+		}
+	}
+	float nan = NAN, nb;
+	d = up_act(cu, &nan, 1);
+	down_act(cu, &nb, d, 1);
+	cu->free(d);
+	dump("convert", back, n * 4);
+	return ok && isnan(nb);
+}
+
+static int case_memory(void)
+{
+	/* alloc is zeroed; zero, to_device, to_host round trip; odd sizes */
+	size_t n = 1001;
+	float *h = randn(n, 1, 1), *back = zeros(n);
+	float *d = cu->alloc(n * sizeof(float));
+	down_f32(cu, back, d, n);
+	int ok = 1;
+	for (size_t i = 0; i < n; i++)
+		ok &= back[i] == 0.0f;
+	cu->to_device(d, h, n * sizeof(float));
+	cu->sync();
+	down_f32(cu, back, d, n);
+	ok &= memcmp(back, h, n * sizeof(float)) == 0;
+	cu->zero((char *)d + 12, 40);
+	down_f32(cu, back, d, n);
+	for (size_t i = 0; i < n; i++)
+		ok &= back[i] == (i >= 3 && i < 13 ? 0.0f : h[i]);
+	cu->free(d);
+	void *z = cu->alloc(0); /* a distinct, valid pointer */
+	ok &= z != NULL;
+	cu->free(z);
+	free(h);
+	free(back);
+	return ok;
+}
+
+static int case_embed(int B, int T, int C, int with_wpe, int misalign)
+{
+	int N = B * T, V = 37;
+	char name[96];
+	snprintf(name, sizeof name, "embed B%d T%d C%d%s%s", B, T, C, with_wpe ? " wpe" : "",
+		 misalign ? " misaligned" : "");
+	int32_t *tok = malloc(N * sizeof *tok);
+	for (int i = 0; i < N; i++) /* repeats, and -1 (another rank's token) */
+		tok[i] = i % 7 == 3 ? -1 : (int32_t)(philox_u32(5, i) % 9);
+	float *wte = randn((size_t)V * C + 1, 0.5f, 2), *wpe = randn((size_t)T * C + 1, 0.5f, 3);
+	float *dout = randn((size_t)N * C, 1, 4), *acc0 = randn((size_t)V * C, 1, 6);
+	float *acc1 = randn((size_t)T * C, 1, 7);
+	float *out[2], *dwte[2], *dwpe[2];
+	const struct ops *os[2] = {cu, cpu};
+	for (int k = 0; k < 2; k++) {
+		const struct ops *o = os[k];
+		/* misaligned: tensors one element into their buffers (the scalar paths) */
+		void *dwte_b = up_act(o, wte, (size_t)V * C + 1), *dwpe_b = up_act(o, wpe, (size_t)T * C + 1);
+		void *w1 = (char *)dwte_b + (misalign ? o->act_size : 0);
+		void *w2 = (char *)dwpe_b + (misalign ? o->act_size : 0);
+		int32_t *dtok = up_i32(o, tok, N);
+		void *dout_act = o->alloc((size_t)N * C * o->act_size);
+		o->embed_fwd(dout_act, dtok, w1, with_wpe ? w2 : NULL, B, T, C);
+		out[k] = zeros((size_t)N * C);
+		down_act(o, out[k], dout_act, (size_t)N * C);
+		void *g = up_act(o, dout, (size_t)N * C);
+		float *gw = up_f32(o, acc0, (size_t)V * C), *gp = up_f32(o, acc1, (size_t)T * C);
+		o->embed_bwd(gw, with_wpe ? gp : NULL, g, dtok, B, T, C);
+		dwte[k] = zeros((size_t)V * C);
+		dwpe[k] = zeros((size_t)T * C);
+		down_f32(o, dwte[k], gw, (size_t)V * C);
+		down_f32(o, dwpe[k], gp, (size_t)T * C);
+		o->free(dwte_b), o->free(dwpe_b), o->free(dtok), o->free(dout_act), o->free(g);
+		o->free(gw), o->free(gp);
+	}
+	char w[128];
+	int ok = 1;
+	snprintf(w, sizeof w, "%s out", name);
+	ok &= near(w, out[0], out[1], (size_t)N * C, TOL_BF16 / 2);
+	snprintf(w, sizeof w, "%s dwte", name);
+	ok &= near(w, dwte[0], dwte[1], (size_t)V * C, TOL_F32);
+	snprintf(w, sizeof w, "%s dwpe", name);
+	ok &= near(w, dwpe[0], dwpe[1], (size_t)T * C, TOL_F32);
+	for (int k = 0; k < 2; k++)
+		free(out[k]), free(dwte[k]), free(dwpe[k]);
+	free(tok), free(wte), free(wpe), free(dout), free(acc0), free(acc1);
+	return ok;
+}
+
+static int case_layernorm(int N, int C, int with_bias)
+{
+	char name[64];
+	snprintf(name, sizeof name, "layernorm N%d C%d%s", N, C, with_bias ? "" : " nobias");
+	size_t n = (size_t)N * C;
+	float *x = randn(n, 2, 10), *w = randn(C, 1, 11), *b = randn(C, 1, 12);
+	for (size_t i = 0; i < n; i++) /* a large mean: the two-pass variance matters */
+		x[i] = bf16r(x[i] + 3.0f);
+	float *dy = randn(n, 1, 13), *dx0 = randn(n, 1, 14), *dw0 = randn(C, 1, 15), *db0 = randn(C, 1, 16);
+	float *out[2], *mean[2], *rstd[2], *dx[2], *dw[2], *db[2];
+	const struct ops *os[2] = {cu, cpu};
+	for (int k = 0; k < 2; k++) {
+		const struct ops *o = os[k];
+		void *dxin = up_act(o, x, n), *dwt = up_act(o, w, C), *dbs = up_act(o, b, C);
+		void *dout = o->alloc(n * o->act_size);
+		float *dm = up_f32(o, NULL, N), *dr = up_f32(o, NULL, N);
+		o->layernorm_fwd(dout, dm, dr, dxin, dwt, with_bias ? dbs : NULL, N, C, 1e-5f);
+		out[k] = zeros(n), mean[k] = zeros(N), rstd[k] = zeros(N);
+		down_act(o, out[k], dout, n);
+		down_f32(o, mean[k], dm, N);
+		down_f32(o, rstd[k], dr, N);
+		void *g = up_act(o, dy, n), *gx = up_act(o, dx0, n);
+		float *gw = up_f32(o, dw0, C), *gb = up_f32(o, db0, C);
+		o->layernorm_bwd(gx, gw, gb, g, dxin, dwt, dm, dr, N, C);
+		dx[k] = zeros(n), dw[k] = zeros(C), db[k] = zeros(C);
+		down_act(o, dx[k], gx, n);
+		down_f32(o, dw[k], gw, C);
+		down_f32(o, db[k], gb, C);
+		o->free(dxin), o->free(dwt), o->free(dbs), o->free(dout), o->free(dm), o->free(dr);
+		o->free(g), o->free(gx), o->free(gw), o->free(gb);
+	}
+	int ok = 1;
+	char wn[128];
+#define CMP(arr, cnt, tol)                                                                         \
+	snprintf(wn, sizeof wn, "%s " #arr, name);                                                 \
+	ok &= near(wn, arr[0], arr[1], cnt, tol)
+	CMP(out, n, TOL_BF16);
+	CMP(mean, (size_t)N, TOL_F32);
+	CMP(rstd, (size_t)N, 1e-4);
+	CMP(dx, n, TOL_BF16);
+	CMP(dw, (size_t)C, 1e-4);
+	CMP(db, (size_t)C, TOL_F32);
+#undef CMP
+	for (int k = 0; k < 2; k++)
+		free(out[k]), free(mean[k]), free(rstd[k]), free(dx[k]), free(dw[k]), free(db[k]);
+	free(x), free(w), free(b), free(dy), free(dx0), free(dw0), free(db0);
+	return ok;
+}
+
+static int case_matmul(int N, int IC, int OC, int with_bias, int misalign)
+{
+	char name[96];
+	snprintf(name, sizeof name, "matmul N%d IC%d OC%d%s%s", N, IC, OC, with_bias ? " bias" : "",
+		 misalign ? " misaligned" : "");
+	size_t ni = (size_t)N * IC, no = (size_t)N * OC, nw = (size_t)OC * IC;
+	float *x = randn(ni + 1, 1, 20), *w = randn(nw + 1, 0.2f, 21), *b = randn(OC + 1, 1, 22);
+	float *dy = randn(no + 1, 1, 23), *dw0 = randn(nw, 0.1f, 24), *db0 = randn(OC, 0.1f, 25);
+	float *out[2], *dx[2], *dw[2], *db[2];
+	const struct ops *os[2] = {cu, cpu};
+	for (int k = 0; k < 2; k++) {
+		const struct ops *o = os[k];
+		size_t e = misalign ? o->act_size : 0; /* an element in: 2-byte aligned pointers */
+		void *bx = up_act(o, x, ni + 1), *bw = up_act(o, w, nw + 1), *bb = up_act(o, b, OC + 1);
+		void *bdy = up_act(o, dy, no + 1);
+		void *bo = o->alloc((no + 1) * o->act_size), *bdx = o->alloc((ni + 1) * o->act_size);
+		float *gw = up_f32(o, dw0, nw), *gb = up_f32(o, db0, OC);
+		void *px = (char *)bx + e, *pw = (char *)bw + e, *pb = (char *)bb + e;
+		void *pdy = (char *)bdy + e, *po = (char *)bo + e, *pdx = (char *)bdx + e;
+		o->matmul_fwd(po, px, pw, with_bias ? pb : NULL, N, IC, OC);
+		o->matmul_bwd(pdx, gw, with_bias ? gb : NULL, pdy, px, pw, N, IC, OC);
+		out[k] = zeros(no + 1), dx[k] = zeros(ni + 1), dw[k] = zeros(nw), db[k] = zeros(OC);
+		down_act(o, out[k], bo, no + 1);
+		down_act(o, dx[k], bdx, ni + 1);
+		down_f32(o, dw[k], gw, nw);
+		down_f32(o, db[k], gb, OC);
+		o->free(bx), o->free(bw), o->free(bb), o->free(bdy), o->free(bo), o->free(bdx);
+		o->free(gw), o->free(gb);
+	}
+	int ok = 1;
+	char wn[128];
+	size_t s = misalign ? 1 : 0;
+	snprintf(wn, sizeof wn, "%s out", name);
+	ok &= near(wn, out[0] + s, out[1] + s, no, TOL_BF16);
+	snprintf(wn, sizeof wn, "%s dinp", name);
+	ok &= near(wn, dx[0] + s, dx[1] + s, ni, TOL_BF16);
+	snprintf(wn, sizeof wn, "%s dw", name);
+	ok &= near(wn, dw[0], dw[1], nw, 1e-4);
+	snprintf(wn, sizeof wn, "%s dbias", name);
+	ok &= near(wn, db[0], db[1], OC, 1e-4);
+	for (int k = 0; k < 2; k++)
+		free(out[k]), free(dx[k]), free(dw[k]), free(db[k]);
+	free(x), free(w), free(b), free(dy), free(dw0), free(db0);
+	return ok;
+}
+
+/* ALiBi: nh heads of a model with `heads` heads, from head0; document starts every few tokens */
+static int case_attention(int B, int T, int NH, int HD, int alibi, int docs, float p, int head0,
+			  int heads)
+{
+	char name[128];
+	snprintf(name, sizeof name, "attention B%d T%d NH%d HD%d%s%s p%g", B, T, NH, HD,
+		 alibi ? " alibi" : "", docs ? " docs" : "", p);
+	size_t nq = (size_t)B * T * NH * 3 * HD, no = (size_t)B * T * NH * HD, nl = (size_t)B * NH * T;
+	float *qkv = randn(nq, 1.0f, 30), *dout = randn(no, 1, 31);
+	float *slopes = zeros(heads);
+	model_alibi_slopes(heads, slopes);
+	int32_t *ks = malloc((size_t)B * T * sizeof *ks);
+	for (int b = 0; b < B; b++) {
+		int start = 0;
+		for (int i = 0; i < T; i++) {
+			if (docs && i > 0 && philox_u32(40 + b, i) % 9 == 0)
+				start = i;
+			ks[b * T + i] = start;
+		}
+	}
+	float *out[2], *lse[2], *dqkv[2];
+	const struct ops *os[2] = {cpu, cu}; /* the CPU first: its forward feeds both backwards */
+	float *ref_out = NULL, *ref_lse = NULL;
+	for (int k = 0; k < 2; k++) {
+		const struct ops *o = os[k];
+		float *ds = up_f32(o, slopes + head0, NH);
+		int32_t *dk = up_i32(o, ks, (size_t)B * T);
+		struct ops_attn a = {alibi ? ds : NULL, docs ? dk : NULL, p, 77, 3, head0, heads};
+		void *dx = up_act(o, qkv, nq), *dO = o->alloc(no * o->act_size);
+		float *dl = up_f32(o, NULL, nl);
+		o->attention_fwd(dO, dl, dx, B, T, NH, HD, a);
+		out[k] = zeros(no), lse[k] = zeros(nl);
+		down_act(o, out[k], dO, no);
+		down_f32(o, lse[k], dl, nl);
+		if (k == 0) {
+			ref_out = copyf(out[0], no);
+			for (size_t i = 0; i < no; i++)
+				ref_out[i] = bf16r(ref_out[i]);
+			ref_lse = lse[0];
+		}
+		void *rO = up_act(o, ref_out, no), *g = up_act(o, dout, no);
+		float *rl = up_f32(o, ref_lse, nl);
+		void *gx = o->alloc(nq * o->act_size);
+		o->attention_bwd(gx, g, dx, rO, rl, B, T, NH, HD, a);
+		dqkv[k] = zeros(nq);
+		down_act(o, dqkv[k], gx, nq);
+		o->free(ds), o->free(dk), o->free(dx), o->free(dO), o->free(dl), o->free(rO);
+		o->free(g), o->free(rl), o->free(gx);
+	}
+	int ok = 1;
+	char wn[160];
+	snprintf(wn, sizeof wn, "%s out", name);
+	ok &= near(wn, out[1], out[0], no, TOL_BF16);
+	snprintf(wn, sizeof wn, "%s lse", name);
+	ok &= near(wn, lse[1], lse[0], nl, 1e-5);
+	/* dq, dk, dv separately: each has its own scale */
+	const char *part[3] = {"dq", "dk", "dv"};
+	for (int c = 0; c < 3; c++) {
+		size_t m = no;
+		float *a = malloc(m * sizeof *a), *b = malloc(m * sizeof *b);
+		for (size_t r = 0; r < (size_t)B * T * NH; r++)
+			for (int d = 0; d < HD; d++) {
+				a[r * HD + d] = dqkv[1][(r * 3 + c) * HD + d];
+				b[r * HD + d] = dqkv[0][(r * 3 + c) * HD + d];
+			}
+		snprintf(wn, sizeof wn, "%s %s", name, part[c]);
+		ok &= near_floor(wn, a, b, m, 2 * TOL_BF16, 1e-2); /* dq, dk are 0 for T = 1 */
+		free(a), free(b);
+	}
+	for (int k = 0; k < 2; k++)
+		free(out[k]), free(lse[k]), free(dqkv[k]);
+	free(ref_out), free(qkv), free(dout), free(slopes), free(ks);
+	return ok;
+}
+
+static int case_pointwise(size_t n, float p, int misalign)
+{
+	char name[96];
+	snprintf(name, sizeof name, "pointwise n%zu p%g%s", n, p, misalign ? " misaligned" : "");
+	float *x = randn(n + 1, 2, 50), *res = randn(n + 1, 1, 51), *dy = randn(n + 1, 1, 52);
+	float *acc = randn(n + 1, 1, 53);
+	enum { GF, GB, RES, DB, DF, ADD, NR };
+	float *r[2][NR];
+	const struct ops *os[2] = {cu, cpu};
+	for (int k = 0; k < 2; k++) {
+		const struct ops *o = os[k];
+		size_t e = misalign ? o->act_size : 0;
+		void *bx = up_act(o, x, n + 1), *br = up_act(o, res, n + 1), *bg = up_act(o, dy, n + 1);
+		void *ba = up_act(o, acc, n + 1), *bo = o->alloc((n + 1) * o->act_size);
+		void *px = (char *)bx + e, *pr = (char *)br + e, *pg = (char *)bg + e;
+		void *pa = (char *)ba + e, *po = (char *)bo + e;
+		for (int q = 0; q < NR; q++)
+			r[k][q] = zeros(n + 1);
+		o->gelu_fwd(po, px, n);
+		down_act(o, r[k][GF], bo, n + 1);
+		o->gelu_bwd(po, px, pg, n);
+		down_act(o, r[k][GB], bo, n + 1);
+		o->residual_fwd(po, pr, px, n, p, 99, 1000);
+		down_act(o, r[k][RES], bo, n + 1);
+		o->dropout_bwd(po, pg, n, p, 99, 1000);
+		down_act(o, r[k][DB], bo, n + 1);
+		o->dropout_fwd(pr, n, p, 98, 7); /* in place */
+		down_act(o, r[k][DF], br, n + 1);
+		o->add(pa, px, n);
+		down_act(o, r[k][ADD], ba, n + 1);
+		o->free(bx), o->free(br), o->free(bg), o->free(ba), o->free(bo);
+	}
+	const char *nm[NR] = {"gelu_fwd", "gelu_bwd", "residual_fwd", "dropout_bwd", "dropout_fwd",
+			      "add"};
+	int ok = 1;
+	size_t s = misalign ? 1 : 0;
+	for (int q = 0; q < NR; q++) {
+		char wn[160];
+		snprintf(wn, sizeof wn, "%s %s", name, nm[q]);
+		ok &= near(wn, r[0][q] + s, r[1][q] + s, n, TOL_BF16);
+		/* the same elements dropped: zero in one iff zero in the other */
+		if (p > 0 && (q == RES || q == DB || q == DF))
+			for (size_t i = s; i < n + s; i++)
+				if ((r[0][q][i] == 0) != (r[1][q][i] == 0) &&
+				    (q != RES || (r[0][q][i] != res[i]) != (r[1][q][i] != res[i]))) {
+					printf("# %s: element %zu dropped by one backend only\n", wn, i);
+					ok = 0;
+					break;
+				}
+	}
+	for (int k = 0; k < 2; k++)
+		for (int q = 0; q < NR; q++)
+			free(r[k][q]);
+	free(x), free(res), free(dy), free(acc);
+	return ok;
+}
+
+static int case_xent(int N, int V, int Vp)
+{
+	char name[64];
+	snprintf(name, sizeof name, "xent N%d V%d Vp%d", N, V, Vp);
+	size_t n = (size_t)N * Vp;
+	float *logits = randn(n, 3, 60);
+	int32_t *tgt = malloc(N * sizeof *tgt), *tl = malloc(N * sizeof *tl);
+	for (int i = 0; i < N; i++) {
+		tgt[i] = (int32_t)(philox_u32(61, i) % V);
+		tl[i] = i % 3 == 0 ? -1 : tgt[i]; /* -1: another rank owns the target */
+	}
+	tgt[1 % N] = V;  /* a padded column: out of vocabulary */
+	tgt[N - 1] = -5; /* garbage */
+	int want_bad = 0;
+	for (int i = 0; i < N; i++)
+		want_bad += tgt[i] < 0 || tgt[i] >= V;
+	float *loss[2], *grad[2], *mx[2], *se[2], *zt[2], *g2[2];
+	int bad[2];
+	const struct ops *os[2] = {cu, cpu};
+	float dscale = 0.37f;
+	for (int k = 0; k < 2; k++) {
+		const struct ops *o = os[k];
+		void *dl = up_act(o, logits, n);
+		int32_t *dt = up_i32(o, tgt, N), *dtl = up_i32(o, tl, N);
+		float *dloss = up_f32(o, NULL, N);
+		int *dbad = o->alloc(sizeof(int));
+		float *m = up_f32(o, NULL, N), *s = up_f32(o, NULL, N), *z = up_f32(o, NULL, N);
+		/* the split version first: xent_fwd_bwd overwrites the logits */
+		o->xent_stats(m, s, z, dl, dtl, N, V, Vp);
+		mx[k] = zeros(N), se[k] = zeros(N), zt[k] = zeros(N);
+		down_f32(o, mx[k], m, N);
+		down_f32(o, se[k], s, N);
+		down_f32(o, zt[k], z, N);
+		float *lse = zeros(N);
+		for (int i = 0; i < N; i++) /* from the CPU's stats, so both use the same */
+			lse[i] = mx[k][i] + logf(se[k][i]) + 0.25f;
+		float *dlse = up_f32(o, lse, N);
+		void *dl2 = up_act(o, logits, n);
+		o->xent_grad(dl2, dlse, dtl, N, V, Vp, dscale);
+		g2[k] = zeros(n);
+		down_act(o, g2[k], dl2, n);
+		o->xent_fwd_bwd(dloss, dl, dt, N, V, Vp, dscale, dbad);
+		loss[k] = zeros(N), grad[k] = zeros(n);
+		down_f32(o, loss[k], dloss, N);
+		down_act(o, grad[k], dl, n);
+		o->to_host(&bad[k], dbad, sizeof(int));
+		o->free(dl), o->free(dt), o->free(dtl), o->free(dloss), o->free(dbad), o->free(m);
+		o->free(s), o->free(z), o->free(dlse), o->free(dl2);
+		free(lse);
+	}
+	int ok = 1;
+	char wn[128];
+#define CMP(arr, cnt, tol)                                                                         \
+	snprintf(wn, sizeof wn, "%s " #arr, name);                                                 \
+	ok &= near(wn, arr[0], arr[1], cnt, tol)
+	CMP(loss, (size_t)N, 1e-5);
+	CMP(grad, n, TOL_BF16);
+	CMP(mx, (size_t)N, 0);
+	CMP(se, (size_t)N, 1e-5);
+	CMP(zt, (size_t)N, 0);
+	CMP(g2, n, TOL_BF16);
+#undef CMP
+	if (bad[0] != want_bad || bad[1] != want_bad) {
+		printf("# %s: bad targets counted %d (cuda) and %d (cpu), want %d\n", name, bad[0],
+		       bad[1], want_bad);
+		ok = 0;
+	}
+	for (int i = 0; i < N; i++) /* padded columns get exactly 0 */
+		for (int c = V; c < Vp; c++)
+			if (grad[0][(size_t)i * Vp + c] != 0 || g2[0][(size_t)i * Vp + c] != 0) {
+				printf("# %s: padded column %d of row %d has a gradient\n", name, c, i);
+				ok = 0;
+				i = N;
+				break;
+			}
+	for (int k = 0; k < 2; k++)
+		free(loss[k]), free(grad[k]), free(mx[k]), free(se[k]), free(zt[k]), free(g2[k]);
+	free(logits), free(tgt), free(tl);
+	return ok;
+}
+
+static int case_optim(size_t n)
+{
+	char name[64];
+	snprintf(name, sizeof name, "optim n%zu", n);
+	float *g = randn(n, 1, 70), *w = randn(n, 0.5f, 71), *m0 = randn(n, 0.1f, 72);
+	float *v0 = randn(n, 0.1f, 73);
+	for (size_t i = 0; i < n; i++)
+		v0[i] = v0[i] * v0[i];
+	double sq[2];
+	int fin[2][3];
+	float *master[2], *mm[2], *vv[2], *param[2], *sc[2];
+	const struct ops *os[2] = {cu, cpu};
+	for (int k = 0; k < 2; k++) {
+		const struct ops *o = os[k];
+		float *dg = up_f32(o, g, n), *dw = up_f32(o, w, n), *dm = up_f32(o, m0, n);
+		float *dv = up_f32(o, v0, n);
+		void *dp = k == 0 ? o->alloc(n * o->act_size) : (void *)dw;
+		sq[k] = o->sumsq(dg, n);
+		fin[k][0] = o->all_finite(dg, n);
+		for (int s = 1; s <= 3; s++)
+			o->adamw(dw, dp, dg, dm, dv, n, 1e-2f, 0.9f, 0.95f, 1e-8f, 0.1f, 0.5f, s);
+		master[k] = zeros(n), mm[k] = zeros(n), vv[k] = zeros(n), param[k] = zeros(n);
+		down_f32(o, master[k], dw, n);
+		down_f32(o, mm[k], dm, n);
+		down_f32(o, vv[k], dv, n);
+		if (k == 0)
+			down_act(o, param[k], dp, n);
+		o->scale(dg, 0.125f, n);
+		sc[k] = zeros(n);
+		down_f32(o, sc[k], dg, n);
+		float inf = INFINITY, nan = NAN;
+		o->to_device(dg + n / 2, &inf, 4);
+		fin[k][1] = o->all_finite(dg, n);
+		o->to_device(dg + n / 2, &nan, 4);
+		o->to_device(dg, &inf, 4); /* several, far apart: an overflow is rarely alone */
+		o->to_device(dg + n - 1, &nan, 4);
+		fin[k][2] = o->all_finite(dg, n);
+		o->free(dg), o->free(dw), o->free(dm), o->free(dv);
+		if (k == 0)
+			o->free(dp);
+	}
+	for (size_t i = 0; i < n; i++)
+		param[1][i] = bf16r(master[1][i]); /* the CPU's param is its master */
+	int ok = 1;
+	char wn[128];
+#define CMP(arr, tol)                                                                              \
+	snprintf(wn, sizeof wn, "%s " #arr, name);                                                 \
+	ok &= near(wn, arr[0], arr[1], n, tol)
+	CMP(master, 1e-6);
+	CMP(mm, 1e-6);
+	CMP(vv, 1e-6);
+	CMP(param, TOL_BF16 / 2);
+	CMP(sc, 0);
+#undef CMP
+	dump("sumsq", &sq[0], sizeof sq[0]);
+	if (fabs(sq[0] - sq[1]) > 1e-12 * sq[1]) {
+		printf("# %s: sumsq %.17g (cuda) vs %.17g (cpu)\n", name, sq[0], sq[1]);
+		ok = 0;
+	}
+	if (fin[0][0] != 1 || fin[0][1] != 0 || fin[0][2] != 0 || fin[1][0] != 1 || fin[1][1] != 0 ||
+	    fin[1][2] != 0) {
+		printf("# %s: all_finite %d %d %d (cuda), %d %d %d (cpu); want 1 0 0\n", name,
+		       fin[0][0], fin[0][1], fin[0][2], fin[1][0], fin[1][1], fin[1][2]);
+		ok = 0;
+	}
+	for (int k = 0; k < 2; k++)
+		free(master[k]), free(mm[k]), free(vv[k]), free(param[k]), free(sc[k]);
+	free(g), free(w), free(m0), free(v0);
+	return ok;
+}
+
+/* More work than the grid: the grid-stride loops (grids are capped at 32 blocks per SM) and the
+ * two-pass reductions' capped partial counts. */
+static int case_big(void)
+{
+	size_t n = 4300001; /* > 1024 blocks x 256 threads x 16 for sumsq; > 132 x 32 x 256 */
+	float *g = randn(n, 1, 80);
+	int ok = 1;
+	double sq[2];
+	int fin[2];
+	float *gelu[2];
+	size_t ng = 1200001; /* odd: scalar path, more units than threads */
+	const struct ops *os[2] = {cu, cpu};
+	for (int k = 0; k < 2; k++) {
+		const struct ops *o = os[k];
+		float *d = up_f32(o, g, n);
+		float inf = INFINITY;
+		sq[k] = o->sumsq(d, n);
+		o->to_device(d + n - 1, &inf, 4);
+		fin[k] = o->all_finite(d, n);
+		void *x = up_act(o, g, ng), *y = o->alloc(ng * o->act_size);
+		o->gelu_fwd(y, x, ng);
+		gelu[k] = zeros(ng);
+		down_act(o, gelu[k], y, ng);
+		o->free(d), o->free(x), o->free(y);
+	}
+	dump("big sumsq", &sq[0], sizeof sq[0]);
+	if (fabs(sq[0] - sq[1]) > 1e-12 * sq[1] || fin[0] || fin[1]) {
+		printf("# big: sumsq %.17g vs %.17g, all_finite %d %d\n", sq[0], sq[1], fin[0], fin[1]);
+		ok = 0;
+	}
+	ok &= near("big gelu_fwd", gelu[0], gelu[1], ng, TOL_BF16);
+	free(gelu[0]), free(gelu[1]), free(g);
+	return ok;
+}
+
+int main(int argc, char **argv)
+{
+	char err[512];
+	for (int i = 1; i < argc; i++) {
+		if (i + 1 < argc && strcmp(argv[i], "--dump") == 0) {
+			dumpf = fopen(argv[++i], "wb");
+			if (!dumpf) {
+				perror(argv[i]);
+				return 2;
+			}
+		} else if (i + 1 < argc && strcmp(argv[i], "--only") == 0) {
+			only = argv[++i];
+		} else {
+			fprintf(stderr, "usage: train_cudaops [--dump FILE] [--only TEXT]\n");
+			return 2;
+		}
+	}
+	cu = ops_open("cuda", 0, err, sizeof err);
+	if (!cu) {
+		printf("skip cuda_ops_match_cpu: %s\n", err);
+		return 0;
+	}
+	cpu = ops_cpu(1);
+	printf("# %s\n", cu->device);
+
+	CASE("cuda_converts_f32_to_bf16_to_nearest_even") T_ASSERT(case_convert());
+	CASE("cuda_memory_is_zeroed_copied_and_cleared") T_ASSERT(case_memory());
+	CASE("cuda_embedding_matches_cpu_repeats_and_foreign_tokens") {
+		T_ASSERT(case_embed(2, 17, 24, 1, 0));
+		T_ASSERT(case_embed(3, 5, 20, 1, 0));  /* C % 8 != 0: scalar paths */
+		T_ASSERT(case_embed(2, 9, 16, 0, 1));  /* no positions, misaligned */
+		T_ASSERT(case_embed(1, 3, 1040, 1, 0)); /* two channel tiles of the backward */
+		T_ASSERT(case_embed(2, 3, 130, 1, 1));
+	}
+	CASE("cuda_layernorm_matches_cpu") {
+		T_ASSERT(case_layernorm(37, 64, 1));
+		T_ASSERT(case_layernorm(9, 20, 1));
+		T_ASSERT(case_layernorm(300, 264, 1)); /* more rows than a column-sum slice */
+		T_ASSERT(case_layernorm(1, 13, 1));
+	}
+	CASE("cuda_matmul_matches_cpu") {
+		T_ASSERT(case_matmul(37, 64, 96, 1, 0));
+		T_ASSERT(case_matmul(5, 20, 51, 1, 0));
+		T_ASSERT(case_matmul(48, 40, 24, 0, 1));
+		T_ASSERT(case_matmul(300, 8, 3, 1, 0));
+		T_ASSERT(case_matmul(70001, 4, 8, 1, 0)); /* bias gradient over > 256 x 256 rows */
+	}
+	CASE("cuda_attention_matches_cpu_across_tiles_and_head_dims") {
+		T_ASSERT(case_attention(2, 65, 3, 32, 0, 0, 0, 0, 3));
+		T_ASSERT(case_attention(1, 100, 2, 64, 0, 0, 0, 0, 2));
+		T_ASSERT(case_attention(1, 70, 1, 128, 0, 0, 0, 0, 1));
+		T_ASSERT(case_attention(2, 130, 2, 64, 1, 1, 0.1f, 0, 2)); /* three tiles */
+		T_ASSERT(case_attention(1, 128, 3, 128, 0, 0, 0, 0, 3));
+		T_ASSERT(case_attention(3, 1, 2, 32, 1, 0, 0, 0, 2));
+	}
+	CASE("cuda_attention_matches_cpu_head_dim_80_alibi_odd_heads") {
+		T_ASSERT(case_attention(2, 24, 5, 80, 1, 0, 0, 0, 5));
+		T_ASSERT(case_attention(1, 33, 3, 20, 1, 0, 0, 3, 6)); /* heads 3..5 of 6 */
+	}
+	CASE("cuda_attention_matches_cpu_document_mask_and_dropout") {
+		T_ASSERT(case_attention(2, 67, 3, 16, 1, 1, 0.0f, 0, 3));
+		T_ASSERT(case_attention(2, 40, 5, 32, 1, 1, 0.2f, 2, 12));
+		T_ASSERT(case_attention(1, 9, 1, 7, 0, 0, 0.5f, 0, 1)); /* odd head dim */
+	}
+	CASE("cuda_pointwise_ops_match_cpu_with_dropout") {
+		T_ASSERT(case_pointwise(1000, 0.0f, 0));
+		T_ASSERT(case_pointwise(1000, 0.1f, 0));
+		T_ASSERT(case_pointwise(1001, 0.3f, 1));
+	}
+	CASE("cuda_cross_entropy_matches_cpu_padded_vocab") {
+		T_ASSERT(case_xent(9, 100, 136)); /* padded, but not to a multiple of 128 */
+		T_ASSERT(case_xent(5, 50, 67));   /* Vp % 8 != 0: scalar path */
+		T_ASSERT(case_xent(3, 2000, 2048));
+		T_ASSERT(case_xent(4, 4999, 5000)); /* wider than a block's stride */
+	}
+	CASE("cuda_optimizer_ops_match_cpu") {
+		T_ASSERT(case_optim(1000));
+		T_ASSERT(case_optim(70001));
+	}
+	CASE("cuda_grid_stride_loops_and_capped_reductions_match_cpu") T_ASSERT(case_big());
+	CASE("cuda_degenerate_sizes_match_cpu") {
+		T_ASSERT(case_embed(1, 1, 1, 1, 0));
+		T_ASSERT(case_layernorm(3, 1, 1)); /* one channel: variance 0 */
+		T_ASSERT(case_matmul(1, 1, 1, 1, 0));
+		T_ASSERT(case_matmul(2, 1, 9, 1, 1));
+		for (size_t n = 1; n <= 17; n += 8)
+			T_ASSERT(case_pointwise(n, 0.5f, 0));
+		T_ASSERT(case_pointwise(8, 0.0f, 0));
+		T_ASSERT(case_pointwise(9, 0.9f, 0));
+		T_ASSERT(case_xent(1, 1, 1));
+		T_ASSERT(case_xent(2, 3, 8));
+		T_ASSERT(case_optim(1));
+		T_ASSERT(case_attention(1, 2, 1, 1, 1, 0, 0.0f, 0, 1));
+	}
+	if (dumpf)
+		fclose(dumpf);
+	T_DONE();
+}
