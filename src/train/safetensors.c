@@ -213,15 +213,23 @@ void st_abort(struct st_writer *w)
 
 /* ---- reader ---- */
 
+/* err = "PATH: " + the message; then f is closed */
+static struct st_file *vfail(struct st_file *f, char *err, size_t errlen, const char *fmt,
+			     va_list ap)
+{
+	int n = snprintf(err, errlen, "%s: ", f->path);
+	if (n >= 0 && (size_t)n < errlen)
+		vsnprintf(err + n, errlen - n, fmt, ap);
+	st_close(f);
+	return NULL;
+}
+
 static struct st_file *rfail(struct st_file *f, char *err, size_t errlen, const char *fmt, ...)
 {
 	va_list ap;
-	int n = snprintf(err, errlen, "%s: ", f->path);
 	va_start(ap, fmt);
-	if (n >= 0 && (size_t)n < errlen)
-		vsnprintf(err + n, errlen - n, fmt, ap);
+	vfail(f, err, errlen, fmt, ap);
 	va_end(ap);
-	st_close(f);
 	return NULL;
 }
 
@@ -231,13 +239,10 @@ static struct st_file *rfail_h(json_t *h, struct st_file *f, char *err, size_t e
 			       const char *fmt, ...)
 {
 	va_list ap;
-	int n = snprintf(err, errlen, "%s: ", f->path);
 	va_start(ap, fmt);
-	if (n >= 0 && (size_t)n < errlen)
-		vsnprintf(err + n, errlen - n, fmt, ap);
+	vfail(f, err, errlen, fmt, ap);
 	va_end(ap);
 	json_decref(h);
-	st_close(f);
 	return NULL;
 }
 
