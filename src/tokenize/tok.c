@@ -345,25 +345,73 @@ struct tok *tok_load_hf(const char *path, const char *eod_token, char *err, size
 	}
 	vocab = json_object_get(model, "vocab");
 	x = json_object_get(j, "added_tokens");
-	/* every id must index an embedding of as many rows as there are tokens (Megatron sizes it
-	 * by the count), checked before anything is sized by an id */
-	size_t ntok = json_object_size(vocab) + json_array_size(x);
 	if (!json_is_object(vocab) || json_object_size(vocab) == 0) {
 		errf(err, errlen, "%s: model.vocab is %s", file, json_is_object(vocab) ? "empty" : "missing");
 		goto fail;
 	}
-	json_array_foreach(x, i, val) {
-		json_t *idv = json_object_get(val, "id");
-		const char *c = json_string_value(json_object_get(val, "content"));
-		if (json_is_integer(idv) && id_past_end(json_integer_value(idv), ntok, file, c ? c : "?", err, errlen))
-			goto fail;
+	if (x && !json_is_array(x)) {
+		errf(err, errlen, "%s: added_tokens is not an array", file);
+		goto fail;
 	}
+	/* The ids, checked before anything is sized by one.  The tokens are model.vocab's plus the
+	 * added tokens it lacks, and every id must index an embedding of that many rows (Megatron
+	 * sizes it by the count), so the ids are 0 .. count-1, each given once.  An added token
+	 * model.vocab has keeps the vocabulary's id; one it lacks gets, in Hugging Face tokenizers,
+	 * the next id after the vocabulary, in file order, whatever the file says (with a warning):
+	 * a file whose id differs is refused rather than tokenized with ids HF would not give. */
+	size_t ntok = json_object_size(vocab), nnew = 0;
+	json_t *seen = json_object();   /* added contents the vocabulary lacks -> their HF id */
+	if (!seen) {
+		errf(err, errlen, "out of memory");
+		goto fail;
+	}
+	json_array_foreach(x, i, val) {
+		const char *c = json_string_value(json_object_get(val, "content"));
+		json_t *idv = json_object_get(val, "id"), *vid;
+		if (!c || !*c || !json_is_integer(idv)) {
+			errf(err, errlen, "%s: added token %zu lacks content or id", file, i);
+			json_decref(seen);
+			goto fail;
+		}
+		if ((vid = json_object_get(vocab, c)) && !json_equal(vid, idv)) {
+			errf(err, errlen, "%s: added token '%.80s' has id %lld, but model.vocab gives it id %s%lld",
+			     file, c, (long long)json_integer_value(idv), json_is_integer(vid) ? "" : "no valid ",
+			     json_is_integer(vid) ? (long long)json_integer_value(vid) : 0LL);
+			json_decref(seen);
+			goto fail;
+		}
+		if (!vid && !json_object_get(seen, c) &&
+		    json_object_set_new(seen, c, json_integer((json_int_t)(ntok + nnew++))) < 0) {
+			errf(err, errlen, "out of memory");
+			json_decref(seen);
+			goto fail;
+		}
+	}
+	ntok += nnew;
+	json_array_foreach(x, i, val) {
+		const char *c = json_string_value(json_object_get(val, "content"));
+		json_int_t id = json_integer_value(json_object_get(val, "id"));
+		json_t *hf = json_object_get(seen, c);
+		if (id_past_end(id, ntok, file, c, err, errlen)) {
+			json_decref(seen);
+			goto fail;
+		}
+		if (hf && json_integer_value(hf) != id) {
+			errf(err, errlen, "%s: added token '%.80s' has id %lld, but Hugging Face tokenizers "
+			     "numbers it %lld: the added tokens model.vocab lacks take the ids after its %zu "
+			     "tokens, in file order", file, c, (long long)id, (long long)json_integer_value(hf),
+			     ntok - nnew);
+			json_decref(seen);
+			goto fail;
+		}
+	}
+	json_decref(seen);
 	json_object_foreach(vocab, key, val) {
 		if (!json_is_integer(val) || json_integer_value(val) < 0 || json_integer_value(val) >= BPE_NONE) {
 			errf(err, errlen, "%s: token '%s' has no valid id", file, key);
 			goto fail;
 		}
-		if (id_past_end(json_integer_value(val), ntok, file, key, err, errlen))
+		if (id_past_end(json_integer_value(val), json_object_size(vocab), file, key, err, errlen))
 			goto fail;
 		if (bpe_add_token(t->model, key, strlen(key), (uint32_t)json_integer_value(val), why, sizeof why) < 0) {
 			errf(err, errlen, "%s: %s", file, why);
@@ -415,9 +463,8 @@ struct tok *tok_load_hf(const char *path, const char *eod_token, char *err, size
 		a->rstrip = jbool(val, "rstrip", 0);
 		a->single_word = jbool(val, "single_word", 0);
 		a->normalized = jbool(val, "normalized", !a->special);
-		size_t ol;
-		const char *have = bpe_token(t->model, a->id, &ol);
-		if (!have && bpe_lookup(t->model, c, a->len) == BPE_NONE &&
+		/* the ids were checked above: one model.vocab has is its own, and a new one is free */
+		if (bpe_lookup(t->model, c, a->len) == BPE_NONE &&
 		    bpe_add_token(t->model, c, a->len, a->id, why, sizeof why) < 0) {
 			errf(err, errlen, "%s: added token '%s': %s", file, c, why);
 			goto fail;

@@ -41,6 +41,32 @@ quick 2 added_token_huge_id_refused $TK --tokenizer-name-or-path hf
 contains added_token_huge_id_named "$T/err" "token '<big>' has id 99999999, but the vocabulary has 27 tokens"
 echo '{"text": "abc"}' >doc.jsonl
 quick 0 added_token_next_id_accepted $TK --tokenizer-name-or-path ok.json --input doc.jsonl
+# Hugging Face tokenizers keeps model.vocab's id for an added token the vocabulary has and numbers
+# the others after the vocabulary in file order, whatever id the file gives them: a file that
+# says otherwise is refused (these used to give the id in the file, which HF never gives)
+"$PY" - <<'EOF2'
+import json
+vocab = {chr(c): i for i, c in enumerate(range(ord("a"), ord("z") + 1))}
+def at(content, id): return {"id": id, "content": content, "special": True, "normalized": False}
+def save(name, added, v=vocab):
+    json.dump({"model": {"type": "BPE", "vocab": v, "merges": []}, "added_tokens": added}, open(name, "w"))
+save("collide.json", [at("<x>", 3)])                      # 3 is 'd'
+save("relabel.json", [at("d", 5)])                        # 'd' is 3 in model.vocab
+save("swapped.json", [at("<x>", 27), at("<y>", 26)])      # HF: <x> 26, <y> 27
+save("hfids.json", [at("<x>", 26), at("d", 3), at("<y>", 27), at("<x>", 26)])
+save("hole.json", [], dict(vocab, ab=100))
+EOF2
+quick 2 added_token_on_a_vocab_id_refused $TK --tokenizer-name-or-path collide.json
+contains added_token_on_a_vocab_id_named "$T/err" "^tokenize: collide.json: added token '<x>' has id 3, but Hugging Face tokenizers numbers it 26"
+quick 2 added_token_relabelled_refused $TK --tokenizer-name-or-path relabel.json
+contains added_token_relabelled_named "$T/err" "added token 'd' has id 5, but model.vocab gives it id 3$"
+quick 2 added_tokens_out_of_order_refused $TK --tokenizer-name-or-path swapped.json
+contains added_tokens_out_of_order_named "$T/err" "added token '<x>' has id 27, but Hugging Face tokenizers numbers it 26"
+echo '{"text": "a<x>d<y>"}' >hfids.jsonl
+quick 0 added_tokens_with_hf_ids_accepted $TK --tokenizer-name-or-path hfids.json --format text hfids.jsonl
+check added_tokens_give_hf_ids [ "$(cat "$T/out")" = "0 26 3 27" ]
+quick 2 hf_vocab_hole_refused $TK --tokenizer-name-or-path hole.json
+contains hf_vocab_hole_named "$T/err" "token 'ab' has id 100, but the vocabulary has 27 tokens: ids run from 0 to 26$"
 
 # --- an empty vocabulary ---
 echo '{}' >empty.json
