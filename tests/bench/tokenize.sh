@@ -5,8 +5,16 @@
 # tokenize's time includes loading the vocabulary and parsing the JSON lines, the peers' only the
 # encode calls, so the ratios are conservative.  Also checks all three agree on the token count.
 #   last lines: "tokenize: N MB: 1 worker X MB/s = A x tiktoken, B x HF; 2 workers Y MB/s"
+# The corpus needs the OpenWebText documents beside the checkout (CI's ../shared, or LMTK_OWT);
+# without them (a bare clone) it says so and exits 0: speeds on another corpus would not compare.
 set -euo pipefail
 TOP=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+OWT=${LMTK_OWT:-$TOP/../shared/data/megatron/openwebtext-1000.jsonl}
+if [ ! -r "$OWT" ]; then
+	echo "bench: tokenize: the bench corpus's OpenWebText documents are not here ($OWT; set LMTK_OWT): skipped"
+	exit 0
+fi
+export LMTK_OWT=$OWT
 CACHE=${LMTK_BENCH_DIR:-/var/tmp/lmtk-bench}
 mkdir -p "$CACHE"
 export LMTK_NODE_MODULES=${LMTK_NODE_MODULES:-$TOP/tests/node/node_modules}

@@ -6,7 +6,8 @@
 # vocabulary 50257 padded to 50304, no dropout); TRAIN_BENCH_MODEL=350m gives the 24 x 1024 x 16
 # one.  train trains it on real English text in GPT-2's vocabulary (the --bench corpus of
 # tests/ref/corpus.sh, tokenized by bin/tokenize and indexed by bin/mkindex once, kept under
-# ${LMTK_BENCH_DIR:-/var/tmp/lmtk-bench}); tests/bench/train-torch.py builds the same pre-LN GPT-2
+# ${LMTK_BENCH_DIR:-/var/tmp/lmtk-bench}; in a bare clone, without the OpenWebText documents that
+# corpus needs (CI's ../shared, or LMTK_OWT), the test corpus of the same script instead); tests/bench/train-torch.py builds the same pre-LN GPT-2
 # in torch 1.13 (Debian's /usr/bin/python3) and times forward + backward + clip + AdamW on random
 # ids.  Both use TRAIN_BENCH_THREADS threads (default: all online CPUs) and the same libopenblas.
 #
@@ -58,12 +59,20 @@ trap 'rm -rf "$WORK"' EXIT
 
 # --- data: real English text in GPT-2's vocabulary (for the speed only the ids' range matters) ---
 G=$CACHE/gpt2
-DATA=$CACHE/train-bench_text_document
+OWT=${LMTK_OWT:-$TOP/../shared/data/megatron/openwebtext-1000.jsonl}
+if [ -r "$OWT" ]; then
+	export LMTK_OWT=$OWT
+	CORPUS=(--bench "$CACHE/bench.jsonl") NAME_DATA=train-bench
+else
+	echo "$NAME: no OpenWebText documents ($OWT; set LMTK_OWT): training on the test corpus" >&2
+	CORPUS=("$CACHE/test.jsonl") NAME_DATA=train-bench-test
+fi
+DATA=$CACHE/${NAME_DATA}_text_document
 if [ ! -f "$DATA.idx" ]; then
-	bash "$TOP/tests/ref/corpus.sh" --bench "$CACHE/bench.jsonl" >&2
+	bash "$TOP/tests/ref/corpus.sh" "${CORPUS[@]}" >&2
 	bash "$TOP/tests/ref/gpt2-files.sh" "$G" >&2
 	"$TOP/bin/tokenize" --quiet --vocab-file "$G/vocab.json" --merge-file "$G/merges.txt" \
-		--append-eod < "$CACHE/bench.jsonl" | "$TOP/bin/mkindex" --output-prefix "$CACHE/train-bench" >&2
+		--append-eod < "${CORPUS[-1]}" | "$TOP/bin/mkindex" --output-prefix "$CACHE/$NAME_DATA" >&2
 fi
 
 # --- the fp32 FMA peak, measured ---

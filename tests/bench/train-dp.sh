@@ -4,8 +4,8 @@
 #
 # The model is 6 layers, hidden 512, 8 heads, seq 256 (GPT-2 style, the tiny test vocabulary of
 # 5000 padded to 5120, no dropout), micro-batch 4, trained on the Megatron test data
-# (${LMTK_MEGATRON_DIR:-/work/shared/data/megatron}, copied to a scratch directory), fp32 on the
-# CPU.  Three runs of bin/train, TRAIN_DP_BENCH_ITERS iterations each (default 12):
+# (${LMTK_MEGATRON_DIR:-../shared/data/megatron}, or in a bare clone the project's own of the same
+# shape, tests/ref/tiny-dataset.sh; copied to a scratch directory), fp32 on the CPU.  Three runs of bin/train, TRAIN_DP_BENCH_ITERS iterations each (default 12):
 #   (c) 1 rank  x 1 thread,  global batch G/2 = 8  (2 micro-batches): one core's share of DP=2
 #   (a) 1 rank  x 2 threads, global batch G   = 16 (4 micro-batches): the 2 cores by threads
 #   (b) 2 ranks x 1 thread,  global batch G   = 16 (DP=2, 2 micro-batches per rank):

@@ -1,14 +1,15 @@
 #!/usr/bin/env bash
-# mkindex against its peers: Megatron's own .bin/.idx (shared/data/megatron), rebuilt byte for
-# byte from a token stream written by an independent writer (tests/tokstream.py) and read back
-# with numpy; merge of two halves back into the whole; check on corrupted copies; nothing left
-# behind by a cut stream, a bad id, kill -9 or a full filesystem.
+# mkindex against its peers: Megatron's own .bin/.idx (CI's ../shared/data/megatron, or
+# LMTK_MEGATRON_DIR), rebuilt byte for byte from a token stream written by an independent writer
+# (tests/tokstream.py) and read back with numpy; merge of two halves back into the whole; check on
+# corrupted copies; nothing left behind by a cut stream, a bad id, kill -9 or a full filesystem.
+# Without Megatron's files (a bare clone) the same cases run on the project's own dataset
+# (tests/lib.sh tiny_dataset: tokenize | mkindex of 1000 documents, the same shape), with the
+# numbers numpy reads from it instead of Megatron's; only the identity with Megatron is skipped.
 . "$(dirname "$0")/../lib.sh"
 MK=$BIN/mkindex
 PY=/usr/bin/python3
 TS=$TOP/tests/tokstream.py
-MEGDIR=${LMTK_MEGATRON_DIR:-$TOP/../shared/data/megatron}
-MEG=$MEGDIR/meg-gpt2-openwebtext_text_document
 cd "$T" || exit 3
 
 ts() { "$PY" "$TS" "$@"; }
@@ -91,37 +92,63 @@ cp s1_text_document.idx keep.idx
 printf '1 2\n' | ts write --vocab 100 --no-end | $MK --output-prefix s1 2>/dev/null
 check failed_run_keeps_old_dataset cmp s1_text_document.idx keep.idx
 
-# --- the real Megatron dataset ---
-if [ ! -f "$MEG.idx" ]; then
-	skip megatron_peer "$MEG.idx not found (set LMTK_MEGATRON_DIR)"
+# --- a real dataset: Megatron's, else the project's own of the same shape ---
+# Megatron's numbers are pinned; for the project's dataset they are what numpy reads from it
+# (tokstream.py, written from the spec, sharing no code with mkindex).
+if [ -n "$MEG_REF" ]; then
+	MEGDIR=$MEG_REF PEER=megatron
 else
+	skip megatron_byte_identity "the Megatron-written dataset is not here (../shared/data/megatron, or set LMTK_MEGATRON_DIR): the files mkindex writes are compared with the project's own dataset (tokenize | mkindex), not with Megatron's"
+	MEGDIR=$(tiny_dataset) || exit 3
+	PEER=tiny_dataset
+fi
+MEG=$MEGDIR/meg-gpt2-openwebtext_text_document
+if [ ! -f "$MEG.idx" ]; then
+	fail dataset_present "$MEG.idx not found"
+else
+	ts dump "$MEG" > all.numpy.txt
+	if [ $PEER = megatron ]; then
+		TOKENS=1361845 LENGTHS='min 193, mean 1361\.8, max 21809' IDS='0\.\.4999'
+		FIRST4999='sequence 0, token 1410 \(byte 2820\)' N4999=1000 PTR10=18616
+	else
+		# the same numbers as numpy reads them (its dump: one line per document, one sequence each)
+		nums() { awk "$1" all.numpy.txt; }
+		TOKENS=$(nums '{ t += NF } END { print t }')
+		LENGTHS=$(nums '{ t += NF; if (NR == 1 || NF < lo) lo = NF; if (NF > hi) hi = NF }
+			END { printf "min %d, mean %.1f, max %d", lo, t / NR, hi }' | sed 's/\./\\./')
+		IDS=$(tr ' ' '\n' <all.numpy.txt | sort -n | sed -n '1p;$p' | paste -sd' ' | sed 's/ /\\.\\./')
+		# <|endoftext|> (4999): how often, and the first one's sequence, token and byte in the .bin
+		N4999=$(tr ' ' '\n' <all.numpy.txt | grep -c '^4999$')
+		FIRST4999=$(nums '{ for (i = 1; i <= NF; i++) if ($i == 4999) {
+			printf "sequence %d, token %d \\(byte %d\\)", NR - 1, i - 1, 2 * (t + i - 1); exit } t += NF }')
+		PTR10=$(nums 'NR <= 10 { t += NF } END { print 2 * t }')
+	fi
 	expect_rc info_real_exits_0 0 $MK info "$MEG"
 	cp "$T/out" info.txt
 	contains info_real_documents info.txt '^documents +1000$'
 	contains info_real_sequences info.txt '^sequences +1000$'
-	contains info_real_tokens info.txt '^tokens +1361845$'
+	contains info_real_tokens info.txt "^tokens +$TOKENS\$"
 	contains info_real_dtype info.txt '^dtype +uint16 \(8\)$'
-	contains info_real_ids info.txt '^ids +0\.\.4999$'
+	contains info_real_ids info.txt "^ids +$IDS\$"
 	contains info_real_idx_bytes info.txt '^idx bytes +20042$'
-	contains info_real_bin_bytes info.txt '^bin bytes +2723690$'
-	contains info_real_lengths info.txt '^lengths +min 193, mean 1361\.8, max 21809 '
+	contains info_real_bin_bytes info.txt "^bin bytes +$((2 * TOKENS))\$"
+	contains info_real_lengths info.txt "^lengths +$LENGTHS "
 	check info_histogram_sums_to_N [ "$(awk '$1 ~ /^[0-9]+\.\.[0-9]+$/ { s += $2 } END { print s }' info.txt)" = 1000 ]
 	# numpy, reading the files per the spec, is the independent reader
-	check numpy_reads_the_spec_numbers [ "$(ts readidx "$MEG")" = "1000 1001 8 1361845 1361845 4999 ok" ]
+	check numpy_reads_the_spec_numbers [ "$(ts readidx "$MEG")" = "1000 1001 8 $TOKENS $TOKENS 4999 ok" ]
 	check info_tokens_equal_numpy [ "$(awk '/^tokens/ { print $2 }' info.txt)" = "$(ts readidx "$MEG" | cut -d' ' -f4)" ]
 
 	expect_rc check_real_exits_0 0 $MK check "$MEG" --vocab-size 5000
-	contains check_real_says_ok "$T/out" ': ok: 1000 sequences, 1000 documents, 1361845 tokens, dtype uint16 \(8\), every id'
+	contains check_real_says_ok "$T/out" ": ok: 1000 sequences, 1000 documents, $TOKENS tokens, dtype uint16 \(8\), every id"
 	# <|endoftext|> is 4999: with a vocabulary of 4999 each document's last id is out of range
 	expect_rc check_vocab_too_small_exits_1 1 $MK check "$MEG" --vocab-size 4999
-	contains check_vocab_names_first_id "$T/out" 'text_document\.bin: sequence 0, token 1410 \(byte 2820\): id 4999 >= vocab size 4999$'
-	contains check_vocab_counts_rest "$T/out" '\.\.\. and 990 more ids outside 0\.\.4998$'
-	contains check_vocab_total "$T/out" ': 1000 problems$'
+	contains check_vocab_names_first_id "$T/out" "text_document\.bin: $FIRST4999: id 4999 >= vocab size 4999\$"
+	contains check_vocab_counts_rest "$T/out" "\.\.\. and $((N4999 - 10)) more ids outside 0\.\.4998\$"
+	contains check_vocab_total "$T/out" ": $N4999 problems\$"
 
 	# dump, against numpy's reading of the same files
 	$MK dump "$MEG" > all.txt
 	check dump_one_line_per_document [ "$(wc -l < all.txt)" = 1000 ]
-	ts dump "$MEG" > all.numpy.txt
 	check dump_equals_numpy cmp all.txt all.numpy.txt
 	check dump_doc_is_that_line [ "$($MK dump "$MEG" --doc 999)" = "$(sed -n 1000p all.txt)" ]
 	check dump_range_is_those_lines [ "$($MK dump "$MEG" --range 10:13)" = "$(sed -n 11,13p all.txt)" ]
@@ -132,8 +159,8 @@ else
 	# the round trip: dump -> independent stream writer -> mkindex == Megatron's files
 	ts write --vocab 5000 --eod 4999 < all.txt > all.tok
 	expect_rc build_real_exits_0 0 $MK --output-prefix meg-gpt2-openwebtext < all.tok
-	check build_real_bin_identical_to_megatron cmp meg-gpt2-openwebtext_text_document.bin "$MEG.bin"
-	check build_real_idx_identical_to_megatron cmp meg-gpt2-openwebtext_text_document.idx "$MEG.idx"
+	check build_real_bin_identical_to_$PEER cmp meg-gpt2-openwebtext_text_document.bin "$MEG.bin"
+	check build_real_idx_identical_to_$PEER cmp meg-gpt2-openwebtext_text_document.idx "$MEG.idx"
 	cat all.tok | $MK --output-prefix piped 2>/dev/null
 	check build_from_a_pipe_identical cmp piped_text_document.idx "$MEG.idx"
 
@@ -144,8 +171,8 @@ else
 	$MK --output-prefix b < b.tok 2>/dev/null
 	check half_a_has_500_docs [ "$(ts readidx a_text_document | cut -d' ' -f1,2)" = "500 501" ]
 	expect_rc merge_halves_exits_0 0 $MK merge merged a_text_document b_text_document
-	check merge_bin_identical_to_megatron cmp merged.bin "$MEG.bin"
-	check merge_idx_identical_to_megatron cmp merged.idx "$MEG.idx"
+	check merge_bin_identical_to_$PEER cmp merged.bin "$MEG.bin"
+	check merge_idx_identical_to_$PEER cmp merged.idx "$MEG.idx"
 	$MK --output-prefix a32 --dtype int32 < a.tok 2>/dev/null
 	mkdir mix
 	expect_rc merge_mixed_dtype_exits_2 2 $MK merge mix/m a_text_document a32_text_document
@@ -168,7 +195,7 @@ open(p, 'wb').write(b)"
 	corrupt shortbin 'pass'
 	truncate -s 1000000 c/shortbin.bin
 	expect_rc check_short_bin_exits_1 1 $MK check c/shortbin
-	contains check_short_bin_says_which_sequence "$T/out" 'c/shortbin\.bin: is 1000000 bytes, expected 2723690 \(1361845 tokens x 2 bytes\): it ends inside sequence [0-9]+ of 1000'
+	contains check_short_bin_says_which_sequence "$T/out" "c/shortbin\.bin: is 1000000 bytes, expected $((2 * TOKENS)) \($TOKENS tokens x 2 bytes\): it ends inside sequence [0-9]+ of 1000"
 	corrupt order 'b[34 + 12000 + 8 * 3:34 + 12000 + 8 * 4] = struct.pack("<q", 1)'
 	expect_rc check_non_monotone_exits_1 1 $MK check c/order
 	contains check_non_monotone_says_where "$T/out" 'c/order\.idx: doc_idx\[3\] = 1 is less than doc_idx\[2\] = 2: must not decrease$'
@@ -184,7 +211,7 @@ open(p, 'wb').write(b)"
 	contains check_caps_repeated_problems "$T/out" '\.\.\. and [0-9]+ more pointers problems$'
 	corrupt ptr 'b[34 + 4000 + 8 * 10:34 + 4000 + 8 * 11] = struct.pack("<q", 7)'
 	expect_rc check_bad_pointer_exits_1 1 $MK check c/ptr
-	contains check_bad_pointer_expected_vs_found "$T/out" 'c/ptr\.idx: pointers\[10\] = 7, expected 18616 \(sizes\[0\.\.10\) x 2 bytes\)$'
+	contains check_bad_pointer_expected_vs_found "$T/out" "c/ptr\.idx: pointers\[10\] = 7, expected $PTR10 \(sizes\[0\.\.10\) x 2 bytes\)\$"
 	corrupt seqmode 'b += bytes(1000)'
 	expect_rc check_sequence_mode_array_exits_0 0 $MK check c/seqmode
 	contains check_sequence_mode_array_noted "$T/out" 'note: .*sequence-mode array'
