@@ -172,8 +172,9 @@ static int read_zero(const char *path, json_t *o, struct train_args *a, struct d
 		if (strcmp(k, "cpu_offload") == 0 && !json_is_false(v))
 			return ds_err(err, errlen, path, "zero_optimization.cpu_offload: offloading is "
 				      "not implemented; set it to false");
-		args_noeffect_add(a, "deepspeed_config", "%s: zero_optimization.%s tunes DeepSpeed's "
-				  "communication, not the math", path, k);
+		if (a->deepspeed)   /* else the whole file is named as without effect */
+			args_noeffect_add(a, "deepspeed_config", "%s: zero_optimization.%s tunes "
+					  "DeepSpeed's communication, not the math", path, k);
 	}
 	return 0;
 }
@@ -246,7 +247,9 @@ static int read_file(const char *path, struct train_args *a, struct dsconfig *c,
 		}
 		for (size_t i = 0; i < sizeof inert / sizeof inert[0] && !done; i++)
 			if (strcmp(k, inert[i].key) == 0) {
-				args_noeffect_add(a, "deepspeed_config", "%s: %s: %s", path, k, inert[i].why);
+				if (a->deepspeed)
+					args_noeffect_add(a, "deepspeed_config", "%s: %s: %s", path, k,
+							  inert[i].why);
 				done = 1;
 			}
 		for (size_t i = 0; i < sizeof refused / sizeof refused[0] && !done; i++)

@@ -132,6 +132,7 @@ int main(void)
 		T_ASSERT(a.initial_loss_scale == ils && a.clip_grad == 1.0 && a.zero_stage == -1);
 		T_ASSERT(said("without --deepspeed Megatron-DeepSpeed does not read it"));
 		T_ASSERT(has(a.noeffect_more, path));
+		T_ASSERT(!said("steps_per_print"));   /* the whole file is named, not its keys */
 		/* nor is its batch checked: nothing told the engine about it */
 		T_ASSERT(dsconfig_check_batch(&a, &c, 16, 1, 512, err, sizeof err) == 0);
 	}
