@@ -96,11 +96,12 @@ static int get_num(json_t *v, double lo, double *out)
 	return 0;
 }
 
-/* {"enabled": false}, alone: a block switched off */
+/* A block switched off: {"enabled": false, ...}.  DeepSpeed and Megatron-DeepSpeed read nothing
+ * else of such a block (curriculum_learning's difficulty settings, flops_profiler's output file),
+ * so its other keys cannot matter either. */
 static int disabled(json_t *v)
 {
-	return json_is_object(v) && json_object_size(v) == 1 &&
-	       json_is_false(json_object_get(v, "enabled"));
+	return json_is_object(v) && json_is_false(json_object_get(v, "enabled"));
 }
 
 static int read_fp16(const char *path, json_t *o, struct dsconfig *c, char *err, size_t errlen)
@@ -171,8 +172,9 @@ static int read_zero(const char *path, json_t *o, struct train_args *a, struct d
 		if (strcmp(k, "cpu_offload") == 0 && !json_is_false(v))
 			return ds_err(err, errlen, path, "zero_optimization.cpu_offload: offloading is "
 				      "not implemented; set it to false");
-		args_noeffect_add(a, "deepspeed_config", "%s: zero_optimization.%s tunes DeepSpeed's "
-				  "communication, not the math", path, k);
+		if (a->deepspeed)   /* else the whole file is named as without effect */
+			args_noeffect_add(a, "deepspeed_config", "%s: zero_optimization.%s tunes "
+					  "DeepSpeed's communication, not the math", path, k);
 	}
 	return 0;
 }
@@ -220,35 +222,49 @@ static int read_file(const char *path, struct train_args *a, struct dsconfig *c,
 				goto out;
 			continue;
 		}
-		if (strcmp(k, "bf16") == 0) {
+		if (strcmp(k, "bf16") == 0 || strcmp(k, "bfloat16") == 0) {
+			/* "bfloat16" is DeepSpeed's old name, read when "bf16" is absent */
 			json_t *e = json_object_get(v, "enabled");
 			if (!json_is_object(v) || json_object_size(v) != (e ? 1u : 0u) ||
 			    (e && !json_is_boolean(e))) {
-				ds_err(err, errlen, path, "bf16: lmtk reads only {\"enabled\": true|false}");
+				ds_err(err, errlen, path, "%s: lmtk reads only {\"enabled\": true|false}", k);
+				goto out;
+			}
+			if (json_object_get(root, "bf16") && json_object_get(root, "bfloat16")) {
+				ds_err(err, errlen, path, "bf16 and bfloat16 (its old name) both given: "
+				       "keep one");
 				goto out;
 			}
 			c->bf16 = e ? json_is_true(e) : -1;
 			continue;
 		}
 		if (strcmp(k, "zero_optimization") == 0) {
-			if (read_zero(path, v, a, c, err, errlen) < 0)
+			if (json_is_boolean(v))   /* DeepSpeed's deprecated form: true is stage 1 */
+				c->zero_stage = json_is_true(v);
+			else if (read_zero(path, v, a, c, err, errlen) < 0)
 				goto out;
 			continue;
 		}
 		for (size_t i = 0; i < sizeof inert / sizeof inert[0] && !done; i++)
 			if (strcmp(k, inert[i].key) == 0) {
-				args_noeffect_add(a, "deepspeed_config", "%s: %s: %s", path, k, inert[i].why);
+				if (a->deepspeed)
+					args_noeffect_add(a, "deepspeed_config", "%s: %s: %s", path, k,
+							  inert[i].why);
 				done = 1;
 			}
-		if (done || disabled(v))
-			continue;
-		for (size_t i = 0; i < sizeof refused / sizeof refused[0]; i++)
+		for (size_t i = 0; i < sizeof refused / sizeof refused[0] && !done; i++)
 			if (strcmp(k, refused[i].key) == 0) {
-				ds_err(err, errlen, path, "%s: %s", k, refused[i].why);
-				goto out;
+				if (!disabled(v)) {
+					ds_err(err, errlen, path, "%s: %s", k, refused[i].why);
+					goto out;
+				}
+				done = 1;
 			}
-		ds_err(err, errlen, path, "%s: unknown to lmtk; remove it (train(1) lists the keys read)", k);
-		goto out;
+		if (!done) {   /* a typo must not pass as a key DeepSpeed would ignore */
+			ds_err(err, errlen, path, "%s: unknown to lmtk; remove it (train(1) lists the "
+			       "keys read)", k);
+			goto out;
+		}
 	}
 	rc = 0;
 out:
@@ -291,11 +307,14 @@ int dsconfig_apply(struct train_args *a, struct dsconfig *c, char *err, size_t e
 		return ds_err(err, errlen, path, "bf16.enabled is %s but --bf16 is %s: make them agree",
 			      c->bf16 == 1 ? "true" : c->bf16 == 0 ? "false" : "absent (false)",
 			      a->bf16 ? "given" : "not given");
+	/* The engine partitions as its config says; Megatron-DeepSpeed reads --zero-stage only
+	 * for stage 3's zero.Init, which lmtk refuses anyway.  So the file's stage applies, and a
+	 * --zero-stage that said otherwise is named, as the other flags the file overrides. */
 	int stage = c->zero_stage >= 0 ? c->zero_stage : 0;   /* DeepSpeed's default: no ZeRO */
 	if (a->zero_stage >= 0 && a->zero_stage != stage)
-		return ds_err(err, errlen, path, "zero_optimization.stage is %d%s but --zero-stage is %d: "
-			      "make them agree", stage, c->zero_stage < 0 ? " (absent: DeepSpeed's default)"
-			      : "", a->zero_stage);
+		args_noeffect_add(a, "zero-stage", "under --deepspeed %s's zero_optimization.stage = %d%s "
+				  "applies", path, stage, c->zero_stage < 0 ? " (absent: DeepSpeed's "
+				  "default)" : "");
 	a->zero_stage = stage;
 
 	/* DeepSpeed clips (its default: not at all) and scales the loss, not Megatron */
@@ -350,7 +369,18 @@ int dsconfig_check_batch(const struct train_args *a, const struct dsconfig *c, i
 		return ds_err(err, errlen, path, "Either train_batch_size or "
 			      "train_micro_batch_size_per_gpu needs to be provided (DeepSpeed)");
 	}
-	if (mb <= 0 || gas <= 0 || tbs != mb * gas * dp)
+	/* its assertions, in its order and words: a resolved value can round down to 0 */
+	if (mb <= 0)
+		return ds_err(err, errlen, path, "Micro batch size per gpu: %lld has to be greater than 0 "
+			      "(DeepSpeed: train_batch_size %lld / gradient_accumulation_steps %lld / "
+			      "data-parallel size %lld)", (long long)mb, (long long)tbs, (long long)gas,
+			      (long long)dp);
+	if (gas <= 0)
+		return ds_err(err, errlen, path, "Gradient accumulation steps: %lld has to be greater "
+			      "than 0 (DeepSpeed: train_batch_size %lld / train_micro_batch_size_per_gpu "
+			      "%lld / data-parallel size %lld)", (long long)gas, (long long)tbs,
+			      (long long)mb, (long long)dp);
+	if (tbs != mb * gas * dp)
 		return ds_err(err, errlen, path, "Check batch related parameters. train_batch_size is "
 			      "not equal to micro_batch_per_gpu * gradient_acc_step * world_size "
 			      "%lld != %lld * %lld * %lld (DeepSpeed; world_size is the data-parallel "

@@ -8,15 +8,16 @@
  * asserting train_batch_size == micro * accumulation * data-parallel size.  So:
  * - the file is read, or the run is refused (exit 2): a missing file names the path, malformed
  *   JSON the path, line and column;
- * - every key is known: the ones above are applied (the Megatron flags they override, when given
- *   with other values, are named in the start-up "no effect here" line with the file's value);
+ * - every key is known: the ones above are applied (the Megatron flags they override -
+ *   --clip-grad, --zero-stage, the loss-scale flags - when given with other values, are named in
+ *   the start-up "no effect here" line with the file's value, which is what the engine uses);
  *   steps_per_print, wall_clock_breakdown, zero_allow_untested_optimizer and ZeRO's
- *   communication knobs cannot matter here and are named there too; a block switched off
- *   ({"enabled": false}) is accepted; anything else (curriculum_learning, activation_checkpointing,
- *   optimizer, scheduler, ZeRO stage 2 or 3, an unknown key...) is refused by name, saying why;
- * - fp16.enabled and bf16.enabled must agree with --fp16 and --bf16, and --zero-stage with
- *   zero_optimization.stage: a script saying one thing in its flags and another in its config is
- *   refused rather than guessed;
+ *   communication knobs cannot matter here and are named there too; a DeepSpeed block switched
+ *   off ({"enabled": false, ...}) is accepted; anything else (curriculum_learning,
+ *   activation_checkpointing, optimizer, scheduler, ZeRO stage 2 or 3...) is refused by name,
+ *   saying why, and so is a key DeepSpeed does not know (DeepSpeed would ignore a typo);
+ * - fp16.enabled and bf16.enabled must agree with --fp16 and --bf16, as Megatron-DeepSpeed
+ *   asserts ("megatron fp16 config does not match deepspeed");
  * - the batch keys are resolved as DeepSpeed does and must agree with the flags and the layout
  *   (dsconfig_check_batch): with --rampup-batch-size, train_batch_size is the final batch, which
  *   Megatron-DeepSpeed hands the engine as the ramp-up goes.

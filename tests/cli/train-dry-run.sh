@@ -344,9 +344,21 @@ contains ds_deepspeed_assertion_words "$T/err" 'Check batch related parameters. 
 sed 's/"stage": 1/"stage": 2/' ds_config.13b.json >z2.json
 expect_rc ds_zero2_refused 2 dsrun z2.json
 contains ds_zero2_says_what_to_use "$T/err" 'zero_optimization.stage 2: ZeRO stages 2 and 3 are not implemented; use stage 1'
+# the engine's ZeRO stage is the file's (Megatron-DeepSpeed reads --zero-stage only for stage 3):
+# the 13B's --zero-stage 1 gives way to a stage 0 config, and is named
 sed 's/"stage": 1/"stage": 0/' ds_config.13b.json >z0.json
-expect_rc ds_zero_stage_conflict_exits_2 2 dsrun z0.json
-contains ds_zero_stage_conflict_named "$T/err" 'zero_optimization.stage is 0 but --zero-stage is 1: make them agree'
+expect_rc ds_zero_stage_from_config_exits_0 0 dsrun z0.json
+contains ds_zero_stage_flag_named "$T/err" "no effect here: .*--zero-stage \(under --deepspeed z0.json's zero_optimization.stage = 0 applies\)"
+contains ds_zero_stage_0_not_sharded "$T/out" '^  optimizer state sharded over DP +no'
+# and the other way: --zero-stage 0 (given again: the last one counts, as in argparse) gives way
+# to the file's stage 1, also in DeepSpeed's old boolean form
+expect_rc ds_zero_stage_1_from_file 0 $TR --dry-run "${A13[@]}" --zero-stage 0 --nodes 32 --gpus-per-node 4 --gpu-memory 32
+contains ds_zero_stage_1_sharded "$T/out" '^  optimizer state sharded over DP +yes'
+"$PY" -c 'import json,sys; d=json.load(open(sys.argv[1])); d["zero_optimization"]=True; print(json.dumps(d))' \
+	ds_config.13b.json >zbool.json
+expect_rc ds_zero_bool_true_is_stage_1 0 $TR --dry-run "${A13[@]/.\/ds_config.13b.json/zbool.json}" --zero-stage 0 \
+	--nodes 32 --gpus-per-node 4 --gpu-memory 32
+contains ds_zero_bool_sharded "$T/out" '^  optimizer state sharded over DP +yes'
 sed 's/"enabled": true/"enabled": false/' ds_config.13b.json >nofp16.json
 expect_rc ds_fp16_conflict_exits_2 2 dsrun nofp16.json
 contains ds_fp16_conflict_named "$T/err" 'fp16.enabled is false but --fp16 is given: make them agree'

@@ -172,6 +172,27 @@ check ds_config_clipping_changes_the_run [ "$(curve dsc.out)" != "$(curve ds.out
 expect_rc ds_config_batch_mismatch_exits_2 2 "$TR" "${MODEL[@]}" "${GPT2[@]}" --fp16 --deepspeed \
 	--deepspeed_config ds.json --global-batch-size 8
 contains ds_config_batch_mismatch_named "$T/err" 'ds.json: train_batch_size 4 but --global-batch-size 8: make them agree'
+contains ds_config_inert_key_named ds.out "no effect here: .*--deepspeed_config \(ds.json: steps_per_print: "
+# DeepSpeed's old name reads the same file the same way
+trn --fp16 --deepscale --deepscale_config ds.json --train-iters 2 >dsold.out 2>&1
+check ds_config_old_names grep -q '^ iteration        1/.* loss scale: 4096.0 |' dsold.out
+# a static scale: loss_scale > 0 stays where it is
+sed 's/"loss_scale": 0/"loss_scale": 1024/' ds.json >dss.json
+trn --fp16 --deepspeed --deepspeed_config dss.json >dss.out 2>&1 || fail ds_config_static_run "$(tail -3 dss.out)"
+check ds_config_static_loss_scale [ "$(field dss.out 1 'loss scale')/$(field dss.out 8 'loss scale')" = 1024.0/1024.0 ]
+# no gradient_clipping: DeepSpeed's default clips nothing, whatever Megatron's --clip-grad says
+sed 's/"gradient_clipping": 0.05,//' ds.json >dsnc.json
+trn --fp16 --deepspeed --deepspeed_config dsnc.json >dsnc.out 2>&1 || fail ds_config_noclip_run "$(tail -3 dsnc.out)"
+trn --fp16 --clip-grad 0 --initial-loss-scale 4096 --loss-scale-window 2 >dsm0.out 2>&1
+check ds_config_no_clipping_by_default [ -n "$(curve dsnc.out)" -a "$(curve dsnc.out)" = "$(curve dsm0.out)" -a "$(curve dsnc.out)" != "$(curve dsc.out)" ]
+# without --deepspeed Megatron-DeepSpeed never opens the file: Megatron's scaler (2^32) runs, the
+# file is named; a missing one is still an error, before anything is written
+trn --fp16 --deepspeed_config ds.json --train-iters 2 >dsoff.out 2>&1 || fail ds_config_off_run "$(tail -3 dsoff.out)"
+check ds_config_without_deepspeed_not_applied grep -q '^ iteration        1/.* loss scale: 4294967296.0 |' dsoff.out
+contains ds_config_without_deepspeed_named dsoff.out "no effect here: .*--deepspeed_config \(ds.json: without --deepspeed Megatron-DeepSpeed does not read it"
+expect_rc ds_config_missing_exits_2 2 trn --fp16 --deepspeed_config ds_config.4242.json --save dsmiss --save-interval 2
+contains ds_config_missing_named "$T/err" '^train: --deepspeed_config ds_config.4242.json: unable to open'
+check ds_config_missing_writes_nothing [ ! -e dsmiss ] && [ ! -s "$T/out" ]
 
 # --- TensorBoard switches and --log-path ---
 trn --tensorboard-dir tb --tensorboard-log-interval 3 --no-log-learnig-rate-to-tensorboard \
