@@ -1,5 +1,6 @@
 # lmtk - non-recursive build.  `make` builds every program under src/<prog>/ (a directory
-# with a main.c) into bin/<prog>; src/lib is linked into all of them.
+# with a main.c) into bin/<prog>; src/lib is linked into all of them, the other library
+# directories (LIBDIRS below) into the programs that use them.
 #   make deps    install the Debian packages building and testing need (idempotent)
 #   make check   deps + build + every test; last line "N passed, N failed"
 #   make demo    deps + build + the main job end to end on the embedded default
@@ -51,6 +52,13 @@ BINS     := $(addprefix bin/,$(PROGS))
 LIB_SRC  := $(wildcard src/lib/*.c)
 LIB_OBJ  := $(patsubst src/%.c,$(BUILD)/%.o,$(LIB_SRC))
 LIB_A    := $(BUILD)/liblmtk.a
+# Library directories other than src/lib: src/<dir>/ without a main.c, built into
+# $(BUILD)/lib<dir>.a and linked by the programs LINK_<dir> names (and by their unit tests);
+# tests/unit/<dir>_<what>.c links the library alone.  No program compiles another's sources.
+#   src/ckpt  the checkpoint format: safetensors, manifest, layouts, shards, resharding, progress
+LIBDIRS  := ckpt
+LINK_ckpt := train ckpt-merge-tp ckpt-sync-ln
+libs_of   = $(foreach l,$(LIBDIRS),$(if $(filter $1,$(LINK_$l)),$(BUILD)/lib$l.a))
 UNIT_SRC := $(wildcard tests/unit/*.c)
 UNITS    := $(patsubst tests/unit/%.c,$(BUILD)/tests/%,$(UNIT_SRC))
 # Fuzz harnesses tests/fuzz/<prog>_<what>.c: replayed by make check (gcc, tests/fuzz/replay.c),
@@ -75,6 +83,8 @@ DEB_PACKAGES := gcc make pkg-config libc6-dev libcurl4-openssl-dev libjansson-de
   git-man openssl iproute2 vim-runtime
 
 .PHONY: all deps check demo bench clean install fuzz
+# objects are kept: programs and unit tests share them, and make would delete them as intermediates
+.SECONDARY:
 all: $(BINS) $(CUDA_SO) $(EXEC_SO) $(MPI_SO)
 
 $(BUILD)/%.o: src/%.c
@@ -85,18 +95,27 @@ $(LIB_A): $(LIB_OBJ)
 	@rm -f $@
 	ar rcs $@ $^
 
+define libdir_rule
+$(BUILD)/lib$1.a: $(patsubst src/%.c,$(BUILD)/%.o,$(wildcard src/$1/*.c))
+	@rm -f $$@
+	ar rcs $$@ $$^
+endef
+$(foreach l,$(LIBDIRS),$(eval $(call libdir_rule,$l)))
+
 # bin/<prog>: every .c under src/<prog>/ and its subdirectories (train's cpu/; not mpi/, which is
 # the plugin above) plus the library.
 .SECONDEXPANSION:
 PCT := %
-bin/%: $$(subst .c,.o,$$(subst src/,$(BUILD)/,$$(filter-out src/$$*/mpi/$$(PCT).c,$$(wildcard src/$$*/*.c src/$$*/*/*.c)))) $(LIB_A)
+bin/%: $$(subst .c,.o,$$(subst src/,$(BUILD)/,$$(filter-out src/$$*/mpi/$$(PCT).c,$$(wildcard src/$$*/*.c src/$$*/*/*.c)))) $$(call libs_of,$$*) $(LIB_A)
 	@mkdir -p bin
 	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS)
 
-# tests/unit/<prog>_<what>.c also links src/<prog>/*.o except main.o; lib_<what>.c only the library.
+# tests/unit/<prog>_<what>.c also links src/<prog>/*.o except main.o and the program's libraries;
+# lib_<what>.c only src/lib, <libdir>_<what>.c that library and src/lib.
 prog_of   = $(firstword $(subst _, ,$1))
 prog_objs = $(if $(wildcard src/$(call prog_of,$1)/main.c),$(patsubst src/%.c,$(BUILD)/%.o,$(filter-out %/main.c src/$(call prog_of,$1)/mpi/%.c,$(wildcard src/$(call prog_of,$1)/*.c src/$(call prog_of,$1)/*/*.c))))
-$(BUILD)/tests/%: tests/unit/%.c $$(call prog_objs,$$*) $(LIB_A)
+unit_libs = $(call libs_of,$(call prog_of,$1)) $(if $(filter $(call prog_of,$1),$(LIBDIRS)),$(BUILD)/lib$(call prog_of,$1).a)
+$(BUILD)/tests/%: tests/unit/%.c $$(call prog_objs,$$*) $$(call unit_libs,$$*) $(LIB_A)
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) -Isrc -o $@ $(filter %.c %.o %.a,$^) $(LDLIBS)
 
@@ -123,7 +142,6 @@ FUZZ_CFLAGS  := -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover
 FUZZ_LIBS    := -lcurl -ljansson -lpcre2-8 -lgit2 -lm -lpthread
 fuzz_prog_src = $(filter-out %/main.c,$(wildcard src/$(call prog_of,$1)/*.c))
 FUZZ_DEPS_train_idx := src/train/gptdata.c src/train/mt19937.c
-FUZZ_DEPS_train_safetensors := src/train/safetensors.c
 FUZZ_DEPS_train_cache := src/train/gptdata.c src/train/mt19937.c
 FUZZ_DEPS_hub-sync_lfs := src/hub-sync/lfs.c src/hub-sync/sha256.c
 FUZZ_DEPS_hub-sync_batch := src/hub-sync/batch.c src/hub-sync/token.c src/hub-sync/sha256.c

@@ -12,8 +12,8 @@
 
 #include "file.h"
 #include "msg.h"
-#include "ckpt-merge-tp/reshard.h"
-#include "train/safetensors.h"
+#include "ckpt/reshard.h"
+#include "ckpt/safetensors.h"
 
 enum hf_op {
 	HF_COPY,      /* rows [0, rows) as they are */

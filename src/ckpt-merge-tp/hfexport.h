@@ -34,8 +34,8 @@
 
 #include <stddef.h>
 
-#include "ckpt-merge-tp/progress.h"
-#include "ckpt-merge-tp/shards.h"
+#include "ckpt/progress.h"
+#include "ckpt/shards.h"
 
 struct hf_opts {
 	int bf16;                         /* BF16 tensors (round to nearest even); else F32 */

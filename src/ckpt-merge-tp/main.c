@@ -20,10 +20,10 @@
 #include "opt.h"
 #include "units.h"
 #include "ckpt-merge-tp/hfexport.h"
-#include "ckpt-merge-tp/outdir.h"
-#include "ckpt-merge-tp/progress.h"
-#include "ckpt-merge-tp/reshard.h"
-#include "ckpt-merge-tp/shards.h"
+#include "ckpt/outdir.h"
+#include "ckpt/progress.h"
+#include "ckpt/reshard.h"
+#include "ckpt/shards.h"
 
 enum { O_INPUT = 1000, O_OUTPUT, O_TP, O_PP, O_FORMAT, O_AVERAGE, O_TOLERANCE, O_DTYPE, O_MAXSHARD,
        O_TOKFILES, O_VOCAB, O_PARTITION };

@@ -26,10 +26,10 @@
 #include "msg.h"
 #include "opt.h"
 #include "units.h"
-#include "ckpt-merge-tp/outdir.h"
-#include "ckpt-merge-tp/progress.h"
-#include "ckpt-merge-tp/reshard.h"
-#include "ckpt-merge-tp/shards.h"
+#include "ckpt/outdir.h"
+#include "ckpt/progress.h"
+#include "ckpt/reshard.h"
+#include "ckpt/shards.h"
 
 enum { O_CHECK = 1000, O_FIX, O_TOLERANCE, O_OUTPUT, O_INPLACE };
 

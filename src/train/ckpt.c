@@ -14,7 +14,7 @@
 #include "crc32c.h"
 #include "file.h"
 #include "msg.h"
-#include "train/safetensors.h"
+#include "ckpt/safetensors.h"
 
 #define SHARD "rank_tp%02d_pp%03d.safetensors"
 

@@ -20,7 +20,7 @@
 #include "train/model.h"
 #include "train/optim.h"
 #include "train/philox.h"
-#include "train/safetensors.h"
+#include "ckpt/safetensors.h"
 
 static struct model_config tiny(int alibi, int embed_ln, int heads, int hidden)
 {

@@ -21,8 +21,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "ckpt-merge-tp/layout.h"
-#include "ckpt-merge-tp/progress.h"
+#include "ckpt/layout.h"
+#include "ckpt/progress.h"
 
 #define SH_SHARD "rank_tp%02d_pp%03d.safetensors"
 

@@ -1,5 +1,5 @@
 /* shards - see shards.h. */
-#include "ckpt-merge-tp/shards.h"
+#include "ckpt/shards.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -14,7 +14,7 @@
 #include "crc32c.h"
 #include "file.h"
 #include "msg.h"
-#include "train/safetensors.h"
+#include "ckpt/safetensors.h"
 
 /* The step directory that path names. */
 static int resolve(const char *path, char **dir, char *err, size_t errlen)

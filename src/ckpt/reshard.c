@@ -1,5 +1,5 @@
 /* reshard - see reshard.h. */
-#include "ckpt-merge-tp/reshard.h"
+#include "ckpt/reshard.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -10,8 +10,8 @@
 #include "crc32c.h"
 #include "file.h"
 #include "msg.h"
-#include "ckpt-merge-tp/outdir.h"
-#include "train/safetensors.h"
+#include "ckpt/outdir.h"
+#include "ckpt/safetensors.h"
 
 /* Does stage s of the target layout hold tensor t? */
 static int holds(const struct sh_ckpt *in, const struct lt_model *out, const struct rs_target *tg,

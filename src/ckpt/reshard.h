@@ -20,8 +20,8 @@
 
 #include <stddef.h>
 
-#include "ckpt-merge-tp/progress.h"
-#include "ckpt-merge-tp/shards.h"
+#include "ckpt/progress.h"
+#include "ckpt/shards.h"
 
 #define RS_BLOCK (4u << 20)   /* floats: 16 MiB */
 

@@ -1,6 +1,6 @@
-/* fuzz: a safetensors file (src/train/safetensors.c st_open): checkpoint shards. */
+/* fuzz: a safetensors file (src/ckpt/safetensors.c st_open): checkpoint shards. */
 #include "fuzz.h"
-#include "train/safetensors.h"
+#include "ckpt/safetensors.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {

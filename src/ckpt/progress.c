@@ -1,5 +1,5 @@
 /* progress - see progress.h. */
-#include "ckpt-merge-tp/progress.h"
+#include "ckpt/progress.h"
 
 #include <signal.h>
 #include <stdio.h>

@@ -1,5 +1,5 @@
 /* layout - see layout.h. */
-#include "ckpt-merge-tp/layout.h"
+#include "ckpt/layout.h"
 
 #include <stdio.h>
 #include <stdlib.h>

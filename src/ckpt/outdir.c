@@ -1,5 +1,5 @@
 /* outdir - see outdir.h. */
-#include "ckpt-merge-tp/outdir.h"
+#include "ckpt/outdir.h"
 
 #include <dirent.h>
 #include <errno.h>

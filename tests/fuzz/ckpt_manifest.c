@@ -1,9 +1,9 @@
-/* fuzz: a checkpoint's manifest.json (src/ckpt-merge-tp/shards.c sh_open_manifest), with one
+/* fuzz: a checkpoint's manifest.json (src/ckpt/shards.c sh_open_manifest), with one
  * small shard file beside it for the manifests that name rank_tp00_pp000.safetensors. */
 #include <sys/stat.h>
 
 #include "fuzz.h"
-#include "ckpt-merge-tp/shards.h"
+#include "ckpt/shards.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {

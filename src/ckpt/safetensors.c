@@ -1,5 +1,5 @@
 /* safetensors - see safetensors.h. */
-#include "train/safetensors.h"
+#include "ckpt/safetensors.h"
 
 #include <errno.h>
 #include <fcntl.h>

@@ -1,0 +1,44 @@
+/* ckpt - what an lmtk checkpoint is, and the library that reads, checks and rewrites one
+ * (lmtk-checkpoint(5) is the user's description; this is the code's).
+ *
+ *   SAVE/latest                               "global_stepN": the newest complete step
+ *   SAVE/latest_checkpointed_iteration.txt    "N", Megatron's name for the same
+ *   SAVE/global_stepN/manifest.json           iteration, counters, schedule, optimizer state,
+ *                                             the layout (TP x PP, which stage holds which
+ *                                             layer), the model's shape, and every shard's
+ *                                             size and CRC-32C
+ *   SAVE/global_stepN/rank_tpXX_ppYYY.safetensors
+ *                                             one per TP rank and PP stage: each parameter's
+ *                                             fp32 master weight, then exp_avg.NAME and
+ *                                             exp_avg_sq.NAME (Adam's moments), in the model
+ *                                             table's order, TP-split as Megatron splits it
+ *
+ * A step appears complete or not at all: it is written under a temporary name, fsynced and
+ * renamed into place, and only then does `latest` move.  Nothing is trusted before it is
+ * checked: the manifest parses, every shard exists with its recorded size and checksum, every
+ * tensor has its rank's shape.
+ *
+ * The library (src/ckpt, linked by train, ckpt-merge-tp and ckpt-sync-ln; no program compiles
+ * another program's sources):
+ *   safetensors.h  the tensor file format: streaming writer, checked reader
+ *   layout.h       the tensor table from the manifest's model, TP splits, PP stage placement
+ *   shards.h       one step opened: manifest and every shard mapped and verified; full tensors
+ *                  gathered block by block from the ranks' parts
+ *   reshard.h      a step written in another TP/PP layout, streaming
+ *   outdir.h       an output directory that appears complete or not at all
+ *   progress.h     progress on stderr for long work; SIGINT/SIGTERM unwind cleanly
+ *
+ * train writes and loads its own steps with train/ckpt.c (over safetensors.h): the layout of
+ * its model table is the one layout.h repeats, and the tests prove the two agree byte for
+ * byte. */
+#ifndef CKPT_CKPT_H
+#define CKPT_CKPT_H
+
+#include "ckpt/layout.h"
+#include "ckpt/outdir.h"
+#include "ckpt/progress.h"
+#include "ckpt/reshard.h"
+#include "ckpt/safetensors.h"
+#include "ckpt/shards.h"
+
+#endif
