@@ -27,7 +27,7 @@ enum {
 	O_DEVICE, O_THREADS, O_SPIKE, O_SPIKEF, O_PEAK,
 	O_OPTIMIZER, O_DATALOADER, O_EVALONLY, O_FINETUNE, O_NOLOADOPT, O_LOSSSCALE, O_TBLOGINT,
 	O_TBNOLR, O_TBNOLS, O_LOGPATH, O_EODMASK, O_RESETPOS, O_RESETATT, O_POSTLN, O_OPENAIGELU,
-	O_DEEPSCALE, O_DSCONFIG,
+	O_DEEPSCALE, O_DSCONFIG, O_CURRICULUM,
 };
 
 const struct opt args_opts[] = {
@@ -59,6 +59,7 @@ const struct opt args_opts[] = {
 	{"deepscale", O_DEEPSCALE, NULL, "DeepSpeed's old name for --deepspeed"},
 	{"deepspeed_config", O_DSCONFIG, "FILE", "DeepSpeed's JSON config; under --deepspeed its batch, clipping, ZeRO, fp16/bf16 apply (train(1))"},
 	{"deepscale_config", O_DSCONFIG, "FILE", "DeepSpeed's old name for --deepspeed_config"},
+	{"curriculum-learning", O_CURRICULUM, NULL, "the sequence-length curriculum of --deepspeed_config's curriculum_learning block (also its \"enabled\": true)"},
 	{"checkpoint-activations", O_CKPT, NULL, "plan with recomputed activations (training keeps them: said at start-up)"},
 	{"micro-batch-size", O_MBS, "N", "samples per micro-batch per GPU (MBS)"},
 	{"global-batch-size", O_GBS, "N", "samples per iteration (GBS; default MBS * DP)"},
@@ -225,7 +226,6 @@ const struct args_other args_other[] = {
 	/* would change the run: refused */
 	REFUSE("use-bnb-optimizer", 0, "8-bit Adam (bitsandbytes) is not implemented; drop it to train with AdamW"),
 	REFUSE("codecarbon-dir", 1, "CodeCarbon energy logs are not implemented; drop it"),
-	REFUSE("curriculum-learning", 0, "curriculum learning is not implemented; drop it"),
 	REFUSE("no-save-optim", 0, "lmtk checkpoints always hold the optimizer state; drop it (ckpt-merge-tp --format hf exports weights only)"),
 	REFUSE("universal-checkpoint", 0, "DeepSpeed universal checkpoints are not read; use an lmtk checkpoint"),
 	REFUSE("inference", 0, "train trains; drop it"),
@@ -645,6 +645,7 @@ int args_opt(void *ctx, int key, const char *arg, char *err, size_t errlen)
 	case O_OPENAIGELU: a->openai_gelu = 1; return 0;
 	case O_DEEPSCALE: a->deepspeed = 1; return 0;
 	case O_DSCONFIG: a->deepspeed_config = arg; return 0;
+	case O_CURRICULUM: a->curriculum_flag = 1; return 0;
 	}
 	return errf(err, errlen, "unhandled option");
 }

@@ -28,6 +28,7 @@
 #include <stdint.h>
 
 #include "opt.h"
+#include "train/curriculum.h"
 
 #define ARGS_MAX_DATA 256
 #define ARGS_MAX_SKIP 64
@@ -115,6 +116,8 @@ struct train_args {
 	int eod_mask_loss, reset_position_ids, reset_attention_mask, post_ln_residual;
 	int openai_gelu;
 	const char *deepspeed_config;  /* --deepspeed_config FILE (dsconfig.h) */
+	int curriculum_flag;           /* --curriculum-learning: the config's block must be there */
+	struct curriculum curriculum;  /* from the config's curriculum_learning block (dsconfig.h) */
 	unsigned given;                /* ARGS_GIVEN_*: flags given, where the default is not enough */
 	char *noeffect_more;           /* more of the start-up line: "--x (why), ..." (malloc'd) */
 

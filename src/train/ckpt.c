@@ -36,10 +36,11 @@ static void clean_tmp(const char *dir)
 
 static json_t *sched_json(const struct sched *s)
 {
-	return json_pack("{s:f,s:f,s:I,s:I,s:s,s:b,s:I,s:I}", "max_lr", s->max_lr, "min_lr",
+	return json_pack("{s:f,s:f,s:I,s:I,s:s,s:b,s:I,s:I,s:I}", "max_lr", s->max_lr, "min_lr",
 			 s->min_lr, "warmup", (json_int_t)s->warmup, "decay", (json_int_t)s->decay,
 			 "style", sched_style_name(s->style), "by_tokens", s->by_tokens, "num_steps",
-			 (json_int_t)s->num_steps, "num_tokens", (json_int_t)s->num_tokens);
+			 (json_int_t)s->num_steps, "num_tokens", (json_int_t)s->num_tokens,
+			 "warmup_tokens", (json_int_t)s->warmup_tokens);
 }
 
 static json_t *model_json(const struct model_config *c)
@@ -347,6 +348,8 @@ static int load_step(const char *sdir, struct model *m, struct ckpt_state *st, c
 		return errf(err, errlen, "%s: a field is missing or has the wrong type", path);
 	}
 	st->sched.by_tokens = json_is_true(json_object_get(sc, "by_tokens"));
+	st->sched.warmup_tokens = 0;
+	jint(sc, "warmup_tokens", &st->sched.warmup_tokens);   /* absent in older manifests */
 	st->skip_through = 0;
 	jint(man, "skip_ranges_done_through", &st->skip_through);   /* absent in older manifests */
 	json_t *vp = json_object_get(man, "valid_positions");

@@ -23,8 +23,6 @@ static const struct {
 	{"optimizer", "lmtk trains with Megatron's AdamW from the --adam-*/--weight-decay flags; "
 		      "remove the block and give them as flags"},
 	{"scheduler", "the learning-rate schedule comes from Megatron's --lr-* flags; remove the block"},
-	{"curriculum_learning", "curriculum learning is not implemented; remove the block or set "
-				"\"enabled\": false"},
 	{"activation_checkpointing", "activations are kept, not recomputed; remove the block "
 				     "(--checkpoint-activations only shapes the plan)"},
 	{"flops_profiler", "DeepSpeed's profiler is not here; the log line carries TFLOPs"},
@@ -179,6 +177,98 @@ static int read_zero(const char *path, json_t *o, struct train_args *a, struct d
 	return 0;
 }
 
+/* An integer array of at most CL_MAX_DISCRETE entries, each >= lo */
+static int get_ints(json_t *v, int64_t lo, int64_t *out, int *n)
+{
+	size_t i;
+	json_t *e;
+	if (!json_is_array(v) || json_array_size(v) == 0 || json_array_size(v) > CL_MAX_DISCRETE)
+		return -1;
+	json_array_foreach(v, i, e)
+		if (get_int(e, lo, &out[i]) < 0)
+			return -1;
+	*n = (int)json_array_size(v);
+	return 0;
+}
+
+/* curriculum_learning, as DeepSpeed's CurriculumScheduler asserts it (the legacy block that
+ * Megatron-DeepSpeed reads): every key it needs, nothing it does not know. */
+static int read_curriculum(const char *path, json_t *o, struct curriculum *cl, char *err,
+			   size_t errlen)
+{
+	json_t *v, *sc = json_object_get(o, "schedule_config");
+	const char *k, *st;
+	int nmax = 0;
+	if (!json_is_object(o))
+		return ds_err(err, errlen, path, "curriculum_learning: not an object");
+	json_object_foreach(o, k, v)
+		if (strcmp(k, "enabled") && strcmp(k, "curriculum_type") && strcmp(k, "min_difficulty") &&
+		    strcmp(k, "max_difficulty") && strcmp(k, "schedule_type") &&
+		    strcmp(k, "schedule_config"))
+			return ds_err(err, errlen, path, "curriculum_learning.%s: unknown to DeepSpeed's "
+				      "curriculum scheduler; remove it", k);
+	v = json_object_get(o, "curriculum_type");
+	if (!json_is_string(v) || strcmp(json_string_value(v), "seqlen") != 0)
+		return ds_err(err, errlen, path, "curriculum_learning.curriculum_type: %s; lmtk "
+			      "implements \"seqlen\" (Megatron-DeepSpeed's only one)",
+			      v ? "not \"seqlen\"" : "missing");
+	if (get_int(json_object_get(o, "min_difficulty"), 1, &cl->min_difficulty) < 0 ||
+	    get_int(json_object_get(o, "max_difficulty"), 1, &cl->max_difficulty) < 0)
+		return ds_err(err, errlen, path, "curriculum_learning: min_difficulty and "
+			      "max_difficulty must be positive integers (sequence lengths)");
+	if (cl->min_difficulty > cl->max_difficulty)
+		return ds_err(err, errlen, path, "curriculum_learning: min_difficulty %lld exceeds "
+			      "max_difficulty %lld", (long long)cl->min_difficulty,
+			      (long long)cl->max_difficulty);
+	st = json_string_value(json_object_get(o, "schedule_type"));
+	if (!st)
+		return ds_err(err, errlen, path, "curriculum_learning.schedule_type: missing "
+			      "(fixed_linear, fixed_root or fixed_discrete)");
+	if (strcmp(st, "fixed_linear") == 0)
+		cl->type = CL_FIXED_LINEAR;
+	else if (strcmp(st, "fixed_root") == 0)
+		cl->type = CL_FIXED_ROOT;
+	else if (strcmp(st, "fixed_discrete") == 0)
+		cl->type = CL_FIXED_DISCRETE;
+	else
+		return ds_err(err, errlen, path, "curriculum_learning.schedule_type \"%s\": not "
+			      "fixed_linear, fixed_root or fixed_discrete%s", st,
+			      strcmp(st, "custom") == 0 ? " (a custom schedule is Python code)" : "");
+	if (!json_is_object(sc))
+		return ds_err(err, errlen, path, "curriculum_learning.schedule_config: %s",
+			      sc ? "not an object" : "missing");
+	json_object_foreach(sc, k, v) {
+		int ok = cl->type == CL_FIXED_DISCRETE
+				 ? !strcmp(k, "difficulty") || !strcmp(k, "max_step")
+				 : !strcmp(k, "total_curriculum_step") || !strcmp(k, "difficulty_step") ||
+					   (cl->type == CL_FIXED_ROOT && !strcmp(k, "root_degree"));
+		if (!ok)
+			return ds_err(err, errlen, path, "curriculum_learning.schedule_config.%s: not a "
+				      "key of the %s schedule", k, st);
+	}
+	if (cl->type == CL_FIXED_DISCRETE) {
+		if (get_ints(json_object_get(sc, "difficulty"), 1, cl->difficulty, &cl->ndiscrete) < 0 ||
+		    get_ints(json_object_get(sc, "max_step"), 0, cl->max_step, &nmax) < 0)
+			return ds_err(err, errlen, path, "curriculum_learning.schedule_config: fixed_discrete "
+				      "needs \"difficulty\" (positive integers) and \"max_step\" (integers "
+				      ">= 0), each a list of 1 to %d", CL_MAX_DISCRETE);
+		if (cl->ndiscrete != nmax + 1)
+			return ds_err(err, errlen, path, "curriculum_learning.schedule_config: difficulty "
+				      "has %d entries and max_step %d; difficulty needs one more (the last "
+				      "applies after the last max_step)", cl->ndiscrete, nmax);
+		return 0;
+	}
+	if (get_int(json_object_get(sc, "total_curriculum_step"), 1, &cl->total_step) < 0 ||
+	    get_int(json_object_get(sc, "difficulty_step"), 1, &cl->difficulty_step) < 0)
+		return ds_err(err, errlen, path, "curriculum_learning.schedule_config: %s needs "
+			      "total_curriculum_step and difficulty_step, positive integers", st);
+	if (cl->type == CL_FIXED_ROOT &&
+	    (get_num(json_object_get(sc, "root_degree"), 0, &cl->root_degree) < 0 || cl->root_degree <= 0))
+		return ds_err(err, errlen, path, "curriculum_learning.schedule_config.root_degree: "
+			      "fixed_root needs a positive number");
+	return 0;
+}
+
 static int read_file(const char *path, struct train_args *a, struct dsconfig *c, char *err,
 		     size_t errlen)
 {
@@ -238,6 +328,24 @@ static int read_file(const char *path, struct train_args *a, struct dsconfig *c,
 			c->bf16 = e ? json_is_true(e) : -1;
 			continue;
 		}
+		if (strcmp(k, "curriculum_learning") == 0) {
+			/* Megatron-DeepSpeed turns it on by "enabled" alone (or lmtk's
+			 * --curriculum-learning) and then reads the rest; off, nothing else is read */
+			json_t *e = json_object_get(v, "enabled");
+			if (!json_is_object(v)) {
+				ds_err(err, errlen, path, "curriculum_learning: not an object");
+				goto out;
+			}
+			if (e && !json_is_boolean(e)) {
+				ds_err(err, errlen, path, "curriculum_learning.enabled: not true or false");
+				goto out;
+			}
+			c->curriculum_block = e ? (json_is_true(e) ? 1 : 0) : -1;
+			if ((json_is_true(e) || (a->curriculum_flag && !e)) &&
+			    read_curriculum(path, v, &c->curriculum, err, errlen) < 0)
+				goto out;
+			continue;
+		}
 		if (strcmp(k, "zero_optimization") == 0) {
 			if (json_is_boolean(v))   /* DeepSpeed's deprecated form: true is stage 1 */
 				c->zero_stage = json_is_true(v);
@@ -289,6 +397,10 @@ int dsconfig_apply(struct train_args *a, struct dsconfig *c, char *err, size_t e
 			       .loss_scale = 0, .initial_scale_power = DS_INITIAL_SCALE_POWER,
 			       .loss_scale_window = DS_LOSS_SCALE_WINDOW, .hysteresis = DS_HYSTERESIS,
 			       .min_loss_scale = DS_MIN_LOSS_SCALE};
+	c->curriculum_block = -2;
+	if (a->curriculum_flag && (!path || !a->deepspeed))
+		return errf(err, errlen, "--curriculum-learning: the schedule is DeepSpeed's: give "
+			    "--deepspeed and a --deepspeed_config with a curriculum_learning block");
 	if (!path)
 		return 0;
 	if (read_file(path, a, c, err, errlen) < 0)
@@ -316,6 +428,22 @@ int dsconfig_apply(struct train_args *a, struct dsconfig *c, char *err, size_t e
 				  "applies", path, stage, c->zero_stage < 0 ? " (absent: DeepSpeed's "
 				  "default)" : "");
 	a->zero_stage = stage;
+
+	/* the curriculum: "enabled": true, or --curriculum-learning with a block that does not
+	 * say "enabled" */
+	if (a->curriculum_flag && c->curriculum_block == -2)
+		return ds_err(err, errlen, path, "--curriculum-learning: no curriculum_learning block");
+	if (a->curriculum_flag && c->curriculum_block == 0)
+		return ds_err(err, errlen, path, "curriculum_learning.enabled is false but "
+			      "--curriculum-learning is given: make them agree");
+	if (c->curriculum_block == 1 || (a->curriculum_flag && c->curriculum_block == -1)) {
+		a->curriculum = c->curriculum;
+		a->curriculum.enabled = 1;
+		a->curriculum.current = a->curriculum.min_difficulty;
+	} else if (c->curriculum_block == -1) {
+		args_noeffect_add(a, "deepspeed_config", "%s: curriculum_learning without \"enabled\": "
+				  "true is off, as in Megatron-DeepSpeed", path);
+	}
 
 	/* DeepSpeed clips (its default: not at all) and scales the loss, not Megatron */
 	overridden(a, ARGS_GIVEN_CLIP, "clip-grad", a->clip_grad, c->gradient_clipping, path,

@@ -13,7 +13,9 @@
  *   the start-up "no effect here" line with the file's value, which is what the engine uses);
  *   steps_per_print, wall_clock_breakdown, zero_allow_untested_optimizer and ZeRO's
  *   communication knobs cannot matter here and are named there too; a DeepSpeed block switched
- *   off ({"enabled": false, ...}) is accepted; anything else (curriculum_learning,
+ *   off ({"enabled": false, ...}) is accepted; curriculum_learning is DeepSpeed's sequence-length
+ *   curriculum (curriculum.h), on when its "enabled" is true (or with --curriculum-learning),
+ *   every key checked as DeepSpeed's scheduler asserts them; anything else (
  *   activation_checkpointing, optimizer, scheduler, ZeRO stage 2 or 3...) is refused by name,
  *   saying why, and so is a key DeepSpeed does not know (DeepSpeed would ignore a typo);
  * - fp16.enabled and bf16.enabled must agree with --fp16 and --bf16, as Megatron-DeepSpeed
@@ -41,6 +43,9 @@ struct dsconfig {
 	int initial_scale_power;
 	int64_t loss_scale_window, hysteresis;
 	double min_loss_scale;
+	int curriculum_block;                /* curriculum_learning.enabled: 1, 0, -1 not said,
+					      * -2 no block */
+	struct curriculum curriculum;        /* read when it applies */
 };
 
 /* Reads a->deepspeed_config into c and, under --deepspeed, applies it to a (the loss-scale

@@ -407,14 +407,9 @@ int model_init(struct model *m, const struct model_config *cfg, const struct ops
 		goto oom;
 	m->acts_bytes = (na * ops->act_size + nf * sizeof(float)) * m->cfg.slots;
 
-	int32_t *pos = malloc((size_t)B * T * sizeof *pos);
-	if (!pos)
+	m->Tcur = 0;
+	if (model_set_seq(m, T) < 0)
 		goto oom;
-	for (int i = 0; i < B * T; i++)
-		pos[i] = i % T;
-	for (int k = 0; k < m->cfg.slots; k++)
-		ops->to_device(m->act[k].positions, pos, (size_t)B * T * sizeof *pos);
-	free(pos);
 	if (c->alibi) {
 		int nh = c->heads / m->cfg.tp;
 		float all[c->heads];
@@ -500,7 +495,7 @@ static void tp_sum(struct model *m, void *x, size_t n)
 static void vocab_parallel_xent(struct model *m, const int32_t *targets, float dscale, int *bad)
 {
 	const struct ops *o = m->ops;
-	int N = m->B * m->T, Vp = m->cfg.padded_vocab / m->cfg.tp;
+	int N = m->B * m->Tcur, Vp = m->cfg.padded_vocab / m->cfg.tp;
 	float *mx = m->host_stats, *se = mx + N, *zt = se + N, *lse = zt + N;
 	*bad = 0;
 	for (int i = 0; i < N; i++) {
@@ -538,7 +533,7 @@ static void vocab_parallel_xent(struct model *m, const int32_t *targets, float d
 static void doc_masks(struct model *m, struct model_acts *a, const int32_t *tokens)
 {
 	const struct model_config *c = &m->cfg;
-	int B = m->B, T = m->T;
+	int B = m->B, T = m->Tcur;
 	int32_t *start = m->host_ids;
 	for (int b = 0; b < B; b++) {
 		int s0 = 0;
@@ -567,6 +562,24 @@ static struct ops_attn attn_keys(const struct model *m, const struct model_acts 
 				 .head0 = m->cfg.tp_rank * nh, .heads = m->cfg.heads};
 }
 
+int model_set_seq(struct model *m, int len)
+{
+	if (len < 1 || len > m->T)
+		return -1;
+	if (len == m->Tcur)
+		return 0;
+	int32_t *pos = malloc((size_t)m->B * len * sizeof *pos);
+	if (!pos)
+		return -1;
+	for (int i = 0; i < m->B * len; i++)
+		pos[i] = i % len;
+	for (int k = 0; k < m->cfg.slots; k++)
+		m->ops->to_device(m->act[k].positions, pos, (size_t)m->B * len * sizeof *pos);
+	free(pos);
+	m->Tcur = len;
+	return 0;
+}
+
 #define P(which) model_param(m, model_layer_tensor(m, l, which))
 #define G(which) model_grad(m, model_layer_tensor(m, l, which))
 
@@ -576,7 +589,7 @@ double model_forward(struct model *m, const int32_t *tokens, const int32_t *targ
 	const struct ops *o = m->ops;
 	const struct model_config *c = &m->cfg;
 	struct model_acts *a = &m->act[m->slot];
-	int B = m->B, T = m->T, N = B * T, C = c->hidden, tp = c->tp;
+	int B = m->B, T = m->Tcur, N = B * T, C = c->hidden, tp = c->tp;
 	int NH = c->heads / tp, HD = C / c->heads, F = c->ffn / tp;
 	size_t NC = (size_t)N * C;
 	float hd = m->eval_mode ? 0 : c->hidden_dropout, ad = m->eval_mode ? 0 : c->attention_dropout;
@@ -701,7 +714,7 @@ void model_backward(struct model *m)
 	const struct ops *o = m->ops;
 	const struct model_config *c = &m->cfg;
 	struct model_acts *a = &m->act[m->slot];
-	int B = m->B, T = m->T, N = B * T, C = c->hidden, tp = c->tp;
+	int B = m->B, T = m->Tcur, N = B * T, C = c->hidden, tp = c->tp;
 	int NH = c->heads / tp, HD = C / c->heads, F = c->ffn / tp, Vp = c->padded_vocab / tp;
 	size_t NC = (size_t)N * C;
 	float hd = m->eval_mode ? 0 : c->hidden_dropout, ad = m->eval_mode ? 0 : c->attention_dropout;

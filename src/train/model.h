@@ -70,6 +70,8 @@ struct model {
 	struct model_config cfg;
 	const struct ops *ops;
 	int B, T;                          /* micro-batch shape the activations are sized for */
+	int Tcur;                          /* the length micro-batches have now: T, or less under a
+					    * curriculum (model_set_seq) */
 	int eval_mode;                     /* 1: no dropout (validation) */
 	struct dist *dist;                 /* tensor-parallel collectives (NULL: one rank) */
 	int vocab_start, vocab_valid;      /* this rank's vocabulary slice: first id, real columns */
@@ -146,6 +148,11 @@ void *model_stage_dinput(struct model *m);
 double model_forward(struct model *m, const int32_t *tokens, const int32_t *targets, float dscale,
 		     uint64_t rng, uint64_t sample0, float *logits_out, int *bad);
 void model_backward(struct model *m);
+
+/* The sequence length of the next micro-batches, 1..T (the curriculum's, curriculum.h): their
+ * tokens and targets are (B, len) arrays, activations are used as (B, len, ...), positions are
+ * 0..len-1.  0, or -1 when len is out of range.  Call between micro-batches only. */
+int model_set_seq(struct model *m, int len);
 
 void model_zero_grad(struct model *m);
 

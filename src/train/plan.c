@@ -118,16 +118,58 @@ static void make_ramp(struct plan *p, int *blocking)
 		die(EXIT_FAILED, "out of memory");
 }
 
+int64_t plan_tokens_at(const struct plan *p, int64_t n)
+{
+	const struct curriculum *c = &p->a->curriculum;
+	if (!c->enabled)
+		return ramp_consumed(&p->ramp, n) * p->s;
+	/* iteration by iteration until the curriculum reaches the full length, then in one go */
+	struct curriculum s = *c;
+	int64_t tok = 0, i;
+	s.current = s.min_difficulty;
+	for (i = 1; i <= n; i++) {
+		int64_t len = cl_update(&s, i);
+		if (len >= p->s && s.current >= s.max_difficulty)
+			break;
+		tok += (ramp_consumed(&p->ramp, i) - ramp_consumed(&p->ramp, i - 1)) * (len < p->s ? len : p->s);
+	}
+	if (i <= n)
+		tok += (ramp_consumed(&p->ramp, n) - ramp_consumed(&p->ramp, i - 1)) * p->s;
+	return tok;
+}
+
+/* the first iteration after which at least `tokens` were consumed (a binary search: tokens
+ * only grow) */
+static int64_t iter_at_tokens(const struct plan *p, int64_t tokens, int64_t hi)
+{
+	int64_t lo = 0;
+	if (plan_tokens_at(p, hi) < tokens)
+		return hi + 1;
+	while (lo < hi) {
+		int64_t mid = lo + (hi - lo) / 2;
+		if (plan_tokens_at(p, mid) >= tokens)
+			hi = mid;
+		else
+			lo = mid + 1;
+	}
+	return lo;
+}
+
 /* iterations, samples and tokens of the run */
 static void run_length(struct plan *p)
 {
 	const struct train_args *a = p->a;
+	const struct curriculum *c = &a->curriculum;
 	struct ramp *r = &p->ramp;
+	char err[300];
 
+	if (c->enabled && cl_check(c, p->s, err, sizeof err) < 0)
+		plan_error(p, "--deepspeed_config %s: %s", a->deepspeed_config, err);
 	p->iters = a->train_iters > 0 ? a->train_iters : ramp_train_iters(r, a->train_samples);
 	if (a->train_tokens > 0) {
 		/* Megatron-DeepSpeed: while iteration < train_iters and consumed tokens < train_tokens */
-		int64_t n = ramp_iter_at(r, (a->train_tokens + p->s - 1) / p->s);
+		int64_t n = c->enabled ? iter_at_tokens(p, a->train_tokens, p->iters > 0 ? p->iters : 0)
+				       : ramp_iter_at(r, (a->train_tokens + p->s - 1) / p->s);
 		if (n < p->iters)
 			p->iters = n;
 	}
@@ -135,7 +177,18 @@ static void run_length(struct plan *p)
 		p->iters = 0;
 	ramp_finish(r, p->iters);
 	p->samples = ramp_consumed(r, p->iters);
-	p->tokens = p->samples * p->s;
+	p->tokens = plan_tokens_at(p, p->iters);
+	if (c->enabled) {
+		p->cl_full_iter = 0;
+		struct curriculum s = *c;
+		s.current = s.min_difficulty;
+		for (int64_t i = 1; i <= p->iters; i++)
+			if (cl_update(&s, i) >= p->s) {
+				p->cl_full_iter = i;
+				break;
+			}
+		p->cl_tokens_ramp = plan_tokens_at(p, p->cl_full_iter ? p->cl_full_iter - 1 : p->iters);
+	}
 	if (a->train_samples > 0 && a->nrampup == 3 && a->train_samples < r->ramp_consumed)
 		plan_warning(p, "--train-samples %lld ends inside the ramp-up (%lld samples): Megatron "
 			"counts %lld iterations", LL(a->train_samples), LL(r->ramp_consumed), LL(p->iters));
@@ -251,7 +304,7 @@ static void point(struct plan *p, struct plan_point *pt, int64_t samples, const 
 {
 	pt->samples = samples;
 	pt->iters = ramp_iter_at(&p->ramp, samples);
-	pt->tokens = samples * p->s;
+	pt->tokens = p->a->curriculum.enabled ? plan_tokens_at(p, pt->iters) : samples * p->s;
 	pt->from = from;
 }
 
@@ -282,7 +335,12 @@ static void schedule(struct plan *p)
 	point(p, &p->warmup, warmup, wfrom);
 	if (a->lr_decay_tokens > 0) {
 		/* decay by tokens (BigScience): the lr reaches --min-lr once that many are consumed */
-		point(p, &p->decay, (a->lr_decay_tokens + p->s - 1) / p->s, "--lr-decay-tokens");
+		if (a->curriculum.enabled) {   /* the iteration whose tokens first pass it */
+			int64_t n = iter_at_tokens(p, a->lr_decay_tokens, a->lr_decay_tokens);
+			point(p, &p->decay, ramp_consumed(&p->ramp, n), "--lr-decay-tokens");
+		} else {
+			point(p, &p->decay, (a->lr_decay_tokens + p->s - 1) / p->s, "--lr-decay-tokens");
+		}
 		p->decay.tokens = a->lr_decay_tokens;
 	} else {
 		point(p, &p->decay, decay, dfrom);

@@ -104,6 +104,10 @@ struct plan {
 	double t_iter, t_slot, days, ramp_days, ramp_days_full_speed, ramp_aware_days;
 	double ramp_tflops;       /* average modelled TFLOPs over the ramp phase */
 
+	/* the sequence-length curriculum (curriculum.h): tokens are counted at each iteration's
+	 * length; cl_full_iter is the first iteration at the full --seq-length (0: none) */
+	int64_t cl_full_iter, cl_tokens_ramp;   /* tokens consumed before cl_full_iter */
+
 	/* data */
 	struct dataset *ds;       /* epochs of dataset i: tokens * weight / its train-split tokens */
 	int nds;
@@ -118,6 +122,10 @@ struct plan {
  * complete (p->errors may still hold violations: exit 2 after printing), -1 when errors made it
  * impossible (print p->errors only). */
 int plan_make(struct plan *p, const struct train_args *a);
+
+/* Tokens consumed by the first n iterations, as Megatron-DeepSpeed counts them: samples x the
+ * iteration's sequence length (the curriculum's, else --seq-length). */
+int64_t plan_tokens_at(const struct plan *p, int64_t n);
 void plan_free(struct plan *p);
 
 /* Adds an error (exit 2), a warning or a note to the plan: for plan.c and check.c. */

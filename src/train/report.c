@@ -217,12 +217,12 @@ static void text_ramp(const struct plan *p, FILE *f)
 				num(steps), whole ? num(s->hand_steps) : "-", num(cum),
 				whole ? num(s->hand_cum) : "-", num(s->first_step), num(steps * s->gbs),
 				num(s->start_samples + steps * s->gbs),
-				num((s->start_samples + steps * s->gbs) * p->s));
+				num(plan_tokens_at(p, s->first_step - 1 + steps)));
 		}
 		fprintf(f, "  (steps: Megatron's count; README: floor(%lld / GBS), the runs' hand count; "
 			"micro: micro-batches per pipeline)\n", LL((int64_t)r->per));
 		row(f, "ramp-up iterations", num(r->ramp_steps),
-		    fmt("%s samples, %s tokens", num(r->ramp_consumed), num(r->ramp_consumed * p->s)));
+		    fmt("%s samples, %s tokens", num(r->ramp_consumed), num(plan_tokens_at(p, r->ramp_steps))));
 		row(f, "hand count vs Megatron's, per stage", compared ? fmt("<= %lld", LL(maxdiff)) : "-",
 		    compared ? fmt("steps apart, over %d whole stages", compared) : "no whole stage");
 	}
@@ -256,6 +256,17 @@ static void text_schedule(const struct plan *p, FILE *f)
 	text_point(p, f, "training ends", &end);
 	row(f, "learning rate", a->lr >= 0 ? fmt("%g -> %g", a->lr, a->min_lr) : "-",
 	    fmt("%s decay", a->lr_decay_style));
+	if (a->curriculum.enabled) {
+		const struct curriculum *c = &a->curriculum;
+		row(f, "curriculum (sequence length)", fmt("%lld -> %lld", LL(cl_seqlen_at(c, 1, p->s)),
+							   LL(c->max_difficulty)),
+		    c->type == CL_FIXED_DISCRETE ? "fixed_discrete"
+		    : fmt("%s over %s steps, multiples of %lld", cl_schedule_name(c->type),
+			  num(c->total_step), LL(c->difficulty_step)));
+		row(f, "  full --seq-length from iteration", p->cl_full_iter ? num(p->cl_full_iter) : "never",
+		    fmt("%s tokens before it (%s at full length)", num(p->cl_tokens_ramp),
+			num(ramp_consumed(&p->ramp, p->cl_full_iter ? p->cl_full_iter - 1 : p->iters) * p->s)));
+	}
 }
 
 static const char *duration(double s)
@@ -316,7 +327,7 @@ static void text_data(const struct plan *p, FILE *f)
 		"epochs", "prefix");
 	for (int i = 0; i < p->nds; i++) {
 		const struct dataset *d = &p->ds[i];
-		double want = (double)p->tokens * d->weight;
+		double want = (double)p->samples * (double)p->s * d->weight;   /* drawn, whole */
 		if (!d->ok) {
 			fprintf(f, "  %7.4f %14s %18s %18s %8s  %s (unreadable)\n", d->weight, "-", "-", "-",
 				"-", d->prefix);
@@ -469,7 +480,7 @@ static json_t *jramp(const struct plan *p)
 			"first_step", (json_int_t)s->first_step,
 			"samples", (json_int_t)(steps * s->gbs),
 			"cum_samples", (json_int_t)(s->start_samples + steps * s->gbs),
-			"cum_tokens", (json_int_t)((s->start_samples + steps * s->gbs) * p->s),
+			"cum_tokens", (json_int_t)plan_tokens_at(p, s->first_step - 1 + steps),
 			"divisible", s->gbs % (p->mbs * p->dp) == 0));
 	}
 	return json_pack("{s:b, s:I, s:I, s:I, s:I, s:I, s:f, s:I, s:I, s:o, s:I, s:o}",
@@ -505,7 +516,7 @@ static json_t *jdata(const struct plan *p)
 			(json_int_t)d->bounds[0], (json_int_t)d->bounds[1], (json_int_t)d->bounds[2],
 			(json_int_t)d->bounds[3], "tokens", (json_int_t)d->total_tokens, "split_tokens",
 			(json_int_t)d->tokens[0], (json_int_t)d->tokens[1], (json_int_t)d->tokens[2],
-			"epochs", d->tokens[0] ? json_real((double)p->tokens * d->weight /
+			"epochs", d->tokens[0] ? json_real((double)p->samples * (double)p->s * d->weight /
 							  (double)d->tokens[0]) : json_null()));
 	}
 	return arr;
@@ -536,6 +547,16 @@ int report_json(const struct plan *p, FILE *f)
 					    json_real(p->ckpt_weights_s));
 			json_object_set_new(json_object_get(root, "checkpoint"), "full_save_seconds",
 					    json_real(p->ckpt_full_s));
+			const struct curriculum *c = &a->curriculum;
+			if (c->enabled)
+				json_object_set_new(json_object_get(root, "schedule"), "curriculum", json_pack(
+					"{s:s, s:I, s:I, s:I, s:I, s:I}", "schedule_type", cl_schedule_name(c->type),
+					"first_seqlen", (json_int_t)cl_seqlen_at(c, 1, p->s),
+					"max_seqlen", (json_int_t)c->max_difficulty,
+					"full_from_iteration", (json_int_t)p->cl_full_iter,
+					"tokens_before_full", (json_int_t)p->cl_tokens_ramp,
+					"samples_before_full", (json_int_t)ramp_consumed(&p->ramp,
+						p->cl_full_iter ? p->cl_full_iter - 1 : p->iters)));
 		}
 	} else {
 		root = json_pack("{s:b}", "valid", 0);

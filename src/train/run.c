@@ -43,6 +43,9 @@ struct run {
 	struct ckpt_state st;
 	struct tfevents *tb;
 	int64_t iters, mbs, seq;
+	int64_t cur;                   /* the micro-batches' length now: seq, or the curriculum's */
+	struct curriculum cl;          /* its scheduler, at iteration cl_it */
+	int64_t cl_it;
 	int32_t *sample, *tok, *tgt;   /* one sample (seq+1), a micro-batch's inputs and targets */
 	double peak;                   /* FLOP/s, for MFU; 0 unknown */
 	/* validation positions: r->st.valid_position[set], carried across evaluations and resumes
@@ -127,9 +130,9 @@ static int load_micro(struct run *r, int split, int set, int64_t first, int k)
 				memset(r->tgt, 0, r->mbs * r->seq * sizeof *r->tgt);
 				return -1;
 			}
-		for (int t = 0; t < r->seq; t++) {
-			r->tok[b * r->seq + t] = r->sample[t];
-			r->tgt[b * r->seq + t] = r->sample[t + 1];
+		for (int t = 0; t < r->cur; t++) {   /* the first cur tokens (curriculum.h) */
+			r->tok[b * r->cur + t] = r->sample[t];
+			r->tgt[b * r->cur + t] = r->sample[t + 1];
 		}
 	}
 	return 0;
@@ -147,7 +150,7 @@ static void tb_scalar(struct run *r, const char *tag, int64_t step, double v)
 static double hw_tflops(const struct run *r, int64_t gbs, double secs)
 {
 	const struct model_config *c = &r->m.cfg;
-	double s = c->seq, h = c->hidden, L = c->layers, V = c->padded_vocab;
+	double s = (double)r->cur, h = c->hidden, L = c->layers, V = c->padded_vocab;
 	/* Megatron's formula, with its recompute factor 4 only when activations are recomputed: this
 	 * build keeps them (--checkpoint-activations is said at start-up), so the work is 3 passes */
 	double coeff = r->a->glu_activation ? 32 : 24, act = 3;
@@ -172,6 +175,24 @@ static int save(struct run *r)
 	return 0;
 }
 
+/* The sequence length of iteration `it`: DeepSpeed's scheduler asked for it, as Megatron-DeepSpeed
+ * asks before each step (update_difficulty(iteration + 1)), advanced from where it stood - or
+ * replayed from its start when the run went back (a resume, a rollback), so the lengths are a
+ * function of the iteration alone.  Sets the model's length too. */
+static void curriculum_at(struct run *r, int64_t it)
+{
+	if (!r->cl.enabled)
+		return;
+	if (it < r->cl_it) {
+		r->cl.current = r->cl.min_difficulty;
+		r->cl_it = 0;
+	}
+	for (; r->cl_it < it; r->cl_it++)
+		cl_update(&r->cl, r->cl_it + 1);
+	r->cur = r->cl.current < r->seq ? r->cl.current : r->seq;
+	model_set_seq(&r->m, (int)r->cur);   /* 1..seq: checked at start-up (cl_check) */
+}
+
 /* --eval-iters global batches of each set of a split, without dropout.  `label` is Megatron's:
  * "at iteration N" during training, "at the end of training for val data" / "... for test data"
  * after it; a named set (weighted split paths) prints "{name} loss at ..." and gets its own
@@ -191,7 +212,11 @@ static void evaluate(struct run *r, int split, const char *label, int64_t iterat
 		struct model *m = &r->m;
 		struct dist *dd = &r->dist;
 		size_t xb = (size_t)r->mbs * r->seq * m->cfg.hidden * m->ops->act_size;
-		int failed = 0;
+		int failed = 0, cur = (int)r->cur;
+		/* evaluation sees whole samples, also under a curriculum (Megatron-DeepSpeed's
+		 * evaluate() lifts curriculum_seqlen to --seq-length, then rolls it back) */
+		r->cur = r->seq;
+		model_set_seq(m, (int)r->seq);
 		m->eval_mode = 1;
 		model_use_slot(m, 0);
 		for (int64_t e = 0; e < r->a->eval_iters && !failed; e++) {
@@ -208,6 +233,8 @@ static void evaluate(struct run *r, int split, const char *label, int64_t iterat
 			*pos += gbs;
 		}
 		m->eval_mode = 0;
+		r->cur = cur;
+		model_set_seq(m, cur);
 		if (dist_any(dd, DIST_WORLD, failed) || !n)
 			continue;
 		double loss = m->last ? sum / n : 0;
@@ -375,6 +402,9 @@ static int setup(struct run *r, char *err, size_t errlen)
 	}
 	r->mbs = p->mbs;
 	r->seq = p->s;
+	r->cur = p->s;
+	r->cl = a->curriculum;
+	r->cl_it = 0;
 	r->iters = p->iters;
 	if (model_init(&r->m, &c, ops, (int)r->mbs, (int)r->seq, err, errlen) < 0)
 		return -1;
@@ -416,7 +446,7 @@ static int setup(struct run *r, char *err, size_t errlen)
 	s->min_lr = a->min_lr;
 	sched_style_parse(a->lr_decay_style, &s->style);
 	s->by_tokens = a->lr_decay_tokens > 0;
-	s->warmup = p->warmup.samples * (s->by_tokens ? p->s : 1);
+	s->warmup = p->warmup.samples;   /* samples, also when the decay counts tokens */
 	s->decay = s->by_tokens ? a->lr_decay_tokens : p->decay.samples;
 	optim_init(&r->st.optim, a->adam_beta1, a->adam_beta2, a->adam_eps, a->weight_decay,
 		   a->clip_grad, a->fp16, a->initial_loss_scale, a->min_loss_scale,
@@ -528,7 +558,7 @@ static double step_grads(struct run *r, int64_t first, int64_t micro, uint64_t k
 	struct model *m = &r->m;
 	struct dist *dd = &r->dist;
 	int pp = dd->pp, s = dd->pp_rank;
-	size_t xb = (size_t)r->mbs * r->seq * m->cfg.hidden * m->ops->act_size;
+	size_t xb = (size_t)r->mbs * r->cur * m->cfg.hidden * m->ops->act_size;
 	int warm = pp - s - 1 < micro ? pp - s - 1 : (int)micro, rest = (int)micro - warm;
 	int64_t fwd = 0, bwd = 0;
 	double sum = 0;
@@ -650,6 +680,7 @@ static int rollback(struct run *r, int64_t iteration, double loss, char *err, si
 	struct sched s = r->st.sched;
 	s.num_steps = ck.sched.num_steps;
 	s.num_tokens = ck.sched.num_tokens;
+	s.warmup_tokens = ck.sched.warmup_tokens;
 	int64_t spikes = r->st.spikes_total;
 	r->st = ck;
 	r->st.optim = o;
@@ -735,6 +766,7 @@ int run_train(const struct train_args *a, const struct plan *p, const char *cmdl
 		}
 		int64_t gbs = ramp_gbs(&p->ramp, st->consumed_samples), micro = gbs / (r.mbs * r.dist.dp);
 		double lr = sched_lr(&st->sched);
+		curriculum_at(&r, it);
 		int bad = 0;
 		uint64_t key = philox_mix(philox_mix((uint64_t)a->seed, 0x7472616e), (uint64_t)st->data_position);
 		double loss = step_grads(&r, st->data_position, micro, key, &bad);
@@ -787,7 +819,7 @@ int run_train(const struct train_args *a, const struct plan *p, const char *cmdl
 			}
 		}
 		if (stepped) {
-			sched_step(&st->sched, gbs, gbs * r.seq);
+			sched_step(&st->sched, gbs, st->consumed_tokens);   /* Megatron: before this one's */
 			if (!spike) {
 				st->loss_mean = st->loss_count ? st->loss_mean + SPIKE_ALPHA * (loss - st->loss_mean)
 							       : loss;
@@ -805,7 +837,7 @@ int run_train(const struct train_args *a, const struct plan *p, const char *cmdl
 		}
 		st->iteration = it;
 		st->consumed_samples += gbs;
-		st->consumed_tokens += gbs * r.seq;
+		st->consumed_tokens += gbs * r.cur;
 		log_iters++;
 
 		/* TensorBoard, every --tensorboard-log-interval iterations, with Megatron's tags */
@@ -823,7 +855,7 @@ int run_train(const struct train_args *a, const struct plan *p, const char *cmdl
 			if (stepped) {
 				double gflos = 6.0 * (r.m.nparams - r.m.tensors[r.m.wte].numel -
 						      (r.m.wpe >= 0 ? r.m.tensors[r.m.wpe].numel : 0)) *
-					       (double)st->consumed_tokens / 1e9;
+					       (double)st->consumed_samples * (double)r.seq / 1e9;   /* at --seq-length */
 				tb_scalar(&r, "lm-loss-training/lm loss", it, loss);
 				tb_scalar(&r, "lm-loss-training/lm loss vs samples", st->consumed_samples, loss);
 				tb_scalar(&r, "lm-loss-training/lm loss vs tokens", st->consumed_tokens, loss);
@@ -845,12 +877,14 @@ int run_train(const struct train_args *a, const struct plan *p, const char *cmdl
 			tb_scalar(&r, "steps-vs-samples/y=samples,x=steps", it, st->consumed_samples);
 			tb_scalar(&r, "steps-vs-tokens/y=steps,x=tokens", st->consumed_tokens, it);
 			tb_scalar(&r, "steps-vs-tokens/y=tokens,x=steps", it, st->consumed_tokens);
+			if (r.cl.enabled)
+				tb_scalar(&r, "curriculum_seqlen", it, (double)r.cur);
 		}
 
 		if (it % a->log_interval == 0) {
 			double now = units_now(), per = (now - t_log) / log_iters;
 			double tfl = hw_tflops(&r, gbs, per);
-			double mfu = r.peak > 0 ? model_flops_per_token(&r.m.cfg) * gbs * r.seq / per / r.peak : 0;
+			double mfu = r.peak > 0 ? model_flops_per_token(&r.m.cfg) * gbs * r.cur / per / r.peak : 0;
 			out(" iteration %8lld/%8lld | consumed samples: %12lld | consumed tokens: %12lld |"
 			       " elapsed time per iteration (s): %.2f | learning rate: %.3E |"
 			       " global batch size: %5lld |", (long long)it, (long long)r.iters,
@@ -863,6 +897,8 @@ int run_train(const struct train_args *a, const struct plan *p, const char *cmdl
 			out(" grad norm: %.3f | num zeros: %.1f |", grad_norm, (double)nzeros);
 			if (a->log_params_norm)
 				out(" params norm: %.3f |", sqrt(r.m.ops->sumsq(r.m.master, r.m.nparams)));
+			if (r.cl.enabled)
+				out(" curriculum seqlen: %5lld |", (long long)r.cur);
 			out(" number of skipped iterations: %3lld | number of nan iterations: %3lld |"
 			       " samples per second: %.3f | TFLOPs: %.2f |", (long long)log_skipped,
 			       (long long)log_nan, gbs / per, tfl);

@@ -21,14 +21,16 @@ int sched_style_parse(const char *name, enum sched_style *st)
 
 double sched_lr(const struct sched *s)
 {
-	int64_t n = s->by_tokens ? s->num_tokens : s->num_steps;
+	int64_t n = s->num_steps, w = s->warmup;
 	if (s->warmup > 0 && n <= s->warmup)
 		return s->max_lr * (double)n / (double)s->warmup;
 	if (s->style == SCHED_CONSTANT)
 		return s->max_lr;
+	if (s->by_tokens)
+		n = s->num_tokens, w = s->warmup_tokens;
 	if (n > s->decay)
 		return s->min_lr;
-	double r = (double)(n - s->warmup) / (double)(s->decay - s->warmup), c;
+	double r = (double)(n - w) / (double)(s->decay - w), c;
 	c = s->style == SCHED_COSINE ? 0.5 * (cos(M_PI * r) + 1.0) : 1.0 - r;
 	return s->min_lr + c * (s->max_lr - s->min_lr);
 }
@@ -36,7 +38,9 @@ double sched_lr(const struct sched *s)
 void sched_step(struct sched *s, int64_t samples, int64_t tokens)
 {
 	s->num_steps += samples;
-	s->num_tokens += tokens;
+	s->num_tokens = tokens;
+	if (s->by_tokens && s->warmup > 0 && s->num_steps == s->warmup)
+		s->warmup_tokens = s->num_tokens;
 }
 
 int sched_resume(struct sched *s, const struct sched *ck, int override, int use_ckpt, char *err,
@@ -57,7 +61,7 @@ int sched_resume(struct sched *s, const struct sched *ck, int override, int use_
 	else if (ck->style != s->style)
 		what = "--lr-decay-style", snprintf(a, sizeof a, "%s", names[ck->style]),
 		snprintf(b, sizeof b, "%s", names[s->style]);
-	int64_t steps = ck->num_steps, tokens = ck->num_tokens;
+	int64_t steps = ck->num_steps, tokens = ck->num_tokens, wtokens = ck->warmup_tokens;
 	if (what && use_ckpt)
 		*s = *ck;
 	else if (what && !override) {
@@ -68,5 +72,6 @@ int sched_resume(struct sched *s, const struct sched *ck, int override, int use_
 	}
 	s->num_steps = steps;
 	s->num_tokens = tokens;
+	s->warmup_tokens = wtokens;
 	return 0;
 }

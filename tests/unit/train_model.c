@@ -15,6 +15,7 @@
 #include <math.h>
 #include <omp.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/stat.h>
 
 #include "train/model.h"
@@ -319,6 +320,50 @@ static int unit(void)
 		T_ASSERT(a != b);
 		model_free(&m1);
 		model_free(&m2);
+	}
+	T_CASE("curriculum_length_is_a_shorter_model") {
+		/* a model sized for T = 8 running micro-batches cut to 5 (model_set_seq, the
+		 * curriculum's) computes what a model built for T = 5 computes on those 5 tokens:
+		 * loss and every gradient, with learned positions and with ALiBi; back at 8 it is the
+		 * T = 8 model again (the positions were put back) */
+		for (int k = 0; k < 3; k++) {   /* learned positions, + embedding LN, ALiBi */
+			struct model_config c8 = tiny(k == 2, k >= 1, 4, 32), c5 = c8;
+			c5.seq = 5;
+			struct model m8, m5, f8;
+			char err[256];
+			int32_t tok[16], tgt[16], t5[10], g5[10];
+			batch(tok, tgt, 16, c8.vocab, 77);
+			for (int b = 0; b < 2; b++)
+				for (int t = 0; t < 5; t++) {
+					t5[b * 5 + t] = tok[b * 8 + t];
+					g5[b * 5 + t] = tgt[b * 8 + t];
+				}
+			T_ASSERT(model_init(&m8, &c8, ops_cpu(1), 2, 8, err, sizeof err) == 0);
+			T_ASSERT(model_init(&m5, &c5, ops_cpu(1), 2, 5, err, sizeof err) == 0);
+			T_ASSERT(model_init(&f8, &c8, ops_cpu(1), 2, 8, err, sizeof err) == 0);
+			model_init_weights(&m8);
+			model_init_weights(&m5);
+			model_init_weights(&f8);
+			T_ASSERT(model_set_seq(&m8, 9) < 0 && model_set_seq(&m8, 0) < 0);
+			T_ASSERT(model_set_seq(&m8, 5) == 0);
+			int bad;
+			model_zero_grad(&m8);
+			model_zero_grad(&m5);
+			double a = model_forward(&m8, t5, g5, 1.0f, 0, 0, NULL, &bad);
+			model_backward(&m8);
+			double b = model_forward(&m5, t5, g5, 1.0f, 0, 0, NULL, &bad);
+			model_backward(&m5);
+			T_ASSERT(a == b);
+			T_ASSERT(memcmp(m8.grads, m5.grads, m8.nparams * sizeof *m8.grads) == 0);
+			/* and it is not the 8-token loss: the cut happened */
+			double full = model_forward(&f8, tok, tgt, 1.0f, 0, 0, NULL, &bad);
+			T_ASSERT(full != a);
+			T_ASSERT(model_set_seq(&m8, 8) == 0);
+			T_ASSERT(model_forward(&m8, tok, tgt, 1.0f, 0, 0, NULL, &bad) == full);
+			model_free(&m8);
+			model_free(&m5);
+			model_free(&f8);
+		}
 	}
 	T_CASE("dropout_changes_the_loss_and_is_reproducible") {
 		struct model_config c = tiny(0, 0, 4, 32);
