@@ -363,8 +363,15 @@ sed 's/"enabled": true/"enabled": false/' ds_config.13b.json >nofp16.json
 expect_rc ds_fp16_conflict_exits_2 2 dsrun nofp16.json
 contains ds_fp16_conflict_named "$T/err" 'fp16.enabled is false but --fp16 is given: make them agree'
 sed 's/"steps_per_print": 2000,/"curriculum_learning": {"enabled": true, "curriculum_type": "seqlen"}, "steps_per_print": 2000,/' ds_config.13b.json >cl.json
-expect_rc ds_curriculum_refused 2 dsrun cl.json
-contains ds_curriculum_named "$T/err" 'cl.json: curriculum_learning: curriculum learning is not implemented'
+expect_rc ds_curriculum_incomplete_refused 2 dsrun cl.json
+contains ds_curriculum_incomplete_named "$T/err" 'cl.json: curriculum_learning: min_difficulty and max_difficulty must be'
+# tr8b-104B-cl's block on the 13B shape: the plan reaches the full 2048 where DeepSpeed's
+# scheduler does (tests/ref/curriculum-ref.py), and counts the curriculum's tokens
+sed 's/"steps_per_print": 2000,/"curriculum_learning": {"enabled": true, "curriculum_type": "seqlen", "min_difficulty": 64, "max_difficulty": 2048, "schedule_type": "fixed_linear", "schedule_config": {"total_curriculum_step": 36000, "difficulty_step": 8}}, "steps_per_print": 2000,/' ds_config.13b.json >cl104.json
+expect_rc ds_curriculum_104b_plans 0 $TR --dry-run "${A13[@]/.\/ds_config.13b.json/cl104.json}" --nodes 32 --gpus-per-node 4 --format json
+full=$("$PY" -c 'import json,sys; print(json.load(open(sys.argv[1]))["schedule"]["curriculum"]["full_from_iteration"])' "$T/out" 2>/dev/null)
+want=$("$PY" "$TOP/tests/ref/curriculum-ref.py" cl104.json 40000 1 2048 1 0 0 1 linear | awk '$2 == 2048 && !f {print $1; f = 1}')
+[ -n "$full" ] && [ "$full" = "$want" ] && ok ds_curriculum_104b_full_length_iteration || fail ds_curriculum_104b_full_length_iteration "plan $full, DeepSpeed $want"
 sed 's/"steps_per_print": 2000,/"curriculum_learning": {"enabled": false}, "steps_per_print": 2000,/' ds_config.13b.json >cloff.json
 expect_rc ds_disabled_block_accepted 0 dsrun cloff.json
 sed 's/"steps_per_print": 2000,/"stepz_per_print": 2000,/' ds_config.13b.json >typo.json

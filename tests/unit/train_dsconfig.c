@@ -334,7 +334,7 @@ int main(void)
 	T_CASE("refused_blocks_say_why") {
 		config("{\"train_batch_size\": 8, \"curriculum_learning\": {\"enabled\": true,"
 		       " \"curriculum_type\": \"seqlen\"}}", 1);
-		T_ASSERT(apply() < 0 && has(err, "curriculum_learning: curriculum learning is not implemented"));
+		T_ASSERT(apply() < 0 && has(err, "curriculum_learning: min_difficulty and max_difficulty must be"));
 		config("{\"train_batch_size\": 8, \"optimizer\": {\"type\": \"Adam\"}}", 1);
 		T_ASSERT(apply() < 0 && has(err, "optimizer: lmtk trains with Megatron's AdamW"));
 		config("{\"train_batch_size\": 8, \"scheduler\": {\"type\": \"WarmupLR\"}}", 1);
