@@ -130,6 +130,32 @@ learns() {   # learns LABEL PLUGIN TRAIN-FLAGS...
 }
 learns exec "$EXEC" --hidden-size 64 --seq-length 32 --max-position-embeddings 32 \
 	--micro-batch-size 4 --global-batch-size 8 --train-iters 20 --lr 3e-3
+# a curriculum through the executor: micro-batches cut to 8, 16, 24 ... as on the CPU backend,
+# with the same lengths and the CPU's losses within bf16's tolerance
+cat >cl.json <<'JSON'
+{"train_batch_size": 8, "train_micro_batch_size_per_gpu": 4,
+ "curriculum_learning": {"enabled": true, "curriculum_type": "seqlen", "min_difficulty": 8,
+  "max_difficulty": 32, "schedule_type": "fixed_linear",
+  "schedule_config": {"total_curriculum_step": 4, "difficulty_step": 8}}}
+JSON
+CL=(--num-layers 2 --num-attention-heads 4 --hidden-size 64 --seq-length 32
+	--max-position-embeddings 32 --micro-batch-size 4 --global-batch-size 8 --train-samples 48
+	--lr 3e-3 --lr-warmup-samples 8 --data-path meg-gpt2-openwebtext_text_document
+	--vocab-file "$MEG/gpt2-tiny-vocab.json" --merge-file "$MEG/gpt2-tiny-merges.txt"
+	--log-interval 1 --eval-iters 0 --deepspeed --deepspeed_config cl.json)
+LMTK_CUDA_PLUGIN=$EXEC "$TOP/bin/train" "${CL[@]}" --device cuda >cl-exec.out 2>&1
+"$TOP/bin/train" "${CL[@]}" --device cpu --threads 1 >cl-cpu.out 2>&1
+lens() { sed -n 's/.*lm loss: \([^ ]*\) .*curriculum seqlen: *\([0-9]*\) .*/\2 \1/p' "$1"; }
+if "$PY" - <(lens cl-cpu.out) <(lens cl-exec.out) <<'PYEOF' 2>cl.err
+import sys
+a = [l.split() for l in open(sys.argv[1])]; b = [l.split() for l in open(sys.argv[2])]
+assert len(a) == len(b) == 6, (len(a), len(b))
+assert [x[0] for x in a] == ["8", "16", "24", "32", "32", "32"], a
+for x, y in zip(a, b):
+    assert x[0] == y[0] and abs(float(x[1]) - float(y[1])) <= 2e-2 * float(x[1]), (x, y)
+PYEOF
+then ok exec_curriculum_matches_cpu
+else fail exec_curriculum_matches_cpu "$(tail -1 cl.err); $(tail -2 cl-exec.out)"; fi
 if [ $GPU = 1 ]; then
 	learns gpu "$SO" --hidden-size 128 --seq-length 128 --max-position-embeddings 128 \
 		--micro-batch-size 8 --global-batch-size 16 --train-iters 60 --lr 1e-3

@@ -161,6 +161,23 @@ same cm2 cm1 2>m1.err && ok dropout_micro_batch_size_1_matches_2 || fail dropout
 run 4 "${D[@]}" --micro-batch-size 1 --pipeline-model-parallel-size 2 >m4.out 2>&1; curve m4.out >cm4
 same cm2 cm4 2>m4.err && ok dropout_dp2_pp2_micro_batch_size_1_matches_one_rank || fail dropout_dp2_pp2_micro_batch_size_1_matches_one_rank "$(tail -1 m4.err)"
 
+# DeepSpeed's sequence-length curriculum (lengths going down and up) with dropout: DP2 x PP2 and
+# TP2 cut their micro-batches as one rank does (the activations passed between stages too)
+cat >cl.json <<'JSON'
+{"train_batch_size": 8, "train_micro_batch_size_per_gpu": 2,
+ "curriculum_learning": {"enabled": true, "curriculum_type": "seqlen", "min_difficulty": 8,
+  "max_difficulty": 64, "schedule_type": "fixed_discrete",
+  "schedule_config": {"difficulty": [16, 40, 24, 64], "max_step": [5, 10, 15]}}}
+JSON
+C=(--num-layers 4 --hidden-dropout 0.1 --attention-dropout 0.1 --train-iters 20 --deepspeed
+	--deepspeed_config cl.json)
+run 1 "${C[@]}" >cl1.out 2>&1; curve cl1.out >ccl1
+grep -q 'curriculum seqlen:    24 |' cl1.out && ok curriculum_one_rank_runs || fail curriculum_one_rank_runs "$(tail -3 cl1.out)"
+run 4 "${C[@]}" --pipeline-model-parallel-size 2 >cl4.out 2>&1; curve cl4.out >ccl4
+same ccl1 ccl4 2>cl4.err && ok curriculum_dp2_pp2_matches_one_rank || fail curriculum_dp2_pp2_matches_one_rank "$(tail -1 cl4.err)"
+run 2 "${C[@]}" --tensor-model-parallel-size 2 >clt.out 2>&1; curve clt.out >cclt
+same ccl1 cclt 2>clt.err && ok curriculum_tp2_matches_one_rank || fail curriculum_tp2_matches_one_rank "$(tail -1 clt.err)"
+
 # only rank 0 prints
 [ "$(grep -c '^train: .* parameters' dp2_tp2.out)" = 1 ] && ok one_rank_prints || fail one_rank_prints "$(grep -c '^train: .* parameters' dp2_tp2.out) banners"
 rm -rf "$T"
