@@ -27,7 +27,7 @@ enum {
 	O_DEVICE, O_THREADS, O_SPIKE, O_SPIKEF, O_PEAK,
 	O_OPTIMIZER, O_DATALOADER, O_EVALONLY, O_FINETUNE, O_NOLOADOPT, O_LOSSSCALE, O_TBLOGINT,
 	O_TBNOLR, O_TBNOLS, O_LOGPATH, O_EODMASK, O_RESETPOS, O_RESETATT, O_POSTLN, O_OPENAIGELU,
-	O_DEEPSCALE, O_DSCONFIG, O_CURRICULUM,
+	O_DEEPSCALE, O_DSCONFIG, O_CURRICULUM, O_CCDIR, O_CCINT, O_CPUTDP,
 };
 
 const struct opt args_opts[] = {
@@ -130,6 +130,9 @@ const struct opt args_opts[] = {
 	{"tensorboard-log-interval", O_TBLOGINT, "N", "training scalars to TensorBoard every N iterations (default 1)"},
 	{"no-log-learnig-rate-to-tensorboard", O_TBNOLR, NULL, "no learning-rate scalars (Megatron's spelling)"},
 	{"no-log-loss-scale-to-tensorboard", O_TBNOLS, NULL, "no loss-scale scalars"},
+	{"codecarbon-dir", O_CCDIR, "DIR", "energy and emissions in CodeCarbon's CSV, DIR/emissions-RRR.csv per rank"},
+	{"carbon-intensity", O_CCINT, "G", "--codecarbon-dir: grams CO2eq per kWh (default 475, CodeCarbon's world average)"},
+	{"cpu-tdp", O_CPUTDP, "W", "--codecarbon-dir without readable RAPL: the CPU's TDP, half of it counted (default 85)"},
 	{"log-path", O_LOGPATH, "DIR", "write the arguments to DIR/args_TIME.txt at start-up"},
 	{"log-timers-to-tensorboard", O_TBTIMERS, NULL, "iteration time and throughput to TensorBoard"},
 	{"log-batch-size-to-tensorboard", O_TBBATCH, NULL, "global batch size to TensorBoard"},
@@ -225,7 +228,6 @@ const struct args_other args_other[] = {
 	NOFX("tile-factor", 1, ZERO3),
 	/* would change the run: refused */
 	REFUSE("use-bnb-optimizer", 0, "8-bit Adam (bitsandbytes) is not implemented; drop it to train with AdamW"),
-	REFUSE("codecarbon-dir", 1, "CodeCarbon energy logs are not implemented; drop it"),
 	REFUSE("no-save-optim", 0, "lmtk checkpoints always hold the optimizer state; drop it (ckpt-merge-tp --format hf exports weights only)"),
 	REFUSE("universal-checkpoint", 0, "DeepSpeed universal checkpoints are not read; use an lmtk checkpoint"),
 	REFUSE("inference", 0, "train trains; drop it"),
@@ -294,6 +296,8 @@ void args_init(struct train_args *a)
 	a->adam_eps = 1e-8;
 	a->initial_loss_scale = 4294967296.0;
 	a->min_loss_scale = 1;
+	a->carbon_intensity = 475;   /* CodeCarbon's world average, g CO2eq/kWh */
+	a->cpu_tdp = 85;             /* CodeCarbon's default TDP */
 	a->loss_scale_window = 1000;
 	a->hysteresis = 2;
 	a->log_interval = 100;
@@ -637,6 +641,9 @@ int args_opt(void *ctx, int key, const char *arg, char *err, size_t errlen)
 	case O_TBLOGINT: return pos_int(arg, &a->tb_log_interval, err, errlen);
 	case O_TBNOLR: a->tb_no_lr = 1; return 0;
 	case O_TBNOLS: a->tb_no_loss_scale = 1; return 0;
+	case O_CCDIR: a->codecarbon_dir = arg; return 0;
+	case O_CCINT: return num(arg, &a->carbon_intensity, 0, 0, err, errlen);
+	case O_CPUTDP: return num(arg, &a->cpu_tdp, 0, 1, err, errlen);
 	case O_LOGPATH: a->log_path = arg; return 0;
 	case O_EODMASK: a->eod_mask_loss = 1; return 0;
 	case O_RESETPOS: a->reset_position_ids = 1; return 0;

@@ -121,6 +121,9 @@ struct train_args {
 	unsigned given;                /* ARGS_GIVEN_*: flags given, where the default is not enough */
 	char *noeffect_more;           /* more of the start-up line: "--x (why), ..." (malloc'd) */
 
+	const char *codecarbon_dir;    /* --codecarbon-dir: energy and emissions (energy.h) */
+	double carbon_intensity, cpu_tdp;   /* g CO2eq/kWh; W, when RAPL is not readable */
+
 	/* lmtk's own */
 	const char *device;
 	int64_t threads;

@@ -16,6 +16,7 @@
 #include "msg.h"
 #include "units.h"
 #include "train/ckpt.h"
+#include "train/energy.h"
 #include "train/dist.h"
 #include "train/feed.h"
 #include "train/model.h"
@@ -51,6 +52,8 @@ struct run {
 	/* validation positions: r->st.valid_position[set], carried across evaluations and resumes
 	 * (Megatron's consumed_valid_samples) */
 	int rollbacks;
+	struct energy en;              /* --codecarbon-dir */
+	int have_energy;
 	int bad_data;                  /* a sample held ids outside the vocabulary: exit 2 */
 	int fail_code;                 /* exit status when setup fails */
 };
@@ -535,7 +538,55 @@ static int setup(struct run *r, char *err, size_t errlen)
 		if (tfevents_text(r->tb, "args", r->st.iteration, r->cmdline) < 0)
 			return errf(err, errlen, "%s", tfevents_error(r->tb));
 	}
+	if (a->codecarbon_dir) {
+		/* each tracker its own run id, a UUID as CodeCarbon's */
+		static char id[40];
+		unsigned char u[16] = {0};
+		FILE *f = fopen("/dev/urandom", "r");
+		if (!f || fread(u, 1, sizeof u, f) != sizeof u)
+			for (int i = 0; i < 16; i++)
+				u[i] = (unsigned char)(philox_u32((uint64_t)units_now() * 1000003u, (uint32_t)i));
+		if (f)
+			fclose(f);
+		u[6] = (u[6] & 0x0f) | 0x40;
+		u[8] = (u[8] & 0x3f) | 0x80;
+		snprintf(id, sizeof id, "%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x",
+			 u[0], u[1], u[2], u[3], u[4], u[5], u[6], u[7], u[8], u[9], u[10], u[11], u[12],
+			 u[13], u[14], u[15]);
+		int cuda = strcmp(r->m.ops->name, "cpu") != 0;
+		if (energy_open(&r->en, a->codecarbon_dir, r->dist.rank, id, a->carbon_intensity,
+				a->cpu_tdp, cuda ? 0 : -1, err, errlen) < 0) {
+			r->fail_code = EXIT_FAILED;
+			return -1;
+		}
+		r->have_energy = 1;
+		out("train: --codecarbon-dir %s: emissions-RRR.csv per rank, a row per log interval; "
+		    "CPU by %s, GPU by %s, RAM 3 W per 8 GB, %g g CO2eq per kWh\n", a->codecarbon_dir,
+		    energy_cpu_source(&r->en), r->en.gpu ? "NVML" : cuda ? "nothing (NVML not found)" :
+		    "nothing (CPU backend)", a->carbon_intensity);
+		fflush(stdout);
+	}
 	return 0;
+}
+
+/* One row of --codecarbon-dir's CSV, and its TensorBoard scalars */
+static void energy_row(struct run *r, int64_t it)
+{
+	char err[600];
+	if (!r->have_energy)
+		return;
+	if (energy_log(&r->en, err, sizeof err) < 0) {
+		warn("warning: %s; no more energy rows are written", err);
+		energy_close(&r->en);
+		r->have_energy = 0;
+		return;
+	}
+	struct energy *e = &r->en;
+	tb_scalar(r, "energy/energy consumed (kWh)", it, e->cpu_kwh + e->gpu_kwh + e->ram_kwh);
+	tb_scalar(r, "energy/emissions (kg CO2eq)", it, e->last_emissions);
+	tb_scalar(r, "energy/cpu power (W)", it, e->cpu_w);
+	tb_scalar(r, "energy/gpu power (W)", it, e->gpu_w);
+	tb_scalar(r, "energy/ram power (W)", it, e->ram_w);
 }
 
 /* Where micro-batch k of this data-parallel rank starts in the iteration's global batch
@@ -911,6 +962,7 @@ int run_train(const struct train_args *a, const struct plan *p, const char *cmdl
 				tb_scalar(&r, "iteration-time/samples per second", it, gbs / per);
 				tb_scalar(&r, "iteration-time/TFLOPs per gpu (estimated)", it, tfl);
 			}
+			energy_row(&r, it);
 			t_log = now;
 			loss_sum = 0;
 			loss_n = log_iters = log_skipped = log_nan = 0;
@@ -958,6 +1010,9 @@ int run_train(const struct train_args *a, const struct plan *p, const char *cmdl
 	       (long long)st->consumed_tokens, (long long)st->skipped_total, (long long)st->nan_total,
 	       (long long)st->spikes_total, units_now() - t_start);
 	fflush(stdout);
+	energy_row(&r, st->iteration);   /* the last row: at exit */
+	if (r.have_energy)
+		energy_close(&r.en);
 	if (r.tb)
 		tfevents_close(r.tb);
 	feed_close(&r.feed);

@@ -48,9 +48,9 @@ field() {  # field FILE ITER NAME: the value of NAME in the log line of iteratio
 expect_rc refused_bnb_exits_2 2 trn --use-bnb-optimizer --save refused-ckpt --save-interval 2
 contains refused_bnb_says_what_to_use "$T/err" '^train: --use-bnb-optimizer: 8-bit Adam .* not implemented; drop it to train with AdamW$'
 check refused_run_writes_nothing [ ! -e refused-ckpt ] && [ ! -s "$T/out" ]
-expect_rc refused_bert_flag_exits_2 2 trn --mask-prob 0.15 --codecarbon-dir cc
+expect_rc refused_bert_flag_exits_2 2 trn --mask-prob 0.15 --universal-checkpoint
 contains refused_bert_flag_named "$T/err" '^train: --mask-prob: a BERT/T5/ICT/ViT flag'
-contains refused_codecarbon_named "$T/err" '^train: --codecarbon-dir: CodeCarbon .* not implemented'
+contains refused_universal_named "$T/err" '^train: --universal-checkpoint: DeepSpeed universal checkpoints are not read'
 contains refused_count_said "$T/err" '^train: 2 flags refused: nothing trained'
 expect_rc refused_abbreviation_still_refused 2 trn --use-bnb
 expect_rc optimizer_lamb_refused 2 trn --optimizer lamb
