@@ -652,8 +652,12 @@ double model_forward(struct model *m, const int32_t *tokens, const int32_t *targ
 				site(rng, gl, SITE_RES2), off);
 		o->layernorm_fwd(y->ln2, y->ln2_mean, y->ln2_rstd, y->res2, P(LN2_W), P(LN2_B), N, C,
 				 c->eps);
-		o->matmul_fwd(y->fch, y->ln2, P(FC_W), P(FC_B), N, C, F);
-		o->gelu_fwd(y->fchg, y->fch, (size_t)N * F);
+		if (o->matmul_gelu_fwd) {   /* one pass: the GEMM's epilogue applies the GeLU */
+			o->matmul_gelu_fwd(y->fchg, y->fch, y->ln2, P(FC_W), P(FC_B), N, C, F);
+		} else {
+			o->matmul_fwd(y->fch, y->ln2, P(FC_W), P(FC_B), N, C, F);
+			o->gelu_fwd(y->fchg, y->fch, (size_t)N * F);
+		}
 		o->matmul_fwd(y->fcproj, y->fchg, P(FCPROJ_W), c->tp_rank ? NULL : P(FCPROJ_B), N, F, C);
 		if (tpar)
 			tp_sum(m, y->fcproj, NC);
@@ -740,8 +744,13 @@ void model_backward(struct model *m)
 		void *res = l ? a->l[l - 1].res3 : a->encoded;
 		/* dres = d res3: through the MLP branch; the identity path keeps dres as it is */
 		o->dropout_bwd(a->dbtc, a->dres, NC, hd, site(rng, gl, SITE_RES3), off);
-		o->matmul_bwd(a->dbtf, G(FCPROJ_W), G(FCPROJ_B), a->dbtc, y->fchg, P(FCPROJ_W), N, F, C);
-		o->gelu_bwd(a->dbtf, y->fch, a->dbtf, (size_t)N * F);
+		if (o->matmul_dgelu_bwd) {
+			o->matmul_dgelu_bwd(a->dbtf, G(FCPROJ_W), G(FCPROJ_B), a->dbtc, y->fchg,
+					    P(FCPROJ_W), y->fch, N, F, C);
+		} else {
+			o->matmul_bwd(a->dbtf, G(FCPROJ_W), G(FCPROJ_B), a->dbtc, y->fchg, P(FCPROJ_W), N, F, C);
+			o->gelu_bwd(a->dbtf, y->fch, a->dbtf, (size_t)N * F);
+		}
 		o->matmul_bwd(a->dbtc, G(FC_W), G(FC_B), a->dbtf, y->ln2, P(FC_W), N, C, F);
 		if (tpar)   /* column-parallel: the input gradient is a sum over the ranks */
 			tp_sum(m, a->dbtc, NC);

@@ -98,6 +98,17 @@ struct ops {
 	void (*attention_bwd)(void *dqkv, const void *dout, const void *qkv, const void *out,
 			      const float *lse, int B, int T, int NH, int HD, struct ops_attn k);
 
+	/* The MLP's first linear layer and its GeLU in one pass, when a backend fuses them (NULL:
+	 * the model calls matmul_fwd + gelu_fwd, and matmul_bwd + gelu_bwd): pre(N,OC) = inp w^T +
+	 * bias, out = gelu(pre), pre kept for the backward; and dinp(N,IC) = (dout w) * gelu'(pre)
+	 * with dw, dbias as matmul_bwd's - the GeLU's gradient applied to the product before it is
+	 * stored.  Results may differ from the unfused pair by the rounding the fusion saves. */
+	void (*matmul_gelu_fwd)(void *out, void *pre, const void *inp, const void *w,
+				const void *bias, int N, int IC, int OC);
+	void (*matmul_dgelu_bwd)(void *dinp, float *dw, float *dbias, const void *dout,
+				 const void *inp, const void *w, const void *pre, int N, int IC,
+				 int OC);
+
 	/* GeLU, tanh approximation (Megatron's fused bias-gelu, HF BLOOM) */
 	void (*gelu_fwd)(void *out, const void *inp, size_t n);
 	void (*gelu_bwd)(void *dinp, const void *inp, const void *dout, size_t n); /* overwrites */

@@ -12,14 +12,25 @@
  * bias's BIAS_BATCH_STRIDE.
  *
  * Implemented: A and B CUDA_R_16BF; C and D both CUDA_R_16BF or both CUDA_R_32F; compute
- * CUBLAS_COMPUTE_32F with scale type CUDA_R_32F and host alpha/beta; epilogues DEFAULT and BIAS
- * (bias CUDA_R_16BF, or CUDA_R_32F); column order.  Anything else is refused with
+ * CUBLAS_COMPUTE_32F with scale type CUDA_R_32F and host alpha/beta; epilogues DEFAULT, BIAS
+ * (bias CUDA_R_16BF, or CUDA_R_32F), GELU, GELU_BIAS, GELU_AUX, GELU_AUX_BIAS and DGELU; column
+ * order.  The GeLU epilogues follow the cuBLASLt reference: "apply Bias and then GELU
+ * transform", the AUX variants storing the GELU input (the sum before the transform, rounded to
+ * the aux type) in the auxiliary matrix, and DGELU multiplying the product by the GELU gradient
+ * at the auxiliary input.  The aux matrix has D's shape, the leading dimension and batch stride
+ * of EPILOGUE_AUX_LD and _BATCH_STRIDE (each a multiple of 8, the LD at least D's rows, as the
+ * reference requires), its type D's (EPILOGUE_AUX_DATA_TYPE -1 or D's own; others refused).
+ * The GELU is the tanh approximation 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))): the
+ * reference names no formula; this is the one llm.c relies on cuBLASLt's epilogue to compute, and
+ * a lent GPU is where it is confirmed (README, the executor's limits).  BGRAD epilogues are not
+ * implemented (they overwrite the bias gradient, which the backend accumulates).  Anything else is refused with
  * CUBLAS_STATUS_NOT_SUPPORTED and a message, never computed some other way.  Shapes that
  * contradict each other, leading dimensions smaller than the rows, an in-place C == D with
  * different layouts, and buffers that do not fit in their device allocations are
  * CUBLAS_STATUS_INVALID_VALUE, checked when the call is made; the arithmetic runs on the stream
  * like a kernel.  The heuristic always offers one algorithm (this one) unless
  * LMTK_CUDA_EXEC_LT_NOALGO=1, which makes it offer none, to exercise a caller's fallback. */
+#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -42,6 +53,9 @@ struct cx_lt_desc {
 	int32_t compute, scale, ta, tb, tc, epilogue, bias_type, pointer_mode;
 	const void *bias;
 	int64_t bias_stride;
+	const void *aux;
+	int64_t aux_ld, aux_stride;
+	int32_t aux_type;
 };
 struct cx_lt_layout {
 	int32_t type, order, batch;
@@ -130,7 +144,31 @@ struct Gemm {
 	const void *bias;
 	int bias_type;
 	int64_t bias_stride;
+	int gelu;        /* 0; 1 GELU (aux: store the input when aux.p); 2 DGELU (aux: read) */
+	Mat aux;
 };
+
+/* GELU, tanh approximation, and its derivative, in fp32 */
+static float gelu_f(float x)
+{
+	const float s = 0.7978845608028654f;   /* sqrt(2/pi) */
+	return 0.5f * x * (1.0f + tanhf(s * (x + 0.044715f * x * x * x)));
+}
+
+static float dgelu_f(float x)
+{
+	const float s = 0.7978845608028654f;
+	float t = tanhf(s * (x + 0.044715f * x * x * x));
+	return 0.5f * (1.0f + t) + 0.5f * x * (1.0f - t * t) * s * (1.0f + 3.0f * 0.044715f * x * x);
+}
+
+static void store(const Mat &m, int64_t off, float v)
+{
+	if (m.type == CUDA_R_16BF)
+		((__nv_bfloat16 *)m.p)[off].__x = cx_f2bf(v, 0);
+	else
+		((float *)m.p)[off] = v;
+}
 
 static void gemm_run(const Gemm &g)
 {
@@ -168,11 +206,17 @@ static void gemm_run(const Gemm &g)
 						     ? cx_bf2f(((const __nv_bfloat16 *)g.bias)[bo].__x)
 						     : ((const float *)g.bias)[bo];
 				}
-				int64_t o = bt * g.D.stride + i + j * g.D.ld;
-				if (g.D.type == CUDA_R_16BF)
-					((__nv_bfloat16 *)g.D.p)[o].__x = cx_f2bf(v, 0);
-				else
-					((float *)g.D.p)[o] = v;
+				if (g.gelu) {
+					int64_t ao = bt * g.aux.stride + i + j * g.aux.ld;
+					if (g.gelu == 2) {
+						v *= dgelu_f(load(g.aux, ao));
+					} else {
+						if (g.aux.p)
+							store(g.aux, ao, v);
+						v = gelu_f(v);
+					}
+				}
+				store(g.D, bt * g.D.stride + i + j * g.D.ld, v);
 			}
 	}
 }
@@ -329,7 +373,7 @@ extern "C" cublasStatus_t cublasLtMatmulDescCreate(cublasLtMatmulDesc_t *d,
 			      "implemented: CUBLAS_COMPUTE_32F with CUDA_R_32F", (int)compute,
 			      type_name(scale));
 	*d = new cx_lt_desc{compute, scale, CUBLAS_OP_N, CUBLAS_OP_N, CUBLAS_OP_N,
-			    CUBLASLT_EPILOGUE_DEFAULT, -1, 0, NULL, 0};
+			    CUBLASLT_EPILOGUE_DEFAULT, -1, 0, NULL, 0, NULL, 0, 0, -1};
 	return CUBLAS_STATUS_SUCCESS;
 }
 
@@ -373,13 +417,24 @@ extern "C" cublasStatus_t cublasLtMatmulDescSetAttribute(cublasLtMatmulDesc_t d,
 	case CUBLASLT_MATMUL_DESC_EPILOGUE:
 		if ((s = get(what, "EPILOGUE", &v, buf, size)))
 			return s;
-		if (v != CUBLASLT_EPILOGUE_DEFAULT && v != CUBLASLT_EPILOGUE_BIAS)
+		if (v != CUBLASLT_EPILOGUE_DEFAULT && v != CUBLASLT_EPILOGUE_BIAS &&
+		    v != CUBLASLT_EPILOGUE_GELU && v != CUBLASLT_EPILOGUE_GELU_BIAS &&
+		    v != CUBLASLT_EPILOGUE_GELU_AUX && v != CUBLASLT_EPILOGUE_GELU_AUX_BIAS &&
+		    v != CUBLASLT_EPILOGUE_DGELU)
 			return refuse(CUBLAS_STATUS_NOT_SUPPORTED, what, "epilogue %d; implemented: "
-				      "DEFAULT and BIAS", v);
+				      "DEFAULT, BIAS, GELU, GELU_BIAS, GELU_AUX, GELU_AUX_BIAS, DGELU", v);
 		d->epilogue = v;
 		return CUBLAS_STATUS_SUCCESS;
 	case CUBLASLT_MATMUL_DESC_BIAS_POINTER:
 		return get(what, "BIAS_POINTER", &d->bias, buf, size);
+	case CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER:
+		return get(what, "EPILOGUE_AUX_POINTER", &d->aux, buf, size);
+	case CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD:
+		return get(what, "EPILOGUE_AUX_LD", &d->aux_ld, buf, size);
+	case CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_BATCH_STRIDE:
+		return get(what, "EPILOGUE_AUX_BATCH_STRIDE", &d->aux_stride, buf, size);
+	case CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_DATA_TYPE:
+		return get(what, "EPILOGUE_AUX_DATA_TYPE", &d->aux_type, buf, size);
 	case CUBLASLT_MATMUL_DESC_BIAS_BATCH_STRIDE:
 		return get(what, "BIAS_BATCH_STRIDE", &d->bias_stride, buf, size);
 	case CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE:
@@ -539,7 +594,24 @@ static cublasStatus_t lt_problem(const char *what, cublasLtMatmulDesc_t d, cubla
 			return refuse(CUBLAS_STATUS_INVALID_VALUE, what, "matrix %c: batch count %d, "
 				      "stride %lld", "ABCD"[i], ls[i]->batch, (long long)ls[i]->stride);
 	}
-	int bias = d->epilogue == CUBLASLT_EPILOGUE_BIAS;
+	int epi = d->epilogue;
+	int bias = epi == CUBLASLT_EPILOGUE_BIAS || epi == CUBLASLT_EPILOGUE_GELU_BIAS ||
+		   epi == CUBLASLT_EPILOGUE_GELU_AUX_BIAS;
+	int gelu = epi == CUBLASLT_EPILOGUE_DGELU ? 2 : (epi & CUBLASLT_EPILOGUE_GELU) ? 1 : 0;
+	int aux = epi == CUBLASLT_EPILOGUE_GELU_AUX || epi == CUBLASLT_EPILOGUE_GELU_AUX_BIAS ||
+		  epi == CUBLASLT_EPILOGUE_DGELU;
+	if (aux) {
+		if (d->aux_type != -1 && d->aux_type != dl->type)
+			return refuse(CUBLAS_STATUS_NOT_SUPPORTED, what, "aux type %s with D of %s",
+				      type_name(d->aux_type), type_name(dl->type));
+		if (d->aux_ld % 8 || d->aux_ld < m)
+			return refuse(CUBLAS_STATUS_INVALID_VALUE, what, "EPILOGUE_AUX_LD %lld: must be a "
+				      "multiple of 8 and at least D's %lld rows", (long long)d->aux_ld,
+				      (long long)m);
+		if (dl->batch > 1 && d->aux_stride % 8)
+			return refuse(CUBLAS_STATUS_INVALID_VALUE, what, "EPILOGUE_AUX_BATCH_STRIDE %lld: "
+				      "must be a multiple of 8", (long long)d->aux_stride);
+	}
 	int bt = d->bias_type == -1 ? dl->type : d->bias_type;
 	if (bias && !(bt == CUDA_R_32F || (bt == CUDA_R_16BF && dl->type == CUDA_R_16BF)))
 		return refuse(CUBLAS_STATUS_NOT_SUPPORTED, what, "bias of %s with D of %s",
@@ -555,6 +627,8 @@ static cublasStatus_t lt_problem(const char *what, cublasLtMatmulDesc_t d, cubla
 	g->C = Mat{NULL, c->type, c->ld, c->stride};
 	g->D = Mat{NULL, dl->type, dl->ld, dl->stride};
 	g->bias = bias ? (const void *)1 : NULL; /* set by the caller */
+	g->gelu = gelu;
+	g->aux = Mat{aux ? (const void *)1 : NULL, dl->type, d->aux_ld, d->aux_stride}; /* ditto */
 	return CUBLAS_STATUS_SUCCESS;
 }
 
@@ -614,6 +688,10 @@ extern "C" cublasStatus_t cublasLtMatmul(cublasLtHandle_t h, cublasLtMatmulDesc_
 	if (g.bias && !d->bias)
 		return refuse(CUBLAS_STATUS_INVALID_VALUE, what, "the BIAS epilogue without "
 			      "CUBLASLT_MATMUL_DESC_BIAS_POINTER");
+	if (g.aux.p && !d->aux)
+		return refuse(CUBLAS_STATUS_INVALID_VALUE, what, "epilogue %d without "
+			      "CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER", d->epilogue);
+	g.aux.p = g.aux.p ? d->aux : NULL;
 	g.alpha = *(const float *)alpha;
 	g.beta = *(const float *)beta;
 	g.A.p = A, g.B.p = B, g.C.p = C, g.D.p = D;
@@ -629,6 +707,8 @@ extern "C" cublasStatus_t cublasLtMatmul(cublasLtHandle_t h, cublasLtMatmulDesc_
 	    !mat_fits(what, "D", D, ddesc->type, g.m, g.n, ddesc->ld, g.batch, ddesc->stride) ||
 	    (g.bias && !cx_device_range(g.bias, (size_t)((g.batch - 1) * g.bias_stride + g.m) *
 							 type_size(g.bias_type), what, "bias")) ||
+	    (g.aux.p && !mat_fits(what, "aux", g.aux.p, g.aux.type, g.m, g.n, g.aux.ld, g.batch,
+				  g.aux.stride)) ||
 	    (wsbytes && !cx_device_range(ws, wsbytes, what, "workspace")))
 		return CUBLAS_STATUS_INVALID_VALUE;
 	return submit(stream, what, g);

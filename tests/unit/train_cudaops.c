@@ -353,6 +353,71 @@ static int case_matmul(int N, int IC, int OC, int with_bias, int misalign)
 	return ok;
 }
 
+/* The fused MLP ops of the CUDA backend (the GELU_AUX_BIAS and DGELU epilogues, or their
+ * fallback for widths that are not multiples of 8) against the CPU backend's unfused pair:
+ * forward pre = x w^T + b, out = gelu(pre); backward dinp = (dy w) gelu'(pre), dw, dbias. */
+static int case_matmul_gelu(int N, int IC, int OC, int misalign)
+{
+	char name[96];
+	snprintf(name, sizeof name, "matmul_gelu N%d IC%d OC%d%s", N, IC, OC, misalign ? " misaligned" : "");
+	size_t ni = (size_t)N * IC, no = (size_t)N * OC, nw = (size_t)OC * IC;
+	float *x = randn(ni + 1, 1, 30), *w = randn(nw + 1, 0.2f, 31), *b = randn(OC + 1, 1, 32);
+	float *pre = randn(ni + 1, 1.5f, 33), *dy = randn(no + 1, 1, 34);
+	float *dw0 = randn(nw, 0.1f, 35), *db0 = randn(OC, 0.1f, 36);
+	float *out[2], *pf[2], *dx[2], *dw[2], *db[2];
+	const struct ops *os[2] = {cu, cpu};
+	T_ASSERT(cu->matmul_gelu_fwd && cu->matmul_dgelu_bwd);   /* the CUDA backend fuses */
+	T_ASSERT(!cpu->matmul_gelu_fwd && !cpu->matmul_dgelu_bwd);   /* the CPU is the reference */
+	for (int k = 0; k < 2; k++) {
+		const struct ops *o = os[k];
+		size_t e = misalign ? o->act_size : 0;
+		void *bx = up_act(o, x, ni + 1), *bw = up_act(o, w, nw + 1), *bb = up_act(o, b, OC + 1);
+		void *bpre = up_act(o, pre, ni + 1), *bdy = up_act(o, dy, no + 1);
+		void *bo = o->alloc((no + 1) * o->act_size), *bpf = o->alloc((no + 1) * o->act_size);
+		void *bdx = o->alloc((ni + 1) * o->act_size);
+		float *gw = up_f32(o, dw0, nw), *gb = up_f32(o, db0, OC);
+		void *px = (char *)bx + e, *pw = (char *)bw + e, *pb = (char *)bb + e;
+		void *ppre = (char *)bpre + e, *pdy = (char *)bdy + e, *po = (char *)bo + e;
+		void *ppf = (char *)bpf + e, *pdx = (char *)bdx + e;
+		if (o->matmul_gelu_fwd) {
+			o->matmul_gelu_fwd(po, ppf, px, pw, pb, N, IC, OC);
+			/* the layer after it: dinp of (N, IC) through w(OC, IC), gelu'(pre) */
+			o->matmul_dgelu_bwd(pdx, gw, gb, pdy, px, pw, ppre, N, IC, OC);
+		} else {
+			o->matmul_fwd(ppf, px, pw, pb, N, IC, OC);
+			o->gelu_fwd(po, ppf, no);
+			o->matmul_bwd(pdx, gw, gb, pdy, px, pw, N, IC, OC);
+			o->gelu_bwd(pdx, ppre, pdx, ni);
+		}
+		out[k] = zeros(no + 1), pf[k] = zeros(no + 1), dx[k] = zeros(ni + 1);
+		dw[k] = zeros(nw), db[k] = zeros(OC);
+		down_act(o, out[k], bo, no + 1);
+		down_act(o, pf[k], bpf, no + 1);
+		down_act(o, dx[k], bdx, ni + 1);
+		down_f32(o, dw[k], gw, nw);
+		down_f32(o, db[k], gb, OC);
+		o->free(bx), o->free(bw), o->free(bb), o->free(bpre), o->free(bdy), o->free(bo);
+		o->free(bpf), o->free(bdx), o->free(gw), o->free(gb);
+	}
+	int ok = 1;
+	char wn[128];
+	size_t s = misalign ? 1 : 0;
+	snprintf(wn, sizeof wn, "%s out", name);
+	ok &= near(wn, out[0] + s, out[1] + s, no, TOL_BF16);
+	snprintf(wn, sizeof wn, "%s pre", name);
+	ok &= near(wn, pf[0] + s, pf[1] + s, no, TOL_BF16);
+	snprintf(wn, sizeof wn, "%s dinp", name);
+	ok &= near(wn, dx[0] + s, dx[1] + s, ni, TOL_BF16);
+	snprintf(wn, sizeof wn, "%s dw", name);
+	ok &= near(wn, dw[0], dw[1], nw, 1e-4);
+	snprintf(wn, sizeof wn, "%s dbias", name);
+	ok &= near(wn, db[0], db[1], OC, 1e-4);
+	for (int k = 0; k < 2; k++)
+		free(out[k]), free(pf[k]), free(dx[k]), free(dw[k]), free(db[k]);
+	free(x), free(w), free(b), free(pre), free(dy), free(dw0), free(db0);
+	return ok;
+}
+
 /* ALiBi: nh heads of a model with `heads` heads, from head0; document starts every few tokens */
 static int case_attention(int B, int T, int NH, int HD, int alibi, int docs, float p, int head0,
 			  int heads)
@@ -711,6 +776,11 @@ int main(int argc, char **argv)
 		T_ASSERT(case_layernorm(9, 20, 1));
 		T_ASSERT(case_layernorm(300, 264, 1)); /* more rows than a column-sum slice */
 		T_ASSERT(case_layernorm(1, 13, 1));
+	}
+	CASE("cuda_matmul_gelu_matches_cpu") {
+		T_ASSERT(case_matmul_gelu(37, 64, 96, 0));   /* both fused */
+		T_ASSERT(case_matmul_gelu(20, 40, 160, 1));  /* fused, 2-byte aligned pointers */
+		T_ASSERT(case_matmul_gelu(9, 20, 51, 0));    /* OC 51, IC 20: the fallbacks */
 	}
 	CASE("cuda_matmul_matches_cpu") {
 		T_ASSERT(case_matmul(37, 64, 96, 1, 0));

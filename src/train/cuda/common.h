@@ -201,6 +201,10 @@ void cu_matmul_fwd(void *out, const void *inp, const void *w, const void *bias, 
 		   int OC);
 void cu_matmul_bwd(void *dinp, float *dw, float *dbias, const void *dout, const void *inp,
 		   const void *w, int N, int IC, int OC);
+void cu_matmul_gelu_fwd(void *out, void *pre, const void *inp, const void *w, const void *bias,
+			int N, int IC, int OC);
+void cu_matmul_dgelu_bwd(void *dinp, float *dw, float *dbias, const void *dout, const void *inp,
+			 const void *w, const void *pre, int N, int IC, int OC);
 
 /* norm.cu */
 void cu_layernorm_fwd(void *out, float *mean, float *rstd, const void *inp, const void *w,

@@ -21,6 +21,15 @@
  * BGRADB epilogue, which overwrites rather than accumulates: cu_colsum (reduce.cu) adds the column
  * sums of dout in a fixed order.
  *
+ * The MLP's GeLU rides in the epilogues, as llm.c does it: the first linear layer's forward is
+ * one GEMM with CUBLASLT_EPILOGUE_GELU_AUX_BIAS (bias added, the sum stored as the auxiliary
+ * output - the pre-activation the backward needs - and its GeLU as D), and the backward of the
+ * second linear layer's input gradient is one GEMM with CUBLASLT_EPILOGUE_DGELU (the product
+ * times gelu'(pre) read from the auxiliary input).  The GeLU is then applied to the fp32 sum
+ * before the one rounding to bf16, where the separate kernels rounded twice.  The auxiliary
+ * matrix shares D's layout; cuBLASLt wants its leading dimension a multiple of 8, so a layer of
+ * another width (or a shape without an algorithm) takes the unfused kernels.
+ *
  * Plans.  Creating descriptors and asking the heuristic costs tens of microseconds, so each
  * distinct (kind, shape, pointer alignment) gets a plan - descriptors plus the chosen algorithm -
  * cached in a small table; a model has a handful of shapes.  The alignment of every pointer
@@ -37,12 +46,12 @@
 
 #include "train/cuda/common.h"
 
-enum { MM_FWD, MM_DINP, MM_DW };
+enum { MM_FWD, MM_DINP, MM_DW, MM_FWD_GELU, MM_DINP_DGELU };
 
 struct mm_plan {
 	int used;
 	int kind, m, n, k;
-	unsigned align[4];           /* A, B, D, bias (0: no bias) */
+	unsigned align[5];           /* A, B, D, bias (0: no bias), aux (0: none) */
 	int ok;                      /* cuBLASLt has an algorithm; else cublasGemmEx */
 	cublasLtMatmulDesc_t desc;
 	cublasLtMatrixLayout_t a, b, d;
@@ -82,9 +91,10 @@ static void plan_release(struct mm_plan *p)
 /* A (stored rows x cols, column-major) is op(A) m x k; B is op(B) k x n; D is m x n. */
 static struct mm_plan *plan_get(int kind, cublasOperation_t ta, cublasOperation_t tb, int m,
 				int n, int k, int lda, int ldb, int ldd, cudaDataType_t dtype,
-				const void *A, const void *B, const void *D, const void *bias)
+				const void *A, const void *B, const void *D, const void *bias,
+				const void *aux)
 {
-	unsigned al[4] = {align_of(A), align_of(B), align_of(D), align_of(bias)};
+	unsigned al[5] = {align_of(A), align_of(B), align_of(D), align_of(bias), align_of(aux)};
 	for (int i = 0; i < MM_PLANS; i++) {
 		struct mm_plan *p = &plans[i];
 		if (p->used && p->kind == kind && p->m == m && p->n == n && p->k == k &&
@@ -104,8 +114,19 @@ static struct mm_plan *plan_get(int kind, cublasOperation_t ta, cublasOperation_
 						  sizeof opa));
 	BLAS_CHECK(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_TRANSB, &opb,
 						  sizeof opb));
+	if (aux) {   /* the GeLU epilogues: the auxiliary matrix has D's shape and layout */
+		cublasLtEpilogue_t epi = kind == MM_FWD_GELU ? CUBLASLT_EPILOGUE_GELU_AUX_BIAS
+							     : CUBLASLT_EPILOGUE_DGELU;
+		int64_t ld = ldd;
+		BLAS_CHECK(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_EPILOGUE,
+							  &epi, sizeof epi));
+		BLAS_CHECK(cublasLtMatmulDescSetAttribute(
+			p->desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &aux, sizeof aux));
+		BLAS_CHECK(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD,
+							  &ld, sizeof ld));
+	}
 	if (bias) {
-		cublasLtEpilogue_t epi = CUBLASLT_EPILOGUE_BIAS;
+		cublasLtEpilogue_t epi = aux ? CUBLASLT_EPILOGUE_GELU_AUX_BIAS : CUBLASLT_EPILOGUE_BIAS;
 		int32_t btype = CUDA_R_16BF;
 		BLAS_CHECK(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_EPILOGUE,
 							  &epi, sizeof epi));
@@ -147,32 +168,48 @@ static struct mm_plan *plan_get(int kind, cublasOperation_t ta, cublasOperation_
 	return p;
 }
 
-/* D (m x n, type dtype) = alpha op(A) op(B) + beta D (+ bias per row of D) */
-static void gemm(int kind, cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k,
-		 const void *A, int lda, const void *B, int ldb, void *D, cudaDataType_t dtype,
-		 int ldd, float beta, const void *bias)
+/* D (m x n, type dtype) = alpha op(A) op(B) + beta D (+ bias per row of D).  With aux (the
+ * GeLU kinds, cuBLASLt only): returns 0 when cuBLASLt could not, leaving the caller to run the
+ * unfused kernels; otherwise 1. */
+static int gemm_lt(int kind, cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k,
+		   const void *A, int lda, const void *B, int ldb, void *D, cudaDataType_t dtype,
+		   int ldd, float beta, const void *bias, const void *aux)
 {
 	const float alpha = 1.0f;
-	struct mm_plan *p = plan_get(kind, ta, tb, m, n, k, lda, ldb, ldd, dtype, A, B, D, bias);
+	struct mm_plan *p = plan_get(kind, ta, tb, m, n, k, lda, ldb, ldd, dtype, A, B, D, bias,
+				     aux);
 	if (p->ok) {
 		if (bias)
 			BLAS_CHECK(cublasLtMatmulDescSetAttribute(
 				p->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias));
+		if (aux)
+			BLAS_CHECK(cublasLtMatmulDescSetAttribute(
+				p->desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &aux, sizeof aux));
 		cublasStatus_t s = cublasLtMatmul(cu.lt, p->desc, &alpha, A, p->a, B, p->b, &beta,
 						  D, p->d, D, p->d, &p->algo, cu.lt_ws,
 						  cu.lt_ws_size, cu.stream);
 		if (s == CUBLAS_STATUS_SUCCESS)
-			return;
+			return 1;
 		if (s != CUBLAS_STATUS_NOT_SUPPORTED && s != CUBLAS_STATUS_INVALID_VALUE)
 			cu_die("cublasLtMatmul (m=%d n=%d k=%d): %s", m, n, k,
 			       cublasLtGetStatusString(s));
 		p->ok = 0; /* this shape goes through cublasGemmEx from now on */
 	}
+	if (aux)
+		return 0;
 	BLAS_CHECK(cublasGemmEx(cu.blas, ta, tb, m, n, k, &alpha, A, CUDA_R_16BF, lda, B,
 				CUDA_R_16BF, ldb, &beta, D, dtype, ldd, CUBLAS_COMPUTE_32F,
 				CUBLAS_GEMM_DEFAULT));
 	if (bias)
 		cu_bias_add(D, bias, n, m); /* D is out(N=n, OC=m) row-major */
+	return 1;
+}
+
+static void gemm(int kind, cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k,
+		 const void *A, int lda, const void *B, int ldb, void *D, cudaDataType_t dtype,
+		 int ldd, float beta, const void *bias)
+{
+	gemm_lt(kind, ta, tb, m, n, k, A, lda, B, ldb, D, dtype, ldd, beta, bias, NULL);
 }
 
 /* out(N,OC) = inp(N,IC) w(OC,IC)^T + bias(OC) */
@@ -201,4 +238,35 @@ void cu_matmul_bwd(void *dinp, float *dw, float *dbias, const void *dout, const 
 		     IC, 1.0f, NULL);
 	if (dbias)
 		cu_colsum(dbias, NULL, (const bf16 *)dout, NULL, NULL, NULL, N, OC);
+}
+
+/* pre(N,OC) = inp w^T + bias, out = gelu(pre): one GEMM with the GELU_AUX_BIAS epilogue */
+void cu_matmul_gelu_fwd(void *out, void *pre, const void *inp, const void *w, const void *bias,
+			int N, int IC, int OC)
+{
+	CU_ENTER();
+	if (N <= 0 || OC <= 0 || IC <= 0)
+		return;
+	if (OC % 8 == 0 && bias &&
+	    gemm_lt(MM_FWD_GELU, CUBLAS_OP_T, CUBLAS_OP_N, OC, N, IC, w, IC, inp, IC, out,
+		    CUDA_R_16BF, OC, 0.0f, bias, pre))
+		return;
+	cu_matmul_fwd(pre, inp, w, bias, N, IC, OC);
+	cu_gelu_fwd(out, pre, (size_t)N * OC);
+}
+
+/* dinp(N,IC) = (dout w) * gelu'(pre(N,IC)) with the DGELU epilogue; dw, dbias as cu_matmul_bwd */
+void cu_matmul_dgelu_bwd(void *dinp, float *dw, float *dbias, const void *dout, const void *inp,
+			 const void *w, const void *pre, int N, int IC, int OC)
+{
+	CU_ENTER();
+	if (N <= 0 || OC <= 0 || IC <= 0)
+		return;
+	if (!(IC % 8 == 0 &&
+	      gemm_lt(MM_DINP_DGELU, CUBLAS_OP_N, CUBLAS_OP_N, IC, N, OC, w, IC, dout, OC, dinp,
+		      CUDA_R_16BF, IC, 0.0f, NULL, pre))) {
+		cu_matmul_bwd(dinp, NULL, NULL, dout, inp, w, N, IC, OC);
+		cu_gelu_bwd(dinp, pre, dinp, (size_t)N * IC);
+	}
+	cu_matmul_bwd(NULL, dw, dbias, dout, inp, w, N, IC, OC);
 }

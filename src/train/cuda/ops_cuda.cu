@@ -211,6 +211,8 @@ static void fill_table(void)
 	o->layernorm_bwd = cu_layernorm_bwd;
 	o->matmul_fwd = cu_matmul_fwd;
 	o->matmul_bwd = cu_matmul_bwd;
+	o->matmul_gelu_fwd = cu_matmul_gelu_fwd;
+	o->matmul_dgelu_bwd = cu_matmul_dgelu_bwd;
 	o->attention_fwd = cu_attention_fwd;
 	o->attention_bwd = cu_attention_bwd;
 	o->gelu_fwd = cu_gelu_fwd;
