@@ -639,7 +639,10 @@ double model_forward(struct model *m, const int32_t *tokens, const int32_t *targ
 	for (int l = 0; l < m->nl; l++) {
 		typeof(a->l[0]) *y = &a->l[l];
 		int gl = m->l0 + l;   /* dropout keys by global layer: any pipeline split, same masks */
-		o->layernorm_fwd(y->ln1, y->ln1_mean, y->ln1_rstd, res, P(LN1_W), P(LN1_B), N, C, c->eps);
+		int fuse = o->residual_layernorm_fwd != NULL;
+		if (!fuse || l == 0)   /* else the previous layer's residual add computed it */
+			o->layernorm_fwd(y->ln1, y->ln1_mean, y->ln1_rstd, res, P(LN1_W), P(LN1_B), N, C,
+					 c->eps);
 		o->matmul_fwd(y->qkv, y->ln1, P(QKV_W), P(QKV_B), N, C, 3 * C / tp);
 		o->attention_fwd(y->atty, y->lse, y->qkv, B, T, NH, HD, attn_keys(m, a, gl, ad));
 		/* row-parallel: partial sums of every rank, the bias added once */
@@ -648,10 +651,17 @@ double model_forward(struct model *m, const int32_t *tokens, const int32_t *targ
 			tp_sum(m, y->attproj, NC);
 		/* Megatron's apply_residual_connection_post_layernorm: the residual is the layer
 		 * norm's output instead of its input */
-		o->residual_fwd(y->res2, c->post_ln_residual ? y->ln1 : res, y->attproj, NC, hd,
-				site(rng, gl, SITE_RES2), off);
-		o->layernorm_fwd(y->ln2, y->ln2_mean, y->ln2_rstd, y->res2, P(LN2_W), P(LN2_B), N, C,
-				 c->eps);
+		if (fuse) {
+			o->residual_layernorm_fwd(y->res2, y->ln2, y->ln2_mean, y->ln2_rstd,
+						  c->post_ln_residual ? y->ln1 : res, y->attproj,
+						  P(LN2_W), P(LN2_B), N, C, c->eps, hd,
+						  site(rng, gl, SITE_RES2), off);
+		} else {
+			o->residual_fwd(y->res2, c->post_ln_residual ? y->ln1 : res, y->attproj, NC, hd,
+					site(rng, gl, SITE_RES2), off);
+			o->layernorm_fwd(y->ln2, y->ln2_mean, y->ln2_rstd, y->res2, P(LN2_W), P(LN2_B),
+					 N, C, c->eps);
+		}
 		if (o->matmul_gelu_fwd) {   /* one pass: the GEMM's epilogue applies the GeLU */
 			o->matmul_gelu_fwd(y->fchg, y->fch, y->ln2, P(FC_W), P(FC_B), N, C, F);
 		} else {
@@ -661,8 +671,17 @@ double model_forward(struct model *m, const int32_t *tokens, const int32_t *targ
 		o->matmul_fwd(y->fcproj, y->fchg, P(FCPROJ_W), c->tp_rank ? NULL : P(FCPROJ_B), N, F, C);
 		if (tpar)
 			tp_sum(m, y->fcproj, NC);
-		o->residual_fwd(y->res3, c->post_ln_residual ? y->ln2 : y->res2, y->fcproj, NC, hd,
-				site(rng, gl, SITE_RES3), off);
+		if (fuse && l + 1 < m->nl) {   /* with the next layer's first layer norm */
+			typeof(a->l[0]) *z = &a->l[l + 1];
+			o->residual_layernorm_fwd(y->res3, z->ln1, z->ln1_mean, z->ln1_rstd,
+						  c->post_ln_residual ? y->ln2 : y->res2, y->fcproj,
+						  model_param(m, model_layer_tensor(m, l + 1, LN1_W)),
+						  model_param(m, model_layer_tensor(m, l + 1, LN1_B)), N, C,
+						  c->eps, hd, site(rng, gl, SITE_RES3), off);
+		} else {
+			o->residual_fwd(y->res3, c->post_ln_residual ? y->ln2 : y->res2, y->fcproj, NC,
+					hd, site(rng, gl, SITE_RES3), off);
+		}
 		res = y->res3;
 	}
 	if (!m->last)
@@ -742,8 +761,11 @@ void model_backward(struct model *m)
 		typeof(a->l[0]) *y = &a->l[l];
 		int gl = m->l0 + l;
 		void *res = l ? a->l[l - 1].res3 : a->encoded;
-		/* dres = d res3: through the MLP branch; the identity path keeps dres as it is */
-		o->dropout_bwd(a->dbtc, a->dres, NC, hd, site(rng, gl, SITE_RES3), off);
+		int fuse = o->layernorm_bwd_dropout != NULL;
+		/* dres = d res3: through the MLP branch; the identity path keeps dres as it is (the
+		 * fused layer norm below already did it for the layer above) */
+		if (!fuse || l == m->nl - 1)
+			o->dropout_bwd(a->dbtc, a->dres, NC, hd, site(rng, gl, SITE_RES3), off);
 		if (o->matmul_dgelu_bwd) {
 			o->matmul_dgelu_bwd(a->dbtf, G(FCPROJ_W), G(FCPROJ_B), a->dbtc, y->fchg,
 					    P(FCPROJ_W), y->fch, N, F, C);
@@ -758,10 +780,16 @@ void model_backward(struct model *m)
 			o->add(a->dbtc, a->dres, NC);
 			o->zero(a->dres, NC * o->act_size);
 		}
-		o->layernorm_bwd(a->dres, G(LN2_W), G(LN2_B), a->dbtc, y->res2, P(LN2_W), y->ln2_mean,
-				 y->ln2_rstd, N, C);
-		/* dres = d res2: through attention */
-		o->dropout_bwd(a->dbtc, a->dres, NC, hd, site(rng, gl, SITE_RES2), off);
+		/* dres = d res2, then through attention's dropout */
+		if (fuse) {
+			o->layernorm_bwd_dropout(a->dres, a->dbtc, G(LN2_W), G(LN2_B), a->dbtc, y->res2,
+						 P(LN2_W), y->ln2_mean, y->ln2_rstd, N, C, hd,
+						 site(rng, gl, SITE_RES2), off);
+		} else {
+			o->layernorm_bwd(a->dres, G(LN2_W), G(LN2_B), a->dbtc, y->res2, P(LN2_W),
+					 y->ln2_mean, y->ln2_rstd, N, C);
+			o->dropout_bwd(a->dbtc, a->dres, NC, hd, site(rng, gl, SITE_RES2), off);
+		}
 		o->matmul_bwd(a->dbtc2, G(PROJ_W), G(PROJ_B), a->dbtc, y->atty, P(PROJ_W), N, C / tp, C);
 		o->attention_bwd(a->dqkv, a->dbtc2, y->qkv, y->atty, y->lse, B, T, NH, HD,
 				 attn_keys(m, a, gl, ad));
@@ -772,8 +800,13 @@ void model_backward(struct model *m)
 			o->add(a->dbtc, a->dres, NC);
 			o->zero(a->dres, NC * o->act_size);
 		}
-		o->layernorm_bwd(a->dres, G(LN1_W), G(LN1_B), a->dbtc, res, P(LN1_W), y->ln1_mean,
-				 y->ln1_rstd, N, C);
+		if (fuse && l > 0)   /* and the layer below's MLP dropout */
+			o->layernorm_bwd_dropout(a->dres, a->dbtc, G(LN1_W), G(LN1_B), a->dbtc, res,
+						 P(LN1_W), y->ln1_mean, y->ln1_rstd, N, C, hd,
+						 site(rng, gl - 1, SITE_RES3), off);
+		else
+			o->layernorm_bwd(a->dres, G(LN1_W), G(LN1_B), a->dbtc, res, P(LN1_W),
+					 y->ln1_mean, y->ln1_rstd, N, C);
 	}
 	if (!m->first)
 		return;   /* a->dres, the gradient of this stage's input, goes back to the previous */

@@ -122,6 +122,18 @@ struct ops {
 	 * keeps accumulating in place. */
 	void (*dropout_bwd)(void *dx, const void *dout, size_t n, float p, uint64_t seed,
 			    uint64_t off);
+	/* Fused pairs, when a backend has them (NULL: the model makes the two calls).
+	 * residual_layernorm_fwd: residual_fwd(res_out, res, x, N*C, p, seed, off), then
+	 * layernorm_fwd(ln_out, mean, rstd, res_out, w, b, N, C, eps), reading each row once.
+	 * layernorm_bwd_dropout: layernorm_bwd(dinp, dw, db, dout, inp, w, mean, rstd, N, C), then
+	 * dropout_bwd(dx, dinp, N*C, p, seed, off); dx may be dout.  Same results as the pairs. */
+	void (*residual_layernorm_fwd)(void *res_out, void *ln_out, float *mean, float *rstd,
+				       const void *res, const void *x, const void *w, const void *b,
+				       int N, int C, float eps, float p, uint64_t seed, uint64_t off);
+	void (*layernorm_bwd_dropout)(void *dinp, void *dx, float *dw, float *db, const void *dout,
+				      const void *inp, const void *w, const float *mean,
+				      const float *rstd, int N, int C, float p, uint64_t seed,
+				      uint64_t off);
 	/* x = dropout(x) in place (embedding dropout) */
 	void (*dropout_fwd)(void *x, size_t n, float p, uint64_t seed, uint64_t off);
 	/* acc += x (activation type), for the residual stream's gradient */

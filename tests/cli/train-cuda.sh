@@ -156,6 +156,32 @@ for x, y in zip(a, b):
 PYEOF
 then ok exec_curriculum_matches_cpu
 else fail exec_curriculum_matches_cpu "$(tail -1 cl.err); $(tail -2 cl-exec.out)"; fi
+# dropout through the fused residual + layer norm kernels: the executor's run keeps to the CPU
+# backend's losses and gradient norms iteration by iteration (the masks are the same Philox
+# draws on both backends, so a mask keyed to the wrong layer or site shows here)
+DR=(--num-layers 3 --num-attention-heads 4 --hidden-size 64 --seq-length 32
+	--max-position-embeddings 32 --micro-batch-size 4 --global-batch-size 8 --train-iters 6
+	--lr 1e-3 --hidden-dropout 0.3 --attention-dropout 0 --data-path meg-gpt2-openwebtext_text_document
+	--vocab-file "$MEG/gpt2-tiny-vocab.json" --merge-file "$MEG/gpt2-tiny-merges.txt"
+	--log-interval 1 --eval-iters 0)
+LMTK_CUDA_PLUGIN=$EXEC "$TOP/bin/train" "${DR[@]}" --device cuda >dr-exec.out 2>&1
+"$TOP/bin/train" "${DR[@]}" --device cpu --threads 1 >dr-cpu.out 2>&1
+"$TOP/bin/train" "${DR[@]}" --device cpu --threads 1 --hidden-dropout 0.25 >dr-other.out 2>&1
+lg() { sed -n 's/.*lm loss: \([^ ]*\) .*grad norm: \([^ ]*\) .*/\1 \2/p' "$1"; }
+drcheck() {   # drcheck A B TOL: every iteration's loss and grad norm within TOL (relative)
+	"$PY" - <(lg "$1") <(lg "$2") "$3" <<'PYEOF'
+import sys
+a = [l.split() for l in open(sys.argv[1])]; b = [l.split() for l in open(sys.argv[2])]
+tol = float(sys.argv[3])
+assert len(a) == len(b) == 6, (len(a), len(b))
+for x, y in zip(a, b):
+    for u, v in zip(x, y):
+        assert abs(float(u) - float(v)) <= tol * abs(float(u)), (x, y)
+PYEOF
+}
+drcheck dr-cpu.out dr-exec.out 1e-2 2>dr.err && ok exec_dropout_matches_cpu || fail exec_dropout_matches_cpu "$(tail -1 dr.err)"
+# and the comparison tells masks apart: the same run with other masks (rate 0.25) fails it
+drcheck dr-cpu.out dr-other.out 1e-2 2>/dev/null && fail dropout_comparison_discriminates "other masks passed" || ok dropout_comparison_discriminates
 if [ $GPU = 1 ]; then
 	learns gpu "$SO" --hidden-size 128 --seq-length 128 --max-position-embeddings 128 \
 		--micro-batch-size 8 --global-batch-size 16 --train-iters 60 --lr 1e-3

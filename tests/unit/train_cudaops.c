@@ -353,6 +353,69 @@ static int case_matmul(int N, int IC, int OC, int with_bias, int misalign)
 	return ok;
 }
 
+/* The CUDA backend's fused residual + layer norm pairs against the same backend's separate
+ * kernels - the same bits, as ops.h promises - and against the CPU's separate pair.  The
+ * backward's dropout output goes in place over its dout, as the model calls it. */
+static int case_residual_layernorm(int N, int C, float p)
+{
+	char name[80];
+	snprintf(name, sizeof name, "residual_layernorm N%d C%d p%g", N, C, p);
+	size_t n = (size_t)N * C;
+	float *r = randn(n, 2, 40), *x = randn(n, 1, 41), *w = randn(C, 1, 42), *b = randn(C, 1, 43);
+	float *dy = randn(n, 1, 44), *dres0 = randn(n, 1, 45), *dw0 = randn(C, 1, 46), *db0 = randn(C, 1, 47);
+	for (size_t i = 0; i < n; i++)
+		r[i] += 3.0f;
+	uint64_t seed = 0x5eed, off = 777;
+	float *res[3], *ln[3], *mean[3], *rstd[3], *dres[3], *dx[3], *dw[3], *db[3];
+	T_ASSERT(cu->residual_layernorm_fwd && cu->layernorm_bwd_dropout);
+	for (int k = 0; k < 3; k++) {   /* 0: CUDA fused, 1: CUDA separate, 2: CPU separate */
+		const struct ops *o = k == 2 ? cpu : cu;
+		void *br = up_act(o, r, n), *bx = up_act(o, x, n), *bw = up_act(o, w, C), *bb = up_act(o, b, C);
+		void *bres = o->alloc(n * o->act_size), *bln = o->alloc(n * o->act_size);
+		float *bm = up_f32(o, NULL, N), *brs = up_f32(o, NULL, N);
+		void *bdy = up_act(o, dy, n), *bdres = up_act(o, dres0, n);
+		float *gw = up_f32(o, dw0, C), *gb = up_f32(o, db0, C);
+		if (k == 0) {
+			o->residual_layernorm_fwd(bres, bln, bm, brs, br, bx, bw, bb, N, C, 1e-5f, p, seed, off);
+			o->layernorm_bwd_dropout(bdres, bdy, gw, gb, bdy, bres, bw, bm, brs, N, C, p, seed, off);
+		} else {
+			o->residual_fwd(bres, br, bx, n, p, seed, off);
+			o->layernorm_fwd(bln, bm, brs, bres, bw, bb, N, C, 1e-5f);
+			o->layernorm_bwd(bdres, gw, gb, bdy, bres, bw, bm, brs, N, C);
+			o->dropout_bwd(bdy, bdres, n, p, seed, off);
+		}
+		res[k] = zeros(n), ln[k] = zeros(n), mean[k] = zeros(N), rstd[k] = zeros(N);
+		dres[k] = zeros(n), dx[k] = zeros(n), dw[k] = zeros(C), db[k] = zeros(C);
+		down_act(o, res[k], bres, n), down_act(o, ln[k], bln, n);
+		down_f32(o, mean[k], bm, N), down_f32(o, rstd[k], brs, N);
+		down_act(o, dres[k], bdres, n), down_act(o, dx[k], bdy, n);
+		down_f32(o, dw[k], gw, C), down_f32(o, db[k], gb, C);
+		o->free(br), o->free(bx), o->free(bw), o->free(bb), o->free(bres), o->free(bln);
+		o->free(bm), o->free(brs), o->free(bdy), o->free(bdres), o->free(gw), o->free(gb);
+	}
+	int ok = 1;
+	char wn[128];
+#define SAME(arr, cnt)                                                                             \
+	snprintf(wn, sizeof wn, "%s " #arr " fused vs separate", name);                           \
+	ok &= near(wn, arr[0], arr[1], cnt, 0.0);                                                  \
+	snprintf(wn, sizeof wn, "%s " #arr " vs cpu", name);                                       \
+	ok &= near(wn, arr[0], arr[2], cnt, 1e-2)
+	SAME(res, n);
+	SAME(ln, n);
+	SAME(mean, (size_t)N);
+	SAME(rstd, (size_t)N);
+	SAME(dres, n);
+	SAME(dx, n);
+	SAME(dw, (size_t)C);
+	SAME(db, (size_t)C);
+#undef SAME
+	for (int k = 0; k < 3; k++)
+		free(res[k]), free(ln[k]), free(mean[k]), free(rstd[k]), free(dres[k]), free(dx[k]),
+			free(dw[k]), free(db[k]);
+	free(r), free(x), free(w), free(b), free(dy), free(dres0), free(dw0), free(db0);
+	return ok;
+}
+
 /* The fused MLP ops of the CUDA backend (the GELU_AUX_BIAS and DGELU epilogues, or their
  * fallback for widths that are not multiples of 8) against the CPU backend's unfused pair:
  * forward pre = x w^T + b, out = gelu(pre); backward dinp = (dy w) gelu'(pre), dw, dbias. */
@@ -776,6 +839,11 @@ int main(int argc, char **argv)
 		T_ASSERT(case_layernorm(9, 20, 1));
 		T_ASSERT(case_layernorm(300, 264, 1)); /* more rows than a column-sum slice */
 		T_ASSERT(case_layernorm(1, 13, 1));
+	}
+	CASE("cuda_residual_layernorm_fused_is_separate") {
+		T_ASSERT(case_residual_layernorm(37, 64, 0.0f));
+		T_ASSERT(case_residual_layernorm(21, 96, 0.1f));   /* vectorised, dropout */
+		T_ASSERT(case_residual_layernorm(9, 50, 0.3f));    /* C not a multiple of 8 */
 	}
 	CASE("cuda_matmul_gelu_matches_cpu") {
 		T_ASSERT(case_matmul_gelu(37, 64, 96, 0));   /* both fused */

@@ -211,6 +211,12 @@ void cu_layernorm_fwd(void *out, float *mean, float *rstd, const void *inp, cons
 		      const void *b, int N, int C, float eps);
 void cu_layernorm_bwd(void *dinp, float *dw, float *db, const void *dout, const void *inp,
 		      const void *w, const float *mean, const float *rstd, int N, int C);
+void cu_residual_layernorm_fwd(void *res_out, void *ln_out, float *mean, float *rstd,
+			       const void *res, const void *x, const void *w, const void *b, int N,
+			       int C, float eps, float p, uint64_t seed, uint64_t off);
+void cu_layernorm_bwd_dropout(void *dinp, void *dx, float *dw, float *db, const void *dout,
+			      const void *inp, const void *w, const float *mean, const float *rstd,
+			      int N, int C, float p, uint64_t seed, uint64_t off);
 
 /* attention.cu */
 void cu_attention_fwd(void *out, float *lse, const void *qkv, int B, int T, int NH, int HD,

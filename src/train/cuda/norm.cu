@@ -14,8 +14,17 @@
  * stream's gradient accumulates here).  dw += sum_n dy*xhat and db += sum_n dy are column sums
  * over all rows; they go to cu_colsum (reduce.cu), whose fixed two-pass slicing makes them
  * deterministic without float atomics.  The price is reading dy and x a second time, which is
- * cheap next to the GEMMs around a layer norm. */
+ * cheap next to the GEMMs around a layer norm.
+ *
+ * Fused with the residual stream (cu_residual_layernorm_fwd, cu_layernorm_bwd_dropout): the
+ * residual add (res + dropout(x)) that precedes every layer norm is done by the same warp in its
+ * first pass, which stores the sum, rounded to bf16, and takes the statistics of the rounded
+ * values - exactly what the layer norm would read back; and the dropout of the branch that the
+ * layer norm's input gradient flows into is applied as that gradient is stored (the rounded value
+ * times the mask, as cu_dropout_bwd would compute it).  The bits equal the separate kernels'; one
+ * read and one write of the (N,C) tensor are saved each way. */
 #include "train/cuda/common.h"
+#include "train/philox.h"
 
 #define LN_WARPS 8 /* rows per block */
 
@@ -71,12 +80,79 @@ __global__ __launch_bounds__(LN_WARPS * 32) void ln_fwd_k(bf16 *out, float *mean
 	}
 }
 
-/* dinp(N,C) += rstd * (dy*w - mean_c(dy*w) - xhat * mean_c(dy*w*xhat)).  One warp per row. */
+/* res_out = res + x * keep(seed, off + element, p); out = LN(res_out) as ln_fwd_k */
 template <int V>
+__global__ __launch_bounds__(LN_WARPS * 32) void ln_res_fwd_k(bf16 *res_out, bf16 *out,
+							      float *mean, float *rstd,
+							      const bf16 *res, const bf16 *xin,
+							      const bf16 *w, const bf16 *b, int N,
+							      int C, float eps, float p,
+							      uint64_t seed, uint64_t off)
+{
+	int lane = threadIdx.x & 31;
+	int row = blockIdx.x * LN_WARPS + (threadIdx.x >> 5);
+	if (row >= N)
+		return;
+	size_t r0 = (size_t)row * C;
+	bf16 *x = res_out + r0, *y = out + r0;
+
+	float sum = 0.0f;
+	for (int c = lane * V; c < C; c += 32 * V) {
+		float rv[V], xv[V];
+		ld_act<V>(rv, res + r0 + c);
+		ld_act<V>(xv, xin + r0 + c);
+#pragma unroll
+		for (int k = 0; k < V; k++) {
+			float keep = p > 0.0f ? philox_keep(seed, off + r0 + c + k, p) : 1.0f;
+			rv[k] += xv[k] * keep;
+		}
+		st_act<V>(x + c, rv);
+		ld_act<V>(rv, x + c);   /* the rounded values, as the layer norm reads them */
+#pragma unroll
+		for (int k = 0; k < V; k++)
+			sum += rv[k];
+	}
+	float mu = warp_sum(sum) / (float)C;
+
+	float sq = 0.0f;
+	for (int c = lane * V; c < C; c += 32 * V) {
+		float xv[V];
+		ld_act<V>(xv, x + c);
+#pragma unroll
+		for (int k = 0; k < V; k++) {
+			float d = xv[k] - mu;
+			sq += d * d;
+		}
+	}
+	float rs = 1.0f / sqrtf(warp_sum(sq) / (float)C + eps);
+
+	for (int c = lane * V; c < C; c += 32 * V) {
+		float xv[V], wv[V], bv[V] = {}, yv[V];
+		ld_act<V>(xv, x + c);
+		ld_act<V>(wv, w + c);
+		if (b)
+			ld_act<V>(bv, b + c);
+#pragma unroll
+		for (int k = 0; k < V; k++)
+			yv[k] = (xv[k] - mu) * rs * wv[k] + bv[k];
+		st_act<V>(y + c, yv);
+	}
+	if (lane == 0) {
+		mean[row] = mu;
+		rstd[row] = rs;
+	}
+}
+
+/* dinp(N,C) += rstd * (dy*w - mean_c(dy*w) - xhat * mean_c(dy*w*xhat)).  One warp per row.
+ * DROP: also dx = dinp (rounded) * keep(seed, off + element, p); dx may be dout (each element is
+ * read before it is written, by the same lane). */
+template <int V, bool DROP>
 __global__ __launch_bounds__(LN_WARPS * 32) void ln_bwd_dinp_k(bf16 *dinp, const bf16 *dout,
 							       const bf16 *inp, const bf16 *w,
 							       const float *mean,
-							       const float *rstd, int N, int C)
+							       const float *rstd, int N, int C,
+							       bf16 *dxo, float p, uint64_t seed,
+							       uint64_t off)
 {
 	int lane = threadIdx.x & 31;
 	int row = blockIdx.x * LN_WARPS + (threadIdx.x >> 5);
@@ -114,6 +190,13 @@ __global__ __launch_bounds__(LN_WARPS * 32) void ln_bwd_dinp_k(bf16 *dinp, const
 			dv[k] += rs * (gv[k] * wv[k] - s1 - xhat * s2);
 		}
 		st_act<V>(dx + c, dv);
+		if constexpr (DROP) {
+			ld_act<V>(dv, dx + c);   /* rounded, as cu_dropout_bwd would read it */
+#pragma unroll
+			for (int k = 0; k < V; k++)
+				dv[k] *= p > 0.0f ? philox_keep(seed, off + (size_t)row * C + c + k, p) : 1.0f;
+			st_act<V>(dxo + (size_t)row * C + c, dv);
+		}
 	}
 }
 
@@ -142,14 +225,54 @@ void cu_layernorm_bwd(void *dinp, float *dw, float *db, const void *dout, const 
 	if (dinp) {
 		unsigned grid = (unsigned)((N + LN_WARPS - 1) / LN_WARPS);
 		if (cu_vec8((size_t)C, dinp, dout, inp, w))
-			cu_launch(ln_bwd_dinp_k<8>, grid, LN_WARPS * 32, 0, cu.stream, (bf16 *)dinp,
-				(const bf16 *)dout, (const bf16 *)inp, (const bf16 *)w, mean, rstd,
-				N, C);
+			cu_launch(ln_bwd_dinp_k<8, false>, grid, LN_WARPS * 32, 0, cu.stream,
+				(bf16 *)dinp, (const bf16 *)dout, (const bf16 *)inp, (const bf16 *)w,
+				mean, rstd, N, C, (bf16 *)nullptr, 0.0f, (uint64_t)0, (uint64_t)0);
 		else
-			cu_launch(ln_bwd_dinp_k<1>, grid, LN_WARPS * 32, 0, cu.stream, (bf16 *)dinp,
-				(const bf16 *)dout, (const bf16 *)inp, (const bf16 *)w, mean, rstd,
-				N, C);
+			cu_launch(ln_bwd_dinp_k<1, false>, grid, LN_WARPS * 32, 0, cu.stream,
+				(bf16 *)dinp, (const bf16 *)dout, (const bf16 *)inp, (const bf16 *)w,
+				mean, rstd, N, C, (bf16 *)nullptr, 0.0f, (uint64_t)0, (uint64_t)0);
 		CU_LAUNCHED("layernorm_bwd_dinp");
 	}
 	cu_colsum(db, dw, (const bf16 *)dout, (const bf16 *)inp, mean, rstd, N, C);
+}
+
+void cu_residual_layernorm_fwd(void *res_out, void *ln_out, float *mean, float *rstd,
+			       const void *res, const void *x, const void *w, const void *b, int N,
+			       int C, float eps, float p, uint64_t seed, uint64_t off)
+{
+	CU_ENTER();
+	if (N <= 0 || C <= 0)
+		return;
+	unsigned grid = (unsigned)((N + LN_WARPS - 1) / LN_WARPS);
+	if (cu_vec8((size_t)C, res_out, ln_out, res, x) && cu_vec8((size_t)C, w, b))
+		cu_launch(ln_res_fwd_k<8>, grid, LN_WARPS * 32, 0, cu.stream, (bf16 *)res_out,
+			(bf16 *)ln_out, mean, rstd, (const bf16 *)res, (const bf16 *)x,
+			(const bf16 *)w, (const bf16 *)b, N, C, eps, p, seed, off);
+	else
+		cu_launch(ln_res_fwd_k<1>, grid, LN_WARPS * 32, 0, cu.stream, (bf16 *)res_out,
+			(bf16 *)ln_out, mean, rstd, (const bf16 *)res, (const bf16 *)x,
+			(const bf16 *)w, (const bf16 *)b, N, C, eps, p, seed, off);
+	CU_LAUNCHED("residual_layernorm_fwd");
+}
+
+void cu_layernorm_bwd_dropout(void *dinp, void *dx, float *dw, float *db, const void *dout,
+			      const void *inp, const void *w, const float *mean, const float *rstd,
+			      int N, int C, float p, uint64_t seed, uint64_t off)
+{
+	CU_ENTER();
+	if (N <= 0 || C <= 0)
+		return;
+	/* the column sums first: dx may be dout, which the fused kernel overwrites */
+	cu_colsum(db, dw, (const bf16 *)dout, (const bf16 *)inp, mean, rstd, N, C);
+	unsigned grid = (unsigned)((N + LN_WARPS - 1) / LN_WARPS);
+	if (cu_vec8((size_t)C, dinp, dout, inp, w) && cu_vec8((size_t)C, dx))
+		cu_launch(ln_bwd_dinp_k<8, true>, grid, LN_WARPS * 32, 0, cu.stream, (bf16 *)dinp,
+			(const bf16 *)dout, (const bf16 *)inp, (const bf16 *)w, mean, rstd, N, C,
+			(bf16 *)dx, p, seed, off);
+	else
+		cu_launch(ln_bwd_dinp_k<1, true>, grid, LN_WARPS * 32, 0, cu.stream, (bf16 *)dinp,
+			(const bf16 *)dout, (const bf16 *)inp, (const bf16 *)w, mean, rstd, N, C,
+			(bf16 *)dx, p, seed, off);
+	CU_LAUNCHED("layernorm_bwd_dropout");
 }

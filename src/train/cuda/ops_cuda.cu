@@ -209,6 +209,8 @@ static void fill_table(void)
 	o->embed_bwd = cu_embed_bwd;
 	o->layernorm_fwd = cu_layernorm_fwd;
 	o->layernorm_bwd = cu_layernorm_bwd;
+	o->residual_layernorm_fwd = cu_residual_layernorm_fwd;
+	o->layernorm_bwd_dropout = cu_layernorm_bwd_dropout;
 	o->matmul_fwd = cu_matmul_fwd;
 	o->matmul_bwd = cu_matmul_bwd;
 	o->matmul_gelu_fwd = cu_matmul_gelu_fwd;
