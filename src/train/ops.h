@@ -163,8 +163,9 @@ struct ops {
 	/* sum of squares of g(n), accumulated in double: the global gradient norm is the square
 	 * root of the sum of these over all gradient buffers (and, later, ranks). */
 	double (*sumsq)(const float *g, size_t n);
-	/* 1 when every element of g(n) is finite (fp16 overflow check, spike detection) */
-	int (*all_finite)(const float *g, size_t n);
+	/* 1 when every element of g(n) is finite and at most `limit` in magnitude (the fp16
+	 * overflow check: limit 65504, fp16's largest finite value; INFINITY: just finite) */
+	int (*all_within)(const float *g, size_t n, float limit);
 	void (*scale)(float *x, float s, size_t n);
 	/* AdamW as apex FusedAdam (adam_w_mode) / torch.optim.AdamW, on n elements:
 	 *   g' = g * gscale (unscale + clip), m = b1 m + (1-b1) g', v = b2 v + (1-b2) g'^2,

@@ -3,6 +3,10 @@
 
 #include <math.h>
 
+#include "train/dist.h"
+
+#define FP16_MAX 65504.0f   /* the largest finite fp16 value */
+
 void optim_init(struct optim *o, float b1, float b2, float eps, float wd, float clip, int fp16,
 		float initial_scale, float min_scale, int window, int hysteresis)
 {
@@ -13,21 +17,27 @@ void optim_init(struct optim *o, float b1, float b2, float eps, float wd, float 
 }
 
 /* Megatron's DynamicGradScaler: an overflow spends one unit of hysteresis, and once it is
- * spent, halves the scale (not below min); `window` clean steps in a row double it. */
+ * spent, halves the scale (not below min); `window` clean steps in a row double it and restore
+ * the hysteresis - unless
+ * doubling would make the scale itself infinite.  Megatron's fp16 gradients overflow long
+ * before that (at 65504); lmtk's are fp32 or bf16, with fp32's range, so on a long run the
+ * doublings would otherwise reach infinity after some 96 windows from 2^32, and every later
+ * step would overflow and be skipped, the halvings of an infinite scale never finite again. */
 static void scaler_update(struct optim *o, int overflow)
 {
 	if (o->static_scale)   /* Megatron's ConstantGradScaler */
 		return;
 	if (overflow) {
 		o->good_steps = 0;
-		if (--o->hysteresis_left <= 0) {
+		/* the hysteresis is not restored here: once spent, every overflow halves, until
+		 * a window of clean steps restores it (megatron/optimizer/grad_scaler.py) */
+		if (--o->hysteresis_left <= 0)
 			o->loss_scale = fmaxf(o->loss_scale * 0.5f, o->min_scale);
-			o->hysteresis_left = o->hysteresis;
-		}
 	} else if (++o->good_steps == o->window) {
 		o->good_steps = 0;
 		o->hysteresis_left = o->hysteresis;
-		o->loss_scale *= 2.0f;
+		if (isfinite(o->loss_scale * 2.0f))
+			o->loss_scale *= 2.0f;
 	}
 }
 
@@ -52,7 +62,14 @@ int optim_step(struct optim *o, struct model *m, float lr, double *grad_norm)
 	}
 	double norm = sqrt(ss) / o->loss_scale;
 	*grad_norm = norm;
-	if (!isfinite(norm)) {
+	/* fp16: Megatron's fp16 gradients overflow beyond 65504; lmtk's are fp32 (bf16 on a GPU),
+	 * so an element that fp16 could not hold is the overflow Megatron's scaler would see */
+	int over = !isfinite(norm);
+	if (o->fp16 && !over)
+		over = !ops->all_within(m->grads, m->nparams, FP16_MAX);
+	if (o->fp16 && m->dist && m->dist->world > 1)   /* the shards of TP and PP ranks */
+		over = dist_any(m->dist, DIST_WORLD, over);
+	if (over) {
 		if (o->fp16)
 			scaler_update(o, 1);
 		return 0;

@@ -235,7 +235,7 @@ OPS = [("matmul fwd", "cpu_matmul_fwd"), ("matmul bwd", "cpu_matmul_bwd"),
        ("attention fwd", "cpu_attention_fwd"), ("attention bwd", "cpu_attention_bwd"),
        ("gelu fwd", "cpu_gelu_fwd"), ("gelu bwd", "cpu_gelu_bwd"), ("layernorm", "cpu_layernorm"),
        ("xent", "cpu_xent"), ("adamw", "cpu_adamw"), ("grad norm", "cpu_sumsq"),
-       ("grad norm", "cpu_all_finite"), ("embedding", "cpu_embed"), ("residual/dropout/add", "cpu_residual"),
+       ("grad norm", "cpu_all_within"), ("embedding", "cpu_embed"), ("residual/dropout/add", "cpu_residual"),
        ("residual/dropout/add", "cpu_dropout"), ("residual/dropout/add", "cpu_add")]
 def op(fr):
 	for f in fr:

@@ -182,6 +182,28 @@ PYEOF
 drcheck dr-cpu.out dr-exec.out 1e-2 2>dr.err && ok exec_dropout_matches_cpu || fail exec_dropout_matches_cpu "$(tail -1 dr.err)"
 # and the comparison tells masks apart: the same run with other masks (rate 0.25) fails it
 drcheck dr-cpu.out dr-other.out 1e-2 2>/dev/null && fail dropout_comparison_discriminates "other masks passed" || ok dropout_comparison_discriminates
+# --fp16 through the executor: the CUDA backend's overflow check (reduce.cu, all_within) sees
+# the same fp16 overflows as the CPU's, so the loss scale and the skipped steps agree iteration
+# by iteration (grown from 16384, overflowing, halved, grown again), the losses within bf16's
+FP=(--num-layers 2 --num-attention-heads 4 --hidden-size 64 --seq-length 32
+	--max-position-embeddings 32 --micro-batch-size 4 --global-batch-size 8 --train-iters 16
+	--lr 1e-3 --data-path meg-gpt2-openwebtext_text_document --vocab-file "$MEG/gpt2-tiny-vocab.json"
+	--merge-file "$MEG/gpt2-tiny-merges.txt" --log-interval 1 --eval-iters 0 --fp16
+	--loss-scale-window 2 --initial-loss-scale 16384)
+LMTK_CUDA_PLUGIN=$EXEC "$TOP/bin/train" "${FP[@]}" --device cuda >fp-exec.out 2>&1
+"$TOP/bin/train" "${FP[@]}" --device cpu --threads 1 >fp-cpu.out 2>&1
+fps() { sed -n 's/.*loss scale: \([^ ]*\) .*grad norm: \([^ ]*\) .*skipped iterations: *\([0-9]*\) .*/\1 \3 \2/p' "$1"; }
+if "$PY" - <(fps fp-cpu.out) <(fps fp-exec.out) <<'PYEOF' 2>fp.err
+import sys
+a = [l.split() for l in open(sys.argv[1])]; b = [l.split() for l in open(sys.argv[2])]
+assert len(a) == len(b) == 16, (len(a), len(b))
+assert any(x[1] == "1" for x in a) and any(x[1] == "0" for x in a), a   # both kinds happen
+for x, y in zip(a, b):
+    assert x[:2] == y[:2], (x, y)                                        # scale, skipped
+    assert abs(float(x[2]) - float(y[2])) <= 1e-2 * float(x[2]), (x, y)  # grad norm
+PYEOF
+then ok exec_fp16_loss_scaling_matches_cpu
+else fail exec_fp16_loss_scaling_matches_cpu "$(tail -1 fp.err)"; fi
 if [ $GPU = 1 ]; then
 	learns gpu "$SO" --hidden-size 128 --seq-length 128 --max-position-embeddings 128 \
 		--micro-batch-size 8 --global-batch-size 16 --train-iters 60 --lr 1e-3

@@ -625,12 +625,12 @@ static double cpu_sumsq(const float *g, size_t n)
 	return s;
 }
 
-static int cpu_all_finite(const float *g, size_t n)
+static int cpu_all_within(const float *g, size_t n, float limit)
 {
 	int bad = 0;
 #pragma omp parallel for schedule(static) reduction(| : bad)
 	for (size_t i = 0; i < n; i++)
-		bad |= !isfinite(g[i]);
+		bad |= !isfinite(g[i]) || fabsf(g[i]) > limit;
 	return !bad;
 }
 
@@ -690,7 +690,7 @@ static struct ops cpu_ops = {
 	.xent_stats = cpu_xent_stats,
 	.xent_grad = cpu_xent_grad,
 	.sumsq = cpu_sumsq,
-	.all_finite = cpu_all_finite,
+	.all_within = cpu_all_within,
 	.scale = cpu_scale,
 	.adamw = cpu_adamw,
 };

@@ -45,7 +45,7 @@ struct cuda_state {
 	size_t lt_ws_size;
 	void *scratch;              /* see cu_scratch() */
 	size_t scratch_size;
-	void *dsmall;               /* 256 device bytes: sumsq's double, all_finite's flag */
+	void *dsmall;               /* 256 device bytes: sumsq's double, all_within's flag */
 	void *hsmall;               /* 256 pinned host bytes: where those come back */
 };
 extern struct cuda_state cu;
@@ -194,7 +194,7 @@ __device__ __forceinline__ float warp_sum(float v)
 void cu_colsum(float *d0, float *d1, const bf16 *dy, const bf16 *x, const float *mean,
 	       const float *rstd, int N, int C);
 double cu_sumsq(const float *g, size_t n);
-int cu_all_finite(const float *g, size_t n);
+int cu_all_within(const float *g, size_t n, float limit);
 
 /* matmul.cu */
 void cu_matmul_fwd(void *out, const void *inp, const void *w, const void *bias, int N, int IC,

@@ -5,7 +5,7 @@
  * plugin has hidden visibility.  Opening checks the driver and the device (a missing or too old
  * driver and a machine without GPUs come back as NULL with a sentence in err, never as an exit),
  * then creates the stream, the cuBLAS and cuBLASLt handles and the small pinned buffers that
- * sumsq and all_finite return their results through.  The backend is process-wide: opening it
+ * sumsq and all_within return their results through.  The backend is process-wide: opening it
  * again for the same device returns the same table, for another device is an error.
  *
  * Numerics, the recipe that kept BLOOM-176B stable: activations and working weights are bf16
@@ -227,7 +227,7 @@ static void fill_table(void)
 	o->xent_stats = cu_xent_stats;
 	o->xent_grad = cu_xent_grad;
 	o->sumsq = cu_sumsq;
-	o->all_finite = cu_all_finite;
+	o->all_within = cu_all_within;
 	o->scale = cu_scale;
 	o->adamw = cu_adamw;
 }

@@ -19,7 +19,8 @@
  * (grid-stride), reduces each block in a fixed tree, and a one-thread pass adds the block
  * partials in order.  The result is copied to pinned host memory and the stream synchronised;
  * the interface returns a double, so every call is a synchronisation point (call it on the one
- * flat gradient buffer, not per tensor).  all_finite raises a device flag on any Inf/NaN with an
+ * flat gradient buffer, not per tensor).  all_within raises a device flag on any Inf/NaN (or value
+ * beyond the limit: fp16's overflow) with an
  * atomic store: an fp16 overflow makes many threads of many blocks find one, and plain stores of
  * the same word from unordered threads are a data race in CUDA's memory model even when they
  * store the same value (the CPU executor reports it). */
@@ -197,23 +198,23 @@ double cu_sumsq(const float *g, size_t n)
 	return *hres;
 }
 
-/* *flag = 1 when some g(n) is Inf or NaN (exponent bits all ones) */
-__global__ void nonfinite_k(int *flag, const float *g, size_t n)
+/* *flag = 1 when some g(n) is Inf or NaN (exponent bits all ones) or above limit in magnitude */
+__global__ void nonfinite_k(int *flag, const float *g, size_t n, float limit)
 {
 	for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
 	     i += (size_t)gridDim.x * blockDim.x)
-		if ((__float_as_uint(g[i]) & 0x7f800000u) == 0x7f800000u)
+		if ((__float_as_uint(g[i]) & 0x7f800000u) == 0x7f800000u || fabsf(g[i]) > limit)
 			atomicExch(flag, 1);
 }
 
-int cu_all_finite(const float *g, size_t n)
+int cu_all_within(const float *g, size_t n, float limit)
 {
 	CU_ENTER();
 	if (n == 0)
 		return 1;
 	int *dflag = (int *)((char *)cu.dsmall + 64), *hflag = (int *)((char *)cu.hsmall + 64);
 	CU_CHECK(cudaMemsetAsync(dflag, 0, sizeof(int), cu.stream));
-	cu_launch(nonfinite_k, cu_grid(n, RED_T), RED_T, 0, cu.stream, dflag, g, n);
+	cu_launch(nonfinite_k, cu_grid(n, RED_T), RED_T, 0, cu.stream, dflag, g, n, limit);
 	CU_LAUNCHED("nonfinite");
 	CU_CHECK(cudaMemcpyAsync(hflag, dflag, sizeof(int), cudaMemcpyDeviceToHost, cu.stream));
 	CU_CHECK(cudaStreamSynchronize(cu.stream));

@@ -1,0 +1,58 @@
+#!/usr/bin/env bash
+# train --fp16: Megatron's dynamic loss scaler sees the overflows fp16 gradients would have
+# (an element beyond 65504 once scaled: lmtk computes in fp32 on the CPU, bf16 on a GPU), so a
+# run from the default 2^32 skips and halves at its start as Megatron's fp16 runs do; the scale
+# follows a transcription of Megatron's DynamicGradScaler (hysteresis, window, backoff, growth,
+# min) iteration by iteration; the scale never becomes infinite.
+. "$(dirname "$0")/../lib.sh"
+TR=$BIN/train
+PY=/usr/bin/python3
+MEG=$(tiny_dataset) || exit 3
+cd "$T" || exit 3
+cp "$MEG"/meg-gpt2-openwebtext_text_document.bin "$MEG"/meg-gpt2-openwebtext_text_document.idx . || exit 3
+M=(--num-layers 2 --num-attention-heads 4 --hidden-size 64 --seq-length 32
+	--max-position-embeddings 32 --micro-batch-size 4 --global-batch-size 8 --lr 1e-3
+	--data-path meg-gpt2-openwebtext_text_document --vocab-file "$MEG/gpt2-tiny-vocab.json"
+	--merge-file "$MEG/gpt2-tiny-merges.txt" --log-interval 1 --eval-iters 0 --fp16
+	--device cpu --threads 1)
+# "scale skipped" per iteration
+scales() { sed -n 's/.*loss scale: \([^ ]*\) .*number of skipped iterations: *\([0-9]*\) .*/\1 \2/p' "$1"; }
+# the scaler, transcribed from megatron/optimizer/grad_scaler.py DynamicGradScaler.update
+scaler() {  # scaler FILE INITIAL WINDOW HYSTERESIS
+	"$PY" - "$@" <<'PYEOF'
+import sys
+rows = [l.split() for l in open(sys.argv[1])]
+scale, window, hyst = float(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
+tracker, growth = hyst, 0
+assert rows, "no log lines"
+for i, (logged, skipped) in enumerate(rows, 1):
+    if skipped == "1":                  # found_inf
+        growth = 0
+        tracker -= 1
+        if tracker <= 0:
+            scale = max(scale * 0.5, 1.0)
+    else:
+        growth += 1
+        if growth == window:
+            growth = 0
+            tracker = hyst
+            scale = scale * 2.0
+    assert float(logged) == scale, (i, logged, scale)
+PYEOF
+}
+"$TR" "${M[@]}" --train-iters 30 --loss-scale-window 4 >big.out 2>&1
+scales big.out >big.s
+[ "$(head -1 big.s | cut -d' ' -f2)" = 1 ] && ok overflow_at_2_32_skips_the_first_step || fail overflow_at_2_32_skips_the_first_step "$(head -2 big.s)"
+scaler big.s 4294967296 4 2 2>sc.err && ok scale_follows_megatrons_scaler_from_2_32 || fail scale_follows_megatrons_scaler_from_2_32 "$(tail -1 sc.err)"
+"$TR" "${M[@]}" --train-iters 16 --loss-scale-window 2 --initial-loss-scale 16384 >grow.out 2>&1
+scales grow.out >grow.s
+grep -q ' 0$' grow.s && grep -q ' 1$' grow.s && ok scale_grows_and_overflows || fail scale_grows_and_overflows "$(tr '\n' ';' <grow.s)"
+scaler grow.s 16384 2 2 2>sg.err && ok scale_follows_megatrons_scaler_growing || fail scale_follows_megatrons_scaler_growing "$(tail -1 sg.err)"
+"$TR" "${M[@]}" --train-iters 16 --loss-scale-window 2 --initial-loss-scale 16384 --hysteresis 1 >h1.out 2>&1
+scales h1.out >h1.s
+scaler h1.s 16384 2 1 2>sh.err && ok scale_follows_megatrons_scaler_hysteresis_1 || fail scale_follows_megatrons_scaler_hysteresis_1 "$(tail -1 sh.err)"
+# a scale near fp32's largest: overflows (fp16 could not hold any scaled gradient), halves,
+# and stays finite
+"$TR" "${M[@]}" --train-iters 6 --loss-scale-window 1 --initial-loss-scale 3e38 >huge.out 2>&1
+lacks scale_never_infinite huge.out 'loss scale: inf'
+rm -rf "$T"
