@@ -598,12 +598,31 @@ static int cublaslt_gemm(void)
 					ok = 0;
 				}
 			}
-	/* refused: an epilogue it does not implement, row order, contradicting shapes */
-	int32_t gelu = CUBLASLT_EPILOGUE_GELU_AUX, row = CUBLASLT_ORDER_ROW;
-	ok &= cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &gelu, 4) ==
+	/* refused: an epilogue it does not implement (BGRAD overwrites a bias gradient the backend
+	 * accumulates), row order, contradicting shapes */
+	int32_t bgrad = CUBLASLT_EPILOGUE_BGRADB, row = CUBLASLT_ORDER_ROW;
+	ok &= cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &bgrad, 4) ==
 	      CUBLAS_STATUS_NOT_SUPPORTED;
 	ok &= cublasLtMatrixLayoutSetAttribute(la, CUBLASLT_MATRIX_LAYOUT_ORDER, &row, 4) ==
 	      CUBLAS_STATUS_NOT_SUPPORTED;
+	/* the GELU aux matrix: a leading dimension that is no multiple of 8, or no aux pointer */
+	{
+		cublasLtMatmulDesc_t dg;
+		int32_t ga = CUBLASLT_EPILOGUE_GELU_AUX;
+		int64_t ald = 7, ald8 = 8;
+		ok &= cublasLtMatmulDescCreate(&dg, CUBLAS_COMPUTE_32F, CUDA_R_32F) == 0;
+		ok &= cublasLtMatmulDescSetAttribute(dg, CUBLASLT_MATMUL_DESC_TRANSA, &t, 4) == 0;
+		ok &= cublasLtMatmulDescSetAttribute(dg, CUBLASLT_MATMUL_DESC_EPILOGUE, &ga, 4) == 0;
+		ok &= cublasLtMatmulDescSetAttribute(dg, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, &ald8, 8) == 0;
+		ok &= cublasLtMatmul(lt, dg, &alpha, dA, la, dB, lb, &beta, dD, ld, dD, ld, NULL, NULL,
+				     0, 0) == CUBLAS_STATUS_INVALID_VALUE;   /* no aux pointer */
+		ok &= cublasLtMatmulDescSetAttribute(dg, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &dD,
+						     sizeof dD) == 0;
+		ok &= cublasLtMatmulDescSetAttribute(dg, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, &ald, 8) == 0;
+		ok &= cublasLtMatmul(lt, dg, &alpha, dA, la, dB, lb, &beta, dD, ld, dD, ld, NULL, NULL,
+				     0, 0) == CUBLAS_STATUS_INVALID_VALUE;   /* LD 7 */
+		cublasLtMatmulDescDestroy(dg);
+	}
 	cublasLtMatrixLayout_t bad;
 	cublasLtMatrixLayoutCreate(&bad, CUDA_R_32F, m + 1, n, ldd);
 	ok &= cublasLtMatmul(lt, desc, &alpha, dA, la, dB, lb, &beta, dD, bad, dD, bad, NULL, NULL, 0,
