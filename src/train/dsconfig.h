@@ -13,8 +13,11 @@
  *   the start-up "no effect here" line with the file's value, which is what the engine uses);
  *   steps_per_print, wall_clock_breakdown, zero_allow_untested_optimizer and ZeRO's
  *   communication knobs cannot matter here and are named there too; a DeepSpeed block switched
- *   off ({"enabled": false, ...}) is accepted; anything else (curriculum_learning,
- *   activation_checkpointing, optimizer, scheduler, ZeRO stage 2 or 3...) is refused by name,
+ *   off ({"enabled": false, ...}) is accepted; activation_checkpointing's keys are checked and
+ *   the ones set are named in one start-up line (they place the checkpointed inputs - partitioned,
+ *   contiguous, in CPU memory - or time them, and change no number: --checkpoint-activations is
+ *   what recomputes); anything else (curriculum_learning, optimizer, scheduler, ZeRO stage 2
+ *   or 3...) is refused by name,
  *   saying why, and so is a key DeepSpeed does not know (DeepSpeed would ignore a typo);
  * - fp16.enabled and bf16.enabled must agree with --fp16 and --bf16, as Megatron-DeepSpeed
  *   asserts ("megatron fp16 config does not match deepspeed");
