@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -943,6 +944,17 @@ int run_train(const struct train_args *a, const struct plan *p, const char *cmdl
 	       (long long)st->iteration, (long long)r.iters, (long long)st->consumed_samples,
 	       (long long)st->consumed_tokens, (long long)st->skipped_total, (long long)st->nan_total,
 	       (long long)st->spikes_total, units_now() - t_start);
+	{
+		/* the model's allocations at their peak (transient buffers included), and what the
+		 * kernel measured: the process's peak resident set (the device memory itself on the
+		 * cpu backend, host memory beside the GPU's on cuda) */
+		struct rusage ru;
+		double g = 1024.0 * 1024.0 * 1024.0;
+		getrusage(RUSAGE_SELF, &ru);
+		out("train: memory: the model's %s allocations peaked at %.3f GiB (activations %.3f "
+		    "GiB); the process's peak resident set was %.3f GiB\n", r.m.ops->name,
+		    (double)r.m.mem_peak / g, (double)r.m.mem_act / g, (double)ru.ru_maxrss * 1024.0 / g);
+	}
 	fflush(stdout);
 	if (r.tb)
 		tfevents_close(r.tb);
