@@ -134,7 +134,9 @@ static void text_layout(const struct plan *p, FILE *f)
 	row(f, "precision", precision(a), "");
 	row(f, "optimizer state sharded over DP", p->zero1 ? "yes" : "no",
 	    p->zero1 ? "ZeRO-1" : "--zero-stage 0");
-	row(f, "activation checkpointing", a->checkpoint_activations ? "yes" : "no", "");
+	row(f, "activation checkpointing", a->checkpoint_activations ? "yes" : "no",
+	    a->checkpoint_activations ? fmt("chunks of %lld layer%s recomputed in the backward",
+					    LL(p->ckpt_layers), p->ckpt_layers > 1 ? "s" : "") : "");
 	fprintf(f, "\n  %5s %12s %16s %9s %9s %9s %9s %9s\n", "stage", "layers", "params/GPU",
 		"weights", "grads", "optim", "activ", "total");
 	for (int64_t i = 0; i < p->pp; i++) {
