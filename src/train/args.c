@@ -201,7 +201,7 @@ const struct args_other args_other[] = {
 	NOFX("log-level", 1, "Python logging levels"),
 	NOFX("log-level-replica", 1, "Python logging levels"),
 	NOFX("tensorboard-queue-size", 1, "events are written as they come"),
-	NOFX("init-method-xavier-uniform", 0, "Megatron-DeepSpeed applies it to ViT models only; GPT's init is unchanged"),
+	NOFX("init-method-xavier-uniform", 0, "Megatron-DeepSpeed reads it in its ViT model only; a GPT's weights keep the normal init of --init-method-std"),
 	NOFX("onnx-safe", 1, "the fused tanh GeLU is used, as in Megatron with bias-gelu fusion on"),
 	NOFX("no-load-rng", 0, "dropout is counter-based from --seed and the sample: there is no RNG state"),
 	NOFX("no-save-rng", 0, "dropout is counter-based from --seed and the sample: there is no RNG state"),
