@@ -744,7 +744,6 @@ static void layer_bwd(struct model *m, struct model_acts *a, int l)
 			 y->ln1_rstd, N, C);
 }
 
-
 double model_forward(struct model *m, const int32_t *tokens, const int32_t *targets, float dscale,
 		     uint64_t rng, uint64_t sample0, float *logits_out, int *bad)
 {

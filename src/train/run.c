@@ -271,8 +271,9 @@ static void startup_notes(const struct train_args *a, const struct ops *ops)
 	if (a->ds_act_keys[0])
 		out("train: --deepspeed_config %s: activation_checkpointing's %s: one device per rank "
 		    "keeps each checkpointed chunk input whole in its own memory - nothing to partition, "
-		    "lay out, move to the CPU, synchronize or profile; the recomputation is the same\n",
-		    a->deepspeed_config, a->ds_act_keys);
+		    "lay out, move to the CPU, synchronize or profile; %s\n", a->deepspeed_config,
+		    a->ds_act_keys, a->checkpoint_activations ? "the recomputation is the same"
+		    : "and without --checkpoint-activations nothing is checkpointed");
 	if (a->loss_scale > 0 && !a->fp16)
 		out("train: --loss-scale: no effect without --fp16, as in Megatron\n");
 	if ((a->finetune || a->no_load_optim) && !a->load)
@@ -873,7 +874,9 @@ int run_train(const struct train_args *a, const struct plan *p, const char *cmdl
 		if (it % a->log_interval == 0) {
 			double now = units_now(), per = (now - t_log) / log_iters;
 			double tfl = hw_tflops(&r, gbs, per);
-			double mfu = r.peak > 0 ? model_flops_per_token(&r.m.cfg) * gbs * r.seq / per / r.peak : 0;
+			/* per GPU, as the TFLOPs: the batch's model FLOPs over every rank's peak */
+			double mfu = r.peak > 0 ? model_flops_per_token(&r.m.cfg) * gbs * r.seq / per /
+							  (r.peak * r.dist.world) : 0;
 			out(" iteration %8lld/%8lld | consumed samples: %12lld | consumed tokens: %12lld |"
 			       " elapsed time per iteration (s): %.2f | learning rate: %.3E |"
 			       " global batch size: %5lld |", (long long)it, (long long)r.iters,

@@ -12,7 +12,8 @@
 #    on a model whose activations dominate, drops by what --dry-run predicts (within 15%), and the
 #    model's own allocation count equals --dry-run's activation figure;
 # 5. TFLOPs: Megatron-DeepSpeed's training_log formula, 4 passes with --checkpoint-activations
-#    (3 without) over the world size, against the TensorBoard timers at full precision;
+#    (3 without) over the world size, against the TensorBoard timers at full precision; MFU
+#    stays model FLOPs (no recomputation) per GPU;
 # 6. the flags around it: DeepSpeed's activation_checkpointing block named in one start-up line,
 #    an unknown key of it refused, --deepspeed-activation-checkpointing and
 #    --checkpoint-num-layers said to do nothing where Megatron-DeepSpeed ignores them.
@@ -131,10 +132,10 @@ PYEOF
 tflops_ok() {   # tflops_ok LABEL PASSES WORLD RUN...: every iteration's TFLOPs x time = Megatron's FLOPs / world
 	local label=$1 passes=$2 world=$3
 	shift 3
-	"$@" --tensorboard-dir tb.$label --log-timers-to-tensorboard >tf.$label.out 2>&1
+	"$@" --tensorboard-dir tb.$label --log-timers-to-tensorboard --peak-tflops 0.01 >tf.$label.out 2>&1
 	"$PY" "$TOP/tests/ref/tfevents-read.py" tb.$label >tf.$label.txt 2>&1 &&
-	"$PY" - tf.$label.txt $passes $world >tf.$label.chk 2>&1 <<'PYEOF'
-import sys
+	"$PY" - tf.$label.txt $passes $world tf.$label.out >tf.$label.chk 2>&1 <<'PYEOF'
+import re, sys
 rows = [l.rstrip("\n").split("\t") for l in open(sys.argv[1]) if not l.startswith("TEXT")]
 t = {int(s): float(v) for tag, s, v in rows if tag == "iteration-time/iteration-time"}
 f = {int(s): float(v) for tag, s, v in rows if tag == "iteration-time/TFLOPs per gpu (estimated)"}
@@ -145,6 +146,19 @@ flops = 24 * passes * B * s * L * h * h * (1 + s / (6 * h) + V / (16 * L * h))
 assert len(t) == 10 and t.keys() == f.keys(), (len(t), len(f))
 for k in t:
     assert abs(f[k] * t[k] * world * 1e12 - flops) <= 1e-5 * flops, (k, f[k] * t[k] * world * 1e12, flops)
+# MFU: model FLOPs (6 x the matrix weights, lm head included, + 12 L h s per token; no
+# recomputation) per GPU over --peak-tflops, from the logged samples per second
+F = 4 * h
+model = 6 * (L * (4 * h * h + 2 * h * F) + V * h) + 12 * L * h * s
+n = 0
+for line in open(sys.argv[4]):
+    m = re.search(r"samples per second: ([0-9.]+) .* MFU: ([0-9.]+)%", line)
+    if m:
+        sps, mfu = float(m.group(1)), float(m.group(2)) / 100
+        want = model * s * sps / (0.01e12 * world)
+        assert abs(mfu - want) <= 2e-3 * want + 1e-4, (mfu, want)
+        n += 1
+assert n == 10, n
 PYEOF
 	[ $? = 0 ] && ok "$label" || fail "$label" "$(tail -3 tf.$label.chk tf.$label.out)"
 }
@@ -152,7 +166,7 @@ Q=("${M[@]}" --num-layers 4 --save-interval 1000)
 tflops_ok tflops_count_3_passes_without_recomputation 3 1 "$TR" "${Q[@]}"
 tflops_ok tflops_count_4_passes_with_recomputation 4 1 "$TR" "${Q[@]}" --checkpoint-activations
 if command -v mpirun >/dev/null && [ -s "$TOP/build/lib/lmtk/train-mpi.so" ]; then
-	tflops_ok tflops_are_per_gpu_over_the_world_size 4 2 mpirun --oversubscribe -np 2 "$TR" "${Q[@]}" \
+	tflops_ok tflops_and_mfu_are_per_gpu_over_the_world_size 4 2 mpirun --oversubscribe -np 2 "$TR" "${Q[@]}" \
 		--threads 1 --checkpoint-activations
 fi
 
