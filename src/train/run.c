@@ -374,7 +374,11 @@ static int setup(struct run *r, char *err, size_t errlen)
 	for (int i = 0; i < r->dist.pp_rank; i++)
 		c.stage_l0 += (int)p->st[i].layers;
 	c.stage_nl = (int)p->st[r->dist.pp_rank].layers;
+	/* 1F1B keeps at most min(PP - stage, micro-batches) in flight: the plan's count, and the
+	 * micro-batches of the full batch are the most any iteration has (the ramp only grows) */
 	c.slots = r->dist.pp - r->dist.pp_rank;
+	if (p->m_full >= 1 && p->m_full < c.slots)
+		c.slots = (int)p->m_full;
 	if (a->checkpoint_activations)
 		c.ckpt_layers = a->checkpoint_num_layers > 0 ? (int)a->checkpoint_num_layers : 1;
 	if (p->zero1 && r->dist.dp > 1) {   /* ZeRO-1: Adam's moments sharded over the DP group */

@@ -6,7 +6,8 @@
 #    logged loss, grad norm and learning rate of 10 iterations equal, and the checkpoint after them
 #    (weights, fp32 master, Adam moments) byte-identical; another --seed is seen to differ;
 # 2. DP 2, TP 2, PP 2 (1F1B: two micro-batches in flight share one recompute workspace) and
-#    TP x PP, under mpirun: the same, every rank's shard byte-identical;
+#    TP x PP, under mpirun: the same, every rank's shard byte-identical; PP 4 over 2
+#    micro-batches logs what one rank logs;
 # 3. the CUDA backend through the CPU executor: the same;
 # 4. memory: the process's peak resident set, measured by the kernel (getrusage) with and without,
 #    on a model whose activations dominate, drops by what --dry-run predicts (within 15%), and the
@@ -86,6 +87,16 @@ else
 			{ fail "${name}_chunks_of_$4_run" "$(tail -3 $name.$4.out)"; continue; }
 		same_run "${name}_chunks_of_$4_give_the_same_losses_grads_and_weights" $name.0 $name.$4
 	done
+	# 4 stages, 2 micro-batches: fewer in flight than stages, so each stage holds 2 slots (the
+	# plan's min(PP - stage, micro-batches)); the same bits as one rank, with and without
+	"$TR" "${P[@]}" --global-batch-size 4 --save one >one.out 2>&1
+	mpirun --oversubscribe -np 4 "$TR" "${P[@]}" --global-batch-size 4 --pipeline-model-parallel-size 4 \
+		--checkpoint-activations --save pp4 >pp4.out 2>&1
+	if diff <(curve one.out) <(curve pp4.out) >pp4.diff && [ "$(curve one.out | wc -l)" = 10 ]; then
+		ok pp4_with_2_micro_batches_and_recomputation_logs_what_one_rank_logs
+	else
+		fail pp4_with_2_micro_batches_and_recomputation_logs_what_one_rank_logs "$(head -4 pp4.diff; tail -n 2 pp4.out)"
+	fi
 fi
 
 # --- 3. the CUDA backend, through the CPU executor --------------------------------------------------
