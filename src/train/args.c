@@ -27,7 +27,7 @@ enum {
 	O_DEVICE, O_THREADS, O_SPIKE, O_SPIKEF, O_PEAK,
 	O_OPTIMIZER, O_DATALOADER, O_EVALONLY, O_FINETUNE, O_NOLOADOPT, O_LOSSSCALE, O_TBLOGINT,
 	O_TBNOLR, O_TBNOLS, O_LOGPATH, O_EODMASK, O_RESETPOS, O_RESETATT, O_POSTLN, O_OPENAIGELU,
-	O_DEEPSCALE, O_DSCONFIG, O_CURRICULUM, O_CCDIR, O_CCINT, O_CPUTDP,
+	O_DEEPSCALE, O_DSCONFIG, O_CURRICULUM, O_CCDIR, O_CCINT, O_CPUTDP, O_CKNL, O_DSACK,
 };
 
 const struct opt args_opts[] = {
@@ -60,7 +60,9 @@ const struct opt args_opts[] = {
 	{"deepspeed_config", O_DSCONFIG, "FILE", "DeepSpeed's JSON config; under --deepspeed its batch, clipping, ZeRO, fp16/bf16 apply (train(1))"},
 	{"deepscale_config", O_DSCONFIG, "FILE", "DeepSpeed's old name for --deepspeed_config"},
 	{"curriculum-learning", O_CURRICULUM, NULL, "the sequence-length curriculum of --deepspeed_config's curriculum_learning block (also its \"enabled\": true)"},
-	{"checkpoint-activations", O_CKPT, NULL, "plan with recomputed activations (training keeps them: said at start-up)"},
+	{"checkpoint-activations", O_CKPT, NULL, "keep only the input of each chunk of layers; the backward recomputes its layers (same dropout masks, same bits)"},
+	{"checkpoint-num-layers", O_CKNL, "N", "layers per checkpointed chunk (default 1)"},
+	{"deepspeed-activation-checkpointing", O_DSACK, NULL, "under --deepspeed with --checkpoint-activations, DeepSpeed's checkpoint function: the same recomputation"},
 	{"micro-batch-size", O_MBS, "N", "samples per micro-batch per GPU (MBS)"},
 	{"global-batch-size", O_GBS, "N", "samples per iteration (GBS; default MBS * DP)"},
 	{"rampup-batch-size", O_RAMPUP, "START INCR SAMPLES", "batch-size ramp-up: from START by INCR over SAMPLES samples"},
@@ -173,7 +175,7 @@ const struct opt args_opts[] = {
 #define NOFX(n, v, why) {n, v, ARG_NOEFFECT, why}
 #define REFUSE(n, v, why) {n, v, ARG_REFUSED, why}
 #define NOT_GPT "a BERT/T5/ICT/ViT flag: train trains GPT and BLOOM models; drop it"
-#define MEMORY_ONLY "activation memory placement: nothing is recomputed in this build"
+#define MEMORY_ONLY "where or when the checkpointed inputs are kept, partitioned or synchronized: lmtk keeps each whole in its rank's memory, the recomputation is the same"
 #define ZERO3 "a ZeRO-2/3 or offload setting: lmtk has ZeRO-1 (--zero-stage)"
 #define FUSION "a kernel-fusion switch: the same math either way"
 const struct args_other args_other[] = {
@@ -203,19 +205,17 @@ const struct args_other args_other[] = {
 	NOFX("log-level", 1, "Python logging levels"),
 	NOFX("log-level-replica", 1, "Python logging levels"),
 	NOFX("tensorboard-queue-size", 1, "events are written as they come"),
-	NOFX("init-method-xavier-uniform", 0, "Megatron-DeepSpeed applies it to ViT models only; GPT's init is unchanged"),
+	NOFX("init-method-xavier-uniform", 0, "Megatron-DeepSpeed reads it in its ViT model only; a GPT's weights keep the normal init of --init-method-std"),
 	NOFX("onnx-safe", 1, "the fused tanh GeLU is used, as in Megatron with bias-gelu fusion on"),
 	NOFX("no-load-rng", 0, "dropout is counter-based from --seed and the sample: there is no RNG state"),
 	NOFX("no-save-rng", 0, "dropout is counter-based from --seed and the sample: there is no RNG state"),
 	NOFX("sgd-momentum", 1, "only --optimizer sgd reads it"),
-	NOFX("checkpoint-num-layers", 1, MEMORY_ONLY),
 	NOFX("distribute-checkpointed-activations", 0, MEMORY_ONLY),
-	NOFX("deepspeed-activation-checkpointing", 0, MEMORY_ONLY),
 	NOFX("partition-activations", 0, MEMORY_ONLY),
 	NOFX("contigious-checkpointing", 0, MEMORY_ONLY),
 	NOFX("checkpoint-in-cpu", 0, MEMORY_ONLY),
 	NOFX("synchronize-each-layer", 0, MEMORY_ONLY),
-	NOFX("profile-backward", 0, "a profiling switch"),
+	NOFX("profile-backward", 0, "DeepSpeed's timing of checkpointed layers, a profiling switch"),
 	NOFX("zero-reduce-scatter", 0, ZERO3),
 	NOFX("zero-contigious-gradients", 0, ZERO3),
 	NOFX("zero-reduce-bucket-size", 1, ZERO3),
@@ -276,6 +276,7 @@ void args_init(struct train_args *a)
 	a->hidden_dropout = a->attention_dropout = 0.1;
 	a->tp = a->pp = 1;
 	a->zero_stage = -1;
+	a->checkpoint_num_layers = -1;
 	a->micro_batch_size = a->global_batch_size = -1;
 	a->train_samples = a->train_iters = a->train_tokens = -1;
 	a->lr = a->lr_warmup_fraction = -1;
@@ -462,6 +463,8 @@ int args_opt(void *ctx, int key, const char *arg, char *err, size_t errlen)
 		return errf(err, errlen, "'%s': the plan models ZeRO stages 0 and 1", arg);
 	case O_DEEPSPEED: a->deepspeed = 1; return 0;
 	case O_CKPT: a->checkpoint_activations = 1; return 0;
+	case O_CKNL: return pos_int(arg, &a->checkpoint_num_layers, err, errlen);
+	case O_DSACK: a->ds_activation_checkpointing = 1; return 0;
 	case O_MBS: return pos_int(arg, &a->micro_batch_size, err, errlen);
 	case O_GBS: return pos_int(arg, &a->global_batch_size, err, errlen);
 	case O_RAMPUP: {

@@ -54,7 +54,12 @@ struct train_args {
 	int pp_embedding;              /* --pp-partition-method counts embeddings as layers */
 	int zero_stage;                /* -1: not given */
 	int deepspeed;
-	int checkpoint_activations;
+	int checkpoint_activations;    /* recompute each chunk of layers in the backward */
+	int64_t checkpoint_num_layers; /* layers per checkpointed chunk; -1 not given (1) */
+	int ds_activation_checkpointing;   /* --deepspeed-activation-checkpointing */
+	/* the --deepspeed_config activation_checkpointing keys set (dsconfig.c), "" none: the
+	 * start-up line that says they have nothing to act on */
+	char ds_act_keys[200];
 	int64_t micro_batch_size, global_batch_size;
 	int64_t rampup[3];             /* START INCR SAMPLES */
 	int nrampup;                   /* values given to --rampup-batch-size */

@@ -23,8 +23,6 @@ static const struct {
 	{"optimizer", "lmtk trains with Megatron's AdamW from the --adam-*/--weight-decay flags; "
 		      "remove the block and give them as flags"},
 	{"scheduler", "the learning-rate schedule comes from Megatron's --lr-* flags; remove the block"},
-	{"activation_checkpointing", "activations are kept, not recomputed; remove the block "
-				     "(--checkpoint-activations only shapes the plan)"},
 	{"flops_profiler", "DeepSpeed's profiler is not here; the log line carries TFLOPs"},
 	{"tensorboard", "use --tensorboard-dir"},
 	{"amp", "apex AMP is not here: use the fp16 or bf16 block"},
@@ -269,6 +267,51 @@ static int read_curriculum(const char *path, json_t *o, struct curriculum *cl, c
 	return 0;
 }
 
+/* DeepSpeed's activation_checkpointing block (DeepSpeedActivationCheckpointingConfig): where
+ * the checkpointed layer inputs live (partitioned over the TP ranks, in one contiguous buffer of
+ * number_checkpoints, in CPU memory), whether the checkpoint boundaries synchronize, and a
+ * profiler.  None changes a number: they are checked, and the ones set are named at start-up.
+ * The block turns nothing on: --checkpoint-activations does. */
+static int read_act_ckpt(const char *path, json_t *o, struct train_args *a, char *err,
+			 size_t errlen)
+{
+	static const char *flags[] = {"partition_activations", "contiguous_memory_optimization",
+				      "cpu_checkpointing", "synchronize_checkpoint_boundary",
+				      "profile", NULL};
+	const char *k;
+	json_t *v;
+	int64_t n;
+	if (!json_is_object(o))
+		return ds_err(err, errlen, path, "activation_checkpointing: not an object");
+	a->ds_act_keys[0] = 0;
+	json_object_foreach(o, k, v) {
+		int known = 0, set = 0;
+		for (int i = 0; flags[i]; i++)
+			known |= strcmp(k, flags[i]) == 0;
+		if (known) {
+			if (!json_is_boolean(v))
+				return ds_err(err, errlen, path, "activation_checkpointing.%s: not true or "
+					      "false", k);
+			set = json_is_true(v);
+		} else if (strcmp(k, "number_checkpoints") == 0) {
+			if (!json_is_null(v) && get_int(v, 1, &n) < 0)
+				return ds_err(err, errlen, path, "activation_checkpointing.number_checkpoints: "
+					      "not a positive integer or null");
+			set = !json_is_null(v);
+		} else {
+			return ds_err(err, errlen, path, "activation_checkpointing.%s: unknown to DeepSpeed "
+				      "(it reads partition_activations, contiguous_memory_optimization, "
+				      "cpu_checkpointing, number_checkpoints, "
+				      "synchronize_checkpoint_boundary, profile)", k);
+		}
+		size_t len = strlen(a->ds_act_keys);
+		if (set)
+			snprintf(a->ds_act_keys + len, sizeof a->ds_act_keys - len, "%s%s", len ? ", " : "",
+				 k);
+	}
+	return 0;
+}
+
 static int read_file(const char *path, struct train_args *a, struct dsconfig *c, char *err,
 		     size_t errlen)
 {
@@ -326,6 +369,11 @@ static int read_file(const char *path, struct train_args *a, struct dsconfig *c,
 				goto out;
 			}
 			c->bf16 = e ? json_is_true(e) : -1;
+			continue;
+		}
+		if (strcmp(k, "activation_checkpointing") == 0) {
+			if (read_act_ckpt(path, v, a, err, errlen) < 0)
+				goto out;
 			continue;
 		}
 		if (strcmp(k, "curriculum_learning") == 0) {
@@ -406,6 +454,7 @@ int dsconfig_apply(struct train_args *a, struct dsconfig *c, char *err, size_t e
 	if (read_file(path, a, c, err, errlen) < 0)
 		return -1;
 	if (!a->deepspeed) {
+		a->ds_act_keys[0] = 0;   /* the file is named as without effect: all of it */
 		args_noeffect_add(a, "deepspeed_config", "%s: without --deepspeed Megatron-DeepSpeed "
 				  "does not read it (checked all the same)", path);
 		return 0;

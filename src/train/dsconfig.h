@@ -15,8 +15,11 @@
  *   communication knobs cannot matter here and are named there too; a DeepSpeed block switched
  *   off ({"enabled": false, ...}) is accepted; curriculum_learning is DeepSpeed's sequence-length
  *   curriculum (curriculum.h), on when its "enabled" is true (or with --curriculum-learning),
- *   every key checked as DeepSpeed's scheduler asserts them; anything else (
- *   activation_checkpointing, optimizer, scheduler, ZeRO stage 2 or 3...) is refused by name,
+ *   every key checked as DeepSpeed's scheduler asserts them; activation_checkpointing's keys are
+ *   checked and the ones set are named in one start-up line (they place the checkpointed inputs -
+ *   partitioned, contiguous, in CPU memory - or time them, and change no number:
+ *   --checkpoint-activations is what recomputes); anything else (optimizer, scheduler, ZeRO
+ *   stage 2 or 3...) is refused by name,
  *   saying why, and so is a key DeepSpeed does not know (DeepSpeed would ignore a typo);
  * - fp16.enabled and bf16.enabled must agree with --fp16 and --bf16, as Megatron-DeepSpeed
  *   asserts ("megatron fp16 config does not match deepspeed");

@@ -85,6 +85,19 @@ int main(int argc, char **argv)
 
 	if (dsconfig_apply(&a, &ds, err, sizeof err) < 0)
 		die(EXIT_USAGE, "%s", err);
+	/* Megatron-DeepSpeed: --checkpoint-num-layers sizes the chunks of --checkpoint-activations;
+	 * --deepspeed-activation-checkpointing swaps in DeepSpeed's checkpoint function, only under
+	 * --deepspeed, and checkpoints nothing by itself */
+	if (a.checkpoint_num_layers > 0 && !a.checkpoint_activations)
+		args_noeffect_add(&a, "checkpoint-num-layers", "without --checkpoint-activations no layer "
+				  "is checkpointed");
+	if (a.ds_activation_checkpointing && !a.deepspeed)
+		args_noeffect_add(&a, "deepspeed-activation-checkpointing", "without --deepspeed "
+				  "Megatron-DeepSpeed does not configure DeepSpeed's checkpointing");
+	else if (a.ds_activation_checkpointing && !a.checkpoint_activations)
+		args_noeffect_add(&a, "deepspeed-activation-checkpointing", "without "
+				  "--checkpoint-activations no layer is checkpointed: it only chooses "
+				  "DeepSpeed's checkpoint function");
 	rc = plan_make(&p, &a);
 	if (p.nerrors == 0 && dsconfig_check_batch(&a, &ds, p.dp, p.mbs, p.gbs, err, sizeof err) < 0)
 		plan_error(&p, "%s", err);

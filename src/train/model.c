@@ -1,8 +1,19 @@
 /* model - see model.h.  Forward and backward of one micro-batch, over the ops interface.
  *
- * The forward keeps every activation the backward needs (no recompute yet); the backward
- * walks the layers in reverse with one residual-stream gradient (dres) that each block's
- * layer-norm backward accumulates into, exactly as the residual connections add. */
+ * The forward keeps every activation the backward needs; the backward walks the layers in
+ * reverse with one residual-stream gradient (dres) that each block's layer-norm backward
+ * accumulates into, exactly as the residual connections add.
+ *
+ * Activation checkpointing (cfg.ckpt_layers = n > 0, Megatron's --checkpoint-activations with
+ * --checkpoint-num-layers n): the layers of a stage are cut into chunks of n from its first
+ * layer.  A slot keeps only each chunk's output (the next chunk's input; the last one is the
+ * stage's output); every other layer activation lives in one workspace of n layers that all
+ * slots share, since a forward or a backward runs to its end before the next starts, 1F1B
+ * included.  The backward recomputes a chunk from its input into the workspace - layer_fwd,
+ * the very code of the forward, with the slot's dropout key and place in the batch, so the
+ * same masks and the same bits - then runs its layers' backward.  Under TP the recomputation
+ * repeats the forward's all-reduces, on every rank in the same order.  The embedding, the final
+ * layer norm and the logits are not recomputed (Megatron checkpoints the transformer layers). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -236,24 +247,47 @@ void model_zero_grad(struct model *m)
 	m->ops->zero(m->grads, m->nparams * sizeof *m->grads);
 }
 
-/* Carves the activation blocks: sizes first (ptr == NULL), then pointers. */
-static void carve(struct model *m, struct model_acts *a, size_t *act_elems, size_t *f32_elems)
+/* What a block of activations holds: a micro-batch's slot, keeping every layer's activations
+ * or (checkpointing) only each chunk's output; or the recompute workspace, ckpt_layers layers. */
+enum carve_kind { CARVE_SLOT, CARVE_WS };
+
+static int chunk_end(const struct model *m, int l)
+{
+	int n = m->cfg.ckpt_layers;
+	return (l + 1) % n == 0 || l == m->nl - 1;
+}
+
+/* Carves the activation blocks: sizes first (ptr == NULL), then pointers.  *layer_bytes gets
+ * the part --dry-run's activation figure counts (layers, chunk outputs, logits). */
+static void carve(struct model *m, struct model_acts *a, enum carve_kind kind, size_t *act_elems,
+		  size_t *f32_elems, size_t *layer_bytes)
 {
 	const struct model_config *c = &m->cfg;
 	size_t N = (size_t)m->B * m->T, C = c->hidden, F = c->ffn / c->tp, C3 = 3 * C / c->tp;
 	size_t Cl = C / c->tp, NHl = c->heads / c->tp, Vp = c->padded_vocab / c->tp;
-	size_t na = 0, nf = 0, as = m->ops->act_size;
+	size_t na = 0, nf = 0, as = m->ops->act_size, la = 0, lf = 0;
 	char *ab = a->act_block;
 	float *fb = a->f32_block;
+	int ck = c->ckpt_layers > 0;
+	int nl = kind == CARVE_WS ? (c->ckpt_layers < m->nl ? c->ckpt_layers : m->nl) : m->nl;
 #define A(p, n) (p = ab ? (void *)(ab + na * as) : NULL, na += (n))
 #define F32(p, n) (p = fb ? fb + nf : NULL, nf += (n))
-	if (c->embed_ln && m->first) {
-		A(a->emb, N * C);
-		F32(a->eln_mean, N);
-		F32(a->eln_rstd, N);
+	if (kind == CARVE_SLOT) {
+		if (c->embed_ln && m->first) {
+			A(a->emb, N * C);
+			F32(a->eln_mean, N);
+			F32(a->eln_rstd, N);
+		}
+		A(a->encoded, N * C);
 	}
-	A(a->encoded, N * C);
-	for (int l = 0; l < m->nl; l++) {
+	la = na;
+	lf = nf;
+	for (int l = 0; l < nl; l++) {
+		if (kind == CARVE_SLOT && ck) {   /* the chunk outputs only: the next chunk's input */
+			if (chunk_end(m, l))
+				A(a->l[l].res3, N * C);
+			continue;
+		}
 		A(a->l[l].ln1, N * C);
 		F32(a->l[l].ln1_mean, N);
 		F32(a->l[l].ln1_rstd, N);
@@ -270,21 +304,53 @@ static void carve(struct model *m, struct model_acts *a, size_t *act_elems, size
 		A(a->l[l].fcproj, N * C);
 		A(a->l[l].res3, N * C);
 	}
-	if (m->last) {
-		A(a->lnf, N * C);
-		F32(a->lnf_mean, N);
-		F32(a->lnf_rstd, N);
-		A(a->logits, N * Vp);
+	la = na - la;
+	lf = nf - lf;
+	if (kind == CARVE_SLOT) {
+		if (m->last) {
+			A(a->lnf, N * C);
+			F32(a->lnf_mean, N);
+			F32(a->lnf_rstd, N);
+			A(a->logits, N * Vp);
+			la += N * Vp;
+		}
+		A(a->dres, N * C);
+		A(a->dbtc, N * C);
+		A(a->dbtc2, N * C);
+		A(a->dqkv, N * C3);
+		A(a->dbtf, N * F);
 	}
-	A(a->dres, N * C);
-	A(a->dbtc, N * C);
-	A(a->dbtc2, N * C);
-	A(a->dqkv, N * C3);
-	A(a->dbtf, N * F);
 #undef A
 #undef F32
 	*act_elems = na;
 	*f32_elems = nf;
+	*layer_bytes = la * as + lf * sizeof(float);
+}
+
+/* Checkpointing: a slot's layers work in the workspace, but for the chunk outputs it keeps. */
+static void link_workspace(struct model *m, struct model_acts *a)
+{
+	int n = m->cfg.ckpt_layers;
+	for (int l = 0; l < m->nl; l++) {
+		void *keep = a->l[l].res3;
+		a->l[l] = m->ws->l[l % n];
+		if (chunk_end(m, l))
+			a->l[l].res3 = keep;
+	}
+}
+
+/* Every device allocation of the model goes through here, for the peak the start-up line and
+ * README report. */
+static void *dalloc(struct model *m, size_t bytes, int act)
+{
+	void *p = m->ops->alloc(bytes);
+	if (!p)
+		return NULL;
+	m->mem_now += bytes;
+	m->mem_act += act ? bytes : 0;
+	if (m->mem_now > m->mem_peak)
+		m->mem_peak = m->mem_now;
+	return p;
 }
 
 int model_init(struct model *m, const struct model_config *cfg, const struct ops *ops, int B,
@@ -344,6 +410,8 @@ int model_init(struct model *m, const struct model_config *cfg, const struct ops
 	}
 	if (m->cfg.slots < 1)
 		m->cfg.slots = 1;
+	if (m->cfg.ckpt_layers < 0)
+		m->cfg.ckpt_layers = 0;
 	m->first = m->cfg.pp_rank == 0;
 	m->last = m->cfg.pp_rank == m->cfg.pp - 1;
 	m->l0 = m->cfg.stage_l0;
@@ -363,39 +431,56 @@ int model_init(struct model *m, const struct model_config *cfg, const struct ops
 	if (m->cfg.zero_dp > 1)
 		model_zero_range(m->nparams, m->cfg.zero_dp, m->cfg.zero_rank, &m->opt_lo, &m->opt_hi);
 	size_t PO = (m->opt_hi - m->opt_lo) * sizeof(float);
-	m->master = ops->alloc(P);
-	m->grads = ops->alloc(P);
-	m->adam_m = ops->alloc(PO ? PO : sizeof(float));
-	m->adam_v = ops->alloc(PO ? PO : sizeof(float));
+	m->master = dalloc(m, P, 0);
+	m->grads = dalloc(m, P, 0);
+	m->adam_m = dalloc(m, PO ? PO : sizeof(float), 0);
+	m->adam_v = dalloc(m, PO ? PO : sizeof(float), 0);
 	if (!m->master || !m->grads || !m->adam_m || !m->adam_v)
 		goto oom;
 	m->params = ops->act_size == sizeof(float) ? (void *)m->master
-						   : ops->alloc(m->nparams * ops->act_size);
+						   : dalloc(m, m->nparams * ops->act_size, 0);
 	if (!m->params)
 		goto oom;
 
-	size_t na = 0, nf = 0;
+	size_t na = 0, nf = 0, lb = 0;
+	size_t NB = (size_t)B * T * sizeof(int32_t);
+	m->mem_act_layers = 0;
+	if (m->cfg.ckpt_layers && m->nl) {   /* one recompute workspace for every slot */
+		int wl = m->cfg.ckpt_layers < m->nl ? m->cfg.ckpt_layers : m->nl;
+		if (!(m->ws = calloc(1, sizeof *m->ws)) || !(m->ws->l = calloc(wl, sizeof *m->ws->l)))
+			goto oom;
+		carve(m, m->ws, CARVE_WS, &na, &nf, &lb);
+		m->ws->act_block = dalloc(m, na * ops->act_size, 1);
+		m->ws->f32_block = dalloc(m, nf * sizeof(float), 1);
+		if (!m->ws->act_block || !m->ws->f32_block)
+			goto oom;
+		carve(m, m->ws, CARVE_WS, &na, &nf, &lb);
+		m->mem_act_layers += lb;
+	}
 	for (int k = 0; k < m->cfg.slots; k++) {
 		struct model_acts *a = &m->act[k];
-		carve(m, a, &na, &nf);
-		a->act_block = ops->alloc(na * ops->act_size);
-		a->f32_block = ops->alloc(nf * sizeof(float));
-		a->tokens = ops->alloc((size_t)B * T * sizeof *a->tokens);
-		a->tokens_local = ops->alloc((size_t)B * T * sizeof *a->tokens_local);
-		a->positions = ops->alloc((size_t)B * T * sizeof *a->positions);
-		a->kstart = ops->alloc((size_t)B * T * sizeof *a->kstart);
+		carve(m, a, CARVE_SLOT, &na, &nf, &lb);
+		a->act_block = dalloc(m, na * ops->act_size, 1);
+		a->f32_block = dalloc(m, nf * sizeof(float), 1);
+		a->tokens = dalloc(m, NB, 1);
+		a->tokens_local = dalloc(m, NB, 1);
+		a->positions = dalloc(m, NB, 1);
+		a->kstart = dalloc(m, NB, 1);
 		if (!a->act_block || !a->f32_block || !a->tokens || !a->tokens_local ||
 		    !a->positions || !a->kstart)
 			goto oom;
-		carve(m, a, &na, &nf);
+		carve(m, a, CARVE_SLOT, &na, &nf, &lb);
+		m->mem_act_layers += lb;
+		if (m->ws)
+			link_workspace(m, a);
 	}
-	m->tokens = ops->alloc((size_t)B * T * sizeof *m->tokens);
-	m->targets = ops->alloc((size_t)B * T * sizeof *m->targets);
-	m->losses = ops->alloc((size_t)B * T * sizeof *m->losses);
-	m->bad_targets = ops->alloc(sizeof *m->bad_targets);
-	m->tokens_local = ops->alloc((size_t)B * T * sizeof *m->tokens_local);
-	m->targets_local = ops->alloc((size_t)B * T * sizeof *m->targets_local);
-	m->dev_stats = ops->alloc((size_t)4 * B * T * sizeof *m->dev_stats);
+	m->tokens = dalloc(m, (size_t)B * T * sizeof *m->tokens, 1);
+	m->targets = dalloc(m, (size_t)B * T * sizeof *m->targets, 1);
+	m->losses = dalloc(m, (size_t)B * T * sizeof *m->losses, 1);
+	m->bad_targets = dalloc(m, sizeof *m->bad_targets, 1);
+	m->tokens_local = dalloc(m, (size_t)B * T * sizeof *m->tokens_local, 1);
+	m->targets_local = dalloc(m, (size_t)B * T * sizeof *m->targets_local, 1);
+	m->dev_stats = dalloc(m, (size_t)4 * B * T * sizeof *m->dev_stats, 1);
 	m->host_ids = malloc((size_t)B * T * sizeof *m->host_ids);
 	m->host_tgt = malloc((size_t)B * T * sizeof *m->host_tgt);
 	m->host_stats = malloc((size_t)4 * B * T * sizeof *m->host_stats);
@@ -405,7 +490,7 @@ int model_init(struct model *m, const struct model_config *cfg, const struct ops
 	if (!m->tokens || !m->targets || !m->losses ||
 	    !m->bad_targets)
 		goto oom;
-	m->acts_bytes = (na * ops->act_size + nf * sizeof(float)) * m->cfg.slots;
+	m->acts_bytes = m->mem_act;
 
 	m->Tcur = 0;
 	if (model_set_seq(m, T) < 0)
@@ -414,7 +499,7 @@ int model_init(struct model *m, const struct model_config *cfg, const struct ops
 		int nh = c->heads / m->cfg.tp;
 		float all[c->heads];
 		model_alibi_slopes(c->heads, all);
-		if (!(m->slopes = ops->alloc(nh * sizeof *m->slopes)))
+		if (!(m->slopes = dalloc(m, nh * sizeof *m->slopes, 0)))
 			goto oom;
 		ops->to_device(m->slopes, all + m->cfg.tp_rank * nh, nh * sizeof *m->slopes);
 	}
@@ -457,6 +542,12 @@ void model_free(struct model *m)
 		o->free(m->act[k].positions);
 		o->free(m->act[k].kstart);
 		free(m->act[k].l);
+	}
+	if (m->ws) {
+		o->free(m->ws->act_block);
+		o->free(m->ws->f32_block);
+		free(m->ws->l);
+		free(m->ws);
 	}
 	free(m->act);
 	free(m->tensors);
@@ -583,6 +674,137 @@ int model_set_seq(struct model *m, int len)
 #define P(which) model_param(m, model_layer_tensor(m, l, which))
 #define G(which) model_grad(m, model_layer_tensor(m, l, which))
 
+/* Local layer l of the slot's micro-batch, from its input res (B,T,C): the forward, and again
+ * the recomputation of a checkpointed chunk - the same ops on the same inputs with the same
+ * dropout keys (the slot's rng and sample0), so the same bits. */
+/* Whether layer l starts a chunk of --checkpoint-num-layers (or the stage): its first layer
+ * norm is computed on its own, as a recompute starts there.  The fused residual add + layer
+ * norm (ops.h) otherwise computes it with the layer below's last residual add, and the fused
+ * layer-norm backward applies the layer below's MLP dropout - never across a chunk boundary,
+ * where the two layers' activations do not live together. */
+static int starts_chunk(const struct model *m, int l)
+{
+	int n = m->cfg.ckpt_layers;
+	return l == 0 || (n > 0 && l % n == 0);
+}
+
+static void layer_fwd(struct model *m, struct model_acts *a, int l, const void *res)
+{
+	const struct ops *o = m->ops;
+	const struct model_config *c = &m->cfg;
+	int B = m->B, T = m->Tcur, N = B * T, C = c->hidden, tp = c->tp;
+	int NH = c->heads / tp, HD = C / c->heads, F = c->ffn / tp;
+	size_t NC = (size_t)N * C;
+	float hd = m->eval_mode ? 0 : c->hidden_dropout, ad = m->eval_mode ? 0 : c->attention_dropout;
+	int tpar = tp > 1, fuse = o->residual_layernorm_fwd != NULL;
+	uint64_t rng = a->rng, off = a->sample0 * (uint64_t)T * (uint64_t)C;
+	typeof(a->l[0]) *y = &a->l[l];
+	int gl = m->l0 + l;   /* dropout keys by global layer: any pipeline split, same masks */
+
+	if (!fuse || starts_chunk(m, l))   /* else the layer below's residual add computed it */
+		o->layernorm_fwd(y->ln1, y->ln1_mean, y->ln1_rstd, res, P(LN1_W), P(LN1_B), N, C,
+				 c->eps);
+	o->matmul_fwd(y->qkv, y->ln1, P(QKV_W), P(QKV_B), N, C, 3 * C / tp);
+	o->attention_fwd(y->atty, y->lse, y->qkv, B, T, NH, HD, attn_keys(m, a, gl, ad));
+	/* row-parallel: partial sums of every rank, the bias added once */
+	o->matmul_fwd(y->attproj, y->atty, P(PROJ_W), c->tp_rank ? NULL : P(PROJ_B), N, C / tp, C);
+	if (tpar)
+		tp_sum(m, y->attproj, NC);
+	/* Megatron's apply_residual_connection_post_layernorm: the residual is the layer
+	 * norm's output instead of its input */
+	if (fuse) {
+		o->residual_layernorm_fwd(y->res2, y->ln2, y->ln2_mean, y->ln2_rstd,
+					  c->post_ln_residual ? y->ln1 : res, y->attproj, P(LN2_W),
+					  P(LN2_B), N, C, c->eps, hd, site(rng, gl, SITE_RES2), off);
+	} else {
+		o->residual_fwd(y->res2, c->post_ln_residual ? y->ln1 : res, y->attproj, NC, hd,
+				site(rng, gl, SITE_RES2), off);
+		o->layernorm_fwd(y->ln2, y->ln2_mean, y->ln2_rstd, y->res2, P(LN2_W), P(LN2_B), N, C,
+				 c->eps);
+	}
+	if (o->matmul_gelu_fwd) {   /* one pass: the GEMM's epilogue applies the GeLU */
+		o->matmul_gelu_fwd(y->fchg, y->fch, y->ln2, P(FC_W), P(FC_B), N, C, F);
+	} else {
+		o->matmul_fwd(y->fch, y->ln2, P(FC_W), P(FC_B), N, C, F);
+		o->gelu_fwd(y->fchg, y->fch, (size_t)N * F);
+	}
+	o->matmul_fwd(y->fcproj, y->fchg, P(FCPROJ_W), c->tp_rank ? NULL : P(FCPROJ_B), N, F, C);
+	if (tpar)
+		tp_sum(m, y->fcproj, NC);
+	if (fuse && l + 1 < m->nl && !starts_chunk(m, l + 1)) {   /* with the next layer's LN1 */
+		typeof(a->l[0]) *z = &a->l[l + 1];
+		o->residual_layernorm_fwd(y->res3, z->ln1, z->ln1_mean, z->ln1_rstd,
+					  c->post_ln_residual ? y->ln2 : y->res2, y->fcproj,
+					  model_param(m, model_layer_tensor(m, l + 1, LN1_W)),
+					  model_param(m, model_layer_tensor(m, l + 1, LN1_B)), N, C,
+					  c->eps, hd, site(rng, gl, SITE_RES3), off);
+	} else {
+		o->residual_fwd(y->res3, c->post_ln_residual ? y->ln2 : y->res2, y->fcproj, NC, hd,
+				site(rng, gl, SITE_RES3), off);
+	}
+}
+
+static void layer_bwd(struct model *m, struct model_acts *a, int l)
+{
+	const struct ops *o = m->ops;
+	const struct model_config *c = &m->cfg;
+	int B = m->B, T = m->Tcur, N = B * T, C = c->hidden, tp = c->tp;
+	int NH = c->heads / tp, HD = C / c->heads, F = c->ffn / tp;
+	size_t NC = (size_t)N * C;
+	float hd = m->eval_mode ? 0 : c->hidden_dropout, ad = m->eval_mode ? 0 : c->attention_dropout;
+	int tpar = tp > 1, fuse = o->layernorm_bwd_dropout != NULL;
+	uint64_t rng = a->rng, off = a->sample0 * (uint64_t)T * (uint64_t)C;
+	typeof(a->l[0]) *y = &a->l[l];
+	int gl = m->l0 + l;
+	void *res = l ? a->l[l - 1].res3 : a->encoded;
+
+	/* dres = d res3: through the MLP branch; the identity path keeps dres as it is (the layer
+	 * above's fused layer-norm backward already did it, within a chunk) */
+	if (!fuse || l == m->nl - 1 || starts_chunk(m, l + 1))
+		o->dropout_bwd(a->dbtc, a->dres, NC, hd, site(rng, gl, SITE_RES3), off);
+	if (o->matmul_dgelu_bwd) {
+		o->matmul_dgelu_bwd(a->dbtf, G(FCPROJ_W), G(FCPROJ_B), a->dbtc, y->fchg, P(FCPROJ_W),
+				    y->fch, N, F, C);
+	} else {
+		o->matmul_bwd(a->dbtf, G(FCPROJ_W), G(FCPROJ_B), a->dbtc, y->fchg, P(FCPROJ_W), N, F, C);
+		o->gelu_bwd(a->dbtf, y->fch, a->dbtf, (size_t)N * F);
+	}
+	o->matmul_bwd(a->dbtc, G(FC_W), G(FC_B), a->dbtf, y->ln2, P(FC_W), N, C, F);
+	if (tpar)   /* column-parallel: the input gradient is a sum over the ranks */
+		tp_sum(m, a->dbtc, NC);
+	if (c->post_ln_residual) {   /* the identity path enters at the LN's output */
+		o->add(a->dbtc, a->dres, NC);
+		o->zero(a->dres, NC * o->act_size);
+	}
+	/* dres = d res2, then through attention's dropout */
+	if (fuse) {
+		o->layernorm_bwd_dropout(a->dres, a->dbtc, G(LN2_W), G(LN2_B), a->dbtc, y->res2,
+					 P(LN2_W), y->ln2_mean, y->ln2_rstd, N, C, hd,
+					 site(rng, gl, SITE_RES2), off);
+	} else {
+		o->layernorm_bwd(a->dres, G(LN2_W), G(LN2_B), a->dbtc, y->res2, P(LN2_W), y->ln2_mean,
+				 y->ln2_rstd, N, C);
+		o->dropout_bwd(a->dbtc, a->dres, NC, hd, site(rng, gl, SITE_RES2), off);
+	}
+	o->matmul_bwd(a->dbtc2, G(PROJ_W), G(PROJ_B), a->dbtc, y->atty, P(PROJ_W), N, C / tp, C);
+	o->attention_bwd(a->dqkv, a->dbtc2, y->qkv, y->atty, y->lse, B, T, NH, HD,
+			 attn_keys(m, a, gl, ad));
+	o->matmul_bwd(a->dbtc, G(QKV_W), G(QKV_B), a->dqkv, y->ln1, P(QKV_W), N, C, 3 * C / tp);
+	if (tpar)
+		tp_sum(m, a->dbtc, NC);
+	if (c->post_ln_residual) {
+		o->add(a->dbtc, a->dres, NC);
+		o->zero(a->dres, NC * o->act_size);
+	}
+	if (fuse && !starts_chunk(m, l))   /* and the layer below's MLP dropout */
+		o->layernorm_bwd_dropout(a->dres, a->dbtc, G(LN1_W), G(LN1_B), a->dbtc, res, P(LN1_W),
+					 y->ln1_mean, y->ln1_rstd, N, C, hd,
+					 site(rng, gl - 1, SITE_RES3), off);
+	else
+		o->layernorm_bwd(a->dres, G(LN1_W), G(LN1_B), a->dbtc, res, P(LN1_W), y->ln1_mean,
+				 y->ln1_rstd, N, C);
+}
+
 double model_forward(struct model *m, const int32_t *tokens, const int32_t *targets, float dscale,
 		     uint64_t rng, uint64_t sample0, float *logits_out, int *bad)
 {
@@ -590,9 +812,8 @@ double model_forward(struct model *m, const int32_t *tokens, const int32_t *targ
 	const struct model_config *c = &m->cfg;
 	struct model_acts *a = &m->act[m->slot];
 	int B = m->B, T = m->Tcur, N = B * T, C = c->hidden, tp = c->tp;
-	int NH = c->heads / tp, HD = C / c->heads, F = c->ffn / tp;
 	size_t NC = (size_t)N * C;
-	float hd = m->eval_mode ? 0 : c->hidden_dropout, ad = m->eval_mode ? 0 : c->attention_dropout;
+	float hd = m->eval_mode ? 0 : c->hidden_dropout;
 	int tpar = tp > 1;
 	uint64_t off = sample0 * (uint64_t)T * (uint64_t)C;   /* dropout: the batch's element index */
 
@@ -637,52 +858,8 @@ double model_forward(struct model *m, const int32_t *tokens, const int32_t *targ
 
 	void *res = a->encoded;
 	for (int l = 0; l < m->nl; l++) {
-		typeof(a->l[0]) *y = &a->l[l];
-		int gl = m->l0 + l;   /* dropout keys by global layer: any pipeline split, same masks */
-		int fuse = o->residual_layernorm_fwd != NULL;
-		if (!fuse || l == 0)   /* else the previous layer's residual add computed it */
-			o->layernorm_fwd(y->ln1, y->ln1_mean, y->ln1_rstd, res, P(LN1_W), P(LN1_B), N, C,
-					 c->eps);
-		o->matmul_fwd(y->qkv, y->ln1, P(QKV_W), P(QKV_B), N, C, 3 * C / tp);
-		o->attention_fwd(y->atty, y->lse, y->qkv, B, T, NH, HD, attn_keys(m, a, gl, ad));
-		/* row-parallel: partial sums of every rank, the bias added once */
-		o->matmul_fwd(y->attproj, y->atty, P(PROJ_W), c->tp_rank ? NULL : P(PROJ_B), N, C / tp, C);
-		if (tpar)
-			tp_sum(m, y->attproj, NC);
-		/* Megatron's apply_residual_connection_post_layernorm: the residual is the layer
-		 * norm's output instead of its input */
-		if (fuse) {
-			o->residual_layernorm_fwd(y->res2, y->ln2, y->ln2_mean, y->ln2_rstd,
-						  c->post_ln_residual ? y->ln1 : res, y->attproj,
-						  P(LN2_W), P(LN2_B), N, C, c->eps, hd,
-						  site(rng, gl, SITE_RES2), off);
-		} else {
-			o->residual_fwd(y->res2, c->post_ln_residual ? y->ln1 : res, y->attproj, NC, hd,
-					site(rng, gl, SITE_RES2), off);
-			o->layernorm_fwd(y->ln2, y->ln2_mean, y->ln2_rstd, y->res2, P(LN2_W), P(LN2_B),
-					 N, C, c->eps);
-		}
-		if (o->matmul_gelu_fwd) {   /* one pass: the GEMM's epilogue applies the GeLU */
-			o->matmul_gelu_fwd(y->fchg, y->fch, y->ln2, P(FC_W), P(FC_B), N, C, F);
-		} else {
-			o->matmul_fwd(y->fch, y->ln2, P(FC_W), P(FC_B), N, C, F);
-			o->gelu_fwd(y->fchg, y->fch, (size_t)N * F);
-		}
-		o->matmul_fwd(y->fcproj, y->fchg, P(FCPROJ_W), c->tp_rank ? NULL : P(FCPROJ_B), N, F, C);
-		if (tpar)
-			tp_sum(m, y->fcproj, NC);
-		if (fuse && l + 1 < m->nl) {   /* with the next layer's first layer norm */
-			typeof(a->l[0]) *z = &a->l[l + 1];
-			o->residual_layernorm_fwd(y->res3, z->ln1, z->ln1_mean, z->ln1_rstd,
-						  c->post_ln_residual ? y->ln2 : y->res2, y->fcproj,
-						  model_param(m, model_layer_tensor(m, l + 1, LN1_W)),
-						  model_param(m, model_layer_tensor(m, l + 1, LN1_B)), N, C,
-						  c->eps, hd, site(rng, gl, SITE_RES3), off);
-		} else {
-			o->residual_fwd(y->res3, c->post_ln_residual ? y->ln2 : y->res2, y->fcproj, NC,
-					hd, site(rng, gl, SITE_RES3), off);
-		}
-		res = y->res3;
+		layer_fwd(m, a, l, res);
+		res = a->l[l].res3;
 	}
 	if (!m->last)
 		return 0;   /* res goes on to the next stage */
@@ -707,12 +884,15 @@ double model_forward(struct model *m, const int32_t *tokens, const int32_t *targ
 	int Vp = c->padded_vocab / tp;
 	o->matmul_fwd(a->logits, a->lnf, model_param(m, m->wte), NULL, N, C, Vp);
 	if (logits_out) {
-		float *tmp = o->alloc((size_t)N * Vp * sizeof *tmp);
+		size_t bytes = (size_t)N * Vp * sizeof(float);
+		float *tmp = dalloc(m, bytes, 1);
 		if (!tmp)
 			abort();
 		o->act_to_f32(tmp, a->logits, (size_t)N * Vp);
-		o->to_host(logits_out, tmp, (size_t)N * Vp * sizeof *tmp);
+		o->to_host(logits_out, tmp, bytes);
 		o->free(tmp);
+		m->mem_now -= bytes;
+		m->mem_act -= bytes;
 	}
 	o->zero(m->bad_targets, sizeof *m->bad_targets);
 	if (tpar) {
@@ -738,9 +918,9 @@ void model_backward(struct model *m)
 	const struct model_config *c = &m->cfg;
 	struct model_acts *a = &m->act[m->slot];
 	int B = m->B, T = m->Tcur, N = B * T, C = c->hidden, tp = c->tp;
-	int NH = c->heads / tp, HD = C / c->heads, F = c->ffn / tp, Vp = c->padded_vocab / tp;
+	int Vp = c->padded_vocab / tp;
 	size_t NC = (size_t)N * C;
-	float hd = m->eval_mode ? 0 : c->hidden_dropout, ad = m->eval_mode ? 0 : c->attention_dropout;
+	float hd = m->eval_mode ? 0 : c->hidden_dropout;
 	int tpar = tp > 1;
 	uint64_t rng = a->rng, off = a->sample0 * (uint64_t)T * (uint64_t)C;
 
@@ -757,56 +937,21 @@ void model_backward(struct model *m)
 	}
 	/* else: the next stage's gradient of this stage's output was received into a->dres */
 
-	for (int l = m->nl - 1; l >= 0; l--) {
-		typeof(a->l[0]) *y = &a->l[l];
-		int gl = m->l0 + l;
-		void *res = l ? a->l[l - 1].res3 : a->encoded;
-		int fuse = o->layernorm_bwd_dropout != NULL;
-		/* dres = d res3: through the MLP branch; the identity path keeps dres as it is (the
-		 * fused layer norm below already did it for the layer above) */
-		if (!fuse || l == m->nl - 1)
-			o->dropout_bwd(a->dbtc, a->dres, NC, hd, site(rng, gl, SITE_RES3), off);
-		if (o->matmul_dgelu_bwd) {
-			o->matmul_dgelu_bwd(a->dbtf, G(FCPROJ_W), G(FCPROJ_B), a->dbtc, y->fchg,
-					    P(FCPROJ_W), y->fch, N, F, C);
-		} else {
-			o->matmul_bwd(a->dbtf, G(FCPROJ_W), G(FCPROJ_B), a->dbtc, y->fchg, P(FCPROJ_W), N, F, C);
-			o->gelu_bwd(a->dbtf, y->fch, a->dbtf, (size_t)N * F);
+	if (!c->ckpt_layers) {
+		for (int l = m->nl - 1; l >= 0; l--)
+			layer_bwd(m, a, l);
+	} else {
+		/* chunk by chunk from the last: recompute its layers from its input (the previous
+		 * chunk's kept output, or the stage's input), then their backward */
+		int n = c->ckpt_layers;
+		for (int hi = m->nl; hi > 0;) {
+			int lo = (hi - 1) / n * n;
+			for (int l = lo; l < hi; l++)
+				layer_fwd(m, a, l, l ? a->l[l - 1].res3 : a->encoded);
+			for (int l = hi - 1; l >= lo; l--)
+				layer_bwd(m, a, l);
+			hi = lo;
 		}
-		o->matmul_bwd(a->dbtc, G(FC_W), G(FC_B), a->dbtf, y->ln2, P(FC_W), N, C, F);
-		if (tpar)   /* column-parallel: the input gradient is a sum over the ranks */
-			tp_sum(m, a->dbtc, NC);
-		if (c->post_ln_residual) {   /* the identity path enters at the LN's output */
-			o->add(a->dbtc, a->dres, NC);
-			o->zero(a->dres, NC * o->act_size);
-		}
-		/* dres = d res2, then through attention's dropout */
-		if (fuse) {
-			o->layernorm_bwd_dropout(a->dres, a->dbtc, G(LN2_W), G(LN2_B), a->dbtc, y->res2,
-						 P(LN2_W), y->ln2_mean, y->ln2_rstd, N, C, hd,
-						 site(rng, gl, SITE_RES2), off);
-		} else {
-			o->layernorm_bwd(a->dres, G(LN2_W), G(LN2_B), a->dbtc, y->res2, P(LN2_W),
-					 y->ln2_mean, y->ln2_rstd, N, C);
-			o->dropout_bwd(a->dbtc, a->dres, NC, hd, site(rng, gl, SITE_RES2), off);
-		}
-		o->matmul_bwd(a->dbtc2, G(PROJ_W), G(PROJ_B), a->dbtc, y->atty, P(PROJ_W), N, C / tp, C);
-		o->attention_bwd(a->dqkv, a->dbtc2, y->qkv, y->atty, y->lse, B, T, NH, HD,
-				 attn_keys(m, a, gl, ad));
-		o->matmul_bwd(a->dbtc, G(QKV_W), G(QKV_B), a->dqkv, y->ln1, P(QKV_W), N, C, 3 * C / tp);
-		if (tpar)
-			tp_sum(m, a->dbtc, NC);
-		if (c->post_ln_residual) {
-			o->add(a->dbtc, a->dres, NC);
-			o->zero(a->dres, NC * o->act_size);
-		}
-		if (fuse && l > 0)   /* and the layer below's MLP dropout */
-			o->layernorm_bwd_dropout(a->dres, a->dbtc, G(LN1_W), G(LN1_B), a->dbtc, res,
-						 P(LN1_W), y->ln1_mean, y->ln1_rstd, N, C, hd,
-						 site(rng, gl - 1, SITE_RES3), off);
-		else
-			o->layernorm_bwd(a->dres, G(LN1_W), G(LN1_B), a->dbtc, res, P(LN1_W),
-					 y->ln1_mean, y->ln1_rstd, N, C);
 	}
 	if (!m->first)
 		return;   /* a->dres, the gradient of this stage's input, goes back to the previous */

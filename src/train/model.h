@@ -40,6 +40,11 @@ struct model_config {
 	 * embeddings, same name, same initial values).  pp <= 1: the whole model. */
 	int pp, pp_rank, stage_l0, stage_nl;
 	int slots;                           /* activation sets: micro-batches in flight (>= 1) */
+	/* --checkpoint-activations: 0 keeps every layer's activations; n > 0 keeps only the output
+	 * of each chunk of n layers (Megatron's --checkpoint-num-layers, chunks counted from the
+	 * stage's first layer) and the backward recomputes a chunk's layers from its input into one
+	 * workspace of n layers shared by all slots, with the same dropout masks */
+	int ckpt_layers;
 	int zero_dp, zero_rank;              /* ZeRO-1: optimizer state sharded over zero_dp ranks */
 	/* Megatron's get_ltor_masks_and_position_ids and the residual ordering (train(1)): */
 	int eod;                             /* the end-of-document token id (-1: unknown) */
@@ -96,6 +101,12 @@ struct model {
 	struct model_acts *act;            /* activations (model.c), one set per slot */
 	int slot;                          /* the set forward/backward use (model_use_slot) */
 	size_t acts_bytes;
+	/* allocation accounting, bytes on the backend's device: everything the model allocates now
+	 * and at peak (the step's transient buffers included); of it the activations (every slot,
+	 * the recompute workspace, the gradient scratch) and, of those, what --dry-run's activation
+	 * figure counts (the layers' activations, the checkpointed chunk outputs, the logits) */
+	size_t mem_now, mem_peak, mem_act, mem_act_layers;
+	struct model_acts *ws;             /* the recompute workspace (ckpt_layers > 0), else NULL */
 	int32_t *tokens, *targets;         /* (B,T) device */
 	float *losses;                     /* (B,T) device */
 	int *bad_targets;                  /* device int */

@@ -258,9 +258,17 @@ static void memory(struct plan *p)
 	if (zs == 0 && p->zero1)
 		plan_note(p, "--bf16 under --deepspeed: DeepSpeed's BF16 optimizer shards the fp32 state over "
 		          "DP like ZeRO-1 even at --zero-stage 0 (the 176B script's 'bf16 must use z0')");
-	/* Korthikanti et al. 2022, eq. 2 with tensor parallelism, no sequence parallelism */
-	p->act_layer = sbh * (10.0 + 24.0 / (double)p->tp +
-			      5.0 * (double)p->heads * (double)p->s / ((double)p->h * (double)p->tp));
+	/* What train's model allocates per layer and micro-batch (model.c carve): ln1, attention
+	 * projection, res2, ln2, MLP output, res3 whole (6h), q/k/v and the attention output split
+	 * over TP (4p/t), the MLP's pre- and post-GeLU (2f/t), in the activation type; fp32 layer-norm
+	 * statistics (4 per token) and the attention's log-sum-exp (heads/t per token).  Not
+	 * Korthikanti et al.'s 34 + 5as/h bytes: the attention keeps no (s,s) probabilities and no
+	 * dropout mask (both recomputed from the log-sum-exp and the counter-based masks). */
+	double sb = (double)p->s * (double)p->mbs, tp = (double)p->tp;
+	p->abytes = mixed ? 2 : 4;
+	p->act_layer = p->abytes * sb * (6.0 * (double)p->h + (4.0 * (double)p->proj +
+		       2.0 * (double)p->f) / tp) + 4.0 * sb * (4.0 + (double)p->heads / tp);
+	p->ckpt_layers = a->checkpoint_num_layers > 0 ? a->checkpoint_num_layers : 1;
 	p->gpu_bytes = a->gpu_memory_gib * GIB;
 	p->worst = 0;
 	for (int64_t i = 0; i < p->pp; i++) {
@@ -280,8 +288,12 @@ static void memory(struct plan *p)
 			s->inflight = 1;
 		s->logits = s->last ? sbh / (double)p->h * (double)p->vocab_padded / (double)p->tp * 4 : 0;
 		s->act = (double)s->layers * p->act_layer * (double)s->inflight + s->logits;
-		s->act_ckpt = (double)s->layers * 2 * sbh * (double)s->inflight +
-			      (s->layers ? p->act_layer : 0) + s->logits;
+		/* checkpointed: each chunk's output per micro-batch in flight, and one chunk's
+		 * full activations, the recompute workspace all micro-batches share */
+		int64_t n = p->ckpt_layers < s->layers ? p->ckpt_layers : s->layers;
+		int64_t chunks = n ? (s->layers + n - 1) / n : 0;
+		s->act_ckpt = (double)chunks * p->abytes * sbh * (double)s->inflight +
+			      (double)n * p->act_layer + s->logits;
 		s->total = s->weights + s->grads + (p->zero1 ? s->optim_zero : s->optim) +
 			   (a->checkpoint_activations ? s->act_ckpt : s->act);
 		if (s->total > p->st[p->worst].total)

@@ -21,9 +21,12 @@
  *   accumulation: always with bf16, with fp16 under --accumulate-allreduce-grads-in-fp32, else 2),
  *   Adam state 12 B/param (fp32 master + two moments; 8 in fp32), divided over DP with ZeRO-1
  *   (--zero-stage 1, or --bf16 under --deepspeed, whose BF16 optimizer shards the same way).
- *   Activations per layer per micro-batch, Korthikanti et al. 2022 with TP and no sequence
- *   parallelism: s*b*h*(10 + 24/t + 5*a*s/(h*t)) bytes; with --checkpoint-activations only the
- *   layer inputs, 2*s*b*h, plus one layer's full activations while it is recomputed.  Under
+ *   Activations per layer per micro-batch, what train's model allocates (model.c): with e bytes
+ *   per activation (2 with --bf16/--fp16, 4 in fp32) e*s*b*(6h + (4p + 2f)/t) + 4*s*b*(4 + a/t)
+ *   - not Korthikanti et al.'s s*b*h*(34 + 5as/h) for 16-bit, as train's attention keeps no
+ *   (s,s) probabilities or dropout masks.  With --checkpoint-activations and
+ *   --checkpoint-num-layers n, each chunk's output, ceil(layers/n)*e*s*b*h per micro-batch, plus
+ *   one chunk's full activations, n layers, while it is recomputed.  Under
  *   1F1B stage i holds min(PP - i, micro-batches) micro-batches in flight; the last stage adds
  *   the fp32 logits, s*b*Vp/t*4.  The stage with the largest total is the one that must fit.
  * Checkpoints: weights only 2 B/param (4 in fp32); full 14 B/param (bf16 weights + fp32 master +
@@ -84,6 +87,8 @@ struct plan {
 	int zero1;                /* optimizer state sharded over DP */
 	int wbytes, gbytes, obytes;
 	double act_layer;         /* bytes, one layer, one micro-batch, one TP rank */
+	int abytes;               /* bytes per activation: 2 (bf16/fp16) or 4 */
+	int64_t ckpt_layers;      /* layers per checkpointed chunk */
 	double gpu_bytes;
 	int fits;
 

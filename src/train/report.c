@@ -134,7 +134,9 @@ static void text_layout(const struct plan *p, FILE *f)
 	row(f, "precision", precision(a), "");
 	row(f, "optimizer state sharded over DP", p->zero1 ? "yes" : "no",
 	    p->zero1 ? "ZeRO-1" : "--zero-stage 0");
-	row(f, "activation checkpointing", a->checkpoint_activations ? "yes" : "no", "");
+	row(f, "activation checkpointing", a->checkpoint_activations ? "yes" : "no",
+	    a->checkpoint_activations ? fmt("chunks of %lld layer%s recomputed in the backward",
+					    LL(p->ckpt_layers), p->ckpt_layers > 1 ? "s" : "") : "");
 	fprintf(f, "\n  %5s %12s %16s %9s %9s %9s %9s %9s\n", "stage", "layers", "params/GPU",
 		"weights", "grads", "optim", "activ", "total");
 	for (int64_t i = 0; i < p->pp; i++) {
@@ -429,7 +431,7 @@ static json_t *jlayout(const struct plan *p)
 	for (int i = 0; i < (int)p->pp; i++)
 		json_array_append_new(stages, jstage(p, &p->st[i], i));
 	return json_pack("{s:I, s:I, s:I, s:s, s:s, s:I, s:I, s:I, s:I, s:I, s:I, s:s, s:s, s:b, s:b, "
-			 "s:o}",
+			 "s:I, s:o}",
 			 "gpus", (json_int_t)p->world, "nodes", (json_int_t)a->nodes, "gpus_per_node",
 			 (json_int_t)a->gpus_per_node, "nodes_from", a->nodes_from, "gpus_from",
 			 a->gpus_from, "tp", (json_int_t)p->tp, "pp", (json_int_t)p->pp, "dp",
@@ -437,7 +439,7 @@ static json_t *jlayout(const struct plan *p)
 			 (json_int_t)p->gbs, "micro_batches", (json_int_t)p->m_full,
 			 "pp_partition_method", p->partition, "precision", precision(a),
 			 "zero1", p->zero1, "checkpoint_activations", a->checkpoint_activations,
-			 "stages", stages);
+			 "checkpoint_num_layers", (json_int_t)p->ckpt_layers, "stages", stages);
 }
 
 static json_t *jmemory(const struct plan *p)

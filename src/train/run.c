@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -150,15 +151,17 @@ static void tb_scalar(struct run *r, const char *tag, int64_t step, double v)
 	}
 }
 
+/* Megatron-DeepSpeed's training_log throughput: 24 (32 with GLU) * passes * B s L h^2 *
+ * (1 + s/6h + V/16Lh) per iteration, over the iteration time and the world size; passes = 3
+ * (forward, backward counted twice), 4 when --checkpoint-activations recomputes the forward - 8
+ * instead of 6 FLOPs per parameter and token. */
 static double hw_tflops(const struct run *r, int64_t gbs, double secs)
 {
 	const struct model_config *c = &r->m.cfg;
 	double s = (double)r->cur, h = c->hidden, L = c->layers, V = c->padded_vocab;
-	/* Megatron's formula, with its recompute factor 4 only when activations are recomputed: this
-	 * build keeps them (--checkpoint-activations is said at start-up), so the work is 3 passes */
-	double coeff = r->a->glu_activation ? 32 : 24, act = 3;
+	double coeff = r->a->glu_activation ? 32 : 24, act = c->ckpt_layers ? 4 : 3;
 	double f = coeff * act * gbs * s * L * h * h * (1 + s / (6 * h) + V / (16 * L * h));
-	return f / (secs * 1 /* world */ * 1e12);
+	return f / (secs * r->dist.world * 1e12);
 }
 
 static int save(struct run *r)
@@ -295,9 +298,12 @@ static void startup_notes(const struct train_args *a, const struct ops *ops)
 	else if (a->fp16 && !cpu)
 		out("train: --fp16: the %s backend computes in bf16; fp16's loss scaling runs as "
 		    "Megatron's\n", ops->name);
-	if (a->checkpoint_activations)
-		out("train: --checkpoint-activations: activations are kept, not recomputed, in this build "
-		    "(the same numerics; --dry-run's memory assumes recomputation; TFLOPs count 3 passes)\n");
+	if (a->ds_act_keys[0])
+		out("train: --deepspeed_config %s: activation_checkpointing's %s: one device per rank "
+		    "keeps each checkpointed chunk input whole in its own memory - nothing to partition, "
+		    "lay out, move to the CPU, synchronize or profile; %s\n", a->deepspeed_config,
+		    a->ds_act_keys, a->checkpoint_activations ? "the recomputation is the same"
+		    : "and without --checkpoint-activations nothing is checkpointed");
 	if (a->loss_scale > 0 && !a->fp16)
 		out("train: --loss-scale: no effect without --fp16, as in Megatron\n");
 	if ((a->finetune || a->no_load_optim) && !a->load)
@@ -398,7 +404,13 @@ static int setup(struct run *r, char *err, size_t errlen)
 	for (int i = 0; i < r->dist.pp_rank; i++)
 		c.stage_l0 += (int)p->st[i].layers;
 	c.stage_nl = (int)p->st[r->dist.pp_rank].layers;
+	/* 1F1B keeps at most min(PP - stage, micro-batches) in flight: the plan's count, and the
+	 * micro-batches of the full batch are the most any iteration has (the ramp only grows) */
 	c.slots = r->dist.pp - r->dist.pp_rank;
+	if (p->m_full >= 1 && p->m_full < c.slots)
+		c.slots = (int)p->m_full;
+	if (a->checkpoint_activations)
+		c.ckpt_layers = a->checkpoint_num_layers > 0 ? (int)a->checkpoint_num_layers : 1;
 	if (p->zero1 && r->dist.dp > 1) {   /* ZeRO-1: Adam's moments sharded over the DP group */
 		c.zero_dp = r->dist.dp;
 		c.zero_rank = r->dist.dp_rank;
@@ -429,6 +441,22 @@ static int setup(struct run *r, char *err, size_t errlen)
 	       p->ramp.on ? " after the ramp-up" : "", r->dist.world, r->dist.world > 1 ? "s" : "",
 	       r->dist.dp, r->dist.tp, r->dist.pp);
 	startup_notes(a, ops);
+	{
+		/* what the model allocated - the step allocates nothing more - beside --dry-run's
+		 * activation figure for this rank's stage, in the same unit */
+		const struct plan_stage *ps = &p->st[r->dist.pp_rank];
+		double g = 1024.0 * 1024.0 * 1024.0;
+		out("train: device memory: %.3f GiB allocated at peak: weights, gradients and optimizer "
+		    "%.3f GiB, activations %.3f GiB, of which the layers' and the logits %.3f GiB "
+		    "(--dry-run: %.3f GiB)", (double)r->m.mem_peak / g,
+		    (double)(r->m.mem_peak - r->m.mem_act) / g, (double)r->m.mem_act / g,
+		    (double)r->m.mem_act_layers / g,
+		    (a->checkpoint_activations ? ps->act_ckpt : ps->act) / g);
+		if (c.ckpt_layers)
+			out("; --checkpoint-activations: each chunk of %d layer%s keeps only its output, the "
+			    "backward recomputes it", c.ckpt_layers, c.ckpt_layers > 1 ? "s" : "");
+		out("\n");
+	}
 	fflush(stdout);
 	if (a->log_path && r->dist.rank == 0 && write_args_file(a->log_path, r->cmdline, err, errlen) < 0)
 		return -1;
@@ -935,7 +963,9 @@ int run_train(const struct train_args *a, const struct plan *p, const char *cmdl
 		if (it % a->log_interval == 0) {
 			double now = units_now(), per = (now - t_log) / log_iters;
 			double tfl = hw_tflops(&r, gbs, per);
-			double mfu = r.peak > 0 ? model_flops_per_token(&r.m.cfg) * gbs * r.cur / per / r.peak : 0;
+			/* per GPU, as the TFLOPs: the batch's model FLOPs over every rank's peak */
+			double mfu = r.peak > 0 ? model_flops_per_token(&r.m.cfg) * gbs * r.cur / per /
+							  (r.peak * r.dist.world) : 0;
 			out(" iteration %8lld/%8lld | consumed samples: %12lld | consumed tokens: %12lld |"
 			       " elapsed time per iteration (s): %.2f | learning rate: %.3E |"
 			       " global batch size: %5lld |", (long long)it, (long long)r.iters,
@@ -1009,6 +1039,17 @@ int run_train(const struct train_args *a, const struct plan *p, const char *cmdl
 	       (long long)st->iteration, (long long)r.iters, (long long)st->consumed_samples,
 	       (long long)st->consumed_tokens, (long long)st->skipped_total, (long long)st->nan_total,
 	       (long long)st->spikes_total, units_now() - t_start);
+	{
+		/* the model's allocations at their peak (transient buffers included), and what the
+		 * kernel measured: the process's peak resident set (the device memory itself on the
+		 * cpu backend, host memory beside the GPU's on cuda) */
+		struct rusage ru;
+		double g = 1024.0 * 1024.0 * 1024.0;
+		getrusage(RUSAGE_SELF, &ru);
+		out("train: memory: the model's %s allocations peaked at %.3f GiB (activations %.3f "
+		    "GiB); the process's peak resident set was %.3f GiB\n", r.m.ops->name,
+		    (double)r.m.mem_peak / g, (double)r.m.mem_act / g, (double)ru.ru_maxrss * 1024.0 / g);
+	}
 	fflush(stdout);
 	energy_row(&r, st->iteration);   /* the last row: at exit */
 	if (r.have_energy)

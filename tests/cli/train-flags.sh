@@ -72,6 +72,14 @@ n=$(grep -o -- '--num-workers' "$T/out" | wc -l)
 lacks noeffect_implemented_flags_not_listed "$T/out" 'no effect here:.*--(optimizer|dataloader-type)'
 expect_rc plain_run_exits_0 0 trn --train-iters 2
 lacks plain_run_has_no_noeffect_line "$T/out" 'no effect here'
+# --init-method-xavier-uniform: Megatron-DeepSpeed reads it only in VitModel (vit_model.py); its
+# GPT keeps init_method_normal(--init-method-std) and scaled_init_method_normal, so the same run
+cp "$T/out" plain.out
+expect_rc xavier_run_exits_0 0 trn --train-iters 2 --init-method-xavier-uniform
+contains xavier_named_with_reason "$T/out" "no effect here: --init-method-xavier-uniform \(Megatron-DeepSpeed reads it in its ViT model only; a GPT's weights keep the normal init of --init-method-std\)"
+xc() { grep '^ iteration ' "$1" | sed 's/ elapsed time per iteration (s): [^|]*|//; s/ samples per second.*//'; }
+[ -n "$(xc plain.out)" ] && [ "$(xc plain.out)" = "$(xc "$T/out")" ] && ok xavier_leaves_the_gpt_init_and_run_unchanged ||
+	fail xavier_leaves_the_gpt_init_and_run_unchanged "$(xc "$T/out" | head -2)"
 
 # --- the lists in --help and train(1) are the table's ---
 "$TR" --help >help.txt 2>&1

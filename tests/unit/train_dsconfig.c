@@ -339,10 +339,30 @@ int main(void)
 		T_ASSERT(apply() < 0 && has(err, "optimizer: lmtk trains with Megatron's AdamW"));
 		config("{\"train_batch_size\": 8, \"scheduler\": {\"type\": \"WarmupLR\"}}", 1);
 		T_ASSERT(apply() < 0 && has(err, "scheduler: the learning-rate schedule comes from"));
-		config("{\"train_batch_size\": 8, \"activation_checkpointing\": {\"partition_activations\": true}}", 1);
-		T_ASSERT(apply() < 0 && has(err, "activation_checkpointing: "));
 		config("{\"train_batch_size\": 8, \"tensorboard\": {\"enabled\": true}}", 1);
 		T_ASSERT(apply() < 0 && has(err, "tensorboard: use --tensorboard-dir"));
+	}
+	T_CASE("activation_checkpointing_keys_checked_and_the_ones_set_named") {
+		config("{\"train_batch_size\": 8, \"fp16\": {\"enabled\": true}, \"activation_checkpointing\": {\"partition_activations\": true,"
+		       " \"contiguous_memory_optimization\": false, \"cpu_checkpointing\": true,"
+		       " \"number_checkpoints\": null, \"synchronize_checkpoint_boundary\": false,"
+		       " \"profile\": true}}", 1);
+		T_ASSERT(apply() == 0);
+		T_ASSERT(strcmp(a.ds_act_keys, "partition_activations, cpu_checkpointing, profile") == 0);
+		/* nothing to say when nothing is set, and nothing turned on: the flags recompute */
+		config("{\"train_batch_size\": 8, \"fp16\": {\"enabled\": true}, \"activation_checkpointing\": {\"partition_activations\": false}}", 1);
+		T_ASSERT(apply() == 0 && a.ds_act_keys[0] == 0 && !a.checkpoint_activations);
+		/* without --deepspeed the whole file is named as inert instead */
+		config("{\"train_batch_size\": 8, \"fp16\": {\"enabled\": true}, \"activation_checkpointing\": {\"profile\": true}}", 0);
+		T_ASSERT(apply() == 0 && a.ds_act_keys[0] == 0 && has(a.noeffect_more, "deepspeed_config"));
+		config("{\"train_batch_size\": 8, \"fp16\": {\"enabled\": true}, \"activation_checkpointing\": {\"partition_activation\": true}}", 1);
+		T_ASSERT(apply() < 0 && has(err, "activation_checkpointing.partition_activation: unknown to DeepSpeed"));
+		config("{\"train_batch_size\": 8, \"fp16\": {\"enabled\": true}, \"activation_checkpointing\": {\"profile\": 1}}", 1);
+		T_ASSERT(apply() < 0 && has(err, "activation_checkpointing.profile: not true or false"));
+		config("{\"train_batch_size\": 8, \"fp16\": {\"enabled\": true}, \"activation_checkpointing\": {\"number_checkpoints\": 0}}", 1);
+		T_ASSERT(apply() < 0 && has(err, "number_checkpoints: not a positive integer or null"));
+		config("{\"train_batch_size\": 8, \"fp16\": {\"enabled\": true}, \"activation_checkpointing\": true}", 1);
+		T_ASSERT(apply() < 0 && has(err, "activation_checkpointing: not an object"));
 	}
 	T_CASE("enabled_false_block_accepted") {
 		config("{\"train_batch_size\": 8, \"fp16\": {\"enabled\": true},"
