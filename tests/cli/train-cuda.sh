@@ -8,6 +8,7 @@
 #    (logits, loss, every gradient, 10 AdamW steps), as tests/cli/train-model.sh does for the CPU;
 #    and the same bits under another thread order.
 # 3. A short training run through bin/train --device cuda that must learn.
+# 4. --fp16: the dynamic loss scaler's trajectory and skipped steps as the CPU backend's run.
 # Where nvcc exists, the real plugin was also compiled and exports its entry point.
 . "$(dirname "$0")/../lib.sh"
 PY=/usr/bin/python3
@@ -133,5 +134,81 @@ learns exec "$EXEC" --hidden-size 64 --seq-length 32 --max-position-embeddings 3
 if [ $GPU = 1 ]; then
 	learns gpu "$SO" --hidden-size 128 --seq-length 128 --max-position-embeddings 128 \
 		--micro-batch-size 8 --global-batch-size 16 --train-iters 60 --lr 1e-3
+fi
+
+# --- 4. fp16: Megatron's dynamic loss scaler on the CUDA backend ---------------------------------
+# --fp16 computes in bf16 on the CUDA backend (fp32 on the CPU one) and runs Megatron's scaler on
+# the gradients' norm (optim.c: sumsq, then a non-finite norm is an overflow: skip the step, spend
+# hysteresis, halve).  Both backends have fp32's exponent range, so the fp16 default 2^32 never
+# overflows here: the runs start near the float limit so that the scaler acts.  A: default
+# weights, the window doubles the scale every 2 clean steps until 2^128 = inf, whose gradients
+# are Inf/NaN: those steps are skipped (and, as in Megatron, inf halved stays inf). B: weights of
+# std 2, whose gradients at 2^127..2^124 overflow by more than 8x on every batch (they stop
+# overflowing near 2^120): every step skipped, the scale halved after each 2 overflows
+# (hysteresis 2).  The loss-scale trajectory and the skipped steps must be the CPU run's step for
+# step, and the losses and gradient norms of the steps taken within bf16's 1e-2.
+fp16_run() {   # fp16_run LABEL DEVICE FLAGS...
+	local label=$1 dev=$2
+	shift 2
+	LMTK_CUDA_PLUGIN=$EXEC "$TOP/bin/train" --num-layers 2 --num-attention-heads 4 --hidden-size 64 \
+		--seq-length 32 --max-position-embeddings 32 --micro-batch-size 4 --global-batch-size 8 \
+		--lr 3e-3 --data-path meg-gpt2-openwebtext_text_document --vocab-file "$MEG/gpt2-tiny-vocab.json" \
+		--merge-file "$MEG/gpt2-tiny-merges.txt" --log-interval 1 --eval-iters 0 --fp16 \
+		--device "$dev" "$@" >"$label-$dev.out" 2>&1
+}
+fp16_case() {   # fp16_case LABEL WHAT FLAGS...
+	local label=$1 what=$2 rc1 rc2 why
+	shift 2
+	fp16_run "$label" cpu "$@"
+	rc1=$?
+	fp16_run "$label" cuda "$@"
+	rc2=$?
+	if [ $rc1 != 0 ] || [ $rc2 != 0 ]; then
+		fail "exec_cuda_fp16_${label}_${what}" "exit $rc1 (cpu), $rc2 (cuda): $(tail -2 "$label-cuda.out")"
+		return
+	fi
+	if why=$("$PY" - "$label-cpu.out" "$label-cuda.out" 2>&1 <<'PYEOF'
+import re, sys
+def steps(path):
+    out = []
+    for line in open(path):
+        if not line.startswith(" iteration "):
+            continue
+        f = dict(re.findall(r"\| ([a-z ]+): +([^|]+?) (?=\|)", line))
+        loss = f.get("lm loss")
+        out.append((int(line.split()[1].split("/")[0]), float(f["loss scale"]),
+                    int(f["number of skipped iterations"]), None if loss is None else float(loss),
+                    float(f["grad norm"])))
+    return out
+cpu, cu = steps(sys.argv[1]), steps(sys.argv[2])
+if len(cpu) != len(cu) or not cpu:
+    sys.exit(f"{len(cpu)} iteration lines on the CPU, {len(cu)} through the executor")
+for a, b in zip(cpu, cu):
+    it = a[0]
+    if a[1] != b[1] or a[2] != b[2]:
+        sys.exit(f"iteration {it}: CPU loss scale {a[1]:g}, {a[2]} skipped; CUDA {b[1]:g}, {b[2]} skipped")
+    if (a[3] is None) != (b[3] is None):
+        sys.exit(f"iteration {it}: lm loss {a[3]} on the CPU, {b[3]} through the executor")
+    if a[3] is not None and (abs(a[3] - b[3]) > 1e-2 * abs(a[3]) or abs(a[4] - b[4]) > 1e-2 * abs(a[4])):
+        sys.exit(f"iteration {it}: lm loss {a[3]} / grad norm {a[4]} on the CPU, {b[3]} / {b[4]} through the executor")
+print(" ".join(f"{s:g}{'(skip)' if k else ''}" for _, s, k, _, _ in cpu))
+PYEOF
+	); then
+		ok "exec_cuda_fp16_${label}_${what}"
+		echo "  loss scales: $why"
+	else
+		fail "exec_cuda_fp16_${label}_${what}" "$why"
+	fi
+}
+fp16_case grow loss_scale_grows_then_overflows_and_skips_as_the_cpu_run --train-iters 11 \
+	--initial-loss-scale "$("$PY" -c 'print(2.0**124)')" --loss-scale-window 2
+fp16_case halve overflows_halve_the_scale_after_hysteresis_as_the_cpu_run --train-iters 5 \
+	--initial-loss-scale "$("$PY" -c 'print(2.0**127)')" --init-method-std 2.0
+# the runs above must have seen what they are about: growth, overflows, skips and halvings
+if grep -q 'skipped iterations:   1' grow-cuda.out 2>/dev/null && grep -q 'skipped iterations:   0' grow-cuda.out &&
+	[ "$(grep -c 'skipped iterations:   1' halve-cuda.out 2>/dev/null)" = 5 ]; then
+	ok exec_cuda_fp16_runs_saw_clean_steps_and_overflows
+else
+	fail exec_cuda_fp16_runs_saw_clean_steps_and_overflows "see grow-cuda.out, halve-cuda.out in $T"
 fi
 rm -rf "$T"
