@@ -25,7 +25,8 @@
  *    gets the same bits.  The real library's order depends on its algorithm (ring, tree) and the
  *    chunking, so its bits may differ from these within rounding.  ncclAvg is, as documented,
  *    the sum across ranks divided by the number of ranks: the rank-order sum, then one division
- *    (in fp32 for the 16-bit types, rounded once; truncating for integers).  ncclMax/ncclMin on
+ *    (in fp32 for the 16-bit types, rounded once; truncating for integers); the real library may
+ *    instead pre-multiply floating inputs by 1/nranks, which differs within rounding.  ncclMax/ncclMin on
  *    floating types are fmax/fmin (a NaN loses to a number).  Integer sums wrap.
  *  - In place: AllReduce, Broadcast and Reduce when sendbuff == recvbuff; AllGather when
  *    sendbuff == recvbuff + rank*sendcount; ReduceScatter when sendbuff + rank*recvcount ==
