@@ -39,12 +39,12 @@
  *
  * What NCCL leaves as a hang or undefined is an error here, never a hang:
  *  - ranks whose collectives differ (operation, count, datatype, reduction, root) fail with a
- *    message naming both calls and both ranks; a receive whose count or datatype differs from the
- *    matching send, likewise;
+ *    message naming both calls and both ranks (ncclInvalidUsage, on every rank at once); a
+ *    receive whose count or datatype differs from the matching send, likewise;
  *  - a rank that does not arrive (at ncclCommInitRank, a collective, or the other end of a
  *    send) stops the others after LMTK_CUDA_EXEC_NCCL_TIMEOUT seconds without progress (default
  *    30), with what that rank is doing instead; a rank that failed, aborted, destroyed its
- *    communicator or exited stops them at once;
+ *    communicator or exited stops them at once (ncclRemoteError: "remote process exited");
  *  - invalid arguments (datatype, operation, root or peer out of range, a buffer that is not one
  *    live device or pinned allocation of the size the call needs, a bad id) return
  *    ncclInvalidArgument from the call, as the real library does, with the executor's message.
