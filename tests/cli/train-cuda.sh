@@ -163,9 +163,9 @@ fi
 # overflows here: the runs start near the float limit so that the scaler acts.  A: default
 # weights, the window doubles the scale every 2 clean steps until 2^128 = inf, whose gradients
 # are Inf/NaN: those steps are skipped (and, as in Megatron, inf halved stays inf). B: weights of
-# std 2, whose gradients at 2^127..2^124 overflow by more than 8x on every batch (they stop
-# overflowing near 2^120): every step skipped, the scale halved after each 2 overflows
-# (hysteresis 2).  The loss-scale trajectory and the skipped steps must be the CPU run's step for
+# std 2, whose gradients overflow on each of the 5 batches already at 2^124 on both backends (at
+# 2^123 not all do through the executor), while the run's scales go 2^127, 2^126, 2^125: every
+# step skipped, the scale halved after each 2 overflows (hysteresis 2).  The loss-scale trajectory and the skipped steps must be the CPU run's step for
 # step, and the losses and gradient norms of the steps taken within bf16's 1e-2.
 fp16_run() {   # fp16_run LABEL DEVICE FLAGS...
 	local label=$1 dev=$2
