@@ -167,24 +167,25 @@ fi
 # 2^123 not all do through the executor), while the run's scales go 2^127, 2^126, 2^125: every
 # step skipped, the scale halved after each 2 overflows (hysteresis 2).  The loss-scale trajectory and the skipped steps must be the CPU run's step for
 # step, and the losses and gradient norms of the steps taken within bf16's 1e-2.
-fp16_run() {   # fp16_run LABEL DEVICE FLAGS...
-	local label=$1 dev=$2
-	shift 2
-	LMTK_CUDA_PLUGIN=$EXEC "$TOP/bin/train" --num-layers 2 --num-attention-heads 4 --hidden-size 64 \
+fp16_run() {   # fp16_run LABEL DEVICE PLUGIN FLAGS...
+	local label=$1 dev=$2 plugin=$3
+	shift 3
+	LMTK_CUDA_PLUGIN=$plugin "$TOP/bin/train" --num-layers 2 --num-attention-heads 4 --hidden-size 64 \
 		--seq-length 32 --max-position-embeddings 32 --micro-batch-size 4 --global-batch-size 8 \
 		--lr 3e-3 --data-path meg-gpt2-openwebtext_text_document --vocab-file "$MEG/gpt2-tiny-vocab.json" \
 		--merge-file "$MEG/gpt2-tiny-merges.txt" --log-interval 1 --eval-iters 0 --fp16 \
 		--device "$dev" "$@" >"$label-$dev.out" 2>&1
 }
-fp16_case() {   # fp16_case LABEL WHAT FLAGS...
-	local label=$1 what=$2 rc1 rc2 why
-	shift 2
-	fp16_run "$label" cpu "$@"
+fp16_case() {   # fp16_case LABEL WHAT PLUGIN FLAGS...: the test is named PLUGIN's way (exec, gpu)
+	local label=$1 what=$2 plugin=$3 rc1 rc2 why pre=exec
+	shift 3
+	[ "$plugin" = "$SO" ] && pre=gpu label=gpu-$label
+	fp16_run "$label" cpu "$plugin" "$@"
 	rc1=$?
-	fp16_run "$label" cuda "$@"
+	fp16_run "$label" cuda "$plugin" "$@"
 	rc2=$?
 	if [ $rc1 != 0 ] || [ $rc2 != 0 ]; then
-		fail "exec_cuda_fp16_${label}_${what}" "exit $rc1 (cpu), $rc2 (cuda): $(tail -2 "$label-cuda.out")"
+		fail "${pre}_cuda_fp16_${label#gpu-}_${what}" "exit $rc1 (cpu), $rc2 (cuda): $(tail -2 "$label-cuda.out")"
 		return
 	fi
 	if why=$("$PY" - "$label-cpu.out" "$label-cuda.out" 2>&1 <<'PYEOF'
@@ -214,16 +215,18 @@ for a, b in zip(cpu, cu):
 print(" ".join(f"{s:g}{'(skip)' if k else ''}" for _, s, k, _, _ in cpu))
 PYEOF
 	); then
-		ok "exec_cuda_fp16_${label}_${what}"
+		ok "${pre}_cuda_fp16_${label#gpu-}_${what}"
 		echo "  loss scales: $why"
 	else
-		fail "exec_cuda_fp16_${label}_${what}" "$why"
+		fail "${pre}_cuda_fp16_${label#gpu-}_${what}" "$why"
 	fi
 }
-fp16_case grow loss_scale_grows_then_overflows_and_skips_as_the_cpu_run --train-iters 11 \
-	--initial-loss-scale "$("$PY" -c 'print(2.0**124)')" --loss-scale-window 2
-fp16_case halve overflows_halve_the_scale_after_hysteresis_as_the_cpu_run --train-iters 5 \
-	--initial-loss-scale "$("$PY" -c 'print(2.0**127)')" --init-method-std 2.0
+for plugin in "$EXEC" $([ $GPU = 1 ] && echo "$SO"); do   # on the GPU too, where there is one
+	fp16_case grow loss_scale_grows_then_overflows_and_skips_as_the_cpu_run "$plugin" --train-iters 11 \
+		--initial-loss-scale "$("$PY" -c 'print(2.0**124)')" --loss-scale-window 2
+	fp16_case halve overflows_halve_the_scale_after_hysteresis_as_the_cpu_run "$plugin" --train-iters 5 \
+		--initial-loss-scale "$("$PY" -c 'print(2.0**127)')" --init-method-std 2.0
+done
 # the runs above must have seen what they are about: growth, overflows, skips and halvings
 if grep -q 'skipped iterations:   1' grow-cuda.out 2>/dev/null && grep -q 'skipped iterations:   0' grow-cuda.out &&
 	[ "$(grep -c 'skipped iterations:   1' halve-cuda.out 2>/dev/null)" = 5 ]; then
