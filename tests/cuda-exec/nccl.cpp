@@ -12,7 +12,8 @@
  *    stream reaches it (when the host synchronises, in this executor): it reads its send buffer
  *    after the stream's earlier work and its results are there for the stream's later work, not
  *    before.  Inside ncclGroupStart/ncclGroupEnd nothing is queued until the outermost
- *    ncclGroupEnd, which queues the whole group as one operation; when the group's calls name
+ *    ncclGroupEnd, which queues the whole group as one operation (none of it if one of its
+ *    calls failed: ncclGroupEnd returns that error); when the group's calls name
  *    several streams, the operation runs after the earlier work of all of them and their later
  *    work waits for it (events), as NCCL documents for mixed streams in a group.
  *  - Ranks exchange data through the segment: a staging slot per rank for the collectives, which
@@ -708,6 +709,7 @@ static void run_calls(const std::vector<Call> &calls)
 
 static thread_local int g_depth;
 static thread_local std::vector<Call> g_group;
+static thread_local ncclResult_t g_group_err; /* the first call of the open group that failed */
 
 static ncclResult_t launch(std::vector<Call> calls)
 {
@@ -761,7 +763,19 @@ static int overlap(const char *a, size_t an, const char *b, size_t bn)
 	return a < b + bn && b < a + an;
 }
 
+static ncclResult_t submit_checked(Call o);
+
+/* A call that fails inside a group fails the group: ncclGroupEnd returns its error and launches
+ * nothing, as NCCL's group error does. */
 static ncclResult_t submit(Call o)
+{
+	ncclResult_t r = submit_checked(o);
+	if (r && g_depth > 0 && !g_group_err)
+		g_group_err = r;
+	return r;
+}
+
+static ncclResult_t submit_checked(Call o)
 {
 	const char *fn = kind_name[o.kind];
 	ncclResult_t r = check_comm(o.c, fn);
@@ -1129,6 +1143,13 @@ ncclResult_t ncclGroupEnd(void)
 		return ncclSuccess;
 	std::vector<Call> calls;
 	calls.swap(g_group);
+	if (g_group_err) {
+		ncclResult_t r = g_group_err;
+		g_group_err = ncclSuccess;
+		say("ncclGroupEnd: a call in the group failed (%s): none of its %zu other calls was launched",
+		    ncclGetErrorString(r), calls.size());
+		return r;
+	}
 	return launch(std::move(calls));
 }
 

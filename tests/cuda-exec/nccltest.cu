@@ -559,6 +559,14 @@ static void arguments(void)
 	      ncclAllReduce(a, a + 1, 8, ncclFloat32, ncclSum, c, 0) == ncclInvalidUsage &&
 	      ncclAllGather(a + 1, a, 8, ncclFloat32, c, 0) == ncclInvalidUsage);
 	CHECK("group_end_without_start_is_invalid_usage", ncclGroupEnd() == ncclInvalidUsage);
+	{ /* a call that fails in a group fails the group */
+		ncclResult_t r1 = ncclGroupStart();
+		ncclResult_t r2 = ncclAllReduce(a, b, 64, ncclFloat32, ncclSum, c, 0);
+		ncclResult_t r3 = ncclAllReduce(a, b, 64, (ncclDataType_t)42, ncclSum, c, 0);
+		ncclResult_t r4 = ncclGroupEnd();
+		CHECK("a_failed_call_fails_its_group", !r1 && !r2 && r3 == ncclInvalidArgument &&
+		      r4 == ncclInvalidArgument && cudaDeviceSynchronize() == cudaSuccess);
+	}
 	/* one rank: AllReduce is a copy, and nothing failed above */
 	std::vector<char> in(64 * 4);
 	for (size_t i = 0; i < 64; i++)
@@ -720,6 +728,7 @@ int main(int argc, char **argv)
 	report("");
 	cases({"version_and_error_strings", "invalid_arguments_return_ncclInvalidArgument",
 	       "overlapping_buffers_not_in_place_are_refused", "group_end_without_start_is_invalid_usage",
+	       "a_failed_call_fails_its_group",
 	       "one_rank_allreduce_copies"}, 1);
 	ranks(1, 30, [&](int) { arguments(); });
 	report("");
