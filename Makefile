@@ -39,7 +39,7 @@ EXEC_CUFLAGS := -fsanitize=thread --param=tsan-instrument-func-entry-exit=0 -fno
   -fsanitize=alignment -fsanitize-undefined-trap-on-error
 EXEC_CU_OBJ := $(patsubst src/train/cuda/%.cu,$(BUILD)/cuda-exec/%.o,$(CUDA_SRC))
 EXEC_RT_OBJ := $(patsubst $(EXEC_DIR)/%.cpp,$(BUILD)/cuda-exec/rt/%.o,$(wildcard $(EXEC_DIR)/*.cpp))
-EXEC_TESTS  := $(if $(EXEC_SO),$(BUILD)/tests/cuda_exec_selftest)
+EXEC_TESTS  := $(if $(EXEC_SO),$(BUILD)/tests/cuda_exec_selftest $(BUILD)/tests/cuda_exec_nccl)
 
 # Likewise the MPI transport of train ($(PLUGINS)/train-mpi.so), loaded only when launched as several
 # ranks: one process needs no MPI.  Built whenever mpicc exists.
@@ -197,6 +197,16 @@ $(BUILD)/cuda-exec/selftest-dynsmem.o: $(BUILD)/cuda-exec/selftest-dynsmem.cpp
 	$(CXX) $(EXEC_FLAGS) -c -o $@ $<
 
 $(BUILD)/tests/cuda_exec_selftest: $(BUILD)/cuda-exec/selftest.o $(BUILD)/cuda-exec/selftest-dynsmem.o $(EXEC_RT_OBJ)
+	@mkdir -p $(@D)
+	$(CXX) -rdynamic -pthread -o $@ $^ -ldl
+
+# The executor's NCCL over forked ranks (tests/cuda-exec/nccltest.cu): host code only, NCCL's and
+# the runtime's API, so no access instrumentation.
+$(BUILD)/cuda-exec/nccltest.o: $(EXEC_DIR)/nccltest.cu
+	@mkdir -p $(@D)
+	$(CXX) -x c++ $(EXEC_FLAGS) -MMD -MP -c -o $@ $<
+
+$(BUILD)/tests/cuda_exec_nccl: $(BUILD)/cuda-exec/nccltest.o $(BUILD)/cuda-exec/selftest-dynsmem.o $(EXEC_RT_OBJ)
 	@mkdir -p $(@D)
 	$(CXX) -rdynamic -pthread -o $@ $^ -ldl
 

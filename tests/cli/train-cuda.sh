@@ -22,6 +22,26 @@ if [ -n "$NVCC" ]; then
 else
 	skip cuda_backend_compiled "no nvcc on this machine"
 fi
+# The executor's NCCL test (tests/cuda-exec/nccltest.cu, run as build/tests/cuda_exec_nccl) uses only
+# NCCL's and the runtime's API: where CUDA has the real nccl.h it compiles, and links against the
+# real libnccl, as well as against the executor's headers.
+CUDA_HOME=${CUDA_HOME:-/usr/local/cuda}
+if [ -f "$CUDA_HOME/include/nccl.h" ]; then
+	if [ -e "$CUDA_HOME/lib64/libnccl.so" ]; then
+		link=(-L"$CUDA_HOME/lib64" -lnccl -lcudart -o nccltest-real) name=_and_links_against_libnccl
+	else
+		link=(-fsyntax-only) name=
+	fi
+	if "${CXX:-g++}" -x c++ -std=c++17 -I"$CUDA_HOME/include" "$TOP/tests/cuda-exec/nccltest.cu" \
+		"${link[@]}" >nccl-real.err 2>&1; then
+		ok "exec_nccl_test_source_compiles_against_the_real_nccl_h$name"
+	else
+		fail exec_nccl_test_source_compiles_against_the_real_nccl_h "$(head -5 nccl-real.err)"
+	fi
+else
+	skip exec_nccl_test_source_compiles_against_the_real_nccl_h "no $CUDA_HOME/include/nccl.h here"
+fi
+
 # a GPU here? (train_cudaops says skip when the real plugin cannot open one)
 GPU=0
 if [ -s "$SO" ] && LMTK_CUDA_PLUGIN=$SO "$TOP/build/tests/train_cudaops" --only converts 2>&1 | grep -q '^ok '; then
@@ -208,4 +228,5 @@ if [ $GPU = 1 ]; then
 	learns gpu "$SO" --hidden-size 128 --seq-length 128 --max-position-embeddings 128 \
 		--micro-batch-size 8 --global-batch-size 16 --train-iters 60 --lr 1e-3
 fi
+
 rm -rf "$T"
