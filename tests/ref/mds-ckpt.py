@@ -203,7 +203,9 @@ class Lmtk:
         return self.padded if self.padded % mult == 0 else p
 
     def tensor(self, g, name, padded, last=False):
-        a = self.last[g] if last else self.t[g][name]
+        """Only the word embeddings have a copy of their own on the last stage; a last-stage
+        position embedding (DeepSpeed's EmbeddingPipe builds one, unused) gets the first's."""
+        a = self.last[g] if last and name == "word_embeddings.weight" else self.t[g][name]
         if name == "word_embeddings.weight" and a.shape[0] != padded:
             b = np.zeros((padded, a.shape[1]), np.float32)   # re-padded rows are zero
             n = min(padded, a.shape[0])
@@ -584,8 +586,7 @@ def read_ds(d):
     a = st0["args"]
     tp, pp, dp, L = a.tensor_model_parallel_size, a.pipeline_model_parallel_size, st0["dp_world_size"], a.num_layers
     assert len(mps) == tp * pp == st0["mp_world_size"], (mps, tp, pp)
-    out = {g: {} for g in GROUPS + ("bf16",)}
-    out["last"] = {}
+    out = {g: {} for g in GROUPS + ("bf16", "last")}
     parts = {}   # (group, name, last) -> {r: array}
     for s in range(pp):
         for r in range(tp):
@@ -638,7 +639,7 @@ def read_ds(d):
         assert sorted(p) == list(range(tp)), (g, name, sorted(p))
         whole = merge([p[r] for r in range(tp)], name)
         if last:
-            out["last"][g] = whole
+            out["last"][(g, name)] = whole
         else:
             out[g][name] = whole
     meta = {"iteration": st0["iteration"], "global_steps": st0["global_steps"],
@@ -699,13 +700,12 @@ def read_meg(d):
                         parts.setdefault((m_,) + key, {})[r] = f32(opt["optimizer"]["state"][pid][m_])
                     i += 1
             seen += len(flat_names)
-    out = {g: {} for g in GROUPS + ("bf16",)}
-    out["last"] = {}
+    out = {g: {} for g in GROUPS + ("bf16", "last")}
     for (g, name, last), p in parts.items():
         assert sorted(p) == list(range(tp)), (g, name)
         whole = merge([p[r] for r in range(tp)], name)
         if last:
-            out["last"][g] = whole
+            out["last"][(g, name)] = whole
         else:
             out[g][name] = whole
     meta = {"iteration": first["iteration"], "consumed_train_samples": a.consumed_train_samples,
@@ -793,7 +793,8 @@ def check(step, d):
             elif not same(got[g][name], want):
                 bad.append("%s %s: differs from the lmtk checkpoint" % (g, name))
         if meta["pp"] > 1:
-            if not same(got["last"].get(g, np.zeros(0)), lm.tensor(g, "word_embeddings.weight", padded, True)):
+            if not same(got["last"].get((g, "word_embeddings.weight"), np.zeros(0)),
+                        lm.tensor(g, "word_embeddings.weight", padded, True)):
                 bad.append("%s word_embeddings.weight (last stage's copy): differs" % g)
     for name in lm.names():
         if name not in got["bf16"]:
