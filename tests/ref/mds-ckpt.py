@@ -486,6 +486,8 @@ def module_meta(keys):
 
 
 def write_meg(lm, out, tp, pp, divisible_by=128):
+    if lm.L % pp:
+        sys.exit("mds-ckpt: plain Megatron needs num_layers (%d) divisible by PP (%d)" % (lm.L, pp))
     padded = lm.padded_to(tp, divisible_by)
     it = lm.iteration
     d = os.path.join(out, "iter_%07d" % it)
