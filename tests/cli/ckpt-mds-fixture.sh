@@ -9,7 +9,8 @@
 # weights that are their round-to-nearest-even, the iteration and consumed samples, and through
 # transformers' BLOOM converter's rules (transcribed) the same tensors under HF's names.  Every
 # structural mistake a reader could make - TP ranks, DP partitions, PP stages or parameter groups
-# swapped, a bf16 weight off by one unit - is caught.  Every class the pickles name is in
+# swapped, a bf16 weight off by one unit - is caught.  `mds-ckpt.py dump` (what a C reader is
+# compared with) holds lmtk's tensors bit for bit.  Every class the pickles name is in
 # mds-format.md's list, so a reader written from the document reads these files.
 . "$(dirname "$0")/../lib.sh"
 PY=/usr/bin/python3
@@ -48,7 +49,7 @@ wc_ megatron_bloom_tp2_reads_back_bit_exact $B megb write-meg --tp 2 --pp 1
 # exactly the files DeepSpeed and Megatron name (mds-format.md "Files")
 want=$(for s in 01 03 04 06; do for r in 00 01; do echo "layer_$s-model_$r-model_states.pt"; done; done
 	for m in 00 01 02 03; do echo "mp_rank_${m}_model_states.pt"; for d in 0 1; do
-		echo "bf16_zero_pp_rank_${d}_mp_rank_${m}_optim_states.pt"; done; done)
+		echo "bf16_zero_pp_rank_${d}_mp_rank_${m}_optim_states.pt"; done; done; echo zero_to_fp32.py)
 if [ "$(ls ds/global_step4 | sort)" = "$(echo "$want" | sort)" ] && [ "$(cat ds/latest)" = global_step4 ] &&
 	[ "$(ls ds)" = "$(printf 'global_step4\nlatest')" ]; then ok ds_file_names
 else fail ds_file_names "$(ls ds ds/global_step4 | tr '\n' ' ')"; fi
@@ -62,6 +63,20 @@ spec = importlib.util.spec_from_file_location("mds", os.environ["MDS"])
 spec.loader.exec_module(importlib.util.module_from_spec(spec))
 p = [torch.load(f"{sys.argv[1]}/bf16_zero_pp_rank_{d}_mp_rank_00_optim_states.pt", map_location="cpu")["optimizer_state_dict"]["group_paddings"] for d in range(5)]
 assert all(x == [0, 0, 0] for x in p[:4]) and any(p[4]), p
+EOF
+
+# dump: the whole tensors under lmtk's names, what a C reader's conversion is compared with
+"$PY" "$MDS" dump ds ds.safetensors >dump.err 2>&1 && "$PY" - ds.safetensors $B/rank_tp00_pp000.safetensors <<'EOF' >>dump.err 2>&1 && ok dump_holds_lmtks_tensors_bit_exact || fail dump_holds_lmtks_tensors_bit_exact "$(tail -3 dump.err)"
+import json, struct, sys
+def load(p):
+    b = open(p, "rb").read(); n = struct.unpack("<Q", b[:8])[0]; h = json.loads(b[8:8 + n])
+    return {k: b[8 + n + v["data_offsets"][0]:8 + n + v["data_offsets"][1]] for k, v in h.items() if k != "__metadata__"}, h
+d, dh = load(sys.argv[1]); l, lh = load(sys.argv[2])
+assert set(l) <= set(d), sorted(set(l) - set(d))[:5]
+bad = [k for k in l if d[k] != l[k] or dh[k]["shape"] != lh[k]["shape"]]
+assert not bad, bad[:5]
+assert dh["__metadata__"]["iteration"] == "4" and dh["__metadata__"]["consumed_train_samples"] == "16"
+assert all(dh["bf16." + k]["dtype"] == "BF16" for k in l if not k.startswith("exp_avg"))
 EOF
 
 # every structural mistake is caught: swap two files (or edit one) and the check must fail

@@ -8,6 +8,9 @@ every file holds and which source defines it; this file follows that document, n
   mds-ckpt.py write-meg STEP OUT [--tp 1 --pp 1]          plain Megatron, model_optim_rng.pt
   mds-ckpt.py check     STEP OUT                           read OUT back with torch.load only and
                                                            compare with the lmtk checkpoint STEP
+  mds-ckpt.py dump      OUT FILE.safetensors               OUT read back, whole tensors under
+                                                           lmtk's names (what a C reader's
+                                                           conversion is compared with)
   mds-ckpt.py globals   FILE.pt...                         every GLOBAL a pickle names (the
                                                            classes a reader must know)
 
@@ -448,6 +451,8 @@ def write_ds(lm, out, tp, pp, dp, divisible_by=128):
                       checkpoint_info={"padded_vocab_size": padded, "original_vocab_size": lm.vocab})
             st.update(rng_states(args.seed, s, r))
             save(st, os.path.join(d, "mp_rank_%02d_model_states.pt" % mp))
+    with open(os.path.join(d, "zero_to_fp32.py"), "w") as f:   # DeepSpeed copies its script here
+        f.write("# stands for DeepSpeed's deepspeed/utils/zero_to_fp32.py, which every checkpoint carries\n")
     with open(os.path.join(out, "latest"), "w") as f:
         f.write(tag)   # DeepSpeed writes the tag without a newline
 
@@ -823,6 +828,33 @@ def check(step, d):
     return 1 if bad else 0
 
 
+def dump(d, path):
+    """The checkpoint read back, whole tensors under lmtk's names, as one safetensors file:
+    NAME (fp32 master), exp_avg.NAME, exp_avg_sq.NAME (F32), bf16.NAME (BF16, the model weights),
+    last.NAME... (the last stage's own copies, PP > 1); the counters in __metadata__."""
+    ds = os.path.exists(os.path.join(d, "latest"))
+    got, meta = read_ds(d) if ds else read_meg(d)
+    items = []
+    for g, prefix in (("weight", ""), ("exp_avg", "exp_avg."), ("exp_avg_sq", "exp_avg_sq.")):
+        items += [(prefix + n, "F32", a) for n, a in got[g].items()]
+    items += [("bf16." + n, "BF16", a) for n, a in got["bf16"].items()]
+    items += [("last." + ("" if g == "weight" else g + ".") + n, "F32", a) for (g, n), a in got["last"].items()]
+    h, pos, blobs = {"__metadata__": {k: str(v) for k, v in meta.items()}}, 0, []
+    for k, dt, a in items:
+        raw = (np.ascontiguousarray(a, np.float32).view(np.uint32) >> 16).astype("<u2").tobytes() \
+            if dt == "BF16" else np.ascontiguousarray(a, "<f4").tobytes()
+        h[k] = {"dtype": dt, "shape": list(a.shape), "data_offsets": [pos, pos + len(raw)]}
+        pos += len(raw)
+        blobs.append(raw)
+    hb = json.dumps(h, separators=(",", ":")).encode()
+    hb += b" " * (-len(hb) % 8)
+    with open(path + ".tmp", "wb") as f:
+        f.write(struct.pack("<Q", len(hb)) + hb)
+        for b in blobs:
+            f.write(b)
+    os.replace(path + ".tmp", path)
+
+
 def globals_of(path):
     z = zipfile.ZipFile(path)
     pkl = [n for n in z.namelist() if n.endswith("/data.pkl")][0]
@@ -845,6 +877,8 @@ def main():
     w.add_argument("--tp", type=int, default=1), w.add_argument("--pp", type=int, default=1)
     c = sub.add_parser("check")
     c.add_argument("step"), c.add_argument("out")
+    u = sub.add_parser("dump")
+    u.add_argument("out"), u.add_argument("file")
     g = sub.add_parser("globals")
     g.add_argument("files", nargs="+")
     a = p.parse_args()
@@ -858,6 +892,8 @@ def main():
         except (AssertionError, KeyError, FileNotFoundError, ValueError, IndexError) as e:
             print("mds-ckpt: %s: structure not as documented: %s %s" % (a.out, type(e).__name__, e), file=sys.stderr)
             return 1
+    elif a.cmd == "dump":
+        dump(a.out, a.file)
     else:
         for f in a.files:
             pkl, names = globals_of(f)
