@@ -115,10 +115,15 @@ bad swapped_param_groups_fail ds $B edit groups $S/bf16_zero_pp_rank_0_mp_rank_0
 bad swapped_megatron_param_groups_fail meg $G edit groups-meg x/iter_0000004/mp_rank_00_000/model_optim_rng.pt
 bad bf16_one_ulp_off_fails ds $B edit ulp $S/layer_04-model_01-model_states.pt
 
-# every class the pickles name is one mds-format.md lists (section "Pickle")
+# every class the pickles name, and every opcode, is one mds-format.md lists (section "Pickle")
 "$PY" "$MDS" globals ds/global_step4/*.pt meg/iter_0000004/*/*.pt >globals.out 2>&1
 sed 's/^[^:]*: //' globals.out | tr ' ' '\n' | grep . | sort -u >classes
 sed -n '/^## Pickle/,/^## [^P]/p' "$TOP/tests/ref/mds-format.md" >pickle.md 2>/dev/null
 missing=$(while read -r g; do grep -qF "\`$g\`" pickle.md || echo "$g"; done <classes)
 if [ -s classes ] && [ -s pickle.md ] && [ -z "$missing" ]; then ok every_pickled_class_is_documented
 else fail every_pickled_class_is_documented "not in mds-format.md's Pickle section: ${missing:-$(tail -2 globals.out)}"; fi
+"$PY" "$MDS" opcodes ds/global_step4/*.pt ds5/global_step4/*.pt meg/iter_0000004/*/*.pt megb/iter_0000004/*/*.pt >opcodes.out 2>&1
+sed 's/^[^:]*: //' opcodes.out | tr ' ' '\n' | grep . | sort -u >ops
+missing=$(while read -r o; do grep -qE "(^|[ \`])$o([ \`]|$)" pickle.md || echo "$o"; done <ops)
+if [ -s ops ] && [ -s pickle.md ] && [ -z "$missing" ]; then ok every_pickle_opcode_is_documented
+else fail every_pickle_opcode_is_documented "not in mds-format.md's Pickle section: ${missing:-$(tail -2 opcodes.out)}"; fi

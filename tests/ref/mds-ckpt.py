@@ -13,6 +13,7 @@ every file holds and which source defines it; this file follows that document, n
                                                            conversion is compared with)
   mds-ckpt.py globals   FILE.pt...                         every GLOBAL a pickle names (the
                                                            classes a reader must know)
+  mds-ckpt.py opcodes   FILE.pt...                         every pickle opcode it uses
 
 STEP is an lmtk step directory (SAVE/global_stepN: rank_tpXX_ppYYY.safetensors + manifest.json).
 The model is the same: the fp32 master weights and Adam's moments are lmtk's, bit for bit; the
@@ -855,12 +856,15 @@ def dump(d, path):
     os.replace(path + ".tmp", path)
 
 
-def globals_of(path):
+def globals_of(path, opcodes=False):
+    """The GLOBALs (or the opcodes) of a .pt file's pickle, sorted."""
     z = zipfile.ZipFile(path)
     pkl = [n for n in z.namelist() if n.endswith("/data.pkl")][0]
     names = set()
     for op, arg, _ in pickletools.genops(z.read(pkl)):
-        if op.name == "GLOBAL":
+        if opcodes:
+            names.add(op.name)
+        elif op.name == "GLOBAL":
             names.add(arg.replace(" ", "."))
     return pkl, sorted(names)
 
@@ -881,6 +885,8 @@ def main():
     u.add_argument("out"), u.add_argument("file")
     g = sub.add_parser("globals")
     g.add_argument("files", nargs="+")
+    g = sub.add_parser("opcodes")
+    g.add_argument("files", nargs="+")
     a = p.parse_args()
     if a.cmd == "write-ds":
         write_ds(Lmtk(a.step), a.out, a.tp, a.pp, a.dp)
@@ -896,7 +902,7 @@ def main():
         dump(a.out, a.file)
     else:
         for f in a.files:
-            pkl, names = globals_of(f)
+            pkl, names = globals_of(f, a.cmd == "opcodes")
             print("%s (%s): %s" % (os.path.basename(f), pkl, " ".join(names)))
     return 0
 
