@@ -663,9 +663,8 @@ def read_meg(d):
     first = load(os.path.join(d, subs[0], "model_optim_rng.pt"))
     a = first["args"]
     tp, pp, L = a.tensor_model_parallel_size, a.pipeline_model_parallel_size, a.num_layers
-    assert len(subs) == tp * pp
+    assert len(subs) == tp * pp and L % pp == 0, (subs, tp, pp, L)
     parts = {}
-    seen = 0
     for s in range(pp):
         for r in range(tp):
             sub = "mp_rank_%02d" % r if pp == 1 else "mp_rank_%02d_%03d" % (r, s)
@@ -679,7 +678,7 @@ def read_meg(d):
                                "norm.bias": "embed_layernorm.bias"}[k], False, emb["word_embeddings"][k]))
             if "position_embeddings" in emb:
                 names.append(("position_embeddings.weight", False, emb["position_embeddings"]["weight"]))
-            first_layer = s * (-(-L // pp))   # stage_layers(): the stage's first global layer
+            first_layer = s * (L // pp)   # Megatron's stages hold L/PP layers each
             for k, t in model["language_model"]["encoder"].items():
                 m = re.match(r"layers\.(\d+)\.(.*)$", k)
                 if m:
@@ -694,9 +693,7 @@ def read_meg(d):
                 parts.setdefault(("bf16", name, last), {})[r] = f32(t)
             groups = three_groups([n for n, _, _ in names])
             opt = sd["optimizer"]
-            flat_names = [n for g in groups for n in g]
             lasts = {n: l for n, l, _ in names}
-            i = 0
             for gi, g in enumerate(groups):
                 assert len(opt["fp32_from_fp16_params"][gi]) == len(g)
                 assert len(opt["optimizer"]["param_groups"][gi]["params"]) == len(g)
@@ -706,8 +703,6 @@ def read_meg(d):
                     parts.setdefault(("weight",) + key, {})[r] = f32(opt["fp32_from_fp16_params"][gi][j])
                     for m_ in ("exp_avg", "exp_avg_sq"):
                         parts.setdefault((m_,) + key, {})[r] = f32(opt["optimizer"]["state"][pid][m_])
-                    i += 1
-            seen += len(flat_names)
     out = {g: {} for g in GROUPS + ("bf16", "last")}
     for (g, name, last), p in parts.items():
         assert sorted(p) == list(range(tp)), (g, name)
