@@ -285,6 +285,13 @@ def megatron_args(lm, tp, pp, dp, deepspeed, padded):
     return a
 
 
+def per_rank(args, rank):
+    """The args of the process that saved: Megatron records its global rank (RANK)."""
+    a = argparse.Namespace(**vars(args))
+    a.rank, a.local_rank = rank, rank % 8
+    return a
+
+
 def ds_config(args):
     return {"train_micro_batch_size_per_gpu": args.micro_batch_size,
             "train_batch_size": args.global_batch_size, "gradient_clipping": args.clip_grad,
@@ -447,7 +454,7 @@ def write_ds(lm, out, tp, pp, dp, divisible_by=128):
                       skipped_steps=lm.man.get("skipped_iterations", 0), global_steps=it,
                       global_samples=lm.man["consumed_samples"], dp_world_size=dp,
                       mp_world_size=tp * pp, ds_config=cfg, ds_version=DS_VERSION)
-            st.update(args=args, checkpoint_version=3.0, iteration=it,
+            st.update(args=per_rank(args, s * dp * tp + r), checkpoint_version=3.0, iteration=it,
                       tokens=lm.man["consumed_tokens"],
                       checkpoint_info={"padded_vocab_size": padded, "original_vocab_size": lm.vocab})
             st.update(rng_states(args.seed, s, r))
@@ -536,7 +543,8 @@ def write_meg(lm, out, tp, pp, divisible_by=128):
                 pidx.append(ids)
             opt = {"optimizer": {"state": state, "param_groups": adam_groups(lm, lr, it, pidx)},
                    "fp32_from_fp16_params": masters}
-            sd = dict(args=args, checkpoint_version=3.0, iteration=it, tokens=lm.man["consumed_tokens"],
+            sd = dict(args=per_rank(args, s * tp + r), checkpoint_version=3.0, iteration=it,
+                      tokens=lm.man["consumed_tokens"],
                       checkpoint_info={"padded_vocab_size": padded, "original_vocab_size": lm.vocab},
                       model=model, optimizer=opt, lr_scheduler=scheduler(lm))
             sd.update(rng_states(args.seed, s, r))
