@@ -753,7 +753,8 @@ def hf_rules(d, L, tp):
     for f in sorted(x for x in os.listdir(d) if x.startswith("layer") and "model_00" in x):
         tensors = None
         for i in range(tp):
-            temp = load(os.path.join(d, f.replace("model_00", "model_0%d" % i)))
+            temp = torch.load(os.path.join(d, f.replace("model_00", "model_0%d" % i)), map_location="cpu",
+                              weights_only=True)   # as transformers loads them: tensors only
             num = int(re.match(r".*layer_(\d*).*", f)[1])
             temp = {ren.get(k, "h.%d.%s" % (num - 3, k)): v for k, v in temp.items()}
             if tensors is None:
