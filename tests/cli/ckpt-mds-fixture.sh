@@ -42,6 +42,7 @@ wc_() { local n=$1 step=$2 out=$3; shift 3
 wc_ ds_bloom_tp2_pp2_dp2_reads_back_bit_exact $B ds write-ds --tp 2 --pp 2 --dp 2
 wc_ ds_bloom_dp5_padded_groups_read_back_bit_exact $B ds5 write-ds --tp 2 --pp 1 --dp 5
 wc_ ds_gpt2_tp2_pp2_reads_back_bit_exact $G dsg write-ds --tp 2 --pp 2 --dp 2
+wc_ ds_bloom_tp3_vocab_repadded_reads_back_bit_exact $B ds3 write-ds --tp 3 --pp 1 --dp 1
 wc_ megatron_gpt2_tp2_pp2_reads_back_bit_exact $G meg write-meg --tp 2 --pp 2
 wc_ megatron_gpt2_tp1_reads_back_bit_exact $G meg1 write-meg --tp 1 --pp 1
 wc_ megatron_bloom_tp2_reads_back_bit_exact $B megb write-meg --tp 2 --pp 1

@@ -824,9 +824,18 @@ def check(step, d):
         hf, want = hf_rules(os.path.join(d, tag), lm.L, meta["tp"])
         if set(hf) != want:
             bad.append("HF's converter: keys %s" % sorted(set(hf) ^ want)[:6])
+        tp = meta["tp"]
         for name in lm.names():
             k = hf_name(name)
-            if k in hf and not same(f32(hf[k]), rne_bf16(lm.tensor("weight", name, padded))):
+            if k not in hf:
+                continue
+            want = rne_bf16(lm.tensor("weight", name, padded))
+            if split_of(name) == NONE and tp & (tp - 1):
+                # HF averages replicas in bf16: (x + x + x) / 3 rounds; exact only for TP = 2^k
+                ok_ = np.allclose(f32(hf[k]), want, rtol=2.0 ** -7, atol=0)
+            else:
+                ok_ = same(f32(hf[k]), want)
+            if not ok_:
                 bad.append("HF's converter: %s (from %s) differs" % (k, name))
     for b in bad[:10]:
         print("mds-ckpt: %s: %s" % (d, b), file=sys.stderr)
