@@ -882,7 +882,7 @@ static int step(struct pkl *P, int *stop)
 	case 't':
 		if (pop_mark(P, &from) != 0)
 			return -1;
-		v = seq_of(P, PT_TUPLE, P->st + from, P->sp - from);
+		v = seq_of(P, PT_TUPLE, P->sp > from ? P->st + from : NULL, P->sp - from);
 		P->sp = from;
 		return push(P, v);
 	case 0x85: case 0x86: case 0x87: {
