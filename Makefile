@@ -71,6 +71,9 @@ FUZZ_REPLAY := $(addprefix $(BUILD)/fuzz-replay/,$(FUZZ_NAMES))
 # The CPU backend's elementwise loops (GeLU) vectorise only when a float compare may be turned
 # into a select: FP exceptions are never relied on, and no sum is reassociated by this flag.
 $(BUILD)/train/cpu/ops_cpu.o: CFLAGS += -fno-trapping-math
+# The .pt reader's dtype conversions (bf16/fp16/int -> float, src/ckpt/pt.c) are one loop per
+# dtype: the cheap cost model of -O2 leaves them scalar, at a third of the read's time.
+$(BUILD)/ckpt/pt.o: CFLAGS += -fvect-cost-model=dynamic
 
 # Debian packages: build (gcc ... libpcre2-dev), test peers (slurm ... fcgiwrap), and the real
 # multilingual text the tokenizer tests and benchmarks are built from (gzip ... vim-runtime).

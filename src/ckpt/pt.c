@@ -6,6 +6,9 @@
  * a good one: the central directory sits at the end.  Storage entries are read with
  * zip_fseek + zip_fread, which libzip allows on stored (uncompressed) entries only: torch.save
  * never compresses, and a compressed storage is refused by name rather than read O(n^2).
+ * libzip computes the CRC-32 of an entry read in order from its start (the cost of a read is
+ * mostly that, at ~3 GB/s); when such a read reaches the entry's end the CRC is compared with
+ * the zip's, so a conversion that reads whole tensors also proves their bytes intact.
  *
  * A read of elements [a, b) walks the tensor's layout as runs of elements adjacent in the
  * storage (the innermost dimensions whose strides are those of a contiguous tensor).  Long runs
@@ -303,6 +306,15 @@ static int read_bytes(struct pt_file *f, const struct pt_storage *s, uint64_t of
 				    (unsigned long long)(off + done));
 		done += (size_t)r;
 	}
+	/* at the entry's end: libzip has computed the CRC-32 of an entry read through in order
+	 * from its start (sequential reads of a whole tensor are), and compares it with the zip's
+	 * when the reader asks for more */
+	if (off + n == (uint64_t)s->numel * pt_dtype_size(s->dtype)) {
+		char c;
+		if (zip_fread(f->zf_, &c, 1) < 0)
+			return ferr(f, "%s/data/%s: %s: the storage's bytes are damaged", f->archive,
+				    s->key, zip_file_strerror(f->zf_));
+	}
 	return 0;
 }
 
@@ -430,6 +442,33 @@ static float f16_to_f32(uint16_t h)
 	return x;
 }
 
+/* n elements of dtype d at src to float; one loop per dtype, so each vectorises */
+static void to_f32(enum pt_dtype d, const uint8_t *src, float *o, int64_t n)
+{
+#define CONV(T, expr) do { for (int64_t j = 0; j < n; j++) { T x; memcpy(&x, src + j * sizeof x, sizeof x); o[j] = (expr); } } while (0)
+	switch (d) {
+	case PTD_F32: memcpy(o, src, (size_t)n * 4); break;
+	case PTD_F64: CONV(double, (float)x); break;
+	case PTD_F16: CONV(uint16_t, f16_to_f32(x)); break;
+	case PTD_BF16:
+		for (int64_t j = 0; j < n; j++) {
+			uint16_t h;
+			memcpy(&h, src + 2 * j, 2);
+			uint32_t u = (uint32_t)h << 16;
+			memcpy(&o[j], &u, 4);
+		}
+		break;
+	case PTD_I64: CONV(int64_t, (float)x); break;
+	case PTD_I32: CONV(int32_t, (float)x); break;
+	case PTD_I16: CONV(int16_t, (float)x); break;
+	case PTD_I8: CONV(int8_t, (float)x); break;
+	case PTD_U8: CONV(uint8_t, (float)x); break;
+	case PTD_BOOL: CONV(uint8_t, x ? 1.0f : 0.0f); break;
+	default: memset(o, 0, (size_t)n * 4); break;
+	}
+#undef CONV
+}
+
 int pt_read_f32(struct pt_file *f, const struct pt_tensor *t, int64_t a, int64_t b, float *dst)
 {
 	if (t->dtype == PTD_F32)
@@ -437,7 +476,7 @@ int pt_read_f32(struct pt_file *f, const struct pt_tensor *t, int64_t a, int64_t
 	if (a < 0 || b < a || b > t->numel)
 		return ferr(f, "elements [%lld, %lld) of a tensor of %lld", (long long)a,
 			    (long long)b, (long long)t->numel);
-	enum { CHUNK = 1 << 20 };
+	enum { CHUNK = 1 << 18 };            /* 2 MiB of int64: stays in cache for the conversion */
 	size_t es = pt_dtype_size(t->dtype);
 	uint8_t *buf = malloc(CHUNK * es);
 	if (!buf)
@@ -448,28 +487,7 @@ int pt_read_f32(struct pt_file *f, const struct pt_tensor *t, int64_t a, int64_t
 			free(buf);
 			return -1;
 		}
-		float *o = dst + (i - a);
-		for (int64_t j = 0; j < k; j++) {
-			const uint8_t *p = buf + j * es;
-			switch (t->dtype) {
-			case PTD_F64: { double x; memcpy(&x, p, 8); o[j] = (float)x; break; }
-			case PTD_F16: { uint16_t h; memcpy(&h, p, 2); o[j] = f16_to_f32(h); break; }
-			case PTD_BF16: {
-				uint16_t h;
-				memcpy(&h, p, 2);
-				uint32_t u = (uint32_t)h << 16;
-				memcpy(&o[j], &u, 4);
-				break;
-			}
-			case PTD_I64: { int64_t x; memcpy(&x, p, 8); o[j] = (float)x; break; }
-			case PTD_I32: { int32_t x; memcpy(&x, p, 4); o[j] = (float)x; break; }
-			case PTD_I16: { int16_t x; memcpy(&x, p, 2); o[j] = (float)x; break; }
-			case PTD_I8: o[j] = (float)(int8_t)*p; break;
-			case PTD_U8: o[j] = (float)*p; break;
-			case PTD_BOOL: o[j] = *p ? 1.0f : 0.0f; break;
-			default: o[j] = 0; break;
-			}
-		}
+		to_f32(t->dtype, buf, dst + (i - a), k);
 		i += k;
 	}
 	free(buf);

@@ -6,7 +6,8 @@
  *
  * `ckpt_pt dump FILE [CHUNK]` is the JSON dump that script compares with Python's view of the
  * object: floats as their bits, tensors' elements read CHUNK at a time (pt_read and
- * pt_read_f32), so the comparison is exact. */
+ * pt_read_f32), so the comparison is exact.  `ckpt_pt read FILE` reads every tensor as a
+ * conversion would, for tests/bench/ckpt-pt.sh. */
 #include "t.h"
 
 #include <inttypes.h>
@@ -132,6 +133,62 @@ static int dump_main(int argc, char **argv)
 	return rc ? 3 : 0;
 }
 
+/* `ckpt_pt read FILE [CHUNK [noxor]]`: every tensor read as float, CHUNK elements at a time
+ * (default 2^20), as a conversion would; prints counts and the XOR of the floats' bits (for
+ * tests/bench/ckpt-pt.sh; noxor: the reads alone) */
+struct rd { int64_t tensors, elems, bytes; uint32_t x; float *buf; int64_t chunk; int noxor; };
+static int read_all(struct pt_file *f, const struct pt_value *v, struct rd *r)
+{
+	if (v->kind == PT_TENSOR) {
+		const struct pt_tensor *t = &v->u.t;
+		for (int64_t a = 0; a < t->numel; a += r->chunk) {
+			int64_t b = a + r->chunk < t->numel ? a + r->chunk : t->numel;
+			if (pt_read_f32(f, t, a, b, r->buf) != 0)
+				return -1;
+			const uint32_t *u = (const uint32_t *)r->buf;
+			for (int64_t i = 0; i < b - a && !r->noxor; i++)
+				r->x ^= u[i];
+		}
+		r->tensors++;
+		r->elems += t->numel;
+		r->bytes += t->numel * (int64_t)pt_dtype_size(t->dtype);
+	} else if (v->kind == PT_LIST || v->kind == PT_TUPLE) {
+		for (size_t i = 0; i < v->u.seq.n; i++)
+			if (read_all(f, v->u.seq.v[i], r) != 0)
+				return -1;
+	} else if (v->kind == PT_DICT) {
+		for (size_t i = 0; i < v->u.dict.n; i++)
+			if (read_all(f, v->u.dict.v[i], r) != 0)
+				return -1;
+	}
+	return 0;
+}
+
+static int read_main(int argc, char **argv)
+{
+	char err[1024];
+	struct pt_file *f = pt_open(argv[2], err, sizeof err);
+	if (!f) {
+		fprintf(stderr, "ckpt_pt: %s\n", err);
+		return 2;
+	}
+	struct rd r = {.chunk = argc > 3 ? atoll(argv[3]) : 1 << 20,
+		       .noxor = argc > 4 && !strcmp(argv[4], "noxor")};
+	if (r.chunk < 1 || !(r.buf = malloc((size_t)r.chunk * sizeof *r.buf))) {
+		pt_close(f);
+		return 2;
+	}
+	int rc = read_all(f, f->root, &r);
+	if (rc)
+		fprintf(stderr, "ckpt_pt: %s\n", pt_error(f));
+	else
+		printf("tensors %lld elements %lld bytes %lld xor %08x\n", (long long)r.tensors,
+		       (long long)r.elems, (long long)r.bytes, r.x);
+	free(r.buf);
+	pt_close(f);
+	return rc ? 3 : 0;
+}
+
 /* ---- pickles written by hand ---- */
 struct pk { uint8_t b[8192]; size_t n; };
 static void op(struct pk *p, int c) { p->b[p->n++] = (uint8_t)c; }
@@ -235,6 +292,8 @@ int main(int argc, char **argv)
 {
 	if (argc >= 3 && !strcmp(argv[1], "dump"))
 		return dump_main(argc, argv);
+	if (argc >= 3 && !strcmp(argv[1], "read"))
+		return read_main(argc, argv);
 	snprintf(dir, sizeof dir, "/tmp/ckpt_pt.XXXXXX");
 	if (!mkdtemp(dir))
 		return 3;
@@ -408,6 +467,34 @@ int main(int argc, char **argv)
 		op(&p, 'u');
 		end(&p);
 		T_ASSERT(refused(&p, &st0, 1, "storage '0' is int32 x 12 here and float32 x 12 before", NULL));
+	}
+
+	T_CASE("damaged_storage_bytes_fail_the_crc_of_a_whole_read") {
+		begin(&p);
+		ustr(&p, "w"); tensor(&p, "FloatStorage", "0", 12, 0, 1, (int[]){12}, (int[]){1});
+		op(&p, 's');
+		end(&p);
+		const char *path = make_pt("crc.pt", &p, &st0, 1, 0);
+		FILE *fp = fopen(path, "r+b");
+		uint8_t zb[4096];
+		size_t zn = fread(zb, 1, sizeof zb, fp);
+		uint8_t *at = memmem(zb, zn, f32s, sizeof f32s);
+		T_ASSERT(at);
+		if (at) {
+			fseek(fp, (long)(at - zb) + 21, SEEK_SET);
+			fputc(at[21] ^ 0x10, fp);
+		}
+		fclose(fp);
+		struct pt_file *f = pt_open(path, err, sizeof err);
+		T_ASSERT(f);
+		if (f) {
+			const struct pt_tensor *t = &pt_get(f, NULL, PT_TENSOR, "w", NULL)->u.t;
+			float o[12];
+			T_ASSERT(pt_read_f32(f, t, 0, 6, o) == 0 && o[5] != 5);  /* no check on a part */
+			T_ASSERT(pt_read_f32(f, t, 6, 12, o) != 0);
+			T_ASSERT(strstr(pt_error(f), "arch/data/0: CRC error: the storage's bytes are damaged"));
+			pt_close(f);
+		}
 	}
 
 	T_CASE("compressed_storage_is_refused_by_name") {
