@@ -12,7 +12,7 @@ of this walk), the storage's numel, and the elements both raw and as float32, bi
 """
 import argparse
 import collections
-import io
+import dataclasses
 import json
 import math
 import os
@@ -20,10 +20,30 @@ import pickletools
 import random
 import struct
 import sys
+import types
 import zipfile
 
 import numpy as np
 import torch
+
+
+# DeepSpeed's bf16 optimizer saves param_slice_mappings of this dataclass
+# (deepspeed/utils/tensor_fragment.py); DeepSpeed is not installed, so the class is declared
+# under its module's name for pickle to find, as torch.save would write the real one.
+_ds = types.ModuleType("deepspeed.utils.tensor_fragment")
+sys.modules.setdefault("deepspeed", types.ModuleType("deepspeed"))
+sys.modules.setdefault("deepspeed.utils", types.ModuleType("deepspeed.utils"))
+sys.modules["deepspeed.utils.tensor_fragment"] = _ds
+
+
+@dataclasses.dataclass
+class fragment_address:
+    numel: int
+    start: int
+
+
+fragment_address.__module__ = _ds.__name__
+_ds.fragment_address = fragment_address
 
 
 def values():
@@ -81,6 +101,9 @@ def values():
         "many": many,
         "strs300": strs,
         "one": [5],
+        "param_slice_mappings": [collections.OrderedDict([
+            ("word_embeddings.weight", fragment_address(numel=800, start=0)),
+            ("input_layernorm.weight", fragment_address(numel=16, start=800))])],
     }
 
 
@@ -237,6 +260,9 @@ class Expect:
             return {"dict": [[self(k), self(v)] for k, v in o.items()]}
         if isinstance(o, argparse.Namespace):
             return {"cls": "argparse.Namespace",
+                    "value": {"dict": [[k, self(v)] for k, v in vars(o).items()]}}
+        if isinstance(o, fragment_address):
+            return {"cls": "deepspeed.utils.tensor_fragment.fragment_address",
                     "value": {"dict": [[k, self(v)] for k, v in vars(o).items()]}}
         if isinstance(o, torch.dtype):
             return {"dtype": str(o).split(".")[1]}
