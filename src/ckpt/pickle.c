@@ -328,7 +328,8 @@ static int want_args(struct pkl *P, const struct pt_value *args, const char *cal
 	return 0;
 }
 
-static int int_tuple(struct pkl *P, const struct pt_value *t, int64_t *out, int *n, const char *what)
+static int int_tuple(struct pkl *P, const struct pt_value *t, int64_t *out, int *n,
+		     const char *what)
 {
 	if (t->kind != PT_TUPLE)
 		return perr(P, "%s is a %s, not a tuple", what, kname(t));

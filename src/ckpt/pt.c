@@ -94,6 +94,24 @@ void pt_close(struct pt_file *f)
 	free(f);
 }
 
+/* what libzip itself would not refuse before it reads (1.7 crashes seeking in a stored entry
+ * whose two sizes differ): an encrypted entry, or a stored one whose sizes disagree */
+static int entry_sane(const zip_stat_t *st, const char *name, char *msg, size_t msglen)
+{
+	if ((st->valid & ZIP_STAT_ENCRYPTION_METHOD) && st->encryption_method != ZIP_EM_NONE) {
+		snprintf(msg, msglen, "entry %s is encrypted; torch.save never encrypts", name);
+		return 0;
+	}
+	if (st->comp_method == ZIP_CM_STORE && (st->valid & ZIP_STAT_COMP_SIZE) &&
+	    st->comp_size != st->size) {
+		snprintf(msg, msglen, "entry %s is stored uncompressed but its zip sizes differ (%llu "
+			 "and %llu bytes): a damaged zip", name, (unsigned long long)st->size,
+			 (unsigned long long)st->comp_size);
+		return 0;
+	}
+	return 1;
+}
+
 const struct pt_storage *pt_storage_add_(struct pt_file *f, const char *key, enum pt_dtype dtype,
 					 int64_t numel, const char *location, char *msg,
 					 size_t msglen)
@@ -122,6 +140,8 @@ const struct pt_storage *pt_storage_add_(struct pt_file *f, const char *key, enu
 		snprintf(msg, msglen, "%s: %s", name, zip_strerror(f->zip_));
 		return NULL;
 	}
+	if (!entry_sane(&st, name, msg, msglen))
+		return NULL;
 	if (st.comp_method != ZIP_CM_STORE) {
 		snprintf(msg, msglen, "entry %s is compressed (zip method %u); torch.save stores "
 			 "storages uncompressed: re-save it with torch.save or re-zip with zip -0",
@@ -168,6 +188,9 @@ static uint8_t *read_entry(struct pt_file *f, zip_int64_t idx, const char *name,
 	zip_stat_t st;
 	if (zip_stat_index(f->zip_, (zip_uint64_t)idx, 0, &st) != 0)
 		return ferr(f, "%s: %s", name, zip_strerror(f->zip_)), NULL;
+	char msg[300];
+	if (!entry_sane(&st, name, msg, sizeof msg))
+		return ferr(f, "%s", msg), NULL;
 	if (st.size > max)
 		return ferr(f, "%s is %llu bytes, more than the %zu a %s can be", name,
 			    (unsigned long long)st.size, max, name), NULL;
@@ -283,6 +306,16 @@ fail:
 	return NULL;
 }
 
+/* after a failed seek or read libzip's file is in an error state (and 1.7 crashes seeking in
+ * it): the next read opens the entry again */
+static int zf_fail(struct pt_file *f)
+{
+	zip_fclose(f->zf_);
+	f->zf_ = NULL;
+	f->zf_index_ = -1;
+	return -1;
+}
+
 /* bytes [off, off + n) of storage s into dst */
 static int read_bytes(struct pt_file *f, const struct pt_storage *s, uint64_t off, void *dst,
 		      size_t n)
@@ -295,15 +328,19 @@ static int read_bytes(struct pt_file *f, const struct pt_storage *s, uint64_t of
 			return ferr(f, "%s/data/%s: %s", f->archive, s->key, zip_strerror(f->zip_));
 		f->zf_index_ = s->index;
 	}
-	if (zip_fseek(f->zf_, (zip_int64_t)off, SEEK_SET) != 0)
-		return ferr(f, "%s/data/%s: seek to %llu: %s", f->archive, s->key,
-			    (unsigned long long)off, zip_file_strerror(f->zf_));
+	if (zip_fseek(f->zf_, (zip_int64_t)off, SEEK_SET) != 0) {
+		ferr(f, "%s/data/%s: seek to %llu: %s", f->archive, s->key,
+		     (unsigned long long)off, zip_file_strerror(f->zf_));
+		return zf_fail(f);
+	}
 	for (size_t done = 0; done < n;) {
 		zip_int64_t r = zip_fread(f->zf_, (char *)dst + done, n - done);
-		if (r <= 0)
-			return ferr(f, "%s/data/%s: %s at byte %llu", f->archive, s->key,
-				    r < 0 ? zip_file_strerror(f->zf_) : "unexpected end",
-				    (unsigned long long)(off + done));
+		if (r <= 0) {
+			ferr(f, "%s/data/%s: %s at byte %llu", f->archive, s->key,
+			     r < 0 ? zip_file_strerror(f->zf_) : "unexpected end",
+			     (unsigned long long)(off + done));
+			return zf_fail(f);
+		}
 		done += (size_t)r;
 	}
 	/* at the entry's end: libzip has computed the CRC-32 of an entry read through in order
@@ -311,9 +348,11 @@ static int read_bytes(struct pt_file *f, const struct pt_storage *s, uint64_t of
 	 * when the reader asks for more */
 	if (off + n == (uint64_t)s->numel * pt_dtype_size(s->dtype)) {
 		char c;
-		if (zip_fread(f->zf_, &c, 1) < 0)
-			return ferr(f, "%s/data/%s: %s: the storage's bytes are damaged", f->archive,
-				    s->key, zip_file_strerror(f->zf_));
+		if (zip_fread(f->zf_, &c, 1) < 0) {
+			ferr(f, "%s/data/%s: %s: the storage's bytes are damaged", f->archive, s->key,
+			     zip_file_strerror(f->zf_));
+			return zf_fail(f);
+		}
 	}
 	return 0;
 }
@@ -445,7 +484,13 @@ static float f16_to_f32(uint16_t h)
 /* n elements of dtype d at src to float; one loop per dtype, so each vectorises */
 static void to_f32(enum pt_dtype d, const uint8_t *src, float *o, int64_t n)
 {
-#define CONV(T, expr) do { for (int64_t j = 0; j < n; j++) { T x; memcpy(&x, src + j * sizeof x, sizeof x); o[j] = (expr); } } while (0)
+#define CONV(T, expr) do {                                   \
+		for (int64_t j = 0; j < n; j++) {                   \
+			T x;                                        \
+			memcpy(&x, src + j * sizeof x, sizeof x);   \
+			o[j] = (expr);                              \
+		}                                                   \
+	} while (0)
 	switch (d) {
 	case PTD_F32: memcpy(o, src, (size_t)n * 4); break;
 	case PTD_F64: CONV(double, (float)x); break;

@@ -95,7 +95,8 @@ struct pt_value {
 		const struct pt_storage *storage;        /* PT_STORAGE_ */
 	} u;
 	int visit_;              /* pickle.c's cycle check */
-	int built_;              /* numpy objects: BUILD applied */
+	int built_;              /* pickle.c: BUILD applied (numpy objects; -1: an object awaiting
+				  * its attributes) */
 };
 
 struct pt_file {
