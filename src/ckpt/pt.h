@@ -26,7 +26,8 @@
  *
  * Tensor data is never loaded whole: pt_read() and pt_read_f32() copy elements [a, b) of a
  * tensor (row-major order of its shape, whatever its strides) from the zip into the caller's
- * buffer, so a 176B conversion holds only the blocks it works on.  Compressed entries and
+ * buffer, so a 176B conversion holds only the blocks it works on; a storage read through in
+ * order from its start is checked against the zip's CRC-32 at its end.  Compressed entries and
  * big-endian files (byteorder "big") are refused by name; legacy files (torch < 1.6, or
  * _use_new_zipfile_serialization=False) are recognised and the message says to re-save them. */
 #ifndef CKPT_PT_H
