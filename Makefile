@@ -13,7 +13,7 @@ PREFIX   ?= /usr/local
 BUILD    := build
 CFLAGS   ?= -O2 -g
 CFLAGS   += -std=gnu11 -D_GNU_SOURCE -Wall -Wextra -pthread -fopenmp -Isrc/lib -Isrc -DLMTK_VERSION='"$(VERSION)"'
-LDLIBS   := -Wl,--as-needed -lcurl -ljansson -lpcre2-8 -lgit2 -lopenblas -lpthread -lm -fopenmp
+LDLIBS   := -Wl,--as-needed -lcurl -ljansson -lpcre2-8 -lgit2 -lzip -lopenblas -lpthread -lm -fopenmp
 
 # The CUDA backend of train is a plugin ($(PLUGINS)/train-cuda.so) that train loads only for a
 # GPU, so bin/train itself needs no CUDA library.  Built whenever nvcc exists.  Plugins are not
@@ -55,7 +55,8 @@ LIB_A    := $(BUILD)/liblmtk.a
 # Library directories other than src/lib: src/<dir>/ without a main.c, built into
 # $(BUILD)/lib<dir>.a and linked by the programs LINK_<dir> names (and by their unit tests);
 # tests/unit/<dir>_<what>.c links the library alone.  No program compiles another's sources.
-#   src/ckpt  the checkpoint format: safetensors, manifest, layouts, shards, resharding, progress
+#   src/ckpt  the checkpoint format: safetensors, manifest, layouts, shards, resharding, progress;
+#             PyTorch .pt files (zip + a pickle reader that runs nothing)
 LIBDIRS  := ckpt
 LINK_ckpt := train ckpt-merge-tp ckpt-sync-ln
 libs_of   = $(foreach l,$(LIBDIRS),$(if $(filter $1,$(LINK_$l)),$(BUILD)/lib$l.a))
@@ -70,11 +71,14 @@ FUZZ_REPLAY := $(addprefix $(BUILD)/fuzz-replay/,$(FUZZ_NAMES))
 # The CPU backend's elementwise loops (GeLU) vectorise only when a float compare may be turned
 # into a select: FP exceptions are never relied on, and no sum is reassociated by this flag.
 $(BUILD)/train/cpu/ops_cpu.o: CFLAGS += -fno-trapping-math
+# The .pt reader's dtype conversions (bf16/fp16/int -> float, src/ckpt/pt.c) are one loop per
+# dtype: the cheap cost model of -O2 leaves them scalar, at a third of the read's time.
+$(BUILD)/ckpt/pt.o: CFLAGS += -fvect-cost-model=dynamic
 
 # Debian packages: build (gcc ... libpcre2-dev), test peers (slurm ... fcgiwrap), and the real
 # multilingual text the tokenizer tests and benchmarks are built from (gzip ... vim-runtime).
 DEB_PACKAGES := gcc make pkg-config libc6-dev libcurl4-openssl-dev libjansson-dev libgit2-dev \
-  libopenmpi-dev openmpi-bin libopenblas-dev libpcre2-dev man-db groff-base \
+  libopenmpi-dev openmpi-bin libopenblas-dev libpcre2-dev libzip-dev man-db groff-base \
   slurm-wlm slurmctld slurmd slurm-client munge python3 python3-aiosmtpd \
   python3-numpy python3-torch git git-lfs lighttpd fcgiwrap util-linux procps \
   gzip unicode-data iso-codes libgtk2.0-common libglib2.0-data xkb-data shared-mime-info \
@@ -139,7 +143,7 @@ FUZZ_ONLY    ?= $(FUZZ_NAMES)
 FUZZ_CFLAGS  := -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
   -std=gnu11 -D_GNU_SOURCE -pthread -Wno-unknown-pragmas -Isrc/lib -Isrc -Itests/fuzz \
   -DLMTK_VERSION='"$(VERSION)"'
-FUZZ_LIBS    := -lcurl -ljansson -lpcre2-8 -lgit2 -lm -lpthread
+FUZZ_LIBS    := -lcurl -ljansson -lpcre2-8 -lgit2 -lzip -lm -lpthread
 fuzz_prog_src = $(filter-out %/main.c,$(wildcard src/$(call prog_of,$1)/*.c))
 FUZZ_DEPS_train_idx := src/train/gptdata.c src/train/mt19937.c
 FUZZ_DEPS_train_cache := src/train/gptdata.c src/train/mt19937.c

@@ -27,6 +27,8 @@
  *   reshard.h      a step written in another TP/PP layout, streaming
  *   outdir.h       an output directory that appears complete or not at all
  *   progress.h     progress on stderr for long work; SIGINT/SIGTERM unwind cleanly
+ *   pt.h           PyTorch .pt files (torch.save's zip + pickle) read without running any
+ *                  of the pickle's code: the way in for Megatron-DeepSpeed checkpoints
  *
  * train writes and loads its own steps with train/ckpt.c (over safetensors.h): the layout of
  * its model table is the one layout.h repeats, and the tests prove the two agree byte for
@@ -37,6 +39,7 @@
 #include "ckpt/layout.h"
 #include "ckpt/outdir.h"
 #include "ckpt/progress.h"
+#include "ckpt/pt.h"
 #include "ckpt/reshard.h"
 #include "ckpt/safetensors.h"
 #include "ckpt/shards.h"
