@@ -609,9 +609,12 @@ static int load_step(const char *sdir, struct model *m, struct ckpt_state *st, c
 			   "bnb-adam8bit" : "adamw";
 	if (!kind)
 		kind = "adamw";
-	if (strcmp(kind, want) != 0) {
+	int other = strcmp(kind, want) != 0;
+	if (other && (st->weights_only ? strcmp(kind, "adamw") != 0 && strcmp(kind, "bnb-adam8bit") != 0
+				       : 1)) {
 		errf(err, errlen, "%s: the optimizer state is %s, this run's optimizer is %s: %s "
-		     "--use-bnb-optimizer to resume it (the states do not convert)", path,
+		     "--use-bnb-optimizer to resume it (the states do not convert; --finetune or "
+		     "--no-load-optim take the weights only)", path,
 		     strcmp(kind, "adamw") == 0 ? "AdamW's (fp32 moments)" : strcmp(kind, "bnb-adam8bit") == 0
 		     ? "bitsandbytes' 8-bit Adam's (--use-bnb-optimizer)" : kind,
 		     m->cfg.bnb ? "--use-bnb-optimizer" : "AdamW", m->cfg.bnb ? "drop" : "add");
@@ -634,8 +637,11 @@ static int load_step(const char *sdir, struct model *m, struct ckpt_state *st, c
 	struct st_file *f = st_open(path, err, errlen);
 	if (!f)
 		return -1;
+	/* the entries the checkpoint's optimizer kind has (another kind: weights only are loaded) */
+	struct model as_saved = *m;
+	as_saved.cfg.bnb = other ? !m->cfg.bnb : m->cfg.bnb;
 	struct entry *e;
-	int n = shard_entries(m, NULL, &e);
+	int n = shard_entries(&as_saved, NULL, &e);
 	if (n < 0) {
 		st_close(f);
 		return errf(err, errlen, "out of memory");
@@ -680,7 +686,7 @@ static int load_step(const char *sdir, struct model *m, struct ckpt_state *st, c
 			model_put(m, m->master, e[k].tensor, data);
 			continue;
 		}
-		if (e[k].kind >= 5)
+		if (e[k].kind >= 5 || other)
 			continue;
 		/* the state: only what this rank's optimizer shard holds */
 		int i = e[k].tensor;

@@ -485,6 +485,7 @@ static int setup(struct run *r, char *err, size_t errlen)
 	if (a->load) {
 		struct ckpt_state ck = r->st;
 		char loaded[4200];
+		ck.weights_only = a->finetune || a->no_load_optim;
 		int rc = ckpt_load(a->load, &r->m, &ck, loaded, sizeof loaded, err, errlen);
 		if (rc < 0) {
 			r->fail_code = EXIT_FAILED;
