@@ -446,6 +446,10 @@ static int setup(struct run *r, char *err, size_t errlen)
 			out("train: optimizer: AdamW, %zu bytes of state allocated on this rank for %zu "
 			    "parameters (%.3f B/param)\n", r->m.opt_bytes, own,
 			    own ? (double)r->m.opt_bytes / own : 0.0);
+		if (c.zero_dp > 1)
+			out("train: ZeRO-1: this rank's optimizer shard is parameters [%zu, %zu) of %zu%s\n",
+			    r->m.opt_lo, r->m.opt_hi, r->m.nparams, c.bnb ? " (cuts moved down to "
+			    "8-bit blocks' starts)" : "");
 	}
 	startup_notes(a, ops);
 	fflush(stdout);
