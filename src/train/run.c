@@ -438,16 +438,16 @@ static int setup(struct run *r, char *err, size_t errlen)
 		model_opt_layout(&r->m, r->m.opt_lo, r->m.opt_hi, NULL, &n32, &n8, &nblk);
 		if (c.bnb)
 			out("train: optimizer: bitsandbytes' 8-bit Adam, %zu bytes of state allocated on "
-			    "this rank for %zu parameters (%.3f B/param): %zu in 8-bit blocks of %d (%zu "
+			    "this rank for %zu weights (%.3f B each): %zu in 8-bit blocks of %d (%zu "
 			    "absmax each moment), %zu with fp32 moments (the word embedding and tensors "
 			    "under %d elements)\n", r->m.opt_bytes, own, own ? (double)r->m.opt_bytes / own : 0.0,
 			    n8, BNB_BLOCK, nblk, n32, BNB_MIN_8BIT);
 		else
 			out("train: optimizer: AdamW, %zu bytes of state allocated on this rank for %zu "
-			    "parameters (%.3f B/param)\n", r->m.opt_bytes, own,
+			    "weights (%.3f B each)\n", r->m.opt_bytes, own,
 			    own ? (double)r->m.opt_bytes / own : 0.0);
 		if (c.zero_dp > 1)
-			out("train: ZeRO-1: this rank's optimizer shard is parameters [%zu, %zu) of %zu%s\n",
+			out("train: ZeRO-1: this rank's optimizer shard is weights [%zu, %zu) of %zu%s\n",
 			    r->m.opt_lo, r->m.opt_hi, r->m.nparams, c.bnb ? " (cuts moved down to "
 			    "8-bit blocks' starts)" : "");
 	}

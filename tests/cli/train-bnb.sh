@@ -65,7 +65,7 @@ plan=$("$TR" --dry-run --format json --nodes 1 --gpus-per-node 1 "${M[@]}" --tra
 [ "$plan" = "$bytes bnb-adam8bit" ] && ok bnb_dry_run_plans_the_bytes_allocated || fail bnb_dry_run_plans_the_bytes_allocated "plan '$plan', allocated $bytes"
 "$TR" "${M[@]}" --train-iters 1 --embed-layernorm >w0.out 2>&1
 wline=$(grep '^train: optimizer:' w0.out)
-wbytes=$(echo "$wline" | sed -E 's/.*AdamW, ([0-9]+) bytes.* for ([0-9]+) parameters.*/\1 \2/')
+wbytes=$(echo "$wline" | sed -E 's/.*AdamW, ([0-9]+) bytes.* for ([0-9]+) weights.*/\1 \2/')
 set -- $wbytes
 [ "$1" = $((8 * $2)) ] && [ "$bytes" -lt "$1" ] && [ $((2 * n8 + 8 * nblk)) -lt $((n8 * 21 / 10)) ] &&
 	ok bnb_state_is_about_2_bytes_per_8bit_parameter_against_adamw_8 ||
@@ -174,7 +174,7 @@ Z=("${M[@]}" --hidden-size 128 --num-layers 4 --train-iters 6 --use-bnb-optimize
 mpirun --oversubscribe -np 2 "$TR" "${Z[@]}" --save z0 >z0.out 2>&1 || fail bnb_dp2_runs "$(tail -3 z0.out)"
 mpirun --oversubscribe -np 2 "$TR" "${Z[@]}" --zero-stage 1 --save z1 >z1.out 2>&1 || fail bnb_dp2_zero1_runs "$(tail -3 z1.out)"
 zl=$(grep '^train: ZeRO-1:' z1.out)
-read -r lo hi n < <(echo "$zl" | sed -E 's/.*parameters \[([0-9]+), ([0-9]+)\) of ([0-9]+).*/\1 \2 \3/')
+read -r lo hi n < <(echo "$zl" | sed -E 's/.*weights \[([0-9]+), ([0-9]+)\) of ([0-9]+).*/\1 \2 \3/')
 [ -n "$hi" ] && [ "$hi" != $((n / 2)) ] && [ $((n / 2 - hi)) -lt 2048 ] &&
 	ok bnb_zero1_cut_moves_to_a_block_start || fail bnb_zero1_cut_moves_to_a_block_start "$zl"
 [ "$(losses z0.out)" = "$(losses z1.out)" ] && ok bnb_zero1_losses_match_no_zero || fail bnb_zero1_losses_match_no_zero "losses differ"
