@@ -11,7 +11,7 @@
 #include "msg.h"
 
 enum {
-	O_LAYERS = 1000, O_HIDDEN,   /* >= 128: long options only, no accidental -A */ O_FFN, O_HEADS, O_KV, O_SEQ, O_MAXPOS, O_POSEMB, O_EMBLN, O_DIVBY,
+	O_LAYERS = 1000, O_HIDDEN,   /* >= 128: long options only, no accidental -A */ O_FFN, O_HEADS, O_KV, O_SEQ, O_MAXPOS, O_POSEMB, O_EMBLN, O_BNB, O_DIVBY,
 	O_PADTO, O_INITSTD, O_LNEPS, O_HDROP, O_ADROP, O_GLU,
 	O_TP, O_PP, O_PPMETHOD, O_ZERO, O_DEEPSPEED, O_CKPT, O_MBS, O_GBS, O_RAMPUP, O_TSAMPLES,
 	O_TITERS, O_TTOKENS,
@@ -121,6 +121,7 @@ const struct opt args_opts[] = {
 	{"adam-beta1", O_B1, "F", "Adam beta1 (default 0.9)"},
 	{"adam-beta2", O_B2, "F", "Adam beta2 (default 0.999)"},
 	{"adam-eps", O_EPS, "F", "Adam epsilon (default 1e-8)"},
+	{"use-bnb-optimizer", O_BNB, NULL, "bitsandbytes' 8-bit Adam (block-wise, 2 B/param of state) with StableEmbedding (LayerNorm after the word embedding, xavier-uniform init, fp32 state); CPU backend only"},
 	{"loss-scale", O_LOSSSCALE, "F", "fp16: a static loss scale F instead of the dynamic one"},
 	{"initial-loss-scale", O_ILS, "F", "fp16 dynamic loss scale to start from (default 2^32)"},
 	{"min-loss-scale", O_MINLS, "F", "fp16 loss scale floor (default 1)"},
@@ -227,7 +228,6 @@ const struct args_other args_other[] = {
 	NOFX("memory-centric-tiled-linear", 0, ZERO3),
 	NOFX("tile-factor", 1, ZERO3),
 	/* would change the run: refused */
-	REFUSE("use-bnb-optimizer", 0, "8-bit Adam (bitsandbytes) is not implemented; drop it to train with AdamW"),
 	REFUSE("no-save-optim", 0, "lmtk checkpoints always hold the optimizer state; drop it (ckpt-merge-tp --format hf exports weights only)"),
 	REFUSE("universal-checkpoint", 0, "DeepSpeed universal checkpoints are not read; use an lmtk checkpoint"),
 	REFUSE("inference", 0, "train trains; drop it"),
@@ -445,6 +445,7 @@ int args_opt(void *ctx, int key, const char *arg, char *err, size_t errlen)
 			return errf(err, errlen, "'%s' is not one of absolute, alibi, rotary", arg);
 		return 0;
 	case O_EMBLN: a->embed_layernorm = 1; return 0;
+	case O_BNB: a->use_bnb_optimizer = 1; return 0;
 	case O_DIVBY: return pos_int(arg, &a->make_vocab_size_divisible_by, err, errlen);
 	case O_PADTO: return pos_int(arg, &a->pad_vocab_size_to, err, errlen);
 	case O_INITSTD: return num(arg, &a->init_method_std, 0, 1, err, errlen);

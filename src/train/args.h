@@ -44,6 +44,7 @@ struct train_args {
 	int64_t seq_length, max_position_embeddings;
 	enum pos_emb pos_emb;
 	int embed_layernorm;
+	int use_bnb_optimizer;         /* bitsandbytes' Adam8bit + StableEmbedding (bnb.h) */
 	int64_t make_vocab_size_divisible_by, pad_vocab_size_to;
 	double init_method_std, layernorm_epsilon, hidden_dropout, attention_dropout;
 	const char *glu_activation;

@@ -15,6 +15,7 @@
 #include "file.h"
 #include "msg.h"
 #include "ckpt/safetensors.h"
+#include "train/bnb.h"
 
 #define SHARD "rank_tp%02d_pp%03d.safetensors"
 
@@ -56,52 +57,276 @@ static json_t *model_json(const struct model_config *c)
 			 (double)c->attention_dropout, "seed", (json_int_t)c->seed);
 }
 
-/* The shard: for every tensor its fp32 master weights, then both Adam moments, streamed one
- * tensor at a time through a host buffer the size of the largest tensor. */
-static int write_shard(const char *path, const struct model *m, const float *exp_avg,
-		       const float *exp_avg_sq, int64_t iteration, uint32_t *crc, uint64_t *bytes,
-		       char *err, size_t errlen)
+/* ---- the optimizer state on the host ----
+ *
+ * A checkpoint holds a (TP, PP) position's whole optimizer state whatever the ZeRO-1 sharding, in
+ * the layout one rank without ZeRO-1 has (model_opt_layout over [0, nparams)): the "image".
+ * Each DP rank packs its own state (fp32 moments, then absmax, then codes), the packs are
+ * gathered, and each is unpacked into the image by its rank's layout.  ZeRO-1 cuts fall on block
+ * boundaries under bnb (model_zero_range), so a rank's blocks are whole blocks of the image. */
+struct ostate_img {
+	struct model_ostate *ost;
+	size_t n32, n8, nblk;
+	float *m32, *v32, *a1, *a2;
+	uint8_t *q1, *q2;
+};
+
+static size_t pack_bytes(size_t n32, size_t n8, size_t nblk)
 {
-	static const char *prefix[3] = {"", "exp_avg.", "exp_avg_sq."};
-	const float *bufs[3] = {m->master, exp_avg, exp_avg_sq};
-	char name[128], it[32];
-	size_t most = 0;
-	struct st_writer *w = st_create(path, err, errlen);
-	if (!w)
+	return (2 * n32 + 2 * nblk) * sizeof(float) + 2 * n8;
+}
+
+/* Carves m32, v32, a1, a2, q1, q2 out of buf (pack order). */
+static void carve_state(char *buf, size_t n32, size_t n8, size_t nblk, float **m32, float **v32,
+			float **a1, float **a2, uint8_t **q1, uint8_t **q2)
+{
+	*m32 = (float *)buf;
+	*v32 = *m32 + n32;
+	*a1 = *v32 + n32;
+	*a2 = *a1 + nblk;
+	*q1 = (uint8_t *)(*a2 + nblk);
+	*q2 = *q1 + n8;
+}
+
+static int img_alloc(const struct model *m, struct ostate_img *g)
+{
+	memset(g, 0, sizeof *g);
+	g->ost = calloc(m->ntensors ? m->ntensors : 1, sizeof *g->ost);
+	if (!g->ost)
 		return -1;
-	for (int k = 0; k < 3; k++)
+	model_opt_layout(m, 0, m->nparams, g->ost, &g->n32, &g->n8, &g->nblk);
+	char *buf = malloc(pack_bytes(g->n32, g->n8, g->nblk) + 1);
+	if (!buf) {
+		free(g->ost);
+		return -1;
+	}
+	carve_state(buf, g->n32, g->n8, g->nblk, &g->m32, &g->v32, &g->a1, &g->a2, &g->q1, &g->q2);
+	return 0;
+}
+
+static void img_free(struct ostate_img *g)
+{
+	free(g->m32);
+	free(g->ost);
+}
+
+/* This rank's state, device -> buf in pack order. */
+static void pack_own(const struct model *m, size_t n32, size_t n8, size_t nblk, char *buf)
+{
+	float *m32, *v32, *a1, *a2;
+	uint8_t *q1, *q2;
+	carve_state(buf, n32, n8, nblk, &m32, &v32, &a1, &a2, &q1, &q2);
+	const struct ops *o = m->ops;
+	o->to_host(m32, m->adam_m, n32 * sizeof *m32);
+	o->to_host(v32, m->adam_v, n32 * sizeof *v32);
+	if (m->cfg.bnb) {
+		o->to_host(a1, m->absmax1, nblk * sizeof *a1);
+		o->to_host(a2, m->absmax2, nblk * sizeof *a2);
+		o->to_host(q1, m->q1, n8);
+		o->to_host(q2, m->q2, n8);
+	}
+}
+
+/* A pack made with layout ost -> the image. */
+static void img_unpack(const struct model *m, struct ostate_img *g, const struct model_ostate *ost,
+		       size_t n32, size_t n8, size_t nblk, char *buf)
+{
+	float *m32, *v32, *a1, *a2;
+	uint8_t *q1, *q2;
+	carve_state(buf, n32, n8, nblk, &m32, &v32, &a1, &a2, &q1, &q2);
+	for (int i = 0; i < m->ntensors; i++) {
+		const struct model_ostate *r = &ost[i], *f = &g->ost[i];
+		size_t n = r->hi - r->lo, e = r->lo - m->tensors[i].offset;
+		if (!n)
+			continue;
+		if (r->q8) {
+			memcpy(g->q1 + f->s + e, q1 + r->s, n);
+			memcpy(g->q2 + f->s + e, q2 + r->s, n);
+			memcpy(g->a1 + f->blk + e / BNB_BLOCK, a1 + r->blk, bnb_blocks(n) * sizeof *a1);
+			memcpy(g->a2 + f->blk + e / BNB_BLOCK, a2 + r->blk, bnb_blocks(n) * sizeof *a2);
+		} else {
+			memcpy(g->m32 + f->s + e, m32 + r->s, n * sizeof *m32);
+			memcpy(g->v32 + f->s + e, v32 + r->s, n * sizeof *v32);
+		}
+	}
+}
+
+/* The image of the whole (TP, PP) position, gathered over DP under ZeRO-1 (collective). */
+static int img_gather(const struct model *m, struct dist *d, struct ostate_img *g)
+{
+	int n = m->cfg.zero_dp > 1 ? m->cfg.zero_dp : 1;
+	size_t most = 0, c[3];
+	struct model_ostate *ost = calloc(m->ntensors ? m->ntensors : 1, sizeof *ost);
+	if (!ost || img_alloc(m, g) < 0) {
+		free(ost);
+		return -1;
+	}
+	for (int r = 0; r < n; r++) {
+		size_t lo = 0, hi = m->nparams;
+		if (n > 1)
+			model_zero_range(m, n, r, &lo, &hi);
+		model_opt_layout(m, lo, hi, NULL, &c[0], &c[1], &c[2]);
+		size_t b = pack_bytes(c[0], c[1], c[2]);
+		most = b > most ? b : most;
+	}
+	char *all = calloc(n, most + 1), *own = calloc(1, most + 1);
+	if (!all || !own) {
+		free(all);
+		free(own);
+		free(ost);
+		img_free(g);
+		return -1;
+	}
+	model_opt_layout(m, m->opt_lo, m->opt_hi, NULL, &c[0], &c[1], &c[2]);
+	pack_own(m, c[0], c[1], c[2], own);
+	if (n > 1)
+		d->allgather(d, DIST_DP, own, most + 1, all);
+	else
+		memcpy(all, own, most + 1);
+	for (int r = 0; r < n; r++) {
+		size_t lo = 0, hi = m->nparams;
+		if (n > 1)
+			model_zero_range(m, n, r, &lo, &hi);
+		model_opt_layout(m, lo, hi, ost, &c[0], &c[1], &c[2]);
+		img_unpack(m, g, ost, c[0], c[1], c[2], all + (size_t)r * (most + 1));
+	}
+	free(all);
+	free(own);
+	free(ost);
+	return 0;
+}
+
+/* ---- the shard's tensors ----
+ * For every tensor its fp32 master weights; then its first and second moments: "exp_avg.NAME" /
+ * "exp_avg_sq.NAME", fp32 (AdamW; bnb's fp32-state tensors) or uint8 codes of the tensor's shape
+ * (bnb's 8-bit tensors) with "exp_avg_absmax.NAME" / "exp_avg_sq_absmax.NAME" (fp32, one per
+ * block); under bnb also the two maps that decode the codes ("bnb.qmap_exp_avg",
+ * "bnb.qmap_exp_avg_sq", fp32 [256]).  One list, used to write and to verify. */
+struct entry {
+	char name[128];
+	enum st_dtype dtype;
+	int ndim;
+	int64_t shape[2];
+	size_t bytes;
+	int tensor;            /* the model tensor (-1: a map) */
+	const void *data;      /* host data of state entries (NULL when verifying) */
+	int kind;              /* 0 master, 1/2 moment, 3/4 absmax, 5/6 map */
+};
+
+static float qmaps[512];
+
+static int shard_entries(const struct model *m, const struct ostate_img *g, struct entry **out)
+{
+	int n = 0, cap = 5 * m->ntensors + 2;
+	struct entry *e = calloc(cap, sizeof *e);
+	struct model_ostate *ost = g ? g->ost : calloc(m->ntensors ? m->ntensors : 1, sizeof *ost);
+	size_t c[3];
+	if (!e || !ost) {
+		free(e);
+		if (!g)
+			free(ost);
+		return -1;
+	}
+	if (!g)
+		model_opt_layout(m, 0, m->nparams, ost, &c[0], &c[1], &c[2]);
+	bnb_dynamic_map(1, qmaps);
+	bnb_dynamic_map(0, qmaps + 256);
+	static const char *prefix[5] = {"", "exp_avg.", "exp_avg_sq.", "exp_avg_absmax.",
+					"exp_avg_sq_absmax."};
+	for (int k = 0; k < 5; k++)
 		for (int i = 0; i < m->ntensors; i++) {
 			const struct model_tensor *t = &m->tensors[i];
-			int64_t shape[2] = {t->shape[0], t->shape[1]};
+			const struct model_ostate *f = &ost[i];
+			if (k >= 3 && !f->q8)
+				continue;
+			struct entry *x = &e[n++];
+			snprintf(x->name, sizeof x->name, "%s%s", prefix[k], t->name);
+			x->kind = k;
+			x->tensor = i;
+			x->ndim = t->ndim;
+			x->shape[0] = t->shape[0];
+			x->shape[1] = t->shape[1];
 			/* the rank's own shard of a split tensor */
 			if (t->split == SPLIT_COLUMN || t->split == SPLIT_VOCAB)
-				shape[0] /= m->cfg.tp;
+				x->shape[0] /= m->cfg.tp;
 			else if (t->split == SPLIT_ROW)
-				shape[1] /= m->cfg.tp;
-			snprintf(name, sizeof name, "%s%s", prefix[k], t->name);
-			st_declare(w, name, ST_F32, t->ndim, shape);
-			most = t->numel > most ? t->numel : most;
+				x->shape[1] /= m->cfg.tp;
+			x->dtype = k > 0 && k < 3 && f->q8 ? ST_U8 : ST_F32;
+			x->bytes = t->numel * (x->dtype == ST_U8 ? 1 : sizeof(float));
+			if (k >= 3) {
+				x->ndim = 1;
+				x->shape[0] = (int64_t)bnb_blocks(t->numel);
+				x->bytes = bnb_blocks(t->numel) * sizeof(float);
+			}
+			if (g && k == 1)
+				x->data = f->q8 ? (const void *)(g->q1 + f->s) : (const void *)(g->m32 + f->s);
+			else if (g && k == 2)
+				x->data = f->q8 ? (const void *)(g->q2 + f->s) : (const void *)(g->v32 + f->s);
+			else if (g && k == 3)
+				x->data = g->a1 + f->blk;
+			else if (g && k == 4)
+				x->data = g->a2 + f->blk;
 		}
+	for (int k = 0; m->cfg.bnb && k < 2; k++) {
+		struct entry *x = &e[n++];
+		snprintf(x->name, sizeof x->name, "bnb.qmap_%s", k ? "exp_avg_sq" : "exp_avg");
+		x->kind = 5 + k;
+		x->tensor = -1;
+		x->dtype = ST_F32;
+		x->ndim = 1;
+		x->shape[0] = 256;
+		x->bytes = 256 * sizeof(float);
+		x->data = qmaps + 256 * k;
+	}
+	if (!g)
+		free(ost);
+	*out = e;
+	return n;
+}
+
+static int write_shard(const char *path, const struct model *m, const struct ostate_img *g,
+		       int64_t iteration, uint32_t *crc, uint64_t *bytes, char *err, size_t errlen)
+{
+	char it[32];
+	size_t most = 0;
+	struct entry *e;
+	int n = shard_entries(m, g, &e);
+	if (n < 0)
+		return errf(err, errlen, "out of memory");
+	struct st_writer *w = st_create(path, err, errlen);
+	if (!w) {
+		free(e);
+		return -1;
+	}
+	for (int k = 0; k < n; k++) {
+		st_declare(w, e[k].name, e[k].dtype, e[k].ndim, e[k].shape);
+		most = e[k].bytes > most ? e[k].bytes : most;
+	}
 	snprintf(it, sizeof it, "%lld", (long long)iteration);
 	st_metadata(w, "format", "lmtk-checkpoint");
 	st_metadata(w, "iteration", it);
-	float *buf = malloc(most * sizeof *buf);
+	st_metadata(w, "optimizer", m->cfg.bnb ? "bnb-adam8bit" : "adamw");
+	float *buf = malloc(most ? most : 1);
 	if (!buf) {
 		st_abort(w);
+		free(e);
 		return errf(err, errlen, "out of memory");
 	}
 	*crc = 0;
 	*bytes = 0;
-	for (int k = 0; k < 3; k++)
-		for (int i = 0; i < m->ntensors; i++) {
-			size_t n = m->tensors[i].numel * sizeof *buf;
-			model_get(m, bufs[k], i, buf);
-			*crc = crc32c_update(*crc, buf, n);
-			*bytes += n;
-			if (st_write(w, buf, n) < 0)
-				break;
+	for (int k = 0; k < n; k++) {
+		const void *data = e[k].data;
+		if (e[k].kind == 0) {
+			model_get(m, m->master, e[k].tensor, buf);
+			data = buf;
 		}
+		*crc = crc32c_update(*crc, data, e[k].bytes);
+		*bytes += e[k].bytes;
+		if (st_write(w, data, e[k].bytes) < 0)
+			break;
+	}
 	free(buf);
+	free(e);
 	if (st_commit(w) < 0) {
 		errf(err, errlen, "%s", st_werror(w));
 		st_abort(w);
@@ -142,7 +367,7 @@ static int publish(const char *dir, const char *name, const char *tmp, const str
 	const struct optim *o = &st->optim;
 	json_t *man = json_pack(
 		"{s:s,s:i,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:o,s:o,"
-		"s:{s:i,s:f,s:i,s:i,s:f,s:f,s:f,s:f,s:f},"
+		"s:{s:s,s:i,s:f,s:i,s:i,s:f,s:f,s:f,s:f,s:f},"
 		"s:{s:f,s:I},s:{s:I,s:s},s:{s:i,s:i,s:i},s:o,s:o,s:s}",
 		"format", "lmtk-checkpoint", "version", 1,
 		"iteration", (json_int_t)st->iteration,
@@ -155,7 +380,7 @@ static int publish(const char *dir, const char *name, const char *tmp, const str
 		"skip_ranges_done_through", (json_int_t)st->skip_through,
 		"valid_positions", valid_json(st),
 		"scheduler", sched_json(&st->sched),
-		"optimizer", "step", o->step, "loss_scale", (double)o->loss_scale, "good_steps",
+		"optimizer", "kind", m->cfg.bnb ? "bnb-adam8bit" : "adamw", "step", o->step, "loss_scale", (double)o->loss_scale, "good_steps",
 		o->good_steps, "hysteresis_left", o->hysteresis_left, "beta1", (double)o->b1, "beta2",
 		(double)o->b2, "eps", (double)o->eps, "weight_decay", (double)o->wd, "clip_grad",
 		(double)o->clip,
@@ -234,30 +459,12 @@ int ckpt_save(const char *dir, const struct model *m, struct dist *d,
 	me.tp = m->cfg.tp_rank;
 	me.pp = m->cfg.pp_rank;
 	me.ok = 1;
-	/* the moments in full: with ZeRO-1 each DP rank holds a shard, gathered for the save so the
-	 * checkpoint is the same whatever the sharding (and loads with or without it) */
-	const float *ea = m->adam_m, *eas = m->adam_v;
-	float *full = NULL;
-	if (m->cfg.zero_dp > 1) {
-		int n = m->cfg.zero_dp, counts[n], displs[n];
-		full = malloc(2 * m->nparams * sizeof *full);
-		if (!full) {
-			free(info);
-			return errf(err, errlen, "out of memory gathering the optimizer state");
-		}
-		for (int r = 0; r < n; r++) {
-			size_t a, b;
-			model_zero_range(m->nparams, n, r, &a, &b);
-			displs[r] = (int)a;
-			counts[r] = (int)(b - a);
-		}
-		m->ops->to_host(full + m->opt_lo, m->adam_m, (m->opt_hi - m->opt_lo) * sizeof *full);
-		m->ops->to_host(full + m->nparams + m->opt_lo, m->adam_v,
-				(m->opt_hi - m->opt_lo) * sizeof *full);
-		d->allgatherv_f32(d, DIST_DP, full, counts, displs);
-		d->allgatherv_f32(d, DIST_DP, full + m->nparams, counts, displs);
-		ea = full;
-		eas = full + m->nparams;
+	/* the optimizer state in full: with ZeRO-1 each DP rank holds a shard, gathered for the
+	 * save so the checkpoint is the same whatever the sharding (and loads with or without it) */
+	struct ostate_img img;
+	if (img_gather(m, d, &img) < 0) {
+		free(info);
+		return errf(err, errlen, "out of memory gathering the optimizer state");
 	}
 	if (me.writer) {
 		char shard[64];
@@ -265,12 +472,12 @@ int ckpt_save(const char *dir, const struct model *m, struct dist *d,
 		snprintf(path, sizeof path, "%s/%s", tmp, shard);
 		if (access(tmp, F_OK) != 0 && !rc)
 			rc = errf(err, errlen, "%s: %s", tmp, strerror(errno));
-		else if (!rc && write_shard(path, m, ea, eas, st->iteration, &me.crc, &me.bytes, err,
+		else if (!rc && write_shard(path, m, &img, st->iteration, &me.crc, &me.bytes, err,
 					    errlen) < 0)
 			rc = -1;
 		me.ok = rc == 0;
 	}
-	free(full);
+	img_free(&img);
 	d->allgather(d, DIST_WORLD, &me, sizeof me, info);
 	int all_ok = 1;
 	for (int r = 0; r < world; r++)
@@ -397,6 +604,23 @@ static int load_step(const char *sdir, struct model *m, struct ckpt_state *st, c
 			    "re-shard it with ckpt-merge-tp --target-tp/--target-pp", path, (long long)tp,
 			    (long long)pp, m->cfg.tp, m->cfg.pp);
 	}
+	/* the optimizer kind: absent in manifests from before --use-bnb-optimizer (AdamW) */
+	const char *kind = json_string_value(json_object_get(op, "kind")), *want = m->cfg.bnb ?
+			   "bnb-adam8bit" : "adamw";
+	if (!kind)
+		kind = "adamw";
+	int other = strcmp(kind, want) != 0;
+	if (other && (st->weights_only ? strcmp(kind, "adamw") != 0 && strcmp(kind, "bnb-adam8bit") != 0
+				       : 1)) {
+		errf(err, errlen, "%s: the optimizer state is %s, this run's optimizer is %s: %s "
+		     "--use-bnb-optimizer to resume it (the states do not convert; --finetune or "
+		     "--no-load-optim take the weights only)", path,
+		     strcmp(kind, "adamw") == 0 ? "AdamW's (fp32 moments)" : strcmp(kind, "bnb-adam8bit") == 0
+		     ? "bitsandbytes' 8-bit Adam's (--use-bnb-optimizer)" : kind,
+		     m->cfg.bnb ? "--use-bnb-optimizer" : "AdamW", m->cfg.bnb ? "drop" : "add");
+		json_decref(man);
+		return -1;
+	}
 	snprintf(shard, sizeof shard, SHARD, m->cfg.tp_rank, m->cfg.pp_rank);
 	json_t *fe = json_object_get(json_object_get(man, "files"), shard);
 	int64_t want_bytes;
@@ -413,58 +637,90 @@ static int load_step(const char *sdir, struct model *m, struct ckpt_state *st, c
 	struct st_file *f = st_open(path, err, errlen);
 	if (!f)
 		return -1;
-	static const char *prefix[3] = {"", "exp_avg.", "exp_avg_sq."};
-	float *bufs[3] = {m->master, m->adam_m, m->adam_v};
+	/* the entries the checkpoint's optimizer kind has (another kind: weights only are loaded) */
+	struct model as_saved = *m;
+	as_saved.cfg.bnb = other ? !m->cfg.bnb : m->cfg.bnb;
+	struct entry *e;
+	int n = shard_entries(&as_saved, NULL, &e);
+	if (n < 0) {
+		st_close(f);
+		return errf(err, errlen, "out of memory");
+	}
+	const struct st_tensor **found = calloc(n, sizeof *found);
 	uint32_t crc = 0;
 	uint64_t bytes = 0;
 	char name[128];
 	/* check everything before changing anything */
-	for (int k = 0; k < 3; k++)
-		for (int i = 0; i < m->ntensors; i++) {
-			const struct model_tensor *t = &m->tensors[i];
-			snprintf(name, sizeof name, "%s%s", prefix[k], t->name);
-			const struct st_tensor *s = st_find(f, name);
-			int64_t d0 = t->shape[0], d1 = t->shape[1];
-			if (t->split == SPLIT_COLUMN || t->split == SPLIT_VOCAB)
-				d0 /= m->cfg.tp;
-			else if (t->split == SPLIT_ROW)
-				d1 /= m->cfg.tp;
-			if (!s || s->dtype != ST_F32 || s->numel != t->numel || s->ndim != t->ndim ||
-			    s->shape[0] != d0 || (t->ndim == 2 && s->shape[1] != d1)) {
-				errf(err, errlen, "%s: tensor %s %s (the model needs %zu fp32 elements: "
-				     "is this checkpoint from another model?)", path, name,
-				     !s ? "is missing" : "has another shape or type", t->numel);
-				st_close(f);
-				return -1;
-			}
-			crc = crc32c_update(crc, s->data, s->nbytes);
-			bytes += s->nbytes;
+	for (int k = 0; found && k < n; k++) {
+		const struct st_tensor *s = st_find(f, e[k].name);
+		if (!s || s->dtype != e[k].dtype || s->nbytes != e[k].bytes || s->ndim != e[k].ndim ||
+		    s->shape[0] != e[k].shape[0] || (e[k].ndim == 2 && s->shape[1] != e[k].shape[1])) {
+			errf(err, errlen, "%s: tensor %s %s (the model needs %zu %s bytes: is this "
+			     "checkpoint from another model or optimizer?)", path, e[k].name,
+			     !s ? "is missing" : "has another shape or type", e[k].bytes,
+			     st_dtype_name(e[k].dtype));
+			goto bad;
 		}
+		if (e[k].kind >= 5 && memcmp(s->data, e[k].data, e[k].bytes) != 0) {
+			errf(err, errlen, "%s: %s differs from this build's quantization map: the codes "
+			     "would decode to other values", path, e[k].name);
+			goto bad;
+		}
+		found[k] = s;
+		crc = crc32c_update(crc, s->data, s->nbytes);
+		bytes += s->nbytes;
+	}
+	if (!found) {
+		errf(err, errlen, "out of memory");
+		goto bad;
+	}
 	snprintf(name, sizeof name, "%08x", crc);
 	if ((int64_t)bytes != want_bytes || strcmp(name, crcbuf) != 0) {
 		errf(err, errlen, "%s: checksum mismatch (CRC-32C %s, manifest says %s): the shard is "
 		     "corrupt", path, name, crcbuf);
-		st_close(f);
-		return -1;
+		goto bad;
 	}
-	for (int k = 0; k < 3; k++)
-		for (int i = 0; i < m->ntensors; i++) {
-			const struct model_tensor *t = &m->tensors[i];
-			snprintf(name, sizeof name, "%s%s", prefix[k], t->name);
-			const float *data = st_find(f, name)->data;
-			if (k == 0) {
-				model_put(m, bufs[k], i, data);
-				continue;
-			}
-			/* the moments: only what this rank's optimizer shard holds */
-			size_t a = t->offset > m->opt_lo ? t->offset : m->opt_lo;
-			size_t b = t->offset + t->numel < m->opt_hi ? t->offset + t->numel : m->opt_hi;
-			if (a < b)
-				m->ops->to_device(bufs[k] + (a - m->opt_lo), data + (a - t->offset),
-						  (b - a) * sizeof *data);
+	for (int k = 0; k < n; k++) {
+		const void *data = found[k]->data;
+		if (e[k].kind == 0) {
+			model_put(m, m->master, e[k].tensor, data);
+			continue;
 		}
+		if (e[k].kind >= 5 || other)
+			continue;
+		/* the state: only what this rank's optimizer shard holds */
+		int i = e[k].tensor;
+		const struct model_ostate *os = &m->ost[i];
+		size_t cnt = os->hi - os->lo, off = os->lo - m->tensors[i].offset;
+		if (!cnt)
+			continue;
+		const struct ops *o = m->ops;
+		switch (e[k].kind) {
+		case 1:
+		case 2:
+			if (os->q8)
+				o->to_device((e[k].kind == 1 ? m->q1 : m->q2) + os->s,
+					     (const uint8_t *)data + off, cnt);
+			else
+				o->to_device((e[k].kind == 1 ? m->adam_m : m->adam_v) + os->s,
+					     (const float *)data + off, cnt * sizeof(float));
+			break;
+		case 3:
+		case 4:
+			o->to_device((e[k].kind == 3 ? m->absmax1 : m->absmax2) + os->blk,
+				     (const float *)data + off / BNB_BLOCK, bnb_blocks(cnt) * sizeof(float));
+			break;
+		}
+	}
+	free(found);
+	free(e);
 	st_close(f);
 	return 0;
+bad:
+	free(found);
+	free(e);
+	st_close(f);
+	return -1;
 }
 
 static int by_step_desc(const void *a, const void *b)

@@ -38,6 +38,8 @@ struct ckpt_state {
 	double loss_mean;              /* running mean of the loss, for spike detection */
 	int64_t loss_count;
 	int tp, pp, dp;
+	int weights_only;              /* in: --finetune/--no-load-optim; the optimizer state is not
+	                                * wanted, so another optimizer kind's checkpoint loads too */
 };
 
 /* Saves iteration st->iteration; collective over the world: the ranks of DP rank 0 each write

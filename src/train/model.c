@@ -20,6 +20,7 @@
 #include <string.h>
 
 #include "train/model.h"
+#include "train/bnb.h"
 #include "train/philox.h"
 
 /* Activations for micro-batch (B,T).  act type unless noted; N = B*T. */
@@ -209,6 +210,17 @@ void model_init_weights(struct model *m)
 	for (int i = 0; i < m->ntensors; i++) {
 		const struct model_tensor *t = &m->tensors[i];
 		uint64_t key = philox_mix(m->cfg.seed, fnv1a(t->name));
+		if (m->cfg.bnb && i == m->wte) {
+			/* StableEmbedding: xavier_uniform_ on the full [Vp, C] (fan_out counts every TP
+			 * rank's rows), drawn per global element like the normal inits */
+			double a = sqrt(6.0 / ((double)m->cfg.padded_vocab + (double)m->cfg.hidden));
+			for (size_t e = 0; e < t->numel; e++) {
+				uint32_t u = philox_u32(key, global_index(m, t, e));
+				buf[e] = (float)(a * (2.0 * ((double)u + 0.5) / 4294967296.0 - 1.0));
+			}
+			model_put(m, m->master, i, buf);
+			continue;
+		}
 		for (size_t e = 0; e < t->numel; e++)
 			buf[e] = t->init > 0 ? (float)(t->init * philox_normal(key, global_index(m, t, e)))
 						   : t->init < 0 ? 1.0f : 0.0f;
@@ -230,10 +242,50 @@ void model_put(struct model *m, float *buf, int i, const float *in)
 		m->ops->f32_to_act(model_param(m, i), buf + t->offset, t->numel);
 }
 
-void model_zero_range(size_t nparams, int n, int r, size_t *lo, size_t *hi)
+/* 1 when tensor i keeps 8-bit state: bnb, at least BNB_MIN_8BIT local elements, not the word
+ * embedding (StableEmbedding's state stays fp32: GlobalOptimManager's optim_bits 32) */
+static int tensor_q8(const struct model *m, int i)
 {
-	*lo = nparams * (size_t)r / (size_t)n;
-	*hi = nparams * (size_t)(r + 1) / (size_t)n;
+	return m->cfg.bnb && i != m->wte && bnb_is_8bit(m->tensors[i].numel);
+}
+
+static size_t zero_cut(const struct model *m, size_t x)
+{
+	for (int i = 0; i < m->ntensors; i++) {
+		const struct model_tensor *t = &m->tensors[i];
+		if (x > t->offset && x < t->offset + t->numel && tensor_q8(m, i))
+			return t->offset + (x - t->offset) / BNB_BLOCK * BNB_BLOCK;
+	}
+	return x;
+}
+
+void model_zero_range(const struct model *m, int n, int r, size_t *lo, size_t *hi)
+{
+	*lo = zero_cut(m, m->nparams * (size_t)r / (size_t)n);
+	*hi = zero_cut(m, m->nparams * (size_t)(r + 1) / (size_t)n);
+}
+
+void model_opt_layout(const struct model *m, size_t lo, size_t hi, struct model_ostate *ost,
+		      size_t *n32, size_t *n8, size_t *nblk)
+{
+	*n32 = *n8 = *nblk = 0;
+	for (int i = 0; i < m->ntensors; i++) {
+		const struct model_tensor *t = &m->tensors[i];
+		size_t a = t->offset > lo ? t->offset : lo, b = t->offset + t->numel;
+		b = b < hi ? b : hi;
+		struct model_ostate o = {.lo = a, .hi = a < b ? b : a, .q8 = tensor_q8(m, i)};
+		if (o.q8) {
+			o.s = *n8;
+			o.blk = *nblk;
+			*n8 += o.hi - o.lo;
+			*nblk += bnb_blocks(o.hi - o.lo);
+		} else {
+			o.s = *n32;
+			*n32 += o.hi - o.lo;
+		}
+		if (ost)
+			ost[i] = o;
+	}
 }
 
 void model_sync_params(struct model *m)
@@ -245,6 +297,20 @@ void model_sync_params(struct model *m)
 void model_zero_grad(struct model *m)
 {
 	m->ops->zero(m->grads, m->nparams * sizeof *m->grads);
+}
+
+void model_zero_optim(struct model *m)
+{
+	size_t n32, n8, nblk;
+	model_opt_layout(m, m->opt_lo, m->opt_hi, NULL, &n32, &n8, &nblk);
+	m->ops->zero(m->adam_m, n32 * sizeof(float));
+	m->ops->zero(m->adam_v, n32 * sizeof(float));
+	if (m->cfg.bnb) {
+		m->ops->zero(m->q1, n8);
+		m->ops->zero(m->q2, n8);
+		m->ops->zero(m->absmax1, nblk * sizeof(float));
+		m->ops->zero(m->absmax2, nblk * sizeof(float));
+	}
 }
 
 /* What a block of activations holds: a micro-batch's slot, keeping every layer's activations
@@ -359,6 +425,8 @@ int model_init(struct model *m, const struct model_config *cfg, const struct ops
 	const struct model_config *c = cfg;
 	memset(m, 0, sizeof *m);
 	m->cfg = *cfg;
+	if (m->cfg.bnb)   /* StableEmbedding: the layer norm after the lookup */
+		m->cfg.embed_ln = 1;
 	m->ops = ops;
 	m->B = B;
 	m->T = T;
@@ -425,18 +493,36 @@ int model_init(struct model *m, const struct model_config *cfg, const struct ops
 			goto oom;
 	build_table(m);
 
-	size_t P = m->nparams * sizeof(float);
+	size_t P = m->nparams * sizeof(float), n32, n8, nblk;
 	m->opt_lo = 0;
 	m->opt_hi = m->nparams;
 	if (m->cfg.zero_dp > 1)
-		model_zero_range(m->nparams, m->cfg.zero_dp, m->cfg.zero_rank, &m->opt_lo, &m->opt_hi);
-	size_t PO = (m->opt_hi - m->opt_lo) * sizeof(float);
+		model_zero_range(m, m->cfg.zero_dp, m->cfg.zero_rank, &m->opt_lo, &m->opt_hi);
+	if (!(m->ost = calloc(m->ntensors ? m->ntensors : 1, sizeof *m->ost)))
+		goto oom;
+	model_opt_layout(m, m->opt_lo, m->opt_hi, m->ost, &n32, &n8, &nblk);
+	size_t PO = n32 * sizeof(float);
 	m->master = dalloc(m, P, 0);
 	m->grads = dalloc(m, P, 0);
 	m->adam_m = dalloc(m, PO ? PO : sizeof(float), 0);
 	m->adam_v = dalloc(m, PO ? PO : sizeof(float), 0);
 	if (!m->master || !m->grads || !m->adam_m || !m->adam_v)
 		goto oom;
+	m->opt_bytes = 2 * PO;
+	if (m->cfg.bnb) {
+		float map[512];
+		m->q1 = dalloc(m, n8 ? n8 : 1, 0);
+		m->q2 = dalloc(m, n8 ? n8 : 1, 0);
+		m->absmax1 = dalloc(m, nblk ? nblk * sizeof(float) : sizeof(float), 0);
+		m->absmax2 = dalloc(m, nblk ? nblk * sizeof(float) : sizeof(float), 0);
+		m->qmap = dalloc(m, sizeof map, 0);
+		if (!m->q1 || !m->q2 || !m->absmax1 || !m->absmax2 || !m->qmap)
+			goto oom;
+		bnb_dynamic_map(1, map);
+		bnb_dynamic_map(0, map + 256);
+		ops->to_device(m->qmap, map, sizeof map);
+		m->opt_bytes += 2 * n8 + 2 * nblk * sizeof(float);
+	}
 	m->params = ops->act_size == sizeof(float) ? (void *)m->master
 						   : dalloc(m, m->nparams * ops->act_size, 0);
 	if (!m->params)
@@ -523,6 +609,14 @@ void model_free(struct model *m)
 	o->free(m->grads);
 	o->free(m->adam_m);
 	o->free(m->adam_v);
+	if (m->q1) {
+		o->free(m->q1);
+		o->free(m->q2);
+		o->free(m->absmax1);
+		o->free(m->absmax2);
+		o->free(m->qmap);
+	}
+	free(m->ost);
 	o->free(m->slopes);
 	o->free(m->tokens);
 	o->free(m->targets);

@@ -52,6 +52,11 @@ struct model_config {
 	int reset_position_ids;              /* --reset-position-ids: positions restart after each eod */
 	int reset_attention_mask;            /* --reset-attention-mask: no attention across an eod */
 	int post_ln_residual;                /* --apply-residual-connection-post-layernorm */
+	/* --use-bnb-optimizer: bitsandbytes' 8-bit Adam (bnb.h) and the StableEmbedding Megatron-
+	 * DeepSpeed pairs with it - a layer norm after the word embedding (embed_ln is set too) and a
+	 * xavier-uniform word embedding, U(-a, a), a = sqrt(6 / (Vp + C)) on the full padded
+	 * vocabulary whatever the TP split (its xavier_uniform_tensor_parallel_) */
+	int bnb;
 };
 
 enum split { SPLIT_NONE, SPLIT_COLUMN, SPLIT_ROW, SPLIT_VOCAB };
@@ -65,6 +70,15 @@ struct model_tensor {
 	enum split split;
 	float init;                /* std of N(0,std); 0: zeros; -1: ones */
 	int qkv;                   /* rows in Megatron's [heads, 3, head_dim] order */
+};
+
+/* One tensor's optimizer state on this rank: the elements [lo, hi) of the flat buffers it
+ * updates (lo == hi: none), and where their state lives - fp32 moments at adam_m/adam_v + s, or
+ * (q8, --use-bnb-optimizer) 8-bit codes at q1/q2 + s with absmax1/absmax2 from block `blk`. */
+struct model_ostate {
+	size_t lo, hi;
+	int q8;
+	size_t s, blk;
 };
 
 /* The per-layer tensors, in table order. */
@@ -94,8 +108,14 @@ struct model {
 	void *params;                      /* working weights, activation type */
 	float *master, *grads;             /* fp32, nparams; master == params on the CPU */
 	float *adam_m, *adam_v;            /* fp32 Adam moments of elements [opt_lo, opt_hi) only:
-	                                      the whole model, or this rank's ZeRO-1 shard */
+	                                      the whole model, or this rank's ZeRO-1 shard (under
+	                                      bnb: of the tensors that keep fp32 state) */
 	size_t opt_lo, opt_hi;
+	struct model_ostate *ost;          /* per tensor: its part of [opt_lo, opt_hi) (model_opt_layout) */
+	uint8_t *q1, *q2;                  /* bnb: 8-bit codes of both moments (device) */
+	float *absmax1, *absmax2;          /* bnb: one absmax per block of BNB_BLOCK (device) */
+	float *qmap;                       /* bnb: the signed map, then the unsigned one (512, device) */
+	size_t opt_bytes;                  /* optimizer-state bytes allocated on this rank */
 	float *slopes;                     /* ALiBi slopes of this rank's heads (device) */
 
 	struct model_acts *act;            /* activations (model.c), one set per slot */
@@ -167,8 +187,18 @@ int model_set_seq(struct model *m, int len);
 
 void model_zero_grad(struct model *m);
 
-/* ZeRO-1 shard r of n over the flat parameters: [lo, hi). */
-void model_zero_range(size_t nparams, int n, int r, size_t *lo, size_t *hi);
+/* A fresh optimizer state (zero moments; under bnb zero codes and absmax, which decode to 0). */
+void model_zero_optim(struct model *m);
+
+/* ZeRO-1 shard r of n over the flat parameters: [lo, hi).  Equal cuts, except that under bnb a
+ * cut inside a tensor with 8-bit state moves down to the start of its block, so no block is
+ * ever split between ranks and each rank quantizes whole blocks, as one rank would. */
+void model_zero_range(const struct model *m, int n, int r, size_t *lo, size_t *hi);
+
+/* The optimizer-state layout of flat elements [lo, hi): ost[ntensors] (may be NULL), and the
+ * counts of fp32-state elements, 8-bit elements and absmax blocks it needs. */
+void model_opt_layout(const struct model *m, size_t lo, size_t hi, struct model_ostate *ost,
+		      size_t *n32, size_t *n8, size_t *nblk);
 
 /* Copies tensor i of an fp32 parameter-shaped device buffer (master, grads; the moments when
  * they are not sharded) to

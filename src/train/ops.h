@@ -174,6 +174,18 @@ struct ops {
 	 * bc1 = 1 - b1^step, bc2 = 1 - b2^step, step >= 1. */
 	void (*adamw)(float *master, void *param, const float *g, float *m, float *v, size_t n,
 		      float lr, float b1, float b2, float eps, float wd, float gscale, int step);
+	/* --use-bnb-optimizer (bnb.h has the exact update).  adam8bit: bitsandbytes' block-wise
+	 * 8-bit Adam on n elements that start at a block boundary of their tensor; codes c1/c2
+	 * (uint8, n), absmax1/absmax2 (one per BNB_BLOCK elements, the last block may be short),
+	 * qmap the signed then the unsigned 256-value map.  adam32: bitsandbytes' 32-bit Adam
+	 * (eps scaled by sqrt(bc2), decoupled decay after the update), for the word embedding and
+	 * tensors under BNB_MIN_8BIT elements.  NULL in a backend without them (train refuses
+	 * --use-bnb-optimizer there). */
+	void (*adam8bit)(float *master, void *param, const float *g, uint8_t *c1, uint8_t *c2,
+			 float *absmax1, float *absmax2, size_t n, const float *qmap, float lr,
+			 float b1, float b2, float eps, float wd, float gscale, int step);
+	void (*adam32)(float *master, void *param, const float *g, float *m, float *v, size_t n,
+		       float lr, float b1, float b2, float eps, float wd, float gscale, int step);
 };
 
 /* The backend for --device cpu|cuda|auto.  "auto" is cuda when the CUDA backend loads and sees

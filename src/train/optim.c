@@ -83,24 +83,31 @@ int optim_step(struct optim *o, struct model *m, float lr, double *grad_norm)
 			gscale *= (float)coeff;
 	}
 	o->step++;
-	/* AdamW on this rank's elements [opt_lo, opt_hi): every tensor that overlaps them (the
-	 * whole model without ZeRO-1) */
-	size_t lo = m->opt_lo, hi = m->opt_hi;
+	/* AdamW (or bitsandbytes' Adam) on this rank's elements [opt_lo, opt_hi): every tensor that
+	 * overlaps them (the whole model without ZeRO-1), each from its own state */
 	for (int i = 0; i < m->ntensors; i++) {
-		const struct model_tensor *t = &m->tensors[i];
-		size_t a = t->offset > lo ? t->offset : lo, b = t->offset + t->numel;
-		b = b < hi ? b : hi;
-		if (a >= b)
+		const struct model_ostate *os = &m->ost[i];
+		size_t a = os->lo, n = os->hi - os->lo;
+		if (!n)
 			continue;
-		ops->adamw(m->master + a, (char *)m->params + a * ops->act_size, m->grads + a,
-			   m->adam_m + (a - lo), m->adam_v + (a - lo), b - a, lr, o->b1, o->b2, o->eps,
-			   t->decay ? o->wd : 0.0f, gscale, o->step);
+		float wd = m->tensors[i].decay ? o->wd : 0.0f;
+		void *param = (char *)m->params + a * ops->act_size;
+		if (!m->cfg.bnb)
+			ops->adamw(m->master + a, param, m->grads + a, m->adam_m + os->s,
+				   m->adam_v + os->s, n, lr, o->b1, o->b2, o->eps, wd, gscale, o->step);
+		else if (os->q8)
+			ops->adam8bit(m->master + a, param, m->grads + a, m->q1 + os->s, m->q2 + os->s,
+				      m->absmax1 + os->blk, m->absmax2 + os->blk, n, m->qmap, lr, o->b1,
+				      o->b2, o->eps, wd, gscale, o->step);
+		else
+			ops->adam32(m->master + a, param, m->grads + a, m->adam_m + os->s,
+				    m->adam_v + os->s, n, lr, o->b1, o->b2, o->eps, wd, gscale, o->step);
 	}
 	if (m->cfg.zero_dp > 1) {   /* ZeRO-1: every DP rank gets the others' updated shards */
 		int n = m->cfg.zero_dp, counts[n], displs[n];
 		for (int r = 0; r < n; r++) {
 			size_t a, b;
-			model_zero_range(m->nparams, n, r, &a, &b);
+			model_zero_range(m, n, r, &a, &b);
 			displs[r] = (int)a;
 			counts[r] = (int)(b - a);
 		}

@@ -9,7 +9,9 @@
  *   every rank clips by the same number), and Megatron's clip
  *   coefficient clip / (norm + 1e-6) when that is below 1;
  * - AdamW on each tensor, weight decay only where the tensor table says so (not biases, not
- *   layer norms), unscaling and clipping folded into the one pass over the gradients.
+ *   layer norms), unscaling and clipping folded into the one pass over the gradients; with
+ *   --use-bnb-optimizer bitsandbytes' Adam8bit instead (bnb.h): 8-bit block-wise state for
+ *   tensors of 4096 elements or more, bnb's 32-bit Adam for the rest and the word embedding.
  * Adam's step count only advances on steps that were taken, as apex's FusedAdam counts. */
 #ifndef TRAIN_OPTIM_H
 #define TRAIN_OPTIM_H

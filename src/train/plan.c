@@ -1,4 +1,6 @@
 #include "train/plan.h"
+#include "train/bnb.h"
+#include "train/model.h"
 
 #include <math.h>
 #include <stdarg.h>
@@ -65,7 +67,7 @@ static void count_params(struct plan *p)
 
 	p->p_word = p->vocab_padded * h;
 	p->p_pos = a->pos_emb == POS_LEARNED ? p->maxpos * h : 0;
-	p->p_emb_ln = a->embed_layernorm ? 2 * h : 0;
+	p->p_emb_ln = a->embed_layernorm || a->use_bnb_optimizer ? 2 * h : 0;   /* StableEmbedding's LN */
 	p->p_final_ln = 2 * h;
 	/* QKV [3p, h] + 3p, dense [h, p] + h, MLP [f, h] + f and [h, f] + h, two LayerNorms */
 	p->p_layer = 4 * p->proj * h + 2 * p->f * h + 3 * p->proj + p->f + 6 * h;
@@ -244,6 +246,26 @@ static void partition(struct plan *p)
 	}
 }
 
+/* bitsandbytes' optimizer-state bytes of a stage's tensors on one rank (bnb.h): 8 B per element
+ * of the word embedding and of tensors under BNB_MIN_8BIT elements, else 2 B per element plus
+ * two fp32 absmax per block - what model_opt_layout allocates without ZeRO-1 */
+static double bnb_stage_bytes(const struct plan *p, const struct plan_stage *s)
+{
+	int64_t h = p->h, t = p->tp;
+	int64_t layer[LAYER_TENSORS] = {h, h, 3 * p->proj * h / t, 3 * p->proj / t, h * p->proj / t, h,
+					h, h, p->f * h / t, p->f / t, h * p->f / t, h};
+	double b = 0;
+	for (int k = 0; k < LAYER_TENSORS; k++)
+		b += (double)bnb_state_bytes((size_t)layer[k], 0) * (double)s->layers;
+	if (s->first)
+		b += (double)bnb_state_bytes((size_t)(p->p_word / t), 1) +
+		     (double)bnb_state_bytes((size_t)p->p_pos, 0) + 2.0 * (double)bnb_state_bytes((size_t)h, 0);
+	if (s->last)
+		b += 2.0 * (double)bnb_state_bytes((size_t)h, 0) +
+		     (p->pp > 1 ? (double)bnb_state_bytes((size_t)(p->p_word / t), 1) : 0);
+	return b;
+}
+
 static void memory(struct plan *p)
 {
 	const struct train_args *a = p->a;
@@ -282,6 +304,8 @@ static void memory(struct plan *p)
 		s->weights = (double)prm * p->wbytes;
 		s->grads = (double)prm * p->gbytes;
 		s->optim = (double)prm * p->obytes;
+		if (a->use_bnb_optimizer)   /* the fp32 master (mixed precision) + bnb's state */
+			s->optim = (double)prm * (p->obytes - 8) + bnb_stage_bytes(p, s);
 		s->optim_zero = s->optim / (double)p->dp;
 		s->inflight = p->pp == 1 ? 1 : (p->pp - i < p->m_full ? p->pp - i : p->m_full);
 		if (s->inflight < 1)

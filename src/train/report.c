@@ -89,7 +89,8 @@ static void text_model(const struct plan *p, FILE *f)
 	    fmt("learned: --max-position-embeddings %lld x h", LL(p->maxpos)) :
 	    a->pos_emb == POS_ALIBI ? "alibi: none" : "rotary: none");
 	if (p->p_emb_ln)
-		row(f, "  embedding layer norm", num(p->p_emb_ln), "--embed-layernorm: 2h");
+		row(f, "  embedding layer norm", num(p->p_emb_ln), a->use_bnb_optimizer && !a->embed_layernorm
+			    ? "StableEmbedding (--use-bnb-optimizer): 2h" : "--embed-layernorm: 2h");
 	row(f, "  per transformer layer", num(p->p_layer), classic ? "12h^2 + 13h" :
 	    "4ph + 2fh + 3p + f + 6h (p = heads x kv-channels, f = ffn)");
 	row(f, "  transformer layers", num(p->L * p->p_layer), fmt("%lld layers", LL(p->L)));
@@ -161,8 +162,13 @@ static void text_memory(const struct plan *p, FILE *f)
 	row(f, fmt("weights (%s, %d B/param)", precision(a), p->wbytes), gib(s->weights), "");
 	row(f, fmt("gradients (%s, %d B/param)", p->gbytes == 4 ? "fp32" : "fp16", p->gbytes),
 	    gib(s->grads), "");
-	row(f, fmt("optimizer (%s, %d B/param)", p->obytes == 12 ? "fp32 master + Adam" : "Adam",
-		   p->obytes), gib(s->optim), p->zero1 ? "without ZeRO-1" : "without ZeRO-1 (configured)");
+	if (a->use_bnb_optimizer)
+		row(f, fmt("optimizer (%sbnb 8-bit Adam, %.2f B/param)", p->obytes == 12 ?
+			   "fp32 master + " : "", s->params ? s->optim / (double)s->params : 0.0),
+		    gib(s->optim), p->zero1 ? "without ZeRO-1" : "without ZeRO-1 (configured)");
+	else
+		row(f, fmt("optimizer (%s, %d B/param)", p->obytes == 12 ? "fp32 master + Adam" : "Adam",
+			   p->obytes), gib(s->optim), p->zero1 ? "without ZeRO-1" : "without ZeRO-1 (configured)");
 	row(f, "", gib(s->optim_zero), fmt("with ZeRO-1 over DP %lld%s", LL(p->dp),
 					   p->zero1 ? " (configured)" : ""));
 	row(f, fmt("activations (%lld of %lld micro-batches)", LL(s->inflight), LL(p->m_full)),
@@ -445,8 +451,9 @@ static json_t *jlayout(const struct plan *p)
 static json_t *jmemory(const struct plan *p)
 {
 	const struct plan_stage *s = &p->st[p->worst];
-	return json_pack("{s:i, s:i, s:i, s:i, s:f, s:f, s:f, s:b, s:{s:f, s:f, s:f, s:f, s:f, s:f, "
+	return json_pack("{s:s, s:i, s:i, s:i, s:i, s:f, s:f, s:f, s:b, s:{s:f, s:f, s:f, s:f, s:f, s:f, "
 			 "s:f, s:f, s:f}}",
+			 "optimizer", p->a->use_bnb_optimizer ? "bnb-adam8bit" : "adamw",
 			 "worst_stage", p->worst, "weight_bytes_per_param", p->wbytes,
 			 "grad_bytes_per_param", p->gbytes, "optimizer_bytes_per_param", p->obytes,
 			 "activation_bytes_per_layer", p->act_layer, "gpu_memory_bytes", p->gpu_bytes,

@@ -1,5 +1,6 @@
 /* run - see run.h. */
 #include "train/run.h"
+#include "train/bnb.h"
 
 #include <errno.h>
 #include <math.h>
@@ -341,11 +342,15 @@ static int setup(struct run *r, char *err, size_t errlen)
 	struct model_config c = {
 		.layers = p->L, .hidden = p->h, .heads = p->heads, .ffn = p->f, .seq = p->s,
 		.max_pos = p->maxpos, .vocab = p->vocab, .padded_vocab = p->vocab_padded,
-		.alibi = a->pos_emb == POS_ALIBI, .embed_ln = a->embed_layernorm,
+		.alibi = a->pos_emb == POS_ALIBI, .embed_ln = a->embed_layernorm || a->use_bnb_optimizer,
+		.bnb = a->use_bnb_optimizer,
 		.eps = a->layernorm_epsilon, .init_std = a->init_method_std,
 		.hidden_dropout = a->hidden_dropout, .attention_dropout = a->attention_dropout,
 		.seed = (uint64_t)a->seed, .tp = 1, .eod = -1,
 	};
+	if (a->use_bnb_optimizer && !ops->adam8bit)
+		return errf(err, errlen, "--use-bnb-optimizer: the %s backend has no 8-bit Adam kernel; "
+			    "use --device cpu, or drop the flag to train with AdamW", ops->name);
 	if (a->pos_emb == POS_ROTARY)
 		return errf(err, errlen, "--position-embedding-type rotary is not implemented; use "
 			    "absolute or alibi");
@@ -440,6 +445,24 @@ static int setup(struct run *r, char *err, size_t errlen)
 	       (long long)p->tokens, (long long)p->mbs, (long long)p->gbs,
 	       p->ramp.on ? " after the ramp-up" : "", r->dist.world, r->dist.world > 1 ? "s" : "",
 	       r->dist.dp, r->dist.tp, r->dist.pp);
+	{
+		size_t n32, n8, nblk, own = r->m.opt_hi - r->m.opt_lo;
+		model_opt_layout(&r->m, r->m.opt_lo, r->m.opt_hi, NULL, &n32, &n8, &nblk);
+		if (c.bnb)
+			out("train: optimizer: bitsandbytes' 8-bit Adam, %zu bytes of state allocated on "
+			    "this rank for %zu weights (%.3f B each): %zu in 8-bit blocks of %d (%zu "
+			    "absmax each moment), %zu with fp32 moments (the word embedding and tensors "
+			    "under %d elements)\n", r->m.opt_bytes, own, own ? (double)r->m.opt_bytes / own : 0.0,
+			    n8, BNB_BLOCK, nblk, n32, BNB_MIN_8BIT);
+		else
+			out("train: optimizer: AdamW, %zu bytes of state allocated on this rank for %zu "
+			    "weights (%.3f B each)\n", r->m.opt_bytes, own,
+			    own ? (double)r->m.opt_bytes / own : 0.0);
+		if (c.zero_dp > 1)
+			out("train: ZeRO-1: this rank's optimizer shard is weights [%zu, %zu) of %zu%s\n",
+			    r->m.opt_lo, r->m.opt_hi, r->m.nparams, c.bnb ? " (cuts moved down to "
+			    "8-bit blocks' starts)" : "");
+	}
 	startup_notes(a, ops);
 	{
 		/* what the model allocated - the step allocates nothing more - beside --dry-run's
@@ -494,6 +517,7 @@ static int setup(struct run *r, char *err, size_t errlen)
 	if (a->load) {
 		struct ckpt_state ck = r->st;
 		char loaded[4200];
+		ck.weights_only = a->finetune || a->no_load_optim;
 		int rc = ckpt_load(a->load, &r->m, &ck, loaded, sizeof loaded, err, errlen);
 		if (rc < 0) {
 			r->fail_code = EXIT_FAILED;
@@ -509,9 +533,7 @@ static int setup(struct run *r, char *err, size_t errlen)
 			 * the tokens with it; Megatron-DeepSpeed still takes the consumed samples from the
 			 * checkpoint's args, so the data order goes on where it was. */
 			struct ckpt_state fresh = r->st;
-			size_t nopt = (r->m.opt_hi - r->m.opt_lo) * sizeof(float);
-			r->m.ops->zero(r->m.adam_m, nopt);
-			r->m.ops->zero(r->m.adam_v, nopt);
+			model_zero_optim(&r->m);
 			if (a->finetune) {
 				fresh.consumed_samples = ck.consumed_samples;
 				fresh.data_position = ck.data_position;

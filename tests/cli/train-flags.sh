@@ -45,14 +45,14 @@ field() {  # field FILE ITER NAME: the value of NAME in the log line of iteratio
 }
 
 # --- refused: exit 2 before anything starts, one line per flag, what to use instead ---
-expect_rc refused_bnb_exits_2 2 trn --use-bnb-optimizer --save refused-ckpt --save-interval 2
-contains refused_bnb_says_what_to_use "$T/err" '^train: --use-bnb-optimizer: 8-bit Adam .* not implemented; drop it to train with AdamW$'
+expect_rc refused_prefix_lm_exits_2 2 trn --loss-on-targets-only --save refused-ckpt --save-interval 2
+contains refused_prefix_lm_says_what_to_use "$T/err" '^train: --loss-on-targets-only: prefix-LM losses are not implemented; drop it$'
 check refused_run_writes_nothing [ ! -e refused-ckpt ] && [ ! -s "$T/out" ]
 expect_rc refused_bert_flag_exits_2 2 trn --mask-prob 0.15 --universal-checkpoint
 contains refused_bert_flag_named "$T/err" '^train: --mask-prob: a BERT/T5/ICT/ViT flag'
 contains refused_universal_named "$T/err" '^train: --universal-checkpoint: DeepSpeed universal checkpoints are not read'
 contains refused_count_said "$T/err" '^train: 2 flags refused: nothing trained'
-expect_rc refused_abbreviation_still_refused 2 trn --use-bnb
+expect_rc refused_abbreviation_still_refused 2 trn --loss-on-targets
 expect_rc optimizer_lamb_refused 2 trn --optimizer lamb
 contains optimizer_lamb_says_adamw "$T/err" "'lamb' is not implemented: lmtk trains with AdamW"
 expect_rc dataloader_cyclic_refused 2 trn --dataloader-type cyclic
@@ -60,8 +60,8 @@ expect_rc gelu_without_fusion_refused 2 trn --no-bias-gelu-fusion
 contains gelu_without_fusion_says_erf "$T/err" 'exact erf GeLU'
 expect_rc eval_only_false_refused 2 trn --eval-only False
 contains eval_only_false_explained "$T/err" "bool\('False'\)"
-expect_rc dry_run_with_refused_flag_plans 0 trn --dry-run --nodes 1 --gpus-per-node 1 --use-bnb-optimizer
-contains dry_run_warns_refused_flag "$T/err" '^train: warning: training would refuse --use-bnb-optimizer'
+expect_rc dry_run_with_refused_flag_plans 0 trn --dry-run --nodes 1 --gpus-per-node 1 --loss-on-targets-only
+contains dry_run_warns_refused_flag "$T/err" '^train: warning: training would refuse --loss-on-targets-only'
 
 # --- no effect: accepted, named once in the start-up line with the reason ---
 expect_rc noeffect_run_exits_0 0 trn --train-iters 2 --num-workers 2 --num-workers 8 \

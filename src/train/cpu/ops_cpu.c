@@ -22,6 +22,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "train/bnb.h"
 #include "train/ops.h"
 #include "train/philox.h"
 
@@ -661,6 +662,20 @@ static void cpu_adamw(float *master, void *param, const float *g, float *m, floa
 	}
 }
 
+static void cpu_adam8bit(float *master, void *param, const float *g, uint8_t *c1, uint8_t *c2,
+			 float *absmax1, float *absmax2, size_t n, const float *qmap, float lr,
+			 float b1, float b2, float eps, float wd, float gscale, int step)
+{
+	bnb_adam8bit(master, param, g, c1, c2, absmax1, absmax2, n, qmap, qmap + 256, lr, b1, b2,
+		     eps, wd, gscale, step);
+}
+
+static void cpu_adam32(float *master, void *param, const float *g, float *m, float *v, size_t n,
+		       float lr, float b1, float b2, float eps, float wd, float gscale, int step)
+{
+	bnb_adam32(master, param, g, m, v, n, lr, b1, b2, eps, wd, gscale, step);
+}
+
 static struct ops cpu_ops = {
 	.name = "cpu",
 	.act_size = sizeof(float),
@@ -693,6 +708,8 @@ static struct ops cpu_ops = {
 	.all_within = cpu_all_within,
 	.scale = cpu_scale,
 	.adamw = cpu_adamw,
+	.adam8bit = cpu_adam8bit,
+	.adam32 = cpu_adam32,
 };
 
 const struct ops *ops_cpu(int threads)
