@@ -451,11 +451,14 @@ static json_t *jlayout(const struct plan *p)
 static json_t *jmemory(const struct plan *p)
 {
 	const struct plan_stage *s = &p->st[p->worst];
-	return json_pack("{s:s, s:i, s:i, s:i, s:i, s:f, s:f, s:f, s:b, s:{s:f, s:f, s:f, s:f, s:f, s:f, "
+	/* 8-bit Adam's bytes per weight depend on the tensors (blocks, absmax, the fp32 embedding) */
+	json_t *obpp = p->a->use_bnb_optimizer ? json_real(s->params ? s->optim / (double)s->params : 0.0)
+					       : json_integer(p->obytes);
+	return json_pack("{s:s, s:i, s:i, s:i, s:o, s:f, s:f, s:f, s:b, s:{s:f, s:f, s:f, s:f, s:f, s:f, "
 			 "s:f, s:f, s:f}}",
 			 "optimizer", p->a->use_bnb_optimizer ? "bnb-adam8bit" : "adamw",
 			 "worst_stage", p->worst, "weight_bytes_per_param", p->wbytes,
-			 "grad_bytes_per_param", p->gbytes, "optimizer_bytes_per_param", p->obytes,
+			 "grad_bytes_per_param", p->gbytes, "optimizer_bytes_per_param", obpp,
 			 "activation_bytes_per_layer", p->act_layer, "gpu_memory_bytes", p->gpu_bytes,
 			 "gpu_memory_gib", p->a->gpu_memory_gib, "fits", p->fits,
 			 "worst_stage_gib",
