@@ -121,7 +121,7 @@ const struct opt args_opts[] = {
 	{"adam-beta1", O_B1, "F", "Adam beta1 (default 0.9)"},
 	{"adam-beta2", O_B2, "F", "Adam beta2 (default 0.999)"},
 	{"adam-eps", O_EPS, "F", "Adam epsilon (default 1e-8)"},
-	{"use-bnb-optimizer", O_BNB, NULL, "bitsandbytes' 8-bit Adam (block-wise, 2 B/param of state) with StableEmbedding (LayerNorm after the word embedding, xavier-uniform init, fp32 state); CPU backend only"},
+	{"use-bnb-optimizer", O_BNB, NULL, "bitsandbytes' 8-bit Adam (block-wise, 2 B/param of state) with StableEmbedding (LayerNorm after the word embedding, xavier-uniform init, fp32 state)"},
 	{"loss-scale", O_LOSSSCALE, "F", "fp16: a static loss scale F instead of the dynamic one"},
 	{"initial-loss-scale", O_ILS, "F", "fp16 dynamic loss scale to start from (default 2^32)"},
 	{"min-loss-scale", O_MINLS, "F", "fp16 loss scale floor (default 1)"},

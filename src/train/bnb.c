@@ -1,5 +1,6 @@
 /* bnb - see bnb.h. */
 #include "train/bnb.h"
+#include "train/bnb_quant.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -51,23 +52,7 @@ void bnb_dynamic_map(int is_signed, float code[256])
 
 uint8_t bnb_quantize(const float code[256], float x)
 {
-	int pivot = 127, up = 255, lo = 0;
-	float upper = code[255], lower = code[0], val = code[pivot];
-	for (int i = 64; i > 0; i >>= 1) {
-		if (x > val) {
-			lo = pivot;
-			lower = val;
-			pivot += i;
-		} else {
-			up = pivot;
-			upper = val;
-			pivot -= i;
-		}
-		val = code[pivot];
-	}
-	if (x > val)
-		return (uint8_t)(x > (upper + val) * 0.5f ? up : pivot);
-	return (uint8_t)(x < (lower + val) * 0.5f ? lo : pivot);
+	return bnb_nearest_code(code, x);
 }
 
 void bnb_quantize_blockwise(const float code[256], const float *x, size_t n, uint8_t *q,

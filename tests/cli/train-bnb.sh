@@ -12,7 +12,7 @@
 #    update) within 1e-3 relative loss at every step while differing from it; the first two
 #    losses are equal (the first update reads the fresh fp32 moments, as bitsandbytes' kernel does);
 # 4. resume is bit-exact; --load refuses a checkpoint of the other optimizer (exit 3), --finetune
-#    takes its weights; the CUDA backend refuses the flag by name (exit 2);
+#    takes its weights (the CUDA backend's kernels: train-cuda.sh and train_cudaops);
 # 5. TP2 tracks one rank; ZeRO-1 over DP2 moves the shard cut to a block start, and the saved
 #    optimizer tensors are byte-identical to DP2 without ZeRO.
 . "$(dirname "$0")/../lib.sh"
@@ -155,13 +155,6 @@ contains adamw_load_refusal_says_why "$T/err" "optimizer state is bitsandbytes' 
 "$TR" "${M[@]}" --train-iters 2 --embed-layernorm --save wck --save-interval 2 >/dev/null 2>&1
 expect_rc bnb_load_refuses_an_adamw_checkpoint 3 "$TR" "${M[@]}" --train-iters 4 --use-bnb-optimizer --load wck
 contains bnb_load_refusal_says_why "$T/err" "optimizer state is AdamW's.*drop --use-bnb-optimizer"
-EXEC=$TOP/build/lib/lmtk/train-cuda-exec.so
-if [ -s "$EXEC" ]; then
-	LMTK_CUDA_PLUGIN=$EXEC expect_rc cuda_backend_refuses_bnb_by_name 2 "$TR" "${M[@]}" --device cuda --train-iters 1 --use-bnb-optimizer
-	contains cuda_refusal_names_the_flag "$T/err" '--use-bnb-optimizer: the cuda backend has no 8-bit Adam kernel'
-else
-	skip cuda_backend_refuses_bnb_by_name "no $EXEC (make builds it)"
-fi
 
 # --- 5. ZeRO-1 cuts at block boundaries: the same bytes -------------------------------------------
 if ! command -v mpirun >/dev/null || [ ! -s "$TOP/build/lib/lmtk/train-mpi.so" ]; then

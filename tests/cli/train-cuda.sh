@@ -224,6 +224,37 @@ for x, y in zip(a, b):
 PYEOF
 then ok exec_fp16_loss_scaling_matches_cpu
 else fail exec_fp16_loss_scaling_matches_cpu "$(tail -1 fp.err)"; fi
+# --use-bnb-optimizer through the executor: the CUDA backend's 8-bit and 32-bit Adam kernels
+# (bnb.cu; bit for bit against the CPU's in train_cudaops) in a run - the same state allocated,
+# the losses and gradient norms within bf16's tolerance of the CPU backend's, and a checkpoint
+# with the same tensors (8-bit codes, absmax, fp32 moments of the embedding) as the CPU's
+BN=(--num-layers 2 --num-attention-heads 4 --hidden-size 64 --seq-length 32
+	--max-position-embeddings 32 --micro-batch-size 4 --global-batch-size 8 --train-iters 6
+	--lr 3e-3 --data-path meg-gpt2-openwebtext_text_document --vocab-file "$MEG/gpt2-tiny-vocab.json"
+	--merge-file "$MEG/gpt2-tiny-merges.txt" --log-interval 1 --eval-iters 0 --use-bnb-optimizer
+	--save-interval 6)
+LMTK_CUDA_PLUGIN=$EXEC "$TOP/bin/train" "${BN[@]}" --device cuda --save bn-exec >bn-exec.out 2>&1
+"$TOP/bin/train" "${BN[@]}" --device cpu --threads 1 --save bn-cpu >bn-cpu.out 2>&1
+ob() { grep '^train: optimizer:' "$1" | sed 's/ allocated on this rank//'; }
+if [ -n "$(ob bn-cpu.out)" ] && [ "$(ob bn-cpu.out)" = "$(ob bn-exec.out)" ] && drcheck bn-cpu.out bn-exec.out 1e-2 2>bn.err; then
+	ok exec_bnb_optimizer_matches_cpu
+else
+	fail exec_bnb_optimizer_matches_cpu "$(tail -1 bn.err) $(ob bn-exec.out) $(tail -2 bn-exec.out)"
+fi
+tensors() {   # name dtype shape of every tensor of a checkpoint's step directory
+	"$PY" - "$1" <<'PYEOF'
+import glob, json, struct, sys
+for f in sorted(glob.glob(sys.argv[1] + "/global_step6/*.safetensors")):
+    b = open(f, "rb").read(8); n = struct.unpack("<Q", b)[0]
+    h = json.loads(open(f, "rb").read(8 + n)[8:]); h.pop("__metadata__", None)
+    for k in sorted(h): print(k, h[k]["dtype"], h[k]["shape"])
+PYEOF
+}
+if [ -n "$(tensors bn-cpu)" ] && [ "$(tensors bn-cpu)" = "$(tensors bn-exec)" ] && tensors bn-exec | grep -q ' U8 '; then
+	ok exec_bnb_checkpoint_has_the_cpu_tensors
+else
+	fail exec_bnb_checkpoint_has_the_cpu_tensors "$(diff <(tensors bn-cpu) <(tensors bn-exec) | head -3)"
+fi
 if [ $GPU = 1 ]; then
 	learns gpu "$SO" --hidden-size 128 --seq-length 128 --max-position-embeddings 128 \
 		--micro-batch-size 8 --global-batch-size 16 --train-iters 60 --lr 1e-3

@@ -25,6 +25,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 
+#include "train/bnb.h"
 #include "train/model.h"
 #include "train/ops.h"
 #include "train/philox.h"
@@ -771,6 +772,94 @@ static int case_optim(size_t n)
 	return ok;
 }
 
+/* --use-bnb-optimizer: three steps of 8-bit Adam on n elements (blocks of 2048, the last one
+ * short) and of 32-bit Adam, from quantized random moments.  The CUDA kernels round every
+ * operation as the CPU does, so codes, absmax, master weights and moments must be identical to
+ * the bit; the bf16 weights are the master rounded once. */
+static int case_bnb(size_t n, float wd)
+{
+	char name[64];
+	snprintf(name, sizeof name, "bnb n%zu wd%g", n, wd);
+	size_t nb = (n + BNB_BLOCK - 1) / BNB_BLOCK;
+	float *g = randn(n, 1, 80), *w = randn(n, 0.5f, 81), *m0 = randn(n, 0.1f, 82);
+	float *v0 = randn(n, 0.1f, 83), map[512];
+	for (size_t i = 0; i < n; i++)
+		v0[i] = v0[i] * v0[i];
+	for (size_t i = n / 3; i < n / 3 + 100 && i < n; i++)   /* tiny values beside large ones */
+		m0[i] *= 1e-6f, v0[i] *= 1e-9f, g[i] *= 1e-4f;
+	bnb_dynamic_map(1, map);
+	bnb_dynamic_map(0, map + 256);
+	uint8_t *q1 = malloc(n), *q2 = malloc(n), *oq1[2], *oq2[2];
+	float *a1 = malloc(nb * sizeof *a1), *a2 = malloc(nb * sizeof *a2);
+	bnb_quantize_blockwise(map, m0, n, q1, a1);
+	bnb_quantize_blockwise(map + 256, v0, n, q2, a2);
+	float *master[2], *oa1[2], *oa2[2], *param[2], *mm[2], *vv[2], *m32[2];
+	const struct ops *os[2] = {cu, cpu};
+	for (int k = 0; k < 2; k++) {
+		const struct ops *o = os[k];
+		float *dg = up_f32(o, g, n), *dw = up_f32(o, w, n), *da1 = up_f32(o, a1, nb);
+		float *da2 = up_f32(o, a2, nb), *dmap = up_f32(o, map, 512);
+		float *dw32 = up_f32(o, w, n), *dm = up_f32(o, m0, n), *dv = up_f32(o, v0, n);
+		uint8_t *dq1 = o->alloc(n), *dq2 = o->alloc(n);
+		o->to_device(dq1, q1, n);
+		o->to_device(dq2, q2, n);
+		void *dp = k == 0 ? o->alloc(n * o->act_size) : (void *)dw;
+		for (int s = 1; s <= 3; s++) {
+			o->adam8bit(dw, dp, dg, dq1, dq2, da1, da2, n, dmap, 1e-2f, 0.9f, 0.95f, 1e-8f, wd,
+				    0.5f, s);
+			o->adam32(dw32, k == 0 ? NULL : (void *)dw32, dg, dm, dv, n, 1e-2f, 0.9f, 0.95f,
+				  1e-8f, wd, 0.5f, s);
+		}
+		master[k] = zeros(n), param[k] = zeros(n), oa1[k] = zeros(nb), oa2[k] = zeros(nb);
+		mm[k] = zeros(n), vv[k] = zeros(n), m32[k] = zeros(n);
+		oq1[k] = malloc(n), oq2[k] = malloc(n);
+		down_f32(o, master[k], dw, n);
+		down_f32(o, oa1[k], da1, nb);
+		down_f32(o, oa2[k], da2, nb);
+		down_f32(o, m32[k], dw32, n);
+		down_f32(o, mm[k], dm, n);
+		down_f32(o, vv[k], dv, n);
+		o->to_host(oq1[k], dq1, n);
+		o->to_host(oq2[k], dq2, n);
+		if (k == 0)
+			down_act(o, param[k], dp, n);
+		o->free(dg), o->free(dw), o->free(da1), o->free(da2), o->free(dmap), o->free(dw32);
+		o->free(dm), o->free(dv), o->free(dq1), o->free(dq2);
+		if (k == 0)
+			o->free(dp);
+	}
+	for (size_t i = 0; i < n; i++)
+		param[1][i] = bf16r(master[1][i]);
+	int ok = 1;
+	char wn[128];
+#define SAME(arr, len, bytes)                                                                      \
+	snprintf(wn, sizeof wn, "%s " #arr, name);                                                 \
+	dump(wn, arr[0], (len) * (bytes));                                                         \
+	if (memcmp(arr[0], arr[1], (len) * (bytes))) {                                            \
+		size_t at;                                                                         \
+		for (at = 0; !memcmp((char *)arr[0] + at * (bytes), (char *)arr[1] + at * (bytes), \
+				     bytes); at++)                                                 \
+			;                                                                          \
+		printf("# %s: first difference at element %zu\n", wn, at);                       \
+		ok = 0;                                                                            \
+	}
+	SAME(master, n, 4);
+	SAME(oq1, n, 1);
+	SAME(oq2, n, 1);
+	SAME(oa1, nb, 4);
+	SAME(oa2, nb, 4);
+	SAME(param, n, 4);
+	SAME(m32, n, 4);
+	SAME(mm, n, 4);
+	SAME(vv, n, 4);
+#undef SAME
+	for (int k = 0; k < 2; k++)
+		free(master[k]), free(param[k]), free(oa1[k]), free(oa2[k]), free(mm[k]), free(vv[k]),
+			free(m32[k]), free(oq1[k]), free(oq2[k]);
+	free(g), free(w), free(m0), free(v0), free(q1), free(q2), free(a1), free(a2);
+	return ok;
+}
+
 /* More work than the grid: the grid-stride loops (grids are capped at 32 blocks per SM) and the
  * two-pass reductions' capped partial counts. */
 static int case_big(void)
@@ -894,6 +983,11 @@ int main(int argc, char **argv)
 	CASE("cuda_optimizer_ops_match_cpu") {
 		T_ASSERT(case_optim(1000));
 		T_ASSERT(case_optim(70001));
+	}
+	CASE("cuda_bnb_8bit_and_32bit_adam_match_cpu_bit_for_bit") {
+		T_ASSERT(case_bnb(5000, 0.1f));   /* two blocks and a short one */
+		T_ASSERT(case_bnb(2048, 0.0f));   /* one whole block, no decay */
+		T_ASSERT(case_bnb(300, 0.1f));    /* one short block */
 	}
 	CASE("cuda_grid_stride_loops_and_capped_reductions_match_cpu") T_ASSERT(case_big());
 	CASE("cuda_degenerate_sizes_match_cpu") {

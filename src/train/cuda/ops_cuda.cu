@@ -230,6 +230,8 @@ static void fill_table(void)
 	o->all_within = cu_all_within;
 	o->scale = cu_scale;
 	o->adamw = cu_adamw;
+	o->adam8bit = cu_adam8bit;
+	o->adam32 = cu_adam32;
 }
 
 #define OPEN_FAIL(...)                                                                             \
