@@ -95,6 +95,7 @@ static int write_shard(const struct sh_ckpt *in, const struct lt_model *out,
 	snprintf(it, sizeof it, "%lld", (long long)in->iteration);
 	st_metadata(w, "format", "lmtk-checkpoint");
 	st_metadata(w, "iteration", it);
+	st_metadata(w, "optimizer", "adamw");
 	for (int g = 0; g < LT_GROUPS && !rc; g++)
 		for (int i = 0; i < n && !rc; i++)
 			rc = write_part(in, out, tg, order[i], g, r, w, buf, &crc, &bytes, pg);
