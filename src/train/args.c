@@ -28,6 +28,7 @@ enum {
 	O_OPTIMIZER, O_DATALOADER, O_EVALONLY, O_FINETUNE, O_NOLOADOPT, O_LOSSSCALE, O_TBLOGINT,
 	O_TBNOLR, O_TBNOLS, O_LOGPATH, O_EODMASK, O_RESETPOS, O_RESETATT, O_POSTLN, O_OPENAIGELU,
 	O_DEEPSCALE, O_DSCONFIG, O_CURRICULUM, O_CCDIR, O_CCINT, O_CPUTDP, O_CKNL, O_DSACK,
+	O_PROFILE, O_PROFSTART, O_PROFEND, O_PROFRANKS,
 };
 
 const struct opt args_opts[] = {
@@ -147,6 +148,10 @@ const struct opt args_opts[] = {
 	/* stopping */
 	{"exit-interval", O_EXITINT, "N", "save and exit 0 when the iteration is a multiple of N"},
 	{"exit-duration-in-mins", O_EXITDUR, "M", "save and exit 0 after M minutes"},
+	{"profile", O_PROFILE, NULL, "bracket iterations [--profile-step-start, --profile-step-end) with cudaProfilerStart/Stop (nsys --capture-range=cudaProfilerApi)"},
+	{"profile-step-start", O_PROFSTART, "N", "first profiled iteration, counted from 0 as Megatron-LM (default 10)"},
+	{"profile-step-end", O_PROFEND, "N", "profiling stops before this iteration (default 12)"},
+	{"profile-ranks", O_PROFRANKS, "R...", "the global ranks that profile (default 0)"},
 	{"kill-switch-path", O_KILL, "PATH", "exit 0 at start-up if PATH exists; save and exit 0 if it appears"},
 	{"skip-train-iteration-range", O_SKIPRANGE, "A-B...", "consume these iterations' data without training on it"},
 	{"override-lr-scheduler", O_OVERRIDE, NULL, "on --load, the flags' schedule wins over the checkpoint's"},
@@ -259,6 +264,7 @@ static int is_multi(const char *name)
 {
 	return strcmp(name, "rampup-batch-size") == 0 || strcmp(name, "data-path") == 0 ||
 	       strcmp(name, "skip-train-iteration-range") == 0 ||
+	       strcmp(name, "profile-ranks") == 0 ||
 	       strcmp(name, "train-weighted-split-paths") == 0 ||
 	       strcmp(name, "valid-weighted-split-paths") == 0 ||
 	       strcmp(name, "test-weighted-split-paths") == 0;
@@ -302,6 +308,9 @@ void args_init(struct train_args *a)
 	a->loss_scale_window = 1000;
 	a->hysteresis = 2;
 	a->log_interval = 100;
+	a->profile_step_start = 10;   /* Megatron-LM's defaults */
+	a->profile_step_end = 12;
+	a->nprofile_ranks = 1;
 	a->eval_interval = 1000;
 	a->eval_iters = 100;
 	a->device = "auto";
@@ -583,6 +592,20 @@ int args_opt(void *ctx, int key, const char *arg, char *err, size_t errlen)
 	case O_EXITINT: return pos_int(arg, &a->exit_interval, err, errlen);
 	case O_EXITDUR: return num(arg, &a->exit_duration_mins, 0, 1, err, errlen);
 	case O_KILL: a->kill_switch_path = arg; return 0;
+	case O_PROFILE: a->profile = 1; return 0;
+	case O_PROFSTART: return nonneg_int(arg, &a->profile_step_start, err, errlen);
+	case O_PROFEND: return nonneg_int(arg, &a->profile_step_end, err, errlen);
+	case O_PROFRANKS: {
+		const char *v[ARGS_MAX_PROFRANKS + 1];
+		int n = split_values(arg, v, ARGS_MAX_PROFRANKS + 1);
+		if (n > ARGS_MAX_PROFRANKS)
+			return errf(err, errlen, "more than %d ranks", ARGS_MAX_PROFRANKS);
+		a->nprofile_ranks = 0;
+		for (int i = 0; i < n; i++)
+			if (nonneg_int(v[i], &a->profile_ranks[a->nprofile_ranks++], err, errlen) < 0)
+				return -1;
+		return 0;
+	}
 	case O_SKIPRANGE: {
 		const char *v[ARGS_MAX_SKIP + 1];
 		int n = split_values(arg, v, ARGS_MAX_SKIP + 1);

@@ -32,6 +32,7 @@
 
 #define ARGS_MAX_DATA 256
 #define ARGS_MAX_SKIP 64
+#define ARGS_MAX_PROFRANKS 64
 /* joins the values of a multi-value flag into the one argument opt_parse() passes on */
 #define ARGS_SEP "\x1f"
 
@@ -104,6 +105,10 @@ struct train_args {
 	int tb_timers, tb_batch, tb_ppl, log_zeros, log_params_norm;
 	int64_t skip[ARGS_MAX_SKIP][2];
 	int nskip;
+	int profile;                   /* --profile: cudaProfilerStart/Stop around */
+	int64_t profile_step_start, profile_step_end;   /* iterations [start, end), from 0 */
+	int64_t profile_ranks[ARGS_MAX_PROFRANKS];
+	int nprofile_ranks;
 	int override_lr_scheduler, use_checkpoint_lr_scheduler;
 
 	/* flags of args_other this run was given (args_normalize), each once */

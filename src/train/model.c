@@ -523,6 +523,25 @@ int model_init(struct model *m, const struct model_config *cfg, const struct ops
 		ops->to_device(m->qmap, map, sizeof map);
 		m->opt_bytes += 2 * n8 + 2 * nblk * sizeof(float);
 	}
+	if (!m->cfg.bnb && ops->adamw_multi) {   /* ost as one launch's table */
+		struct adam_seg *sg = calloc(m->ntensors ? m->ntensors : 1, sizeof *sg);
+		if (!sg)
+			goto oom;
+		for (int i = 0; i < m->ntensors; i++) {
+			const struct model_ostate *os = &m->ost[i];
+			if (os->hi > os->lo)
+				sg[m->naseg++] = (struct adam_seg){os->lo, os->s, os->hi - os->lo,
+								   m->aseg_total, m->tensors[i].decay, 0};
+			m->aseg_total += os->hi - os->lo;
+		}
+		if (m->naseg && !(m->aseg = dalloc(m, m->naseg * sizeof *sg, 0))) {
+			free(sg);
+			goto oom;
+		}
+		if (m->naseg)
+			ops->to_device(m->aseg, sg, m->naseg * sizeof *sg);
+		free(sg);
+	}
 	m->params = ops->act_size == sizeof(float) ? (void *)m->master
 						   : dalloc(m, m->nparams * ops->act_size, 0);
 	if (!m->params)
@@ -617,6 +636,8 @@ void model_free(struct model *m)
 		o->free(m->qmap);
 	}
 	free(m->ost);
+	if (m->aseg)
+		o->free(m->aseg);
 	o->free(m->slopes);
 	o->free(m->tokens);
 	o->free(m->targets);

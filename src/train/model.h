@@ -115,6 +115,10 @@ struct model {
 	uint8_t *q1, *q2;                  /* bnb: 8-bit codes of both moments (device) */
 	float *absmax1, *absmax2;          /* bnb: one absmax per block of BNB_BLOCK (device) */
 	float *qmap;                       /* bnb: the signed map, then the unsigned one (512, device) */
+	struct adam_seg *aseg;             /* ost as one multi-tensor AdamW launch's table (device;
+	                                      NULL: the backend updates tensor by tensor) */
+	int naseg;
+	size_t aseg_total;                 /* elements the table covers */
 	size_t opt_bytes;                  /* optimizer-state bytes allocated on this rank */
 	float *slopes;                     /* ALiBi slopes of this rank's heads (device) */
 

@@ -42,6 +42,13 @@ struct ops_attn {
 	int head0, heads;          /* this rank's first head; the model's head count */
 };
 
+/* One tensor's place in a multi-tensor AdamW launch (ops.adamw_multi) */
+struct adam_seg {
+	uint64_t a, s, n, first;   /* flat offset, moment offset, elements, elements before it */
+	int32_t decay;             /* 1: weight decay applies */
+	int32_t pad_;
+};
+
 struct ops {
 	const char *name;          /* "cpu", "cuda" */
 	const char *device;        /* human description: "2 threads, OpenBLAS 0.3.21", "NVIDIA H100 ..." */
@@ -158,6 +165,11 @@ struct ops {
 	void (*xent_grad)(void *logits, const float *lse, const int32_t *targets_local, int N,
 			  int Vvalid, int Vp, float dscale);
 
+	/* --profile: on 1 cudaProfilerStart, on 0 cudaProfilerStop (the range nsys
+	 * --capture-range=cudaProfilerApi and the executor's profile record).  NULL: the backend
+	 * has no profiler (cpu). */
+	void (*profiler)(int on);
+
 	/* --- optimizer --- */
 
 	/* sum of squares of g(n), accumulated in double: the global gradient norm is the square
@@ -174,6 +186,13 @@ struct ops {
 	 * bc1 = 1 - b1^step, bc2 = 1 - b2^step, step >= 1. */
 	void (*adamw)(float *master, void *param, const float *g, float *m, float *v, size_t n,
 		      float lr, float b1, float b2, float eps, float wd, float gscale, int step);
+	/* AdamW over many tensors in one launch (NULL: the model calls adamw per tensor).  seg
+	 * (device, nseg entries, ordered by `first`) places each tensor: its elements are master,
+	 * param, g + a and m, v + s, n of them; decay 0 means wd is 0 for it; first is the sum of
+	 * the n before it, total the sum of all.  Bit for bit what adamw gives tensor by tensor. */
+	void (*adamw_multi)(float *master, void *param, const float *g, float *m, float *v,
+			    const struct adam_seg *seg, int nseg, size_t total, float lr, float b1,
+			    float b2, float eps, float wd, float gscale, int step);
 	/* --use-bnb-optimizer (bnb.h has the exact update).  adam8bit: bitsandbytes' block-wise
 	 * 8-bit Adam on n elements that start at a block boundary of their tensor; codes c1/c2
 	 * (uint8, n), absmax1/absmax2 (one per BNB_BLOCK elements, the last block may be short),

@@ -85,6 +85,12 @@ int optim_step(struct optim *o, struct model *m, float lr, double *grad_norm)
 	o->step++;
 	/* AdamW (or bitsandbytes' Adam) on this rank's elements [opt_lo, opt_hi): every tensor that
 	 * overlaps them (the whole model without ZeRO-1), each from its own state */
+	if (m->aseg) {   /* the backend's one launch over them all */
+		ops->adamw_multi(m->master, m->params, m->grads, m->adam_m, m->adam_v, m->aseg,
+				 m->naseg, m->aseg_total, lr, o->b1, o->b2, o->eps, o->wd, gscale,
+				 o->step);
+		goto updated;
+	}
 	for (int i = 0; i < m->ntensors; i++) {
 		const struct model_ostate *os = &m->ost[i];
 		size_t a = os->lo, n = os->hi - os->lo;
@@ -103,6 +109,7 @@ int optim_step(struct optim *o, struct model *m, float lr, double *grad_norm)
 			ops->adam32(m->master + a, param, m->grads + a, m->adam_m + os->s,
 				    m->adam_v + os->s, n, lr, o->b1, o->b2, o->eps, wd, gscale, o->step);
 	}
+updated:
 	if (m->cfg.zero_dp > 1) {   /* ZeRO-1: every DP rank gets the others' updated shards */
 		int n = m->cfg.zero_dp, counts[n], displs[n];
 		for (int r = 0; r < n; r++) {

@@ -339,6 +339,14 @@ static int setup(struct run *r, char *err, size_t errlen)
 	const struct ops *ops = ops_open(a->device, threads, err, errlen);
 	if (!ops)
 		return -1;
+	if (a->profile && !ops->profiler)
+		return errf(err, errlen, "--profile brackets iterations with CUDA profiler ranges; "
+			    "the %s backend has none (profile it with perf, or use --device cuda)",
+			    ops->name);
+	if (a->profile && a->profile_step_end <= a->profile_step_start)
+		return errf(err, errlen, "--profile-step-end %lld must be above "
+			    "--profile-step-start %lld", (long long)a->profile_step_end,
+			    (long long)a->profile_step_start);
 	struct model_config c = {
 		.layers = p->L, .hidden = p->h, .heads = p->heads, .ffn = p->f, .seq = p->s,
 		.max_pos = p->maxpos, .vocab = p->vocab, .padded_vocab = p->vocab_padded,
@@ -844,6 +852,9 @@ int run_train(const struct train_args *a, const struct plan *p, const char *cmdl
 	int rc = EXIT_OK, stop = 0;
 	const char *why_stop = NULL;
 
+	int profiling = 0;   /* --profile on this rank */
+	for (int i = 0; a->profile && i < a->nprofile_ranks; i++)
+		profiling |= a->profile_ranks[i] == r.dist.rank;
 	if (a->eval_only)   /* Megatron's do_train = False: straight to the final evaluation */
 		out("train: --eval-only: evaluating at iteration %lld, training nothing\n",
 		    (long long)st->iteration);
@@ -865,6 +876,8 @@ int run_train(const struct train_args *a, const struct plan *p, const char *cmdl
 			next_skip++;
 			continue;
 		}
+		if (profiling && st->iteration == a->profile_step_start)   /* Megatron-LM's points */
+			r.m.ops->profiler(1);
 		int64_t gbs = ramp_gbs(&p->ramp, st->consumed_samples), micro = gbs / (r.mbs * r.dist.dp);
 		double lr = sched_lr(&st->sched);
 		curriculum_at(&r, it);
@@ -937,6 +950,8 @@ int run_train(const struct train_args *a, const struct plan *p, const char *cmdl
 			}
 		}
 		st->iteration = it;
+		if (profiling && st->iteration == a->profile_step_end)
+			r.m.ops->profiler(0);
 		st->consumed_samples += gbs;
 		st->consumed_tokens += gbs * r.cur;
 		log_iters++;

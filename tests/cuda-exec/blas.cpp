@@ -42,6 +42,7 @@
 #include "cublas_v2.h"
 #include "cuda_bf16.h"
 #include "cx_host.h"
+#include "exec.h"
 
 struct cublasContext {
 	cudaStream_t stream;
@@ -170,8 +171,18 @@ static void store(const Mat &m, int64_t off, float v)
 		((float *)m.p)[off] = v;
 }
 
+static size_t type_size(int t);
+
 static void gemm_run(const Gemm &g)
 {
+	if (g_prof_on)
+		prof_line("{\"op\":\"gemm\",\"m\":%lld,\"n\":%lld,\"k\":%lld,\"batch\":%d,"
+			  "\"a\":%zu,\"b\":%zu,\"c\":%zu,\"d\":%zu,\"epilogue\":\"%s\","
+			  "\"bias\":%d,\"aux\":%d}", (long long)g.m, (long long)g.n,
+			  (long long)g.k, g.batch, type_size(g.A.type), type_size(g.B.type),
+			  g.beta != 0.0f ? type_size(g.C.type) : (size_t)0, type_size(g.D.type),
+			  g.gelu == 1 ? "gelu" : g.gelu == 2 ? "dgelu" : "none", g.bias != NULL,
+			  g.aux.p != NULL);
 	std::vector<float> a((size_t)(g.m * g.k)), b((size_t)(g.k * g.n));
 	for (int bt = 0; bt < g.batch; bt++) {
 		/* a: op(A) row-major m x k, b: op(B) column-major (column j contiguous) */

@@ -318,6 +318,12 @@ static void gshadow_access(Thr *t, Alloc *al, uintptr_t a, size_t n, int write)
 	uint32_t L0 = g_launch_epoch, B0 = g_block_epoch, e = g_epoch;
 	for (size_t i = 0; i < n; i++) {
 		GShadow &s = sh[i];
+		if (g_prof_on) {   /* first touch in this launch: compulsory traffic */
+			if (write)
+				g_prof_wr += s.we < L0;
+			else
+				g_prof_rd += s.re < L0 && s.we < L0;
+		}
 		if (s.we >= L0 && (s.we < B0 || (s.we == e && s.wt != me)))
 			grace(t, al, a, n, write, write ? "write-after-write" : "read-after-write", s.we,
 			      s.wt, 1);

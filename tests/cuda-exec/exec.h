@@ -136,4 +136,11 @@ void gshadow_free(Alloc *a);
 void shadows_reset(void);              /* forget every access (epochs start again) */
 void smem_block_start(size_t dyn_bytes);
 
+/* --- profile.cpp (LMTK_CUDA_EXEC_PROFILE) --- */
+
+extern uint64_t g_prof_rd, g_prof_wr;  /* distinct device bytes the running launch read, wrote */
+extern int g_prof_on;                  /* recording (and the counters above counting) */
+int prof_active(void);
+void prof_line(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
 #endif

@@ -697,6 +697,10 @@ static void run_calls(const std::vector<Call> &calls)
 		for (const Call &o : calls) {
 			if (o.c != c)
 				continue;
+			if (g_prof_on)
+				prof_line("{\"op\":\"nccl\",\"call\":\"%s\",\"count\":%zu,"
+					  "\"bytes\":%zu,\"ranks\":%d}", kind_name[o.kind], o.count,
+					  o.count * type_size(o.dtype), c->nranks);
 			if (o.kind == K_SEND || o.kind == K_RECV)
 				p2p.push_back(&o);
 			else if ((r = run_coll(c, o)))

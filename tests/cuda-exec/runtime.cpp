@@ -724,6 +724,17 @@ static cudaError_t copy_check(void *dst, const void *src, size_t bytes, cudaMemc
 	return cudaSuccess;
 }
 
+static void prof_copy(int kd, int ks, size_t bytes)
+{
+	if (g_prof_on)
+		prof_line("{\"op\":\"copy\",\"kind\":\"%s\",\"bytes\":%zu}",
+			  kd == MEM_DEVICE && ks == MEM_DEVICE ? "DtoD"
+			  : kd == MEM_DEVICE		       ? "HtoD"
+			  : ks == MEM_DEVICE		       ? "DtoH"
+							       : "HtoH",
+			  bytes);
+}
+
 extern "C" cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t bytes,
 				       cudaMemcpyKind kind, cudaStream_t st)
 {
@@ -742,7 +753,8 @@ extern "C" cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t bytes,
 		 * may reuse src at once. */
 		std::shared_ptr<std::vector<char>> stage(new std::vector<char>((const char *)src,
 									       (const char *)src + bytes));
-		return enqueue(s, "cudaMemcpyAsync", [dst, stage]() {
+		return enqueue(s, "cudaMemcpyAsync", [dst, stage, kd, ks]() {
+			prof_copy(kd, ks, stage->size());
 			memcpy(dst, stage->data(), stage->size());
 		});
 	}
@@ -751,12 +763,16 @@ extern "C" cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t bytes,
 		flush(s);
 		if (g_sticky)
 			return g_sticky;
+		prof_copy(kd, ks, bytes);
 		cx_dev_open();
 		memcpy(dst, src, bytes);
 		cx_dev_close();
 		return cudaSuccess;
 	}
-	return enqueue(s, "cudaMemcpyAsync", [dst, src, bytes]() { memmove(dst, src, bytes); });
+	return enqueue(s, "cudaMemcpyAsync", [dst, src, bytes, kd, ks]() {
+		prof_copy(kd, ks, bytes);
+		memmove(dst, src, bytes);
+	});
 }
 
 extern "C" cudaError_t cudaMemcpy(void *dst, const void *src, size_t bytes, cudaMemcpyKind kind)
@@ -771,6 +787,7 @@ extern "C" cudaError_t cudaMemcpy(void *dst, const void *src, size_t bytes, cuda
 	flush_all(); /* synchronous with respect to the host and the legacy stream */
 	if (g_sticky)
 		return g_sticky;
+	prof_copy(kd, ks, bytes);
 	cx_dev_open();
 	memmove(dst, src, bytes);
 	cx_dev_close();
@@ -791,7 +808,11 @@ extern "C" cudaError_t cudaMemsetAsync(void *p, int v, size_t bytes, cudaStream_
 	}
 	if (!cx_device_range(p, bytes, "cudaMemsetAsync", "destination"))
 		return ret(cudaErrorInvalidValue);
-	return enqueue(s, "cudaMemsetAsync", [p, v, bytes]() { memset(p, v, bytes); });
+	return enqueue(s, "cudaMemsetAsync", [p, v, bytes]() {
+		if (g_prof_on)
+			prof_line("{\"op\":\"memset\",\"bytes\":%zu}", bytes);
+		memset(p, v, bytes);
+	});
 }
 
 extern "C" cudaError_t cudaMemset(void *p, int v, size_t bytes)

@@ -678,6 +678,8 @@ void run_kernel(const Launch *L)
 	if (g_epoch > 0xf0000000u) /* numbers for another 2^28 intervals at least */
 		shadows_reset();
 	g_launch_epoch = g_epoch + 1;
+	prof_active();   /* opens the file on the first launch */
+	g_prof_rd = g_prof_wr = 0;
 	g_epoch_block.clear();
 	if (cfg.trace)
 		fprintf(stderr, "cuda-exec: launch #%llu %s<<<(%u,%u,%u), (%u,%u,%u), %zu>>>\n",
@@ -701,4 +703,12 @@ void run_kernel(const Launch *L)
 	}
 	g_running = 0;
 	g_cur = NULL;
+	if (g_prof_on) {
+		long long rd = cfg.shadow ? (long long)g_prof_rd : -1;
+		long long wr = cfg.shadow ? (long long)g_prof_wr : -1;
+		prof_line("{\"op\":\"kernel\",\"name\":\"%s\",\"grid\":[%u,%u,%u],"
+			  "\"block\":[%u,%u,%u],\"smem\":%zu,\"rd\":%lld,\"wr\":%lld}", L->name,
+			  L->grid.x, L->grid.y, L->grid.z, L->block.x, L->block.y, L->block.z, L->smem,
+			  rd, wr);
+	}
 }

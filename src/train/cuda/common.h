@@ -254,6 +254,9 @@ void cu_xent_grad(void *logits, const float *lse, const int32_t *targets_local, 
 void cu_scale(float *x, float s, size_t n);
 void cu_adamw(float *master, void *param, const float *g, float *m, float *v, size_t n, float lr,
 	      float b1, float b2, float eps, float wd, float gscale, int step);
+void cu_adamw_multi(float *master, void *param, const float *g, float *m, float *v,
+		    const struct adam_seg *seg, int nseg, size_t total, float lr, float b1, float b2,
+		    float eps, float wd, float gscale, int step);
 
 /* bnb.cu: --use-bnb-optimizer's 8-bit and 32-bit Adam (ops.h adam8bit, adam32) */
 void cu_adam8bit(float *master, void *param, const float *g, uint8_t *c1, uint8_t *c2,

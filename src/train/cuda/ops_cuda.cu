@@ -29,6 +29,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <cuda_profiler_api.h>
+
 #include "train/cuda/common.h"
 
 struct cuda_state cu;
@@ -150,6 +152,14 @@ static void cuda_to_host(void *dst, const void *src, size_t bytes)
 	CU_CHECK(cudaStreamSynchronize(cu.stream));
 }
 
+/* --profile: the range nsys --capture-range=cudaProfilerApi records (and the executor's
+ * LMTK_CUDA_EXEC_PROFILE) */
+static void cuda_profiler(int on)
+{
+	CU_ENTER();
+	CU_CHECK(on ? cudaProfilerStart() : cudaProfilerStop());
+}
+
 static void cuda_sync(void)
 {
 	CU_ENTER();
@@ -230,6 +240,8 @@ static void fill_table(void)
 	o->all_within = cu_all_within;
 	o->scale = cu_scale;
 	o->adamw = cu_adamw;
+	o->adamw_multi = cu_adamw_multi;
+	o->profiler = cuda_profiler;
 	o->adam8bit = cu_adam8bit;
 	o->adam32 = cu_adam32;
 }

@@ -25,23 +25,71 @@ __global__ void scale_k(float *x, float s, size_t n)
 		x[i] *= s;
 }
 
+/* One element of AdamW: master, m, v updated in place, the bf16 copy written when p is set.
+ * Shared by the per-tensor and the multi-tensor kernels so both round the same way. */
+__device__ __forceinline__ void adamw_elem(float *master, bf16 *p, float g, float *m, float *v,
+					   float lr, float b1, float b2, float eps, float wd,
+					   float gscale, float bc1, float bc2)
+{
+	float gi = g * gscale;
+	float mi = b1 * *m + (1.0f - b1) * gi;
+	float vi = b2 * *v + (1.0f - b2) * gi * gi;
+	float w = *master;
+	w -= lr * ((mi / bc1) / (sqrtf(vi / bc2) + eps) + wd * w);
+	*m = mi;
+	*v = vi;
+	*master = w;
+	if (p)
+		*p = __float2bfloat16(w);
+}
+
 /* master, m, v (n) fp32 updated in place; param (n) bf16 written when not NULL */
 __global__ void adamw_k(float *master, bf16 *param, const float *g, float *m, float *v, size_t n,
 			float lr, float b1, float b2, float eps, float wd, float gscale, float bc1,
 			float bc2)
 {
 	for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
-	     i += (size_t)gridDim.x * blockDim.x) {
-		float gi = g[i] * gscale;
-		float mi = b1 * m[i] + (1.0f - b1) * gi;
-		float vi = b2 * v[i] + (1.0f - b2) * gi * gi;
-		float w = master[i];
-		w -= lr * ((mi / bc1) / (sqrtf(vi / bc2) + eps) + wd * w);
-		m[i] = mi;
-		v[i] = vi;
-		master[i] = w;
-		if (param)
-			param[i] = __float2bfloat16(w);
+	     i += (size_t)gridDim.x * blockDim.x)
+		adamw_elem(master + i, param ? param + i : NULL, g[i], m + i, v + i, lr, b1, b2, eps,
+			   wd, gscale, bc1, bc2);
+}
+
+/* All tensors in one launch.  The tensors' elements laid end to end ([0, total), seg[k] holding
+ * [first, first + n)) are cut into chunks of MULTI_CHUNK; a block takes chunks in a grid-stride
+ * loop, finds the tensor holding the chunk's first element by bisection (one thread, into
+ * shared memory), and each thread walks forward from there over its elements of the chunk:
+ * a chunk spans few tensors, so the walk costs nothing next to the memory traffic. */
+#define MULTI_CHUNK 4096
+__global__ void adamw_multi_k(float *master, bf16 *param, const float *g, float *m, float *v,
+			      const struct adam_seg *seg, int nseg, size_t total, float lr,
+			      float b1, float b2, float eps, float wd, float gscale, float bc1,
+			      float bc2)
+{
+	__shared__ int k0;
+	size_t nchunk = (total + MULTI_CHUNK - 1) / MULTI_CHUNK;
+	for (size_t c = blockIdx.x; c < nchunk; c += gridDim.x) {
+		size_t c0 = c * MULTI_CHUNK, c1 = c0 + MULTI_CHUNK < total ? c0 + MULTI_CHUNK : total;
+		if (threadIdx.x == 0) {
+			int lo = 0, hi = nseg - 1;   /* the last seg with first <= c0 */
+			while (lo < hi) {
+				int mid = (lo + hi + 1) / 2;
+				if (seg[mid].first <= c0)
+					lo = mid;
+				else
+					hi = mid - 1;
+			}
+			k0 = lo;
+		}
+		__syncthreads();
+		int k = k0;
+		for (size_t j = c0 + threadIdx.x; j < c1; j += blockDim.x) {
+			while (j >= seg[k].first + seg[k].n)
+				k++;
+			size_t e = j - seg[k].first, a = seg[k].a + e, s = seg[k].s + e;
+			adamw_elem(master + a, param ? param + a : NULL, g[a], m + s, v + s, lr, b1,
+				   b2, eps, seg[k].decay ? wd : 0.0f, gscale, bc1, bc2);
+		}
+		__syncthreads();   /* k0 is rewritten for the next chunk */
 	}
 }
 
@@ -69,4 +117,23 @@ void cu_adamw(float *master, void *param, const float *g, float *m, float *v, si
 	cu_launch(adamw_k, cu_grid(n, OPT_T), OPT_T, 0, cu.stream, master, p, g, m, v, n, lr, b1,
 		b2, eps, wd, gscale, bc1, bc2);
 	CU_LAUNCHED("adamw");
+}
+
+void cu_adamw_multi(float *master, void *param, const float *g, float *m, float *v,
+		    const struct adam_seg *seg, int nseg, size_t total, float lr, float b1, float b2,
+		    float eps, float wd, float gscale, int step)
+{
+	CU_ENTER();
+	if (!total || nseg < 1)
+		return;
+	if (step < 1)
+		cu_die("adamw: step %d; steps count from 1 (bias correction divides by "
+		       "1 - b^step)", step);
+	float bc1 = (float)(1.0 - pow((double)b1, step));
+	float bc2 = (float)(1.0 - pow((double)b2, step));
+	bf16 *p = param == (void *)master ? NULL : (bf16 *)param;
+	size_t nchunk = (total + MULTI_CHUNK - 1) / MULTI_CHUNK;
+	cu_launch(adamw_multi_k, cu_grid(nchunk, 1), OPT_T, 0, cu.stream, master, p, g, m, v, seg,
+		  nseg, total, lr, b1, b2, eps, wd, gscale, bc1, bc2);
+	CU_LAUNCHED("adamw_multi");
 }
