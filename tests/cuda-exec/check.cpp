@@ -271,6 +271,7 @@ void gshadow_free(Alloc *a)
 	if (a->sh)
 		munmap(a->sh, a->size * sizeof(GShadow));
 	a->sh = NULL;
+	prof_free(a);
 }
 
 void shadows_reset(void)
@@ -318,12 +319,6 @@ static void gshadow_access(Thr *t, Alloc *al, uintptr_t a, size_t n, int write)
 	uint32_t L0 = g_launch_epoch, B0 = g_block_epoch, e = g_epoch;
 	for (size_t i = 0; i < n; i++) {
 		GShadow &s = sh[i];
-		if (g_prof_on) {   /* first touch in this launch: compulsory traffic */
-			if (write)
-				g_prof_wr += s.we < L0;
-			else
-				g_prof_rd += s.re < L0 && s.we < L0;
-		}
 		if (s.we >= L0 && (s.we < B0 || (s.we == e && s.wt != me)))
 			grace(t, al, a, n, write, write ? "write-after-write" : "read-after-write", s.we,
 			      s.wt, 1);
@@ -375,6 +370,8 @@ static void access_slow(uintptr_t a, size_t n, int write, int aligned)
 	if (a - (uintptr_t)g_arena < ARENA_BYTES) {
 		const Alloc *al = dev_range(a, n);
 		if (al) {
+			if (g_prof_on && !g_in_atomic)
+				prof_touch(const_cast<Alloc *>(al), a, n, write);
 			if (cfg.shadow && !g_in_atomic)
 				gshadow_access(t, const_cast<Alloc *>(al), a, n, write);
 			return;

@@ -36,6 +36,7 @@ struct Alloc {
 	int live;
 	uint64_t serial;
 	GShadow *sh; /* the race shadow of its bytes (check.cpp), made on first use */
+	uint32_t *ptag; /* profile.cpp: per 32-byte sector, the launches that last read, wrote it */
 };
 #define ARENA_BYTES ((size_t)1 << 38) /* device memory: address space only, reserved at start */
 extern char *g_arena;
@@ -139,7 +140,10 @@ void smem_block_start(size_t dyn_bytes);
 /* --- profile.cpp (LMTK_CUDA_EXEC_PROFILE) --- */
 
 extern uint64_t g_prof_rd, g_prof_wr;  /* distinct device bytes the running launch read, wrote */
+extern uint32_t g_prof_tag;            /* the running launch's tag (serial + 1) */
 extern int g_prof_on;                  /* recording (and the counters above counting) */
+void prof_touch(Alloc *al, uintptr_t a, size_t n, int write);   /* a kernel's access */
+void prof_free(Alloc *al);
 int prof_active(void);
 void prof_line(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 

@@ -4,10 +4,10 @@
  * LMTK_CUDA_EXEC_PROFILE=FILE appends one JSON object per line to FILE for every operation the
  * executor runs, in the order the device would run them:
  *   {"op":"kernel","name":"ln_fwd_k<8>","grid":[x,y,z],"block":[x,y,z],"smem":B,"rd":R,"wr":W}
- *       rd / wr: the distinct bytes of device memory the launch read (before writing them) and
- *       wrote - its compulsory DRAM traffic, counted by the race shadow's per-byte epochs (so
- *       LMTK_CUDA_EXEC_SHADOW=0 counts nothing: rd and wr are then -1).  Atomics and pinned
- *       host memory are not counted.
+ *       rd / wr: the device memory the launch read (before writing it) and wrote, in distinct
+ *       32-byte sectors (a DRAM transaction) times 32 - its compulsory traffic.  A tag per
+ *       sector of each allocation (the launch that last read it, and wrote it) counts each
+ *       sector once per launch.  Atomics and pinned host memory are not counted.
  *   {"op":"gemm","m":M,"n":N,"k":K,"batch":B,"a":2,"b":2,"c":2,"d":2,"beta":0|1,
  *    "epilogue":"none"|"gelu"|"dgelu","bias":0|1,"aux":0|1}   a..d: element bytes (0: unused C)
  *   {"op":"nccl","call":"AllReduce","count":N,"bytes":B,"ranks":R}
@@ -21,10 +21,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 #include "exec.h"
 
 uint64_t g_prof_rd, g_prof_wr;
+uint32_t g_prof_tag;
 int g_prof_on;
 static FILE *g_prof;
 static int g_prof_init;
@@ -88,4 +90,34 @@ extern "C" cudaError_t cudaProfilerStop(void)
 		fflush(g_prof);
 	g_prof_on = 0;
 	return e;
+}
+
+void prof_touch(Alloc *al, uintptr_t a, size_t n, int write)
+{
+	if (!al->ptag) {
+		size_t sectors = (al->size + 31) / 32;
+		void *p = mmap(NULL, sectors * 2 * sizeof(uint32_t), PROT_READ | PROT_WRITE,
+			       MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+		if (p == MAP_FAILED)
+			return;
+		al->ptag = (uint32_t *)p;
+	}
+	uint32_t t = g_prof_tag;
+	for (size_t s = (a - al->base) / 32, e = (a - al->base + n - 1) / 32; s <= e; s++) {
+		uint32_t *rt = &al->ptag[2 * s], *wt = rt + 1;
+		if (write) {
+			if (*wt != t)
+				g_prof_wr += 32, *wt = t;
+		} else if (*rt != t && *wt != t) {
+			g_prof_rd += 32;
+			*rt = t;
+		}
+	}
+}
+
+void prof_free(Alloc *al)
+{
+	if (al->ptag)
+		munmap(al->ptag, (al->size + 31) / 32 * 2 * sizeof(uint32_t));
+	al->ptag = NULL;
 }

@@ -420,7 +420,7 @@ extern "C" cudaError_t cudaMalloc(void **p, size_t bytes)
 	g_arena_used = end;
 	if (!g_open_depth)
 		mprotect(g_arena, page_up(g_arena_used), PROT_NONE);
-	g_dev.push_back(Alloc{(uintptr_t)base, bytes, 1, ++g_alloc_serial, NULL});
+	g_dev.push_back(Alloc{(uintptr_t)base, bytes, 1, ++g_alloc_serial, NULL, NULL});
 	g_dev_live += bytes;
 	*p = base;
 	return cudaSuccess;
@@ -435,7 +435,7 @@ extern "C" cudaError_t cudaMallocHost(void **p, size_t bytes)
 	if (posix_memalign(&m, 4096, bytes ? bytes : 1))
 		return ret(cudaErrorMemoryAllocation);
 	memset(m, 0xff, bytes);
-	g_pinned[(uintptr_t)m] = Alloc{(uintptr_t)m, bytes, 1, ++g_alloc_serial, NULL};
+	g_pinned[(uintptr_t)m] = Alloc{(uintptr_t)m, bytes, 1, ++g_alloc_serial, NULL, NULL};
 	*p = m;
 	return cudaSuccess;
 }

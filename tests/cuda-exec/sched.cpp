@@ -680,6 +680,7 @@ void run_kernel(const Launch *L)
 	g_launch_epoch = g_epoch + 1;
 	prof_active();   /* opens the file on the first launch */
 	g_prof_rd = g_prof_wr = 0;
+	g_prof_tag = (uint32_t)L->serial + 1;
 	g_epoch_block.clear();
 	if (cfg.trace)
 		fprintf(stderr, "cuda-exec: launch #%llu %s<<<(%u,%u,%u), (%u,%u,%u), %zu>>>\n",
@@ -704,8 +705,7 @@ void run_kernel(const Launch *L)
 	g_running = 0;
 	g_cur = NULL;
 	if (g_prof_on) {
-		long long rd = cfg.shadow ? (long long)g_prof_rd : -1;
-		long long wr = cfg.shadow ? (long long)g_prof_wr : -1;
+		long long rd = (long long)g_prof_rd, wr = (long long)g_prof_wr;
 		prof_line("{\"op\":\"kernel\",\"name\":\"%s\",\"grid\":[%u,%u,%u],"
 			  "\"block\":[%u,%u,%u],\"smem\":%zu,\"rd\":%lld,\"wr\":%lld}", L->name,
 			  L->grid.x, L->grid.y, L->grid.z, L->block.x, L->block.y, L->block.z, L->smem,

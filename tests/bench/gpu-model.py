@@ -1,0 +1,273 @@
+#!/usr/bin/python3
+"""gpu-model.py - a predicted training-step time on an H100 SXM and an A100 from the executor's
+record of the step (tests/bench/train-gpu-model.sh runs the executor; see its header).
+
+Inputs are four profiles of one training iteration (LMTK_CUDA_EXEC_PROFILE, train --profile) of
+the same model shape - hidden size, heads, vocabulary, sequence length - run at 1 and 2 layers
+and at micro-batches b1 and b2.  What a step costs is then extended to the real layer count and
+batch, exactly where it is linear:
+  - kernels, per name: launches, bytes read and bytes written are bilinear in layers and tokens
+    (each layer repeats the same launches; every buffer is either per token or per weight), so
+    four runs give each total's four coefficients and the total at (L, B) follows;
+  - GEMMs, per call: the calls of the 1-layer and 2-layer runs differ by one layer's calls; a
+    dimension that doubles with the micro-batch is the token dimension and is scaled to B x T;
+  - attention's FLOPs are not in a profile (the executor counts bytes, not arithmetic): they are
+    counted from the shape, B x heads x T^2 x head_dim per causal tile product (half of the
+    T x T products are masked away), 2 products in the forward kernel, 4 in dK/dV's, 3 in dQ's.
+The sequence length of the runs is short (the executor runs every thread on the CPU); every byte
+term that depends on T depends on B x T only, except attention's FLOPs, which use the real T.
+
+Each operation's predicted time is the larger of its FLOPs at the pipe's peak times an
+efficiency and its compulsory bytes at HBM bandwidth times an efficiency, plus a gap per launch
+(kernels queued back to back on one stream, no CUDA graph).  The peaks are the published dense
+figures; the efficiencies are stated below and are what cuBLAS and a memory-bound kernel reach
+in practice (they are inputs of the model, not measured here).
+"""
+import argparse
+import json
+import math
+import sys
+from collections import defaultdict
+
+DEVICES = {
+    # name: dense bf16 tensor-core FLOP/s, fp32 SIMT FLOP/s (FMA = 2), HBM bytes/s, SMs
+    "H100 SXM": dict(tc=989.4e12, simt=66.9e12, hbm=3.35e12, sms=132, pcie=25e9),
+    "A100 SXM": dict(tc=312.0e12, simt=19.5e12, hbm=2.039e12, sms=108, pcie=20e9),
+}
+EFF = dict(
+    gemm=0.80,      # cuBLASLt on large bf16 GEMMs, before wave quantisation (below)
+    simt=0.50,      # a hand-written fp32 SIMT tile loop (today's attention kernels)
+    hbm=0.85,       # a streaming memory-bound kernel
+    fa2=0.50,       # what-if line: FlashAttention-2-class tensor-core attention, of the bf16 peak
+)
+GAP = 2.5e-6        # per launch: the GPU front end between dependent kernels, no CUDA graph
+SYNC = 10e-6        # per host synchronisation inside the step (a DtoH copy the host waits for)
+TILE = (128, 256)   # cuBLAS's usual bf16 tile on these parts, for wave quantisation
+
+
+def load(path):
+    ops = []
+    with open(path) as f:
+        for line in f:
+            ops.append(json.loads(line))
+    if not ops:
+        sys.exit(f"gpu-model: {path}: empty profile (did train run with --profile?)")
+    return ops
+
+
+def kernel_totals(ops):
+    t = defaultdict(lambda: [0, 0, 0])
+    for o in ops:
+        if o["op"] == "kernel":
+            k = o["name"]
+        elif o["op"] == "memset":
+            k = "(memset)"
+        else:
+            continue
+        t[k][0] += 1
+        t[k][1] += o.get("rd", 0)
+        t[k][2] += o.get("bytes", o.get("wr", 0))
+    return t
+
+
+def bilinear(v11, v21, v12, v22, L, x):
+    """f(l, b) = a + p (l-1) + q (b-1) + r (l-1)(b-1) through the four runs, at (L, x)"""
+    p = v21 - v11
+    q = v12 - v11
+    r = v22 - v21 - v12 + v11
+    return v11 + p * (L - 1) + q * (x - 1) + r * (L - 1) * (x - 1)
+
+
+def gemms(ops):
+    return [o for o in ops if o["op"] == "gemm"]
+
+
+def gemm_key(o):
+    return (o["m"], o["n"], o["k"], o["batch"], o["epilogue"], o["bias"], o["aux"],
+            o["a"], o["b"], o["c"], o["d"])
+
+
+def scaled_gemms(g_b1, g_b2, b1, b2, tokens_run1, tokens_target):
+    """the calls of a run at micro-batch b1, with their token dimension scaled to the target"""
+    if len(g_b1) != len(g_b2):
+        sys.exit("gpu-model: the two micro-batches' runs made different GEMM calls")
+    out = []
+    f = tokens_target / tokens_run1
+    for x, y in zip(g_b1, g_b2):
+        o = dict(x)
+        for d in ("m", "n", "k"):
+            if y[d] != x[d]:
+                if y[d] * b1 != x[d] * b2:
+                    sys.exit(f"gpu-model: GEMM dimension {d} goes {x[d]} -> {y[d]} from micro-batch "
+                             f"{b1} to {b2}: not proportional to the tokens")
+                o[d] = round(x[d] * f)
+        out.append(o)
+    return out
+
+
+def gemm_time(o, dev):
+    m, n, k, bt = o["m"], o["n"], o["k"], o["batch"]
+    flops = 2.0 * m * n * k * bt
+    byts = (m * k * o["a"] + k * n * o["b"] + m * n * (o["c"] + o["d"])) * bt
+    if o["aux"]:
+        byts += m * n * 2 * bt
+    # wave quantisation: output tiles over the SMs; a GEMM with few tiles and a long k (the
+    # weight gradients: k = tokens) is split along k as cuBLAS's heuristics do
+    tiles = math.ceil(m / TILE[0]) * math.ceil(n / TILE[1]) * bt
+    split = max(1, min(k // 2048, dev["sms"] // tiles))
+    work = tiles * split
+    waves = math.ceil(work / dev["sms"])
+    eff = EFF["gemm"] * work / (waves * dev["sms"])
+    return max(flops / (dev["tc"] * eff), byts / (dev["hbm"] * EFF["hbm"])), flops, byts
+
+
+def check(a, kern, gemm_calls, rep):
+    """the extension against a run made at the target: what the model's numbers rest on"""
+    if a.seq != a.run_seq:
+        return "gpu-model: --check needs --seq equal to --run-seq"
+    got = load(a.check)
+    tk = kernel_totals(got)
+    bad = []
+    for n in sorted(set(tk) | set(kern)):
+        want = kern.get(n, dict(count=0, rd=0, wr=0))
+        have = tk.get(n, [0, 0, 0])
+        if round(want["count"]) != have[0]:
+            bad.append(f"{n}: {want['count']:.0f} launches predicted, {have[0]} made")
+        for i, w in ((1, "rd"), (2, "wr")):
+            if abs(want[w] - have[i]) > 0.05 * max(have[i], 1):
+                bad.append(f"{n}: {w} {want[w]:.0f} bytes predicted, {have[i]} measured")
+    gc = defaultdict(int)
+    for o in gemms(got):
+        gc[gemm_key(o)] += 1
+    for k in sorted(set(gc) | set(gemm_calls)):
+        if gc.get(k, 0) != gemm_calls.get(k, 0):
+            bad.append(f"GEMM {k}: {gemm_calls.get(k, 0)} calls predicted, {gc.get(k, 0)} made")
+    for b in bad:
+        print("gpu-model: " + b)
+    print(f"gpu-model: check: {len(tk)} kernels, {sum(gc.values())} GEMM calls of {a.check}: "
+          f"{len(bad)} disagreements")
+    return 1 if bad else 0
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--name", required=True)
+    ap.add_argument("--layers", type=int, required=True)
+    ap.add_argument("--hidden", type=int, required=True)
+    ap.add_argument("--heads", type=int, required=True)
+    ap.add_argument("--seq", type=int, required=True, help="the target's T")
+    ap.add_argument("--batch", type=int, required=True, help="the target's micro-batch B")
+    ap.add_argument("--params", type=float, required=True, help="parameters, for MFU")
+    ap.add_argument("--run-seq", type=int, required=True, help="T of the profiled runs")
+    ap.add_argument("--b1", type=int, default=1)
+    ap.add_argument("--b2", type=int, default=2)
+    ap.add_argument("profiles", nargs=4, help="L1 b1, L2 b1, L1 b2, L2 b2")
+    ap.add_argument("--json", help="write the predictions here too")
+    ap.add_argument("--check", metavar="PROFILE",
+                    help="instead of predicting: extend the four runs to --layers and --batch at "
+                    "--seq = --run-seq and compare with this profile of that run (the kernels' "
+                    "launches and GEMM calls exactly, their bytes within 5%%); exit 1 if they differ")
+    a = ap.parse_args()
+    p11, p21, p12, p22 = (load(f) for f in a.profiles)
+    L, B, T, C, H = a.layers, a.batch, a.seq, a.hidden, a.heads
+    D = C // H
+    tok_target = B * T
+    tok1, tok2 = a.b1 * a.run_seq, a.b2 * a.run_seq
+    x = 1 + (tok_target - tok1) / (tok2 - tok1)      # the target on the runs' b axis
+
+    # kernels: per name, bilinear in (layers, tokens)
+    t11, t21, t12, t22 = (kernel_totals(p) for p in (p11, p21, p12, p22))
+    names = sorted(set(t11) | set(t21) | set(t12) | set(t22))
+    kern = {}
+    for n in names:
+        v = [t.get(n, [0, 0, 0]) for t in (t11, t21, t12, t22)]
+        cnt = bilinear(*(w[0] for w in v), L, 1)          # launches do not depend on tokens
+        rd = bilinear(*(w[1] for w in v), L, x)
+        wr = bilinear(*(w[2] for w in v), L, x)
+        per_layer = v[1][0] - v[0][0]
+        kern[n] = dict(count=cnt, rd=rd, wr=wr, per_layer=per_layer)
+
+    # GEMMs: one layer's calls are the 2-layer run's extra calls
+    g1 = scaled_gemms(gemms(p11), gemms(p12), a.b1, a.b2, tok1, tok_target)
+    g2 = scaled_gemms(gemms(p21), gemms(p22), a.b1, a.b2, tok1, tok_target)
+    c1, c2 = defaultdict(int), defaultdict(int)
+    rep = {}
+    for o in g1:
+        c1[gemm_key(o)] += 1
+        rep[gemm_key(o)] = o
+    for o in g2:
+        c2[gemm_key(o)] += 1
+        rep[gemm_key(o)] = o
+    gemm_calls = {k: c1[k] + (c2[k] - c1[k]) * (L - 1) for k in rep}
+
+    if a.check:
+        sys.exit(check(a, kern, gemm_calls, rep))
+
+    syncs = sum(1 for o in p11 if o["op"] == "copy" and o["kind"] == "DtoH")
+    htod = [o["bytes"] for o in p11 if o["op"] == "copy" and o["kind"] == "HtoD"]
+    unit = B * H * T * T * D            # one causal T x T x D tile product, 2 FLOPs per MAC / 2
+    attn_units = {"attn_fwd_k": 2, "attn_bwd_dkv_k": 4, "attn_bwd_dq_k": 3}
+    model_flops = (6 * a.params + 12 * L * C * T) * B * T
+
+    results = {}
+    for dname, dev in DEVICES.items():
+        rows = []
+        for n, k in kern.items():
+            base = n.split("<")[0]
+            byts = k["rd"] + k["wr"]
+            flops = float(attn_units.get(base, 0) * unit * k["count"])
+            tm = byts / (dev["hbm"] * EFF["hbm"])
+            if flops:
+                tm = max(tm, flops / (dev["simt"] * EFF["simt"]))
+            kind = "attention" if base.startswith("attn") else "other"
+            rows.append(dict(op=n, kind=kind, count=k["count"], per_layer=k["per_layer"],
+                             flops=flops, bytes=byts, time=tm + GAP * k["count"]))
+        for key, cnt in gemm_calls.items():
+            o = rep[key]
+            tm, fl, by = gemm_time(o, dev)
+            epi = o["epilogue"] + ("+bias" if o["bias"] else "") + ("+aux" if o["aux"] else "")
+            rows.append(dict(op=f"gemm {o['m']}x{o['n']}x{o['k']} {epi}", kind="gemm", count=cnt,
+                             per_layer=0, flops=fl * cnt, bytes=by * cnt,
+                             time=(tm + GAP) * cnt))
+        sync_t = syncs * SYNC + sum(htod) / dev["pcie"]
+        rows.append(dict(op="host syncs + HtoD copies", kind="other", count=syncs, per_layer=0,
+                         flops=0, bytes=sum(htod), time=sync_t))
+        step = sum(r["time"] for r in rows)
+        att = sum(r["time"] for r in rows if r["kind"] == "attention")
+        gem = sum(r["time"] for r in rows if r["kind"] == "gemm")
+        attn_flops = sum(r["flops"] for r in rows if r["kind"] == "attention")
+        fa2 = step - att + attn_flops / (dev["tc"] * EFF["fa2"]) + GAP * sum(
+            r["count"] for r in rows if r["kind"] == "attention")
+        res = dict(step_s=step, tokens_per_s=tok_target / step,
+                   mfu=model_flops / step / dev["tc"], gemm_share=gem / step,
+                   attention_share=att / step, other_share=1 - (gem + att) / step,
+                   mfu_tc_attention=model_flops / fa2 / dev["tc"],
+                   launches=sum(k["count"] for k in kern.values()) + sum(gemm_calls.values()),
+                   launches_per_layer=sum(k["per_layer"] for k in kern.values()) +
+                   sum(c2[k] - c1[k] for k in rep),
+                   host_syncs=syncs,
+                   worst_other=max((r for r in rows if r["kind"] == "other"),
+                                   key=lambda r: r["time"])["op"],
+                   worst_other_share=max(r["time"] for r in rows if r["kind"] == "other") / step)
+        results[dname] = res
+        print(f"\n== {a.name}: L={L} h={C} heads={H}, B x T = {B} x {T}, on {dname} (predicted)")
+        print(f"{'op':44s} {'kind':9s} {'/step':>6s} {'GFLOP':>9s} {'MB':>9s} {'us':>9s} {'share':>6s}")
+        for r in sorted(rows, key=lambda r: -r["time"])[:24]:
+            print(f"{r['op'][:44]:44s} {r['kind']:9s} {r['count']:6.0f} {r['flops'] / 1e9:9.1f} "
+                  f"{r['bytes'] / 1e6:9.1f} {r['time'] * 1e6:9.1f} {100 * r['time'] / step:5.1f}%")
+        print(f"step {step * 1e3:.2f} ms, {res['tokens_per_s']:,.0f} tokens/s, MFU "
+              f"{100 * res['mfu']:.1f}% (model FLOPs 6N + 12 L h T per token, of the dense bf16 "
+              f"peak); GEMMs {100 * res['gemm_share']:.1f}%, attention "
+              f"{100 * res['attention_share']:.1f}%, everything else "
+              f"{100 * res['other_share']:.1f}% (largest: {res['worst_other']}, "
+              f"{100 * res['worst_other_share']:.1f}%)")
+        print(f"launches per step {res['launches']:.0f}, per layer {res['launches_per_layer']}, "
+              f"host synchronisations in the step {syncs}; with tensor-core attention at "
+              f"{EFF['fa2']:.0%} of peak the MFU would be {100 * res['mfu_tc_attention']:.1f}%")
+    if a.json:
+        with open(a.json, "w") as f:
+            json.dump({a.name: results}, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,119 @@
+#!/usr/bin/env bash
+# The step-time model's ground (tests/bench/train-gpu-model.sh, tests/bench/gpu-model.py):
+#  - train --profile brackets iterations [--profile-step-start, --profile-step-end) with
+#    cudaProfilerStart/Stop as Megatron-LM does, and the executor's LMTK_CUDA_EXEC_PROFILE records
+#    exactly that iteration's work (the launches of two iterations are twice one's);
+#  - the bytes it counts per kernel are a kernel's compulsory traffic: the layer norm's and
+#    AdamW's equal what their buffers hold, computed here from the shapes alone;
+#  - the model's extension from four small runs (1-2 layers, micro-batch 1-2) to a bigger one
+#    predicts that run's launches and GEMM calls exactly and its bytes within 5% (gpu-model.py
+#    --check against a 3-layer, micro-batch-3 run);
+#  - --profile is refused on the CPU backend and with an empty range.
+. "$(dirname "$0")/../lib.sh"
+EXEC=$TOP/build/lib/lmtk/train-cuda-exec.so
+if [ ! -s "$EXEC" ]; then
+	skip train_gpu_model "the executor plugin is not built (no CUDA toolkit headers)"
+	exit 0
+fi
+cd "$T" || exit 3
+python3 - rand <<'PYEOF'
+import struct, sys, random
+p = sys.argv[1]; random.seed(3); n = 64; L = 200
+with open(p + ".bin", "wb") as f:
+    for _ in range(n):
+        f.write(struct.pack("<%dH" % L, *[random.randrange(20000) for _ in range(L)]))
+with open(p + ".idx", "wb") as f:
+    f.write(b"MMIDIDX\x00\x00" + struct.pack("<QBQQ", 1, 8, n, n + 1))
+    f.write(struct.pack("<%di" % n, *[L] * n) + struct.pack("<%dq" % n, *[i * L * 2 for i in range(n)])
+            + struct.pack("<%dq" % (n + 1), *range(n + 1)))
+PYEOF
+python3 -c "import json; json.dump({'t%d' % i: i for i in range(20000)}, open('vocab.json', 'w'))"
+: >merges.txt
+C=64 HEADS=4 SEQ=32
+run() {   # run OUT LAYERS MICRO_BATCH ITERS START END [more flags]
+	local out=$1 l=$2 b=$3 it=$4 s=$5 e=$6
+	shift 6
+	LMTK_CUDA_EXEC_PROFILE=$T/$out LMTK_CUDA_EXEC_PROFILE_CAPTURE=api LMTK_CUDA_PLUGIN=$EXEC \
+		"$BIN/train" --num-layers "$l" --hidden-size $C --num-attention-heads $HEADS \
+		--seq-length $SEQ --max-position-embeddings $SEQ --micro-batch-size "$b" \
+		--global-batch-size "$b" --train-iters "$it" --lr 1e-4 --bf16 --data-path rand \
+		--vocab-file vocab.json --merge-file merges.txt --split 1000,0,0 --eval-iters 0 \
+		--log-interval 1 --device cuda --profile --profile-step-start "$s" \
+		--profile-step-end "$e" "$@" >"$out.log" 2>&1
+}
+for lb in "1 1" "2 1" "1 2" "2 2" "3 3"; do
+	set -- $lb
+	run "p-$1-$2.jsonl" $1 $2 3 1 2 || { fail train_gpu_model_runs "$(tail -3 "p-$1-$2.jsonl.log")"; exit 0; }
+done
+run two.jsonl 1 1 4 1 3 || fail train_gpu_model_runs "$(tail -3 two.jsonl.log)"
+run none.jsonl 1 1 2 5 6 || fail train_gpu_model_runs "$(tail -3 none.jsonl.log)"
+ok train_gpu_model_runs
+
+# the range: one iteration's records, twice that for two; nothing when the range is past the run
+python3 - p-1-1.jsonl two.jsonl none.jsonl <<'PYEOF' && ok profile_range_is_megatron_lms_iterations || fail profile_range_is_megatron_lms_iterations "see above"
+import json, os, sys
+one = [json.loads(l) for l in open(sys.argv[1])]
+two = [json.loads(l) for l in open(sys.argv[2])]
+k1 = [o["name"] for o in one if o["op"] == "kernel"]
+k2 = [o["name"] for o in two if o["op"] == "kernel"]
+ok = bool(k1) and k2 == k1 + k1 and "adamw_multi_k" in k1 and k1.count("adamw_multi_k") == 1
+ok &= not os.path.exists(sys.argv[3]) or os.path.getsize(sys.argv[3]) == 0
+if not ok:
+    print("# one iteration: %d kernels (%d AdamW), two: %d" % (len(k1), k1.count("adamw_multi_k"), len(k2)))
+sys.exit(0 if ok else 1)
+PYEOF
+
+# compulsory bytes, from the shapes: the layer norm reads x (N,C) bf16 and its weight and bias,
+# writes y and fp32 mean and rstd per row; AdamW reads master, grad, both moments (fp32) and
+# writes master, both moments and the bf16 copy, for every parameter
+python3 - p-3-3.jsonl $C $SEQ 20000 <<'PYEOF' && ok profile_bytes_are_the_buffers_compulsory_traffic || fail profile_bytes_are_the_buffers_compulsory_traffic "see above"
+import json, sys
+ops = [json.loads(l) for l in open(sys.argv[1])]
+C, T, V = int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
+L, B = 3, 3
+N = B * T
+Vp = (V + 127) // 128 * 128
+P = Vp * C + T * C + L * (12 * C * C + 13 * C) + 2 * C
+ln = [o for o in ops if o["op"] == "kernel" and o["name"].startswith("ln_fwd_k")]
+ad = [o for o in ops if o["op"] == "kernel" and o["name"].startswith("adamw_multi_k")]
+sec = lambda b: (b + 31) // 32 * 32
+want_ln = (N * C * 2 + 2 * sec(C * 2), N * C * 2 + 2 * N * 4)
+bad = [o for o in ln if (o["rd"], o["wr"]) != want_ln]
+want_ad = (P * 16, P * 14)
+ok = ln and not bad and len(ad) == 1 and abs(ad[0]["rd"] - want_ad[0]) <= 64 * 32 and \
+    abs(ad[0]["wr"] - want_ad[1]) <= 64 * 32
+if not ok:
+    print("# ln_fwd: want %s, got %s; adamw: want %s, got %s" % (
+        want_ln, [(o["rd"], o["wr"]) for o in ln][:3], want_ad,
+        [(o["rd"], o["wr"]) for o in ad]))
+sys.exit(0 if ok else 1)
+PYEOF
+
+# the model's extension, against a run it did not see
+if python3 "$TOP/tests/bench/gpu-model.py" --name tiny --layers 3 --hidden $C --heads $HEADS \
+	--seq $SEQ --batch 3 --params 1 --run-seq $SEQ --check p-3-3.jsonl \
+	p-1-1.jsonl p-2-1.jsonl p-1-2.jsonl p-2-2.jsonl >check.out 2>&1; then
+	ok gpu_model_extension_predicts_a_bigger_run
+else
+	fail gpu_model_extension_predicts_a_bigger_run "$(head -c 600 check.out)"
+fi
+# and the check can fail: the same runs against a 2-layer run
+if python3 "$TOP/tests/bench/gpu-model.py" --name tiny --layers 3 --hidden $C --heads $HEADS \
+	--seq $SEQ --batch 3 --params 1 --run-seq $SEQ --check p-2-2.jsonl \
+	p-1-1.jsonl p-2-1.jsonl p-1-2.jsonl p-2-2.jsonl >check2.out 2>&1; then
+	fail gpu_model_check_notices_a_different_run "$(tail -1 check2.out)"
+else
+	ok gpu_model_check_notices_a_different_run
+fi
+
+# refusals
+expect_rc profile_refused_on_cpu 2 "$BIN/train" --num-layers 1 --hidden-size $C \
+	--num-attention-heads $HEADS --seq-length $SEQ --max-position-embeddings $SEQ \
+	--micro-batch-size 1 --global-batch-size 1 --train-iters 1 --lr 1e-4 --data-path rand \
+	--vocab-file vocab.json --merge-file merges.txt --split 1000,0,0 --device cpu --profile
+contains profile_refusal_names_the_backend "$T/err" "--profile.*cpu backend"
+expect_rc profile_empty_range_refused 2 env LMTK_CUDA_PLUGIN=$EXEC "$BIN/train" --num-layers 1 \
+	--hidden-size $C --num-attention-heads $HEADS --seq-length $SEQ --max-position-embeddings $SEQ \
+	--micro-batch-size 1 --global-batch-size 1 --train-iters 1 --lr 1e-4 --data-path rand \
+	--vocab-file vocab.json --merge-file merges.txt --split 1000,0,0 --device cuda --profile \
+	--profile-step-start 3 --profile-step-end 3
