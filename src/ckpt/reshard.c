@@ -95,7 +95,9 @@ static int write_shard(const struct sh_ckpt *in, const struct lt_model *out,
 	snprintf(it, sizeof it, "%lld", (long long)in->iteration);
 	st_metadata(w, "format", "lmtk-checkpoint");
 	st_metadata(w, "iteration", it);
-	st_metadata(w, "optimizer", "adamw");
+	const char *kind = json_string_value(json_object_get(json_object_get(in->manifest,
+									     "optimizer"), "kind"));
+	st_metadata(w, "optimizer", kind ? kind : "adamw");
 	for (int g = 0; g < LT_GROUPS && !rc; g++)
 		for (int i = 0; i < n && !rc; i++)
 			rc = write_part(in, out, tg, order[i], g, r, w, buf, &crc, &bytes, pg);

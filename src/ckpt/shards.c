@@ -263,12 +263,13 @@ int sh_open_manifest(struct sh_ckpt *c, const char *path, char *err, size_t errl
 	if (!json_is_object(files))
 		return errf(err, errlen, "%s: no \"files\" object", mpath), EXIT_USAGE;
 	/* 8-bit Adam keeps quantized moments (u8 codes and per-block absmax) that no layout
-	 * change can split at a TP boundary without requantizing: refused by name. */
+	 * change can split at a TP boundary without requantizing: refused by name.  LAMB and SGD
+	 * keep AdamW's two fp32 buffers (train's ckpt.c), which split like any tensor. */
 	const char *kind = json_string_value(json_object_get(json_object_get(c->manifest,
 									     "optimizer"), "kind"));
-	if (kind && strcmp(kind, "adamw"))
+	if (kind && strcmp(kind, "adamw") && strcmp(kind, "lamb") && strcmp(kind, "sgd"))
 		return errf(err, errlen, "%s: the optimizer state is \"%s\" (--use-bnb-optimizer); "
-			    "only AdamW checkpoints can be resharded or repaired: train it on with "
+			    "only AdamW, LAMB and SGD checkpoints can be resharded or repaired: train it on with "
 			    "the same layout, or save one without --use-bnb-optimizer", mpath, kind),
 		       EXIT_USAGE;
 	c->tp = (int)tp;

@@ -28,7 +28,7 @@ enum {
 	O_OPTIMIZER, O_DATALOADER, O_EVALONLY, O_FINETUNE, O_NOLOADOPT, O_LOSSSCALE, O_TBLOGINT,
 	O_TBNOLR, O_TBNOLS, O_LOGPATH, O_EODMASK, O_RESETPOS, O_RESETATT, O_POSTLN, O_OPENAIGELU,
 	O_DEEPSCALE, O_DSCONFIG, O_CURRICULUM, O_CCDIR, O_CCINT, O_CPUTDP, O_CKNL, O_DSACK,
-	O_PROFILE, O_PROFSTART, O_PROFEND, O_PROFRANKS,
+	O_PROFILE, O_PROFSTART, O_PROFEND, O_PROFRANKS, O_SGDMOM,
 };
 
 const struct opt args_opts[] = {
@@ -115,7 +115,8 @@ const struct opt args_opts[] = {
 	{"model-parallel-size", O_MPSIZE, "N", "no longer valid: use --tensor-model-parallel-size"},
 	/* planning */
 	/* optimizer */
-	{"optimizer", O_OPTIMIZER, "NAME", "adam (AdamW, the default); lamb and sgd are refused"},
+	{"optimizer", O_OPTIMIZER, "NAME", "adam (AdamW, the default), lamb (apex FusedLAMB) or sgd (torch SGD)"},
+	{"sgd-momentum", O_SGDMOM, "F", "--optimizer sgd: momentum (default 0.9, as Megatron)"},
 	{"seed", O_SEED, "N", "seed of the initial weights, dropout and the data order (default 1234)"},
 	{"weight-decay", O_WD, "F", "AdamW weight decay, not on biases and layer norms (default 0.01)"},
 	{"clip-grad", O_CLIP, "F", "clip the global gradient norm to F (default 1.0; 0 off)"},
@@ -215,7 +216,6 @@ const struct args_other args_other[] = {
 	NOFX("onnx-safe", 1, "the fused tanh GeLU is used, as in Megatron with bias-gelu fusion on"),
 	NOFX("no-load-rng", 0, "dropout is counter-based from --seed and the sample: there is no RNG state"),
 	NOFX("no-save-rng", 0, "dropout is counter-based from --seed and the sample: there is no RNG state"),
-	NOFX("sgd-momentum", 1, "only --optimizer sgd reads it"),
 	NOFX("distribute-checkpointed-activations", 0, MEMORY_ONLY),
 	NOFX("partition-activations", 0, MEMORY_ONLY),
 	NOFX("contigious-checkpointing", 0, MEMORY_ONLY),
@@ -308,6 +308,8 @@ void args_init(struct train_args *a)
 	a->loss_scale_window = 1000;
 	a->hysteresis = 2;
 	a->log_interval = 100;
+	a->optimizer = "adam";
+	a->sgd_momentum = 0.9;
 	a->profile_step_start = 10;   /* Megatron-LM's defaults */
 	a->profile_step_end = 12;
 	a->nprofile_ranks = 1;
@@ -570,6 +572,7 @@ int args_opt(void *ctx, int key, const char *arg, char *err, size_t errlen)
 	case O_B1: return num(arg, &a->adam_beta1, 0, 0, err, errlen);
 	case O_B2: return num(arg, &a->adam_beta2, 0, 0, err, errlen);
 	case O_EPS: return num(arg, &a->adam_eps, 0, 1, err, errlen);
+	case O_SGDMOM: return num(arg, &a->sgd_momentum, 0, 0, err, errlen);
 	case O_ILS:
 		a->given |= ARGS_GIVEN_INITIAL_LOSS_SCALE;
 		return num(arg, &a->initial_loss_scale, 0, 1, err, errlen);
@@ -637,13 +640,11 @@ int args_opt(void *ctx, int key, const char *arg, char *err, size_t errlen)
 	case O_SPIKEF: return num(arg, &a->spike_factor, 1, 1, err, errlen);
 	case O_PEAK: return num(arg, &a->peak_tflops, 0, 1, err, errlen);
 	case O_OPTIMIZER:
-		if (strcmp(arg, "adam") == 0) {
-			a->optimizer_given = 1;
+		a->optimizer_given = 1;
+		if (strcmp(arg, "adam") == 0 || strcmp(arg, "lamb") == 0 || strcmp(arg, "sgd") == 0) {
+			a->optimizer = arg;
 			return 0;
 		}
-		if (strcmp(arg, "lamb") == 0 || strcmp(arg, "sgd") == 0)
-			return errf(err, errlen, "'%s' is not implemented: lmtk trains with AdamW "
-				    "(--optimizer adam, the default)", arg);
 		return errf(err, errlen, "'%s' is not one of adam, lamb, sgd", arg);
 	case O_DATALOADER:
 		if (strcmp(arg, "single") == 0)

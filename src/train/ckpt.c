@@ -284,7 +284,24 @@ static int shard_entries(const struct model *m, const struct ostate_img *g, stru
 	return n;
 }
 
-static int write_shard(const char *path, const struct model *m, const struct ostate_img *g,
+/* The optimizer-state kind a checkpoint names (manifest "optimizer.kind", shard metadata
+ * "optimizer"): LAMB and SGD keep their state in AdamW's two fp32 buffers (SGD's momentum in
+ * exp_avg, exp_avg_sq zero), so three kinds share one shard layout; 8-bit Adam has its own. */
+static const char *opt_kind(const struct model *m, const struct optim *o)
+{
+	return m->cfg.bnb ? "bnb-adam8bit" : o->kind == OPT_LAMB ? "lamb" : o->kind == OPT_SGD ? "sgd"
+												    : "adamw";
+}
+
+/* the flag that trains with a kind */
+static const char *opt_kind_flag(const char *kind)
+{
+	return !strcmp(kind, "bnb-adam8bit") ? "--use-bnb-optimizer" : !strcmp(kind, "lamb")
+		? "--optimizer lamb" : !strcmp(kind, "sgd") ? "--optimizer sgd" : "--optimizer adam";
+}
+
+static int write_shard(const char *path, const struct model *m, const char *kind,
+		       const struct ostate_img *g,
 		       int64_t iteration, uint32_t *crc, uint64_t *bytes, char *err, size_t errlen)
 {
 	char it[32];
@@ -305,7 +322,7 @@ static int write_shard(const char *path, const struct model *m, const struct ost
 	snprintf(it, sizeof it, "%lld", (long long)iteration);
 	st_metadata(w, "format", "lmtk-checkpoint");
 	st_metadata(w, "iteration", it);
-	st_metadata(w, "optimizer", m->cfg.bnb ? "bnb-adam8bit" : "adamw");
+	st_metadata(w, "optimizer", kind);
 	float *buf = malloc(most ? most : 1);
 	if (!buf) {
 		st_abort(w);
@@ -380,7 +397,7 @@ static int publish(const char *dir, const char *name, const char *tmp, const str
 		"skip_ranges_done_through", (json_int_t)st->skip_through,
 		"valid_positions", valid_json(st),
 		"scheduler", sched_json(&st->sched),
-		"optimizer", "kind", m->cfg.bnb ? "bnb-adam8bit" : "adamw", "step", o->step, "loss_scale", (double)o->loss_scale, "good_steps",
+		"optimizer", "kind", opt_kind(m, o), "step", o->step, "loss_scale", (double)o->loss_scale, "good_steps",
 		o->good_steps, "hysteresis_left", o->hysteresis_left, "beta1", (double)o->b1, "beta2",
 		(double)o->b2, "eps", (double)o->eps, "weight_decay", (double)o->wd, "clip_grad",
 		(double)o->clip,
@@ -472,7 +489,7 @@ int ckpt_save(const char *dir, const struct model *m, struct dist *d,
 		snprintf(path, sizeof path, "%s/%s", tmp, shard);
 		if (access(tmp, F_OK) != 0 && !rc)
 			rc = errf(err, errlen, "%s: %s", tmp, strerror(errno));
-		else if (!rc && write_shard(path, m, &img, st->iteration, &me.crc, &me.bytes, err,
+		else if (!rc && write_shard(path, m, opt_kind(m, &st->optim), &img, st->iteration, &me.crc, &me.bytes, err,
 					    errlen) < 0)
 			rc = -1;
 		me.ok = rc == 0;
@@ -605,19 +622,20 @@ static int load_step(const char *sdir, struct model *m, struct ckpt_state *st, c
 			    (long long)pp, m->cfg.tp, m->cfg.pp);
 	}
 	/* the optimizer kind: absent in manifests from before --use-bnb-optimizer (AdamW) */
-	const char *kind = json_string_value(json_object_get(op, "kind")), *want = m->cfg.bnb ?
-			   "bnb-adam8bit" : "adamw";
+	const char *kind = json_string_value(json_object_get(op, "kind")), *want = opt_kind(m, &st->optim);
 	if (!kind)
 		kind = "adamw";
+	int saved_bnb = strcmp(kind, "bnb-adam8bit") == 0;
+	int known = saved_bnb || !strcmp(kind, "adamw") || !strcmp(kind, "lamb") || !strcmp(kind, "sgd");
 	int other = strcmp(kind, want) != 0;
-	if (other && (st->weights_only ? strcmp(kind, "adamw") != 0 && strcmp(kind, "bnb-adam8bit") != 0
-				       : 1)) {
-		errf(err, errlen, "%s: the optimizer state is %s, this run's optimizer is %s: %s "
-		     "--use-bnb-optimizer to resume it (the states do not convert; --finetune or "
-		     "--no-load-optim take the weights only)", path,
-		     strcmp(kind, "adamw") == 0 ? "AdamW's (fp32 moments)" : strcmp(kind, "bnb-adam8bit") == 0
-		     ? "bitsandbytes' 8-bit Adam's (--use-bnb-optimizer)" : kind,
-		     m->cfg.bnb ? "--use-bnb-optimizer" : "AdamW", m->cfg.bnb ? "drop" : "add");
+	if (other && (!st->weights_only || !known)) {
+		errf(err, errlen, "%s: the optimizer state is %s, this run's optimizer is %s: resume it "
+		     "with %s (the states do not convert; --finetune or --no-load-optim take the "
+		     "weights only)", path,
+		     !strcmp(kind, "adamw") ? "AdamW's (fp32 moments)" : saved_bnb
+		     ? "bitsandbytes' 8-bit Adam's (--use-bnb-optimizer)" : !strcmp(kind, "lamb")
+		     ? "LAMB's (--optimizer lamb)" : !strcmp(kind, "sgd") ? "SGD's (--optimizer sgd)" : kind,
+		     want, known ? opt_kind_flag(kind) : "the program that wrote it");
 		json_decref(man);
 		return -1;
 	}
@@ -639,7 +657,7 @@ static int load_step(const char *sdir, struct model *m, struct ckpt_state *st, c
 		return -1;
 	/* the entries the checkpoint's optimizer kind has (another kind: weights only are loaded) */
 	struct model as_saved = *m;
-	as_saved.cfg.bnb = other ? !m->cfg.bnb : m->cfg.bnb;
+	as_saved.cfg.bnb = saved_bnb;
 	struct entry *e;
 	int n = shard_entries(&as_saved, NULL, &e);
 	if (n < 0) {

@@ -193,6 +193,22 @@ struct ops {
 	void (*adamw_multi)(float *master, void *param, const float *g, float *m, float *v,
 			    const struct adam_seg *seg, int nseg, size_t total, float lr, float b1,
 			    float b2, float eps, float wd, float gscale, int step);
+	/* --optimizer lamb: apex FusedLAMB (adam_w_mode, grad averaging, bias correction
+	 * bc = 1 - b^step computed in double, rounded to float), in two passes over a tensor.
+	 * lamb_update: g' = g * gscale / clipdiv, m = b1 m + (1-b1) g', v = b2 v + (1-b2) g'^2,
+	 * returns sum u^2 (double) of the update u = (m/bc1) / (sqrt(v/bc2) + eps) + wd * master.
+	 * lamb_apply: u recomputed from m, v, master the same way; master -= ratio * u; param =
+	 * master in the activation type (skipped when param == master).  Both NULL: no LAMB. */
+	double (*lamb_update)(const float *master, const float *g, float *m, float *v, size_t n,
+			      float b1, float b2, float eps, float wd, float gscale, float clipdiv,
+			      int step);
+	void (*lamb_apply)(float *master, void *param, const float *m, const float *v, size_t n,
+			   float b1, float b2, float eps, float wd, float ratio, int step);
+	/* --optimizer sgd: torch.optim.SGD (dampening 0, no Nesterov): d = g * gscale + wd *
+	 * master; buf = d on the first step (first != 0), else momentum buf + d; master -= lr buf
+	 * (momentum 0: lr d, buf untouched); param as above.  NULL: no SGD. */
+	void (*sgd)(float *master, void *param, const float *g, float *buf, size_t n, float lr,
+		    float momentum, float wd, float gscale, int first);
 	/* --use-bnb-optimizer (bnb.h has the exact update).  adam8bit: bitsandbytes' block-wise
 	 * 8-bit Adam on n elements that start at a block boundary of their tensor; codes c1/c2
 	 * (uint8, n), absmax1/absmax2 (one per BNB_BLOCK elements, the last block may be short),

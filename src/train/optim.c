@@ -6,6 +6,7 @@
 #include "train/dist.h"
 
 #define FP16_MAX 65504.0f   /* the largest finite fp16 value */
+#define LAMB_MAX_GRAD_NORM 1.0   /* apex FusedLAMB's max_grad_norm default */
 
 void optim_init(struct optim *o, float b1, float b2, float eps, float wd, float clip, int fp16,
 		float initial_scale, float min_scale, int window, int hysteresis)
@@ -85,6 +86,44 @@ int optim_step(struct optim *o, struct model *m, float lr, double *grad_norm)
 	o->step++;
 	/* AdamW (or bitsandbytes' Adam) on this rank's elements [opt_lo, opt_hi): every tensor that
 	 * overlaps them (the whole model without ZeRO-1), each from its own state */
+	if (o->kind == OPT_LAMB) {
+		/* FusedLAMB sees the gradients after Megatron's clipping and clips their norm
+		 * again at its max_grad_norm (1.0) */
+		double gn = norm * (o->clip > 0 && o->clip / (norm + 1e-6) < 1.0 ? o->clip / (norm + 1e-6)
+										    : 1.0);
+		float clipdiv = gn > LAMB_MAX_GRAD_NORM ? (float)(gn / LAMB_MAX_GRAD_NORM) : 1.0f;
+		for (int i = 0; i < m->ntensors; i++) {
+			const struct model_ostate *os = &m->ost[i];
+			size_t a = os->lo, n = os->hi - os->lo;
+			if (!n)
+				continue;
+			float wd = m->tensors[i].decay ? o->wd : 0.0f;
+			float pnorm = (float)sqrt(ops->sumsq(m->master + a, n));
+			float unorm = (float)sqrt(ops->lamb_update(m->master + a, m->grads + a,
+								   m->adam_m + os->s, m->adam_v + os->s,
+								   n, o->b1, o->b2, o->eps, wd, gscale,
+								   clipdiv, o->step));
+			float ratio = lr;
+			if (wd != 0.0f && pnorm != 0.0f && unorm != 0.0f)
+				ratio = lr * (pnorm / unorm);
+			ops->lamb_apply(m->master + a, (char *)m->params + a * ops->act_size,
+					m->adam_m + os->s, m->adam_v + os->s, n, o->b1, o->b2, o->eps,
+					wd, ratio, o->step);
+		}
+		goto updated;
+	}
+	if (o->kind == OPT_SGD) {
+		for (int i = 0; i < m->ntensors; i++) {
+			const struct model_ostate *os = &m->ost[i];
+			size_t a = os->lo, n = os->hi - os->lo;
+			if (!n)
+				continue;
+			ops->sgd(m->master + a, (char *)m->params + a * ops->act_size, m->grads + a,
+				 m->adam_m + os->s, n, lr, o->momentum,
+				 m->tensors[i].decay ? o->wd : 0.0f, gscale, o->step == 1);
+		}
+		goto updated;
+	}
 	if (m->aseg) {   /* the backend's one launch over them all */
 		ops->adamw_multi(m->master, m->params, m->grads, m->adam_m, m->adam_v, m->aseg,
 				 m->naseg, m->aseg_total, lr, o->b1, o->b2, o->eps, o->wd, gscale,

@@ -12,13 +12,25 @@
  *   layer norms), unscaling and clipping folded into the one pass over the gradients; with
  *   --use-bnb-optimizer bitsandbytes' Adam8bit instead (bnb.h): 8-bit block-wise state for
  *   tensors of 4096 elements or more, bnb's 32-bit Adam for the rest and the word embedding.
- * Adam's step count only advances on steps that were taken, as apex's FusedAdam counts. */
+ * - or, with --optimizer lamb, apex FusedLAMB as Megatron would construct it (its defaults:
+ *   max_grad_norm 1.0, grad averaging, bias correction, decoupled decay, no NVLAMB): the norm of
+ *   the gradients after Megatron's clipping is clipped again at 1.0, the moments as Adam's, the
+ *   update u = m^/(sqrt(v^)+eps) + wd w, and each tensor with weight decay steps by
+ *   lr ||w||/||u|| (lr when either norm is 0; tensors without decay by lr: apex's rule);
+ *   norms are of this rank's part of a tensor, as apex sees its TP shard;
+ * - or, with --optimizer sgd, torch.optim.SGD with --sgd-momentum and the same decay groups.
+ * The step count only advances on steps that were taken, as apex's optimizers count. */
 #ifndef TRAIN_OPTIM_H
 #define TRAIN_OPTIM_H
 
 #include "train/model.h"
 
+/* --optimizer */
+enum optim_kind { OPT_ADAMW, OPT_LAMB, OPT_SGD };
+
 struct optim {
+	enum optim_kind kind;      /* set after optim_init (which makes it AdamW) */
+	float momentum;            /* --sgd-momentum */
 	float b1, b2, eps, wd, clip;
 	int fp16;
 	/* dynamic loss scaling (fp16) */

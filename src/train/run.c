@@ -359,6 +359,13 @@ static int setup(struct run *r, char *err, size_t errlen)
 	if (a->use_bnb_optimizer && !ops->adam8bit)
 		return errf(err, errlen, "--use-bnb-optimizer: the %s backend has no 8-bit Adam kernel; "
 			    "use --device cpu, or drop the flag to train with AdamW", ops->name);
+	int lamb = strcmp(a->optimizer, "lamb") == 0, sgd = strcmp(a->optimizer, "sgd") == 0;
+	if ((lamb || sgd) && a->use_bnb_optimizer)
+		return errf(err, errlen, "--optimizer %s and --use-bnb-optimizer (8-bit Adam) are two "
+			    "optimizers: choose one", a->optimizer);
+	if ((lamb && !ops->lamb_update) || (sgd && !ops->sgd))
+		return errf(err, errlen, "--optimizer %s: the %s backend has no %s kernels in this "
+			    "build; use --device cpu", a->optimizer, ops->name, a->optimizer);
 	if (a->pos_emb == POS_ROTARY)
 		return errf(err, errlen, "--position-embedding-type rotary is not implemented; use "
 			    "absolute or alibi");
@@ -424,6 +431,10 @@ static int setup(struct run *r, char *err, size_t errlen)
 		c.slots = (int)p->m_full;
 	if (a->checkpoint_activations)
 		c.ckpt_layers = a->checkpoint_num_layers > 0 ? (int)a->checkpoint_num_layers : 1;
+	if (p->zero1 && r->dist.dp > 1 && strcmp(a->optimizer, "adam"))
+		return errf(err, errlen, "--optimizer %s with ZeRO-1 over %d data-parallel ranks: "
+			    "LAMB's trust ratio needs each tensor whole on a rank, and DeepSpeed's "
+			    "ZeRO shards only Adam; use --zero-stage 0", a->optimizer, r->dist.dp);
 	if (p->zero1 && r->dist.dp > 1) {   /* ZeRO-1: Adam's moments sharded over the DP group */
 		c.zero_dp = r->dist.dp;
 		c.zero_rank = r->dist.dp_rank;
@@ -513,6 +524,9 @@ static int setup(struct run *r, char *err, size_t errlen)
 	optim_init(&r->st.optim, a->adam_beta1, a->adam_beta2, a->adam_eps, a->weight_decay,
 		   a->clip_grad, a->fp16, a->initial_loss_scale, a->min_loss_scale,
 		   (int)a->loss_scale_window, (int)a->hysteresis);
+	r->st.optim.kind = !strcmp(a->optimizer, "lamb") ? OPT_LAMB
+			   : !strcmp(a->optimizer, "sgd") ? OPT_SGD : OPT_ADAMW;
+	r->st.optim.momentum = (float)a->sgd_momentum;
 	if (a->fp16 && a->loss_scale > 0) {   /* --loss-scale: static */
 		r->st.optim.static_scale = 1;
 		r->st.optim.loss_scale = (float)a->loss_scale;

@@ -328,6 +328,10 @@ def config_check(cfg, path="config"):
         v = cfg.setdefault(k, t(0) if t is not int else -1)
         if not isinstance(v, t) or (t is int and isinstance(v, bool)):
             raise BadInput(f"{path}: {k} = {v!r} is not a {t.__name__}")
+    if cfg.setdefault("optimizer", "adam") not in OPTIMIZERS:
+        raise BadInput(f"{path}: optimizer {cfg['optimizer']!r}; want adam, lamb or sgd")
+    if not isinstance(cfg.setdefault("sgd_momentum", 0.9), (int, float)):
+        raise BadInput(f"{path}: sgd_momentum is not a number")
     if (cfg["eod_mask_loss"] or cfg["reset_position_ids"] or cfg["reset_attention_mask"]) \
             and not 0 <= cfg["eod"] < cfg["vocab_size"]:
         raise BadInput(f"{path}: the document masks need eod, an id below vocab_size")
@@ -666,6 +670,48 @@ def adamw_step(params, grads, state, decay, cfg, step):
             p.sub_(lr * upd)
 
 
+def lamb_step(params, grads, state, decay, cfg, step):
+    """apex FusedLAMB as Megatron builds an optimizer (lr, betas, eps, weight_decay from the
+    flags; FusedLAMB's own defaults otherwise: bias_correction, grad_averaging, adam_w_mode,
+    max_grad_norm 1.0, use_nvlamb False), on the gradients Megatron's clip_grads left: their
+    global norm is clipped again at 1.0 (g / (norm / 1.0) when above), m and v as Adam's,
+    u = (m/bc1) / (sqrt(v/bc2) + eps) + wd p, and p -= lr r u with r = ||p|| / ||u|| (p before
+    the step) for a tensor with weight decay when both norms are non-zero, else r = 1."""
+    lr, b1, b2, eps = cfg["lr"], cfg["adam_beta1"], cfg["adam_beta2"], cfg["adam_eps"]
+    bc1, bc2 = 1.0 - b1 ** step, 1.0 - b2 ** step
+    gnorm = math.sqrt(sum((g.double() * g.double()).sum().item() for g in grads))
+    div = gnorm / 1.0 if gnorm > 1.0 else 1.0
+    with torch.no_grad():
+        for p, g, (m, v), d in zip(params, grads, state, decay):
+            wd = cfg["weight_decay"] if d else 0.0
+            g = g / div
+            m.mul_(b1).add_(g, alpha=1.0 - b1)
+            v.mul_(b2).addcmul_(g, g, value=1.0 - b2)
+            u = (m / bc1) / ((v / bc2).sqrt() + eps) + wd * p
+            pn, un = p.norm().item(), u.norm().item()
+            r = pn / un if wd != 0 and pn != 0 and un != 0 else 1.0
+            p.sub_(lr * r * u)
+
+
+def sgd_step(params, grads, state, decay, cfg, step):
+    """torch.optim.SGD(lr, momentum=sgd_momentum, weight_decay on the decay group; dampening 0,
+    no Nesterov): d = g + wd p; buf = d on the first step, else momentum buf + d; p -= lr buf."""
+    lr, mom = cfg["lr"], cfg.get("sgd_momentum", 0.9)
+    with torch.no_grad():
+        for p, g, (buf, _), d in zip(params, grads, state, decay):
+            dp = g + (cfg["weight_decay"] if d else 0.0) * p
+            if mom != 0:
+                if step == 1:
+                    buf.copy_(dp)
+                else:
+                    buf.mul_(mom).add_(dp)
+                dp = buf
+            p.sub_(lr * dp)
+
+
+OPTIMIZERS = {"adam": adamw_step, "lamb": lamb_step, "sgd": sgd_step}
+
+
 # --- the reference run -------------------------------------------------------------------------
 
 GROUPS = ("logits", "loss", "grads", "losses", "grad_norms", "final")
@@ -674,6 +720,8 @@ GROUPS = ("logits", "loss", "grads", "losses", "grad_norms", "final")
 def reference(cfg, weights, tokens, targets, dtype="float64", groups=GROUPS,
               softmax_over_padded=False, optimizer=adamw_step):
     """Returns {item name: float ndarray} for the requested groups."""
+    if optimizer is adamw_step:   # the config's "optimizer" (adam, lamb, sgd; default adam)
+        optimizer = OPTIMIZERS[cfg.get("optimizer", "adam")]
     specs = param_specs(cfg)
     names = [n for n, _, _ in specs]
     decay = [d for _, _, d in specs]

@@ -457,6 +457,10 @@ static int dump(const char *cfgpath, const char *outdir)
 	optim_init(&opt, jnum(j, "adam_beta1", 0.9), jnum(j, "adam_beta2", 0.999),
 		   jnum(j, "adam_eps", 1e-8), jnum(j, "weight_decay", 0.01), jnum(j, "clip_grad", 1.0),
 		   0, 1, 1, 1000, 2);
+	const char *okind = json_string_value(json_object_get(j, "optimizer"));
+	opt.kind = okind && !strcmp(okind, "lamb") ? OPT_LAMB : okind && !strcmp(okind, "sgd") ? OPT_SGD
+											     : OPT_ADAMW;
+	opt.momentum = jnum(j, "sgd_momentum", 0.9);
 	json_decref(j);
 
 	struct model m;

@@ -662,6 +662,78 @@ static void cpu_adamw(float *master, void *param, const float *g, float *m, floa
 	}
 }
 
+/* LAMB's bias corrections as apex computes them: std::pow(float, int) is a double */
+static float lamb_bc(float b, int step)
+{
+	return (float)(1.0 - pow((double)b, step));
+}
+
+static inline float lamb_u(float m, float v, float w, float bc1, float bc2, float eps, float wd)
+{
+	return (m / bc1) / (sqrtf(v / bc2) + eps) + wd * w;
+}
+
+static double cpu_lamb_update(const float *master, const float *g, float *m, float *v, size_t n,
+			      float b1, float b2, float eps, float wd, float gscale, float clipdiv,
+			      int step)
+{
+	float bc1 = lamb_bc(b1, step), bc2 = lamb_bc(b2, step);
+	double part_[ROW_CHUNKS] = {0}, s = 0;
+#pragma omp parallel for schedule(static)
+	for (int k = 0; k < ROW_CHUNKS; k++) {
+		size_t a, b;
+		double acc = 0;
+		part(n, ROW_CHUNKS, k, &a, &b);
+		for (size_t i = a; i < b; i++) {
+			float gi = g[i] * gscale / clipdiv;
+			float mi = b1 * m[i] + (1.0f - b1) * gi;
+			float vi = b2 * v[i] + (1.0f - b2) * gi * gi;
+			m[i] = mi;
+			v[i] = vi;
+			float u = lamb_u(mi, vi, master[i], bc1, bc2, eps, wd);
+			acc += (double)u * u;
+		}
+		part_[k] = acc;
+	}
+	for (int k = 0; k < ROW_CHUNKS; k++)
+		s += part_[k];
+	return s;
+}
+
+static void cpu_lamb_apply(float *master, void *param, const float *m, const float *v, size_t n,
+			   float b1, float b2, float eps, float wd, float ratio, int step)
+{
+	float bc1 = lamb_bc(b1, step), bc2 = lamb_bc(b2, step);
+	float *pw = param;
+#pragma omp parallel for simd schedule(static)
+	for (size_t i = 0; i < n; i++) {
+		float w = master[i];
+		w -= ratio * lamb_u(m[i], v[i], w, bc1, bc2, eps, wd);
+		master[i] = w;
+		if (pw != master)
+			pw[i] = w;
+	}
+}
+
+static void cpu_sgd(float *master, void *param, const float *g, float *buf, size_t n, float lr,
+		    float momentum, float wd, float gscale, int first)
+{
+	float *pw = param;
+#pragma omp parallel for simd schedule(static)
+	for (size_t i = 0; i < n; i++) {
+		float w = master[i];
+		float d = g[i] * gscale + wd * w;
+		if (momentum != 0.0f) {
+			d = first ? d : momentum * buf[i] + d;
+			buf[i] = d;
+		}
+		w -= lr * d;
+		master[i] = w;
+		if (pw != master)
+			pw[i] = w;
+	}
+}
+
 static void cpu_adam8bit(float *master, void *param, const float *g, uint8_t *c1, uint8_t *c2,
 			 float *absmax1, float *absmax2, size_t n, const float *qmap, float lr,
 			 float b1, float b2, float eps, float wd, float gscale, int step)
@@ -708,6 +780,9 @@ static struct ops cpu_ops = {
 	.all_within = cpu_all_within,
 	.scale = cpu_scale,
 	.adamw = cpu_adamw,
+	.lamb_update = cpu_lamb_update,
+	.lamb_apply = cpu_lamb_apply,
+	.sgd = cpu_sgd,
 	.adam8bit = cpu_adam8bit,
 	.adam32 = cpu_adam32,
 };
