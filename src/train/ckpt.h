@@ -21,6 +21,7 @@
 #include <stdint.h>
 
 #include "train/dist.h"
+#include "train/keep.h"
 #include "train/model.h"
 #include "train/optim.h"
 #include "train/sched.h"
@@ -44,10 +45,13 @@ struct ckpt_state {
 
 /* Saves iteration st->iteration; collective over the world: the ranks of DP rank 0 each write
  * their shard into one temporary directory, world rank 0 writes the manifest (every shard's
- * checksum, gathered) and publishes.  `args` (the command line) is stored for the record.  0, or -1 +
- * err; a failed save leaves the previous checkpoints as they were. */
+ * checksum, gathered) and publishes.  `args` (the command line) is stored for the record.  Once
+ * published, world rank 0 prunes the older steps by `keep` (keep.h; NULL keeps them all) and
+ * says what it did in *pruned (when not NULL; on rank 0 only).  0, or -1 + err; a failed save
+ * leaves the previous checkpoints as they were. */
 int ckpt_save(const char *dir, const struct model *m, struct dist *d,
-	      const struct ckpt_state *st, const char *args, char *err, size_t errlen);
+	      const struct ckpt_state *st, const char *args, const struct keep *keep,
+	      struct keep_report *pruned, char *err, size_t errlen);
 
 /* Loads the newest intact checkpoint under dir into m and st.  1 loaded (path in `loaded`),
  * 0 there is none (a fresh start), -1 + err when checkpoints exist but none can be used, or the
