@@ -118,8 +118,8 @@ static int verify(const char *dir)
 				warn("%s/%s: %s", r.dir, r.files[i].name, r.files[i].why);
 		printf("%s: %d of %d files do not match the manifest\n", r.dir, r.bad, r.n);
 	} else {
-		printf("%s: all %d files match the manifest (%llu bytes, CRC-32C) in %.1f s\n", r.dir,
-		       r.n, (unsigned long long)r.bytes, units_now() - t0);
+		printf("%s: every file matches the manifest (%d file%s, %llu bytes, CRC-32C) in %.1f s\n",
+		       r.dir, r.n, r.n == 1 ? "" : "s", (unsigned long long)r.bytes, units_now() - t0);
 	}
 	cs_free(&r);
 	return rc;
