@@ -3,17 +3,21 @@
  *   SAVE/global_stepN/rank_tp00_pp000.safetensors   fp32 master weights, exp_avg.*, exp_avg_sq.*
  *   SAVE/global_stepN/manifest.json                 iteration, counters, schedule, optimizer,
  *                                                   layout, model, checksums
+ *   SAVE/global_stepN/.lock                         the readers' lock (ckpt/steplock.h)
  *   SAVE/latest                                     "global_stepN" (DeepSpeed's name)
  *   SAVE/latest_checkpointed_iteration.txt          "N" (Megatron's name)
  *
  * A save builds the step directory under a temporary name, fsyncs every file and the directory,
  * renames it into place, fsyncs SAVE, and only then replaces `latest` (atomically, last).  At any
  * instant a crash leaves the previous checkpoint intact and `latest` naming a complete one; the
- * worst case is a stray .global_stepN.tmp.* directory, removed by the next save.
+ * worst case is a stray .global_stepN.tmp.* (or, pruning, .global_stepN.deleting) directory,
+ * removed by the next save.
  *
  * A load verifies before it trusts: the manifest parses, every shard has the recorded size and
  * CRC-32C of its data, every tensor the model needs is there with its shape.  If the checkpoint
- * `latest` names fails, the newest intact global_step* is loaded instead, saying why. */
+ * `latest` names fails, the newest intact global_step* is loaded instead, saying why.  A step is
+ * loaded under its readers' lock, so a run pruning the same directory (--save-keep, keep.h) does
+ * not remove it meanwhile. */
 #ifndef TRAIN_CKPT_H
 #define TRAIN_CKPT_H
 
