@@ -39,6 +39,7 @@ expect_rc backup_exits_0 0 bash "$BK" "$S" "$D"
 	fail backup_is_the_step_and_latest_names_it "$(ls -a "$D" "$D/global_step4")"
 check backup_leaves_no_partial sh -c "! ls -a '$D' | grep -q partial"
 contains backup_says_what_it_did "$T/err" "^ckpt-backup: $S/global_step4 -> $D/global_step4: [0-9]+ bytes copied and verified in [0-9]+ s$"
+expect_rc watchdog_sees_the_newest_backed_up 0 "$BIN/fs-watchdog" --checkpoint "$S,$D" --max-age 1h
 expect_rc backup_again_is_a_no_op 0 bash "$BK" "$S" "$D"
 contains backup_again_says_so "$T/err" "$D/global_step4 is there already"
 
@@ -53,6 +54,7 @@ export CKPT_BACKUP_COPY=$T/copier CKPT_BACKUP_JOBS=1
 
 # --- killed half way: nothing under the final name; the next run finishes it ---
 step_to 6 || { fail make_a_second_checkpoint "$(tail -3 train6.out split.err)"; exit 0; }
+expect_rc watchdog_sees_the_newest_not_backed_up 1 "$BIN/fs-watchdog" --checkpoint "$S,$D" --max-age 1h
 COPIER_LOG=$T/copied1 COPIER_SLEEP=2 setsid bash "$BK" "$S" "$D" >kill.out 2>&1 &
 pid=$!
 wait_for 20 sh -c "ls '$D/.global_step6.partial' 2>/dev/null | grep -q safetensors"
