@@ -30,6 +30,20 @@ contains save_keep_every_needs_save_keep_message "$T/err" '--save-keep-every .*g
 expect_rc save_keep_zero_is_refused 2 "$TR" "${MODEL[@]}" --train-iters 2 --save s0 --save-interval 1 --save-keep 0
 check save_keep_in_help sh -c "'$TR' --help | grep -q -- '--save-keep-every M'"
 
+# --- --dry-run counts the checkpoints kept: 100 iterations saved every 10, the newest 2 and every
+# 30th (30, 60, 90) kept, and the one being saved: 6 of 10, 12 bytes a parameter ---
+"$TR" "${MODEL[@]}" --train-iters 100 --save s0 --save-interval 10 --save-keep 2 --save-keep-every 30 --nodes 1 --gpus-per-node 1 \
+	--dry-run --format json >dry.json 2>dry.err
+/usr/bin/python3 - dry.json <<'EOF' && ok dry_run_counts_the_kept_checkpoints || fail dry_run_counts_the_kept_checkpoints "$(head -c 300 dry.err)"
+import json, sys
+c = json.load(open(sys.argv[1]))["checkpoint"]
+d = c["on_disk"]
+assert d["saves"] == 10 and d["kept_at_most"] == 6, d
+assert d["bytes"] == 6 * 12 * c["params"], (d, c["params"])
+EOF
+"$TR" "${MODEL[@]}" --train-iters 100 --save s0 --save-interval 10 --nodes 1 --gpus-per-node 1 --dry-run >dry.txt 2>&1
+check dry_run_without_save_keep_keeps_all grep -qE '^  on disk: 10 saves of lmtk.s 12 B/param +[0-9.]+  all kept: see --save-keep$' dry.txt
+
 # --- the small filesystem ---
 mkdir -p fs
 if mount -t tmpfs -o size=128m lmtk-keep fs 2>mount.err; then
