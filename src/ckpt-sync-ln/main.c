@@ -1,6 +1,7 @@
 /* ckpt-sync-ln - find, measure and repair replicated parameters that drifted apart across ranks.
  *
  *   ckpt-sync-ln DIR[/global_stepN] [--check | --fix] [--tolerance X] [--output OUT | --in-place]
+ *   ckpt-sync-ln --verify DIR[/global_stepN]
  *
  * Layer norms and row-parallel biases are whole on every TP rank and must stay equal; in the
  * 104B and 176B runs they did not (shared/spec/megatron-train.md, "Layer norms drifting apart
@@ -12,9 +13,11 @@
  * resumed run rounds them from the master weights, so they follow.)
  *
  * The checkpoint modules are ckpt-merge-tp's (shards.h verifies and compares, reshard.h writes
- * the same layout back, outdir.h publishes), built into this program by the wrapper files
- * beside this one.  Exit: 0 all copies equal (or repaired), 1 copies differ beyond the
- * tolerance, 2 usage or bad input, 3 I/O. */
+ * the same layout back, outdir.h publishes), from the checkpoint library (src/ckpt).
+ * --verify checks only that every file is what the manifest recorded (checksums.h): the check a
+ * backup makes of its copy (slurm/ckpt-backup.slurm), for any lmtk checkpoint.  Exit: 0 all
+ * copies equal (or repaired; --verify: every file matches), 1 copies differ beyond the tolerance
+ * (--verify: a file does not match), 2 usage or bad input, 3 I/O. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -26,15 +29,16 @@
 #include "msg.h"
 #include "opt.h"
 #include "units.h"
+#include "ckpt/checksums.h"
 #include "ckpt/outdir.h"
 #include "ckpt/progress.h"
 #include "ckpt/reshard.h"
 #include "ckpt/shards.h"
 
-enum { O_CHECK = 1000, O_FIX, O_TOLERANCE, O_OUTPUT, O_INPLACE };
+enum { O_CHECK = 1000, O_FIX, O_TOLERANCE, O_OUTPUT, O_INPLACE, O_VERIFY };
 
 struct cfg {
-	int fix, check, in_place;
+	int fix, check, in_place, verify, tolerance_set;
 	double tolerance;
 	const char *output;
 };
@@ -45,6 +49,7 @@ static const struct opt opts[] = {
 	{"tolerance", O_TOLERANCE, "X", "largest |difference| that counts as equal (default 0: bit-exact)"},
 	{"output", O_OUTPUT, "OUT", "--fix: write the repaired checkpoint to the new directory OUT"},
 	{"in-place", O_INPLACE, NULL, "--fix: replace the step directory where it is"},
+	{"verify", O_VERIFY, NULL, "only check every file's size and CRC-32C against the manifest"},
 	{0},
 };
 
@@ -58,7 +63,11 @@ static int on_opt(void *ctx, int key, const char *arg, char *err, size_t errlen)
 	case O_FIX:
 		c->fix = 1;
 		return 0;
+	case O_VERIFY:
+		c->verify = 1;
+		return 0;
 	case O_TOLERANCE: {
+		c->tolerance_set = 1;
 		char *end;
 		c->tolerance = strtod(arg, &end);
 		if (end == arg || *end || !(c->tolerance >= 0))
@@ -80,6 +89,40 @@ static void usage_error(const struct optspec *spec, const char *msg)
 	fprintf(stderr, "%s: %s\n", prog_name, msg);
 	opt_usage(spec, stderr);
 	exit(EXIT_USAGE);
+}
+
+/* --verify: one line per file, then the verdict. */
+static int verify(const char *dir)
+{
+	struct cs_result r;
+	struct progress pg;
+	char err[8192];
+	double t0 = units_now();
+	int rc = cs_verify_step(dir, &pg, &r, err, sizeof err);
+	if (rc != EXIT_OK && rc != EXIT_FINDING) {
+		cs_free(&r);
+		die(rc, "%s", err);
+	}
+	int w = 4;
+	for (int i = 0; i < r.n; i++)
+		w = (int)strlen(r.files[i].name) > w ? (int)strlen(r.files[i].name) : w;
+	printf("%-*s  %14s  %-8s  %s\n", w, "file", "bytes", "crc32c", "status");
+	for (int i = 0; i < r.n; i++) {
+		const struct cs_file *f = &r.files[i];
+		printf("%-*s  %14llu  %-8s  %s\n", w, f->name, (unsigned long long)f->bytes,
+		       *f->crc ? f->crc : "-", f->ok ? "ok" : "BAD");
+	}
+	if (r.bad) {
+		for (int i = 0; i < r.n; i++)
+			if (!r.files[i].ok)
+				warn("%s/%s: %s", r.dir, r.files[i].name, r.files[i].why);
+		printf("%s: %d of %d files do not match the manifest\n", r.dir, r.bad, r.n);
+	} else {
+		printf("%s: every file matches the manifest (%d file%s, %llu bytes, CRC-32C) in %.1f s\n",
+		       r.dir, r.n, r.n == 1 ? "" : "s", (unsigned long long)r.bytes, units_now() - t0);
+	}
+	cs_free(&r);
+	return rc;
 }
 
 /* The table: one line per replicated tensor and buffer; returns the lines over tolerance. */
@@ -109,7 +152,7 @@ int main(int argc, char **argv)
 	static struct cfg c;
 	struct optgroup groups[] = {{opts, on_opt, &c}, {0}};
 	struct optspec spec = {
-		"DIR[/global_stepN] [--check | --fix] [--tolerance X] [--output OUT | --in-place]",
+		"DIR[/global_stepN] [--check | --fix | --verify] [--tolerance X] [--output OUT | --in-place]",
 		"Compare every replicated tensor of a train checkpoint (layer norms, row-parallel biases,\n"
 		"position embeddings; the tied word embeddings across pipeline stages) across its ranks -\n"
 		"fp32 master weights, exp_avg and exp_avg_sq - and print, per tensor and buffer, the\n"
@@ -117,7 +160,10 @@ int main(int argc, char **argv)
 		"by the mean of its copies (the all-reduce AVG that repaired the 176B run) and writes the\n"
 		"checkpoint to --output OUT, or over itself with --in-place, atomically.  The bf16\n"
 		"working weights are rounded from the master weights on resume, so they follow.\n"
-		"Exit 0 all equal (or repaired), 1 copies differ, 2 usage or bad input, 3 I/O error.",
+		"--verify only checks that every file has the size and CRC-32C the manifest records\n"
+		"(a copy's check: any lmtk checkpoint, 8-bit Adam's too).\n"
+		"Exit 0 all equal (or repaired, or verified), 1 copies differ (or a file does not\n"
+		"match), 2 usage or bad input, 3 I/O error.",
 		groups};
 	char err[8192];
 	int rc;
@@ -132,13 +178,18 @@ int main(int argc, char **argv)
 	}
 	if (!dir)
 		usage_error(&spec, "which checkpoint? give DIR");
-	if (c.fix && c.check)
-		usage_error(&spec, "--check or --fix, not both");
+	if (c.fix + c.check + c.verify > 1)
+		usage_error(&spec, "one of --check, --fix or --verify");
+	if (c.verify && (c.tolerance_set || c.output || c.in_place))
+		usage_error(&spec, "--verify checks the files against the manifest: --tolerance, --output "
+			    "and --in-place go with --check or --fix");
 	if (!c.fix && (c.output || c.in_place))
 		usage_error(&spec, "--output and --in-place go with --fix");
 	if (c.fix && !c.output == !c.in_place)
 		usage_error(&spec, "--fix needs --output OUT or --in-place");
 	pg_signals();
+	if (c.verify)
+		return verify(dir);
 	double t0 = units_now();
 
 	struct sh_ckpt in;

@@ -7,6 +7,7 @@
  *                                             the layout (TP x PP, which stage holds which
  *                                             layer), the model's shape, and every shard's
  *                                             size and CRC-32C
+ *   SAVE/global_stepN/.lock                   empty: readers flock(2) it shared (steplock.h)
  *   SAVE/global_stepN/rank_tpXX_ppYYY.safetensors
  *                                             one per TP rank and PP stage: each parameter's
  *                                             fp32 master weight, then exp_avg.NAME and
@@ -29,6 +30,10 @@
  *   progress.h     progress on stderr for long work; SIGINT/SIGTERM unwind cleanly
  *   pt.h           PyTorch .pt files (torch.save's zip + pickle) read without running any
  *                  of the pickle's code: the way in for Megatron-DeepSpeed checkpoints
+ *   steplock.h     the readers' lock of a step (STEPDIR/.lock), so pruning (train
+ *                  --save-keep) never removes a step being read
+ *   checksums.h    a step's files against the manifest's sizes and CRC-32Cs, for any
+ *                  checkpoint: a copy's check (ckpt-sync-ln --verify, backups)
  *
  * train writes and loads its own steps with train/ckpt.c (over safetensors.h): the layout of
  * its model table is the one layout.h repeats, and the tests prove the two agree byte for
@@ -36,6 +41,7 @@
 #ifndef CKPT_CKPT_H
 #define CKPT_CKPT_H
 
+#include "ckpt/checksums.h"
 #include "ckpt/layout.h"
 #include "ckpt/outdir.h"
 #include "ckpt/progress.h"
@@ -43,5 +49,6 @@
 #include "ckpt/reshard.h"
 #include "ckpt/safetensors.h"
 #include "ckpt/shards.h"
+#include "ckpt/steplock.h"
 
 #endif

@@ -15,9 +15,9 @@
 #include "file.h"
 #include "msg.h"
 #include "ckpt/safetensors.h"
+#include "ckpt/steplock.h"
 
-/* The step directory that path names. */
-static int resolve(const char *path, char **dir, char *err, size_t errlen)
+int sh_step_dir(const char *path, char **dir, char *err, size_t errlen)
 {
 	char p[4400], base[4096], *latest = NULL, why[512];
 	struct stat sb;
@@ -246,8 +246,23 @@ int sh_open_manifest(struct sh_ckpt *c, const char *path, char *err, size_t errl
 	int64_t tp, pp;
 	int rc;
 	memset(c, 0, sizeof *c);
-	if ((rc = resolve(path, &c->dir, err, errlen)))
-		return rc;
+	c->lock = -1;
+	/* the step, locked for reading; a step removed between the two (a pruner's: `latest` has
+	 * moved on) is looked for again */
+	for (int tries = 0;; tries++) {
+		if ((rc = sh_step_dir(path, &c->dir, err, errlen)))
+			return rc;
+		c->lock = steplock_shared(c->dir, err, errlen);
+		if (c->lock == STEPLOCK_ERROR)
+			return EXIT_FAILED;
+		if (c->lock != STEPLOCK_GONE || tries == 3)
+			break;
+		free(c->dir);
+		c->dir = NULL;
+	}
+	if (c->lock == STEPLOCK_GONE)
+		return errf(err, errlen, "%s: the step was removed while it was being opened", path),
+		       EXIT_FAILED;
 	snprintf(mpath, sizeof mpath, "%s/manifest.json", c->dir);
 	c->manifest = json_load_file(mpath, 0, &je);
 	if (!c->manifest)
@@ -385,7 +400,9 @@ void sh_close(struct sh_ckpt *c)
 	json_decref(c->manifest);
 	lt_free(&c->m);
 	free(c->dir);
+	steplock_release(c->lock);
 	memset(c, 0, sizeof *c);
+	c->lock = -1;
 }
 
 /* The copies of tensor t's part on rank r (all ranks when r < 0), first copy first. */

@@ -35,10 +35,18 @@ struct sh_ckpt {
 	struct st_file **shard;  /* [s * tp + r] */
 	const float **at;        /* see sh_at() */
 	uint64_t bytes;          /* the parameters' bytes in all shards */
+	int lock;                /* the step's reader lock (steplock.h), held until sh_close; -1 none */
 };
 
+/* The step directory that path names: path itself when it holds a manifest.json, else the step
+ * its `latest` names, else its newest global_stepN with a manifest (saying so).  *dir is
+ * malloc'd.  0, or EXIT_USAGE / EXIT_FAILED + err. */
+int sh_step_dir(const char *path, char **dir, char *err, size_t errlen);
+
 /* path: a step directory (with manifest.json) or a save directory (its `latest`, else its
- * newest global_stepN).  0, or EXIT_USAGE (bad input) / EXIT_FAILED (I/O) + err. */
+ * newest global_stepN).  The step is locked for reading (steplock.h) from here to sh_close(), so
+ * a train --save-keep writing into the same directory does not remove it meanwhile.  0, or
+ * EXIT_USAGE (bad input) / EXIT_FAILED (I/O) + err. */
 int sh_open(struct sh_ckpt *c, const char *path, struct progress *pg, char *err, size_t errlen);
 /* Only the first part: finds the step and reads its manifest (c->dir, manifest, iteration, tp,
  * pp, m), so a caller can refuse early.  sh_open() does it again.  After either, also after a

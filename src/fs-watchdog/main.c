@@ -6,6 +6,10 @@
  *   --check PATH:space=85%,inodes=85%   filesystem usage through statvfs, as df computes it
  *   --budget DIR:400T[,at=75%]          bytes under DIR (apparent sizes, hard links once: du -sb)
  *   --min-free PATH:100T                space left to unprivileged users (df's Avail)
+ *   --checkpoint SAVE[,BACKUP]          the newest checkpoint train saved (SAVE/latest) is
+ *   --max-age AGE[,BACKUP_AGE]          younger than AGE, and BACKUP holds it (or one younger
+ *                                       than BACKUP_AGE): a run that stopped saving, a backup
+ *                                       that stopped copying (slurm/ckpt-backup.slurm)
  *
  * Budgets are measured by walk.c, a parallel tree walk (du over 400 TB took the old script a
  * 2-hour job).  Anything that cannot be checked - a missing mount, an unreadable tree, a bad
@@ -17,6 +21,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/statvfs.h>
 #include <time.h>
 #include <unistd.h>
@@ -28,11 +33,12 @@
 #include "units.h"
 #include "walk.h"
 
-enum kind { K_CHECK, K_BUDGET, K_MINFREE };
+enum kind { K_CHECK, K_BUDGET, K_MINFREE, K_CKPT };
 
 struct rule {
 	enum kind kind;
 	char *path;
+	char *backup;                /* K_CKPT: the backup directory, or NULL */
 	double space, inodes;        /* K_CHECK: thresholds in %, < 0 = not checked */
 	unsigned long long size;     /* K_BUDGET: budget; K_MINFREE: minimum free bytes */
 	double at;                   /* K_BUDGET: alert at this % of the budget */
@@ -44,16 +50,20 @@ struct cfg {
 	int threads;
 	int verbose;
 	int one_fs;
+	long max_age, backup_age;    /* --max-age AGE[,BACKUP_AGE], seconds; -1 not given */
 	struct alert_cfg alert;
 };
 
-enum { O_VERBOSE = 'v', O_CONFIG = 1, O_CHECK, O_BUDGET, O_MINFREE, O_THREADS, O_XDEV };
+enum { O_VERBOSE = 'v', O_CONFIG = 1, O_CHECK, O_BUDGET, O_MINFREE, O_THREADS, O_XDEV, O_CKPT,
+       O_MAXAGE };
 
 static const struct opt opts[] = {
 	{"config", O_CONFIG, "FILE", "read settings from FILE: one option per line, without the dashes"},
 	{"check", O_CHECK, "PATH:space=P%,inodes=P%", "alert when PATH's filesystem is this full (repeatable)"},
 	{"budget", O_BUDGET, "DIR:SIZE[,at=P%]", "alert when the tree under DIR reaches P% (default 100%) of SIZE"},
 	{"min-free", O_MINFREE, "PATH:SIZE", "alert when PATH's filesystem has less than SIZE available"},
+	{"checkpoint", O_CKPT, "SAVE[,BACKUP]", "alert when train's newest checkpoint in SAVE is older than --max-age, or not in BACKUP"},
+	{"max-age", O_MAXAGE, "AGE[,BACKUP_AGE]", "--checkpoint: the newest may be AGE old; BACKUP's, when not the newest, BACKUP_AGE (default 0)"},
 	{"threads", O_THREADS, "N", "threads for the budget walk (default: online CPUs)"},
 	{"one-file-system", O_XDEV, NULL, "budget walks stay on DIR's filesystem (du -x)"},
 	{"verbose", O_VERBOSE, NULL, "also print each measurement, not only findings"},
@@ -138,6 +148,34 @@ static int on_opt(void *ctx, int key, const char *arg, char *err, size_t errlen)
 		if (units_size(rest, &r->size) < 0)
 			rc = errf(err, errlen, "'%s': expected a size such as 100T", rest);
 		break;
+	case O_CKPT: {
+		/* SAVE,BACKUP: the last comma, as the other rules take the last colon */
+		const char *comma = strrchr(arg, ',');
+		if (!*arg || comma == arg || (comma && !comma[1]))
+			return errf(err, errlen, "'%s': expected SAVE or SAVE,BACKUP", arg);
+		r = realloc(c->rules, sizeof *r * (size_t)(c->nrules + 1));
+		if (!r)
+			return errf(err, errlen, "out of memory");
+		c->rules = r;
+		r = &c->rules[c->nrules++];
+		memset(r, 0, sizeof *r);
+		r->kind = K_CKPT;
+		r->path = comma ? strndup(arg, (size_t)(comma - arg)) : strdup(arg);
+		r->backup = comma ? strdup(comma + 1) : NULL;
+		return 0;
+	}
+	case O_MAXAGE: {
+		char *copy = strdup(arg), *comma = strchr(copy, ',');
+		if (comma)
+			*comma++ = 0;
+		c->backup_age = 0;
+		if (units_duration(copy, &c->max_age) < 0 || c->max_age <= 0 ||
+		    (comma && (units_duration(comma, &c->backup_age) < 0 || c->backup_age < 0)))
+			rc = errf(err, errlen, "'%s': expected AGE[,BACKUP_AGE], durations such as 3h or 26h",
+				  arg);
+		free(copy);
+		return rc;
+	}
 	default:
 		return errf(err, errlen, "unhandled option");
 	}
@@ -169,6 +207,10 @@ static void finding(struct run *run, const char *key, const char *path, const ch
 	tlog_line("%s", line);
 	if (strncmp(key, "error:", 6) == 0)
 		snprintf(subject, sizeof subject, "[ALERT] %s cannot check %s", prog_name, path);
+	else if (strncmp(key, "checkpoint-age:", 15) == 0)
+		snprintf(subject, sizeof subject, "[ALERT] %s: no recent checkpoint", path);
+	else if (strncmp(key, "checkpoint-backup:", 18) == 0)
+		snprintf(subject, sizeof subject, "[ALERT] %s: the newest checkpoint is not backed up", path);
 	else
 		snprintf(subject, sizeof subject, "[ALERT] %s filesystem is getting close to being full", path);
 	snprintf(body, sizeof body,
@@ -183,7 +225,9 @@ static void cannot_check(struct run *run, const char *path, const char *why)
 {
 	char key[4200];
 	/* silence about this path is not a recovery */
-	for (const char *const *k = (const char *const[]){"space", "inodes", "min-free", "budget", NULL}; *k; k++) {
+	for (const char *const *k = (const char *const[]){"space", "inodes", "min-free", "budget",
+							  "checkpoint-age", "checkpoint-backup",
+							  NULL}; *k; k++) {
 		snprintf(key, sizeof key, "%s:%s", *k, path);
 		alerts_hold(run->alerts, key);
 	}
@@ -278,15 +322,120 @@ static void check_budget(struct cfg *c, struct run *run, const struct rule *r)
 	}
 }
 
+/* The step `latest` names in dir and its save time (its manifest's modification time).
+ * 1 found, 0 none (*why says what is there instead), -1 dir cannot be read (*why). */
+static int newest_step(const char *dir, char *name, size_t namelen, time_t *saved, char *why,
+		       size_t whylen)
+{
+	char p[4400], buf[300];
+	struct stat sb;
+	if (stat(dir, &sb) < 0)
+		return errf(why, whylen, "%s", strerror(errno)), -1;
+	if (!S_ISDIR(sb.st_mode))
+		return errf(why, whylen, "not a directory"), -1;
+	snprintf(p, sizeof p, "%s/latest", dir);
+	FILE *f = fopen(p, "r");
+	if (!f) {
+		if (errno != ENOENT)
+			return errf(why, whylen, "%s: %s", p, strerror(errno)), -1;
+		snprintf(why, whylen, "no checkpoint (no %s)", p);
+		return 0;
+	}
+	if (!fgets(buf, sizeof buf, f))
+		buf[0] = 0;
+	fclose(f);
+	buf[strcspn(buf, "\r\n")] = 0;
+	char *end;
+	if (strncmp(buf, "global_step", 11) != 0 || buf[11] < '0' || buf[11] > '9' ||
+	    (strtoll(buf + 11, &end, 10), *end)) {
+		snprintf(why, whylen, "%s names '%.100s', not a step", p, buf);
+		return 0;
+	}
+	snprintf(p, sizeof p, "%s/%s/manifest.json", dir, buf);
+	if (stat(p, &sb) < 0) {
+		snprintf(why, whylen, "%s/latest names %s, which has no manifest.json", dir, buf);
+		return 0;
+	}
+	snprintf(name, namelen, "%s", buf);
+	*saved = sb.st_mtime;
+	return 1;
+}
+
+static void check_checkpoint(struct cfg *c, struct run *run, const struct rule *r)
+{
+	char key[4200], why[4600], step[300], bstep[300], d1[64], d2[64], t[32];
+	time_t saved, bsaved, now = time(NULL);
+	int rc = newest_step(r->path, step, sizeof step, &saved, why, sizeof why);
+	if (rc < 0) {
+		cannot_check(run, r->path, why);
+		return;
+	}
+	snprintf(key, sizeof key, "checkpoint-age:%s", r->path);
+	if (rc == 0) {
+		if (c->max_age > 0)
+			finding(run, key, r->path, "[ALERT] %s has no usable checkpoint: %s", r->path, why);
+		else
+			alerts_hold(run->alerts, key);
+		if (r->backup) {   /* nothing to back up yet: the backup's alert stays as it is */
+			snprintf(key, sizeof key, "checkpoint-backup:%s", r->path);
+			alerts_hold(run->alerts, key);
+		}
+		return;
+	}
+	long age = (long)(now - saved);
+	if (c->verbose)
+		tlog_line("%s: the newest checkpoint is %s, saved %s ago (%s)%s%s", r->path, step,
+			  units_fmt_delta(age, d1, sizeof d1), units_fmt_time(saved, t, sizeof t),
+			  c->max_age > 0 ? "; alert after " : "",
+			  c->max_age > 0 ? units_fmt_delta(c->max_age, d2, sizeof d2) : "");
+	if (c->max_age > 0 && age > c->max_age)
+		finding(run, key, r->path, "[ALERT] %s: the newest checkpoint, %s, was saved %s ago (%s), "
+			"more than %s: is the run still saving?", r->path, step,
+			units_fmt_delta(age, d1, sizeof d1), units_fmt_time(saved, t, sizeof t),
+			units_fmt_delta(c->max_age, d2, sizeof d2));
+	if (!r->backup)
+		return;
+
+	snprintf(key, sizeof key, "checkpoint-backup:%s", r->path);
+	rc = newest_step(r->backup, bstep, sizeof bstep, &bsaved, why, sizeof why);
+	if (rc < 0) {
+		cannot_check(run, r->backup, why);
+		alerts_hold(run->alerts, key);
+		return;
+	}
+	if (rc == 1 && strcmp(bstep, step) == 0) {
+		if (c->verbose)
+			tlog_line("%s: holds %s, the newest checkpoint", r->backup, bstep);
+		return;
+	}
+	long bage = rc == 1 ? (long)(now - bsaved) : -1;
+	if (rc == 1 && c->verbose)
+		tlog_line("%s: its newest is %s, saved %s ago%s%s", r->backup, bstep,
+			  units_fmt_delta(bage, d1, sizeof d1), c->backup_age > 0 ?
+			  "; the newest checkpoint may be missing from it for " : "",
+			  c->backup_age > 0 ? units_fmt_delta(c->backup_age, d2, sizeof d2) : "");
+	if (rc == 1 && c->backup_age > 0 && bage <= c->backup_age)
+		return;
+	if (rc == 0)
+		finding(run, key, r->path, "[ALERT] %s: the newest checkpoint, %s, is not backed up: %s "
+			"has %s", r->path, step, r->backup, why);
+	else
+		finding(run, key, r->path, "[ALERT] %s: the newest checkpoint, %s, is not backed up: the "
+			"newest in %s is %s, saved %s ago", r->path, step, r->backup, bstep,
+			units_fmt_delta(bage, d1, sizeof d1));
+}
+
 int main(int argc, char **argv)
 {
 	static struct cfg c;
 	struct optgroup groups[] = {{opts, on_opt, &c}, {alert_opts, alert_opt, &c.alert}, {0}};
 	struct optspec spec = {
 		"[--config FILE] [--check PATH:space=85%,inodes=85%]... [--budget DIR:SIZE]... "
-		"[--min-free PATH:SIZE]... [--mail-to ADDR]... [options]",
+		"[--min-free PATH:SIZE]... [--checkpoint SAVE[,BACKUP]]... [--max-age AGE[,BACKUP_AGE]] "
+		"[--mail-to ADDR]... [options]",
 		"Check the run's filesystems: usage and inodes (statvfs), the bytes of directory trees\n"
-		"against budgets (a parallel walk, hard links counted once), and the space left.  Prints\n"
+		"against budgets (a parallel walk, hard links counted once), and the space left; that\n"
+		"train's newest checkpoint is recent and backed up.  Prints\n"
 		"one '[ALERT] ...' line per finding, or 'All partitions are in a good standing'.\n"
 		"Exit 0 fine, 1 alert, 2 usage error, 3 something could not be checked.",
 		groups};
@@ -298,6 +447,7 @@ int main(int argc, char **argv)
 
 	msg_init(argv[0]);
 	alert_cfg_init(&c.alert);
+	c.max_age = c.backup_age = -1;
 	/* the config file first, so that the command line overrides it */
 	config = opt_peek(argc, argv, "config");
 	if (config)
@@ -305,7 +455,12 @@ int main(int argc, char **argv)
 	if (opt_parse(&spec, argc, argv) != argc)
 		die(EXIT_USAGE, "unexpected argument; see --help");
 	if (!c.nrules && !cfg_err[0])
-		die(EXIT_USAGE, "nothing to check: give --check, --budget, --min-free or --config");
+		die(EXIT_USAGE, "nothing to check: give --check, --budget, --min-free, --checkpoint or "
+		    "--config");
+	for (int i = 0; i < c.nrules; i++)
+		if (c.rules[i].kind == K_CKPT && !c.rules[i].backup && c.max_age <= 0)
+			die(EXIT_USAGE, "--checkpoint %s: nothing to check without --max-age (or a ,BACKUP)",
+			    c.rules[i].path);
 
 	gethostname(run.host, sizeof run.host - 1);
 	run.alerts = alerts_begin(&c.alert, err, sizeof err);
@@ -316,6 +471,8 @@ int main(int argc, char **argv)
 	for (int i = 0; i < c.nrules; i++) {
 		if (c.rules[i].kind == K_BUDGET)
 			check_budget(&c, &run, &c.rules[i]);
+		else if (c.rules[i].kind == K_CKPT)
+			check_checkpoint(&c, &run, &c.rules[i]);
 		else
 			check_fs(&c, &run, &c.rules[i]);
 	}

@@ -18,7 +18,7 @@ enum {
 	O_LR, O_MINLR, O_DECAYSTYLE, O_WSAMPLES, O_WITERS, O_WFRAC, O_DSAMPLES, O_DITERS, O_DTOKENS,
 	O_BF16, O_FP16, O_ACCFP32,
 	O_DATA, O_DCACHE, O_SPLIT, O_WSPLIT, O_WSPLITPATH, O_VWSPLIT, O_VWSPLITPATH, O_TWSPLIT, O_TWSPLITPATH, O_TOKTYPE, O_VOCAB, O_MERGES, O_TOKPATH,
-	O_SAVE, O_LOAD, O_SAVEINT,
+	O_SAVE, O_LOAD, O_SAVEINT, O_SAVEKEEP, O_SAVEKEEPEVERY,
 	O_BATCHSIZE, O_WARMUP, O_MPSIZE,
 	O_DRYRUN, O_FORMAT, O_NODES, O_GPUS, O_TFLOPS, O_PARAMS, O_GPUMEM, O_CKPTBW, O_VOCABSIZE,
 	O_SEED, O_WD, O_CLIP, O_B1, O_B2, O_EPS, O_ILS, O_MINLS, O_LSWIN, O_HYST,
@@ -106,6 +106,8 @@ const struct opt args_opts[] = {
 	{"save", O_SAVE, "DIR", "save checkpoints here (lmtk-checkpoint(5))"},
 	{"load", O_LOAD, "DIR", "resume from the newest intact checkpoint in DIR, if any"},
 	{"save-interval", O_SAVEINT, "N", "save every N iterations (required with --save, as in Megatron)"},
+	{"save-keep", O_SAVEKEEP, "N", "after each save keep the newest N steps in --save, remove older ones (lmtk's own)"},
+	{"save-keep-every", O_SAVEKEEPEVERY, "M", "with --save-keep: also keep every step that is a multiple of M, forever"},
 	{"finetune", O_FINETUNE, NULL, "--load the weights only: iteration, samples, optimizer and schedule start afresh"},
 	{"no-load-optim", O_NOLOADOPT, NULL, "--load weights and counters, but a fresh optimizer and schedule"},
 	{"eval-only", O_EVALONLY, "BOOL", "True: evaluate the validation and test sets once, train nothing"},
@@ -539,6 +541,8 @@ int args_opt(void *ctx, int key, const char *arg, char *err, size_t errlen)
 	case O_SAVE: a->save = arg; return 0;
 	case O_LOAD: a->load = arg; return 0;
 	case O_SAVEINT: return pos_int(arg, &a->save_interval, err, errlen);
+	case O_SAVEKEEP: return pos_int(arg, &a->save_keep, err, errlen);
+	case O_SAVEKEEPEVERY: return pos_int(arg, &a->save_keep_every, err, errlen);
 	case O_BATCHSIZE:
 		return errf(err, errlen, "argument is no longer valid, use --micro-batch-size instead");
 	case O_WARMUP:

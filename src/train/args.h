@@ -91,6 +91,7 @@ struct train_args {
 	/* checkpoints */
 	const char *save, *load;
 	int64_t save_interval;
+	int64_t save_keep, save_keep_every;   /* --save-keep N, --save-keep-every M (keep.h); 0 not given */
 
 	/* optimizer */
 	int64_t seed;

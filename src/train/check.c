@@ -96,6 +96,11 @@ static void check_schedule_flags(struct plan *p)
 		plan_error(p, "--min-lr %g is larger than --lr %g", a->min_lr, a->lr);
 	if (a->save && a->save_interval <= 0)
 		plan_error(p, "--save needs --save-interval (Megatron asserts it)");
+	if (a->save_keep > 0 && !a->save)
+		plan_error(p, "--save-keep prunes the checkpoints of --save: give --save DIR");
+	if (a->save_keep_every > 0 && a->save_keep <= 0)
+		plan_error(p, "--save-keep-every keeps milestones beside the newest --save-keep N steps: "
+			   "give --save-keep too");
 }
 
 /* Every check that needs only the flags.  Returns 1 if the plan cannot be computed. */

@@ -15,6 +15,7 @@
 #include "file.h"
 #include "msg.h"
 #include "ckpt/safetensors.h"
+#include "ckpt/steplock.h"
 #include "train/bnb.h"
 
 #define SHARD "rank_tp%02d_pp%03d.safetensors"
@@ -444,11 +445,14 @@ static int publish(const char *dir, const char *name, const char *tmp, const str
 }
 
 int ckpt_save(const char *dir, const struct model *m, struct dist *d,
-	      const struct ckpt_state *st, const char *args, char *err, size_t errlen)
+	      const struct ckpt_state *st, const char *args, const struct keep *keep,
+	      struct keep_report *pruned, char *err, size_t errlen)
 {
 	char name[64], tmp[4000], path[4200];
 	int world = d->world, pid = (int)getpid(), pid0, rc = 0;
 	struct shard_info me = {0}, *info = calloc(world, sizeof *info);
+	if (pruned)
+		memset(pruned, 0, sizeof *pruned);
 	int *pids = calloc(world, sizeof *pids);
 	if (!info || !pids) {
 		free(info);
@@ -468,6 +472,8 @@ int ckpt_save(const char *dir, const struct model *m, struct dist *d,
 			clean_tmp(dir);
 			if (mkdir(tmp, 0755) < 0)
 				rc = errf(err, errlen, "%s: %s", tmp, strerror(errno));
+			else   /* the readers' lock, there from the step's first instant */
+				rc = steplock_create(tmp, err, errlen);
 		}
 	}
 	d->barrier(d);
@@ -507,6 +513,11 @@ int ckpt_save(const char *dir, const struct model *m, struct dist *d,
 			rc = -1;
 		} else if (!rc) {
 			rc = publish(dir, name, tmp, m, st, info, world, args, err, errlen);
+			/* `latest` names the new step: the older ones beyond the policy can go */
+			struct keep none = {0, 0};
+			struct keep_report r;
+			if (!rc)
+				keep_prune(dir, keep ? keep : &none, st->iteration, pruned ? pruned : &r);
 		}
 		if (rc)
 			file_rm_tree(tmp);
@@ -741,6 +752,22 @@ bad:
 	return -1;
 }
 
+/* load_step() holding the step's reader lock (steplock.h), so that a train --save-keep saving
+ * into this directory meanwhile does not remove it.  -2 + err: the step is not there (any more:
+ * pruned since `latest` or the listing named it). */
+static int load_locked(const char *sdir, struct model *m, struct ckpt_state *st, char *err,
+		       size_t errlen)
+{
+	int fd = steplock_shared(sdir, err, errlen);
+	if (fd == STEPLOCK_GONE)
+		return errf(err, errlen, "%s: no such directory", sdir), -2;
+	if (fd == STEPLOCK_ERROR)
+		return -1;
+	int rc = load_step(sdir, m, st, err, errlen);
+	steplock_release(fd);
+	return rc;
+}
+
 static int by_step_desc(const void *a, const void *b)
 {
 	int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
@@ -771,15 +798,30 @@ int ckpt_load(const char *dir, struct model *m, struct ckpt_state *st, char *loa
 		return 0;
 	qsort(steps, n, sizeof *steps, by_step_desc);
 
-	snprintf(path, sizeof path, "%s/latest", dir);
-	if (file_read_all(path, &latest, &len, why, sizeof why) == 0) {
+	/* `latest` again when the step it named is gone and it names another one now: a save in
+	 * progress elsewhere has moved it on and pruned the step in between */
+	char before[256] = "";
+	for (int tries = 0;; tries++) {
+		snprintf(path, sizeof path, "%s/latest", dir);
+		if (file_read_all(path, &latest, &len, why, sizeof why) < 0)
+			break;
 		latest[strcspn(latest, "\n")] = 0;
+		if (tries > 0 && strcmp(latest, before) == 0)
+			break;   /* why: the step it names is not there */
 		snprintf(path, sizeof path, "%s/%s", dir, latest);
-		if (load_step(path, m, st, why, sizeof why) == 0) {
+		int rc = load_locked(path, m, st, why, sizeof why);
+		if (rc == 0) {
 			snprintf(loaded, loadedlen, "%s", path);
 			free(latest);
 			return 1;
 		}
+		if (rc != -2 || tries == 3)
+			break;
+		snprintf(before, sizeof before, "%s", latest);
+		free(latest);
+		latest = NULL;
+	}
+	if (latest) {
 		char *end;
 		if (strncmp(latest, "global_step", 11) == 0)
 			tried_latest = (int)strtoll(latest + 11, &end, 10);
@@ -792,7 +834,7 @@ int ckpt_load(const char *dir, struct model *m, struct ckpt_state *st, char *loa
 		if (steps[i] == tried_latest)
 			continue;
 		snprintf(path, sizeof path, "%s/global_step%lld", dir, (long long)steps[i]);
-		if (load_step(path, m, st, why, sizeof why) == 0) {
+		if (load_locked(path, m, st, why, sizeof why) == 0) {
 			warn("warning: fell back to %s, the newest intact checkpoint", path);
 			snprintf(loaded, loadedlen, "%s", path);
 			return 1;

@@ -3,17 +3,21 @@
  *   SAVE/global_stepN/rank_tp00_pp000.safetensors   fp32 master weights, exp_avg.*, exp_avg_sq.*
  *   SAVE/global_stepN/manifest.json                 iteration, counters, schedule, optimizer,
  *                                                   layout, model, checksums
+ *   SAVE/global_stepN/.lock                         the readers' lock (ckpt/steplock.h)
  *   SAVE/latest                                     "global_stepN" (DeepSpeed's name)
  *   SAVE/latest_checkpointed_iteration.txt          "N" (Megatron's name)
  *
  * A save builds the step directory under a temporary name, fsyncs every file and the directory,
  * renames it into place, fsyncs SAVE, and only then replaces `latest` (atomically, last).  At any
  * instant a crash leaves the previous checkpoint intact and `latest` naming a complete one; the
- * worst case is a stray .global_stepN.tmp.* directory, removed by the next save.
+ * worst case is a stray .global_stepN.tmp.* (or, pruning, .global_stepN.deleting) directory,
+ * removed by the next save.
  *
  * A load verifies before it trusts: the manifest parses, every shard has the recorded size and
  * CRC-32C of its data, every tensor the model needs is there with its shape.  If the checkpoint
- * `latest` names fails, the newest intact global_step* is loaded instead, saying why. */
+ * `latest` names fails, the newest intact global_step* is loaded instead, saying why.  A step is
+ * loaded under its readers' lock, so a run pruning the same directory (--save-keep, keep.h) does
+ * not remove it meanwhile. */
 #ifndef TRAIN_CKPT_H
 #define TRAIN_CKPT_H
 
@@ -21,6 +25,7 @@
 #include <stdint.h>
 
 #include "train/dist.h"
+#include "train/keep.h"
 #include "train/model.h"
 #include "train/optim.h"
 #include "train/sched.h"
@@ -44,10 +49,13 @@ struct ckpt_state {
 
 /* Saves iteration st->iteration; collective over the world: the ranks of DP rank 0 each write
  * their shard into one temporary directory, world rank 0 writes the manifest (every shard's
- * checksum, gathered) and publishes.  `args` (the command line) is stored for the record.  0, or -1 +
- * err; a failed save leaves the previous checkpoints as they were. */
+ * checksum, gathered) and publishes.  `args` (the command line) is stored for the record.  Once
+ * published, world rank 0 prunes the older steps by `keep` (keep.h; NULL keeps them all) and
+ * says what it did in *pruned (when not NULL; on rank 0 only).  0, or -1 + err; a failed save
+ * leaves the previous checkpoints as they were. */
 int ckpt_save(const char *dir, const struct model *m, struct dist *d,
-	      const struct ckpt_state *st, const char *args, char *err, size_t errlen);
+	      const struct ckpt_state *st, const char *args, const struct keep *keep,
+	      struct keep_report *pruned, char *err, size_t errlen);
 
 /* Loads the newest intact checkpoint under dir into m and st.  1 loaded (path in `loaded`),
  * 0 there is none (a fresh start), -1 + err when checkpoints exist but none can be used, or the

@@ -399,6 +399,18 @@ static void checkpoints(struct plan *p)
 	p->ckpt_full = p->params_used * (p->wbytes + (mixed ? 4 : 0) + 8);
 	p->ckpt_weights_s = p->ckpt_weights / (a->checkpoint_gbps * 1e9);
 	p->ckpt_full_s = p->ckpt_full / (a->checkpoint_gbps * 1e9);
+	/* every --save-interval and at the end; --save-keep keeps the newest N, the multiples of M,
+	 * and for a moment the new one beside them */
+	if (a->save && a->save_interval > 0 && p->iters > 0) {
+		p->ckpt_saves = p->iters / a->save_interval + (p->iters % a->save_interval != 0);
+		p->ckpt_kept = p->ckpt_saves;
+		if (a->save_keep > 0) {
+			int64_t k = a->save_keep + 1 +
+				    (a->save_keep_every > 0 ? p->iters / a->save_keep_every : 0);
+			p->ckpt_kept = k < p->ckpt_saves ? k : p->ckpt_saves;
+		}
+		p->ckpt_disk = (double)p->ckpt_kept * p->params_used * (a->use_bnb_optimizer ? 6 : 12);
+	}
 }
 
 static void timing(struct plan *p)

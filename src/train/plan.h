@@ -103,6 +103,10 @@ struct plan {
 
 	/* checkpoints, bytes and seconds */
 	double ckpt_weights, ckpt_full, ckpt_weights_s, ckpt_full_s;
+	/* with --save: the saves of the run, how many --save-keep keeps at most, their bytes as lmtk
+	 * writes them (12 B/param; 6 under --use-bnb-optimizer, absmax aside) */
+	int64_t ckpt_saves, ckpt_kept;
+	double ckpt_disk;
 
 	/* time (have_time: --assumed-tflops given) */
 	int have_time, flops_factor;

@@ -297,6 +297,13 @@ static void text_checkpoint(const struct plan *p, FILE *f)
 	row(f, fmt("full (%s%d B/param)", mixed ? "+ fp32 master + Adam, " : "+ Adam, ",
 		   p->wbytes + (mixed ? 4 : 0) + 8), gib(p->ckpt_full),
 	    fmt("save %s at %g GB/s", duration(p->ckpt_full_s), a->checkpoint_gbps));
+	if (p->ckpt_saves > 0)
+		row(f, fmt("on disk: %s saves of lmtk's %d B/param", num(p->ckpt_saves),
+			   a->use_bnb_optimizer ? 6 : 12), gib(p->ckpt_disk),
+		    a->save_keep > 0 ? fmt("at most %s kept (--save-keep %lld%s)", num(p->ckpt_kept),
+					   LL(a->save_keep), a->save_keep_every > 0 ?
+					   fmt(" --save-keep-every %lld", LL(a->save_keep_every)) : "")
+				     : "all kept: see --save-keep");
 }
 
 static void text_time(const struct plan *p, FILE *f)
@@ -559,6 +566,10 @@ int report_json(const struct plan *p, FILE *f)
 					    json_real(p->ckpt_weights_s));
 			json_object_set_new(json_object_get(root, "checkpoint"), "full_save_seconds",
 					    json_real(p->ckpt_full_s));
+			if (p->ckpt_saves > 0)
+				json_object_set_new(json_object_get(root, "checkpoint"), "on_disk", json_pack(
+					"{s:I, s:I, s:f, s:f}", "saves", (json_int_t)p->ckpt_saves, "kept_at_most",
+					(json_int_t)p->ckpt_kept, "bytes", p->ckpt_disk, "gib", p->ckpt_disk / GIB));
 			const struct curriculum *c = &a->curriculum;
 			if (c->enabled)
 				json_object_set_new(json_object_get(root, "schedule"), "curriculum", json_pack(

@@ -171,14 +171,30 @@ static int save(struct run *r)
 	if (!r->a->save)
 		return 0;
 	double t0 = units_now();
-	r->st.optim = r->st.optim;
-	if (ckpt_save(r->a->save, &r->m, &r->dist, &r->st, r->cmdline, err, sizeof err) < 0) {
+	struct keep k = {r->a->save_keep, r->a->save_keep_every};
+	struct keep_report pr;
+	if (ckpt_save(r->a->save, &r->m, &r->dist, &r->st, r->cmdline, &k, &pr, err, sizeof err) < 0) {
 		warn("saving checkpoint at iteration %lld failed: %s", (long long)r->st.iteration, err);
 		return -1;
 	}
 	out("saved checkpoint at iteration %8lld to %s (%.2f s)\n", (long long)r->st.iteration,
 	       r->a->save, units_now() - t0);
+	/* what the pruning did (world rank 0's report; the others' is empty) */
+	char policy[96];
+	snprintf(policy, sizeof policy, "--save-keep %lld", (long long)k.newest);
+	if (k.every > 0)
+		snprintf(policy + strlen(policy), sizeof policy - strlen(policy),
+			 " --save-keep-every %lld", (long long)k.every);
+	if (pr.removed)
+		out("removed %s from %s (%s)\n", pr.removed_names, r->a->save, policy);
 	fflush(stdout);
+	if (pr.held)
+		warn("%s: kept %s for now: a reader holds %s .lock; tried again after the next save",
+		     r->a->save, pr.held_names, pr.held > 1 ? "their" : "its");
+	if (pr.nolock)
+		warn("%s: %s removes nothing: %s", r->a->save, policy, pr.err);
+	else if (*pr.err)
+		warn("%s: %s could not remove a step: %s", r->a->save, policy, pr.err);
 	return 0;
 }
 

@@ -4,7 +4,8 @@
 # split passes; layer norms perturbed on one rank - master weights and both Adam moments - are
 # found, named, measured to the bit; --fix averages them (to a new directory, or in place,
 # atomically) and then --check passes, train resumes; the tied word embeddings of two pipeline
-# stages are compared too; what a parallel train writes passes; a damaged shard is bad input.
+# stages are compared too; what a parallel train writes passes; a damaged shard is bad input;
+# --verify checks any checkpoint's files (8-bit Adam's too) against the manifest's checksums.
 . "$(dirname "$0")/../lib.sh"
 PY=/usr/bin/python3
 SL=$BIN/ckpt-sync-ln
@@ -205,6 +206,28 @@ expect_rc bit_flip_is_bad_input 2 "$SL" d &&
 expect_rc fix_of_a_damaged_checkpoint_writes_nothing 2 "$SL" d --fix --output d.out
 no_output d.out && ok damaged_fix_leaves_nothing || fail damaged_fix_leaves_nothing "$(ls -a)"
 expect_rc no_such_checkpoint 2 "$SL" nothing-here
+
+# --- --verify: every file against the manifest's size and CRC-32C, nothing else ---
+expect_rc verify_a_good_checkpoint 0 "$SL" --verify c2
+contains verify_lists_every_file "$T/out" '^rank_tp01_pp000\.safetensors +[0-9]+ +[0-9a-f]{8}  ok$'
+contains verify_summary "$T/out" '^c2/global_step6: every file matches the manifest \(2 files, [0-9]+ bytes, CRC-32C\) in '
+expect_rc verify_a_bit_flip_is_a_finding 1 "$SL" --verify d
+contains verify_names_the_bad_file "$T/out" '^rank_tp00_pp000\.safetensors +[0-9]+ +[0-9a-f]{8}  BAD$'
+contains verify_says_why "$T/err" 'd/global_step6/rank_tp00_pp000\.safetensors: checksum mismatch: CRC-32C [0-9a-f]{8} of [0-9]+ bytes, the manifest says'
+cp -r c2 v && truncate -s 100 v/global_step6/rank_tp01_pp000.safetensors
+expect_rc verify_a_truncated_file_is_a_finding 1 "$SL" --verify v/global_step6
+contains verify_truncated_says_so "$T/err" 'v/global_step6/rank_tp01_pp000\.safetensors: truncated or not a safetensors file'
+rm v/global_step6/rank_tp01_pp000.safetensors
+expect_rc verify_a_missing_file_is_a_finding 1 "$SL" --verify v
+: >v/global_step6/manifest.json
+expect_rc verify_without_a_manifest_is_bad_input 2 "$SL" --verify v/global_step6
+expect_rc verify_is_not_with_tolerance 2 "$SL" --verify c2 --tolerance 1e-3
+expect_rc verify_is_not_with_fix 2 "$SL" --verify --fix --in-place c2
+# any lmtk checkpoint: 8-bit Adam's, which --check refuses, verifies
+trn --exit-interval 2 --save b8 --save-interval 2 --use-bnb-optimizer >b8.out 2>&1
+grep -q '"kind": "bnb-adam8bit"' b8/global_step2/manifest.json &&
+	expect_rc verify_an_8bit_adam_checkpoint 0 "$SL" --verify b8 ||
+	fail verify_an_8bit_adam_checkpoint "no 8-bit Adam checkpoint: $(tail -2 b8.out)"
 
 # --- --help and the man page document the same options ---
 "$SL" --help >help.txt 2>&1

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # fs-watchdog against real filesystems: tmpfs mounts with size= and nr_inodes= limits, filled
-# across each threshold; alerts delivered to the SMTP sink; budgets checked against du -sb.
+# across each threshold; alerts delivered to the SMTP sink; budgets checked against du -sb;
+# train's newest checkpoint: recent, and in its backup.
 . "$(dirname "$0")/../lib.sh"
 FW=$BIN/fs-watchdog
 SMTP=smtp://127.0.0.1:${LMTK_SMTP_PORT:-1}
@@ -144,6 +145,55 @@ check unreadable_path_keeps_alert_in_state grep -q "space:$M/sub" "$S3"
 # --log appends the same lines
 expect_rc log_run 1 $FW --check "$M:space=50%" --log "$T/main_log.txt" --no-mail
 contains log_has_alert_line "$T/main_log.txt" '\[ALERT\] .* space at'
+
+# --- checkpoints: the newest one recent (--max-age) and backed up (SAVE,BACKUP) ---
+mkstep() {  # DIR N AGE: a step as train leaves it, its manifest written AGE ago
+	mkdir -p "$1/global_step$2" && echo '{"iteration": '"$2"'}' >"$1/global_step$2/manifest.json" &&
+		touch -d "$3" "$1/global_step$2/manifest.json" && echo "global_step$2" >"$1/latest"
+}
+CS=$T/ck/save CB=$T/ck/backup
+mkstep "$CS" 100 '10 minutes ago' && mkstep "$CB" 100 '10 minutes ago'
+expect_rc checkpoint_recent_and_backed_up_is_fine 0 $FW --checkpoint "$CS,$CB" --max-age 3h -v
+contains checkpoint_verbose_says_age "$T/out" "$CS: the newest checkpoint is global_step100, saved 0:1[0-9]:[0-9]{2} ago \([0-9-]+ [0-9:]+\); alert after 3:00:00$"
+contains checkpoint_verbose_says_backed_up "$T/out" "$CB: holds global_step100, the newest checkpoint$"
+mkstep "$CS" 200 '5 hours ago'
+expect_rc checkpoint_too_old_alerts 1 $FW --checkpoint "$CS" --max-age 3h
+contains checkpoint_too_old_wording "$T/out" "\[ALERT\] $CS: the newest checkpoint, global_step200, was saved 5:00:[0-9]{2} ago \([0-9-]+ [0-9:]+\), more than 3:00:00: is the run still saving\?$"
+expect_rc checkpoint_younger_than_the_bound_is_fine 0 $FW --checkpoint "$CS" --max-age 6h
+expect_rc checkpoint_not_backed_up_alerts 1 $FW --checkpoint "$CS,$CB" --max-age 6h
+contains checkpoint_not_backed_up_wording "$T/out" "\[ALERT\] $CS: the newest checkpoint, global_step200, is not backed up: the newest in $CB is global_step100, saved 0:1[0-9]:[0-9]{2} ago$"
+lacks checkpoint_not_backed_up_is_not_too_old "$T/out" 'is the run still saving'
+# a daily backup may lag: BACKUP_AGE
+expect_rc checkpoint_backup_within_its_age_is_fine 0 $FW --checkpoint "$CS,$CB" --max-age 6h,26h
+touch -d '2 days ago' "$CB/global_step100/manifest.json"
+expect_rc checkpoint_backup_older_than_its_age_alerts 1 $FW --checkpoint "$CS,$CB" --max-age 6h,26h
+expect_rc checkpoint_backup_only_without_max_age 1 $FW --checkpoint "$CS,$CB"
+contains checkpoint_backup_only_says_not_backed_up "$T/out" 'is not backed up'
+mkdir -p "$T/ck/none"
+expect_rc checkpoint_empty_backup_alerts 1 $FW --checkpoint "$CS,$T/ck/none" --max-age 6h
+contains checkpoint_empty_backup_wording "$T/out" "is not backed up: $T/ck/none has no checkpoint \(no $T/ck/none/latest\)$"
+echo global_step300 >"$T/ck/none/latest"
+expect_rc checkpoint_latest_naming_a_missing_step_alerts 1 $FW --checkpoint "$T/ck/none" --max-age 6h
+contains checkpoint_latest_missing_step_wording "$T/out" "\[ALERT\] $T/ck/none has no usable checkpoint: $T/ck/none/latest names global_step300, which has no manifest.json$"
+expect_rc checkpoint_missing_save_cannot_check 3 $FW --checkpoint "$T/ck/gone" --max-age 6h
+contains checkpoint_missing_save_wording "$T/out" "\[ALERT\] cannot check $T/ck/gone: No such file or directory"
+expect_rc checkpoint_missing_backup_cannot_check 3 $FW --checkpoint "$CS,$T/ck/gone" --max-age 6h
+expect_rc checkpoint_without_anything_to_check_is_usage 2 $FW --checkpoint "$CS"
+contains checkpoint_usage_says_why "$T/err" 'nothing to check without --max-age'
+expect_rc checkpoint_bad_max_age_is_usage 2 $FW --checkpoint "$CS" --max-age soon
+printf 'checkpoint %s,%s\nmax-age 6h,26h\n' "$CS" "$CB" >"$T/ck.conf"
+expect_rc checkpoint_from_the_config_file 1 $FW --config "$T/ck.conf"
+contains checkpoint_config_file_checks_the_backup "$T/out" 'is not backed up'
+# mailed once under its own subject; recovered when the backup catches up
+mail_clear
+SC=$T/ck.state
+expect_rc checkpoint_mail_alert 1 $FW --checkpoint "$CS,$CB" --max-age 6h --mail-to oncall@example.org --smtp-url $SMTP --state-file "$SC"
+wait_for 10 test "$(mail_count)" -ge 1
+contains checkpoint_mail_subject "$(first_mail)" "^Subject: \[ALERT\] $CS: the newest checkpoint is not backed up"
+mkstep "$CB" 200 '5 hours ago'
+expect_rc checkpoint_mail_recovered_run 0 $FW --checkpoint "$CS,$CB" --max-age 6h --mail-to oncall@example.org --smtp-url $SMTP --state-file "$SC"
+wait_for 10 test "$(mail_count)" -ge 2
+contains checkpoint_mail_recovered "$(last_mail)" "^Subject: \[RECOVERED\] $CS: the newest checkpoint is not backed up"
 
 # secrets never in argv: a URL with a password is refused
 expect_rc smtp_password_in_url_refused 2 $FW --check "$M:space=50%" --smtp-url smtp://u:pw@127.0.0.1:25
