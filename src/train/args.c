@@ -576,7 +576,7 @@ int args_opt(void *ctx, int key, const char *arg, char *err, size_t errlen)
 	case O_B1: return num(arg, &a->adam_beta1, 0, 0, err, errlen);
 	case O_B2: return num(arg, &a->adam_beta2, 0, 0, err, errlen);
 	case O_EPS: return num(arg, &a->adam_eps, 0, 1, err, errlen);
-	case O_SGDMOM: return num(arg, &a->sgd_momentum, 0, 0, err, errlen);
+	case O_SGDMOM: a->sgd_momentum_given = 1; return num(arg, &a->sgd_momentum, 0, 0, err, errlen);
 	case O_ILS:
 		a->given |= ARGS_GIVEN_INITIAL_LOSS_SCALE;
 		return num(arg, &a->initial_loss_scale, 0, 1, err, errlen);

@@ -121,6 +121,7 @@ struct train_args {
 	int optimizer_given;           /* --optimizer given */
 	const char *optimizer;         /* adam (default), lamb, sgd */
 	double sgd_momentum;           /* --sgd-momentum (default 0.9) */
+	int sgd_momentum_given;
 	int eval_only;                 /* --eval-only True: evaluate, do not train */
 	int finetune, no_load_optim;   /* --load: weights only / weights + counters, fresh optimizer */
 	double loss_scale;             /* --loss-scale: static fp16 loss scale; 0 dynamic */

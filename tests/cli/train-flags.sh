@@ -53,8 +53,8 @@ contains refused_bert_flag_named "$T/err" '^train: --mask-prob: a BERT/T5/ICT/Vi
 contains refused_universal_named "$T/err" '^train: --universal-checkpoint: DeepSpeed universal checkpoints are not read'
 contains refused_count_said "$T/err" '^train: 2 flags refused: nothing trained'
 expect_rc refused_abbreviation_still_refused 2 trn --loss-on-targets
-expect_rc optimizer_lamb_refused 2 trn --optimizer lamb
-contains optimizer_lamb_says_adamw "$T/err" "'lamb' is not implemented: lmtk trains with AdamW"
+expect_rc optimizer_unknown_refused 2 trn --optimizer adagrad
+contains optimizer_unknown_names_the_choices "$T/err" "'adagrad' is not one of adam, lamb, sgd"
 expect_rc dataloader_cyclic_refused 2 trn --dataloader-type cyclic
 expect_rc gelu_without_fusion_refused 2 trn --no-bias-gelu-fusion
 contains gelu_without_fusion_says_erf "$T/err" 'exact erf GeLU'

@@ -765,6 +765,70 @@ static int case_adamw_multi(void)
 	return ok;
 }
 
+/* LAMB's two passes and SGD, CUDA against the CPU: the update's sum of squares, both moments,
+ * the weights and their bf16 copy; three steps each, decay on and off */
+static int case_lamb_sgd(size_t n, float wd)
+{
+	char name[64];
+	snprintf(name, sizeof name, "lamb/sgd n%zu wd%g", n, wd);
+	float *g = randn(n, 1, 90), *w = randn(n, 0.5f, 91), *m0 = randn(n, 0.1f, 92);
+	float *v0 = randn(n, 0.1f, 93);
+	for (size_t i = 0; i < n; i++)
+		v0[i] = v0[i] * v0[i];
+	const struct ops *os[2] = {cu, cpu};
+	double uss[2][3];
+	float *master[2], *mm[2], *vv[2], *param[2], *sw[2], *sb[2];
+	for (int k = 0; k < 2; k++) {
+		const struct ops *o = os[k];
+		float *dg = up_f32(o, g, n), *dw = up_f32(o, w, n), *dm = up_f32(o, m0, n);
+		float *dv = up_f32(o, v0, n), *sgw = up_f32(o, w, n), *buf = up_f32(o, m0, n);
+		void *dp = k == 0 ? o->alloc(n * o->act_size) : (void *)dw;
+		void *sp = k == 0 ? o->alloc(n * o->act_size) : (void *)sgw;
+		for (int s = 1; s <= 3; s++) {
+			uss[k][s - 1] = o->lamb_update(dw, dg, dm, dv, n, 0.9f, 0.95f, 1e-6f, wd, 0.5f,
+						       s == 2 ? 1.7f : 1.0f, s);
+			o->lamb_apply(dw, dp, dm, dv, n, 0.9f, 0.95f, 1e-6f, wd, 3e-3f * s, s);
+			o->sgd(sgw, sp, dg, buf, n, 1e-2f, s == 3 ? 0.0f : 0.9f, wd, 0.5f, s == 1);
+		}
+		master[k] = zeros(n), mm[k] = zeros(n), vv[k] = zeros(n), param[k] = zeros(n);
+		sw[k] = zeros(n), sb[k] = zeros(n);
+		down_f32(o, master[k], dw, n);
+		down_f32(o, mm[k], dm, n);
+		down_f32(o, vv[k], dv, n);
+		down_f32(o, sw[k], sgw, n);
+		down_f32(o, sb[k], buf, n);
+		if (k == 0)
+			down_act(o, param[k], dp, n);
+		o->free(dg), o->free(dw), o->free(dm), o->free(dv), o->free(sgw), o->free(buf);
+		if (k == 0)
+			o->free(dp), o->free(sp);
+	}
+	for (size_t i = 0; i < n; i++)
+		param[1][i] = bf16r(master[1][i]);
+	int ok = 1;
+	char wn[128];
+#define CMP(arr, tol)                                                                              \
+	snprintf(wn, sizeof wn, "%s " #arr, name);                                                 \
+	ok &= near(wn, arr[0], arr[1], n, tol)
+	CMP(master, 1e-6);
+	CMP(mm, 1e-6);
+	CMP(vv, 1e-6);
+	CMP(param, TOL_BF16 / 2);
+	CMP(sw, 1e-6);
+	CMP(sb, 1e-6);
+#undef CMP
+	for (int s = 0; s < 3; s++)
+		if (fabs(uss[0][s] - uss[1][s]) > 1e-9 * uss[1][s]) {
+			printf("# %s: step %d's update sum of squares %.17g (cuda) vs %.17g (cpu)\n", name,
+			       s + 1, uss[0][s], uss[1][s]);
+			ok = 0;
+		}
+	for (int k = 0; k < 2; k++)
+		free(master[k]), free(mm[k]), free(vv[k]), free(param[k]), free(sw[k]), free(sb[k]);
+	free(g), free(w), free(m0), free(v0);
+	return ok;
+}
+
 static int case_optim(size_t n)
 {
 	char name[64];
@@ -1053,6 +1117,10 @@ int main(int argc, char **argv)
 	CASE("cuda_optimizer_ops_match_cpu") {
 		T_ASSERT(case_optim(1000));
 		T_ASSERT(case_optim(70001));
+	}
+	CASE("cuda_lamb_and_sgd_match_cpu") {
+		T_ASSERT(case_lamb_sgd(1000, 0.1f));
+		T_ASSERT(case_lamb_sgd(70001, 0.0f));
 	}
 	CASE("cuda_adamw_multi_tensor_launch_equals_per_tensor_bit_for_bit")
 		T_ASSERT(case_adamw_multi());

@@ -254,6 +254,12 @@ void cu_xent_grad(void *logits, const float *lse, const int32_t *targets_local, 
 void cu_scale(float *x, float s, size_t n);
 void cu_adamw(float *master, void *param, const float *g, float *m, float *v, size_t n, float lr,
 	      float b1, float b2, float eps, float wd, float gscale, int step);
+double cu_lamb_update(const float *master, const float *g, float *m, float *v, size_t n, float b1,
+		      float b2, float eps, float wd, float gscale, float clipdiv, int step);
+void cu_lamb_apply(float *master, void *param, const float *m, const float *v, size_t n, float b1,
+		   float b2, float eps, float wd, float ratio, int step);
+void cu_sgd(float *master, void *param, const float *g, float *buf, size_t n, float lr,
+	    float momentum, float wd, float gscale, int first);
 void cu_adamw_multi(float *master, void *param, const float *g, float *m, float *v,
 		    const struct adam_seg *seg, int nseg, size_t total, float lr, float b1, float b2,
 		    float eps, float wd, float gscale, int step);

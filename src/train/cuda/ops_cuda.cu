@@ -241,6 +241,9 @@ static void fill_table(void)
 	o->scale = cu_scale;
 	o->adamw = cu_adamw;
 	o->adamw_multi = cu_adamw_multi;
+	o->lamb_update = cu_lamb_update;
+	o->lamb_apply = cu_lamb_apply;
+	o->sgd = cu_sgd;
 	o->profiler = cuda_profiler;
 	o->adam8bit = cu_adam8bit;
 	o->adam32 = cu_adam32;

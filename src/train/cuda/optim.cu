@@ -137,3 +137,111 @@ void cu_adamw_multi(float *master, void *param, const float *g, float *m, float 
 		  nseg, total, lr, b1, b2, eps, wd, gscale, bc1, bc2);
 	CU_LAUNCHED("adamw_multi");
 }
+
+/* --- LAMB (apex FusedLAMB) and SGD: see ops.h ---------------------------------------------------
+ * lamb_update writes the update u into a buffer of its own and leaves its norm to cu_sumsq (the
+ * same fixed-order reduction as the gradient norm); lamb_apply recomputes u from m, v and the
+ * weights, which are unchanged in between, so it equals the one whose norm was taken. */
+__device__ __forceinline__ float lamb_u(float m, float v, float w, float bc1, float bc2, float eps,
+					float wd)
+{
+	return (m / bc1) / (sqrtf(v / bc2) + eps) + wd * w;
+}
+
+__global__ void lamb_update_k(float *u, const float *master, const float *g, float *m, float *v,
+			      size_t n, float b1, float b2, float eps, float wd, float gscale,
+			      float clipdiv, float bc1, float bc2)
+{
+	for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
+	     i += (size_t)gridDim.x * blockDim.x) {
+		float gi = g[i] * gscale / clipdiv;
+		float mi = b1 * m[i] + (1.0f - b1) * gi;
+		float vi = b2 * v[i] + (1.0f - b2) * gi * gi;
+		m[i] = mi;
+		v[i] = vi;
+		u[i] = lamb_u(mi, vi, master[i], bc1, bc2, eps, wd);
+	}
+}
+
+__global__ void lamb_apply_k(float *master, bf16 *param, const float *m, const float *v, size_t n,
+			     float eps, float wd, float ratio, float bc1, float bc2)
+{
+	for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
+	     i += (size_t)gridDim.x * blockDim.x) {
+		float w = master[i];
+		w -= ratio * lamb_u(m[i], v[i], w, bc1, bc2, eps, wd);
+		master[i] = w;
+		if (param)
+			param[i] = __float2bfloat16(w);
+	}
+}
+
+__global__ void sgd_k(float *master, bf16 *param, const float *g, float *buf, size_t n, float lr,
+		      float momentum, float wd, float gscale, int first)
+{
+	for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
+	     i += (size_t)gridDim.x * blockDim.x) {
+		float w = master[i];
+		float d = g[i] * gscale + wd * w;
+		if (momentum != 0.0f) {
+			d = first ? d : momentum * buf[i] + d;
+			buf[i] = d;
+		}
+		w -= lr * d;
+		master[i] = w;
+		if (param)
+			param[i] = __float2bfloat16(w);
+	}
+}
+
+static float lamb_bc(float b, int step)   /* apex: std::pow(float, int) is a double */
+{
+	return (float)(1.0 - pow((double)b, step));
+}
+
+double cu_lamb_update(const float *master, const float *g, float *m, float *v, size_t n, float b1,
+		      float b2, float eps, float wd, float gscale, float clipdiv, int step)
+{
+	CU_ENTER();
+	if (!n)
+		return 0;
+	if (step < 1)
+		cu_die("lamb: step %d; steps count from 1", step);
+	/* u has its own buffer: cu_sumsq takes the scratch for its partial sums */
+	static float *u;
+	static size_t have;
+	if (n > have) {
+		if (u)
+			CU_CHECK(cudaFree(u));
+		CU_CHECK(cudaMalloc((void **)&u, n * sizeof(float)));
+		have = n;
+	}
+	cu_launch(lamb_update_k, cu_grid(n, OPT_T), OPT_T, 0, cu.stream, u, master, g, m, v, n, b1,
+		  b2, eps, wd, gscale, clipdiv, lamb_bc(b1, step), lamb_bc(b2, step));
+	CU_LAUNCHED("lamb_update");
+	return cu_sumsq(u, n);
+}
+
+void cu_lamb_apply(float *master, void *param, const float *m, const float *v, size_t n, float b1,
+		   float b2, float eps, float wd, float ratio, int step)
+{
+	CU_ENTER();
+	if (!n)
+		return;
+	bf16 *p = param == (void *)master ? NULL : (bf16 *)param;
+	cu_launch(lamb_apply_k, cu_grid(n, OPT_T), OPT_T, 0, cu.stream, master, p, m, v, n, eps, wd,
+		  ratio, lamb_bc(b1, step), lamb_bc(b2, step));
+	CU_LAUNCHED("lamb_apply");
+}
+
+void cu_sgd(float *master, void *param, const float *g, float *buf, size_t n, float lr,
+	    float momentum, float wd, float gscale, int first)
+{
+	CU_ENTER();
+	if (!n)
+		return;
+	bf16 *p = param == (void *)master ? NULL : (bf16 *)param;
+	cu_launch(sgd_k, cu_grid(n, OPT_T), OPT_T, 0, cu.stream, master, p, g, buf, n, lr, momentum,
+		  wd, gscale, first);
+	CU_LAUNCHED("sgd");
+}
