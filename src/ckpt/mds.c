@@ -591,6 +591,7 @@ static int build_manifest(struct mds *c, const struct pt_file *f, const struct p
 			n += snprintf(args + n, sizeof args - n, " %s %s", tok[i][1], v);
 	}
 	const char *dsv = v_str(root, "ds_version");
+	char *abs = realpath(c->dir, NULL);
 	c->manifest = json_pack(
 		"{s:s,s:i,s:I,s:I,s:I,s:I,s:I,s:i,s:i,s:i,s:[I],s:o,"
 		"s:{s:s,s:I,s:f,s:I,s:I,s:f,s:f,s:f,s:f,s:f},"
@@ -619,8 +620,9 @@ static int build_manifest(struct mds *c, const struct pt_file *f, const struct p
 		"args", args,
 		"converted_from", "format", "megatron-deepspeed", "layout",
 		c->kind == MDS_DEEPSPEED ? "deepspeed pipeline (layer_*, mp_rank_*, bf16_zero_*)" :
-		"megatron (mp_rank_*/model_optim_rng.pt)", "path", c->dir, "ds_version", dsv,
+		"megatron (mp_rank_*/model_optim_rng.pt)", "path", abs ? abs : c->dir, "ds_version", dsv,
 		"weights", c->has_optimizer ? "fp32 master" : c->weights_dtype);
+	free(abs);
 	if (!c->manifest)
 		return fail(err, errlen, "out of memory");
 	return 0;
