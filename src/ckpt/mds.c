@@ -1039,6 +1039,19 @@ static int open_ds(struct mds *c, char *err, size_t errlen)
 	c->tp = (int)tp;
 	c->pp = (int)pp;
 	c->dp = (int)dp;
+	/* the files the layout names: the first one missing is named */
+	for (int mm = 0; mm < c->tp * c->pp; mm++) {
+		snprintf(p, sizeof p, "%s/mp_rank_%02d_model_states.pt", c->dir, mm);
+		if (!is_file(p))
+			return fail(err, errlen, "%s: missing (args say TP=%d PP=%d)", p, c->tp, c->pp);
+		for (int d = 0; noptim && d < c->dp; d++) {
+			snprintf(p, sizeof p, "%s/bf16_zero_pp_rank_%d_mp_rank_%02d_optim_states.pt",
+				 c->dir, d, mm);
+			if (!is_file(p))
+				return fail(err, errlen, "%s: missing (TP=%d PP=%d DP=%d, and the other "
+					    "optimizer partitions are there)", p, c->tp, c->pp, c->dp);
+		}
+	}
 	if (nmm != c->tp * c->pp)
 		return fail(err, errlen, "%s: %d mp_rank_*_model_states.pt files; TP=%d x PP=%d "
 			    "needs %d", c->dir, nmm, c->tp, c->pp, c->tp * c->pp);
