@@ -1,16 +1,16 @@
 #!/usr/bin/env bash
 # ckpt-mds.sh - is the Megatron-DeepSpeed conversion disk-bound?  Converting a DeepSpeed pipeline
-# checkpoint of a GPT-2 124M-shaped model (12 layers x 768, 12 heads, 50304 x 768 word
+# checkpoint of a GPT-2 124M-shaped model (12 layers x 768, 12 heads, 50432 x 768 word
 # embeddings; TP=2 PP=2, ZeRO over DP=2: bf16 layer files plus the bf16 optimizer's fp32 master
-# and moment partitions, about 1.75 GB of .pt files) into an lmtk checkpoint with its optimizer
-# state (ckpt-merge-tp --from megatron-deepspeed --optimizer, TP=1 PP=1), against cp of the same
-# step directory.
+# and moment partitions, 2.24 GB of .pt files) into an lmtk checkpoint with its optimizer state
+# (ckpt-merge-tp --from megatron-deepspeed --optimizer, TP=1 PP=1), against cp of the same step
+# directory.
 #
 # The checkpoint is made once under ${LMTK_BENCH_DIR:-/var/tmp/lmtk-bench}/ckpt-mds: train runs 2
-# iterations of the 124M shape (seq 128, on the CPU, the tiny vocabulary padded to GPT-2's 50304
-# by --pad-vocab-size-to) and saves; tests/ref/mds-ckpt.py write-ds rewrites that step with the
-# real torch.save as DeepSpeed lays it out.  Then, CKPT_MDS_BENCH_RUNS times (default 3),
-# alternately:
+# iterations of the 124M shape (seq 128, on the CPU, the tiny vocabulary padded to 50432 rows:
+# GPT-2's 50304 is not a multiple of 128 x TP=2, and a DeepSpeed checkpoint at TP=2 would hold
+# Megatron's padding) and saves; tests/ref/mds-ckpt.py write-ds rewrites that step with the real
+# torch.save as DeepSpeed lays it out.  Then, CKPT_MDS_BENCH_RUNS times (default 3), alternately:
 #   cp:      cp -r ds/global_step2 copy && sync copy/*   (the same bytes in, fsynced out)
 #   convert: ckpt-merge-tp --from megatron-deepspeed ds --output lmtk --optimizer
 #            (reads every pickle, un-partitions masters and moments, writes TP=1, fsyncs)
@@ -18,9 +18,9 @@
 # each from a cold page cache (sync; echo 3 > /proc/sys/vm/drop_caches) when this is allowed
 # (root), else from a warm one (all inputs read once first); the line says which.  Medians are
 # compared; MB/s is input bytes (the .pt files) per second (10^6).  Fails if a conversion fails
-# or its result is not train's original TP=1 shard byte for byte.  Last line:
-#   bench: ckpt-mds: DeepSpeed TP=2 PP=2 DP=2 -> lmtk TP=1, 124M params, 1.75 GB: convert ... s
-#   (... MB/s), cp ... s (... MB/s), ratio ... (convert/cp); read alone ... s; cold cache, median of 3
+# or its result is not train's original TP=1 shard byte for byte.  Last line (a 2-core VM):
+#   bench: ckpt-mds: DeepSpeed TP=2 PP=2 DP=2 -> lmtk TP=1, 125M params, 2.24 GB: convert 3.01 s
+#   (743 MB/s), cp 3.40 s (660 MB/s), ratio 0.89 (convert/cp); read alone 1.34 s; cold cache, median of 3
 set -euo pipefail
 
 TOP=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
@@ -47,7 +47,7 @@ if [ ! -s ds/latest ] || [ ! -s tp1/global_step2/manifest.json ]; then
 	rm -rf tp1 ds
 	cp "$MEG"/meg-gpt2-openwebtext_text_document.bin "$MEG"/meg-gpt2-openwebtext_text_document.idx .
 	TRAIN=("$TOP/bin/train" --num-layers 12 --hidden-size 768 --num-attention-heads 12
-		--seq-length 128 --max-position-embeddings 1024 --pad-vocab-size-to 50304
+		--seq-length 128 --max-position-embeddings 1024 --pad-vocab-size-to 50432
 		--micro-batch-size 1 --global-batch-size 1 --lr 1e-4 --train-iters 2
 		--data-path meg-gpt2-openwebtext_text_document --vocab-file "$MEG/gpt2-tiny-vocab.json"
 		--merge-file "$MEG/gpt2-tiny-merges.txt" --split 949,50,1 --device cpu --threads 2
