@@ -103,7 +103,7 @@ const struct opt args_opts[] = {
 	{"reset-attention-mask", O_RESETATT, NULL, "no attention across an end-of-document token"},
 	/* checkpoints */
 	{"save", O_SAVE, "DIR", "save checkpoints here (lmtk-checkpoint(5))"},
-	{"load", O_LOAD, "DIR", "resume from the newest intact checkpoint in DIR, if any"},
+	{"load", O_LOAD, "DIR", "resume from the newest intact checkpoint in DIR, if any (lmtk's, or a Megatron-DeepSpeed checkpoint)"},
 	{"save-interval", O_SAVEINT, "N", "save every N iterations (required with --save, as in Megatron)"},
 	{"finetune", O_FINETUNE, NULL, "--load the weights only: iteration, samples, optimizer and schedule start afresh"},
 	{"no-load-optim", O_NOLOADOPT, NULL, "--load weights and counters, but a fresh optimizer and schedule"},
