@@ -10,7 +10,10 @@
 # apex counts one step more); ckpt-sync-ln --check reads them and finds a layer norm planted
 # out of step on one TP rank, in the bf16 weights or the fp32 masters; a truncated .pt, a pickle
 # with an opcode torch.save never writes, swapped ZeRO partitions, a missing partition and an
-# fp16 ZeRO file are refused with exit 2, naming the file.
+# fp16 ZeRO file are refused with exit 2, naming the file.  train --load takes the
+# Megatron-DeepSpeed directory itself, in one process and in a TP=2 x PP=2 run, re-splitting it
+# as it reads, with the losses of its conversion; without optimizer files only with
+# --no-load-optim, from the bf16 weights.
 . "$(dirname "$0")/../lib.sh"
 PY=/usr/bin/python3
 MDS=$TOP/tests/ref/mds-ckpt.py
@@ -139,6 +142,57 @@ if [ $rc = 0 ] && [ "$(losses ds.res | wc -l)" = 4 ] && [ "$(losses ds.res | hea
 	diff <(losses bloom5.res) <(losses ds.res) >/dev/null && ! diff <(losses bloom.res) <(losses ds.res) >/dev/null
 then ok train_resumes_a_deepspeed_conversion_with_its_adam_step
 else fail train_resumes_a_deepspeed_conversion_with_its_adam_step "exit $rc: $(losses bloom5.res | tail -1) vs $(losses ds.res | tail -1) $(tail -1 ds.res)"; fi
+
+# train --load takes the Megatron-DeepSpeed directory itself, re-splitting it as it reads
+"$BIN/train" "${COMMON[@]}" "${BLOOM[@]}" --load ds >dsdir.res 2>&1; rc=$?
+[ $rc = 0 ] && diff <(losses ds.res) <(losses dsdir.res) >/dev/null &&
+	grep -q '^train: resumed from ds/global_step4 (Megatron-DeepSpeed, TP=2 PP=2 DP=2, re-split to TP=1 PP=1): iteration 4, 16 samples consumed' dsdir.res &&
+	ok train_load_of_a_deepspeed_dir_is_its_conversions_resume ||
+	fail train_load_of_a_deepspeed_dir_is_its_conversions_resume "exit $rc: $(grep -v '^ iter' dsdir.res | tail -2)"
+"$BIN/train" "${COMMON[@]}" "${GPT[@]}" --load meg >megdir.res 2>&1; rc=$?
+[ $rc = 0 ] && diff <(losses gpt.res) <(losses megdir.res) >/dev/null &&
+	ok train_load_of_a_megatron_dir_has_the_originals_losses ||
+	fail train_load_of_a_megatron_dir_has_the_originals_losses "exit $rc: $(grep -v '^ iter' megdir.res | tail -2)"
+# no optimizer files: refused unless --no-load-optim, which takes the bf16 weights
+rm -rf noopt && cp -r ds5 noopt && rm noopt/global_step4/bf16_zero_*
+expect_rc train_load_without_optimizer_state_refused 3 "$BIN/train" "${COMMON[@]}" "${BLOOM[@]}" --load noopt
+contains train_load_without_optimizer_state_says_why "$T/err" 'without optimizer state .*--no-load-optim'
+"$BIN/train" "${COMMON[@]}" "${BLOOM[@]}" --load noopt --no-load-optim >noopt.res 2>&1; rc=$?
+"$MT" --from megatron-deepspeed noopt --output noopt.lmtk >noopt.mt 2>&1
+"$BIN/train" "${COMMON[@]}" "${BLOOM[@]}" --load noopt.lmtk --no-load-optim >noopt.lres 2>&1
+[ $rc = 0 ] && [ "$(losses noopt.res | wc -l)" = 4 ] && diff <(losses noopt.res) <(losses noopt.lres) >/dev/null &&
+	grep -q 'no fp32 master weights: the weights are its bfloat16 model weights' noopt.mt &&
+	ok no_optimizer_files_load_the_bf16_weights || fail no_optimizer_files_load_the_bf16_weights "exit $rc: $(tail -2 noopt.res) $(tail -1 noopt.mt)"
+"$PY" - noopt.lmtk/global_step4/rank_tp00_pp000.safetensors $B/rank_tp00_pp000.safetensors <<'EOF' >noopt.cmp 2>&1 && ok bf16_weights_are_the_masters_rounding || fail bf16_weights_are_the_masters_rounding "$(tail -2 noopt.cmp)"
+import sys
+import numpy as np
+sys.path.insert(0, ".")
+import st
+a = st.load(sys.argv[1]); b = st.load(sys.argv[2])
+for k in b:
+    if k.startswith("exp_avg"):
+        continue
+    u = b[k].view(np.uint32).astype(np.uint64)
+    want = (((u + 0x7FFF + ((u >> 16) & 1)) >> 16) << 16).astype(np.uint32)
+    assert a[k].view(np.uint32).tobytes() == want.tobytes(), k
+EOF
+# a parallel run (mpirun, where Open MPI is installed) loads its parts straight from the files
+if command -v mpirun >/dev/null && [ -s "$TOP/build/lib/lmtk/train-mpi.so" ]; then
+	export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_btl=self,vader
+	ND=(--hidden-dropout 0 --attention-dropout 0)
+	"$BIN/train" "${COMMON[@]}" "${BLOOM[@]}" "${ND[@]}" --load ds.opt >nd.res 2>&1
+	mpirun --oversubscribe -np 4 "$BIN/train" "${COMMON[@]}" "${BLOOM[@]}" "${ND[@]}" \
+		--tensor-model-parallel-size 2 --pipeline-model-parallel-size 2 --load ds >nd.par 2>&1; rc=$?
+	"$PY" - <(losses nd.res) <(losses nd.par) <<'EOF' >nd.cmp 2>&1 && [ $rc = 0 ] && grep -q 're-split to TP=2 PP=2' nd.par && ok parallel_train_loads_a_deepspeed_dir_with_the_same_losses || fail parallel_train_loads_a_deepspeed_dir_with_the_same_losses "exit $rc: $(grep -v '^ iter' nd.par | tail -2; tail -1 nd.cmp)"
+import sys
+a = [l.split() for l in open(sys.argv[1])]; b = [l.split() for l in open(sys.argv[2])]
+assert len(a) == len(b) == 4, (a, b)
+for x, y in zip(a, b):   # the same up to the order of sums across ranks (fp32)
+    assert x[:2] == y[:2] and all(abs(float(u) - float(v)) <= 1e-5 * abs(float(u)) + 2e-3 * (i == 3) for i, (u, v) in enumerate(zip(x[2:], y[2:]), 2)), (x, y)
+EOF
+else
+	skip parallel_train_loads_a_deepspeed_dir_with_the_same_losses "mpirun or train-mpi.so is not here"
+fi
 
 # --- ckpt-sync-ln --check ---------------------------------------------------------------------------
 for n in ds ds5 meg megb; do
