@@ -29,6 +29,10 @@
  *   progress.h     progress on stderr for long work; SIGINT/SIGTERM unwind cleanly
  *   pt.h           PyTorch .pt files (torch.save's zip + pickle) read without running any
  *                  of the pickle's code: the way in for Megatron-DeepSpeed checkpoints
+ *   mds.h          a Megatron-DeepSpeed checkpoint (DeepSpeed's pipeline files with the bf16
+ *                  optimizer's ZeRO partitions, or plain Megatron's model_optim_rng.pt) read
+ *                  as lmtk's tensors and manifest, streamed, and presented as a shards.h
+ *                  checkpoint that reshard.h, sh_compare and train's load take as they are
  *
  * train writes and loads its own steps with train/ckpt.c (over safetensors.h): the layout of
  * its model table is the one layout.h repeats, and the tests prove the two agree byte for
@@ -37,6 +41,7 @@
 #define CKPT_CKPT_H
 
 #include "ckpt/layout.h"
+#include "ckpt/mds.h"
 #include "ckpt/outdir.h"
 #include "ckpt/progress.h"
 #include "ckpt/pt.h"
