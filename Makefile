@@ -56,7 +56,8 @@ LIB_A    := $(BUILD)/liblmtk.a
 # $(BUILD)/lib<dir>.a and linked by the programs LINK_<dir> names (and by their unit tests);
 # tests/unit/<dir>_<what>.c links the library alone.  No program compiles another's sources.
 #   src/ckpt  the checkpoint format: safetensors, manifest, layouts, shards, resharding, progress;
-#             PyTorch .pt files (zip + a pickle reader that runs nothing)
+#             PyTorch .pt files (zip + a pickle reader that runs nothing); Megatron-DeepSpeed
+#             checkpoints read through them (mds)
 LIBDIRS  := ckpt
 LINK_ckpt := train ckpt-merge-tp ckpt-sync-ln
 libs_of   = $(foreach l,$(LIBDIRS),$(if $(filter $1,$(LINK_$l)),$(BUILD)/lib$l.a))

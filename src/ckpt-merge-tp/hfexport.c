@@ -148,7 +148,8 @@ static int write_item(const struct sh_ckpt *in, const struct hf_item *x, int ave
 			int64_t r1 = r0 + step < rows ? r0 + step : rows;
 			const float *p = sh_rows(in, x->t, 0, r0, r1, average);
 			if (!p) {
-				sh_read(in, x->t, 0, r0, r1, 0, cols, average, a);
+				if (sh_read(in, x->t, 0, r0, r1, 0, cols, average, a) < 0)
+					return -3;
 				p = a;
 			}
 			rc = put(o, p, (size_t)(r1 - r0) * cols);
@@ -156,7 +157,8 @@ static int write_item(const struct sh_ckpt *in, const struct hf_item *x, int ave
 		return rc;
 	}
 	case HF_QKV:
-		sh_read(in, x->t, 0, 0, rows, 0, 1, average, a);
+		if (sh_read(in, x->t, 0, 0, rows, 0, 1, average, a) < 0)
+			return -3;
 		for (int64_t c = 0; c < rows; c++)
 			b[c] = a[qkv_row(m, c)];
 		return put(o, b, rows);
@@ -166,7 +168,8 @@ static int write_item(const struct sh_ckpt *in, const struct hf_item *x, int ave
 		int64_t O = cols, I = rows, step = RS_BLOCK / O ? RS_BLOCK / O : 1;
 		for (int64_t i0 = 0; i0 < I && !rc; i0 += step) {
 			int64_t i1 = i0 + step < I ? i0 + step : I, bw = i1 - i0;
-			sh_read(in, x->t, 0, 0, O, i0, i1, average, a);   /* a: [O, bw] */
+			if (sh_read(in, x->t, 0, 0, O, i0, i1, average, a) < 0)   /* a: [O, bw] */
+				return -3;
 			for (int64_t i = 0; i < bw; i++)
 				for (int64_t c = 0; c < O; c++)
 					b[i * O + c] = a[(x->op == HF_T_QKV ? qkv_row(m, c) : c) * bw + i];
@@ -373,6 +376,8 @@ int hf_export(const struct sh_ckpt *in, const struct hf_opts *o, const char *dir
 			wr = write_item(in, &it[k], o->average, &out, a, b);
 		if (wr == -2)
 			rc = (errf(err, errlen, "interrupted"), EXIT_FAILED);
+		else if (wr == -3)   /* the input could not be read: bad input */
+			rc = (errf(err, errlen, "%s", sh_error(in)), EXIT_USAGE);
 		else if (wr < 0 || st_commit(out.w) < 0)
 			rc = (errf(err, errlen, "%s", st_werror(out.w)), EXIT_FAILED);
 		else

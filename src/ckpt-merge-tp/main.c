@@ -1,14 +1,16 @@
 /* ckpt-merge-tp - merge the TP (and PP) shards of a checkpoint, re-split it, or export it to HF.
  *
- *   ckpt-merge-tp --input DIR[/global_stepN] --output OUT [--target-tp N] [--target-pp N]
- *                 [--pp-partition-method M] [--padded-vocab-size N] [--average] [--tolerance X]
+ *   ckpt-merge-tp [--from lmtk|megatron-deepspeed] [--input] DIR --output OUT [--optimizer]
+ *                 [--target-tp N] [--target-pp N] [--pp-partition-method M]
+ *                 [--padded-vocab-size N] [--average] [--tolerance X]
  *                 [--format hf [--dtype fp32|bf16] [--max-shard-size SIZE] [--tokenizer-files F...]]
  *
  * This file parses options and wires the modules: shards.h opens and verifies the input (every
- * shard mapped, checksums, shapes), and measures the drift of replicated tensors; reshard.h
- * writes another TP/PP layout, hfexport.h a transformers model directory; outdir.h makes OUT
- * appear whole or not at all.  Exit: 0 done, 1 replicated tensors differ (refused without
- * --average), 2 usage or bad input, 3 I/O. */
+ * shard mapped, checksums, shapes) - or mds.h reads a Megatron-DeepSpeed checkpoint's .pt
+ * files and presents it the same way, streamed - and measures the drift of replicated tensors;
+ * reshard.h writes another TP/PP layout, hfexport.h a transformers model directory; outdir.h
+ * makes OUT appear whole or not at all.  Exit: 0 done, 1 replicated tensors differ (refused
+ * without --average), 2 usage or bad input, 3 I/O. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -20,17 +22,18 @@
 #include "opt.h"
 #include "units.h"
 #include "ckpt-merge-tp/hfexport.h"
+#include "ckpt/mds.h"
 #include "ckpt/outdir.h"
 #include "ckpt/progress.h"
 #include "ckpt/reshard.h"
 #include "ckpt/shards.h"
 
 enum { O_INPUT = 1000, O_OUTPUT, O_TP, O_PP, O_FORMAT, O_AVERAGE, O_TOLERANCE, O_DTYPE, O_MAXSHARD,
-       O_TOKFILES, O_VOCAB, O_PARTITION };
+       O_TOKFILES, O_VOCAB, O_PARTITION, O_FROM, O_OPTIMIZER };
 
 struct cfg {
 	const char *input, *output;
-	int tp, pp, hf, average, bf16, padded_vocab, pp_embedding;
+	int tp, pp, hf, average, bf16, padded_vocab, pp_embedding, mds, optimizer;
 	int set_tp, set_pp, set_dtype, set_shard;
 	double tolerance;
 	unsigned long long max_shard;
@@ -39,7 +42,9 @@ struct cfg {
 };
 
 static const struct opt opts[] = {
-	{"input", O_INPUT, "DIR", "the checkpoint: a step directory, or a save directory (its latest)"},
+	{"input", O_INPUT, "DIR", "the checkpoint: a step directory, or a save directory (its latest); also as the one operand"},
+	{"from", O_FROM, "FMT", "the input's format: lmtk (default) or megatron-deepspeed (DeepSpeed pipeline or plain Megatron .pt files)"},
+	{"optimizer", O_OPTIMIZER, NULL, "megatron-deepspeed: carry Adam's moments and step (default: weights only, a fresh optimizer)"},
 	{"output", O_OUTPUT, "OUT", "a new directory (or an empty one) for the result"},
 	{"target-tp", O_TP, "N", "tensor-parallel ranks to write (default 1: merged)"},
 	{"target-pp", O_PP, "N", "pipeline stages to write (default 1)"},
@@ -90,7 +95,17 @@ static int on_opt(void *ctx, int key, const char *arg, char *err, size_t errlen)
 	c->last_key = key;
 	switch (key) {
 	case O_INPUT:
+		if (c->input)
+			return errf(err, errlen, "one input checkpoint at a time");
 		c->input = strdup(arg);
+		return 0;
+	case O_FROM:
+		if (strcmp(arg, "lmtk") && strcmp(arg, "megatron-deepspeed"))
+			return errf(err, errlen, "'%s' is not lmtk or megatron-deepspeed", arg);
+		c->mds = strcmp(arg, "megatron-deepspeed") == 0;
+		return 0;
+	case O_OPTIMIZER:
+		c->optimizer = 1;
 		return 0;
 	case O_OUTPUT:
 		c->output = strdup(arg);
@@ -163,7 +178,7 @@ static int on_opt(void *ctx, int key, const char *arg, char *err, size_t errlen)
 	return errf(err, errlen, "unhandled option");
 }
 
-/* --tokenizer-files takes every word up to the next option. */
+/* --tokenizer-files takes every word up to the next option; any other operand is the input. */
 static void parse(const struct optspec *spec, struct cfg *c, int argc, char **argv)
 {
 	int base = 0;
@@ -171,6 +186,15 @@ static void parse(const struct optspec *spec, struct cfg *c, int argc, char **ar
 		int k = base + opt_parse(spec, argc - base, argv + base);
 		if (k >= argc)
 			return;
+		if ((c->last_key != O_TOKFILES || strcmp(argv[k - 1], "--") == 0) && !c->input &&
+		    argv[k][0] != '-') {
+			c->input = strdup(argv[k]);
+			c->last_key = O_INPUT;
+			if (k + 1 >= argc)
+				return;
+			base = k;
+			continue;
+		}
 		if (c->last_key != O_TOKFILES || strcmp(argv[k - 1], "--") == 0) {
 			fprintf(stderr, "%s: unexpected argument '%s'\n", prog_name, argv[k]);
 			opt_usage(spec, stderr);
@@ -201,6 +225,8 @@ static int report_drift(const struct sh_ckpt *in, double tolerance, int average)
 	struct sh_drift *d = sh_compare(in, tolerance, &pg, &n);
 	if (pg_stopped())
 		die(EXIT_FAILED, "interrupted");
+	if (n < 0)
+		die(EXIT_USAGE, "%s", sh_error(in));
 	for (int i = 0; i < n; i++)
 		if (d[i].ndiffer) {
 			bad++;
@@ -218,8 +244,9 @@ int main(int argc, char **argv)
 	static struct cfg c = {.tp = 1, .pp = 1, .max_shard = 5000000000ull};
 	struct optgroup groups[] = {{opts, on_opt, &c}, {0}};
 	struct optspec spec = {
-		"--input DIR[/global_stepN] --output OUT [--target-tp N] [--target-pp N]\n"
-		"       [--pp-partition-method M] [--padded-vocab-size N] [--average] [--tolerance X]\n"
+		"[--from lmtk|megatron-deepspeed] [--input] DIR --output OUT [--optimizer]\n"
+		"       [--target-tp N] [--target-pp N] [--pp-partition-method M] [--padded-vocab-size N]\n"
+		"       [--average] [--tolerance X]\n"
 		"       [--format hf [--dtype fp32|bf16] [--max-shard-size SIZE] [--tokenizer-files F...]]",
 		"Merge the tensor-parallel (and pipeline) shards of a train checkpoint - fp32 master\n"
 		"weights and both Adam moments - and write it in another layout (default TP=1 PP=1) as a\n"
@@ -228,6 +255,10 @@ int main(int argc, char **argv)
 		"files.  Every shard is verified first (checksums, shapes); replicated tensors (layer\n"
 		"norms, row-parallel biases, position embeddings) must be equal on every rank, else the\n"
 		"merge is refused, naming them, unless --average.  OUT appears complete or not at all.\n"
+		"--from megatron-deepspeed reads a Megatron-DeepSpeed checkpoint instead (DeepSpeed's\n"
+		"pipeline files with the bf16 optimizer's ZeRO partitions, or plain Megatron's\n"
+		"model_optim_rng.pt): the weights from its fp32 masters, and with --optimizer Adam's\n"
+		"moments and step, un-partitioned; its iteration, consumed samples and schedule.\n"
 		"Exit 0 done, 1 replicated tensors differ, 2 usage or bad input, 3 I/O error.",
 		groups};
 	char err[8192], step[64];
@@ -236,7 +267,12 @@ int main(int argc, char **argv)
 	msg_init(argv[0]);
 	parse(&spec, &c, argc, argv);
 	if (!c.input || !c.output)
-		usage_error(&spec, c.input ? "--output is required" : "--input is required");
+		usage_error(&spec, c.input ? "--output is required" : "which checkpoint? give DIR (or --input DIR)");
+	if (c.optimizer && !c.mds)
+		usage_error(&spec, "--optimizer goes with --from megatron-deepspeed (an lmtk checkpoint's "
+			    "optimizer state is always carried)");
+	if (c.optimizer && c.hf)
+		usage_error(&spec, "--optimizer goes with --format lmtk: an export holds no optimizer state");
 	if (c.hf && (c.set_tp || c.set_pp || c.padded_vocab))
 		usage_error(&spec, "--target-tp, --target-pp, --pp-partition-method and --padded-vocab-size "
 			    "go with --format lmtk");
@@ -247,12 +283,32 @@ int main(int argc, char **argv)
 
 	struct sh_ckpt in;
 	struct progress pg;
+	struct mds *md = NULL;
 	/* the model's shape first: an export no class can hold, or a layout that does not fit the
 	 * model, is refused before any reading */
-	if ((rc = sh_open_manifest(&in, c.input, err, sizeof err)))
+	if (c.mds) {
+		if ((rc = mds_open(&md, c.input, err, sizeof err)))
+			die(rc, "%s", err);
+		if (c.optimizer && !md->has_optimizer)
+			die(EXIT_USAGE, "%s: no optimizer state (%s): drop --optimizer to convert the weights",
+			    md->dir, md->kind == MDS_DEEPSPEED ? "no bf16_zero_*_optim_states.pt files"
+			    : "model_optim_rng.pt has no 'optimizer'");
+		if (!md->has_optimizer)
+			warn("warning: %s has no fp32 master weights: the weights are its %s model weights",
+			     md->dir, md->weights_dtype);
+		int bufs[LT_GROUPS] = {md->has_optimizer ? MDS_MASTER : MDS_BF16,
+				       c.optimizer ? MDS_EXP_AVG : MDS_ZERO,
+				       c.optimizer ? MDS_EXP_AVG_SQ : MDS_ZERO};
+		if (mds_view(&in, md, bufs, 1, err, sizeof err) < 0)
+			die(EXIT_FAILED, "%s", err);
+	} else if ((rc = sh_open_manifest(&in, c.input, err, sizeof err))) {
+		if (mds_detect(c.input))
+			die(rc, "%s; %s is a Megatron-DeepSpeed checkpoint: add --from megatron-deepspeed",
+			    err, c.input);
 		die(rc, "%s", err);
+	}
 	if (c.hf && !hf_class(&in.m, err, sizeof err))
-		die(EXIT_USAGE, "%s/manifest.json: %s", in.dir, err);
+		die(EXIT_USAGE, "%s%s: %s", in.dir, md ? "" : "/manifest.json", err);
 	struct rs_target tg = {c.tp, c.pp, c.padded_vocab, c.average, c.pp_embedding};
 	if (!tg.padded_vocab)   /* Megatron's padding for the target TP, if it was for the input's */
 		tg.padded_vocab = in.m.padded_vocab == lt_megatron_padded_vocab(in.m.vocab, in.tp)
@@ -270,9 +326,11 @@ int main(int argc, char **argv)
 		if (c.pp > in.m.layers)
 			die(EXIT_USAGE, "cannot write PP=%d: the model has %d layers", c.pp, in.m.layers);
 	}
-	sh_close(&in);
-	if ((rc = sh_open(&in, c.input, &pg, err, sizeof err)))
-		die(rc, "%s", err);
+	if (!md) {
+		sh_close(&in);
+		if ((rc = sh_open(&in, c.input, &pg, err, sizeof err)))
+			die(rc, "%s", err);
+	}
 
 	int bad = report_drift(&in, c.tolerance, c.average);
 	if (bad && !c.average)
@@ -308,11 +366,20 @@ int main(int argc, char **argv)
 		warn("%s (TP=%d PP=%d, %s, iteration %lld) -> %s: %s, %s %s, in %.1f s", in.dir, in.tp,
 		     in.pp, size, (long long)in.iteration, od.final, hf_class(&in.m, err, sizeof err), out,
 		     c.bf16 ? "bf16" : "fp32", dt);
+	} else if (md) {
+		warn("%s (Megatron-DeepSpeed TP=%d PP=%d DP=%d, %s, iteration %lld, %lld samples) -> %s/%s "
+		     "(TP=%d PP=%d%s) in %.1f s (%s/s): %s", in.dir, md->tp, md->pp, md->dp, size,
+		     (long long)md->iteration, (long long)md->consumed_samples, od.final, step, tg.tp,
+		     tg.pp, bad ? ", replicated tensors averaged" : "", dt, rate,
+		     c.optimizer ? "fp32 masters, Adam's moments and step" :
+		     md->has_optimizer ? "fp32 masters; Adam starts afresh (--optimizer carries its state)"
+		     : "model weights only; Adam starts afresh");
 	} else {
 		warn("%s (TP=%d PP=%d, %s) -> %s/%s (TP=%d PP=%d%s) in %.1f s (%s/s)", in.dir, in.tp, in.pp,
 		     size, od.final, step, tg.tp, tg.pp, bad ? ", replicated tensors averaged" : "", dt,
 		     rate);
 	}
 	sh_close(&in);
+	mds_close(md);
 	return EXIT_OK;
 }

@@ -2,6 +2,7 @@
  *
  *   ckpt-sync-ln DIR[/global_stepN] [--check | --fix] [--tolerance X] [--output OUT | --in-place]
  *   ckpt-sync-ln --verify DIR[/global_stepN]
+ *   ckpt-sync-ln --from megatron-deepspeed DIR [--check] [--tolerance X]
  *
  * Layer norms and row-parallel biases are whole on every TP rank and must stay equal; in the
  * 104B and 176B runs they did not (shared/spec/megatron-train.md, "Layer norms drifting apart
@@ -12,10 +13,16 @@
  * the master weights and both moments.  (The bf16 working weights are not in a checkpoint: a
  * resumed run rounds them from the master weights, so they follow.)
  *
- * The checkpoint modules are ckpt-merge-tp's (shards.h verifies and compares, reshard.h writes
- * the same layout back, outdir.h publishes), from the checkpoint library (src/ckpt).
+ * A Megatron-DeepSpeed checkpoint (the 176B's desync was found in exactly those files) is read
+ * through mds.h: its fp32 masters and moments, and its bf16 model weights - the layer files
+ * hold a copy per TP rank too - are compared the same way; repairing one means converting it
+ * (ckpt-merge-tp --from megatron-deepspeed --optimizer), then --fix.
+ *
  * --verify checks only that every file is what the manifest recorded (checksums.h): the check a
- * backup makes of its copy (slurm/ckpt-backup.slurm), for any lmtk checkpoint.  Exit: 0 all
+ * backup makes of its copy (slurm/ckpt-backup.slurm), for any lmtk checkpoint.
+ *
+ * The checkpoint library (src/ckpt: shards.h verifies and compares, reshard.h writes the same
+ * layout back, outdir.h publishes, mds.h reads Megatron-DeepSpeed's files).  Exit: 0 all
  * copies equal (or repaired; --verify: every file matches), 1 copies differ beyond the tolerance
  * (--verify: a file does not match), 2 usage or bad input, 3 I/O. */
 #include <errno.h>
@@ -30,15 +37,16 @@
 #include "opt.h"
 #include "units.h"
 #include "ckpt/checksums.h"
+#include "ckpt/mds.h"
 #include "ckpt/outdir.h"
 #include "ckpt/progress.h"
 #include "ckpt/reshard.h"
 #include "ckpt/shards.h"
 
-enum { O_CHECK = 1000, O_FIX, O_TOLERANCE, O_OUTPUT, O_INPLACE, O_VERIFY };
+enum { O_CHECK = 1000, O_FIX, O_TOLERANCE, O_OUTPUT, O_INPLACE, O_VERIFY, O_FROM };
 
 struct cfg {
-	int fix, check, in_place, verify, tolerance_set;
+	int fix, check, in_place, verify, tolerance_set, mds;
 	double tolerance;
 	const char *output;
 };
@@ -50,6 +58,7 @@ static const struct opt opts[] = {
 	{"output", O_OUTPUT, "OUT", "--fix: write the repaired checkpoint to the new directory OUT"},
 	{"in-place", O_INPLACE, NULL, "--fix: replace the step directory where it is"},
 	{"verify", O_VERIFY, NULL, "only check every file's size and CRC-32C against the manifest"},
+	{"from", O_FROM, "FMT", "the checkpoint's format: lmtk (default) or megatron-deepspeed (--check only)"},
 	{0},
 };
 
@@ -79,6 +88,11 @@ static int on_opt(void *ctx, int key, const char *arg, char *err, size_t errlen)
 		return 0;
 	case O_INPLACE:
 		c->in_place = 1;
+		return 0;
+	case O_FROM:
+		if (strcmp(arg, "lmtk") && strcmp(arg, "megatron-deepspeed"))
+			return errf(err, errlen, "'%s' is not lmtk or megatron-deepspeed", arg);
+		c->mds = strcmp(arg, "megatron-deepspeed") == 0;
 		return 0;
 	}
 	return errf(err, errlen, "unhandled option");
@@ -125,22 +139,50 @@ static int verify(const char *dir)
 	return rc;
 }
 
-/* The table: one line per replicated tensor and buffer; returns the lines over tolerance. */
-static int print_table(const struct sh_ckpt *in, const struct sh_drift *d, int n, int *worst)
+/* One line of the table: a row of sh_compare() and the name of its buffer. */
+struct row {
+	struct sh_drift d;
+	const char *kind;
+};
+
+/* The rows of one comparison appended to *rows; keep: which groups count (a bf16 view has only
+ * its weights), kinds: their names. */
+static void add_rows(const struct sh_ckpt *in, double tolerance, struct progress *pg, int keep,
+		     const char *const *kinds, struct row **rows, int *nrows)
 {
-	int w = 6, bad = 0;
+	int n;
+	struct sh_drift *d = sh_compare(in, tolerance, pg, &n);
+	if (pg_stopped())
+		die(EXIT_FAILED, "interrupted");
+	if (n < 0)
+		die(EXIT_USAGE, "%s", sh_error(in));
+	struct row *r = realloc(*rows, (*nrows + n + 1) * sizeof *r);
+	if (!r)
+		die(EXIT_FAILED, "out of memory");
+	*rows = r;
+	for (int i = 0; i < n; i++)
+		if (keep & 1 << d[i].g)
+			r[(*nrows)++] = (struct row){d[i], kinds[d[i].g]};
+	free(d);
+}
+
+/* The table: one line per replicated tensor and buffer; returns the lines over tolerance. */
+static int print_table(const struct sh_ckpt *in, const struct row *d, int n, int *worst)
+{
+	int w = 6, kw = 10, bad = 0;
 	*worst = -1;
 	for (int i = 0; i < n; i++) {
-		int l = (int)strlen(in->m.t[d[i].t].name);
+		int l = (int)strlen(in->m.t[d[i].d.t].name), k = (int)strlen(d[i].kind);
 		w = l > w ? l : w;
+		kw = k > kw ? k : kw;
 	}
-	printf("%-*s  %-10s  %14s  %s\n", w, "tensor", "kind", "max abs diff", "ranks that differ");
+	printf("%-*s  %-*s  %14s  %s\n", w, "tensor", kw, "kind", "max abs diff", "ranks that differ");
 	for (int i = 0; i < n; i++) {
-		printf("%-*s  %-10s  %14.8e  %s\n", w, in->m.t[d[i].t].name, lt_group_name[d[i].g],
-		       d[i].maxdiff, d[i].ndiffer ? d[i].differ : "-");
-		if (d[i].ndiffer) {
+		printf("%-*s  %-*s  %14.8e  %s\n", w, in->m.t[d[i].d.t].name, kw, d[i].kind,
+		       d[i].d.maxdiff, d[i].d.ndiffer ? d[i].d.differ : "-");
+		if (d[i].d.ndiffer) {
 			bad++;
-			if (*worst < 0 || d[i].maxdiff > d[*worst].maxdiff)
+			if (*worst < 0 || d[i].d.maxdiff > d[*worst].d.maxdiff)
 				*worst = i;
 		}
 	}
@@ -152,7 +194,8 @@ int main(int argc, char **argv)
 	static struct cfg c;
 	struct optgroup groups[] = {{opts, on_opt, &c}, {0}};
 	struct optspec spec = {
-		"DIR[/global_stepN] [--check | --fix | --verify] [--tolerance X] [--output OUT | --in-place]",
+		"[--from lmtk|megatron-deepspeed] DIR[/global_stepN] [--check | --fix | --verify]\n"
+		"       [--tolerance X] [--output OUT | --in-place]",
 		"Compare every replicated tensor of a train checkpoint (layer norms, row-parallel biases,\n"
 		"position embeddings; the tied word embeddings across pipeline stages) across its ranks -\n"
 		"fp32 master weights, exp_avg and exp_avg_sq - and print, per tensor and buffer, the\n"
@@ -160,6 +203,8 @@ int main(int argc, char **argv)
 		"by the mean of its copies (the all-reduce AVG that repaired the 176B run) and writes the\n"
 		"checkpoint to --output OUT, or over itself with --in-place, atomically.  The bf16\n"
 		"working weights are rounded from the master weights on resume, so they follow.\n"
+		"--from megatron-deepspeed checks a Megatron-DeepSpeed checkpoint: its fp32 masters and\n"
+		"moments, and its bf16 model weights (a copy per TP rank in its files too).\n"
 		"--verify only checks that every file has the size and CRC-32C the manifest records\n"
 		"(a copy's check: any lmtk checkpoint, 8-bit Adam's too).\n"
 		"Exit 0 all equal (or repaired, or verified), 1 copies differ (or a file does not\n"
@@ -187,6 +232,12 @@ int main(int argc, char **argv)
 		usage_error(&spec, "--output and --in-place go with --fix");
 	if (c.fix && !c.output == !c.in_place)
 		usage_error(&spec, "--fix needs --output OUT or --in-place");
+	if (c.verify && c.mds)
+		usage_error(&spec, "--verify checks an lmtk checkpoint's files against its manifest; a "
+			    "Megatron-DeepSpeed checkpoint has none: --check it");
+	if (c.fix && c.mds)
+		usage_error(&spec, "--fix writes lmtk checkpoints: convert a Megatron-DeepSpeed one first "
+			    "(ckpt-merge-tp --from megatron-deepspeed --optimizer), then --fix that");
 	pg_signals();
 	if (c.verify)
 		return verify(dir);
@@ -194,16 +245,43 @@ int main(int argc, char **argv)
 
 	struct sh_ckpt in;
 	struct progress pg;
-	if ((rc = sh_open(&in, dir, &pg, err, sizeof err)))
-		die(rc, "%s", err);
-	int n, worst;
-	struct sh_drift *d = sh_compare(&in, c.tolerance, &pg, &n);
-	if (pg_stopped())
-		die(EXIT_FAILED, "interrupted");
+	struct mds *md = NULL;
+	struct row *d = NULL;
+	int n = 0, worst;
+	if (c.mds) {
+		if ((rc = mds_open(&md, dir, err, sizeof err)))
+			die(rc, "%s", err);
+		/* the masters and moments (if saved), then the model weights of the layer files */
+		static const char *const opt_kinds[LT_GROUPS] = {"fp32 master", "exp_avg", "exp_avg_sq"};
+		char wk[40];
+		snprintf(wk, sizeof wk, "%s weight", strcmp(md->weights_dtype, "bfloat16") == 0 ? "bf16" :
+			 strcmp(md->weights_dtype, "float16") == 0 ? "fp16" : md->weights_dtype);
+		const char *const w_kinds[LT_GROUPS] = {wk, "", ""};
+		int obufs[LT_GROUPS] = {MDS_MASTER, MDS_EXP_AVG, MDS_EXP_AVG_SQ},
+		    wbufs[LT_GROUPS] = {MDS_BF16, MDS_ZERO, MDS_ZERO};
+		if (md->has_optimizer) {
+			if (mds_view(&in, md, obufs, 0, err, sizeof err) < 0)
+				die(EXIT_FAILED, "%s", err);
+			add_rows(&in, c.tolerance, &pg, 7, opt_kinds, &d, &n);
+			sh_close(&in);
+		}
+		if (mds_view(&in, md, wbufs, 0, err, sizeof err) < 0)
+			die(EXIT_FAILED, "%s", err);
+		add_rows(&in, c.tolerance, &pg, 1, w_kinds, &d, &n);
+	} else {
+		if ((rc = sh_open(&in, dir, &pg, err, sizeof err))) {
+			if (mds_detect(dir))
+				die(rc, "%s; %s is a Megatron-DeepSpeed checkpoint: add --from "
+				    "megatron-deepspeed", err, dir);
+			die(rc, "%s", err);
+		}
+		add_rows(&in, c.tolerance, &pg, 7, lt_group_name, &d, &n);
+	}
 	if (n == 0) {
 		printf("%s: TP=%d PP=%d: no tensor has two copies; nothing to compare\n", in.dir, in.tp,
 		       in.pp);
 		sh_close(&in);
+		mds_close(md);
 		return EXIT_OK;
 	}
 	int bad = print_table(&in, d, n, &worst);
@@ -213,7 +291,7 @@ int main(int argc, char **argv)
 	if (bad)
 		printf("%s: TP=%d PP=%d: %d of %d replicated tensor buffers differ across ranks (%s); "
 		       "the largest difference is %.8e, %s %s\n", in.dir, in.tp, in.pp, bad, n, tol,
-		       d[worst].maxdiff, in.m.t[d[worst].t].name, lt_group_name[d[worst].g]);
+		       d[worst].d.maxdiff, in.m.t[d[worst].d.t].name, d[worst].kind);
 	else
 		printf("%s: TP=%d PP=%d: all %d replicated tensor buffers are equal across ranks (%s)\n",
 		       in.dir, in.tp, in.pp, n, tol);
@@ -221,9 +299,12 @@ int main(int argc, char **argv)
 	free(d);
 	if (!c.fix) {
 		if (bad)
-			warn("%s: %d replicated tensor buffer%s differ%s across ranks; repair with --fix",
-			     in.dir, bad, bad > 1 ? "s" : "", bad > 1 ? "" : "s");
+			warn("%s: %d replicated tensor buffer%s differ%s across ranks; repair with %s",
+			     in.dir, bad, bad > 1 ? "s" : "", bad > 1 ? "" : "s", md ?
+			     "ckpt-merge-tp --from megatron-deepspeed --optimizer, then ckpt-sync-ln --fix" :
+			     "--fix");
 		sh_close(&in);
+		mds_close(md);
 		return bad ? EXIT_FINDING : EXIT_OK;
 	}
 	if (!bad && c.in_place) {

@@ -34,6 +34,10 @@
  *                  --save-keep) never removes a step being read
  *   checksums.h    a step's files against the manifest's sizes and CRC-32Cs, for any
  *                  checkpoint: a copy's check (ckpt-sync-ln --verify, backups)
+ *   mds.h          a Megatron-DeepSpeed checkpoint (DeepSpeed's pipeline files with the bf16
+ *                  optimizer's ZeRO partitions, or plain Megatron's model_optim_rng.pt) read
+ *                  as lmtk's tensors and manifest, streamed, and presented as a shards.h
+ *                  checkpoint that reshard.h, sh_compare and train's load take as they are
  *
  * train writes and loads its own steps with train/ckpt.c (over safetensors.h): the layout of
  * its model table is the one layout.h repeats, and the tests prove the two agree byte for
@@ -43,6 +47,7 @@
 
 #include "ckpt/checksums.h"
 #include "ckpt/layout.h"
+#include "ckpt/mds.h"
 #include "ckpt/outdir.h"
 #include "ckpt/progress.h"
 #include "ckpt/pt.h"

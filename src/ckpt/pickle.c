@@ -87,6 +87,7 @@ static const char *const opnames[256] = {
 enum gk {
 	G_ODICT, G_TENSOR, G_PARAM, G_STORAGE, G_DTYPE, G_SIZE, G_NAMESPACE, G_DATACLASS,
 	G_ENCODE, G_BYTES, G_SET, G_NP_RECONSTRUCT, G_NP_NDARRAY, G_NP_DTYPE, G_NP_SCALAR,
+	G_ENUM, G_GETATTR,
 };
 static const struct glob {
 	const char *module, *name;
@@ -124,6 +125,14 @@ static const struct glob {
 	{"argparse", "Namespace", G_NAMESPACE, 0, "Megatron's checkpoint['args']"},
 	{"deepspeed.utils.tensor_fragment", "fragment_address", G_DATACLASS, 0,
 	 "DeepSpeed bf16 optimizer's param_slice_mappings (a dataclass: numel, start)"},
+	{"deepspeed.runtime.bf16_optimizer", "fragment_address", G_DATACLASS, 0,
+	 "the same dataclass where DeepSpeed 0.7.0 defines it"},
+	/* Megatron-DeepSpeed's args.position_embedding_type: an enum member, pickled as
+	 * (VALUE,) REDUCE up to Python 3.10 and as getattr(CLASS, 'NAME') from 3.11 */
+	{"megatron.enums", "PositionEmbeddingType", G_ENUM, 0,
+	 "args.position_embedding_type (1 rotary, 2 absolute, 3 alibi)"},
+	{"__builtin__", "getattr", G_GETATTR, 0,
+	 "an enum member by name (Python >= 3.11); only getattr(enum class, str) is read"},
 	{"_codecs", "encode", G_ENCODE, 0, "bytes under protocol 2 (numpy arrays' raw data)"},
 	{"__builtin__", "bytes", G_BYTES, 0, "empty bytes under protocol 2"},
 	{"__builtin__", "set", G_SET, 0, "sets (DeepSpeed's sparse_tensor_module_names)"},
@@ -643,6 +652,28 @@ static int op_reduce(struct pkl *P)
 		v->built_ = 1;
 		break;
 	}
+	case G_ENUM:
+		/* Enum(VALUE): the member's value, an int, with the class's name */
+		if (want_args(P, a, name, 1, 0) != 0)
+			return -1;
+		if (a->u.seq.v[0]->kind != PT_INT)
+			return perr(P, "%s of a %s, not an int value", name, kname(a->u.seq.v[0]));
+		if (!(v = nv(P, PT_INT)))
+			return -1;
+		v->u.i = a->u.seq.v[0]->u.i;
+		v->cls = "megatron.enums.PositionEmbeddingType";
+		break;
+	case G_GETATTR:
+		/* getattr(EnumClass, 'member'): the member's name, a str, with the class's name */
+		if (want_args(P, a, name, 2, 0) != 0)
+			return -1;
+		if (!is_global(a->u.seq.v[0], G_ENUM) || a->u.seq.v[1]->kind != PT_STR)
+			return perr(P, "%s other than (an enum class lmtk knows, a member's name)", name);
+		if (!(v = nv(P, PT_STR)) || !(v->u.str.s = strdup(a->u.seq.v[1]->u.str.s)))
+			return v ? perr(P, "out of memory") : -1;
+		v->u.str.len = a->u.seq.v[1]->u.str.len;
+		v->cls = "megatron.enums.PositionEmbeddingType";
+		break;
 	default:
 		return perr(P, "%s is not called by REDUCE in what torch.save writes", name);
 	}
@@ -659,6 +690,8 @@ static int op_newobj(struct pkl *P)
 	if (want_args(P, a, kname(cls), 0, 0) != 0 || !(v = nv(P, PT_DICT)))
 		return -1;
 	v->cls = is_global(cls, G_NAMESPACE) ? "argparse.Namespace" :
+		strcmp(globals[cls->u.global].module, "deepspeed.runtime.bf16_optimizer") == 0 ?
+		"deepspeed.runtime.bf16_optimizer.fragment_address" :
 		"deepspeed.utils.tensor_fragment.fragment_address";
 	v->built_ = -1;          /* an object whose attributes BUILD sets; a plain dict refuses it */
 	return push(P, v);
@@ -680,6 +713,16 @@ static int op_build(struct pkl *P)
 			else if (dict_set(P, o, st->u.dict.k[i], st->u.dict.v[i]) != 0)
 				return -1;
 		o->built_ = 1;
+		return 0;
+	}
+	if (o->kind == PT_DICT && o->built_ == 0 && o->cls &&
+	    strcmp(o->cls, "collections.OrderedDict") == 0) {
+		/* nn.Module.state_dict()'s OrderedDict carries its modules' versions as an
+		 * attribute, {'_metadata': OrderedDict(...)}: data about the dict, not in it */
+		if (st->kind != PT_DICT)
+			return perr(P, "the state of an OrderedDict is a %s, not a dict of attributes",
+				    kname(st));
+		o->built_ = 2;
 		return 0;
 	}
 	if (o->kind == PT_NPDTYPE_)

@@ -80,7 +80,9 @@ struct pt_value {
 	enum pt_kind kind;
 	/* the Python class a plain value stands for, or NULL: "collections.OrderedDict",
 	 * "argparse.Namespace" (dicts), "torch.Size" (tuple), "torch.nn.Parameter" (tensor),
-	 * "set" (list), "deepspeed...fragment_address" (dict of its fields) */
+	 * "set" (list), "deepspeed...fragment_address" (dict of its fields),
+	 * "megatron.enums.PositionEmbeddingType" (the member's value, an int, or its name, a
+	 * str: how the enum was pickled depends on the writer's Python) */
 	const char *cls;
 	union {
 		int b;                                   /* PT_BOOL */

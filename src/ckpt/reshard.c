@@ -54,7 +54,8 @@ static int write_part(const struct sh_ckpt *in, const struct lt_model *out,
 		const float *p = lsh[1] == T->shape[1] ? sh_rows(in, t, g, r0 + a, r0 + b, tg->average)
 						       : NULL;
 		if (!p) {
-			sh_read(in, t, g, r0 + a, r0 + b, c0, c0 + lsh[1], tg->average, buf);
+			if (sh_read(in, t, g, r0 + a, r0 + b, c0, c0 + lsh[1], tg->average, buf) < 0)
+				return -3;
 			p = buf;
 		}
 		*crc = crc32c_update(*crc, p, n);
@@ -104,6 +105,11 @@ static int write_shard(const struct sh_ckpt *in, const struct lt_model *out,
 	if (rc == -2) {
 		st_abort(w);
 		return errf(err, errlen, "interrupted"), EXIT_FAILED;
+	}
+	if (rc == -3) {   /* the input could not be read: a damaged .pt file is bad input */
+		errf(err, errlen, "%s", sh_error(in));
+		st_abort(w);
+		return EXIT_USAGE;
 	}
 	if (rc < 0 || st_commit(w) < 0) {
 		errf(err, errlen, "%s", st_werror(w));

@@ -100,9 +100,44 @@ uint64_t sh_stages(const struct sh_ckpt *c, int t)
 {
 	uint64_t mask = 0;
 	for (int s = 0; s < c->pp && s < 64; s++)
-		if (sh_at(c, t, 0, 0, s))
+		if (sh_held(c, t, 0, 0, s))
 			mask |= 1ull << s;
 	return mask;
+}
+
+/* A source's reads: buffers grown to the largest block asked for, and the last error. */
+struct sh_io {
+	float *rows, *tmp;       /* whole rows of a part; one copy's rectangle */
+	double *acc;             /* the sum of the copies, when averaging */
+	size_t nrows, ntmp, nacc;
+	char err[1024];
+};
+
+int sh_init_source(struct sh_ckpt *c, const struct sh_source *src, char *err, size_t errlen)
+{
+	c->src = *src;
+	c->held = calloc((size_t)c->m.n * LT_GROUPS * c->tp * c->pp, 1);
+	c->io = calloc(1, sizeof *c->io);
+	if (!c->held || !c->io)
+		return errf(err, errlen, "out of memory");
+	return 0;
+}
+
+const char *sh_error(const struct sh_ckpt *c)
+{
+	return c->io ? c->io->err : "no error";
+}
+
+static int io_grow(struct sh_ckpt const *c, void **p, size_t *cap, size_t n, size_t size)
+{
+	if (n <= *cap)
+		return 0;
+	void *q = realloc(*p, n * size);
+	if (!q)
+		return errf(c->io->err, sizeof c->io->err, "out of memory for a %zu-element block", n);
+	*p = q;
+	*cap = n;
+	return 0;
 }
 
 static int by_offset(const void *a, const void *b)
@@ -397,6 +432,15 @@ void sh_close(struct sh_ckpt *c)
 		st_close(c->shard[i]);
 	free(c->shard);
 	free((void *)c->at);
+	free(c->held);
+	if (c->src.release)
+		c->src.release(c->src.ctx);
+	if (c->io) {
+		free(c->io->rows);
+		free(c->io->tmp);
+		free(c->io->acc);
+		free(c->io);
+	}
 	json_decref(c->manifest);
 	lt_free(&c->m);
 	free(c->dir);
@@ -405,14 +449,15 @@ void sh_close(struct sh_ckpt *c)
 	c->lock = -1;
 }
 
-/* The copies of tensor t's part on rank r (all ranks when r < 0), first copy first. */
+/* The copies of tensor t's part on rank r (all ranks when r < 0), first copy first: pointers
+ * into the mappings (NULL with a source), and where each copy is. */
 static int copies(const struct sh_ckpt *c, int t, int g, int r, const float **out, int *rank,
 		  int *stage)
 {
 	int n = 0;
 	for (int rr = r < 0 ? 0 : r; rr < (r < 0 ? c->tp : r + 1); rr++)
 		for (int s = 0; s < c->pp; s++)
-			if (sh_at(c, t, g, rr, s)) {
+			if (sh_held(c, t, g, rr, s)) {
 				if (rank) {
 					rank[n] = rr;
 					stage[n] = s;
@@ -420,6 +465,19 @@ static int copies(const struct sh_ckpt *c, int t, int g, int r, const float **ou
 				out[n++] = sh_at(c, t, g, rr, s);
 			}
 	return n;
+}
+
+/* Elements [off, off + n) of one copy: a pointer into its mapping, or read from the source
+ * into buf.  NULL when the source failed (c->io->err). */
+static const float *copy_span(const struct sh_ckpt *c, int t, int g, int r, int s, size_t off,
+			      size_t n, float *buf)
+{
+	if (!c->src.read)
+		return sh_at(c, t, g, r, s) + off;
+	if (c->src.read(c->src.ctx, t, g, r, s, (int64_t)off, (int64_t)(off + n), buf, c->io->err,
+			sizeof c->io->err) < 0)
+		return NULL;
+	return buf;
 }
 
 static void add_label(const struct sh_ckpt *c, struct sh_drift *d, int r, int s)
@@ -453,15 +511,22 @@ static double max_diff(const float *x, const float *ref, size_t n, int *bits_dif
 	return m;
 }
 
+#define CMP_CHUNK ((size_t)1 << 20)   /* floats per copy compared at a time, from a source */
+#define SRC_ROWS ((size_t)4 << 20)    /* floats of whole rows read to cut a narrower window */
+
 struct sh_drift *sh_compare(const struct sh_ckpt *c, double tolerance, struct progress *pg, int *n)
 {
-	int ncp = c->tp * c->pp, cap = 0;
+	int ncp = c->tp * c->pp, cap = 0, failed = 0;
 	const float **cp = malloc(ncp * sizeof *cp);
-	int *rk = malloc(ncp * sizeof *rk), *st = malloc(ncp * sizeof *st);
+	int *rk = malloc(ncp * sizeof *rk), *st = malloc(ncp * sizeof *st),
+	    *bits = malloc(ncp * sizeof *bits);
+	double *md = malloc(ncp * sizeof *md);
+	float *ref = c->src.read ? malloc(CMP_CHUNK * sizeof *ref) : NULL,
+	      *oth = c->src.read ? malloc(CMP_CHUNK * sizeof *oth) : NULL;
 	struct sh_drift *rows = NULL;
 	uint64_t total = 0;
 	*n = 0;
-	if (!cp || !rk || !st)
+	if (!cp || !rk || !st || !bits || !md || (c->src.read && (!ref || !oth)))
 		goto out;
 	for (int t = 0; t < c->m.n; t++) {
 		int64_t shp[2];
@@ -472,33 +537,51 @@ struct sh_drift *sh_compare(const struct sh_ckpt *c, double tolerance, struct pr
 				 lt_numel(shp) * sizeof(float);
 	}
 	pg_begin(pg, "comparing", total);
-	for (int t = 0; t < c->m.n; t++) {
+	for (int t = 0; t < c->m.n && !failed; t++) {
 		const struct lt_tensor *T = &c->m.t[t];
 		int64_t shp[2];
 		lt_local_shape(T, c->tp, shp);
 		size_t numel = lt_numel(shp);
-		for (int g = 0; g < LT_GROUPS; g++) {
+		for (int g = 0; g < LT_GROUPS && !failed; g++) {
 			struct sh_drift d = {t, g, 0, 0, 0, ""};
 			/* a replicated tensor: every copy on every rank; a split one: per rank, the
 			 * stages holding that rank's part (the tied word embeddings) */
-			for (int r = T->split == LT_NONE ? -1 : 0; r < (T->split == LT_NONE ? 0 : c->tp); r++) {
+			for (int r = T->split == LT_NONE ? -1 : 0; r < (T->split == LT_NONE ? 0 : c->tp) && !failed; r++) {
 				int k = copies(c, t, g, r, cp, rk, st);
 				if (k < 2)
 					continue;
 				d.ncopies += k;
-				for (int i = 1; i < k; i++) {
-					int bits;
-					double m = max_diff(cp[i], cp[0], numel, &bits);
-					if (m > d.maxdiff)
-						d.maxdiff = m;
-					if (tolerance > 0 ? m > tolerance : bits) {
+				for (int i = 1; i < k; i++)
+					md[i] = 0, bits[i] = 0;
+				/* mapped: each copy whole; a source: chunk by chunk */
+				size_t step = c->src.read ? CMP_CHUNK : numel ? numel : 1;
+				for (size_t off = 0; off < numel && !failed; off += step) {
+					size_t len = numel - off < step ? numel - off : step;
+					const float *a = copy_span(c, t, g, rk[0], st[0], off, len, ref);
+					for (int i = 1; i < k && a; i++) {
+						const float *b = copy_span(c, t, g, rk[i], st[i], off, len, oth);
+						int bi;
+						if (!b) {
+							a = NULL;
+							break;
+						}
+						double m = max_diff(b, a, len, &bi);
+						md[i] = m > md[i] ? m : md[i];
+						bits[i] |= bi;
+					}
+					failed = !a;
+				}
+				for (int i = 1; i < k && !failed; i++) {
+					if (md[i] > d.maxdiff)
+						d.maxdiff = md[i];
+					if (tolerance > 0 ? md[i] > tolerance : bits[i]) {
 						d.ndiffer++;
 						add_label(c, &d, rk[i], st[i]);
 					}
 				}
 				pg_add(pg, (uint64_t)k * numel * sizeof(float));
 			}
-			if (d.ncopies < 2)
+			if (failed || d.ncopies < 2)
 				continue;
 			if (*n == cap) {
 				cap = cap ? 2 * cap : 256;
@@ -512,15 +595,130 @@ struct sh_drift *sh_compare(const struct sh_ckpt *c, double tolerance, struct pr
 	}
 out:
 	pg_end(pg);
+	if (failed) {
+		free(rows);
+		rows = NULL;
+		*n = -1;
+	}
 	free(cp);
 	free(rk);
 	free(st);
+	free(bits);
+	free(md);
+	free(ref);
+	free(oth);
 	return rows;
 }
 
-void sh_read(const struct sh_ckpt *c, int t, int g, int64_t r0, int64_t r1, int64_t c0, int64_t c1,
-	     int average, float *out)
+/* Rows [i0,i1) x columns [j0,j1) of one copy's part (local coordinates), from the source, into
+ * dst with ds floats per row.  Whole rows are one read; a narrower window reads whole rows
+ * through a buffer when it is at least a quarter of them, else row by row. */
+static int src_rect(const struct sh_ckpt *c, int t, int g, int r, int s, int64_t i0, int64_t i1,
+		    int64_t j0, int64_t j1, float *dst, int64_t ds)
 {
+	struct sh_io *io = c->io;
+	int64_t lsh[2], w = j1 - j0;
+	lt_local_shape(&c->m.t[t], c->tp, lsh);
+	int64_t W = lsh[1];
+	if (i0 >= i1 || w <= 0)
+		return 0;
+	if (w == W && ds == W)
+		return c->src.read(c->src.ctx, t, g, r, s, i0 * W, i1 * W, dst, io->err, sizeof io->err);
+	if (w * 4 >= W) {
+		int64_t per = (int64_t)(SRC_ROWS / (size_t)W);
+		per = per > 0 ? per : 1;
+		if (i1 - i0 < per)
+			per = i1 - i0;
+		if (io_grow(c, (void **)&io->rows, &io->nrows, (size_t)(per * W), sizeof *io->rows) < 0)
+			return -1;
+		for (int64_t i = i0; i < i1; i += per) {
+			int64_t e = i + per < i1 ? i + per : i1;
+			if (c->src.read(c->src.ctx, t, g, r, s, i * W, e * W, io->rows, io->err,
+					sizeof io->err) < 0)
+				return -1;
+			for (int64_t k = i; k < e; k++)
+				memcpy(dst + (k - i0) * ds, io->rows + (k - i) * W + j0, w * sizeof *dst);
+		}
+		return 0;
+	}
+	for (int64_t i = i0; i < i1; i++)
+		if (c->src.read(c->src.ctx, t, g, r, s, i * W + j0, i * W + j1, dst + (i - i0) * ds,
+				io->err, sizeof io->err) < 0)
+			return -1;
+	return 0;
+}
+
+/* One window of a part, rank r (every rank's copies when r < 0), from a source: the first copy,
+ * or the mean of all copies in the order the mapped path sums them. */
+static int src_window(const struct sh_ckpt *c, int t, int g, int r, int64_t i0, int64_t i1,
+		      int64_t j0, int64_t j1, int average, float *dst, int64_t ds)
+{
+	int ncp = c->tp * c->pp, rk[ncp], st[ncp];
+	const float *cp[ncp];
+	int k = copies(c, t, g, r, cp, rk, st);
+	struct sh_io *io = c->io;
+	if (k == 0)
+		return errf(io->err, sizeof io->err, "%s: tensor %s%s has no copy on rank %d", c->dir,
+			    lt_group_prefix[g], c->m.t[t].name, r < 0 ? 0 : r);
+	if (!average || k == 1)
+		return src_rect(c, t, g, rk[0], st[0], i0, i1, j0, j1, dst, ds);
+	size_t h = (size_t)(i1 - i0), w = (size_t)(j1 - j0);
+	if (io_grow(c, (void **)&io->tmp, &io->ntmp, h * w, sizeof *io->tmp) < 0 ||
+	    io_grow(c, (void **)&io->acc, &io->nacc, h * w, sizeof *io->acc) < 0)
+		return -1;
+	for (size_t e = 0; e < h * w; e++)
+		io->acc[e] = 0;
+	for (int j = 0; j < k; j++) {
+		if (src_rect(c, t, g, rk[j], st[j], i0, i1, j0, j1, io->tmp, (int64_t)w) < 0)
+			return -1;
+		for (size_t e = 0; e < h * w; e++)
+			io->acc[e] += io->tmp[e];
+	}
+	for (size_t i = 0; i < h; i++)
+		for (size_t e = 0; e < w; e++)
+			dst[i * ds + e] = (float)(io->acc[i * w + e] / k);
+	return 0;
+}
+
+/* sh_read from a source: the block cut into the windows of the ranks' parts. */
+static int src_read(const struct sh_ckpt *c, int t, int g, int64_t r0, int64_t r1, int64_t c0,
+		    int64_t c1, int average, float *out)
+{
+	const struct lt_tensor *T = &c->m.t[t];
+	int64_t rows = T->shape[0], w = c1 - c0, lsh[2];
+	lt_local_shape(T, c->tp, lsh);
+	for (int64_t i = r0 > rows ? r0 : rows; i < r1; i++)   /* a vocabulary padded further */
+		memset(out + (i - r0) * w, 0, w * sizeof *out);
+	int64_t re = r1 < rows ? r1 : rows;
+	if (T->split == LT_COLUMN || T->split == LT_VOCAB) {
+		for (int64_t i = r0; i < re;) {
+			int r = (int)(i / lsh[0]);
+			int64_t e = (int64_t)(r + 1) * lsh[0] < re ? (int64_t)(r + 1) * lsh[0] : re;
+			if (src_window(c, t, g, r, i - r * lsh[0], e - r * lsh[0], c0, c1, average,
+				       out + (i - r0) * w, w) < 0)
+				return -1;
+			i = e;
+		}
+	} else if (T->split == LT_ROW) {
+		for (int64_t j = c0; j < c1;) {
+			int r = (int)(j / lsh[1]);
+			int64_t e = (int64_t)(r + 1) * lsh[1] < c1 ? (int64_t)(r + 1) * lsh[1] : c1;
+			if (src_window(c, t, g, r, r0, re, j - r * lsh[1], e - r * lsh[1], average,
+				       out + (j - c0), w) < 0)
+				return -1;
+			j = e;
+		}
+	} else if (r0 < re) {
+		return src_window(c, t, g, -1, r0, re, c0, c1, average, out, w);
+	}
+	return 0;
+}
+
+int sh_read(const struct sh_ckpt *c, int t, int g, int64_t r0, int64_t r1, int64_t c0, int64_t c1,
+	    int average, float *out)
+{
+	if (c->src.read)
+		return src_read(c, t, g, r0, r1, c0, c1, average, out);
 	const struct lt_tensor *T = &c->m.t[t];
 	int64_t rows = T->shape[0], w = c1 - c0, lsh[2];
 	lt_local_shape(T, c->tp, lsh);
@@ -560,6 +758,7 @@ void sh_read(const struct sh_ckpt *c, int t, int g, int64_t r0, int64_t r1, int6
 			col += run;
 		}
 	}
+	return 0;
 }
 
 const float *sh_rows(const struct sh_ckpt *c, int t, int g, int64_t r0, int64_t r1, int average)
@@ -569,7 +768,7 @@ const float *sh_rows(const struct sh_ckpt *c, int t, int g, int64_t r0, int64_t 
 	int ncp = c->tp * c->pp, r = -1;
 	const float *cp[ncp];
 	lt_local_shape(T, c->tp, lsh);
-	if (r1 > T->shape[0] || r0 >= r1)
+	if (c->src.read || r1 > T->shape[0] || r0 >= r1)
 		return NULL;
 	if (T->split == LT_COLUMN || T->split == LT_VOCAB) {
 		r = (int)(r0 / lsh[0]);

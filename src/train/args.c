@@ -104,7 +104,7 @@ const struct opt args_opts[] = {
 	{"reset-attention-mask", O_RESETATT, NULL, "no attention across an end-of-document token"},
 	/* checkpoints */
 	{"save", O_SAVE, "DIR", "save checkpoints here (lmtk-checkpoint(5))"},
-	{"load", O_LOAD, "DIR", "resume from the newest intact checkpoint in DIR, if any"},
+	{"load", O_LOAD, "DIR", "resume from the newest intact checkpoint in DIR, if any (lmtk's, or a Megatron-DeepSpeed checkpoint)"},
 	{"save-interval", O_SAVEINT, "N", "save every N iterations (required with --save, as in Megatron)"},
 	{"save-keep", O_SAVEKEEP, "N", "after each save keep the newest N steps in --save, remove older ones (lmtk's own)"},
 	{"save-keep-every", O_SAVEKEEPEVERY, "M", "with --save-keep: also keep every step that is a multiple of M, forever"},

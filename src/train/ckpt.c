@@ -14,6 +14,7 @@
 #include "crc32c.h"
 #include "file.h"
 #include "msg.h"
+#include "ckpt/mds.h"
 #include "ckpt/safetensors.h"
 #include "ckpt/steplock.h"
 #include "train/bnb.h"
@@ -551,16 +552,13 @@ static int jreal(json_t *o, const char *k, double *v)
 	return 0;
 }
 
-/* Loads one step directory.  0, or -1 + err saying what is wrong with it. */
-static int load_step(const char *sdir, struct model *m, struct ckpt_state *st, char *err,
-		     size_t errlen)
+/* A step's manifest (path: for messages): counters, schedule and the optimizer's scalars into
+ * st, the model checked against the run's, and whether the optimizer state is of another kind
+ * (*other_kind; *bnb_state when not NULL: whether it is 8-bit Adam's).  layout: the step's
+ * TP x PP and padded vocabulary must be the run's (an lmtk step); 0: it is re-split as it is read (a Megatron-DeepSpeed checkpoint, mds.h).  0, or -1 + err. */
+static int load_manifest(json_t *man, const char *path, struct model *m, struct ckpt_state *st,
+			 int layout, int *other_kind, int *bnb_state, char *err, size_t errlen)
 {
-	char path[4200], shard[128];
-	json_error_t je;
-	snprintf(path, sizeof path, "%s/manifest.json", sdir);
-	json_t *man = json_load_file(path, 0, &je);
-	if (!man)
-		return errf(err, errlen, "%s: %s", path, access(path, F_OK) ? "missing" : je.text);
 	int64_t v[10] = {0};
 	json_t *sc = json_object_get(man, "scheduler"), *op = json_object_get(man, "optimizer"),
 	       *lay = json_object_get(man, "layout"), *lt = json_object_get(man, "loss_tracker");
@@ -578,10 +576,8 @@ static int load_step(const char *sdir, struct model *m, struct ckpt_state *st, c
 	    jint(sc, "num_steps", &st->sched.num_steps) || jint(sc, "num_tokens", &st->sched.num_tokens) ||
 	    jint(op, "step", &v[0]) || jreal(op, "loss_scale", &d[0]) || jint(op, "good_steps", &v[1]) ||
 	    jint(op, "hysteresis_left", &v[2]) || jreal(lt, "mean", &st->loss_mean) ||
-	    jint(lt, "count", &st->loss_count) || jint(lay, "tp", &tp) || jint(lay, "pp", &pp)) {
-		json_decref(man);
+	    jint(lt, "count", &st->loss_count) || jint(lay, "tp", &tp) || jint(lay, "pp", &pp))
 		return errf(err, errlen, "%s: a field is missing or has the wrong type", path);
-	}
 	st->sched.by_tokens = json_is_true(json_object_get(sc, "by_tokens"));
 	st->sched.warmup_tokens = 0;
 	jint(sc, "warmup_tokens", &st->sched.warmup_tokens);   /* absent in older manifests */
@@ -608,30 +604,26 @@ static int load_step(const char *sdir, struct model *m, struct ckpt_state *st, c
 	};
 	for (size_t i = 0; i < sizeof mf / sizeof *mf; i++) {
 		int64_t got = -1;
-		if (jint(mo, mf[i].key, &got) || got != mf[i].want) {
-			json_decref(man);
+		if (!layout && strcmp(mf[i].key, "padded_vocab_size") == 0)
+			continue;   /* re-split: padding rows come and go */
+		if (jint(mo, mf[i].key, &got) || got != mf[i].want)
 			return errf(err, errlen, "%s: %s is %lld in the checkpoint, %lld in this run: it is "
 				    "another model", path, mf[i].flag, (long long)got, (long long)mf[i].want);
-		}
 	}
 	if (!pe || strcmp(pe, c->alibi ? "alibi" : "learned") != 0 ||
-	    json_is_true(json_object_get(mo, "embed_layernorm")) != !!c->embed_ln) {
-		json_decref(man);
+	    json_is_true(json_object_get(mo, "embed_layernorm")) != !!c->embed_ln)
 		return errf(err, errlen, "%s: --position-embedding-type or --embed-layernorm differs from "
 			    "the checkpoint's model", path);
-	}
 	st->optim.step = v[0];
 	st->optim.loss_scale = d[0];
 	st->optim.good_steps = v[1];
 	st->optim.hysteresis_left = v[2];
-	st->tp = tp;
-	st->pp = pp;
-	if (tp != m->cfg.tp || pp != m->cfg.pp) {
-		json_decref(man);
+	st->tp = layout ? tp : m->cfg.tp;
+	st->pp = layout ? pp : m->cfg.pp;
+	if (layout && (tp != m->cfg.tp || pp != m->cfg.pp))
 		return errf(err, errlen, "%s: saved with TP=%lld PP=%lld, this run is TP=%d PP=%d; "
 			    "re-shard it with ckpt-merge-tp --target-tp/--target-pp", path, (long long)tp,
 			    (long long)pp, m->cfg.tp, m->cfg.pp);
-	}
 	/* the optimizer kind: absent in manifests from before --use-bnb-optimizer (AdamW) */
 	const char *kind = json_string_value(json_object_get(op, "kind")), *want = opt_kind(m, &st->optim);
 	if (!kind)
@@ -647,6 +639,26 @@ static int load_step(const char *sdir, struct model *m, struct ckpt_state *st, c
 		     ? "bitsandbytes' 8-bit Adam's (--use-bnb-optimizer)" : !strcmp(kind, "lamb")
 		     ? "LAMB's (--optimizer lamb)" : !strcmp(kind, "sgd") ? "SGD's (--optimizer sgd)" : kind,
 		     want, known ? opt_kind_flag(kind) : "the program that wrote it");
+		return -1;
+	}
+	*other_kind = other;
+	if (bnb_state)
+		*bnb_state = saved_bnb;
+	return 0;
+}
+
+/* Loads one step directory.  0, or -1 + err saying what is wrong with it. */
+static int load_step(const char *sdir, struct model *m, struct ckpt_state *st, char *err,
+		     size_t errlen)
+{
+	char path[4200], shard[128];
+	json_error_t je;
+	int other, saved_bnb;
+	snprintf(path, sizeof path, "%s/manifest.json", sdir);
+	json_t *man = json_load_file(path, 0, &je);
+	if (!man)
+		return errf(err, errlen, "%s: %s", path, access(path, F_OK) ? "missing" : je.text);
+	if (load_manifest(man, path, m, st, 1, &other, &saved_bnb, err, errlen) < 0) {
 		json_decref(man);
 		return -1;
 	}
@@ -774,9 +786,101 @@ static int by_step_desc(const void *a, const void *b)
 	return x < y ? 1 : x > y ? -1 : 0;
 }
 
+/* A Megatron-DeepSpeed checkpoint (mds.h): the manifest mds.c writes for it, and this rank's
+ * part of every tensor cut from it in the run's layout as it is read (as ckpt-merge-tp would
+ * re-split it, without writing it).  1 loaded, -1 + err. */
+static int load_mds(const char *dir, struct model *m, struct ckpt_state *st, char *loaded,
+		    size_t loadedlen, char *err, size_t errlen)
+{
+	struct mds *md = NULL;
+	struct sh_ckpt in;
+	struct entry *e = NULL;
+	float *buf = NULL;
+	size_t cap = 0;
+	int rc = -1, other = 0, viewed = 0;
+	if (mds_open(&md, dir, err, errlen))
+		return -1;
+	if (!md->has_optimizer && !st->weights_only) {
+		errf(err, errlen, "--load %s: a Megatron-DeepSpeed checkpoint without optimizer state "
+		     "(%s): --no-load-optim or --finetune take its weights with a fresh optimizer",
+		     md->dir, md->kind == MDS_DEEPSPEED ? "no bf16_zero_*_optim_states.pt" :
+		     "no 'optimizer' in model_optim_rng.pt");
+		goto out;
+	}
+	int state = !st->weights_only;
+	int bufs[LT_GROUPS] = {md->has_optimizer ? MDS_MASTER : MDS_BF16,
+			       state ? MDS_EXP_AVG : MDS_ZERO, state ? MDS_EXP_AVG_SQ : MDS_ZERO};
+	if (mds_view(&in, md, bufs, 1, err, errlen) < 0)
+		goto out;
+	viewed = 1;
+	if (load_manifest(in.manifest, md->dir, m, st, 0, &other, NULL, err, errlen) < 0)
+		goto out;
+	int n = shard_entries(m, NULL, &e);
+	if (n < 0) {
+		errf(err, errlen, "out of memory");
+		goto out;
+	}
+	/* the values: each tensor's part for this rank, in the run's TP, from the fp32 masters
+	 * and moments wherever the source's layout put them */
+	for (int k = 0; k < n; k++) {
+		if (e[k].kind >= 3 || (e[k].kind > 0 && (other || !state)))
+			continue;
+		int i = e[k].tensor, g = e[k].kind;
+		const struct model_tensor *mt = &m->tensors[i];
+		const struct model_ostate *os = &m->ost[i];
+		size_t cnt = os->hi - os->lo, off = os->lo - mt->offset;
+		if (g > 0 && !cnt)
+			continue;
+		int t = lt_find(&in.m, mt->name);
+		if (t < 0) {
+			errf(err, errlen, "%s: no tensor %s", md->dir, mt->name);
+			goto out;
+		}
+		int64_t rows = e[k].shape[0], cols = e[k].ndim == 2 ? e[k].shape[1] : 1, r0 = 0, c0 = 0;
+		if (mt->split == SPLIT_COLUMN || mt->split == SPLIT_VOCAB)
+			r0 = (int64_t)m->cfg.tp_rank * rows;
+		else if (mt->split == SPLIT_ROW)
+			c0 = (int64_t)m->cfg.tp_rank * cols;
+		if ((size_t)(rows * cols) > cap) {
+			float *nb = realloc(buf, (size_t)(rows * cols) * sizeof *buf);
+			if (!nb) {
+				errf(err, errlen, "out of memory for %s", mt->name);
+				goto out;
+			}
+			buf = nb;
+			cap = (size_t)(rows * cols);
+		}
+		if (sh_read(&in, t, g, r0, r0 + rows, c0, c0 + cols, 0, buf) < 0) {
+			errf(err, errlen, "%s", sh_error(&in));
+			goto out;
+		}
+		const struct ops *o = m->ops;
+		if (g == 0)
+			model_put(m, m->master, i, buf);
+		else if (os->q8) {
+			errf(err, errlen, "%s: AdamW's moments cannot load into 8-bit Adam's", md->dir);
+			goto out;
+		} else
+			o->to_device((g == 1 ? m->adam_m : m->adam_v) + os->s, buf + off,
+				     cnt * sizeof(float));
+	}
+	snprintf(loaded, loadedlen, "%s (Megatron-DeepSpeed, TP=%d PP=%d DP=%d, re-split to TP=%d "
+		 "PP=%d)", md->dir, md->tp, md->pp, md->dp, m->cfg.tp, m->cfg.pp);
+	rc = 1;
+out:
+	free(buf);
+	free(e);
+	if (viewed)
+		sh_close(&in);
+	mds_close(md);
+	return rc;
+}
+
 int ckpt_load(const char *dir, struct model *m, struct ckpt_state *st, char *loaded,
 	      size_t loadedlen, char *err, size_t errlen)
 {
+	if (mds_detect(dir))
+		return load_mds(dir, m, st, loaded, loadedlen, err, errlen);
 	char path[4200], *latest = NULL, why[1024] = "";
 	size_t len;
 	int64_t steps[4096];

@@ -609,6 +609,70 @@ int main(int argc, char **argv)
 		}
 	}
 
+	T_CASE("megatron_enum_ordereddict_metadata_and_fragment_address_are_plain_values") {
+		/* Megatron-DeepSpeed's pickles: args.position_embedding_type as (VALUE,) REDUCE
+		 * (Python <= 3.10) and as getattr(CLASS, 'NAME') (>= 3.11); a state_dict()'s
+		 * OrderedDict with its _metadata BUILD; DeepSpeed 0.7.0's fragment_address */
+		begin(&p);
+		op(&p, '(');
+		ustr(&p, "pe_value");
+		glob(&p, "megatron.enums", "PositionEmbeddingType"); i1(&p, 3); op(&p, 0x85); op(&p, 'R');
+		ustr(&p, "pe_name");
+		glob(&p, "__builtin__", "getattr"); glob(&p, "megatron.enums", "PositionEmbeddingType");
+		ustr(&p, "alibi"); op(&p, 0x86); op(&p, 'R');
+		ustr(&p, "sd");
+		glob(&p, "collections", "OrderedDict"); op(&p, ')'); op(&p, 'R');
+		ustr(&p, "w"); i1(&p, 7); op(&p, 's');
+		op(&p, '}'); ustr(&p, "_metadata"); glob(&p, "collections", "OrderedDict"); op(&p, ')');
+		op(&p, 'R'); op(&p, 's'); op(&p, 'b');
+		ustr(&p, "fa");
+		glob(&p, "deepspeed.runtime.bf16_optimizer", "fragment_address"); op(&p, ')'); op(&p, 0x81);
+		op(&p, '}'); op(&p, '('); ustr(&p, "numel"); i1(&p, 96); ustr(&p, "start"); i1(&p, 24);
+		op(&p, 'u'); op(&p, 'b');
+		op(&p, 'u');
+		end(&p);
+		struct pt_file *f = open_pk(&p, NULL, 0);
+		T_ASSERT(f);
+		if (!f)
+			printf("    %s\n", err);
+		if (f) {
+			const struct pt_value *v = pt_get(f, NULL, PT_INT, "pe_value", NULL);
+			T_ASSERT(v && v->u.i == 3 && !strcmp(v->cls, "megatron.enums.PositionEmbeddingType"));
+			v = pt_get(f, NULL, PT_STR, "pe_name", NULL);
+			T_ASSERT(v && !strcmp(v->u.str.s, "alibi") &&
+				 !strcmp(v->cls, "megatron.enums.PositionEmbeddingType"));
+			v = pt_get(f, NULL, PT_DICT, "sd", NULL);
+			T_ASSERT(v && v->u.dict.n == 1 && pt_get(f, v, PT_INT, "w", NULL)->u.i == 7 &&
+				 !pt_dict_get(v, "_metadata"));
+			v = pt_get(f, NULL, PT_DICT, "fa", NULL);
+			T_ASSERT(v && pt_get(f, v, PT_INT, "numel", NULL)->u.i == 96 &&
+				 pt_get(f, v, PT_INT, "start", NULL)->u.i == 24 &&
+				 !strcmp(v->cls, "deepspeed.runtime.bf16_optimizer.fragment_address"));
+			pt_close(f);
+		}
+		/* getattr of anything but an enum lmtk knows is a call, refused */
+		begin(&p);
+		ustr(&p, "x");
+		glob(&p, "__builtin__", "getattr"); glob(&p, "collections", "OrderedDict");
+		ustr(&p, "fromkeys"); op(&p, 0x86); op(&p, 'R'); op(&p, 's');
+		end(&p);
+		T_ASSERT(refused(&p, NULL, 0, "(REDUCE): __builtin__.getattr other than (an enum class",
+				 NULL));
+		/* a second BUILD on an OrderedDict, or one that is not a dict of attributes */
+		begin(&p);
+		ustr(&p, "x");
+		glob(&p, "collections", "OrderedDict"); op(&p, ')'); op(&p, 'R');
+		op(&p, '}'); op(&p, 'b'); op(&p, '}'); op(&p, 'b'); op(&p, 's');
+		end(&p);
+		T_ASSERT(refused(&p, NULL, 0, "(BUILD): BUILD on a collections.OrderedDict", NULL));
+		begin(&p);
+		ustr(&p, "x");
+		glob(&p, "collections", "OrderedDict"); op(&p, ')'); op(&p, 'R');
+		op(&p, ')'); op(&p, 'b'); op(&p, 's');
+		end(&p);
+		T_ASSERT(refused(&p, NULL, 0, "the state of an OrderedDict is a tuple", NULL));
+	}
+
 	T_CASE("big_endian_and_non_torch_files_are_refused") {
 		begin(&p);
 		end(&p);

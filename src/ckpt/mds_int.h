@@ -1,0 +1,140 @@
+/* mds_int - what mds.c, mds_ds.c and mds_meg.c share (see mds.h; internal to src/ckpt, as
+ * pickle.h is).  mds.c holds the files, the extents and reads, the model and manifest from the
+ * saved args, and the view; mds_ds.c DeepSpeed's pipeline layout (mds-format.md section 2),
+ * mds_meg.c plain Megatron's (section 3): each fills the parts' extents of a struct mds. */
+#ifndef CKPT_MDS_INT_H
+#define CKPT_MDS_INT_H
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "msg.h"
+#include "ckpt/mds.h"
+#include "ckpt/pt.h"
+
+struct mds_file {
+	char *path;
+	struct pt_file *pf;      /* NULL while closed */
+	uint64_t used;
+};
+
+/* elements [a, a + n) of tensor t (row-major) of file `file`, whose storage is the file's
+ * storages[storage]; file -1: n zeros */
+struct mds_ext {
+	int file, storage;
+	struct pt_tensor t;
+	int64_t a, n;
+};
+
+enum { NAME_UNKNOWN = -1, NAME_IGNORED = -2 };   /* ds_name(), meg_name() */
+
+/* ---- small helpers ---- */
+
+static inline int fail(char *err, size_t errlen, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+static inline int fail(char *err, size_t errlen, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(err, errlen, fmt, ap);
+	va_end(ap);
+	return EXIT_USAGE;
+}
+
+/* d[key] as an int (bools count); 0, or -1 */
+static inline int v_int(const struct pt_value *d, const char *key, int64_t *out)
+{
+	const struct pt_value *v = pt_dict_get(d, key);
+	if (!v || (v->kind != PT_INT && v->kind != PT_BOOL))
+		return -1;
+	*out = v->kind == PT_INT ? v->u.i : v->u.b;
+	return 0;
+}
+
+static inline int v_num(const struct pt_value *d, const char *key, double *out)
+{
+	const struct pt_value *v = pt_dict_get(d, key);
+	if (!v || (v->kind != PT_INT && v->kind != PT_FLOAT))
+		return -1;
+	*out = v->kind == PT_INT ? (double)v->u.i : v->u.f;
+	return 0;
+}
+
+static inline int v_true(const struct pt_value *d, const char *key)
+{
+	const struct pt_value *v = pt_dict_get(d, key);
+	return v && ((v->kind == PT_BOOL && v->u.b) || (v->kind == PT_INT && v->u.i));
+}
+
+static inline int v_none(const struct pt_value *d, const char *key)
+{
+	const struct pt_value *v = pt_dict_get(d, key);
+	return !v || v->kind == PT_NONE;
+}
+
+static inline const char *v_str(const struct pt_value *d, const char *key)
+{
+	const struct pt_value *v = pt_dict_get(d, key);
+	return v && v->kind == PT_STR ? v->u.str.s : NULL;
+}
+
+static inline double f32(double x)
+{
+	return (double)(float)x;
+}
+
+static inline int is_file(const char *p)
+{
+	struct stat sb;
+	return stat(p, &sb) == 0 && S_ISREG(sb.st_mode);
+}
+
+/* A file name of the form fmt ("mp_rank_%d_model_states.pt" ...), all of it: the ints. */
+static inline int name_is(const char *name, const char *fmt, int *a, int *b)
+{
+	int end = -1;
+	int k = b ? sscanf(name, fmt, a, b, &end) : sscanf(name, fmt, a, &end);
+	return k == (b ? 2 : 1) && end > 0 && name[end] == 0 && *a >= 0 && (!b || *b >= 0);
+}
+
+/* ---- mds.c ---- */
+
+/* file i of c->files: added (its size counted), or opened (its pickle read; the least recently
+ * used file closed beyond MDS_OPEN: a file's values stay valid until another file is got) */
+int mds_file_add_(struct mds *c, const char *path);
+struct pt_file *mds_file_get_(struct mds *c, int i, char *err, size_t errlen);
+int mds_storage_index_(const struct pt_file *pf, const struct pt_storage *s);
+/* appends elements [a, a + n) of tensor x of file `file` (its storage: storages[st]) to part
+ * (t, b, r, s), whose extents are added one after another */
+int mds_ext_add_(struct mds *c, int t, int b, int r, int s, int file, int st,
+		 const struct pt_tensor *x, int64_t a, int64_t n, char *err, size_t errlen);
+int mds_alloc_parts_(struct mds *c, char *err, size_t errlen);
+int mds_arg_int_(const struct pt_file *f, const struct pt_value *args, const char *key,
+		 int64_t *out, char *err, size_t errlen);
+/* does a tensor of this shape hold lmtk tensor t's TP-local part?  If not, the message */
+int mds_shape_ok_(const struct mds *c, int t, const int64_t *shape, int ndim);
+int mds_shape_fail_(const struct mds *c, const char *path, const char *what, int t,
+		    const int64_t *shape, int ndim, char *err, size_t errlen);
+/* a transformer layer's key ("self_attention.dense.weight") as lmtk's table index, or -1 */
+int mds_layer_name_(const struct lt_model *m, int l, const char *key);
+/* from the first file read: the model (c->m; *model its manifest object), the counters; every
+ * other file must agree on the layout and the iteration */
+int mds_read_model_(struct mds *c, const struct pt_file *f, const struct pt_value *root,
+		    json_t **model, char *err, size_t errlen);
+int mds_read_counters_(struct mds *c, const struct pt_file *f, const struct pt_value *root,
+		       char *err, size_t errlen);
+int mds_check_layout_(const struct mds *c, const struct pt_file *f, const struct pt_value *root,
+		      char *err, size_t errlen);
+/* c->manifest, from the first file's root (pgroup: Adam's first param group, or NULL) */
+int mds_build_manifest_(struct mds *c, const struct pt_file *f, const struct pt_value *root,
+			json_t *model, const struct pt_value *pgroup, double clip,
+			double loss_scale, int64_t good, int64_t hyst, int64_t skipped,
+			char *err, size_t errlen);
+
+/* ---- the layouts: c->dir, c->kind set; fill everything else but the view ---- */
+int mds_open_ds_(struct mds *c, char *err, size_t errlen);
+int mds_open_meg_(struct mds *c, char *err, size_t errlen);
+
+#endif
