@@ -43,6 +43,24 @@ int dist_launched_world(const char **from)
 	return 1;
 }
 
+/* mpirun's and MPICH's before srun's: an mpirun inside a batch script inherits the batch step's
+ * SLURM_LOCALID (0 for every rank), while srun sets its own for every task. */
+int dist_local_rank(const char **from)
+{
+	static const char *vars[] = {"OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID", "SLURM_LOCALID"};
+	for (size_t i = 0; i < sizeof vars / sizeof *vars; i++) {
+		const char *v = getenv(vars[i]);
+		char *end;
+		long l = v && *v ? strtol(v, &end, 10) : -1;
+		if (v && *v && !*end && l >= 0 && l < 1 << 20) {
+			*from = vars[i];
+			return (int)l;
+		}
+	}
+	*from = NULL;
+	return -1;
+}
+
 int dist_init(struct dist *d, int tp, int pp, char *err, size_t errlen)
 {
 	const char *from = NULL;

@@ -56,6 +56,11 @@ int dist_init(struct dist *d, int tp, int pp, char *err, size_t errlen);
  * process; *from names the variable that said so. */
 int dist_launched_world(const char **from);
 
+/* This rank's place among the ranks on its node, as the launcher said it (mpirun's
+ * OMPI_COMM_WORLD_LOCAL_RANK, MPICH's MPI_LOCALRANKID, srun's SLURM_LOCALID), or -1 when none
+ * did; *from names the variable.  Each rank of a multi-GPU run binds GPU local % visible. */
+int dist_local_rank(const char **from);
+
 /* Conveniences over the table above. */
 double dist_max(struct dist *d, enum dist_group g, double v);
 int dist_any(struct dist *d, enum dist_group g, int flag);

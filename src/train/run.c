@@ -336,7 +336,34 @@ static int setup(struct run *r, char *err, size_t errlen)
 	const char *cpt = getenv("SLURM_CPUS_PER_TASK");
 	if (threads <= 0 && cpt && atoi(cpt) > 0)
 		threads = atoi(cpt);   /* what SLURM gave this task, not the whole node */
-	const struct ops *ops = ops_open(a->device, threads, err, errlen);
+	/* Several ranks on GPUs: each binds its node-local index modulo the GPUs it sees, so
+	 * `--device cuda` means one GPU per rank whether the launcher shows every rank all of the
+	 * node's GPUs (mpirun, srun --gpu-bind=none) or one each (srun --gpus-per-task=1). */
+	char bound[32], bind_line[400] = "";
+	const char *device = a->device, *lfrom = NULL, *wfrom = NULL;
+	int world = dist_launched_world(&wfrom);
+	if (world > 1 && (strcmp(device, "cuda") == 0 || strcmp(device, "auto") == 0)) {
+		char why[512];
+		int local = dist_local_rank(&lfrom), n = ops_cuda_devices(why, sizeof why);
+		if (n > 0 && local < 0)
+			return errf(err, errlen, "launched as %d ranks (%s), but nothing says which of this "
+				    "node's ranks this one is (no OMPI_COMM_WORLD_LOCAL_RANK, MPI_LOCALRANKID "
+				    "or SLURM_LOCALID), so it cannot pick its GPU: launch with srun or "
+				    "mpirun, or give each rank --device cuda:N", world, wfrom);
+		if (n > 0) {
+			const char *vis = getenv("CUDA_VISIBLE_DEVICES");
+			snprintf(bound, sizeof bound, "cuda:%d", local % n);
+			device = bound;
+			snprintf(bind_line, sizeof bind_line, "%s (local rank %d from %s, modulo %d "
+				 "visible GPU%s%s%.100s)", bound, local, lfrom, n, n > 1 ? "s" : "",
+				 vis ? "; CUDA_VISIBLE_DEVICES=" : "", vis ? vis : "");
+		} else if (strcmp(device, "cuda") == 0) {
+			return errf(err, errlen, "--device cuda: %s", why);
+		}
+	} else if (world > 1 && strncmp(device, "cuda:", 5) == 0) {
+		snprintf(bind_line, sizeof bind_line, "%s, as --device says", device);
+	}
+	const struct ops *ops = ops_open(device, threads, err, errlen);
 	if (!ops)
 		return -1;
 	struct model_config c = {
@@ -395,6 +422,10 @@ static int setup(struct run *r, char *err, size_t errlen)
 	if (dist_init(&r->dist, (int)p->tp, (int)p->pp, err, errlen) < 0)
 		return -1;
 	quiet = r->dist.rank != 0;
+	if (bind_line[0] && strcmp(ops->name, "cpu") != 0) {   /* every rank: which GPU is whose */
+		printf("train: rank %d of %d: GPU %s\n", r->dist.rank, r->dist.world, bind_line);
+		fflush(stdout);
+	}
 	if (r->dist.world > 1 && strcmp(ops->name, "cpu") != 0)
 		return errf(err, errlen, "several ranks on the %s backend need NCCL collectives, not in "
 			    "this build: use --device cpu, or one rank", ops->name);

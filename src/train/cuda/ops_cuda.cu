@@ -242,6 +242,18 @@ static void fill_table(void)
 		return NULL;                                                                       \
 	} while (0)
 
+/* The GPUs this process may use (CUDA_VISIBLE_DEVICES applied): what a rank's local index is
+ * taken modulo.  0 without a driver or a GPU; lmtk_ops_cuda says which. */
+extern "C" __attribute__((visibility("default"))) int lmtk_cuda_devices(void)
+{
+	int n = 0;
+	if (cudaGetDeviceCount(&n) != cudaSuccess) {
+		(void)cudaGetLastError();
+		return 0;
+	}
+	return n;
+}
+
 extern "C" __attribute__((visibility("default"))) const struct ops *
 lmtk_ops_cuda(int device, char *err, size_t errlen)
 {
