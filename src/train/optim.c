@@ -111,7 +111,6 @@ int optim_step(struct optim *o, struct model *m, float lr, double *grad_norm)
 			displs[r] = (int)a;
 			counts[r] = (int)(b - a);
 		}
-		ops->sync();
 		m->dist->allgatherv_f32(m->dist, DIST_DP, m->master, counts, displs);
 		model_sync_params(m);
 	}

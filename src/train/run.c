@@ -419,16 +419,13 @@ static int setup(struct run *r, char *err, size_t errlen)
 		return errf(err, errlen, "--glu-activation is not implemented: the MLP is GeLU");
 	if (p->kv != p->h / p->heads)
 		return errf(err, errlen, "--kv-channels other than hidden/heads is not implemented");
-	if (dist_init(&r->dist, (int)p->tp, (int)p->pp, err, errlen) < 0)
+	if (dist_init(&r->dist, (int)p->tp, (int)p->pp, ops->name, a->save, err, errlen) < 0)
 		return -1;
 	quiet = r->dist.rank != 0;
 	if (bind_line[0] && strcmp(ops->name, "cpu") != 0) {   /* every rank: which GPU is whose */
 		printf("train: rank %d of %d: GPU %s\n", r->dist.rank, r->dist.world, bind_line);
 		fflush(stdout);
 	}
-	if (r->dist.world > 1 && strcmp(ops->name, "cpu") != 0)
-		return errf(err, errlen, "several ranks on the %s backend need NCCL collectives, not in "
-			    "this build: use --device cpu, or one rank", ops->name);
 	if (r->dist.dp != p->dp)
 		return errf(err, errlen, "the plan has DP=%lld but %d ranks / (TP=%d x PP=%d) = %d",
 			    (long long)p->dp, r->dist.world, r->dist.tp, r->dist.pp, r->dist.dp);
@@ -472,10 +469,11 @@ static int setup(struct run *r, char *err, size_t errlen)
 	       (long long)p->p_total, (long long)p->L, (long long)p->h, (long long)p->heads,
 	       (long long)p->vocab, (long long)p->vocab_padded, ops->device ? ops->device : ops->name);
 	out("train: %lld iterations, %lld samples, %lld tokens; micro-batch %lld, global batch "
-	       "%lld%s; %d rank%s: DP=%d TP=%d PP=%d\n", (long long)p->iters, (long long)p->samples,
+	       "%lld%s; %d rank%s: DP=%d TP=%d PP=%d%s%s\n", (long long)p->iters, (long long)p->samples,
 	       (long long)p->tokens, (long long)p->mbs, (long long)p->gbs,
 	       p->ramp.on ? " after the ramp-up" : "", r->dist.world, r->dist.world > 1 ? "s" : "",
-	       r->dist.dp, r->dist.tp, r->dist.pp);
+	       r->dist.dp, r->dist.tp, r->dist.pp, r->dist.world > 1 ? ", collectives over " : "",
+	       r->dist.world > 1 ? r->dist.transport : "");
 	{
 		size_t n32, n8, nblk, own = r->m.opt_hi - r->m.opt_lo;
 		model_opt_layout(&r->m, r->m.opt_lo, r->m.opt_hi, NULL, &n32, &n8, &nblk);
@@ -761,15 +759,12 @@ static double step_grads(struct run *r, int64_t first, int64_t micro, uint64_t k
 		if (!m->last)
 			sum = 0;
 		dd->sum_f64(dd, DIST_PP, &sum, 1);
-		if (m->first || m->last) {
-			m->ops->sync();
+		if (m->first || m->last)
 			dd->sum_f32(dd, DIST_EMB, model_grad(m, m->wte), m->tensors[m->wte].numel);
-		}
 	}
 	struct dist *d = dd;
 	double loss = sum / micro;
 	if (d->dp > 1) {   /* the gradient of the global batch's mean loss, on every DP rank */
-		r->m.ops->sync();
 		d->sum_f32(d, DIST_DP, r->m.grads, r->m.nparams);
 		d->sum_f64(d, DIST_DP, &loss, 1);
 		loss /= d->dp;
