@@ -188,8 +188,9 @@ static int nccl_open(struct dist *d, int tp, int pp, int world, const char *from
 	if (boot.world != world)
 		return errf(err, errlen, "%s says %d ranks, but %s says %d", boot.how, boot.world, from,
 			    world);
-	if (fn(d, tp, pp, &boot, err, errlen) < 0)
-		return -1;
+	int rc = fn(d, tp, pp, &boot, err, errlen);
+	if (rc < 0)
+		return rc;
 	static char transport[4300];
 	snprintf(transport, sizeof transport, "NCCL (unique ids via %s)", boot.how);
 	d->transport = transport;

@@ -77,8 +77,9 @@ struct dist {
 /* The grid for TP x PP (DP is the rest of the world).  One process: the size-1 grid (tp and pp
  * must be 1).  Several ranks: the transport for the backend `ops` names (MPI for "cpu", NCCL
  * for "cuda"); `dir` is where ranks without MPI meet (--save, or NULL: /tmp; the environment's
- * LMTK_RENDEZVOUS_DIR first).  -1 + err: a plugin missing, the world not divisible by tp*pp, a
- * rank that never came. */
+ * LMTK_RENDEZVOUS_DIR first).  -1 + err: a plugin missing, the world not divisible by tp*pp;
+ * DIST_NOT_MET + err: the ranks did not form their groups (one never came, NCCL failed). */
+#define DIST_NOT_MET (-3)
 int dist_init(struct dist *d, int tp, int pp, const char *backend, const char *dir, char *err,
 	      size_t errlen);
 
@@ -111,7 +112,8 @@ struct dist_boot {
 	void *ctx;
 };
 
-/* What the CUDA plugin exports for several ranks; boot is kept for finish(). */
+/* What the CUDA plugin exports for several ranks; boot is kept for finish().  0, -1 + err (the
+ * layout), or DIST_NOT_MET + err. */
 typedef int (*dist_nccl_fn)(struct dist *d, int tp, int pp, struct dist_boot *boot, char *err,
 			    size_t errlen);
 #define DIST_NCCL_SYMBOL "lmtk_dist_nccl"

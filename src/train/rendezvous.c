@@ -34,9 +34,9 @@ static void pause_for(int *round)
 static void path_of(char *p, size_t n, const char *dir, const char *key, const char *what, int rank)
 {
 	if (rank >= 0)
-		snprintf(p, n, "%s/lmtk-rendezvous-%s.%s.%d", dir, key, what, rank);
+		snprintf(p, n, "%s/.lmtk-rendezvous-%s.%s.%d", dir, key, what, rank);
 	else
-		snprintf(p, n, "%s/lmtk-rendezvous-%s.%s", dir, key, what);
+		snprintf(p, n, "%s/.lmtk-rendezvous-%s.%s", dir, key, what);
 }
 
 /* The nonce in an ack or go file; 0 when the file is not there (yet) or not whole. */

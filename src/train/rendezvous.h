@@ -24,7 +24,7 @@
 
 #include <stddef.h>
 
-/* Rank 0's `bytes` bytes of buf to every rank of `world` through DIR/lmtk-rendezvous-KEY.*,
+/* Rank 0's `bytes` bytes of buf to every rank of `world` through DIR/.lmtk-rendezvous-KEY.*,
  * waiting at most `timeout` seconds.  0, or -1 + err. */
 int rendezvous_bcast(const char *dir, const char *key, int rank, int world, double timeout,
 		     void *buf, size_t bytes, char *err, size_t errlen);

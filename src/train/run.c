@@ -419,8 +419,12 @@ static int setup(struct run *r, char *err, size_t errlen)
 		return errf(err, errlen, "--glu-activation is not implemented: the MLP is GeLU");
 	if (p->kv != p->h / p->heads)
 		return errf(err, errlen, "--kv-channels other than hidden/heads is not implemented");
-	if (dist_init(&r->dist, (int)p->tp, (int)p->pp, ops->name, a->save, err, errlen) < 0)
+	int drc = dist_init(&r->dist, (int)p->tp, (int)p->pp, ops->name, a->save, err, errlen);
+	if (drc < 0) {
+		if (drc == DIST_NOT_MET)
+			r->fail_code = EXIT_FAILED;   /* ranks that never met: not the flags' fault */
 		return -1;
+	}
 	quiet = r->dist.rank != 0;
 	if (bind_line[0] && strcmp(ops->name, "cpu") != 0) {   /* every rank: which GPU is whose */
 		printf("train: rank %d of %d: GPU %s\n", r->dist.rank, r->dist.world, bind_line);

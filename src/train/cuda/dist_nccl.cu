@@ -310,28 +310,28 @@ lmtk_dist_nccl(struct dist *d, int tp, int pp, struct dist_boot *boot, char *err
 			ncclResult_t r = ncclGetUniqueId(&ids[(size_t)i]);
 			if (r != ncclSuccess) {
 				snprintf(err, errlen, "nccl: ncclGetUniqueId: %s", ncclGetErrorString(r));
-				return -1;
+				return DIST_NOT_MET;
 			}
 		}
 	if (boot->bcast(boot, ids.data(), ids.size() * sizeof ids[0], err, errlen) < 0)
-		return -1;
+		return DIST_NOT_MET;
 	nc.boot = boot;
 	if (join(DIST_WORLD, world, rank, &ids[0], err, errlen) < 0)
-		return -1;
+		return DIST_NOT_MET;
 	if (boot->done)
 		boot->done(boot);   /* every rank has read the ids */
 	int edge = d->pp_rank == 0 || d->pp_rank == pp - 1, cell = d->dp_rank * tp + d->tp_rank;
 	if (join(DIST_TP, tp, d->tp_rank, &ids[(size_t)(b_tp + d->pp_rank * dp + d->dp_rank)], err, errlen) < 0 ||
 	    join(DIST_DP, dp, d->dp_rank, &ids[(size_t)(b_dp + d->pp_rank * tp + d->tp_rank)], err, errlen) < 0 ||
 	    join(DIST_PP, pp, d->pp_rank, &ids[(size_t)(b_pp + cell)], err, errlen) < 0)
-		return -1;
+		return DIST_NOT_MET;
 	if (pp == 2) {   /* the first and last stage are the whole pipeline */
 		nc.comm[DIST_EMB] = nc.comm[DIST_PP];
 		nc.size[DIST_EMB] = 2;
 		nc.rank[DIST_EMB] = d->pp_rank;
 	} else if (pp > 2 && edge) {
 		if (join(DIST_EMB, 2, d->pp_rank ? 1 : 0, &ids[(size_t)(b_emb + cell)], err, errlen) < 0)
-			return -1;
+			return DIST_NOT_MET;
 	} else {
 		nc.size[DIST_EMB] = 1;   /* one stage; or a middle stage, which holds no embedding */
 	}
