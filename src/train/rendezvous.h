@@ -6,19 +6,22 @@
  * SLURM_STEP_ID) and a filesystem.  So, in a directory every rank sees (--save on a shared
  * filesystem for several nodes; /tmp is enough for one), under a name from the job and step:
  *
- *   rank 0   writes KEY.id (a random nonce, the world size, the bytes) atomically (temporary
- *            name, fsync, rename), then waits for an acknowledgement from every other rank;
- *   rank k   waits for KEY.id, reads it and writes KEY.ack.k holding the nonce it read;
- *   rank 0   once every rank has acknowledged this nonce, writes KEY.go (the nonce) and returns;
- *   rank k   returns when KEY.go holds the nonce it acknowledged.
+ *   rank 0   writes KEY.id (a fresh random nonce, the world size, the bytes) atomically
+ *            (temporary name, fsync, rename), then waits for every other rank's acknowledgement;
+ *   rank k   waits for KEY.id, reads it and writes KEY.ack.k: the id's nonce and a fresh nonce
+ *            of its own;
+ *   rank 0   once every rank has acknowledged this id, writes KEY.go: its nonce and every rank's
+ *            own, and returns;
+ *   rank k   returns when KEY.go holds both the id's nonce and its own.
  *
  * So every rank leaves only when all have the bytes, and every wait is bounded: rank 0 names the
  * ranks that never acknowledged, the others say whether rank 0 never wrote or never confirmed.
- * The nonce makes files left by a crashed run under the same name harmless: rank 0 removes them
- * first, and a rank that read a stale id before that sees the new one appear and acknowledges
- * again; a stale go never matches.  rendezvous_clean() (rank 0, once the ranks have formed their
- * first communicator, which proves each read the id) removes the files.  Polling costs a stat
- * and a small read every 20-200 ms per rank. */
+ * The nonces make files left under the same name by a crashed run harmless: rank 0 removes them
+ * before it writes, a rank that read a stale id first sees the new one appear and acknowledges
+ * again, and a stale go cannot hold a nonce this run's rank made.  rendezvous_clean() (rank 0,
+ * once the ranks have formed their first communicator, which proves each read the id) removes
+ * the files.  Polling costs a small read every 20-200 ms per rank.  The files are hidden
+ * (.lmtk-rendezvous-KEY.*) so they do not clutter a checkpoint directory. */
 #ifndef TRAIN_RENDEZVOUS_H
 #define TRAIN_RENDEZVOUS_H
 
