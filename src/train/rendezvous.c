@@ -165,8 +165,7 @@ static int root(const char *dir, const char *key, int world, double timeout, con
 		if (shown < missing)
 			snprintf(list + len, sizeof list - len, " ...");
 		free(go);
-		path_of(path, sizeof path, dir, key, "id", -1);
-		unlink(path);   /* a latecomer must not join a run that has given up */
+		rendezvous_clean(dir, key, world);   /* a latecomer must not join a run given up */
 		return errf(err, errlen, "rendezvous in %s: %d of %d rank%s never arrived within %g s "
 			    "(LMTK_RENDEZVOUS_TIMEOUT): rank%s %s; did they start, and do they all see "
 			    "this directory?", dir, missing, world, world > 1 ? "s" : "", timeout,
@@ -205,6 +204,7 @@ static int other(const char *dir, const char *key, int rank, int world, double t
 			break;
 		pause_for(&round);
 	}
+	unlink(ack);   /* this rank is giving up: leave nothing behind */
 	if (!acked && other_world)
 		return errf(err, errlen, "rendezvous: rank %d of %d: %s is for %d ranks, not %d, and "
 			    "no other came within %g s: another run's file? (each launch needs its own "
