@@ -12,7 +12,9 @@
 #    and with four (1F1B, NCCL send/receive both ways, evaluation through the pipeline) the same
 #    losses and validation losses; TP=2, DP=2 x TP=2 and TP=2 x PP=2 track one rank within bf16's
 #    rounding of the partial sums, and their replicated tensors are bit-identical across TP ranks
-#    (ckpt-merge-tp refuses otherwise); ZeRO-1 changes no byte;
+#    (ckpt-merge-tp refuses otherwise); PP=4 (the tied embedding's first-last pair a communicator
+#    of its own) is one rank but for that order; ZeRO-1 changes no byte; a stopped and resumed
+#    DP=2 run saves the bytes of the run straight through;
 #  - a rank that never comes: the others stop within the bounded wait, naming it, exit 3.
 . "$(dirname "$0")/../lib.sh"
 PY=/usr/bin/python3
@@ -148,6 +150,24 @@ vl() { grep 'validation loss at' "$1" | sed 's/.*lm loss value: \([^ ]*\) .*/\1/
 	ckcmp one_m4/global_step4/rank_tp00_pp000.safetensors pp2m4m/global_step4/rank_tp00_pp000.safetensors >pp2m4.cmp 2>&1 &&
 	ok pp2_1f1b_checkpoint_equals_one_rank_but_the_tied_embedding_order ||
 	fail pp2_1f1b_checkpoint_equals_one_rank_but_the_tied_embedding_order "$(tail -2 pp2m4m.out pp2m4.cmp)"
+
+# four stages: the tied embedding's pair (first and last stage) is a communicator of its own
+"$TR" "${M[@]}" "${E[@]}" --num-layers 4 --save one_l4 >one_l4.out 2>&1
+ranks pp4 4 "${E[@]}" --num-layers 4 --pipeline-model-parallel-size 4 --save pp4
+rc=$?
+"$BIN/ckpt-merge-tp" --input pp4 --output pp4m >pp4m.out 2>&1
+[ $rc = 0 ] && [ "$(curve one_l4.out)" = "$(curve pp4.0)" ] &&
+	ckcmp one_l4/global_step4/rank_tp00_pp000.safetensors pp4m/global_step4/rank_tp00_pp000.safetensors >pp4.cmp 2>&1 &&
+	ok pp4_equals_one_rank_but_the_tied_embedding_order ||
+	fail pp4_equals_one_rank_but_the_tied_embedding_order "exit $rc: $(tail -1 pp4.cmp pp4m.out pp4.3)"
+
+# --- a DP=2 run stopped and resumed is the run straight through ---------------------------------
+ranks res1 2 --global-batch-size 4 --save res --save-interval 2 --exit-interval 2 &&
+	ranks res2 2 --global-batch-size 4 --save res --load res --save-interval 2
+rc=$?
+[ $rc = 0 ] && grep -q 'resumed from res/global_step2' res2.0 &&
+	cmp -s dp2/global_step4/rank_tp00_pp000.safetensors res/global_step4/rank_tp00_pp000.safetensors &&
+	ok dp2_resume_is_bit_exact || fail dp2_resume_is_bit_exact "exit $rc: $(grep -h 'train:' res2.0 | tail -2)"
 
 # --- TP=2, DP=2 x TP=2, TP=2 x PP=2: bf16 partial sums; replicas bit-identical ------------------
 for layout in "2 2 1" "4 2 1" "4 2 2"; do
