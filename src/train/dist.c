@@ -176,6 +176,10 @@ static int nccl_open(struct dist *d, int tp, int pp, int world, const char *from
 	if (by_mpi && mpi_open(&mpi, 1, 1, world, from, why, sizeof why) == 0) {
 		boot = (struct dist_boot){.rank = mpi.rank, .world = mpi.world, .how = "MPI",
 					  .bcast = mpi_boot_bcast, .mpi = &mpi};
+	} else if (getenv("OMPI_COMM_WORLD_SIZE")) {
+		/* mpirun's ranks may carry the batch step's SLURM_PROCID (0 for all): no fallback */
+		return errf(err, errlen, "launched by mpirun (%s), but the MPI transport that carries "
+			    "NCCL's unique id failed: %s", from, why);
 	} else {
 		char fwhy[600];
 		if (file_boot_open(&boot, &fb, dir, fwhy, sizeof fwhy) < 0) {
