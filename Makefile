@@ -23,6 +23,11 @@ NVCC     ?= $(firstword $(wildcard /usr/local/cuda/bin/nvcc) $(shell command -v 
 CUDA_ARCH ?= -gencode arch=compute_80,code=sm_80 -gencode arch=compute_90,code=sm_90 -gencode arch=compute_90,code=compute_90
 CUDA_SRC := $(wildcard src/train/cuda/*.cu)
 CUDA_SO  := $(if $(and $(NVCC),$(CUDA_SRC)),$(PLUGINS)/train-cuda.so)
+# The NCCL transport (cuda/dist_nccl.cu) goes into the same plugin when the toolkit has NCCL
+# (CUDA 12.x/13.x images ship it beside cuBLAS); without it train-cuda.so runs one rank per job.
+CUDA_HOME ?= $(patsubst %/bin/,%,$(dir $(NVCC)))
+NCCL_H   := $(firstword $(wildcard $(CUDA_HOME)/include/nccl.h /usr/include/nccl.h))
+CUDA_SO_SRC := $(if $(NCCL_H),$(CUDA_SRC),$(filter-out %/dist_nccl.cu,$(CUDA_SRC)))
 
 # The CPU executor (tests/cuda-exec): the same CUDA sources compiled by the host C++ compiler
 # against the executor's headers, into a test plugin ($(PLUGINS)/train-cuda-exec.so) that train
@@ -166,9 +171,9 @@ fuzz: $(addprefix $(BUILD)/fuzz/,$(FUZZ_ONLY))
 		[ $$rc = 0 ] || { echo "fuzz $$n: exit $$rc, see $(BUILD)/fuzz/$$n.log and $(BUILD)/fuzz/crashes/$$n"; bad="$$bad $$n"; }; \
 	done; [ -z "$$bad" ] || { echo "fuzz: findings in$$bad"; exit 1; }
 
-$(PLUGINS)/train-cuda.so: $(CUDA_SRC) $(wildcard src/train/cuda/*.h) src/train/ops.h src/train/philox.h
+$(PLUGINS)/train-cuda.so: $(CUDA_SO_SRC) $(wildcard src/train/cuda/*.h) src/train/ops.h src/train/philox.h src/train/dist.h
 	@mkdir -p $(@D)
-	$(NVCC) -O3 -std=c++17 -Xcompiler -fPIC,-Wall,-Wextra,-fvisibility=hidden -shared -Isrc -Isrc/lib $(CUDA_ARCH) -o $@ $(CUDA_SRC) -lcublas -lcublasLt
+	$(NVCC) -O3 -std=c++17 -Xcompiler -fPIC,-Wall,-Wextra,-fvisibility=hidden -shared -Isrc -Isrc/lib $(CUDA_ARCH) -o $@ $(CUDA_SO_SRC) -lcublas -lcublasLt $(if $(NCCL_H),-lnccl)
 
 $(BUILD)/cuda-exec/%.o: src/train/cuda/%.cu
 	@mkdir -p $(@D)

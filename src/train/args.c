@@ -189,7 +189,7 @@ const struct opt args_opts[] = {
 #define FUSION "a kernel-fusion switch: the same math either way"
 const struct args_other args_other[] = {
 	/* cannot matter here */
-	NOFX("distributed-backend", 1, "MPI and NCCL are chosen by the launcher"),
+	NOFX("distributed-backend", 1, "the transport follows the device: MPI between CPU ranks, NCCL between GPU ranks"),
 	NOFX("DDP-impl", 1, "gradients are all-reduced by lmtk's own DP"),
 	NOFX("use-contiguous-buffers-in-ddp", 0, "gradients are one contiguous buffer already"),
 	NOFX("local_rank", 1, "the rank comes from the launcher's environment"),

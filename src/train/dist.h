@@ -6,14 +6,30 @@
  * all-reduce and the replicated tensors' gradients, DIST_DP for the gradient all-reduce,
  * DIST_WORLD for decisions every rank must take together: stop, save, skip), never a transport.
  *
- * One process needs no MPI at build or run time: the size-1 grid is built in and every
+ * One process needs no MPI or NCCL at build or run time: the size-1 grid is built in and every
  * collective is the identity.  Launched as several ranks (mpirun, or srun with one task per
- * GPU), train loads the MPI transport, train-mpi.so (dist_mpi.c, built by mpicc when Open MPI
- * is installed; found by plugin.h) - the same plugin scheme as the CUDA backend.  Buffers are
- * host memory: the CPU backend's; GPU collectives (NCCL) are not in this build.
+ * GPU), train loads a transport as a plugin (plugin.h), like the CUDA backend:
+ *  - CPU runs: the MPI transport, train-mpi.so (mpi/dist_mpi.c, built by mpicc when Open MPI is
+ *    installed);
+ *  - CUDA runs: the NCCL transport inside the CUDA plugin (cuda/dist_nccl.cu, symbol
+ *    lmtk_dist_nccl), on the backend's device and stream.  Its communicators meet through a
+ *    ncclUniqueId that rank 0 makes and sends to the others: over MPI's broadcast when the
+ *    launcher is MPI's (mpirun, srun --mpi=pmix with train-mpi.so there), else through files in a
+ *    directory every rank sees (rendezvous.h), from SLURM's variables - the GPU machines
+ *    without MPI, and srun without PMIx.
+ *
+ * Two kinds of buffers.  The model's tensors live in the backend's memory (device memory of the
+ * CUDA backend, host memory of the CPU's): sum_f32, sum_act, allgatherv_f32 and p2p take those,
+ * and their results are ordered like the backend's own work - the MPI transport runs them at
+ * once, NCCL queues them on the CUDA stream, so no host synchronisation is needed around them.
+ * The rest - scalars and small host arrays: losses, norms, decisions, the vocabulary-parallel
+ * cross-entropy's per-token statistics, checkpoint bookkeeping - are host memory and done when
+ * the call returns (NCCL stages them through a small device buffer).
  *
  * Collectives must give bit-identical results on every rank of the group (replicated tensors
- * stay identical by construction): dist_mpi.c reduces in a fixed rank order and broadcasts. */
+ * stay identical by construction): dist_mpi.c reduces in a fixed rank order and broadcasts;
+ * dist_nccl.cu reduce-scatters and all-gathers, so each element is summed once, on one rank, and
+ * copied to the others. */
 #ifndef TRAIN_DIST_H
 #define TRAIN_DIST_H
 
@@ -27,34 +43,54 @@ struct dist {
 	int world, rank;
 	int dp, tp, pp;                /* group sizes */
 	int dp_rank, tp_rank, pp_rank;
-	/* in place over a group (host memory) */
+	const char *transport;         /* "one", "mpi", "nccl" */
+
+	/* --- the backend's memory, ordered with the backend's work --- */
+	/* in place over a group: fp32 (gradients), the backend's activation type (act_size bytes
+	 * per element: the row-parallel layers' partial outputs and the column-parallel layers'
+	 * input gradients) */
 	void (*sum_f32)(struct dist *d, enum dist_group g, float *x, size_t n);
-	void (*max_f32)(struct dist *d, enum dist_group g, float *x, size_t n);
-	void (*sum_f64)(struct dist *d, enum dist_group g, double *x, size_t n);
-	/* every rank of the group gets every rank's `bytes` bytes, in group-rank order */
-	void (*allgather)(struct dist *d, enum dist_group g, const void *in, size_t bytes, void *out);
+	void (*sum_act)(struct dist *d, enum dist_group g, void *x, size_t n);
 	/* in place: group rank r contributes x[displs[r], displs[r] + counts[r]) and every rank ends
 	 * with all of them (ZeRO-1's parameter all-gather) */
 	void (*allgatherv_f32)(struct dist *d, enum dist_group g, float *x, const int *counts,
 			       const int *displs);
-	void (*barrier)(struct dist *d);
 	/* Pipeline point-to-point: sends `sb` bytes to pipeline stage `to` and receives `rb` bytes
 	 * from stage `from` (either side skipped when its buffer is NULL), both in flight at once
 	 * so that neighbours exchanging in opposite directions never deadlock. */
 	void (*p2p)(struct dist *d, const void *sbuf, size_t sb, int to, void *rbuf, size_t rb,
 		    int from);
+
+	/* --- host memory, done on return --- */
+	void (*host_sum_f32)(struct dist *d, enum dist_group g, float *x, size_t n);
+	void (*host_max_f32)(struct dist *d, enum dist_group g, float *x, size_t n);
+	void (*sum_f64)(struct dist *d, enum dist_group g, double *x, size_t n);
+	/* every rank of the group gets every rank's `bytes` bytes, in group-rank order */
+	void (*allgather)(struct dist *d, enum dist_group g, const void *in, size_t bytes, void *out);
+	/* group rank `root`'s bytes to every rank of the group */
+	void (*bcast)(struct dist *d, enum dist_group g, void *x, size_t bytes, int root);
+	void (*barrier)(struct dist *d);
 	void (*finish)(struct dist *d);
 	void *impl;
 };
 
 /* The grid for TP x PP (DP is the rest of the world).  One process: the size-1 grid (tp and pp
- * must be 1).  Several ranks: the MPI transport, or -1 + err (plugin missing, world not
- * divisible by tp*pp). */
-int dist_init(struct dist *d, int tp, int pp, char *err, size_t errlen);
+ * must be 1).  Several ranks: the transport for the backend `ops` names (MPI for "cpu", NCCL
+ * for "cuda"); `dir` is where ranks without MPI meet (--save, or NULL: /tmp; the environment's
+ * LMTK_RENDEZVOUS_DIR first).  -1 + err: a plugin missing, the world not divisible by tp*pp;
+ * DIST_NOT_MET + err: the ranks did not form their groups (one never came, NCCL failed). */
+#define DIST_NOT_MET (-3)
+int dist_init(struct dist *d, int tp, int pp, const char *backend, const char *dir, char *err,
+	      size_t errlen);
 
 /* The number of ranks a launcher started (mpirun, PMIx/PMI, an srun step), 1 for a plain
  * process; *from names the variable that said so. */
 int dist_launched_world(const char **from);
+
+/* This rank's place among the ranks on its node, as the launcher said it (mpirun's
+ * OMPI_COMM_WORLD_LOCAL_RANK, MPICH's MPI_LOCALRANKID, srun's SLURM_LOCALID), or -1 when none
+ * did; *from names the variable.  Each rank of a multi-GPU run binds GPU local % visible. */
+int dist_local_rank(const char **from);
 
 /* Conveniences over the table above. */
 double dist_max(struct dist *d, enum dist_group g, double v);
@@ -63,5 +99,23 @@ int dist_any(struct dist *d, enum dist_group g, int flag);
 /* What the MPI plugin exports. */
 typedef int (*dist_mpi_fn)(struct dist *d, int tp, int pp, char *err, size_t errlen);
 #define DIST_MPI_SYMBOL "lmtk_dist_mpi"
+
+/* How the NCCL transport's ranks find each other: rank 0's `bytes` bytes (the ncclUniqueIds it
+ * made) to every rank, blocking, -1 + err when some rank never came; then done(), once every
+ * rank holds them (after the first communicator formed), to clean up. */
+struct dist_boot {
+	int rank, world;
+	const char *how;               /* for messages: "MPI", "a file rendezvous in DIR" */
+	int (*bcast)(struct dist_boot *b, void *buf, size_t bytes, char *err, size_t errlen);
+	void (*done)(struct dist_boot *b);
+	struct dist *mpi;              /* the MPI grid bcast goes over, or NULL */
+	void *ctx;
+};
+
+/* What the CUDA plugin exports for several ranks; boot is kept for finish().  0, -1 + err (the
+ * layout), or DIST_NOT_MET + err. */
+typedef int (*dist_nccl_fn)(struct dist *d, int tp, int pp, struct dist_boot *boot, char *err,
+			    size_t errlen);
+#define DIST_NCCL_SYMBOL "lmtk_dist_nccl"
 
 #endif

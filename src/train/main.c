@@ -69,7 +69,7 @@ int main(int argc, char **argv)
 		die(EXIT_USAGE, "%d flag%s refused: nothing trained (see train(1), FLAGS NOT ACTED ON)",
 		    a.nrefused, a.nrefused > 1 ? "s" : "");
 	if (!a.dry_run) {
-		/* a training run: one process, unless launched as several ranks (not in this build) */
+		/* a training run: one process, unless launched as several ranks */
 		if (a.nodes < 0) {
 			a.nodes = 1;
 			a.nodes_from = "this process";

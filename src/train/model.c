@@ -687,11 +687,11 @@ static uint64_t site(uint64_t rng, int layer, int which)
 	return philox_mix(rng, (uint64_t)(layer + 1) * 8 + which);
 }
 
-/* Sum over the tensor-parallel group, in place (host memory: the CPU backend's device). */
+/* Sum of activations over the tensor-parallel group, in place, in the backend's memory and
+ * activation type (dist.h: ordered with the backend's work, no synchronisation needed). */
 static void tp_sum(struct model *m, void *x, size_t n)
 {
-	m->ops->sync();
-	m->dist->sum_f32(m->dist, DIST_TP, x, n);
+	m->dist->sum_act(m->dist, DIST_TP, x, n);
 }
 
 /* Cross-entropy over a vocabulary split across the TP ranks: each rank's slice statistics
@@ -716,10 +716,10 @@ static void vocab_parallel_xent(struct model *m, const int32_t *targets, float d
 		      m->targets_local, N, m->vocab_valid, Vp);
 	o->to_host(mx, m->dev_stats, (size_t)3 * N * sizeof *mx);
 	memcpy(lse, mx, N * sizeof *lse);
-	m->dist->max_f32(m->dist, DIST_TP, lse, N);        /* lse holds the global max for now */
+	m->dist->host_max_f32(m->dist, DIST_TP, lse, N);   /* lse holds the global max for now */
 	for (int i = 0; i < N; i++)
 		se[i] = mx[i] == -INFINITY ? 0.0f : se[i] * expf(mx[i] - lse[i]);
-	m->dist->sum_f32(m->dist, DIST_TP, se, 2 * (size_t)N);   /* se and zt, adjacent */
+	m->dist->host_sum_f32(m->dist, DIST_TP, se, 2 * (size_t)N);   /* se and zt, adjacent */
 	for (int i = 0; i < N; i++) {
 		int t = targets[i];
 		int ok = t >= 0 && t < m->cfg.vocab;

@@ -20,6 +20,25 @@ static void *load_plugin(char *err, size_t errlen)
 	return h;
 }
 
+void *ops_cuda_symbol(const char *name, char *err, size_t errlen)
+{
+	void *h = load_plugin(err, errlen), *sym;
+	if (!h)
+		return NULL;
+	if (!(sym = dlsym(h, name)))
+		snprintf(err, errlen, "train-cuda.so lacks %s (built from older sources?)", name);
+	return sym;
+}
+
+int ops_cuda_devices(char *err, size_t errlen)
+{
+	ops_cuda_count_fn fn = (ops_cuda_count_fn)ops_cuda_symbol(OPS_CUDA_COUNT_SYMBOL, err, errlen);
+	int n = fn ? fn() : 0;
+	if (fn && n <= 0)
+		snprintf(err, errlen, "no CUDA GPU is visible to this process");
+	return n > 0 ? n : 0;
+}
+
 const struct ops *ops_open(const char *device, int threads, char *err, size_t errlen)
 {
 	int want_cuda = strcmp(device, "cuda") == 0 || strncmp(device, "cuda:", 5) == 0;

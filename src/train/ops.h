@@ -231,8 +231,17 @@ const struct ops *ops_open(const char *device, int threads, char *err, size_t er
 /* The CPU backend (cpu/ops_cpu.c).  threads <= 0: all online CPUs. */
 const struct ops *ops_cpu(int threads);
 
-/* The symbol the CUDA plugin (train-cuda.so) exports. */
+/* The GPUs this process sees (CUDA_VISIBLE_DEVICES applied, as the runtime counts them), for
+ * binding a rank to one: 0 when there are none or no CUDA backend loads (err says why). */
+int ops_cuda_devices(char *err, size_t errlen);
+
+/* Another symbol of the CUDA plugin (the NCCL transport, dist.h), or NULL + err. */
+void *ops_cuda_symbol(const char *name, char *err, size_t errlen);
+
+/* The symbols the CUDA plugin (train-cuda.so) exports. */
 typedef const struct ops *(*ops_cuda_fn)(int device, char *err, size_t errlen);
 #define OPS_CUDA_SYMBOL "lmtk_ops_cuda"
+typedef int (*ops_cuda_count_fn)(void);
+#define OPS_CUDA_COUNT_SYMBOL "lmtk_cuda_devices"
 
 #endif

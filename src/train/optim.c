@@ -157,7 +157,6 @@ updated:
 			displs[r] = (int)a;
 			counts[r] = (int)(b - a);
 		}
-		ops->sync();
 		m->dist->allgatherv_f32(m->dist, DIST_DP, m->master, counts, displs);
 		model_sync_params(m);
 	}

@@ -1,5 +1,5 @@
-/* plugin - finding and loading train's optional parts: the CUDA backend (train-cuda.so) and the
- * MPI transport (train-mpi.so).
+/* plugin - finding and loading train's optional parts: the CUDA backend (train-cuda.so, with
+ * the NCCL transport inside) and the MPI transport (train-mpi.so).
  *
  * They are shared objects rather than parts of bin/train so that a machine without CUDA or
  * Open MPI runs train all the same; they are not programs, so they live where libraries do:

@@ -354,7 +354,34 @@ static int setup(struct run *r, char *err, size_t errlen)
 	const char *cpt = getenv("SLURM_CPUS_PER_TASK");
 	if (threads <= 0 && cpt && atoi(cpt) > 0)
 		threads = atoi(cpt);   /* what SLURM gave this task, not the whole node */
-	const struct ops *ops = ops_open(a->device, threads, err, errlen);
+	/* Several ranks on GPUs: each binds its node-local index modulo the GPUs it sees, so
+	 * `--device cuda` means one GPU per rank whether the launcher shows every rank all of the
+	 * node's GPUs (mpirun, srun --gpu-bind=none) or one each (srun --gpus-per-task=1). */
+	char bound[32], bind_line[400] = "";
+	const char *device = a->device, *lfrom = NULL, *wfrom = NULL;
+	int world = dist_launched_world(&wfrom);
+	if (world > 1 && (strcmp(device, "cuda") == 0 || strcmp(device, "auto") == 0)) {
+		char why[512];
+		int local = dist_local_rank(&lfrom), n = ops_cuda_devices(why, sizeof why);
+		if (n > 0 && local < 0)
+			return errf(err, errlen, "launched as %d ranks (%s), but nothing says which of this "
+				    "node's ranks this one is (no OMPI_COMM_WORLD_LOCAL_RANK, MPI_LOCALRANKID "
+				    "or SLURM_LOCALID), so it cannot pick its GPU: launch with srun or "
+				    "mpirun, or give each rank --device cuda:N", world, wfrom);
+		if (n > 0) {
+			const char *vis = getenv("CUDA_VISIBLE_DEVICES");
+			snprintf(bound, sizeof bound, "cuda:%d", local % n);
+			device = bound;
+			snprintf(bind_line, sizeof bind_line, "%s (local rank %d from %s, modulo %d "
+				 "visible GPU%s%s%.100s)", bound, local, lfrom, n, n > 1 ? "s" : "",
+				 vis ? "; CUDA_VISIBLE_DEVICES=" : "", vis ? vis : "");
+		} else if (strcmp(device, "cuda") == 0) {
+			return errf(err, errlen, "--device cuda: %s", why);
+		}
+	} else if (world > 1 && strncmp(device, "cuda:", 5) == 0) {
+		snprintf(bind_line, sizeof bind_line, "%s, as --device says", device);
+	}
+	const struct ops *ops = ops_open(device, threads, err, errlen);
 	if (!ops)
 		return -1;
 	if (a->profile && !ops->profiler)
@@ -425,12 +452,17 @@ static int setup(struct run *r, char *err, size_t errlen)
 		return errf(err, errlen, "--glu-activation is not implemented: the MLP is GeLU");
 	if (p->kv != p->h / p->heads)
 		return errf(err, errlen, "--kv-channels other than hidden/heads is not implemented");
-	if (dist_init(&r->dist, (int)p->tp, (int)p->pp, err, errlen) < 0)
+	int drc = dist_init(&r->dist, (int)p->tp, (int)p->pp, ops->name, a->save, err, errlen);
+	if (drc < 0) {
+		if (drc == DIST_NOT_MET)
+			r->fail_code = EXIT_FAILED;   /* ranks that never met: not the flags' fault */
 		return -1;
+	}
 	quiet = r->dist.rank != 0;
-	if (r->dist.world > 1 && strcmp(ops->name, "cpu") != 0)
-		return errf(err, errlen, "several ranks on the %s backend need NCCL collectives, not in "
-			    "this build: use --device cpu, or one rank", ops->name);
+	if (bind_line[0] && strcmp(ops->name, "cpu") != 0) {   /* every rank: which GPU is whose */
+		printf("train: rank %d of %d: GPU %s\n", r->dist.rank, r->dist.world, bind_line);
+		fflush(stdout);
+	}
 	if (r->dist.dp != p->dp)
 		return errf(err, errlen, "the plan has DP=%lld but %d ranks / (TP=%d x PP=%d) = %d",
 			    (long long)p->dp, r->dist.world, r->dist.tp, r->dist.pp, r->dist.dp);
@@ -478,10 +510,11 @@ static int setup(struct run *r, char *err, size_t errlen)
 	       (long long)p->p_total, (long long)p->L, (long long)p->h, (long long)p->heads,
 	       (long long)p->vocab, (long long)p->vocab_padded, ops->device ? ops->device : ops->name);
 	out("train: %lld iterations, %lld samples, %lld tokens; micro-batch %lld, global batch "
-	       "%lld%s; %d rank%s: DP=%d TP=%d PP=%d\n", (long long)p->iters, (long long)p->samples,
+	       "%lld%s; %d rank%s: DP=%d TP=%d PP=%d%s%s\n", (long long)p->iters, (long long)p->samples,
 	       (long long)p->tokens, (long long)p->mbs, (long long)p->gbs,
 	       p->ramp.on ? " after the ramp-up" : "", r->dist.world, r->dist.world > 1 ? "s" : "",
-	       r->dist.dp, r->dist.tp, r->dist.pp);
+	       r->dist.dp, r->dist.tp, r->dist.pp, r->dist.world > 1 ? ", collectives over " : "",
+	       r->dist.world > 1 ? r->dist.transport : "");
 	{
 		size_t n32, n8, nblk, own = r->m.opt_hi - r->m.opt_lo;
 		model_opt_layout(&r->m, r->m.opt_lo, r->m.opt_hi, NULL, &n32, &n8, &nblk);
@@ -770,15 +803,12 @@ static double step_grads(struct run *r, int64_t first, int64_t micro, uint64_t k
 		if (!m->last)
 			sum = 0;
 		dd->sum_f64(dd, DIST_PP, &sum, 1);
-		if (m->first || m->last) {
-			m->ops->sync();
+		if (m->first || m->last)
 			dd->sum_f32(dd, DIST_EMB, model_grad(m, m->wte), m->tensors[m->wte].numel);
-		}
 	}
 	struct dist *d = dd;
 	double loss = sum / micro;
 	if (d->dp > 1) {   /* the gradient of the global batch's mean loss, on every DP rank */
-		r->m.ops->sync();
 		d->sum_f32(d, DIST_DP, r->m.grads, r->m.nparams);
 		d->sum_f64(d, DIST_DP, &loss, 1);
 		loss /= d->dp;

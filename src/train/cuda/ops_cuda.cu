@@ -1,8 +1,9 @@
 /* ops_cuda - the CUDA backend's entry point: opening the device, memory, and the ops table.
  *
- * train loads bin/train-cuda.so with dlopen only when asked for a GPU and calls the one exported
- * symbol, lmtk_ops_cuda(device, err, errlen) (OPS_CUDA_SYMBOL in ops.h).  Everything else in the
- * plugin has hidden visibility.  Opening checks the driver and the device (a missing or too old
+ * train loads train-cuda.so with dlopen only when asked for a GPU and calls its exported symbols:
+ * lmtk_ops_cuda(device, err, errlen) (OPS_CUDA_SYMBOL in ops.h), lmtk_cuda_devices() (how many
+ * GPUs this process sees, for binding a rank to one) and, with several ranks, lmtk_dist_nccl
+ * (dist_nccl.cu).  Everything else in the plugin has hidden visibility.  Opening checks the driver and the device (a missing or too old
  * driver and a machine without GPUs come back as NULL with a sentence in err, never as an exit),
  * then creates the stream, the cuBLAS and cuBLASLt handles and the small pinned buffers that
  * sumsq and all_within return their results through.  The backend is process-wide: opening it
@@ -256,6 +257,18 @@ static void fill_table(void)
 		close_partial();                                                                   \
 		return NULL;                                                                       \
 	} while (0)
+
+/* The GPUs this process may use (CUDA_VISIBLE_DEVICES applied): what a rank's local index is
+ * taken modulo.  0 without a driver or a GPU; lmtk_ops_cuda says which. */
+extern "C" __attribute__((visibility("default"))) int lmtk_cuda_devices(void)
+{
+	int n = 0;
+	if (cudaGetDeviceCount(&n) != cudaSuccess) {
+		(void)cudaGetLastError();
+		return 0;
+	}
+	return n;
+}
 
 extern "C" __attribute__((visibility("default"))) const struct ops *
 lmtk_ops_cuda(int device, char *err, size_t errlen)

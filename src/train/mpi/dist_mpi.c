@@ -1,4 +1,7 @@
-/* dist_mpi - the MPI transport of dist.h, built by mpicc into train-mpi.so.
+/* dist_mpi - the MPI transport of dist.h, built by mpicc into train-mpi.so: every collective of
+ * a CPU run with several ranks, and the broadcast of NCCL's unique ids when a CUDA run is launched
+ * by mpirun (dist.c).  The CPU backend's memory is host memory and its ops are synchronous, so
+ * "the backend's memory" and "host memory" (dist.h) are the same here.
  *
  * Groups are MPI_Comm_split()s of the world by Megatron's rank order (TP fastest, then DP, then
  * PP).  Sums must be bit-identical on every rank (replicated tensors must never drift, the
@@ -65,6 +68,12 @@ static void max_f32(struct dist *d, enum dist_group g, float *x, size_t n)
 	reduce_bcast(d, g, x, n, MPI_FLOAT, sizeof *x, MPI_MAX);
 }
 
+/* the CPU backend's activations are fp32 */
+static void sum_act(struct dist *d, enum dist_group g, void *x, size_t n)
+{
+	reduce_bcast(d, g, x, n, MPI_FLOAT, sizeof(float), MPI_SUM);
+}
+
 static void sum_f64(struct dist *d, enum dist_group g, double *x, size_t n)
 {
 	reduce_bcast(d, g, x, n, MPI_DOUBLE, sizeof *x, MPI_SUM);
@@ -94,6 +103,14 @@ static void allgatherv_f32(struct dist *d, enum dist_group g, float *x, const in
 {
 	struct impl *m = d->impl;
 	MPI_Allgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, x, counts, displs, MPI_FLOAT, m->comm[g]);
+}
+
+static void bcast(struct dist *d, enum dist_group g, void *x, size_t bytes, int root)
+{
+	struct impl *m = d->impl;
+	for (size_t off = 0; off < bytes; off += CHUNK)
+		MPI_Bcast((char *)x + off, (int)(bytes - off < CHUNK ? bytes - off : CHUNK), MPI_BYTE,
+			  root, m->comm[g]);
 }
 
 static void barrier(struct dist *d)
@@ -151,10 +168,14 @@ int lmtk_dist_mpi(struct dist *d, int tp, int pp, char *err, size_t errlen)
 	if (!edge)
 		m->comm[DIST_EMB] = MPI_COMM_SELF;
 	d->impl = m;
+	d->transport = "MPI";
 	d->sum_f32 = sum_f32;
-	d->max_f32 = max_f32;
+	d->sum_act = sum_act;
+	d->host_sum_f32 = sum_f32;
+	d->host_max_f32 = max_f32;
 	d->sum_f64 = sum_f64;
 	d->allgather = allgather;
+	d->bcast = bcast;
 	d->barrier = barrier;
 	d->p2p = p2p;
 	d->allgatherv_f32 = allgatherv_f32;
