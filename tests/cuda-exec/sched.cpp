@@ -12,11 +12,11 @@
  * that has exited, or waits at a different __syncthreads(), is barrier divergence - undefined on
  * the device, an error here.  A warp call completes when every lane named in its member mask
  * has made the same call with the same mask (the matrix instructions mma.sync and ldmatrix of
- * include/cx_ptx.h: every lane of the warp, at the same instruction); the results follow the PTX rules (shuffle source
- * lanes within width segments, "later groups" returning the caller's own value, and so on).  A
- * lane that exits or waits at a barrier while others wait for it, a mask that leaves out the
- * caller or names an exited lane, and a shuffle reading a lane outside its mask (an undefined
- * value) are errors.  Every error stops the kernel with a message naming the kernel, the block,
+ * include/cx_ptx.h: every lane of the warp, at the same instruction); the results follow the
+ * PTX rules (shuffle source lanes within width segments, "later groups" returning the caller's
+ * own value, the matrix fragments' per-lane tables, and so on).  A lane that exits or waits at
+ * a barrier while others wait for it, a mask that leaves out the caller or names an exited lane,
+ * and a shuffle reading a lane outside its mask (an undefined value) are errors.  Every error stops the kernel with a message naming the kernel, the block,
  * the thread and the source line, and becomes the context's sticky error. */
 #include <stdarg.h>
 #include <stdio.h>
