@@ -46,7 +46,7 @@
  * are directly the A operands of (P M)^T dO and dS^T Q.  The forward and the dQ kernel compute
  * S = Q K^T with the same instructions in the same order, so dQ's scores are the forward's bit
  * for bit; S^T multiplies the same pairs in the same k order (bit-identical in the executor,
- * which adds them exactly; the device's adder order within a k16 step is not documented).
+ * which adds them in k order; the device's adder order within a k16 step is not documented).
  *
  * HD up to 128: kernels are instantiated for HDM = 32, 64, 128 and handle any HD <= HDM by
  * zero padding (k steps and output columns past HD rounded up to 16 are skipped).  Shared
