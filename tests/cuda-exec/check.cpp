@@ -408,6 +408,17 @@ static inline void access(const void *p, size_t n, int write, int aligned)
 	access_slow(a, n, write, aligned);
 }
 
+int smem_contains(const void *p, size_t n)
+{
+	uintptr_t a = (uintptr_t)p;
+	return a - g_tls_lo < g_tls_size && n <= g_tls_lo + g_tls_size - a;
+}
+
+void thread_access(const void *p, size_t n, int write)
+{
+	access(p, n, write, 1);
+}
+
 extern "C" void cx_atomic_begin(const void *p, int size, const char *file, int line)
 {
 	if (!g_running)

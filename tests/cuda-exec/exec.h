@@ -75,9 +75,10 @@ struct Thr {
 	int cpred;
 	const char *cfile;
 	int cline;
+	void *cbuf; /* a matrix instruction's operands, in the lane's locals (sched.cpp) */
 };
 enum { T_RUN, T_BAR, T_WARP, T_DONE };
-enum { C_SHFL, C_VOTE, C_MATCH, C_REDUCE, C_SYNCWARP };
+enum { C_SHFL, C_VOTE, C_MATCH, C_REDUCE, C_SYNCWARP, C_MMA, C_LDSM };
 extern const char *const coll_name[];
 
 /* A warp call in progress: the lanes of `mask` that have made it so far. */
@@ -136,6 +137,10 @@ void smem_kernel_start(void);          /* where shared memory is, in this host t
 void gshadow_free(Alloc *a);
 void shadows_reset(void);              /* forget every access (epochs start again) */
 void smem_block_start(size_t dyn_bytes);
+int smem_contains(const void *p, size_t n);  /* [p, p+n) is the block's shared memory */
+/* An access the executor makes for the running thread (ldmatrix's rows): checked as if the
+ * thread's own code had made it. */
+void thread_access(const void *p, size_t n, int write);
 
 /* --- profile.cpp (LMTK_CUDA_EXEC_PROFILE) --- */
 

@@ -51,7 +51,8 @@
  * streams beyond what the order of execution exposes (blocks never run concurrently here);
  * register pressure and the launch bounds the compiler would enforce; local memory overflow
  * beyond the fiber stacks; the exact bits of the device's fast math (the host libm is used,
- * within the documented error). */
+ * within the documented error) and of the tensor cores' fp32 sums (mma.sync adds in double here,
+ * include/cx_ptx.h). */
 #include <cxxabi.h>
 #include <dlfcn.h>
 #include <signal.h>

@@ -11,11 +11,12 @@
  * __syncthreads() completes when every thread of the block has reached the same one; a thread
  * that has exited, or waits at a different __syncthreads(), is barrier divergence - undefined on
  * the device, an error here.  A warp call completes when every lane named in its member mask
- * has made the same call with the same mask; the results follow the PTX rules (shuffle source
- * lanes within width segments, "later groups" returning the caller's own value, and so on).  A
- * lane that exits or waits at a barrier while others wait for it, a mask that leaves out the
- * caller or names an exited lane, and a shuffle reading a lane outside its mask (an undefined
- * value) are errors.  Every error stops the kernel with a message naming the kernel, the block,
+ * has made the same call with the same mask (the matrix instructions mma.sync and ldmatrix of
+ * include/cx_ptx.h: every lane of the warp, at the same instruction); the results follow the
+ * PTX rules (shuffle source lanes within width segments, "later groups" returning the caller's
+ * own value, the matrix fragments' per-lane tables, and so on).  A lane that exits or waits at
+ * a barrier while others wait for it, a mask that leaves out the caller or names an exited lane,
+ * and a shuffle reading a lane outside its mask (an undefined value) are errors.  Every error stops the kernel with a message naming the kernel, the block,
  * the thread and the source line, and becomes the context's sticky error. */
 #include <stdarg.h>
 #include <stdio.h>
@@ -28,6 +29,7 @@
 #include <deque>
 #include <vector>
 
+#include "cx_ptx.h"
 #include "exec.h"
 
 /* ---------------------------------------------------------------------------------------------
@@ -351,9 +353,98 @@ static int shfl_src(int mode, int lane, int arg, int width)
 }
 
 const char *const coll_name[] = {"__shfl_*_sync", "a vote (__ballot/__any/__all_sync)",
-				 "__match_*_sync", "__reduce_*_sync", "__syncwarp"};
+				 "__match_*_sync", "__reduce_*_sync", "__syncwarp", "mma.sync",
+				 "ldmatrix"};
 static const char *const shfl_name[] = {"__shfl_sync", "__shfl_up_sync", "__shfl_down_sync",
 					"__shfl_xor_sync"};
+
+/* ---------------------------------------------------------------------------------------------
+ * matrix instructions (include/cx_ptx.h has their contract and the fragment layouts) */
+
+struct MmaLane {
+	const uint32_t *a, *b;
+	const float *c;
+	float *d;
+};
+
+struct LdsmLane {
+	uint32_t row[4]; /* the 8 b16 elements of the row this lane gave the address of */
+	uint32_t *r;
+};
+
+static float bf16_lo(uint32_t v)
+{
+	uint32_t u = v << 16;
+	float f;
+	memcpy(&f, &u, 4);
+	return f;
+}
+
+static float bf16_hi(uint32_t v)
+{
+	uint32_t u = v & 0xffff0000u;
+	float f;
+	memcpy(&f, &u, 4);
+	return f;
+}
+
+/* mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 over the 32 lanes from `base` */
+static void mma_complete(Thr *base)
+{
+	float A[16][16], B[16][8], C[16][8];
+	for (int l = 0; l < 32; l++) {
+		const MmaLane &m = *(const MmaLane *)base[l].cbuf;
+		int g = l >> 2, t = l & 3;
+		for (int h = 0; h < 2; h++) { /* h: rows g, g+8 of A and C; k 2t, 2t+8 of B */
+			A[g + 8 * h][2 * t] = bf16_lo(m.a[h]);
+			A[g + 8 * h][2 * t + 1] = bf16_hi(m.a[h]);
+			A[g + 8 * h][2 * t + 8] = bf16_lo(m.a[2 + h]);
+			A[g + 8 * h][2 * t + 9] = bf16_hi(m.a[2 + h]);
+			B[2 * t + 8 * h][g] = bf16_lo(m.b[h]);
+			B[2 * t + 8 * h + 1][g] = bf16_hi(m.b[h]);
+			C[g + 8 * h][2 * t] = m.c[2 * h];
+			C[g + 8 * h][2 * t + 1] = m.c[2 * h + 1];
+		}
+	}
+	float D[16][8];
+	for (int i = 0; i < 16; i++)
+		for (int j = 0; j < 8; j++) {
+			double s = C[i][j]; /* bf16 products are exact; 17 terms rarely round in double */
+			for (int k = 0; k < 16; k++)
+				s += (double)A[i][k] * B[k][j];
+			D[i][j] = (float)s;
+		}
+	for (int l = 0; l < 32; l++) {
+		const MmaLane &m = *(const MmaLane *)base[l].cbuf;
+		int g = l >> 2, t = l & 3;
+		m.d[0] = D[g][2 * t];
+		m.d[1] = D[g][2 * t + 1];
+		m.d[2] = D[g + 8][2 * t];
+		m.d[3] = D[g + 8][2 * t + 1];
+	}
+}
+
+/* ldmatrix.sync.aligned.m8n8.x{num}{.trans}.shared.b16: row i of matrix m came from lane 8m+i */
+static void ldsm_complete(Thr *base, int num, int trans)
+{
+	for (int l = 0; l < 32; l++) {
+		const LdsmLane &me = *(const LdsmLane *)base[l].cbuf;
+		int g = l >> 2, t = l & 3;
+		for (int m = 0; m < num; m++) {
+			uint32_t v;
+			if (!trans) {
+				v = ((const LdsmLane *)base[8 * m + g].cbuf)->row[t];
+			} else { /* elements (2t, g) and (2t+1, g): column g of rows 2t, 2t+1 */
+				const LdsmLane &r0 = *(const LdsmLane *)base[8 * m + 2 * t].cbuf;
+				const LdsmLane &r1 = *(const LdsmLane *)base[8 * m + 2 * t + 1].cbuf;
+				uint32_t e0 = r0.row[g >> 1] >> (16 * (g & 1)) & 0xffffu;
+				uint32_t e1 = r1.row[g >> 1] >> (16 * (g & 1)) & 0xffffu;
+				v = e0 | e1 << 16;
+			}
+			me.r[m] = v;
+		}
+	}
+}
 
 static void coll_complete(Thr *t, unsigned mask)
 {
@@ -434,6 +525,21 @@ static void coll_complete(Thr *t, unsigned mask)
 	}
 	case C_SYNCWARP:
 		w.log.push_back(mask);
+		break;
+	case C_MMA:
+	case C_LDSM:
+		for (unsigned m = mask; m; m &= m - 1) {
+			Thr &a = base[__builtin_ctz(m)];
+			if (a.cline != t->cline || strcmp(a.cfile, t->cfile) || a.cop != t->cop)
+				kfail(cudaErrorLaunchFailure, &a, "%s at %s:%d while lane %d executes "
+				      "%s at %s:%d: .sync.aligned needs every lane of the warp at the "
+				      "same instruction", coll_name[kind], a.cfile, a.cline, t->lane,
+				      coll_name[kind], t->cfile, t->cline);
+		}
+		if (kind == C_MMA)
+			mma_complete(base);
+		else
+			ldsm_complete(base, t->cop >> 1, t->cop & 1);
 		break;
 	}
 	for (int i = 0; i < w.ngroups; i++)
@@ -556,6 +662,52 @@ extern "C" unsigned cx_reduce(int op, int sgn, unsigned mask, unsigned v, const 
 extern "C" void cx_syncwarp(unsigned mask, const char *file, int line)
 {
 	warp_call(C_SYNCWARP, 0, mask, 0, 0, 0, file, line, NULL);
+}
+
+/* The matrix instructions need the whole warp: a block whose last warp is partial cannot run them
+ * there (on the device the missing lanes are inactive, and .aligned makes that undefined). */
+static Thr *matrix_caller(const char *what, const char *file, int line)
+{
+	Thr *t = g_cur;
+	if (!t) {
+		fprintf(stderr, "cuda-exec: %s (%s:%d) outside a kernel\n", what, file, line);
+		abort();
+	}
+	if (g_warps[t->warp].all != 0xffffffffu)
+		kfail(cudaErrorLaunchFailure, t, "%s (%s:%d) in warp %d, which has only %d threads: "
+		      "the instruction needs all 32 lanes of a warp", what, file, line, t->warp,
+		      __builtin_popcount(g_warps[t->warp].all));
+	return t;
+}
+
+extern "C" void cx_mma_bf16(float *d, const uint32_t *a, const uint32_t *b, const float *c,
+			    const char *file, int line)
+{
+	Thr *t = matrix_caller("mma.sync", file, line);
+	MmaLane m = {a, b, c, d};
+	t->cbuf = &m;
+	warp_call(C_MMA, 0, 0xffffffffu, 0, 0, 0, file, line, NULL);
+}
+
+extern "C" void cx_ldmatrix(uint32_t *r, int num, int trans, const void *p, const char *file,
+			    int line)
+{
+	Thr *t = matrix_caller("ldmatrix", file, line);
+	LdsmLane m;
+	memset(m.row, 0, sizeof m.row);
+	m.r = r;
+	if (t->lane < 8 * num) { /* this lane gives row lane % 8 of matrix lane / 8 */
+		if (!smem_contains(p, 16))
+			kfail(cudaErrorIllegalAddress, t, "ldmatrix (%s:%d): lane %d's row address %p "
+			      "is not in shared memory", file, line, t->lane, p);
+		if ((uintptr_t)p & 15)
+			kfail(cudaErrorMisalignedAddress, t, "ldmatrix (%s:%d): lane %d's row address "
+			      "%p is not 16-byte aligned", file, line, t->lane, p);
+		thread_access(p, 16, 0); /* bounds, races, uninitialised bytes */
+		memcpy(m.row, p, 16);
+	}
+	t->cbuf = &m;
+	warp_call(C_LDSM, num * 2 + trans, 0xffffffffu, 0, 0, 0, file, line, NULL);
 }
 
 extern "C" unsigned cx_activemask(void)

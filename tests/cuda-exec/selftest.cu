@@ -25,6 +25,7 @@
 
 #include "../unit/t.h"
 #include "cx_host.h"
+#include "cx_ptx.h"
 
 extern "C" void cx_test_set_order(int order, unsigned long long seed);
 
@@ -262,6 +263,134 @@ __global__ void noop_k(int *out)
 {
 	if (out && threadIdx.x == 1024u)
 		out[0] = 1;
+}
+
+/* ---- the matrix instructions (cx_ptx.h) ---- */
+
+/* D(16x8) = A(16x16) B(16x8) + C with A, B as bf16 bits, all row major.  Each lane builds its
+ * fragments element by element as the PTX ISA's table for mma.m16n8k16 (floating point types)
+ * states them, with groupID = lane >> 2 and threadID_in_group = lane % 4:
+ *   ai: row groupID for i < 2 or 4 <= i < 6, else groupID + 8;
+ *       column threadID_in_group * 2 + (i & 1), + 8 for i >= 4
+ *   bi: row threadID_in_group * 2 + (i & 1), + 8 for i >= 2; column groupID
+ *   ci: row groupID for i < 2, else groupID + 8; column threadID_in_group * 2 + (i & 1)
+ * and element 2r of a register in its lower half.  D is computed in place of C. */
+__global__ void mma_table_k(float *D, const uint16_t *A, const uint16_t *B, const float *C)
+{
+	int lane = threadIdx.x & 31, gid = lane >> 2, tig = lane & 3;
+	uint16_t ae[8], be[4];
+	for (int i = 0; i < 8; i++) {
+		int row = (i < 2 || (i >= 4 && i < 6)) ? gid : gid + 8;
+		ae[i] = A[row * 16 + tig * 2 + (i & 1) + (i >= 4 ? 8 : 0)];
+	}
+	for (int i = 0; i < 4; i++)
+		be[i] = B[(tig * 2 + (i & 1) + (i >= 2 ? 8 : 0)) * 8 + gid];
+	uint32_t a[4], b[2];
+	float c[4];
+	for (int r = 0; r < 4; r++)
+		a[r] = ae[2 * r] | (uint32_t)ae[2 * r + 1] << 16;
+	for (int r = 0; r < 2; r++)
+		b[r] = be[2 * r] | (uint32_t)be[2 * r + 1] << 16;
+	for (int i = 0; i < 4; i++)
+		c[i] = C[(i < 2 ? gid : gid + 8) * 8 + tig * 2 + (i & 1)];
+	ptx_mma_m16n8k16_bf16(c, a, b, c);
+	for (int i = 0; i < 4; i++)
+		D[(i < 2 ? gid : gid + 8) * 8 + tig * 2 + (i & 1)] = c[i];
+}
+
+/* Four 8 x 8 matrices of b16 in shared memory, a 32-byte row stride, rows in an order of
+ * the lanes' choosing: lane 8m+i gives row (5i) % 8 of stored matrix m.  Out, per lane: x4, x4
+ * .trans, x2 (lanes 16..31 give a null address: not used), x1 (lanes 8..31 likewise). */
+__global__ void ldmatrix_k(uint32_t *out, const uint16_t *in)
+{
+	__shared__ __align__(16) uint16_t sm[32 * 16];
+	int lane = threadIdx.x;
+	for (int k = lane; k < 32 * 16; k += 32)
+		sm[k] = in[k];
+	__syncthreads();
+	const uint16_t *row = sm + ((lane / 8) * 8 + (lane % 8) * 5 % 8) * 16;
+	uint32_t r4[4], t4[4], r2[2], r1[1];
+	ptx_ldmatrix(r4, row);
+	ptx_ldmatrix_trans(t4, row);
+	ptx_ldmatrix(r2, lane < 16 ? row : nullptr);
+	ptx_ldmatrix(r1, lane < 8 ? row : nullptr);
+	uint32_t *o = out + lane * 11;
+	for (int m = 0; m < 4; m++)
+		o[m] = r4[m], o[4 + m] = t4[m];
+	o[8] = r2[0], o[9] = r2[1], o[10] = r1[0];
+}
+
+/* The loads the attention kernels make: A (16 x 16 row major) with ldmatrix.x4; B (16 x 8) from
+ * its transpose Bn (8 x 16 row major, as K's rows are) with ldmatrix.x2, and from Bk (16 x 8 row
+ * major, as V's rows are) with ldmatrix.x2.trans.  Row strides of 24 elements (48 bytes). */
+__global__ void ldmatrix_mma_k(float *D, const uint16_t *A, const uint16_t *B)
+{
+	__shared__ __align__(16) uint16_t As[16 * 24], Bn[8 * 24], Bk[16 * 24];
+	int lane = threadIdx.x;
+	for (int k = lane; k < 16 * 16; k += 32)
+		As[k / 16 * 24 + k % 16] = A[k];
+	for (int k = lane; k < 16 * 8; k += 32) {
+		Bk[k / 8 * 24 + k % 8] = B[k];
+		Bn[k % 8 * 24 + k / 8] = B[k];
+	}
+	__syncthreads();
+	uint32_t a[4], bn[2], bk[2];
+	ptx_ldmatrix(a, As + (lane % 16) * 24 + (lane / 16) * 8);
+	ptx_ldmatrix(bn, Bn + (lane % 8) * 24 + (lane / 8 % 2) * 8);
+	ptx_ldmatrix_trans(bk, Bk + (lane % 16) * 24);
+	float d1[4] = {0, 0, 0, 0}, d2[4] = {0, 0, 0, 0};
+	ptx_mma_m16n8k16_bf16(d1, a, bn, d1);
+	ptx_mma_m16n8k16_bf16(d2, a, bk, d2);
+	int g = lane >> 2, t = lane & 3;
+	for (int i = 0; i < 4; i++) {
+		int at = (g + 8 * (i >> 1)) * 8 + 2 * t + (i & 1);
+		D[at] = d1[i];
+		D[128 + at] = d2[i];
+	}
+}
+
+__global__ void mma_partial_warp_k(float *out)
+{
+	uint32_t a[4] = {0, 0, 0, 0}, b[2] = {0, 0};
+	float c[4] = {0, 0, 0, 0};
+	ptx_mma_m16n8k16_bf16(c, a, b, c); /* launched with 16 threads */
+	out[threadIdx.x] = c[0];
+}
+
+__global__ void mma_two_sites_k(float *out)
+{
+	uint32_t a[4] = {0, 0, 0, 0}, b[2] = {0, 0};
+	float c[4] = {0, 0, 0, 0};
+	if (threadIdx.x < 16)
+		ptx_mma_m16n8k16_bf16(c, a, b, c);
+	else
+		ptx_mma_m16n8k16_bf16(c, a, b, c); /* another instruction */
+	out[threadIdx.x] = c[0];
+}
+
+__global__ void mma_exited_lane_k(float *out)
+{
+	if (threadIdx.x == 7)
+		return;
+	uint32_t a[4] = {0, 0, 0, 0}, b[2] = {0, 0};
+	float c[4] = {0, 0, 0, 0};
+	ptx_mma_m16n8k16_bf16(c, a, b, c);
+	out[threadIdx.x] = c[0];
+}
+
+/* what: 0 global memory, 1 a row 8 bytes off alignment, 2 shared memory nobody wrote */
+__global__ void ldmatrix_bad_k(uint32_t *out, const uint16_t *g, int what)
+{
+	__shared__ __align__(16) uint16_t sm[8 * 16];
+	if (what != 2)
+		for (int k = threadIdx.x; k < 8 * 16; k += 32)
+			sm[k] = 1;
+	__syncthreads();
+	const uint16_t *row = what == 0 ? g + threadIdx.x % 8 * 8
+				      : sm + threadIdx.x % 8 * 16 + (what == 1 ? 4 : 0);
+	uint32_t r[1];
+	ptx_ldmatrix(r, row);
+	out[threadIdx.x] = r[0];
 }
 
 /* ---- the cases ---- */
@@ -662,6 +791,163 @@ static int radix_sort(void)
 	return ok;
 }
 
+/* bf16 bits of x, which must be exact in bf16 */
+static uint16_t bf16_bits(float x)
+{
+	uint32_t u;
+	memcpy(&u, &x, 4);
+	return (uint16_t)(u >> 16);
+}
+
+static float bf16_val(uint16_t h)
+{
+	uint32_t u = (uint32_t)h << 16;
+	float x;
+	memcpy(&x, &u, 4);
+	return x;
+}
+
+/* D = A B + C on the host with a plain fp32 loop; err: its bound for an fp32 sum of 17 terms */
+static void mma_ref(float *D, float *err, const uint16_t *A, const uint16_t *B, const float *C)
+{
+	for (int i = 0; i < 16; i++)
+		for (int j = 0; j < 8; j++) {
+			float s = C[i * 8 + j];
+			double mag = fabs(s);
+			for (int k = 0; k < 16; k++) {
+				float p = bf16_val(A[i * 16 + k]) * bf16_val(B[k * 8 + j]);
+				s += p;
+				mag += fabs(p);
+			}
+			D[i * 8 + j] = s;
+			err[i * 8 + j] = (float)(mag * 17 * 0x1p-24);
+		}
+}
+
+/* small integers: every sum is exact in any order, so D must equal A B + C bit for bit, and a
+ * single misplaced element changes it; then N(0,1)-like bf16 values against the fp32 loop */
+static int mma_matches_fp32_loop(void)
+{
+	int ok = 1;
+	for (int pass = 0; pass < 2; pass++) {
+		uint16_t A[256], B[128];
+		float C[128], ref[128], err[128];
+		uint64_t x = 12345 + pass;
+		for (int i = 0; i < 256 + 128 + 128; i++) {
+			x = x * 6364136223846793005ull + 1442695040888963407ull;
+			int v = (int)(x >> 59) - 16; /* -16 .. 15 */
+			float f = pass == 0 ? (float)v : (float)v / 8.0f + (float)(x >> 40 & 255) / 2048.0f;
+			if (i < 256)
+				A[i] = bf16_bits(bf16_val(bf16_bits(f)));
+			else if (i < 384)
+				B[i - 256] = bf16_bits(f);
+			else
+				C[i - 384] = pass == 0 ? (float)v * 3.0f : f * 1.7f;
+		}
+		mma_ref(ref, err, A, B, C);
+		uint16_t *dA = dalloc<uint16_t>(256), *dB = dalloc<uint16_t>(128);
+		float *dC = dalloc<float>(128), *dD = dalloc<float>(128);
+		cudaMemcpy(dA, A, sizeof A, cudaMemcpyHostToDevice);
+		cudaMemcpy(dB, B, sizeof B, cudaMemcpyHostToDevice);
+		cudaMemcpy(dC, C, sizeof C, cudaMemcpyHostToDevice);
+		if (launch(mma_table_k, 1, 32, 0, dD, (const uint16_t *)dA, (const uint16_t *)dB,
+			   (const float *)dC))
+			return 0;
+		std::vector<float> D = fetch(dD, 128);
+		for (int i = 0; i < 128; i++) {
+			float tol = pass == 0 ? 0.0f : err[i];
+			if (!(fabsf(D[i] - ref[i]) <= tol)) {
+				printf("# pass %d D[%d][%d] = %.9g, the fp32 loop gives %.9g\n", pass,
+				       i / 8, i % 8, D[i], ref[i]);
+				ok = 0;
+			}
+		}
+		cudaDeviceReset();
+	}
+	return ok;
+}
+
+static int ldmatrix_follows_the_ptx_table(void)
+{
+	uint16_t in[32 * 16];
+	for (int k = 0; k < 32 * 16; k++)
+		in[k] = (uint16_t)(k % 16 < 8 ? 1 + (k / 16) * 8 + k % 16 : 0xdead);
+	uint16_t *din = dalloc<uint16_t>(32 * 16);
+	uint32_t *dout = dalloc<uint32_t>(32 * 11);
+	cudaMemcpy(din, in, sizeof in, cudaMemcpyHostToDevice);
+	if (launch(ldmatrix_k, 1, 32, 0, dout, (const uint16_t *)din))
+		return 0;
+	std::vector<uint32_t> o = fetch(dout, 32 * 11);
+	/* element (r, c) of matrix m: row r is the stored row lane 8m+r pointed at */
+	auto el = [&](int m, int r, int c) -> uint32_t {
+		return in[(m * 8 + r * 5 % 8) * 16 + c];
+	};
+	int ok = 1;
+	for (int l = 0; l < 32; l++) {
+		int g = l / 4, t = l % 4;
+		uint32_t want[11];
+		for (int m = 0; m < 4; m++) {
+			want[m] = el(m, g, 2 * t) | el(m, g, 2 * t + 1) << 16;
+			want[4 + m] = el(m, 2 * t, g) | el(m, 2 * t + 1, g) << 16;
+		}
+		want[8] = want[0], want[9] = want[1], want[10] = want[0];
+		for (int k = 0; k < 11; k++)
+			if (o[l * 11 + k] != want[k]) {
+				printf("# lane %d register %d: 0x%08x, want 0x%08x\n", l, k, o[l * 11 + k],
+				       want[k]);
+				ok = 0;
+			}
+	}
+	cudaDeviceReset();
+	uint16_t A[256], B[128];
+	float Z[128] = {0}, ref[128], err[128];
+	for (int i = 0; i < 256; i++)
+		A[i] = bf16_bits((float)((i * 7) % 13 - 6));
+	for (int i = 0; i < 128; i++)
+		B[i] = bf16_bits((float)((i * 5) % 11 - 5));
+	mma_ref(ref, err, A, B, Z);
+	uint16_t *dA = dalloc<uint16_t>(256), *dB = dalloc<uint16_t>(128);
+	float *dD = dalloc<float>(256);
+	cudaMemcpy(dA, A, sizeof A, cudaMemcpyHostToDevice);
+	cudaMemcpy(dB, B, sizeof B, cudaMemcpyHostToDevice);
+	if (launch(ldmatrix_mma_k, 1, 32, 0, dD, (const uint16_t *)dA, (const uint16_t *)dB))
+		return 0;
+	std::vector<float> D = fetch(dD, 256);
+	for (int i = 0; i < 256; i++)
+		if (D[i] != ref[i % 128]) {
+			printf("# %s: D[%d][%d] = %g, want %g\n", i < 128 ? "B from Bn" : "B from Bk .trans",
+			       i % 128 / 8, i % 8, D[i], ref[i % 128]);
+			ok = 0;
+		}
+	cudaDeviceReset();
+	return ok;
+}
+
+static int matrix_instruction_misuse(void)
+{
+	int ok = 1;
+	float *o = dalloc<float>(32);
+	ok &= fails_with(launch(mma_partial_warp_k, 1, 16, 0, o), cudaErrorLaunchFailure,
+			 {"mma_partial_warp_k", "mma.sync", "needs all 32 lanes"});
+	o = dalloc<float>(32);
+	ok &= fails_with(launch(mma_two_sites_k, 1, 32, 0, o), cudaErrorLaunchFailure,
+			 {"mma_two_sites_k", "same instruction", "selftest.cu"});
+	o = dalloc<float>(32);
+	ok &= fails_with(launch(mma_exited_lane_k, 1, 32, 0, o), cudaErrorLaunchFailure,
+			 {"mma_exited_lane_k", "mma.sync"});
+	uint16_t *g = dalloc<uint16_t>(64);
+	uint32_t *u = dalloc<uint32_t>(32);
+	ok &= fails_with(launch(ldmatrix_bad_k, 1, 32, 0, u, (const uint16_t *)g, 0),
+			 cudaErrorIllegalAddress, {"ldmatrix_bad_k", "not in shared memory"});
+	g = dalloc<uint16_t>(64), u = dalloc<uint32_t>(32);
+	ok &= fails_with(launch(ldmatrix_bad_k, 1, 32, 0, u, (const uint16_t *)g, 1),
+			 cudaErrorMisalignedAddress, {"ldmatrix_bad_k", "not 16-byte aligned"});
+	g = dalloc<uint16_t>(64), u = dalloc<uint32_t>(32);
+	ok &= fails_with(launch(ldmatrix_bad_k, 1, 32, 0, u, (const uint16_t *)g, 2),
+			 cudaErrorLaunchFailure, {"ldmatrix_bad_k", "no thread of this block has written"});
+	return ok;
+}
+
 int main(int argc, char **argv)
 {
 	/* the provoked failures' messages are checked through cx_last_diagnostic(); -v shows them */
@@ -682,5 +968,10 @@ int main(int argc, char **argv)
 	T_CASE("bf16_and_half_conversions_round_as_documented") T_ASSERT(conversions());
 	T_CASE("cublaslt_batched_transposed_gemm_with_bias_and_refusals") T_ASSERT(cublaslt_gemm());
 	T_CASE("cub_radix_sort_is_stable_with_signed_keys") T_ASSERT(radix_sort());
+	T_CASE("mma_m16n8k16_bf16_fragments_per_the_ptx_table_match_an_fp32_loop")
+		T_ASSERT(mma_matches_fp32_loop());
+	T_CASE("ldmatrix_x1_x2_x4_and_trans_per_the_ptx_table_feed_mma")
+		T_ASSERT(ldmatrix_follows_the_ptx_table());
+	T_CASE("mma_and_ldmatrix_misuse_is_reported") T_ASSERT(matrix_instruction_misuse());
 	T_DONE();
 }

@@ -1,5 +1,6 @@
-/* attention - causal self-attention with ALiBi and dropout, flash style: the (T,T) score matrix
- * never exists in global memory, only 64 x 64 tiles of it in shared memory.
+/* attention - causal self-attention with ALiBi and dropout, FlashAttention-2 style on tensor
+ * cores: the (T,T) score matrix never exists in global memory, only 16 x 64 pieces of it in each
+ * warp's registers.
  *
  * Layout (ops.h): qkv(B,T,NH,3,HD), q/k/v of a head adjacent (Megatron's per-rank order),
  * out(B,T,NH,HD), lse(B,NH,T) fp32.  s_ij = q_i.k_j / sqrt(HD) + slope_h * j for
@@ -9,20 +10,28 @@
  * batch and H the global head: the same draw as the CPU backend's, in any layout.
  * lse_i = log sum_j exp(s_ij) is saved (dropout does not enter it).
  *
- * This first version is a plain tiled kernel on the fp32 SIMT pipes, not tensor cores: it was
- * written without a GPU to test on, and its correctness can be read line by line.  Expect it to
- * run at a few TFLOP/s, well below the GEMMs; an mma.sync (m16n8k16 bf16) version of the two
- * tile products is the next step, and the tiling here (64 x 64, 4 x 4 per thread) is chosen so
- * that it can replace at_dots and the P.V loops without changing the rest.
+ * Tile products.  Every product of two tiles is mma.sync m16n8k16 (bf16 inputs, fp32
+ * accumulate; ptx.h), its operands loaded from shared memory with ldmatrix (.trans where the
+ * tile's rows are the product's k index).  A block is 4 warps and a 64-row tile; each warp owns
+ * 16 rows of it and never shares its accumulators, so no reduction crosses warps.  The
+ * accumulator fragment of a product (rows g, g+8 of the warp's 16, columns 2t, 2t+1 of each
+ * 8-column tile, lane = 4g + t) is, two column tiles together, the A fragment of the next
+ * product, so P and dS go from one mma to the next in registers, rounded to bf16: P (after
+ * dropout) before P V, P M before dV = (P M)^T dO, dS before dK and dQ.  That rounding is the
+ * price of the tensor cores: each weight of P V carries a relative error of at most 2^-9, so
+ * O_i is off by at most 2^-9 max_j |v_j| (as far as the output's own rounding to bf16), and
+ * likewise the gradients; the sums of P (l, hence lse) are taken in fp32 before rounding.
+ * Scores are kept in log2 units (scale and slope premultiplied by log2 e, exp2f), lse converted
+ * back to natural units.  Q, K, V, dO tiles live in shared memory as bf16 rows of HDM + 8
+ * elements (144 bytes at HDM 64: the 8 rows an ldmatrix phase reads fall in distinct banks);
+ * columns past HD and rows past T are zero.
  *
- * Forward: a block of 256 threads owns 64 query rows of one (b, h) and walks the key tiles
- * 0..diagonal with the online softmax: per tile, S = Q K^T (each thread a 4 x 4 block, rows
- * ty+16a, cols tx+16b, so the 16 threads sharing a row reduce max and sum with four xor
- * shuffles), the running max m and sum l are updated, the accumulator rescaled by exp(m_old -
- * m_new), and O += P V with P (after dropout) staged in shared memory.  Q, K, V tiles are bf16 in
- * shared memory (row stride HDM+2 so that 16 rows read in one instruction fall in 16 banks) and
- * read as bf16 pairs; everything else is fp32.  Rows past T and keys past the diagonal are
- * masked with -inf; a row whose max is still -inf uses 0 as reference so no inf - inf appears.
+ * Forward (FlashAttention-2's split): a block owns 64 query rows of one (b, h) and streams the
+ * key tiles 0..diagonal through shared memory; per tile each warp computes S = Q K^T for its
+ * 16 rows, masks, updates the running max m (four lanes share a row: two xor shuffles) and the
+ * per-lane partial sums l, rescales O by exp(m_old - m_new), and adds P V.  A row whose max is
+ * still -inf uses 0 as reference so no inf - inf appears.  Key chunks (16 wide) past a warp's
+ * last row are skipped, so the diagonal tile costs each warp only what its rows can see.
  *
  * Backward (FlashAttention-2's algebra): with P recomputed as exp(s - lse) and D_i = dO_i . O_i
  * (which equals sum_j P_ij M_ij dPd_ij, so dropout needs no extra term),
@@ -32,34 +41,57 @@
  * differ between runs.  Here dK/dV and dQ are two kernels - one owns a key tile and walks the
  * query tiles below it, the other owns a query tile and walks the key tiles - each writing its
  * outputs exactly once.  The price is recomputing S and dP in both (7 tile products instead of
- * 5), the gain is bit-reproducible gradients with no scratch beyond D (B,NH,T).  Dot products
- * are summed in the same order in all three kernels, so the backward recomputes exactly the
- * forward's scores, and both backward kernels see the same dS.
+ * 5), the gain is bit-reproducible gradients with no scratch beyond D (B,NH,T).  The dK/dV
+ * kernel's warps own 16 keys each and compute S^T = K Q^T and dP^T = V dO^T, whose accumulators
+ * are directly the A operands of (P M)^T dO and dS^T Q.  The forward and the dQ kernel compute
+ * S = Q K^T with the same instructions in the same order, so dQ's scores are the forward's bit
+ * for bit; S^T multiplies the same pairs in the same k order (bit-identical in the executor,
+ * which adds them in k order; the device's adder order within a k16 step is not documented).
  *
  * HD up to 128: kernels are instantiated for HDM = 32, 64, 128 and handle any HD <= HDM by
- * zero padding.  Shared memory at HDM 128: 69 KiB (forward), 106 KiB (dK/dV), 85 KiB
- * (dQ), within the opt-in limit of A100 (163 KiB) and H100 (227 KiB).  Any T works (tiles
- * are masked at the end); heavy tiles (long causal rows) are launched first to shorten the
- * tail. */
+ * zero padding (k steps and output columns past HD rounded up to 16 are skipped).  Shared
+ * memory at HDM 128: 51 KiB (forward), 69 KiB (dK/dV), 68 KiB (dQ), within the opt-in limit of
+ * A100 (163 KiB) and H100 (227 KiB).  Any T works (tiles are masked at the end); heavy tiles
+ * (long causal rows) are launched first to shorten the tail.  Loads from global memory are
+ * 16 bytes wide when HD is a multiple of 8 (single-buffered: the next step is cp.async).
+ *
+ * Speed, as the step model prices it (tests/bench/gpu-model.py, at 25% of an H100's dense bf16
+ * peak; not yet measured on a GPU): for GPT-2 124M at B x T = 16 x 1024, attention goes from
+ * 62.6% of the step with the fp32 SIMT kernels this file had before to 19.2%, and the predicted
+ * MFU from 21.3% to 45.9%.  ptxas (CUDA 13, sm_90): 102 / 167 / 168 registers at HDM 64 for the
+ * forward / dQ / dK-dV kernels, a 12-byte spill in dK-dV. */
 #include <math.h>
 
 #include "train/cuda/common.h"
+#include "train/cuda/ptx.h"
 #include "train/philox.h"
 
 #define AT_B 64           /* query rows and key columns per tile */
-#define AT_T 256          /* threads: 16 x 16, each a 4 x 4 block of the 64 x 64 tile */
-#define AT_PS (AT_B + 16) /* fp32 row stride of the P / dS tiles: two rows 16 banks apart */
+#define AT_W 4            /* warps per block, each 16 rows of the tile */
+#define AT_T (32 * AT_W)  /* threads per block */
+#define AT_LOG2E 1.4426950408889634f
+#define AT_LN2 0.69314718055994531f
 
-/* Rows [r0, r0+64) of one head's q, k, v or dout into sm[64][HDM+2]; src points at row 0 of that
- * head, rs is the distance between rows (elements).  Zero past T and past HD. */
+/* Rows [r0, r0+64) of one head's q, k, v or dout into sm[64][HDM+8]; src points at row 0 of that
+ * head, rs is the distance between rows (elements).  Zero past T and past HD.  vec: HD is a
+ * multiple of 8 and src 16-byte aligned, so rows go in 16-byte pieces. */
 template <int HDM>
 __device__ __forceinline__ void at_load(bf16 *sm, const bf16 *src, size_t rs, int r0, int T,
-					int HD)
+					int HD, int vec)
 {
-	constexpr int LD = HDM + 2;
+	constexpr int LD = HDM + 8, CH = HDM / 8;
+	if (vec) {
+		for (int idx = threadIdx.x; idx < AT_B * CH; idx += AT_T) {
+			int rr = idx / CH, d = idx % CH * 8, row = r0 + rr;
+			int4 v = make_int4(0, 0, 0, 0);
+			if (row < T && d < HD)
+				v = *reinterpret_cast<const int4 *>(src + (size_t)row * rs + d);
+			*reinterpret_cast<int4 *>(sm + rr * LD + d) = v;
+		}
+		return;
+	}
 	for (int idx = threadIdx.x; idx < AT_B * HDM; idx += AT_T) {
-		int rr = idx / HDM, d = idx % HDM;
-		int row = r0 + rr;
+		int rr = idx / HDM, d = idx % HDM, row = r0 + rr;
 		bf16 v = __float2bfloat16(0.0f);
 		if (row < T && d < HD)
 			v = src[(size_t)row * rs + d];
@@ -67,46 +99,114 @@ __device__ __forceinline__ void at_load(bf16 *sm, const bf16 *src, size_t rs, in
 	}
 }
 
-/* Two adjacent bf16 (4-byte aligned: even index, even row stride) as floats */
-__device__ __forceinline__ float2 at_pair(const bf16 *p)
+/* Two floats as a bf16 pair (round to nearest even), lo in the lower half */
+__device__ __forceinline__ uint32_t at_pack(float lo, float hi)
 {
-	return __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162 *>(p));
+	__nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
+	return *reinterpret_cast<const uint32_t *>(&v);
 }
 
-/* s[a][b] = X[ty+16a] . Y[tx+16b] over d < hde (HD rounded up to even; the pad is zero).
- * The same d order and fmaf sequence in every kernel, so recomputed scores are bit-identical. */
-template <int HDM>
-__device__ __forceinline__ void at_dots(float (&s)[4][4], const bf16 *X, const bf16 *Y, int ty,
-					int tx, int hde)
+/* The mma A fragment of rows r0..r0+15, columns c0..c0+15 of a row-major tile (stride LD) */
+template <int LD>
+__device__ __forceinline__ void at_frag_a(uint32_t (&a)[4], const bf16 *sm, int r0, int c0,
+					  int lane)
 {
-	constexpr int LD = HDM + 2;
+	ptx_ldmatrix(a, sm + (r0 + (lane & 15)) * LD + c0 + (lane >> 4) * 8);
+}
+
+/* B fragments of two 8-column tiles (b0: n0..n0+7, b1: n0+8..n0+15) where B's column n is row
+ * n of the tile and k runs along the row from c0 (B = X^T: K in Q K^T, Q in K Q^T) */
+template <int LD>
+__device__ __forceinline__ void at_frag_bt(uint32_t (&b0)[2], uint32_t (&b1)[2], const bf16 *sm,
+					   int n0, int c0, int lane)
+{
+	uint32_t r[4];
+	ptx_ldmatrix(r, sm + (n0 + (lane & 7) + (lane >> 4) * 8) * LD + c0 + ((lane >> 3) & 1) * 8);
+	b0[0] = r[0], b0[1] = r[1], b1[0] = r[2], b1[1] = r[3];
+}
+
+/* B fragments of two 8-column tiles (columns c0..c0+15 of the tile) where B's row k is row
+ * k0 + k of the tile (B = X: V in P V, dO and Q in dV and dK, K in dQ) */
+template <int LD>
+__device__ __forceinline__ void at_frag_b(uint32_t (&b0)[2], uint32_t (&b1)[2], const bf16 *sm,
+					  int k0, int c0, int lane)
+{
+	uint32_t r[4];
+	ptx_ldmatrix_trans(r, sm + (k0 + (lane & 7) + ((lane >> 3) & 1) * 8) * LD + c0 +
+				      (lane >> 4) * 8);
+	b0[0] = r[0], b0[1] = r[1], b1[0] = r[2], b1[1] = r[3];
+}
+
+/* The A fragment of a 16 x 16 chunk from two accumulator tiles (its columns 0..7 and 8..15):
+ * the accumulator layout is the A layout's two halves; rounds to bf16. */
+__device__ __forceinline__ void at_acc_a(uint32_t (&a)[4], const float (&c0)[4],
+					 const float (&c1)[4])
+{
+	a[0] = at_pack(c0[0], c0[1]);
+	a[1] = at_pack(c0[2], c0[3]);
+	a[2] = at_pack(c1[0], c1[1]);
+	a[3] = at_pack(c1[2], c1[3]);
+}
+
+/* s(16 x 64) = X[x0..x0+15] Y[0..63]^T over the first nk 16-wide steps of the head dim, for the
+ * 16-column chunks lo..hi-1 of s only (the others are left 0: masked by the caller).  The same
+ * instructions in the same order in every kernel. */
+template <int HDM>
+__device__ __forceinline__ void at_scores(float (&s)[8][4], const bf16 *X, int x0, const bf16 *Y,
+					  int nk, int lo, int hi, int lane)
+{
+	constexpr int LD = HDM + 8;
 #pragma unroll
-	for (int a = 0; a < 4; a++)
+	for (int n = 0; n < 8; n++)
+		s[n][0] = s[n][1] = s[n][2] = s[n][3] = 0.0f;
 #pragma unroll
-		for (int b = 0; b < 4; b++)
-			s[a][b] = 0.0f;
-	for (int d = 0; d < hde; d += 2) {
-		float2 x[4], y[4];
+	for (int kc = 0; kc < HDM / 16; kc++) {
+		if (kc >= nk)
+			break;
+		uint32_t a[4];
+		at_frag_a<LD>(a, X, x0, kc * 16, lane);
 #pragma unroll
-		for (int a = 0; a < 4; a++)
-			x[a] = at_pair(X + (ty + 16 * a) * LD + d);
-#pragma unroll
-		for (int b = 0; b < 4; b++)
-			y[b] = at_pair(Y + (tx + 16 * b) * LD + d);
-#pragma unroll
-		for (int a = 0; a < 4; a++)
-#pragma unroll
-			for (int b = 0; b < 4; b++) {
-				s[a][b] = fmaf(x[a].x, y[b].x, s[a][b]);
-				s[a][b] = fmaf(x[a].y, y[b].y, s[a][b]);
-			}
+		for (int c = 0; c < 4; c++) {
+			if (c < lo || c >= hi)
+				continue;
+			uint32_t b0[2], b1[2];
+			at_frag_bt<LD>(b0, b1, Y, c * 16, kc * 16, lane);
+			ptx_mma_m16n8k16_bf16(s[2 * c], a, b0, s[2 * c]);
+			ptx_mma_m16n8k16_bf16(s[2 * c + 1], a, b1, s[2 * c + 1]);
+		}
 	}
 }
 
-/* The score of key j from a dot product: one expression shared by all kernels. */
-__device__ __forceinline__ float at_score(float dot, float scale, float slope, int j)
+/* o(16 x HDM) += p(16 x 64) Z[0..63] over the 16-row chunks lo..hi-1 of Z (p is 0 elsewhere),
+ * for the first nd 16-wide column chunks of o (the rest are past HD) */
+template <int HDM>
+__device__ __forceinline__ void at_accum(float (&o)[HDM / 8][4], const float (&p)[8][4],
+					 const bf16 *Z, int nd, int lo, int hi, int lane)
 {
-	return fmaf(slope, (float)j, dot * scale);
+	constexpr int LD = HDM + 8;
+#pragma unroll
+	for (int c = 0; c < 4; c++) {
+		if (c < lo || c >= hi)
+			continue;
+		uint32_t a[4];
+		at_acc_a(a, p[2 * c], p[2 * c + 1]);
+#pragma unroll
+		for (int dc = 0; dc < HDM / 16; dc++) {
+			if (dc >= nd)
+				break;
+			uint32_t b0[2], b1[2];
+			at_frag_b<LD>(b0, b1, Z, c * 16, dc * 16, lane);
+			ptx_mma_m16n8k16_bf16(o[2 * dc], a, b0, o[2 * dc]);
+			ptx_mma_m16n8k16_bf16(o[2 * dc + 1], a, b1, o[2 * dc + 1]);
+		}
+	}
+}
+
+/* The score of key j from a dot product, in log2 units (sc2 = scale log2 e, sl2 = slope
+ * log2 e): one expression shared by all kernels. */
+__device__ __forceinline__ float at_score(float dot, float sc2, float sl2, int j)
+{
+	return fmaf(sl2, (float)j, dot * sc2);
 }
 
 __device__ __forceinline__ uint64_t at_elem(uint64_t bh, int T, int i, int j)
@@ -126,125 +226,134 @@ __device__ __forceinline__ int at_kstart(const struct ops_attn &k, int b, int T,
 	return k.kstart && i < T ? k.kstart[(size_t)b * T + i] : 0;
 }
 
-/* out(B,T,NH,HD), lse(B,NH,T) from qkv(B,T,NH,3,HD).  grid (ceil(T/64), NH, B), block 256.
- * Block x handles query tile ceil(T/64)-1-x (longest rows first). */
-template <int HDM>
-__global__ __launch_bounds__(AT_T) void attn_fwd_k(bf16 *out, float *lse, const bf16 *qkv,
-						   int T, int NH, int HD, float scale,
-						   struct ops_attn k)
+/* Dropout's keep flags of the 32 scores a lane holds, bit 4n + e for element e of column tile n
+ * (row r0 for e < 2, else r1; column c0 + 8n + (e & 1)); keys_rows: the rows are keys (S^T).
+ * One philox draw per score (as philox_keep), in a loop kept rolled so that the generator's
+ * registers are needed once rather than 32 times; scores above the diagonal or past T (masked in
+ * every kernel) are not drawn. */
+__device__ __forceinline__ uint32_t at_keepbits(uint64_t seed, uint64_t dbh, int T, int r0, int r1,
+						int c0, int keys_rows, float p)
 {
-	constexpr int LD = HDM + 2, NC = HDM / 32;
+	uint32_t bits = 0;
+#pragma unroll 1
+	for (int x = 0; x < 32; x++) {
+		int r = (x & 2) ? r1 : r0, c = c0 + (x >> 2) * 8 + (x & 1);
+		int i = keys_rows ? c : r, j = keys_rows ? r : c;
+		if (i < T && j <= i && philox_keep(seed, at_elem(dbh, T, i, j), p) != 0.0f)
+			bits |= 1u << x;
+	}
+	return bits;
+}
+
+/* Of a 64-column key tile at k0, the 16-wide chunks a warp whose rows end at `last` (the last
+ * query it owns that exists) can see: 0 when its rows are past T or before k0. */
+__device__ __forceinline__ int at_chunks_upto(int last, int k0)
+{
+	return last < k0 ? 0 : min(4, (last - k0) / 16 + 1);
+}
+
+/* out(B,T,NH,HD), lse(B,NH,T) from qkv(B,T,NH,3,HD).  grid (ceil(T/64), NH, B), block 128.
+ * Block x handles query tile ceil(T/64)-1-x (longest rows first); warp w its rows 16w..16w+15. */
+template <int HDM>
+__global__ __launch_bounds__(AT_T) void attn_fwd_mma_k(bf16 *out, float *lse, const bf16 *qkv,
+						       int T, int NH, int HD, float scale, int vec,
+						       struct ops_attn k)
+{
+	constexpr int LD = HDM + 8, ND = HDM / 8;
 	extern __shared__ __align__(16) unsigned char at_smem[];
 	bf16 *Qs = (bf16 *)at_smem, *Ks = Qs + AT_B * LD, *Vs = Ks + AT_B * LD;
-	float *Ps = (float *)(Vs + AT_B * LD); /* [64 queries][AT_PS] */
 
 	int q0 = (gridDim.x - 1 - blockIdx.x) * AT_B, h = blockIdx.y, b = blockIdx.z;
-	int tx = threadIdx.x & 15, ty = threadIdx.x >> 4;
-	int hde = (HD + 1) & ~1;
+	int lane = threadIdx.x & 31, w0 = (threadIdx.x >> 5) * 16, g = lane >> 2, t = lane & 3;
+	int nk = (HD + 15) / 16;
 	size_t rs = (size_t)NH * 3 * HD;
 	const bf16 *base = qkv + (size_t)b * T * rs + (size_t)h * 3 * HD;
 	uint64_t bh = (uint64_t)b * NH + h, dbh = at_bh(k, b, h);
-	float slope = k.slopes ? k.slopes[h] : 0.0f, p = k.p;
+	float sc2 = scale * AT_LOG2E, sl2 = (k.slopes ? k.slopes[h] : 0.0f) * AT_LOG2E, p = k.p;
+	float keep1 = 1.0f / (1.0f - p); /* a kept score's factor, as philox_keep's */
 	uint64_t seed = k.seed;
 
-	at_load<HDM>(Qs, base, rs, q0, T, HD);
-	float m[4], l[4], o[4][NC][2];
-	int ks[4];
+	at_load<HDM>(Qs, base, rs, q0, T, HD, vec);
+	int ir[2] = {q0 + w0 + g, q0 + w0 + g + 8}; /* this lane's rows */
+	int ks[2] = {at_kstart(k, b, T, ir[0]), at_kstart(k, b, T, ir[1])};
+	float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f}; /* l: this lane's part */
+	float o[ND][4];
 #pragma unroll
-	for (int a = 0; a < 4; a++) {
-		ks[a] = at_kstart(k, b, T, q0 + ty + 16 * a);
-		m[a] = -INFINITY;
-		l[a] = 0.0f;
-#pragma unroll
-		for (int c = 0; c < NC; c++)
-			o[a][c][0] = o[a][c][1] = 0.0f;
-	}
+	for (int c = 0; c < ND; c++)
+		o[c][0] = o[c][1] = o[c][2] = o[c][3] = 0.0f;
+	int last = min(q0 + w0 + 15, T - 1);
 
 	int nkt = min(q0 + AT_B - 1, T - 1) / AT_B + 1; /* key tiles up to the diagonal */
 	for (int kt = 0; kt < nkt; kt++) {
 		int k0 = kt * AT_B;
-		__syncthreads(); /* the previous tile's Ks, Vs, Ps are consumed */
-		at_load<HDM>(Ks, base + HD, rs, k0, T, HD);
-		at_load<HDM>(Vs, base + 2 * HD, rs, k0, T, HD);
+		__syncthreads(); /* the previous tile's Ks, Vs are consumed */
+		at_load<HDM>(Ks, base + HD, rs, k0, T, HD, vec);
+		at_load<HDM>(Vs, base + 2 * HD, rs, k0, T, HD, vec);
 		__syncthreads();
 
-		float s[4][4];
-		at_dots<HDM>(s, Qs, Ks, ty, tx, hde);
+		int hi = at_chunks_upto(last, k0);
+		float s[8][4];
+		at_scores<HDM>(s, Qs, w0, Ks, nk, 0, hi, lane);
+		float mt[2] = {-INFINITY, -INFINITY};
 #pragma unroll
-		for (int a = 0; a < 4; a++) {
-			int i = q0 + ty + 16 * a;
-			float mt = -INFINITY;
+		for (int n = 0; n < 8; n++)
 #pragma unroll
-			for (int bb = 0; bb < 4; bb++) {
-				int j = k0 + tx + 16 * bb;
-				s[a][bb] = (i < T && j <= i && j >= ks[a])
-						   ? at_score(s[a][bb], scale, slope, j) : -INFINITY;
-				mt = fmaxf(mt, s[a][bb]);
+			for (int e = 0; e < 4; e++) {
+				int r = e >> 1, i = ir[r], j = k0 + n * 8 + 2 * t + (e & 1);
+				s[n][e] = i < T && j <= i && j >= ks[r] ? at_score(s[n][e], sc2, sl2, j)
+									: -INFINITY;
+				mt[r] = fmaxf(mt[r], s[n][e]);
 			}
+		float ref[2];
 #pragma unroll
-			for (int off = 8; off > 0; off >>= 1)
-				mt = fmaxf(mt, __shfl_xor_sync(0xffffffffu, mt, off));
-			float mn = fmaxf(m[a], mt);
-			float ref = mn == -INFINITY ? 0.0f : mn;
-			float alpha = expf(m[a] - ref);
-			float sum = 0.0f;
+		for (int r = 0; r < 2; r++) {
+			mt[r] = fmaxf(mt[r], __shfl_xor_sync(0xffffffffu, mt[r], 1));
+			mt[r] = fmaxf(mt[r], __shfl_xor_sync(0xffffffffu, mt[r], 2));
+			float mn = fmaxf(m[r], mt[r]);
+			ref[r] = mn == -INFINITY ? 0.0f : mn;
+			float alpha = exp2f(m[r] - ref[r]);
+			m[r] = mn;
+			l[r] *= alpha;
 #pragma unroll
-			for (int bb = 0; bb < 4; bb++) {
-				int j = k0 + tx + 16 * bb;
-				float pr = expf(s[a][bb] - ref); /* masked: exp(-inf) = 0 */
-				sum += pr;
-				if (p > 0.0f && pr > 0.0f)
-					pr *= philox_keep(seed, at_elem(dbh, T, i, j), p);
-				Ps[(ty + 16 * a) * AT_PS + tx + 16 * bb] = pr;
-			}
-#pragma unroll
-			for (int off = 8; off > 0; off >>= 1)
-				sum += __shfl_xor_sync(0xffffffffu, sum, off);
-			l[a] = l[a] * alpha + sum;
-			m[a] = mn;
-#pragma unroll
-			for (int c = 0; c < NC; c++) {
-				o[a][c][0] *= alpha;
-				o[a][c][1] *= alpha;
+			for (int c = 0; c < ND; c++) {
+				o[c][2 * r] *= alpha;
+				o[c][2 * r + 1] *= alpha;
 			}
 		}
-		__syncthreads();
-
-		int jn = min(AT_B, T - k0);
-		for (int jj = 0; jj < jn; jj++) {
-			float pa[4];
+		uint32_t kb = p > 0.0f ? at_keepbits(seed, dbh, T, ir[0], ir[1], k0 + 2 * t, 0, p) : 0;
 #pragma unroll
-			for (int a = 0; a < 4; a++)
-				pa[a] = Ps[(ty + 16 * a) * AT_PS + jj];
+		for (int n = 0; n < 8; n++)
 #pragma unroll
-			for (int c = 0; c < NC; c++) {
-				float2 v = at_pair(Vs + jj * LD + 2 * tx + 32 * c);
-#pragma unroll
-				for (int a = 0; a < 4; a++) {
-					o[a][c][0] = fmaf(pa[a], v.x, o[a][c][0]);
-					o[a][c][1] = fmaf(pa[a], v.y, o[a][c][1]);
-				}
+			for (int e = 0; e < 4; e++) {
+				int r = e >> 1;
+				float pr = exp2f(s[n][e] - ref[r]); /* masked: exp2(-inf) = 0 */
+				l[r] += pr;
+				if (p > 0.0f)
+					pr *= (kb >> (4 * n + e) & 1) ? keep1 : 0.0f;
+				s[n][e] = pr;
 			}
-		}
+		at_accum<HDM>(o, s, Vs, nk, 0, hi, lane);
 	}
 
 #pragma unroll
-	for (int a = 0; a < 4; a++) {
-		int i = q0 + ty + 16 * a;
+	for (int r = 0; r < 2; r++) {
+		l[r] += __shfl_xor_sync(0xffffffffu, l[r], 1);
+		l[r] += __shfl_xor_sync(0xffffffffu, l[r], 2);
+		int i = ir[r];
 		if (i >= T)
 			continue;
-		float inv = 1.0f / l[a];
+		float inv = 1.0f / l[r];
 		bf16 *dst = out + (((size_t)b * T + i) * NH + h) * HD;
 #pragma unroll
-		for (int c = 0; c < NC; c++) {
-			int d = 2 * tx + 32 * c;
+		for (int c = 0; c < ND; c++) {
+			int d = c * 8 + 2 * t;
 			if (d < HD)
-				dst[d] = __float2bfloat16(o[a][c][0] * inv);
+				dst[d] = __float2bfloat16(o[c][2 * r] * inv);
 			if (d + 1 < HD)
-				dst[d + 1] = __float2bfloat16(o[a][c][1] * inv);
+				dst[d + 1] = __float2bfloat16(o[c][2 * r + 1] * inv);
 		}
-		if (tx == 0)
-			lse[bh * T + i] = m[a] + logf(l[a]);
+		if (t == 0)
+			lse[bh * T + i] = (m[r] + log2f(l[r])) * AT_LN2;
 	}
 }
 
@@ -269,222 +378,185 @@ __global__ void attn_dsum_k(float *Dsum, const bf16 *dout, const bf16 *out, int 
 	}
 }
 
-/* dK, dV parts of dqkv(B,T,NH,3,HD) for one key tile.  grid (ceil(T/64), NH, B), block 256;
- * block x owns keys [64x, 64x+64) and walks query tiles x..end (tile 0, the longest, first). */
+/* dK, dV parts of dqkv(B,T,NH,3,HD) for one key tile.  grid (ceil(T/64), NH, B), block 128;
+ * block x owns keys [64x, 64x+64) and walks query tiles x..end (tile 0, the longest, first);
+ * warp w owns keys 16w..16w+15 of the tile. */
 template <int HDM>
-__global__ __launch_bounds__(AT_T) void attn_bwd_dkv_k(bf16 *dqkv, const bf16 *dout,
-						       const bf16 *qkv, const float *lse,
-						       const float *Dsum, int T, int NH, int HD,
-						       float scale, struct ops_attn k)
+__global__ __launch_bounds__(AT_T) void attn_bwd_dkv_mma_k(bf16 *dqkv, const bf16 *dout,
+							   const bf16 *qkv, const float *lse,
+							   const float *Dsum, int T, int NH, int HD,
+							   float scale, int vec, struct ops_attn k)
 {
-	constexpr int LD = HDM + 2, NC = HDM / 32;
+	constexpr int LD = HDM + 8, ND = HDM / 8;
 	extern __shared__ __align__(16) unsigned char at_smem[];
 	bf16 *Ks = (bf16 *)at_smem, *Vs = Ks + AT_B * LD, *Qs = Vs + AT_B * LD;
 	bf16 *dOs = Qs + AT_B * LD;
-	float *Pds = (float *)(dOs + AT_B * LD); /* [64 keys][AT_PS]: P * M */
-	float *dSs = Pds + AT_B * AT_PS;         /* [64 keys][AT_PS]: dS */
-	float *lse_s = dSs + AT_B * AT_PS, *D_s = lse_s + AT_B;
+	float *lse_s = (float *)(dOs + AT_B * LD), *D_s = lse_s + AT_B; /* lse in log2 units */
 	int *ks_s = (int *)(D_s + AT_B);
 
 	int kt = blockIdx.x, h = blockIdx.y, b = blockIdx.z;
 	int k0 = kt * AT_B;
-	int tx = threadIdx.x & 15, ty = threadIdx.x >> 4;
-	int hde = (HD + 1) & ~1;
+	int lane = threadIdx.x & 31, w0 = (threadIdx.x >> 5) * 16, g = lane >> 2, t = lane & 3;
+	int nk = (HD + 15) / 16;
 	size_t rs = (size_t)NH * 3 * HD, ors = (size_t)NH * HD;
 	const bf16 *base = qkv + (size_t)b * T * rs + (size_t)h * 3 * HD;
 	const bf16 *obase = dout + (size_t)b * T * ors + (size_t)h * HD;
 	uint64_t bh = (uint64_t)b * NH + h, dbh = at_bh(k, b, h);
-	float slope = k.slopes ? k.slopes[h] : 0.0f, p = k.p;
+	float sc2 = scale * AT_LOG2E, sl2 = (k.slopes ? k.slopes[h] : 0.0f) * AT_LOG2E, p = k.p;
+	float keep1 = 1.0f / (1.0f - p); /* a kept score's factor, as philox_keep's */
 	uint64_t seed = k.seed;
 
-	at_load<HDM>(Ks, base + HD, rs, k0, T, HD);
-	at_load<HDM>(Vs, base + 2 * HD, rs, k0, T, HD);
-	float dk[4][NC][2], dv[4][NC][2];
+	at_load<HDM>(Ks, base + HD, rs, k0, T, HD, vec);
+	at_load<HDM>(Vs, base + 2 * HD, rs, k0, T, HD, vec);
+	int jr[2] = {k0 + w0 + g, k0 + w0 + g + 8}; /* this lane's keys */
+	float dk[ND][4], dv[ND][4];
 #pragma unroll
-	for (int a = 0; a < 4; a++)
+	for (int c = 0; c < ND; c++)
 #pragma unroll
-		for (int c = 0; c < NC; c++)
-			dk[a][c][0] = dk[a][c][1] = dv[a][c][0] = dv[a][c][1] = 0.0f;
+		for (int e = 0; e < 4; e++)
+			dk[c][e] = dv[c][e] = 0.0f;
 
 	int nqt = (T + AT_B - 1) / AT_B;
 	for (int qt = kt; qt < nqt; qt++) {
 		int q0 = qt * AT_B;
-		__syncthreads(); /* the previous tile's Qs, dOs, Pds, dSs are consumed */
-		at_load<HDM>(Qs, base, rs, q0, T, HD);
-		at_load<HDM>(dOs, obase, ors, q0, T, HD);
+		__syncthreads(); /* the previous tile's Qs, dOs, lse_s, D_s, ks_s are consumed */
+		at_load<HDM>(Qs, base, rs, q0, T, HD, vec);
+		at_load<HDM>(dOs, obase, ors, q0, T, HD, vec);
 		if (threadIdx.x < AT_B) {
 			int i = q0 + threadIdx.x;
-			lse_s[threadIdx.x] = i < T ? lse[bh * T + i] : 0.0f;
+			lse_s[threadIdx.x] = i < T ? lse[bh * T + i] * AT_LOG2E : 0.0f;
 			D_s[threadIdx.x] = i < T ? Dsum[bh * T + i] : 0.0f;
 			ks_s[threadIdx.x] = at_kstart(k, b, T, i);
 		}
 		__syncthreads();
 
-		float st[4][4], dp[4][4]; /* [key ty+16a][query tx+16b] */
-		at_dots<HDM>(st, Ks, Qs, ty, tx, hde);
-		at_dots<HDM>(dp, Vs, dOs, ty, tx, hde);
+		/* 16-query chunks that can see one of the warp's keys: queries >= its first key, < T */
+		int lo = max(0, (k0 + w0 - q0) / 16);
+		int hi = k0 + w0 >= T ? 0 : at_chunks_upto(T - 1, q0);
+		float st[8][4], dp[8][4]; /* [key g, g+8][query 8n + 2t, +1] */
+		at_scores<HDM>(st, Ks, w0, Qs, nk, lo, hi, lane);
+		at_scores<HDM>(dp, Vs, w0, dOs, nk, lo, hi, lane);
+		uint32_t kb = p > 0.0f ? at_keepbits(seed, dbh, T, jr[0], jr[1], q0 + 2 * t, 1, p) : 0;
 #pragma unroll
-		for (int a = 0; a < 4; a++) {
-			int j = k0 + ty + 16 * a;
+		for (int n = 0; n < 8; n++)
 #pragma unroll
-			for (int bb = 0; bb < 4; bb++) {
-				int ii = tx + 16 * bb, i = q0 + ii;
+			for (int e = 0; e < 4; e++) {
+				int j = jr[e >> 1], ii = n * 8 + 2 * t + (e & 1), i = q0 + ii;
 				bool ok = i < T && j <= i && j >= ks_s[ii];
-				float s = at_score(st[a][bb], scale, slope, j);
-				float P = ok ? expf(s - lse_s[ii]) : 0.0f;
+				float P = ok ? exp2f(at_score(st[n][e], sc2, sl2, j) - lse_s[ii]) : 0.0f;
 				float keep = 1.0f;
-				if (p > 0.0f && ok)
-					keep = philox_keep(seed, at_elem(dbh, T, i, j), p);
-				Pds[(ty + 16 * a) * AT_PS + ii] = P * keep;
-				dSs[(ty + 16 * a) * AT_PS + ii] = P * (dp[a][bb] * keep - D_s[ii]);
+				if (p > 0.0f)
+					keep = (kb >> (4 * n + e) & 1) ? keep1 : 0.0f;
+				st[n][e] = P * keep;                     /* (P M)^T */
+				dp[n][e] = P * (dp[n][e] * keep - D_s[ii]); /* dS^T */
 			}
-		}
-		__syncthreads();
-
-		int in = min(AT_B, T - q0);
-		for (int ii = 0; ii < in; ii++) {
-			float pa[4], sa[4];
-#pragma unroll
-			for (int a = 0; a < 4; a++) {
-				pa[a] = Pds[(ty + 16 * a) * AT_PS + ii];
-				sa[a] = dSs[(ty + 16 * a) * AT_PS + ii];
-			}
-#pragma unroll
-			for (int c = 0; c < NC; c++) {
-				float2 g = at_pair(dOs + ii * LD + 2 * tx + 32 * c);
-				float2 q = at_pair(Qs + ii * LD + 2 * tx + 32 * c);
-#pragma unroll
-				for (int a = 0; a < 4; a++) {
-					dv[a][c][0] = fmaf(pa[a], g.x, dv[a][c][0]);
-					dv[a][c][1] = fmaf(pa[a], g.y, dv[a][c][1]);
-					dk[a][c][0] = fmaf(sa[a], q.x, dk[a][c][0]);
-					dk[a][c][1] = fmaf(sa[a], q.y, dk[a][c][1]);
-				}
-			}
-		}
+		at_accum<HDM>(dv, st, dOs, nk, lo, hi, lane);
+		at_accum<HDM>(dk, dp, Qs, nk, lo, hi, lane);
 	}
 
 #pragma unroll
-	for (int a = 0; a < 4; a++) {
-		int j = k0 + ty + 16 * a;
+	for (int r = 0; r < 2; r++) {
+		int j = jr[r];
 		if (j >= T)
 			continue;
 		bf16 *dst = dqkv + (((size_t)b * T + j) * NH + h) * 3 * HD;
 #pragma unroll
-		for (int c = 0; c < NC; c++) {
-			int d = 2 * tx + 32 * c;
-			if (d < HD) {
-				dst[HD + d] = __float2bfloat16(dk[a][c][0] * scale);
-				dst[2 * HD + d] = __float2bfloat16(dv[a][c][0]);
+		for (int c = 0; c < ND; c++)
+#pragma unroll
+			for (int x = 0; x < 2; x++) {
+				int d = c * 8 + 2 * t + x;
+				if (d < HD) {
+					dst[HD + d] = __float2bfloat16(dk[c][2 * r + x] * scale);
+					dst[2 * HD + d] = __float2bfloat16(dv[c][2 * r + x]);
+				}
 			}
-			if (d + 1 < HD) {
-				dst[HD + d + 1] = __float2bfloat16(dk[a][c][1] * scale);
-				dst[2 * HD + d + 1] = __float2bfloat16(dv[a][c][1]);
-			}
-		}
 	}
 }
 
-/* dQ part of dqkv(B,T,NH,3,HD) for one query tile.  grid (ceil(T/64), NH, B), block 256;
- * block x owns query tile ceil(T/64)-1-x and walks key tiles 0..diagonal. */
+/* dQ part of dqkv(B,T,NH,3,HD) for one query tile.  grid (ceil(T/64), NH, B), block 128;
+ * block x owns query tile ceil(T/64)-1-x and walks key tiles 0..diagonal; warp w owns queries
+ * 16w..16w+15 of the tile. */
 template <int HDM>
-__global__ __launch_bounds__(AT_T) void attn_bwd_dq_k(bf16 *dqkv, const bf16 *dout,
-						      const bf16 *qkv, const float *lse,
-						      const float *Dsum, int T, int NH, int HD,
-						      float scale, struct ops_attn k)
+__global__ __launch_bounds__(AT_T) void attn_bwd_dq_mma_k(bf16 *dqkv, const bf16 *dout,
+							  const bf16 *qkv, const float *lse,
+							  const float *Dsum, int T, int NH, int HD,
+							  float scale, int vec, struct ops_attn k)
 {
-	constexpr int LD = HDM + 2, NC = HDM / 32;
+	constexpr int LD = HDM + 8, ND = HDM / 8;
 	extern __shared__ __align__(16) unsigned char at_smem[];
 	bf16 *Qs = (bf16 *)at_smem, *dOs = Qs + AT_B * LD, *Ks = dOs + AT_B * LD;
 	bf16 *Vs = Ks + AT_B * LD;
-	float *dSs = (float *)(Vs + AT_B * LD); /* [64 queries][AT_PS] */
 
 	int q0 = (gridDim.x - 1 - blockIdx.x) * AT_B, h = blockIdx.y, b = blockIdx.z;
-	int tx = threadIdx.x & 15, ty = threadIdx.x >> 4;
-	int hde = (HD + 1) & ~1;
+	int lane = threadIdx.x & 31, w0 = (threadIdx.x >> 5) * 16, g = lane >> 2, t = lane & 3;
+	int nk = (HD + 15) / 16;
 	size_t rs = (size_t)NH * 3 * HD, ors = (size_t)NH * HD;
 	const bf16 *base = qkv + (size_t)b * T * rs + (size_t)h * 3 * HD;
 	const bf16 *obase = dout + (size_t)b * T * ors + (size_t)h * HD;
 	uint64_t bh = (uint64_t)b * NH + h, dbh = at_bh(k, b, h);
-	float slope = k.slopes ? k.slopes[h] : 0.0f, p = k.p;
+	float sc2 = scale * AT_LOG2E, sl2 = (k.slopes ? k.slopes[h] : 0.0f) * AT_LOG2E, p = k.p;
+	float keep1 = 1.0f / (1.0f - p); /* a kept score's factor, as philox_keep's */
 	uint64_t seed = k.seed;
 
-	at_load<HDM>(Qs, base, rs, q0, T, HD);
-	at_load<HDM>(dOs, obase, ors, q0, T, HD);
-	float lse_r[4], D_r[4], dq[4][NC][2];
-	int ks_r[4];
+	at_load<HDM>(Qs, base, rs, q0, T, HD, vec);
+	at_load<HDM>(dOs, obase, ors, q0, T, HD, vec);
+	int ir[2] = {q0 + w0 + g, q0 + w0 + g + 8};
+	int ks[2];
+	float lse2[2], D[2], dq[ND][4];
 #pragma unroll
-	for (int a = 0; a < 4; a++) {
-		int i = q0 + ty + 16 * a;
-		ks_r[a] = at_kstart(k, b, T, i);
-		lse_r[a] = i < T ? lse[bh * T + i] : 0.0f;
-		D_r[a] = i < T ? Dsum[bh * T + i] : 0.0f;
-#pragma unroll
-		for (int c = 0; c < NC; c++)
-			dq[a][c][0] = dq[a][c][1] = 0.0f;
+	for (int r = 0; r < 2; r++) {
+		int i = ir[r];
+		ks[r] = at_kstart(k, b, T, i);
+		lse2[r] = i < T ? lse[bh * T + i] * AT_LOG2E : 0.0f;
+		D[r] = i < T ? Dsum[bh * T + i] : 0.0f;
 	}
+#pragma unroll
+	for (int c = 0; c < ND; c++)
+		dq[c][0] = dq[c][1] = dq[c][2] = dq[c][3] = 0.0f;
+	int last = min(q0 + w0 + 15, T - 1);
 
 	int nkt = min(q0 + AT_B - 1, T - 1) / AT_B + 1;
 	for (int kt = 0; kt < nkt; kt++) {
 		int k0 = kt * AT_B;
-		__syncthreads(); /* the previous tile's Ks, dSs are consumed */
-		at_load<HDM>(Ks, base + HD, rs, k0, T, HD);
-		at_load<HDM>(Vs, base + 2 * HD, rs, k0, T, HD);
+		__syncthreads(); /* the previous tile's Ks, Vs are consumed */
+		at_load<HDM>(Ks, base + HD, rs, k0, T, HD, vec);
+		at_load<HDM>(Vs, base + 2 * HD, rs, k0, T, HD, vec);
 		__syncthreads();
 
-		float s[4][4], dp[4][4]; /* [query ty+16a][key tx+16b] */
-		at_dots<HDM>(s, Qs, Ks, ty, tx, hde);
-		at_dots<HDM>(dp, dOs, Vs, ty, tx, hde);
+		int hi = at_chunks_upto(last, k0);
+		float s[8][4], dp[8][4]; /* [query g, g+8][key 8n + 2t, +1] */
+		at_scores<HDM>(s, Qs, w0, Ks, nk, 0, hi, lane);
+		at_scores<HDM>(dp, dOs, w0, Vs, nk, 0, hi, lane);
+		uint32_t kb = p > 0.0f ? at_keepbits(seed, dbh, T, ir[0], ir[1], k0 + 2 * t, 0, p) : 0;
 #pragma unroll
-		for (int a = 0; a < 4; a++) {
-			int i = q0 + ty + 16 * a;
+		for (int n = 0; n < 8; n++)
 #pragma unroll
-			for (int bb = 0; bb < 4; bb++) {
-				int j = k0 + tx + 16 * bb;
-				bool ok = i < T && j <= i && j >= ks_r[a];
-				float sc = at_score(s[a][bb], scale, slope, j);
-				float P = ok ? expf(sc - lse_r[a]) : 0.0f;
+			for (int e = 0; e < 4; e++) {
+				int r = e >> 1, i = ir[r], j = k0 + n * 8 + 2 * t + (e & 1);
+				bool ok = i < T && j <= i && j >= ks[r];
+				float P = ok ? exp2f(at_score(s[n][e], sc2, sl2, j) - lse2[r]) : 0.0f;
 				float keep = 1.0f;
-				if (p > 0.0f && ok)
-					keep = philox_keep(seed, at_elem(dbh, T, i, j), p);
-				dSs[(ty + 16 * a) * AT_PS + tx + 16 * bb] =
-					P * (dp[a][bb] * keep - D_r[a]);
+				if (p > 0.0f)
+					keep = (kb >> (4 * n + e) & 1) ? keep1 : 0.0f;
+				s[n][e] = P * (dp[n][e] * keep - D[r]); /* dS */
 			}
-		}
-		__syncthreads();
-
-		int jn = min(AT_B, T - k0);
-		for (int jj = 0; jj < jn; jj++) {
-			float sa[4];
-#pragma unroll
-			for (int a = 0; a < 4; a++)
-				sa[a] = dSs[(ty + 16 * a) * AT_PS + jj];
-#pragma unroll
-			for (int c = 0; c < NC; c++) {
-				float2 k = at_pair(Ks + jj * LD + 2 * tx + 32 * c);
-#pragma unroll
-				for (int a = 0; a < 4; a++) {
-					dq[a][c][0] = fmaf(sa[a], k.x, dq[a][c][0]);
-					dq[a][c][1] = fmaf(sa[a], k.y, dq[a][c][1]);
-				}
-			}
-		}
+		at_accum<HDM>(dq, s, Ks, nk, 0, hi, lane);
 	}
 
 #pragma unroll
-	for (int a = 0; a < 4; a++) {
-		int i = q0 + ty + 16 * a;
+	for (int r = 0; r < 2; r++) {
+		int i = ir[r];
 		if (i >= T)
 			continue;
 		bf16 *dst = dqkv + (((size_t)b * T + i) * NH + h) * 3 * HD;
 #pragma unroll
-		for (int c = 0; c < NC; c++) {
-			int d = 2 * tx + 32 * c;
-			if (d < HD)
-				dst[d] = __float2bfloat16(dq[a][c][0] * scale);
-			if (d + 1 < HD)
-				dst[d + 1] = __float2bfloat16(dq[a][c][1] * scale);
-		}
+		for (int c = 0; c < ND; c++)
+#pragma unroll
+			for (int x = 0; x < 2; x++) {
+				int d = c * 8 + 2 * t + x;
+				if (d < HD)
+					dst[d] = __float2bfloat16(dq[c][2 * r + x] * scale);
+			}
 	}
 }
 
@@ -492,16 +564,15 @@ __global__ __launch_bounds__(AT_T) void attn_bwd_dq_k(bf16 *dqkv, const bf16 *do
 
 template <int HDM> static size_t smem_fwd()
 {
-	return 3 * AT_B * (HDM + 2) * sizeof(bf16) + AT_B * AT_PS * sizeof(float);
+	return 3 * AT_B * (HDM + 8) * sizeof(bf16);
 }
 template <int HDM> static size_t smem_dkv()
 {
-	return 4 * AT_B * (HDM + 2) * sizeof(bf16) + 2 * AT_B * AT_PS * sizeof(float) +
-	       2 * AT_B * sizeof(float) + AT_B * sizeof(int);
+	return 4 * AT_B * (HDM + 8) * sizeof(bf16) + 2 * AT_B * sizeof(float) + AT_B * sizeof(int);
 }
 template <int HDM> static size_t smem_dq()
 {
-	return 4 * AT_B * (HDM + 2) * sizeof(bf16) + AT_B * AT_PS * sizeof(float);
+	return 4 * AT_B * (HDM + 8) * sizeof(bf16);
 }
 
 /* Kernels using more than 48 KB of dynamic shared memory must say so once. */
@@ -520,9 +591,11 @@ static void fwd_launch(bf16 *out, float *lse, const bf16 *qkv, int B, int T, int
 {
 	static int ready;
 	size_t sm = smem_fwd<HDM>();
-	allow_smem(attn_fwd_k<HDM>, sm, &ready);
+	allow_smem(attn_fwd_mma_k<HDM>, sm, &ready);
 	dim3 grid((unsigned)((T + AT_B - 1) / AT_B), (unsigned)NH, (unsigned)B);
-	cu_launch(attn_fwd_k<HDM>, grid, AT_T, sm, cu.stream, out, lse, qkv, T, NH, HD, scale, k);
+	int vec = HD % 8 == 0 && cu_aligned16(qkv);
+	cu_launch(attn_fwd_mma_k<HDM>, grid, AT_T, sm, cu.stream, out, lse, qkv, T, NH, HD, scale,
+		vec, k);
 	CU_LAUNCHED("attention_fwd");
 }
 
@@ -533,14 +606,15 @@ static void bwd_launch(bf16 *dqkv, const bf16 *dout, const bf16 *qkv, const floa
 {
 	static int ready_dkv, ready_dq;
 	size_t sm1 = smem_dkv<HDM>(), sm2 = smem_dq<HDM>();
-	allow_smem(attn_bwd_dkv_k<HDM>, sm1, &ready_dkv);
-	allow_smem(attn_bwd_dq_k<HDM>, sm2, &ready_dq);
+	allow_smem(attn_bwd_dkv_mma_k<HDM>, sm1, &ready_dkv);
+	allow_smem(attn_bwd_dq_mma_k<HDM>, sm2, &ready_dq);
 	dim3 grid((unsigned)((T + AT_B - 1) / AT_B), (unsigned)NH, (unsigned)B);
-	cu_launch(attn_bwd_dkv_k<HDM>, grid, AT_T, sm1, cu.stream, dqkv, dout, qkv, lse, Dsum, T,
-		NH, HD, scale, k);
+	int vec = HD % 8 == 0 && cu_aligned16(qkv) && cu_aligned16(dout);
+	cu_launch(attn_bwd_dkv_mma_k<HDM>, grid, AT_T, sm1, cu.stream, dqkv, dout, qkv, lse, Dsum,
+		T, NH, HD, scale, vec, k);
 	CU_LAUNCHED("attention_bwd_dkv");
-	cu_launch(attn_bwd_dq_k<HDM>, grid, AT_T, sm2, cu.stream, dqkv, dout, qkv, lse, Dsum, T, NH,
-		HD, scale, k);
+	cu_launch(attn_bwd_dq_mma_k<HDM>, grid, AT_T, sm2, cu.stream, dqkv, dout, qkv, lse, Dsum, T,
+		NH, HD, scale, vec, k);
 	CU_LAUNCHED("attention_bwd_dq");
 }
 
