@@ -20,19 +20,7 @@ W=$(mktemp -d /tmp/train-gpu-model.XXXXXX)
 trap 'rm -rf "$W"' EXIT
 # a synthetic Megatron dataset of random GPT-2 ids and a 50257-entry vocabulary (GPT-2's size,
 # padded to 50304 as Megatron pads it): only the shapes matter here
-python3 - "$W/rand" <<'PYEOF'
-import struct, sys, random
-p = sys.argv[1]; random.seed(1); n = 64; L = 256
-with open(p + ".bin", "wb") as f:
-    for _ in range(n):
-        f.write(struct.pack("<%dH" % L, *[random.randrange(50257) for _ in range(L)]))
-with open(p + ".idx", "wb") as f:
-    f.write(b"MMIDIDX\x00\x00" + struct.pack("<QBQQ", 1, 8, n, n + 1))
-    f.write(struct.pack("<%di" % n, *[L] * n) + struct.pack("<%dq" % n, *[i * L * 2 for i in range(n)])
-            + struct.pack("<%dq" % (n + 1), *range(n + 1)))
-PYEOF
-python3 -c "import json; json.dump({'t%d' % i: i for i in range(50257)}, open('$W/vocab.json', 'w'))"
-: >"$W/merges.txt"
+python3 "$TOP/tests/ref/rand-dataset.py" "$W/rand" 64 256 50257 1 || exit 3
 cd "$W" || exit 1
 profile() {   # profile OUT LAYERS HIDDEN HEADS MICRO_BATCH
 	LMTK_CUDA_EXEC_SHADOW=0 LMTK_CUDA_EXEC_PROFILE=$W/$1 LMTK_CUDA_EXEC_PROFILE_CAPTURE=api \

@@ -16,19 +16,7 @@ if [ ! -s "$EXEC" ]; then
 	exit 0
 fi
 cd "$T" || exit 3
-python3 - rand <<'PYEOF'
-import struct, sys, random
-p = sys.argv[1]; random.seed(3); n = 64; L = 200
-with open(p + ".bin", "wb") as f:
-    for _ in range(n):
-        f.write(struct.pack("<%dH" % L, *[random.randrange(20000) for _ in range(L)]))
-with open(p + ".idx", "wb") as f:
-    f.write(b"MMIDIDX\x00\x00" + struct.pack("<QBQQ", 1, 8, n, n + 1))
-    f.write(struct.pack("<%di" % n, *[L] * n) + struct.pack("<%dq" % n, *[i * L * 2 for i in range(n)])
-            + struct.pack("<%dq" % (n + 1), *range(n + 1)))
-PYEOF
-python3 -c "import json; json.dump({'t%d' % i: i for i in range(20000)}, open('vocab.json', 'w'))"
-: >merges.txt
+python3 "$TOP/tests/ref/rand-dataset.py" rand 64 200 20000 3 || exit 3
 C=64 HEADS=4 SEQ=32
 run() {   # run OUT LAYERS MICRO_BATCH ITERS START END [more flags]
 	local out=$1 l=$2 b=$3 it=$4 s=$5 e=$6
