@@ -479,9 +479,8 @@ int wp_normalize(const struct wp_norm *n, struct wp_state *st, const uint8_t *s,
 	int rc = 0;
 	for (size_t i = 0; i < len && rc == 0;) {
 		if (s[i] < 0x80) {
-			/* an ASCII run: no decomposition, no combining class, case by arithmetic */
-			if (st->nrun && (rc = flush_run(&c)) < 0)
-				break;
+			/* an ASCII run: no decomposition, no combining class, case by arithmetic; a
+			 * dropped control does not end a combining sequence (NFD runs after the drop) */
 			size_t j = i;
 			while (j < len && s[j] < 0x80)
 				j++;
@@ -493,6 +492,10 @@ int wp_normalize(const struct wp_norm *n, struct wp_state *st, const uint8_t *s,
 					if (f & WPU_DROP)
 						continue;
 					b = ' ';
+				}
+				if (st->nrun) {
+					if ((rc = flush_run(&c)) < 0 || (rc = reserve(&c, j - i)) < 0)
+						break;
 				}
 				if (n->lowercase && b >= 'A' && b <= 'Z')
 					b += 32;
@@ -625,36 +628,47 @@ static int encode_word(const struct wp *m, struct wp_state *st, const uint8_t *w
 	return 0;
 }
 
-int wp_encode(const struct wp *m, struct wp_state *st, int pretok, const uint8_t *s, size_t len,
-	      uint32_t **out, size_t *n, size_t *cap)
+int wp_next_word(const uint8_t *s, size_t len, size_t *pos, size_t *start, size_t *wlen, size_t *nchars)
 {
-	if (!pretok) {
-		size_t nchars = 0;
-		for (size_t i = 0; i < len; i++)
-			nchars += (s[i] & 0xC0) != 0x80;
-		return len ? encode_word(m, st, s, len, nchars, out, n, cap) : 0;
-	}
-	for (size_t i = 0; i < len;) {
-		size_t at = i, nchars = 0;
+	size_t i = *pos;
+	while (i < len) {
+		size_t at = i, k;
 		uint32_t cp = s[i] < 0x80 ? s[i++] : utf8_next(s, &i);
 		uint8_t f = cp < 0x80 ? ascii_flags[cp] : wpu_flags(cp);
 		if (f & WPU_WS)
 			continue;
-		if (f & WPU_PUNCT) {
-			if (encode_word(m, st, s + at, i - at, 1, out, n, cap) < 0)
-				return -1;
-			continue;
-		}
-		for (nchars = 1; i < len; nchars++) {
-			size_t j = i;
-			cp = s[j] < 0x80 ? s[j++] : utf8_next(s, &j);
-			f = cp < 0x80 ? ascii_flags[cp] : wpu_flags(cp);
-			if (f & (WPU_WS | WPU_PUNCT))
-				break;
-			i = j;
-		}
-		if (encode_word(m, st, s + at, i - at, nchars, out, n, cap) < 0)
-			return -1;
+		k = 1;
+		if (!(f & WPU_PUNCT))
+			for (; i < len; k++) {
+				size_t j = i;
+				cp = s[j] < 0x80 ? s[j++] : utf8_next(s, &j);
+				f = cp < 0x80 ? ascii_flags[cp] : wpu_flags(cp);
+				if (f & (WPU_WS | WPU_PUNCT))
+					break;
+				i = j;
+			}
+		*start = at;
+		*wlen = i - at;
+		*nchars = k;
+		*pos = i;
+		return 1;
 	}
+	*pos = i;
+	return 0;
+}
+
+int wp_encode(const struct wp *m, struct wp_state *st, int pretok, const uint8_t *s, size_t len,
+	      uint32_t **out, size_t *n, size_t *cap)
+{
+	size_t pos = 0, at, wl, nchars;
+	if (!pretok) {
+		nchars = 0;
+		for (size_t i = 0; i < len; i++)
+			nchars += (s[i] & 0xC0) != 0x80;
+		return len ? encode_word(m, st, s, len, nchars, out, n, cap) : 0;
+	}
+	while (wp_next_word(s, len, &pos, &at, &wl, &nchars))
+		if (encode_word(m, st, s + at, wl, nchars, out, n, cap) < 0)
+			return -1;
 	return 0;
 }

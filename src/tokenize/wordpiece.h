@@ -59,6 +59,9 @@ void wp_state_free(struct wp_state *s);
  * 0, or -1 on out of memory. */
 int wp_normalize(const struct wp_norm *n, struct wp_state *st, const uint8_t *s, size_t len,
 		 uint8_t **out, size_t *outlen, size_t *cap);
+/* BertPreTokenizer as an iterator: the next word of s[*pos, len) (valid UTF-8) at s + *start,
+ * *wlen bytes, *nchars characters; 1, or 0 when there is none left. */
+int wp_next_word(const uint8_t *s, size_t len, size_t *pos, size_t *start, size_t *wlen, size_t *nchars);
 /* Pre-tokenizes (pretok: BertPreTokenizer, else the whole text is one word) and encodes
  * normalized text, appending ids to *out as bpe_encode does.  0, or -1 on out of memory. */
 int wp_encode(const struct wp *m, struct wp_state *st, int pretok, const uint8_t *s, size_t len,
