@@ -545,13 +545,42 @@ static int push_id(uint32_t **out, size_t *n, size_t *cap, uint32_t id)
 	return 0;
 }
 
+/* The longest vocabulary token at w[start, wl) - looked up with the prefix unless start is 0 -
+ * as HF finds it: from the longest candidate down, one character at a time.  Its id and *endp,
+ * or WP_NONE.  The candidates' hashes share their bytes, so they are computed in one pass. */
+static uint32_t longest_at(const struct wp *m, const uint8_t *w, size_t wl, size_t start, size_t *endp)
+{
+	size_t lim = start ? m->max_cont_len : m->max_len, end = wl - start > lim ? start + lim : wl;
+	uint64_t hs[257], h0 = start ? m->prefix_state : FNV0, h = h0;
+	const char *a = start ? m->prefix : "";
+	size_t al = start ? m->prefix_len : 0;
+	int inc = end - start < sizeof hs / sizeof *hs;
+
+	if (inc)
+		for (size_t i = start; i < end; i++)
+			hs[i - start + 1] = h = (h ^ w[i]) * 0x100000001b3ull;
+	while (end < wl && (w[end] & 0xC0) == 0x80)  /* back to a character boundary */
+		end--;
+	for (; end > start; end--) {
+		if (end < wl && (w[end] & 0xC0) == 0x80)
+			continue;
+		uint64_t hh = fin(inc ? hs[end - start] : fnv(h0, w + start, end - start));
+		const struct vent *e = vfind(m, hh, a, al, (const char *)w + start, end - start);
+		if (e->used) {
+			*endp = end;
+			return e->id;
+		}
+	}
+	return WP_NONE;
+}
+
 /* greedy longest-match-first over one word of nchars characters */
 static int encode_word(const struct wp *m, struct wp_state *st, const uint8_t *w, size_t wl, size_t nchars,
 		       uint32_t **out, size_t *n, size_t *cap)
 {
 	uint64_t h = 0;
 	struct centry *ce = NULL;
-	size_t k = 0;
+	size_t k = 0, end = 0;
 
 	if (nchars > m->max_chars)
 		return push_id(out, n, cap, m->unk);
@@ -565,23 +594,8 @@ static int encode_word(const struct wp *m, struct wp_state *st, const uint8_t *w
 			return 0;
 		}
 	}
-	for (size_t start = 0; start < wl;) {
-		size_t lim = start ? m->max_cont_len : m->max_len, end = wl - start > lim ? start + lim : wl;
-		uint32_t id = WP_NONE;
-		while (end < wl && (w[end] & 0xC0) == 0x80)  /* back to a character boundary */
-			end--;
-		for (; end > start; end--) {
-			if (end < wl && (w[end] & 0xC0) == 0x80)
-				continue;
-			const char *a = start ? m->prefix : "";
-			size_t al = start ? m->prefix_len : 0;
-			uint64_t hh = fin(fnv(start ? m->prefix_state : FNV0, w + start, end - start));
-			const struct vent *e = vfind(m, hh, a, al, (const char *)w + start, end - start);
-			if (e->used) {
-				id = e->id;
-				break;
-			}
-		}
+	for (size_t start = 0; start < wl; start = end) {
+		uint32_t id = longest_at(m, w, wl, start, &end);
 		if (id == WP_NONE) {
 			k = 0;
 			st->ids[k++] = m->unk;  /* the whole word, as HF */
@@ -590,29 +604,12 @@ static int encode_word(const struct wp *m, struct wp_state *st, const uint8_t *w
 		if (k < sizeof st->ids / sizeof *st->ids)
 			st->ids[k] = id;
 		k++;
-		start = end;
 	}
 	if (k > sizeof st->ids / sizeof *st->ids) {
-		/* more pieces than the scratch holds (a long word of single characters): redo into out */
-		ce = NULL;
-		for (size_t start = 0; start < wl;) {
-			size_t lim = start ? m->max_cont_len : m->max_len, end = wl - start > lim ? start + lim : wl;
-			while (end < wl && (w[end] & 0xC0) == 0x80)
-				end--;
-			for (; end > start; end--) {
-				if (end < wl && (w[end] & 0xC0) == 0x80)
-					continue;
-				uint64_t hh = fin(fnv(start ? m->prefix_state : FNV0, w + start, end - start));
-				const struct vent *e = vfind(m, hh, start ? m->prefix : "", start ? m->prefix_len : 0,
-							     (const char *)w + start, end - start);
-				if (e->used) {
-					if (push_id(out, n, cap, e->id) < 0)
-						return -1;
-					break;
-				}
-			}
-			start = end;
-		}
+		/* more pieces than the scratch holds (a long word of single characters): again, into out */
+		for (size_t start = 0; start < wl; start = end)
+			if (push_id(out, n, cap, longest_at(m, w, wl, start, &end)) < 0)
+				return -1;
 		return 0;
 	}
 	for (size_t i = 0; i < k; i++)
