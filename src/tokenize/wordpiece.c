@@ -206,7 +206,7 @@ int wp_add_token(struct wp *m, const char *s, size_t len, uint32_t id, char *err
 	if (e->used)
 		return errf(err, errlen, "token '%.*s' is there twice (ids %u and %u)", (int)(len > 80 ? 80 : len), s,
 			    e->id, id);
-	if (m->blob_len + len > m->blob_cap) {
+	if (!m->blob || m->blob_len + len > m->blob_cap) {
 		size_t c = m->blob_cap ? m->blob_cap : 65536;
 		while (c < m->blob_len + len)
 			c *= 2;
