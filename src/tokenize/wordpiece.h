@@ -20,7 +20,8 @@
  * Speed: text is normalized into a UTF-8 buffer in one pass (ASCII never leaves its fast path:
  * no decomposition, no class, a byte compare for case), then split and looked up.  A word's
  * pieces are cached per thread (word bytes -> ids), because text repeats its words; the vocab is
- * one open-addressing table whose probes hash the continuation prefix once per word.
+ * one open-addressing table; the candidates at a position (longest first) are hashed in one pass
+ * over their bytes, the continuation prefix once for all.
  *
  * A struct wp is read-only once finished; each thread encodes with its own struct wp_state. */
 #ifndef LMTK_TOKENIZE_WORDPIECE_H
