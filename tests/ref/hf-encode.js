@@ -2,8 +2,9 @@
 // The reference encoder: token ids from Hugging Face tokenizers (the official Node binding,
 // tests/node/node_modules/tokenizers), in exactly the format of `tokenize --format text`.
 //
-//   node tests/ref/hf-encode.js (--tokenizer tokenizer.json | --vocab vocab.json --merges merges.txt)
-//        [--json-keys K1 [K2 ...]] [--plain] [--append-eod] < input > output
+//   node tests/ref/hf-encode.js (--tokenizer tokenizer.json | --vocab vocab.json --merges merges.txt |
+//        --bert-vocab vocab.txt (--lowercase | --cased)) [--json-keys K1 [K2 ...]] [--plain] [--append-eod]
+//        < input > output
 //
 // Input: JSON lines (one document per line, its text under each key of --json-keys, default
 // "text"), or with --plain one document per line (the line without its "\n"; a last line without
@@ -16,6 +17,11 @@
 //     use_regex=true) pre-tokenizer, BPE.fromFile(vocab, merges) (no unk, no dropout), and
 //     "<|endoftext|>" added as a special token (its vocab id when the vocab has it); EOD = that id.
 //     With --megatron it is not added (Megatron's GPT2BPETokenizer treats it as text).
+//   --bert-vocab: BERT as Megatron's BertWordPieceLowerCase / BertWordPieceCase build it, in HF:
+//     WordPiece.fromFile(vocab.txt) (unk [UNK], prefix ##, 100 characters a word), BertNormalizer
+//     (clean_text, handle_chinese_chars, and strip_accents + lowercase with --lowercase only),
+//     BertPreTokenizer; no added tokens (a literal "[SEP]" is text, as in Megatron).  EOD = [EOS],
+//     whose id is the file's, or after the file's (and after [BOS]'s) when it lacks it, as Megatron.
 //   --tokenizer: Tokenizer.fromFile; EOD = the special added token "</s>" if there is one, else
 //     "<|endoftext|>"; --append-eod without either is an error.
 // Bad input (a line that is not a JSON object, a missing or non-string key, invalid UTF-8, a lone
@@ -46,6 +52,9 @@ const opt = { keys: [], plain: false, eod: false };
       case '--tokenizer': opt.tokenizer = need(); break;
       case '--vocab': opt.vocab = need(); break;
       case '--merges': opt.merges = need(); break;
+      case '--bert-vocab': opt.bert = need(); break;
+      case '--lowercase': opt.lower = true; break;
+      case '--cased': opt.lower = false; break;
       case '--json-keys':
         while (i + 1 < a.length && !a[i + 1].startsWith('--')) opt.keys.push(a[++i]);
         if (!opt.keys.length) usage();
@@ -56,11 +65,12 @@ const opt = { keys: [], plain: false, eod: false };
       default: usage();
     }
   }
-  if (!!opt.tokenizer === !!(opt.vocab || opt.merges)) usage();
-  if (!opt.tokenizer && !(opt.vocab && opt.merges)) usage();
+  if ((!!opt.tokenizer) + (!!(opt.vocab || opt.merges)) + (!!opt.bert) !== 1) usage();
+  if ((opt.vocab || opt.merges) && !(opt.vocab && opt.merges)) usage();
+  if (!!opt.bert !== (opt.lower !== undefined)) usage();
   if (opt.plain && opt.keys.length) die(2, '--json-keys and --plain exclude each other');
   if (!opt.keys.length) opt.keys = ['text'];
-  for (const f of [opt.tokenizer, opt.vocab, opt.merges]) {
+  for (const f of [opt.tokenizer, opt.vocab, opt.merges, opt.bert]) {
     if (f !== undefined) { try { fs.accessSync(f, fs.constants.R_OK); } catch { die(3, `cannot read ${f}`); } }
   }
 }
@@ -73,6 +83,19 @@ async function load() {
     const special = new Map((j.added_tokens || []).filter((t) => t.special).map((t) => [t.content, t.id]));
     for (const name of ['</s>', '<|endoftext|>']) if (special.has(name)) { eod = special.get(name); break; }
     if (opt.eod && eod === null) die(2, `${opt.tokenizer}: --append-eod but no eos token ("</s>" or "<|endoftext|>") among its special tokens`);
+  } else if (opt.bert) {
+    let model;
+    const o = { unkToken: '[UNK]', continuingSubwordPrefix: '##', maxInputCharsPerWord: 100 };
+    try { model = await tk.WordPiece.fromFile(opt.bert, o); } catch (e) { die(2, `${opt.bert}: ${e.message}`); }
+    tok = new tk.Tokenizer(model);
+    tok.setNormalizer(tk.bertNormalizer({ cleanText: true, handleChineseChars: true, stripAccents: opt.lower, lowercase: opt.lower }));
+    tok.setPreTokenizer(tk.bertPreTokenizer());
+    const lines = fs.readFileSync(opt.bert, 'utf8').split('\n');
+    if (lines[lines.length - 1] === '') lines.pop();
+    const v = new Map(lines.map((l, i) => [l.trimEnd(), i]));
+    let next = lines.length;
+    for (const t of ['[BOS]', '[EOS]']) if (!v.has(t)) v.set(t, next++);
+    eod = v.get('[EOS]');
   } else {
     let model;
     try { model = await tk.BPE.fromFile(opt.vocab, opt.merges); } catch (e) { die(2, `${opt.vocab}, ${opt.merges}: ${e.message}`); }
