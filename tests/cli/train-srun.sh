@@ -126,7 +126,7 @@ wait $SB
 rc=$?
 LAYOUT="^setup-test-n2.slurm: layout: 4 ranks \(2 nodes x 2\): DP=2 TP=2 PP=1$"
 contains n2_script_derives_layout_from_allocation "$OUT1" "$LAYOUT"
-contains n2_train_runs_dp2_tp2 "$OUT1" "^train: .* 4 ranks: DP=2 TP=2 PP=1$"
+contains n2_train_runs_dp2_tp2 "$OUT1" "^train: .* 4 ranks: DP=2 TP=2 PP=1, collectives over MPI$"
 if [ -n "$PMIX" ]; then
 	contains n2_script_launches_srun_pmix "$OUT1" \
 		"^setup-test-n2.slurm: srun --mpi=pmix --kill-on-bad-exit=1 --nodes=2 --ntasks=4 --ntasks-per-node=2 "
