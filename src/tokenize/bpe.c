@@ -4,6 +4,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ids.h"
+
 #define SCAN_MAX 48          /* symbols; above this the heap's log n beats the scan's n */
 #define CACHE_BITS 16
 #define CACHE_KEY 24         /* bytes; longer pieces are rare and not cached */
@@ -478,20 +480,6 @@ static size_t merge_heap(const struct bpe *m, uint32_t *sym, size_t n)
 	return out;
 }
 
-static int push(uint32_t **out, size_t *n, size_t *cap, uint32_t id)
-{
-	if (*n == *cap) {
-		size_t c = *cap ? *cap * 2 : 256;
-		uint32_t *p = realloc(*out, c * sizeof *p);
-		if (!p)
-			return -1;
-		*out = p;
-		*cap = c;
-	}
-	(*out)[(*n)++] = id;
-	return 0;
-}
-
 /* The symbols of one character (given as its bytes) missing from the vocabulary. */
 static int unknown_char(const struct bpe *m, const uint8_t *c, size_t clen, uint32_t *sym, size_t *ns,
 			int *pending_unk)
@@ -532,7 +520,7 @@ int bpe_encode(const struct bpe *m, struct bpe_cache *c, const uint8_t *s, size_
 		ce = &c->e[h & ((1 << CACHE_BITS) - 1)];
 		if (ce->hash == h && ce->klen == len && ce->nids && memcmp(ce->key, s, len) == 0) {
 			for (size_t i = 0; i < ce->nids; i++)
-				if (push(out, n, cap, ce->ids[i]) < 0)
+				if (ids_push(out, n, cap, ce->ids[i]) < 0)
 					return -1;
 			return 0;
 		}
@@ -602,7 +590,7 @@ int bpe_encode(const struct bpe *m, struct bpe_cache *c, const uint8_t *s, size_
 
 done:
 	for (size_t i = 0; i < ns; i++)
-		if (push(out, n, cap, sym[i]) < 0)
+		if (ids_push(out, n, cap, sym[i]) < 0)
 			return -1;
 	if (ce && ns <= CACHE_IDS) {
 		ce->hash = h;

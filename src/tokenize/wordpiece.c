@@ -4,6 +4,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ids.h"
+
 #include "msg.h"
 
 #define CACHE_BITS 15
@@ -531,20 +533,6 @@ int wp_normalize(const struct wp_norm *n, struct wp_state *st, const uint8_t *s,
 /* ---------------------------------------------------------------------------------------------
  * the pre-tokenizer and the model */
 
-static int push_id(uint32_t **out, size_t *n, size_t *cap, uint32_t id)
-{
-	if (*n == *cap) {
-		size_t c = *cap ? *cap * 2 : 256;
-		uint32_t *p = realloc(*out, c * sizeof *p);
-		if (!p)
-			return -1;
-		*out = p;
-		*cap = c;
-	}
-	(*out)[(*n)++] = id;
-	return 0;
-}
-
 /* The longest vocabulary token at w[start, wl) - looked up with the prefix unless start is 0 -
  * as HF finds it: from the longest candidate down, one character at a time.  Its id and *endp,
  * or WP_NONE.  The candidates' hashes share their bytes, so they are computed in one pass. */
@@ -583,13 +571,13 @@ static int encode_word(const struct wp *m, struct wp_state *st, const uint8_t *w
 	size_t k = 0, end = 0;
 
 	if (nchars > m->max_chars)
-		return push_id(out, n, cap, m->unk);
+		return ids_push(out, n, cap, m->unk);
 	if (wl <= CACHE_KEY) {
 		h = fin(fnv(FNV0, w, wl));
 		ce = &st->cache[h & (((size_t)1 << CACHE_BITS) - 1)];
 		if (ce->nids && ce->hash == h && ce->klen == wl && memcmp(ce->key, w, wl) == 0) {
 			for (size_t i = 0; i < ce->nids; i++)
-				if (push_id(out, n, cap, ce->ids[i]) < 0)
+				if (ids_push(out, n, cap, ce->ids[i]) < 0)
 					return -1;
 			return 0;
 		}
@@ -608,12 +596,12 @@ static int encode_word(const struct wp *m, struct wp_state *st, const uint8_t *w
 	if (k > sizeof st->ids / sizeof *st->ids) {
 		/* more pieces than the scratch holds (a long word of single characters): again, into out */
 		for (size_t start = 0; start < wl; start = end)
-			if (push_id(out, n, cap, longest_at(m, w, wl, start, &end)) < 0)
+			if (ids_push(out, n, cap, longest_at(m, w, wl, start, &end)) < 0)
 				return -1;
 		return 0;
 	}
 	for (size_t i = 0; i < k; i++)
-		if (push_id(out, n, cap, st->ids[i]) < 0)
+		if (ids_push(out, n, cap, st->ids[i]) < 0)
 			return -1;
 	if (ce && k <= CACHE_IDS) {
 		ce->hash = h;
