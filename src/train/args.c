@@ -600,9 +600,14 @@ int args_opt(void *ctx, int key, const char *arg, char *err, size_t errlen)
 	case O_EXITDUR: return num(arg, &a->exit_duration_mins, 0, 1, err, errlen);
 	case O_KILL: a->kill_switch_path = arg; return 0;
 	case O_PROFILE: a->profile = 1; return 0;
-	case O_PROFSTART: return nonneg_int(arg, &a->profile_step_start, err, errlen);
-	case O_PROFEND: return nonneg_int(arg, &a->profile_step_end, err, errlen);
+	case O_PROFSTART:
+		a->profile_range_given = 1;
+		return nonneg_int(arg, &a->profile_step_start, err, errlen);
+	case O_PROFEND:
+		a->profile_range_given = 1;
+		return nonneg_int(arg, &a->profile_step_end, err, errlen);
 	case O_PROFRANKS: {
+		a->profile_range_given = 1;
 		const char *v[ARGS_MAX_PROFRANKS + 1];
 		int n = split_values(arg, v, ARGS_MAX_PROFRANKS + 1);
 		if (n > ARGS_MAX_PROFRANKS)

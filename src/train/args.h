@@ -110,6 +110,7 @@ struct train_args {
 	int64_t profile_step_start, profile_step_end;   /* iterations [start, end), from 0 */
 	int64_t profile_ranks[ARGS_MAX_PROFRANKS];
 	int nprofile_ranks;
+	int profile_range_given;       /* --profile-step-start/-end or --profile-ranks given */
 	int override_lr_scheduler, use_checkpoint_lr_scheduler;
 
 	/* flags of args_other this run was given (args_normalize), each once */

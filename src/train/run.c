@@ -323,6 +323,9 @@ static void startup_notes(const struct train_args *a, const struct ops *ops)
 		    : "and without --checkpoint-activations nothing is checkpointed");
 	if (a->loss_scale > 0 && !a->fp16)
 		out("train: --loss-scale: no effect without --fp16, as in Megatron\n");
+	if (a->profile_range_given && !a->profile)
+		out("train: --profile-step-start, --profile-step-end, --profile-ranks: no effect "
+		    "without --profile, as in Megatron-LM\n");
 	if (a->sgd_momentum_given && strcmp(a->optimizer, "sgd"))
 		out("train: --sgd-momentum: no effect without --optimizer sgd, as in Megatron\n");
 	if ((a->finetune || a->no_load_optim) && !a->load)

@@ -105,3 +105,9 @@ expect_rc profile_empty_range_refused 2 env LMTK_CUDA_PLUGIN=$EXEC "$BIN/train" 
 	--micro-batch-size 1 --global-batch-size 1 --train-iters 1 --lr 1e-4 --data-path rand \
 	--vocab-file vocab.json --merge-file merges.txt --split 1000,0,0 --device cuda --profile \
 	--profile-step-start 3 --profile-step-end 3
+# the range's flags without --profile do nothing, and say so
+LMTK_CUDA_PLUGIN=$EXEC "$BIN/train" --num-layers 1 --hidden-size $C --num-attention-heads $HEADS \
+	--seq-length $SEQ --max-position-embeddings $SEQ --micro-batch-size 1 --global-batch-size 1 \
+	--train-iters 1 --lr 1e-4 --data-path rand --vocab-file vocab.json --merge-file merges.txt \
+	--split 1000,0,0 --eval-iters 0 --device cuda --profile-step-start 0 >norange.out 2>&1
+contains profile_range_without_profile_is_named norange.out "^train: --profile-step-start.*no effect without --profile"
