@@ -54,6 +54,7 @@ for t in "${tests[@]}"; do
 	*)    cmd=("$t") ;;
 	esac
 	echo "== $t"
+	t0=$SECONDS
 	out=$(timeout 900 "${cmd[@]}" 2>&1; echo "__rc $?")
 	rc=${out##*__rc }
 	out=${out%__rc *}
@@ -62,6 +63,7 @@ for t in "${tests[@]}"; do
 		failed=$((failed + 1)); failures+=("FAIL $t: exited with status $rc")
 		echo "FAIL $t: exited with status $rc"
 	fi
+	echo "   ($t took $((SECONDS - t0)) s)"
 done
 
 echo
