@@ -1,8 +1,10 @@
-/* model - the GPT/BLOOM decoder as Megatron builds it, over the ops interface.
+/* model - the models Megatron builds (GPT/BLOOM decoder: gpt.c; BERT: bert.c), over the ops
+ * interface, from the pieces of layers.h.
  *
  * Layout (llm.c style): the parameters are one allocation, described by a table of named
- * tensors (model_tensor) in a fixed order - word embeddings, position embeddings, embedding
- * layer norm, then each layer's twelve tensors, then the final layer norm.  The gradients,
+ * tensors (model_tensor) in a fixed order - the embeddings (words, positions, token types,
+ * embedding layer norm), then each layer's twelve tensors, then the final layer norm and the
+ * heads.  The gradients,
  * the fp32 master copy and both Adam moments are allocations of the same length and the same
  * offsets, so "tensor i" is one offset into any of them and a checkpoint writes each buffer
  * tensor by tensor.  Activations are another single allocation, sized once for (B,T); the step
@@ -26,7 +28,14 @@
 #include "train/dist/dist.h"
 #include "train/model/ops.h"
 
+enum model_kind { MODEL_GPT, MODEL_BERT };
+
 struct model_config {
+	int arch;                            /* MODEL_GPT (GPT/BLOOM), MODEL_BERT */
+	/* BERT (Megatron's BertModel): --num-tokentypes token-type embeddings (0: none); the
+	 * pooler and binary (sentence-order) head unless --bert-no-binary-head; the LM head's GeLU
+	 * is torch's erf GeLU, the tanh one with --openai-gelu (head_gelu_tanh) */
+	int num_tokentypes, binary_head, head_gelu_tanh;
 	int layers, hidden, heads, ffn;      /* L, C, NH, F */
 	int seq, max_pos;                    /* T, learned positions available */
 	int vocab, padded_vocab;             /* V (real), Vp (padded: softmax over V only) */
@@ -81,12 +90,27 @@ struct model_ostate {
 	size_t s, blk;
 };
 
+/* One micro-batch, host arrays.  GPT: tokens and targets (the next tokens).  BERT: tokens,
+ * types, targets (the original token where loss_mask is 1), loss_mask, lens (each sample's real
+ * tokens: its padding mask, which is a prefix) and the binary head's label per sample
+ * (is_random). */
+struct model_batch {
+	const int32_t *tokens, *targets;   /* (B,T) */
+	const int32_t *types;              /* (B,T), NULL without token types */
+	const uint8_t *loss_mask;          /* (B,T), NULL: every target counts */
+	const int32_t *lens;               /* (B), NULL: T each */
+	const int32_t *sop;                /* (B), the binary head's labels */
+};
+
 /* The per-layer tensors, in table order. */
 enum { LN1_W, LN1_B, QKV_W, QKV_B, PROJ_W, PROJ_B, LN2_W, LN2_B, FC_W, FC_B, FCPROJ_W, FCPROJ_B,
        LAYER_TENSORS };
 
+struct model_arch;
 struct model {
 	struct model_config cfg;
+	const struct model_arch *arch;     /* the architecture's table and step (layers.h) */
+	int attn_mask;                     /* its blocks' attention mask (layers.h ATTN_*) */
 	const struct ops *ops;
 	int B, T;                          /* micro-batch shape the activations are sized for */
 	int Tcur;                          /* the length micro-batches have now: T, or less under a
@@ -96,12 +120,16 @@ struct model {
 	int vocab_start, vocab_valid;      /* this rank's vocabulary slice: first id, real columns */
 	int32_t *tokens_local, *targets_local;   /* (B,T) device: ids in the slice, else -1 */
 	int32_t *host_ids, *host_tgt;      /* (B,T) host scratch */
+	uint8_t *host_mask;                /* (B,T) host scratch */
 	float *host_stats;                 /* (4,B,T) host scratch: max, sum, target logit, lse */
 	float *dev_stats;                  /* (4,B,T) device */
 
 	struct model_tensor *tensors;
 	int ntensors;
 	int wte, wpe, eln_w, eln_b, lnf_w, lnf_b, layer0;   /* table indices (-1 absent) */
+	int tte;                           /* BERT: token types */
+	int hd_w, hd_b, hd_ln_w, hd_ln_b, lm_bias;   /* BERT's LM head: transform, output bias */
+	int pool_w, pool_b, bin_w, bin_b;  /* BERT's pooler and binary head */
 	int first, last, nl, l0;           /* pipeline stage: holds the input / the output; layers */
 	size_t nparams;                    /* elements in every parameter-shaped buffer */
 
@@ -134,6 +162,8 @@ struct model {
 	int32_t *tokens, *targets;         /* (B,T) device */
 	float *losses;                     /* (B,T) device */
 	int *bad_targets;                  /* device int */
+	double loss_lm, loss_sop;          /* the last forward's losses (last stage; sop: BERT's
+	                                      binary head, else 0) */
 };
 
 /* Megatron's padded vocabulary: the smallest multiple of divisible_by*tp >= vocab, unless
@@ -182,6 +212,11 @@ void *model_stage_dinput(struct model *m);
  * (B,T,Vp) fp32) receives the logits when not NULL. */
 double model_forward(struct model *m, const int32_t *tokens, const int32_t *targets, float dscale,
 		     uint64_t rng, uint64_t sample0, float *logits_out, int *bad);
+/* The same for any architecture's batch.  BERT returns lm loss + sop loss (Megatron's total:
+ * the lm loss the mean over the loss-masked targets, the sop loss the mean over the samples),
+ * each also in m->loss_lm, m->loss_sop; the gradient is of the total times dscale. */
+double model_forward_batch(struct model *m, const struct model_batch *b, float dscale,
+			   uint64_t rng, uint64_t sample0, float *logits_out, int *bad);
 void model_backward(struct model *m);
 
 /* The sequence length of the next micro-batches, 1..T (the curriculum's, curriculum.h): their
@@ -216,5 +251,9 @@ void model_sync_params(struct model *m);
 /* FLOPs of one training step over `tokens` tokens, model FLOPs (6N + attention, no recompute),
  * for MFU; and Megatron's hardware-FLOPs formula for the TFLOPs field of the log line. */
 double model_flops_per_token(const struct model_config *c);
+
+/* A transient device buffer (counted in the peak), for the step's rare host copies. */
+void *model_alloc_transient(struct model *m, size_t bytes);
+void model_free_transient(struct model *m, void *p, size_t bytes);
 
 #endif

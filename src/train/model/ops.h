@@ -40,6 +40,11 @@ struct ops_attn {
 	uint64_t seed;             /* the site's stream: step, layer */
 	uint64_t sample0;          /* the micro-batch's first sample, counted in the global batch */
 	int head0, heads;          /* this rank's first head; the model's head count */
+	/* bidirectional (BERT's padding mask): query i of sample b sees keys [0, klen[b]) (klen
+	 * device (B); NULL: T), whatever i - padded queries included, whose outputs no real
+	 * position reads; kstart and slopes do not apply.  0: causal as above. */
+	int bidir;
+	const int32_t *klen;
 };
 
 /* One tensor's place in a multi-tensor AdamW launch (ops.adamw_multi) */
@@ -92,11 +97,11 @@ struct ops {
 	void (*matmul_bwd)(void *dinp, float *dw, float *dbias, const void *dout, const void *inp,
 			   const void *w, int N, int IC, int OC);
 
-	/* Causal self-attention over qkv(B,T,NH,3,HD) (Megatron's per-rank [heads, 3, head_dim]
+	/* Self-attention over qkv(B,T,NH,3,HD) (Megatron's per-rank [heads, 3, head_dim]
 	 * order: q, k, v of head h are adjacent) -> out(B,T,NH,HD).  scores = q.k / sqrt(HD)
-	 * + slopes[h] * j for key j when k.slopes != NULL (ALiBi); query i sees keys
+	 * + slopes[h] * j for key j when k.slopes != NULL (ALiBi); causal: query i sees keys
 	 * [k.kstart[b*T+i], i] (kstart NULL: [0, i]; --reset-attention-mask starts a row at its
-	 * document); softmax in fp32; attention dropout with probability k.p on the probabilities.
+	 * document); k.bidir: keys [0, k.klen[b]); softmax in fp32; attention dropout with probability k.p on the probabilities.
 	 * lse(B,NH,T) keeps each row's log-sum-exp so the backward recomputes the probabilities
 	 * instead of storing a (T,T) matrix per head. */
 	void (*attention_fwd)(void *out, float *lse, const void *qkv, int B, int T, int NH, int HD,
@@ -119,6 +124,18 @@ struct ops {
 	/* GeLU, tanh approximation (Megatron's fused bias-gelu, HF BLOOM) */
 	void (*gelu_fwd)(void *out, const void *inp, size_t n);
 	void (*gelu_bwd)(void *dinp, const void *inp, const void *dout, size_t n); /* overwrites */
+
+	/* GeLU exact, x * Phi(x) with erf (torch.nn.functional.gelu: BERT's LM head) */
+	void (*gelu_erf_fwd)(void *out, const void *inp, size_t n);
+	void (*gelu_erf_bwd)(void *dinp, const void *inp, const void *dout, size_t n); /* overwrites */
+	/* tanh (BERT's pooler); the backward from the output: dinp = dout * (1 - out^2) */
+	void (*tanh_fwd)(void *out, const void *inp, size_t n);
+	void (*tanh_bwd)(void *dinp, const void *out, const void *dout, size_t n);   /* overwrites */
+
+	/* Rows of a strided matrix (BERT's pooler reads position 0 of each sample: stride T*C):
+	 * out(rows,C) = inp[r*stride .. r*stride+C); the backward dinp[r*stride + c] += dout(r,c) */
+	void (*gather_rows)(void *out, const void *inp, int rows, int C, size_t stride);
+	void (*scatter_add_rows)(void *dinp, const void *dout, int rows, int C, size_t stride);
 
 	/* out = res + dropout(x, p): the residual add after attention and MLP (Megatron's
 	 * bias-dropout-add; the bias is already in x).  Element i's mask is

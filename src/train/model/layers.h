@@ -1,0 +1,159 @@
+/* layers - the pieces every architecture is built from, over the ops interface, once.
+ *
+ * model.c owns what all architectures share - the tensor table, the one-allocation buffers, the
+ * activation slots, initialisation, the optimizer layout - and an architecture (gpt.c, bert.c)
+ * is a short file that lists its tensors and composes a forward and a backward from the pieces
+ * here:
+ *   embedding     words (vocab-parallel under TP) [-> layer norm] [+ learned positions]
+ *                 [+ token types] -> dropout                       embedding_fwd / _bwd
+ *   block         one transformer layer: pre-LN (or Megatron's post-LN residual) attention
+ *                 and MLP sub-blocks with bias-dropout-add, TP's column/row split
+ *                 and all-reduces; the attention's mask is the block's ATTN_* mode
+ *                 (causal, causal within documents, bidirectional over each sample's first
+ *                 klen[b] keys)                                    block_fwd / _bwd
+ *   stack         a stage's blocks with activation checkpointing   stack_fwd / _bwd
+ *   layer norm    the final one, and any head's                    ln_fwd / _bwd
+ *   LM logits     hidden (N,C) x tied word embeddings [+ vocab-parallel bias], the
+ *                 cross-entropy (vocab-parallel under TP) fused with its gradient, a loss mask
+ *                                                                  lm_xent_fwd / lm_logits_bwd
+ *   dense         a replicated linear layer with its activation (GeLU erf/tanh, tanh), for
+ *                 heads: BERT's LM transform, pooler               dense_fwd / _bwd
+ * Each forward has its backward beside it and allocates nothing: the activations a piece keeps
+ * live in the slot's struct model_acts, carved once by model.c (layers' part) and by the
+ * architecture (its heads' part, arch->carve).
+ *
+ * An attention sub-block today reads its keys and values from its own input (self-attention).
+ * T5's decoder adds cross-attention - queries from the decoder's stream, keys and values from
+ * the encoder's output, bidirectional over the encoder's klen - which needs an ops attention
+ * over separate q and kv tensors of different lengths; the mask modes above are already the
+ * three T5 needs (encoder: bidirectional + klen; decoder self: causal + klen; cross:
+ * bidirectional over the encoder's klen). */
+#ifndef TRAIN_MODEL_LAYERS_H
+#define TRAIN_MODEL_LAYERS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "train/model/model.h"
+
+/* Activations for micro-batch (B,T).  act type unless noted; N = B*T. */
+struct model_acts {
+	void *emb;                  /* (N,C) word embeddings before the embedding LN (embed_ln) */
+	float *eln_mean, *eln_rstd; /* (N) */
+	void *encoded;              /* (N,C) the residual stream entering layer 0 */
+	struct block_acts {
+		void *ln1, *qkv, *atty, *attproj, *res2, *ln2, *fch, *fchg, *fcproj, *res3;
+		float *ln1_mean, *ln1_rstd, *lse, *ln2_mean, *ln2_rstd;
+	} *l;
+	void *lnf, *logits;         /* (N,C), (N,Vp) */
+	float *lnf_mean, *lnf_rstd;
+	/* gradient scratch */
+	void *dres, *dbtc, *dbtc2, *dqkv, *dbtf;
+	int32_t *tokens, *tokens_local;   /* (B,T) device: the embedding backward needs this slot's */
+	int32_t *positions;         /* (B,T) device: t, or t - its document's start (reset_position_ids) */
+	int32_t *kstart;            /* (B,T) device: the first key each query sees (reset_attention_mask) */
+	int32_t *types;             /* (B,T) device: token types (num_tokentypes > 0) */
+	int32_t *klen;              /* (B) device: keys each sample's queries see (bidirectional) */
+	uint64_t rng, sample0;      /* the forward's dropout key and place in the batch, for the backward */
+	/* BERT's heads (bert.c): LM transform dense -> GeLU -> LN (N,C) each; pooler input, dense,
+	 * tanh (B,C) each; the binary head's logits (B,2); scratch for their gradients (B,C) */
+	void *hd_pre, *hd_act, *hd_ln, *pool_in, *pool_pre, *pool_out, *bin_logits;
+	float *hd_mean, *hd_rstd, *bin_losses;   /* (N), (N), (B) */
+	int32_t *bin_targets;       /* (B) device */
+	void *dpool, *dpool2;
+	void *act_block;
+	float *f32_block;
+};
+
+/* Carving a block of activations: sizes first (ab, fb NULL), then pointers. */
+struct carver {
+	char *ab;
+	float *fb;
+	size_t na, nf, as;         /* elements so far (act, f32); act element size */
+	size_t counted;            /* act elements beyond the layers' that --dry-run's activation
+				      figure counts (the logits) */
+};
+void *carve_act(struct carver *k, size_t n);
+float *carve_f32(struct carver *k, size_t n);
+int32_t *carve_i32(struct carver *k, size_t n);   /* from the f32 block: same size */
+
+/* An architecture: its tensor table, its activations beyond the blocks', its step. */
+struct model_arch {
+	const char *name;
+	/* appends the architecture's tensors to m's table (model_add_tensor) and sets its indices */
+	void (*build_table)(struct model *m);
+	/* the activations of its embedding and heads, beyond model.c's: carve_act/carve_f32 on k */
+	void (*carve)(struct model *m, struct model_acts *a, struct carver *k);
+	double (*forward)(struct model *m, const struct model_batch *b, float dscale, uint64_t rng,
+			  uint64_t sample0, float *logits_out, int *bad);
+	void (*backward)(struct model *m);
+	int max_tensors;   /* beyond the layers' LAYER_TENSORS each */
+};
+extern const struct model_arch model_arch_gpt, model_arch_bert;
+
+/* The table: one tensor appended (d1 = 0: 1-D), returns its index; a layer's LAYER_TENSORS. */
+int model_add_tensor(struct model *m, const char *name, int64_t d0, int64_t d1, int decay,
+		     enum split split, float init);
+void block_add_tensors(struct model *m, int layer);
+
+/* Dropout sites of one micro-batch: the embedding, and per layer attention probabilities and
+ * the two residual adds. */
+enum { SITE_EMBED, SITE_ATTN, SITE_RES2, SITE_RES3 };
+uint64_t layers_site(uint64_t rng, int layer, int which);
+/* Sum over the tensor-parallel group, in place (dist.h). */
+void layers_tp_sum(struct model *m, void *x, size_t n);
+
+/* The attention mask of a model's blocks */
+enum { ATTN_CAUSAL, ATTN_BIDIR };
+
+/* Embedding of the slot's micro-batch, tokens (and types, when the model has them) host (B,T):
+ * into a->encoded; the backward from a->dres into the tables' gradients. */
+void embedding_fwd(struct model *m, struct model_acts *a, const int32_t *tokens,
+		   const int32_t *types);
+void embedding_bwd(struct model *m, struct model_acts *a);
+
+/* Local layer l of the slot's micro-batch from its input res (B,T,C) (forward, and the
+ * recomputation of a checkpointed chunk: the same ops, inputs and dropout keys, the same bits);
+ * its backward from a->dres (d res3) to a->dres (d res). */
+void block_fwd(struct model *m, struct model_acts *a, int l, const void *res);
+void block_bwd(struct model *m, struct model_acts *a, int l);
+/* The stage's layers from a->encoded to stack_out(); backward from a->dres, recomputing
+ * checkpointed chunks. */
+void stack_fwd(struct model *m, struct model_acts *a);
+void stack_bwd(struct model *m, struct model_acts *a);
+void *stack_out(struct model *m, struct model_acts *a);
+
+/* out(N,C) = LN(inp); backward: dinp += d, dw, db += (dinp accumulates, as ops.h's) */
+void ln_fwd(struct model *m, void *out, float *mean, float *rstd, const void *inp, int w, int b,
+	    int N, float eps);
+void ln_bwd(struct model *m, void *dinp, const void *dout, const void *inp, int w, int b,
+	    const float *mean, const float *rstd, int N);
+
+/* Replicated linear layer of tensors w [OC,IC], b [OC] with an activation: pre = inp w^T + b,
+ * out = act(pre) (pre may be out when act is DENSE_NONE); backward: dinp(N,IC) overwritten
+ * (skipped when NULL) from dout, dpre scratch (N,OC) (may be dout: overwritten). */
+enum { DENSE_NONE, DENSE_GELU_TANH, DENSE_GELU_ERF, DENSE_TANH };
+void dense_fwd(struct model *m, void *out, void *pre, const void *inp, int w, int b, int N,
+	       int IC, int OC, int act);
+void dense_bwd(struct model *m, void *dinp, void *dpre, const void *dout, const void *out,
+	       const void *pre, const void *inp, int w, int b, int N, int IC, int OC, int act);
+
+/* The LM loss of hidden x (N,C) against the tied word embeddings (plus the vocab-parallel bias
+ * tensor `bias`, -1 none): logits into a->logits (N, Vp/tp), the cross-entropy over the real
+ * vocabulary against host targets (N) - vocab-parallel under TP - with its gradient fused:
+ * a->logits then hold dloss/dlogits for the mean over the kept targets times dscale.  mask
+ * (host (N), NULL: all kept): 0 leaves the position out of the loss (no loss, no gradient).
+ * Targets outside [0, V) are counted in *bad and get loss 0.  Returns the mean loss over the
+ * kept targets (0 with none); *kept gets their count.  logits_out (host, (N, Vp/tp) fp32)
+ * receives the logits when not NULL. */
+double lm_xent_fwd(struct model *m, struct model_acts *a, const void *x, int bias,
+		   const int32_t *targets, const uint8_t *mask, float dscale, float *logits_out,
+		   int *bad, int *kept);
+/* dx(N,C) = dlogits W (summed over TP ranks), dW, dbias += */
+void lm_logits_bwd(struct model *m, struct model_acts *a, void *dx, const void *x, int bias);
+
+/* Megatron's get_ltor_masks_and_position_ids on the host tokens: fills the slot's positions
+ * and first keys (GPT's --reset-position-ids / --reset-attention-mask). */
+void layers_doc_masks(struct model *m, struct model_acts *a, const int32_t *tokens);
+
+#endif
