@@ -22,6 +22,7 @@
 #include "train/optim/optim.h"
 #include "train/model/philox.h"
 #include "ckpt/safetensors.h"
+#include "train/dist/dist.h"
 
 static struct model_config tiny(int alibi, int embed_ln, int heads, int hidden)
 {
@@ -415,11 +416,84 @@ static double jnum(json_t *j, const char *k, double def)
 	return json_is_number(v) ? json_number_value(v) : json_is_boolean(v) ? json_is_true(v) : def;
 }
 
-static void put(struct st_writer *w, const char *name, const float *data, int ndim,
-		const int64_t *shape)
+/* BERT micro-batches as Megatron's BertDataset makes them: [CLS]-like token first, segment A
+ * (type 0) and B (type 1), padding (id 0, type 0) after each sample's length (sample 0 full,
+ * the others between T/2 and T), about 20% of the real positions past 0 loss-masked with a
+ * label, is_random 0 or 1. */
+struct bert_batches {
+	int32_t *tok, *types, *labels, *lmask, *pad, *isr;   /* [S,B,T], isr [S,B] */
+};
+
+static void bert_batch(struct bert_batches *x, int S, int B, int T, int V, int K)
 {
-	(void)data;
-	st_declare(w, name, ST_F32, ndim, shape);
+	for (int s = 0; s < S; s++)
+		for (int b = 0; b < B; b++) {
+			uint64_t key = 5000 + s * 64 + b;
+			size_t o = ((size_t)s * B + b) * T;
+			int len = b == 0 ? T : T / 2 + (int)(philox_u32(key, 0) % (T / 2 + 1));
+			int sp = 2 + (int)(philox_u32(key, 1) % (len > 3 ? len - 3 : 1));
+			int nmask = 0;
+			for (int t = 0; t < T; t++) {
+				int real = t < len;
+				x->tok[o + t] = !real ? 0 : t == 0 ? 2 : 5 + (int)(philox_u32(key, 10 + t) % (V - 5));
+				x->types[o + t] = real && K > 1 && t >= sp ? 1 : 0;
+				x->pad[o + t] = real;
+				int m = real && t > 0 && philox_u32(key, 1000 + t) % 5 == 0;
+				if (real && t == len - 1 && !nmask)
+					m = 1;
+				nmask += m;
+				x->lmask[o + t] = m;
+				x->labels[o + t] = m ? (int)(philox_u32(key, 2000 + t) % V) : -1;
+			}
+			x->isr[(size_t)s * B + b] = (int)(philox_u32(key, 3) % 2);
+		}
+}
+
+static struct model_batch bert_view(const struct bert_batches *x, int s, int B, int T,
+				    int32_t *lens, uint8_t *lm)
+{
+	size_t o = (size_t)s * B * T;
+	for (int b = 0; b < B; b++) {
+		lens[b] = 0;
+		for (int t = 0; t < T; t++)
+			lens[b] += x->pad[o + (size_t)b * T + t];
+	}
+	for (int i = 0; i < B * T; i++)
+		lm[i] = (uint8_t)x->lmask[o + i];
+	return (struct model_batch){.tokens = x->tok + o, .targets = x->labels + o,
+				    .types = x->types + o, .loss_mask = lm, .lens = lens,
+				    .sop = x->isr + (size_t)s * B};
+}
+
+/* tensor i of buf as the full model's, assembled from the TP ranks' shards (every rank calls;
+ * *same: replicated tensors are bit-identical on every rank) */
+static void gather_full(struct model *m, struct dist *d, const float *buf, int i, float *full,
+			float *tmp, int *same)
+{
+	const struct model_tensor *t = &m->tensors[i];
+	size_t n = t->numel;
+	int tp = m->cfg.tp;
+	model_get(m, buf, i, tmp);
+	if (tp == 1) {
+		memcpy(full, tmp, n * sizeof *full);
+		return;
+	}
+	float *all = malloc(n * tp * sizeof *all);
+	d->allgather(d, DIST_TP, tmp, n * sizeof *tmp, all);
+	if (t->split == SPLIT_NONE) {
+		for (int r = 1; r < tp; r++)
+			*same &= memcmp(all, all + r * n, n * sizeof *all) == 0;
+		memcpy(full, all, n * sizeof *full);
+	} else if (t->split == SPLIT_ROW) {
+		size_t cols = t->shape[1] / tp, rows = t->shape[0];
+		for (int r = 0; r < tp; r++)
+			for (size_t y = 0; y < rows; y++)
+				memcpy(full + y * t->shape[1] + r * cols, all + r * n + y * cols,
+				       cols * sizeof *full);
+	} else {
+		memcpy(full, all, n * tp * sizeof *full);
+	}
+	free(all);
 }
 
 static int dump(const char *cfgpath, const char *outdir)
@@ -432,7 +506,12 @@ static int dump(const char *cfgpath, const char *outdir)
 		return 2;
 	}
 	const char *pe = json_string_value(json_object_get(j, "position_embedding_type"));
+	const char *mt = json_string_value(json_object_get(j, "model_type"));
+	int bert = mt && !strcmp(mt, "bert");
 	struct model_config c = {
+		.arch = bert ? MODEL_BERT : MODEL_GPT,
+		.num_tokentypes = jnum(j, "num_tokentypes", 0), .binary_head = jnum(j, "binary_head", 0),
+		.head_gelu_tanh = jnum(j, "openai_gelu", 0),
 		.layers = jnum(j, "num_layers", 2), .hidden = jnum(j, "hidden_size", 64),
 		.heads = jnum(j, "num_attention_heads", 4), .ffn = jnum(j, "ffn_hidden_size", 256),
 		.seq = jnum(j, "seq_length", 16), .max_pos = jnum(j, "max_position_embeddings", 16),
@@ -448,7 +527,7 @@ static int dump(const char *cfgpath, const char *outdir)
 		.post_ln_residual = jnum(j, "apply_residual_connection_post_layernorm", 0),
 	};
 	int B = jnum(j, "micro_batch_size", 2), T = c.seq, S = jnum(j, "steps", 10);
-	int threads = jnum(j, "threads", 0);
+	int threads = jnum(j, "threads", 0), tp = jnum(j, "tp", 1);
 	const char *dev = json_string_value(json_object_get(j, "device"));
 	char devbuf[32];
 	snprintf(devbuf, sizeof devbuf, "%s", dev ? dev : "cpu");
@@ -464,98 +543,187 @@ static int dump(const char *cfgpath, const char *outdir)
 	json_decref(j);
 
 	struct model m;
+	struct dist d;
 	const struct ops *ops = ops_open(devbuf, threads, err, sizeof err);
 	if (!ops) {
 		fprintf(stderr, "%s\n", err);
 		return 4;   /* no such device: the caller skips */
 	}
+	if (dist_init(&d, tp, 1, ops->name, NULL, err, sizeof err) < 0) {
+		fprintf(stderr, "%s\n", err);
+		return 2;
+	}
+	c.tp = d.tp;
+	c.tp_rank = d.tp_rank;
+	int writer = d.rank == 0;
 	if (model_init(&m, &c, ops, B, T, err, sizeof err) < 0) {
 		fprintf(stderr, "%s\n", err);
 		return 2;
 	}
+	m.dist = &d;
 	model_init_weights(&m);
-	mkdir(outdir, 0755);
+	if (writer)
+		mkdir(outdir, 0755);
 
 	size_t n = (size_t)B * T;
 	int32_t *tok = malloc(S * n * sizeof *tok), *tgt = malloc(S * n * sizeof *tgt);
-	for (int s = 0; s < S; s++) {
-		batch(tok + s * n, tgt + s * n, n, c.vocab, 1000 + s);
-		if (c.eod >= 0)   /* documents meet inside the samples */
-			plant_eod(tok + s * n, tgt + s * n, n, c.eod, 1000 + s);
+	struct bert_batches bb = {0};
+	int32_t lens[B];
+	uint8_t *lmask = malloc(n);
+	if (bert) {
+		bb.tok = tok;
+		bb.labels = tgt;
+		bb.types = malloc(S * n * sizeof(int32_t));
+		bb.lmask = malloc(S * n * sizeof(int32_t));
+		bb.pad = malloc(S * n * sizeof(int32_t));
+		bb.isr = malloc(S * B * sizeof(int32_t));
+		bert_batch(&bb, S, B, T, c.vocab, c.num_tokentypes);
+	} else {
+		for (int s = 0; s < S; s++) {
+			batch(tok + s * n, tgt + s * n, n, c.vocab, 1000 + s);
+			if (c.eod >= 0)   /* documents meet inside the samples */
+				plant_eod(tok + s * n, tgt + s * n, n, c.eod, 1000 + s);
+		}
 	}
-	int64_t bshape[3] = {S, B, T};
-	snprintf(path, sizeof path, "%s/batch.safetensors", outdir);
-	struct st_writer *w = st_create(path, err, sizeof err);
-	if (!w)
-		return fprintf(stderr, "%s\n", err), 3;
-	st_declare(w, "tokens", ST_I32, 3, bshape);
-	st_declare(w, "targets", ST_I32, 3, bshape);
-	if (st_write(w, tok, S * n * 4) || st_write(w, tgt, S * n * 4) || st_commit(w))
-		return fprintf(stderr, "%s\n", st_werror(w)), 3;
+	int64_t bshape[3] = {S, B, T}, sbshape[2] = {S, B};
+	struct st_writer *w;
+	if (writer) {
+		snprintf(path, sizeof path, "%s/batch.safetensors", outdir);
+		w = st_create(path, err, sizeof err);
+		if (!w)
+			return fprintf(stderr, "%s\n", err), 3;
+		if (bert) {
+			const char *names[5] = {"tokens", "types", "labels", "loss_mask", "padding_mask"};
+			const int32_t *data[5] = {bb.tok, bb.types, bb.labels, bb.lmask, bb.pad};
+			for (int k = 0; k < 5; k++)
+				st_declare(w, names[k], ST_I32, 3, bshape);
+			st_declare(w, "is_random", ST_I32, 2, sbshape);
+			for (int k = 0; k < 5; k++)
+				st_write(w, data[k], S * n * 4);
+			st_write(w, bb.isr, S * B * 4);
+		} else {
+			st_declare(w, "tokens", ST_I32, 3, bshape);
+			st_declare(w, "targets", ST_I32, 3, bshape);
+			st_write(w, tok, S * n * 4);
+			st_write(w, tgt, S * n * 4);
+		}
+		if (st_commit(w))
+			return fprintf(stderr, "%s\n", st_werror(w)), 3;
+	}
 
-	/* initial weights */
-	float *buf = malloc(m.nparams * sizeof *buf);
-	snprintf(path, sizeof path, "%s/init.safetensors", outdir);
-	w = st_create(path, err, sizeof err);
-	for (int i = 0; i < m.ntensors; i++)
-		put(w, m.tensors[i].name, NULL, m.tensors[i].ndim, m.tensors[i].shape);
+	/* the full model's tensors, assembled from the TP shards */
+	size_t most = 0, full_n = 0;
 	for (int i = 0; i < m.ntensors; i++) {
-		model_get(&m, m.master, i, buf);
-		st_write(w, buf, m.tensors[i].numel * 4);
+		size_t f = (size_t)m.tensors[i].shape[0] * (m.tensors[i].shape[1] ? m.tensors[i].shape[1] : 1);
+		most = m.tensors[i].numel > most ? m.tensors[i].numel : most;
+		full_n += f;
 	}
-	if (st_commit(w))
-		return fprintf(stderr, "%s\n", st_werror(w)), 3;
+	float *tmp = malloc(most * sizeof *tmp), *init = malloc(full_n * sizeof *init);
+	float *grads = malloc(full_n * sizeof *grads), *fin = malloc(full_n * sizeof *fin);
+	int same = 1;
+	for (size_t i = 0, at = 0; i < (size_t)m.ntensors; i++) {
+		gather_full(&m, &d, m.master, i, init + at, tmp, &same);
+		at += (size_t)m.tensors[i].shape[0] * (m.tensors[i].shape[1] ? m.tensors[i].shape[1] : 1);
+	}
+	if (writer) {
+		snprintf(path, sizeof path, "%s/init.safetensors", outdir);
+		w = st_create(path, err, sizeof err);
+		for (int i = 0; i < m.ntensors; i++)
+			st_declare(w, m.tensors[i].name, ST_F32, m.tensors[i].ndim, m.tensors[i].shape);
+		st_write(w, init, full_n * 4);
+		if (st_commit(w))
+			return fprintf(stderr, "%s\n", st_werror(w)), 3;
+	}
 
 	/* step 0's logits, loss and gradients */
-	int Vp = c.padded_vocab, bad;
-	float *logits = malloc(n * Vp * sizeof *logits);
+	int Vp = c.padded_vocab, Vl = Vp / c.tp, bad;
+	float *logits = malloc(n * Vp * sizeof *logits), *lloc = malloc(n * Vl * sizeof *lloc);
+	struct model_batch mb = {.tokens = tok, .targets = tgt};
+	if (bert)
+		mb = bert_view(&bb, 0, B, T, lens, lmask);
 	model_zero_grad(&m);
-	float loss0 = model_forward(&m, tok, tgt, 1.0f, 0, 0, logits, &bad);
+	float loss0 = model_forward_batch(&m, &mb, 1.0f, 0, 0, lloc, &bad);
+	float lm0 = m.loss_lm, sop0 = m.loss_sop;
 	model_backward(&m);
-	float *grads = malloc(m.nparams * sizeof *grads);
-	for (int i = 0; i < m.ntensors; i++)   /* m.grads is device memory on a GPU */
-		model_get(&m, m.grads, i, grads + m.tensors[i].offset);
+	if (c.tp > 1) {   /* the vocabulary slices' columns side by side */
+		float *all = malloc(n * Vp * sizeof *all);
+		d.allgather(&d, DIST_TP, lloc, n * Vl * sizeof *lloc, all);
+		for (int r = 0; r < c.tp; r++)
+			for (size_t y = 0; y < n; y++)
+				memcpy(logits + y * Vp + r * Vl, all + (r * n + y) * Vl, Vl * sizeof *logits);
+		free(all);
+	} else {
+		memcpy(logits, lloc, n * Vp * sizeof *logits);
+	}
+	for (size_t i = 0, at = 0; i < (size_t)m.ntensors; i++) {
+		gather_full(&m, &d, m.grads, i, grads + at, tmp, &same);
+		at += (size_t)m.tensors[i].shape[0] * (m.tensors[i].shape[1] ? m.tensors[i].shape[1] : 1);
+	}
 
-	float *losses = malloc(S * sizeof *losses), *norms = malloc(S * sizeof *norms);
+	float *losses = malloc(3 * S * sizeof *losses), *norms = malloc(S * sizeof *norms);
 	for (int s = 0; s < S; s++) {
 		double gn;
 		model_zero_grad(&m);
-		losses[s] = model_forward(&m, tok + s * n, tgt + s * n, 1.0f, s, 0, NULL, &bad);
+		mb = (struct model_batch){.tokens = tok + s * n, .targets = tgt + s * n};
+		if (bert)
+			mb = bert_view(&bb, s, B, T, lens, lmask);
+		losses[s] = model_forward_batch(&m, &mb, 1.0f, s, 0, NULL, &bad);
+		losses[S + s] = m.loss_lm;
+		losses[2 * S + s] = m.loss_sop;
 		model_backward(&m);
 		optim_step(&opt, &m, lr, &gn);
 		norms[s] = gn;
 	}
+	for (size_t i = 0, at = 0; i < (size_t)m.ntensors; i++) {
+		gather_full(&m, &d, m.master, i, fin + at, tmp, &same);
+		at += (size_t)m.tensors[i].shape[0] * (m.tensors[i].shape[1] ? m.tensors[i].shape[1] : 1);
+	}
+	if (c.tp > 1)   /* the replicated tensors, their gradients and their values after S steps */
+		printf("replicated tensors bit-identical across %d TP ranks: %s\n", c.tp,
+		       same ? "yes" : "NO");
 
-	snprintf(path, sizeof path, "%s/c.safetensors", outdir);
-	w = st_create(path, err, sizeof err);
-	int64_t lshape[3] = {B, T, Vp}, one = 1, sS = S;
-	char name[96];
-	st_declare(w, "logits", ST_F32, 3, lshape);
-	st_declare(w, "loss", ST_F32, 1, &one);
-	st_declare(w, "losses", ST_F32, 1, &sS);
-	st_declare(w, "grad_norms", ST_F32, 1, &sS);
-	for (int i = 0; i < m.ntensors; i++) {
-		snprintf(name, sizeof name, "grad.%s", m.tensors[i].name);
-		st_declare(w, name, ST_F32, m.tensors[i].ndim, m.tensors[i].shape);
+	if (writer) {
+		snprintf(path, sizeof path, "%s/c.safetensors", outdir);
+		w = st_create(path, err, sizeof err);
+		int64_t lshape[3] = {B, T, Vp}, one = 1, sS = S;
+		char name[96];
+		st_declare(w, "logits", ST_F32, 3, lshape);
+		st_declare(w, "loss", ST_F32, 1, &one);
+		st_declare(w, "losses", ST_F32, 1, &sS);
+		st_declare(w, "grad_norms", ST_F32, 1, &sS);
+		if (bert) {
+			st_declare(w, "lm_loss", ST_F32, 1, &one);
+			st_declare(w, "sop_loss", ST_F32, 1, &one);
+			st_declare(w, "lm_losses", ST_F32, 1, &sS);
+			st_declare(w, "sop_losses", ST_F32, 1, &sS);
+		}
+		for (int i = 0; i < m.ntensors; i++) {
+			snprintf(name, sizeof name, "grad.%s", m.tensors[i].name);
+			st_declare(w, name, ST_F32, m.tensors[i].ndim, m.tensors[i].shape);
+		}
+		for (int i = 0; i < m.ntensors; i++) {
+			snprintf(name, sizeof name, "final.%s", m.tensors[i].name);
+			st_declare(w, name, ST_F32, m.tensors[i].ndim, m.tensors[i].shape);
+		}
+		st_write(w, logits, n * Vp * 4);
+		st_write(w, &loss0, 4);
+		st_write(w, losses, S * 4);
+		st_write(w, norms, S * 4);
+		if (bert) {
+			st_write(w, &lm0, 4);
+			st_write(w, &sop0, 4);
+			st_write(w, losses + S, S * 4);
+			st_write(w, losses + 2 * S, S * 4);
+		}
+		st_write(w, grads, full_n * 4);
+		st_write(w, fin, full_n * 4);
+		if (st_commit(w))
+			return fprintf(stderr, "%s\n", st_werror(w)), 3;
 	}
-	for (int i = 0; i < m.ntensors; i++) {
-		snprintf(name, sizeof name, "final.%s", m.tensors[i].name);
-		st_declare(w, name, ST_F32, m.tensors[i].ndim, m.tensors[i].shape);
-	}
-	st_write(w, logits, n * Vp * 4);
-	st_write(w, &loss0, 4);
-	st_write(w, losses, S * 4);
-	st_write(w, norms, S * 4);
-	for (int i = 0; i < m.ntensors; i++)
-		st_write(w, grads + m.tensors[i].offset, m.tensors[i].numel * 4);
-	for (int i = 0; i < m.ntensors; i++) {
-		model_get(&m, m.master, i, buf);
-		st_write(w, buf, m.tensors[i].numel * 4);
-	}
-	if (st_commit(w))
-		return fprintf(stderr, "%s\n", st_werror(w)), 3;
 	model_free(&m);
-	return 0;
+	if (d.finish)
+		d.finish(&d);
+	return same ? 0 : 1;
 }
 
 int main(int argc, char **argv)

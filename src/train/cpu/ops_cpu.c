@@ -293,28 +293,30 @@ static void cpu_matmul_bwd(void *dinp_, float *dw, float *dbias, const void *dou
 
 /* ---- attention ---- */
 
-/* Scores of query rows [i0,i1) against keys [0,i1) of one (b,h) into S (rows x i1, ld T),
- * turned into probabilities with the saved (or here computed) log-sum-exp.  Row i sees keys
- * [ks[i], i] (ks NULL: [0, i]); masked entries are 0. */
+/* Scores of query rows [i0,i1) against keys [0,nk) of one (b,h) into S (rows x nk, ld T),
+ * turned into probabilities with the saved (or here computed) log-sum-exp.  Causal (kl < 0):
+ * nk = i1 and row i sees keys [ks[i], i] (ks NULL: [0, i]); bidirectional: nk = kl and every
+ * row sees keys [0, kl).  Masked entries are 0. */
 SIMD_CLONES static void att_probs(float *S, float *lse, int compute_lse, const float *Q, const float *K,
 		      int ld, int T, int HD, int i0, int i1, float slope, int alibi,
-		      const int32_t *ks)
+		      const int32_t *ks, int kl)
 {
 	float scale = 1.0f / sqrtf((float)HD);
-	cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, i1 - i0, i1, HD, scale,
+	int nk = kl >= 0 ? kl : i1;
+	cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, i1 - i0, nk, HD, scale,
 		    Q + (size_t)i0 * ld, ld, K, ld, 0.0f, S, T);
 	for (int i = i0; i < i1; i++) {
 		float *s = S + (size_t)(i - i0) * T;
-		int j0 = ks ? ks[i] : 0;
+		int j0 = ks ? ks[i] : 0, je = kl >= 0 ? kl - 1 : i;
 		if (alibi)
-			for (int j = j0; j <= i; j++)
+			for (int j = j0; j <= je; j++)
 				s[j] += slope * j;
 		if (compute_lse) {
 			float mx = -INFINITY;
-			for (int j = j0; j <= i; j++)
+			for (int j = j0; j <= je; j++)
 				mx = s[j] > mx ? s[j] : mx;
 			double sum = 0;
-			for (int j = j0; j <= i; j++)
+			for (int j = j0; j <= je; j++)
 				sum += exp_fast(s[j] - mx);
 			lse[i] = mx + (float)log(sum);
 		}
@@ -322,9 +324,9 @@ SIMD_CLONES static void att_probs(float *S, float *lse, int compute_lse, const f
 		for (int j = 0; j < j0; j++)
 			s[j] = 0.0f;
 #pragma omp simd
-		for (int j = j0; j <= i; j++)
+		for (int j = j0; j <= je; j++)
 			s[j] = exp_fast(s[j] - l);
-		for (int j = i + 1; j < i1; j++)
+		for (int j = je + 1; j < nk; j++)
 			s[j] = 0.0f;
 	}
 }
@@ -350,19 +352,21 @@ static void cpu_attention_fwd(void *out_, float *lse, const void *qkv_, int B, i
 				const float *K = Q + HD, *V = Q + 2 * HD;
 				float *O = out + (size_t)b * T * C + (size_t)h * HD;
 				float *L = lse + ((size_t)b * NH + h) * T;
-				const int32_t *ks = k.kstart ? k.kstart + (size_t)b * T : NULL;
+				const int32_t *ks = !k.bidir && k.kstart ? k.kstart + (size_t)b * T : NULL;
+				int kl = k.bidir ? (k.klen ? k.klen[b] : T) : -1;
 				uint64_t base = ((k.sample0 + b) * k.heads + k.head0 + h) * T * T;
 				for (int i0 = 0; i0 < T; i0 += ATT_BLOCK) {
 					int i1 = i0 + ATT_BLOCK < T ? i0 + ATT_BLOCK : T;
+					int nk = kl >= 0 ? kl : i1;
 					att_probs(S, L, 1, Q, K, ld, T, HD, i0, i1,
-						  slopes ? slopes[h] : 0, slopes != NULL, ks);
+						  slopes ? slopes[h] : 0, slopes != NULL, ks, kl);
 					if (p > 0)
 						for (int i = i0; i < i1; i++)
-							for (int j = 0; j <= i; j++)
+							for (int j = 0, je = kl >= 0 ? kl - 1 : i; j <= je; j++)
 								S[(size_t)(i - i0) * T + j] *= philox_keep(
 									seed, base + (uint64_t)i * T + j, p);
 					cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, i1 - i0, HD,
-						    i1, 1.0f, S, T, V, ld, 0.0f, O + (size_t)i0 * C, C);
+						    nk, 1.0f, S, T, V, ld, 0.0f, O + (size_t)i0 * C, C);
 				}
 			}
 		free(S);
@@ -398,7 +402,8 @@ static void cpu_attention_bwd(void *dqkv_, const void *dout_, const void *qkv_,
 				const float *O = out + tok0 * C + (size_t)h * HD;
 				const float *dO = dout + tok0 * C + (size_t)h * HD;
 				const float *L = lse + ((size_t)b * NH + h) * T;
-				const int32_t *ks = k.kstart ? k.kstart + (size_t)b * T : NULL;
+				const int32_t *ks = !k.bidir && k.kstart ? k.kstart + (size_t)b * T : NULL;
+				int kl = k.bidir ? (k.klen ? k.klen[b] : T) : -1;
 				uint64_t base = ((k.sample0 + b) * k.heads + k.head0 + h) * T * T;
 				for (int i = 0; i < T; i++) {
 					float d = 0;
@@ -409,29 +414,31 @@ static void cpu_attention_bwd(void *dqkv_, const void *dout_, const void *qkv_,
 				}
 				for (int i0 = 0; i0 < T; i0 += ATT_BLOCK) {
 					int i1 = i0 + ATT_BLOCK < T ? i0 + ATT_BLOCK : T, n = i1 - i0;
+					int nk = kl >= 0 ? kl : i1;
 					att_probs(P, (float *)L, 0, Q, K, ld, T, HD, i0, i1,
-						  slopes ? slopes[h] : 0, slopes != NULL, ks);
-					/* dPd = dO V^T over keys [0,i1) */
-					cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, n, i1, HD, 1.0f,
+						  slopes ? slopes[h] : 0, slopes != NULL, ks, kl);
+					/* dPd = dO V^T over keys [0,nk) */
+					cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, n, nk, HD, 1.0f,
 						    dO + (size_t)i0 * C, C, V, ld, 0.0f, dP, T);
 					for (int i = i0; i < i1; i++) {
 						float *pr = P + (size_t)(i - i0) * T, *dr = dP + (size_t)(i - i0) * T;
-						for (int j = 0; j <= i; j++) {
+						int je = kl >= 0 ? kl - 1 : i;
+						for (int j = 0; j <= je; j++) {
 							float keep = p > 0 ? philox_keep(seed, base + (uint64_t)i * T + j, p) : 1.0f;
 							float pd = pr[j] * keep;   /* the dropped probability V saw */
 							float dpj = dr[j] * keep;  /* gradient wrt the probability */
 							dr[j] = pr[j] * (dpj - D[i]) * scale;
 							pr[j] = pd;
 						}
-						for (int j = i + 1; j < i1; j++)
+						for (int j = je + 1; j < nk; j++)
 							dr[j] = 0.0f;
 					}
 					/* dV += Pd^T dO, dQ = dS K, dK += dS^T Q */
-					cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, i1, HD, n, 1.0f,
+					cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, nk, HD, n, 1.0f,
 						    P, T, dO + (size_t)i0 * C, C, 1.0f, dV, ld);
-					cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, HD, i1, 1.0f,
+					cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, HD, nk, 1.0f,
 						    dP, T, K, ld, 0.0f, dQ + (size_t)i0 * ld, ld);
-					cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, i1, HD, n, 1.0f,
+					cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, nk, HD, n, 1.0f,
 						    dP, T, Q + (size_t)i0 * ld, ld, 1.0f, dK, ld);
 				}
 			}
@@ -489,6 +496,67 @@ static void cpu_gelu_bwd(void *dinp, const void *inp, const void *dout, size_t n
 		part(n, omp_get_num_threads(), omp_get_thread_num(), &a, &b);
 		gelu_bwd_range(dinp, inp, dout, a, b);
 	}
+}
+
+/* The exact GeLU, x Phi(x), torch.nn.functional.gelu's default (BERT's LM head): libm's erff,
+ * scalar - it runs on one (N,C) tensor per step */
+static void cpu_gelu_erf_fwd(void *out_, const void *inp_, size_t n)
+{
+	float *out = out_;
+	const float *x = inp_;
+#pragma omp parallel for schedule(static)
+	for (size_t i = 0; i < n; i++)
+		out[i] = 0.5f * x[i] * (1.0f + erff(x[i] * 0.70710678118654752f));
+}
+
+/* d/dx x Phi(x) = Phi(x) + x phi(x); dinp may be dout */
+static void cpu_gelu_erf_bwd(void *dinp_, const void *inp_, const void *dout_, size_t n)
+{
+	float *dinp = dinp_;
+	const float *x = inp_, *dout = dout_;
+#pragma omp parallel for schedule(static)
+	for (size_t i = 0; i < n; i++) {
+		float v = x[i];
+		float cdf = 0.5f * (1.0f + erff(v * 0.70710678118654752f));
+		float pdf = 0.39894228040143268f * expf(-0.5f * v * v);
+		dinp[i] = dout[i] * (cdf + v * pdf);
+	}
+}
+
+static void cpu_tanh_fwd(void *out_, const void *inp_, size_t n)
+{
+	float *out = out_;
+	const float *x = inp_;
+#pragma omp parallel for schedule(static)
+	for (size_t i = 0; i < n; i++)
+		out[i] = tanhf(x[i]);
+}
+
+/* from the output: 1 - tanh^2; dinp may be dout */
+static void cpu_tanh_bwd(void *dinp_, const void *out_, const void *dout_, size_t n)
+{
+	float *dinp = dinp_;
+	const float *y = out_, *dout = dout_;
+#pragma omp parallel for schedule(static)
+	for (size_t i = 0; i < n; i++)
+		dinp[i] = dout[i] * (1.0f - y[i] * y[i]);
+}
+
+static void cpu_gather_rows(void *out_, const void *inp_, int rows, int C, size_t stride)
+{
+	float *out = out_;
+	const float *inp = inp_;
+	for (int r = 0; r < rows; r++)
+		memcpy(out + (size_t)r * C, inp + (size_t)r * stride, (size_t)C * sizeof *out);
+}
+
+static void cpu_scatter_add_rows(void *dinp_, const void *dout_, int rows, int C, size_t stride)
+{
+	float *dinp = dinp_;
+	const float *dout = dout_;
+	for (int r = 0; r < rows; r++)
+		for (int c = 0; c < C; c++)
+			dinp[(size_t)r * stride + c] += dout[(size_t)r * C + c];
 }
 
 static void cpu_residual_fwd(void *out_, const void *res_, const void *x_, size_t n, float p,
@@ -769,6 +837,12 @@ static struct ops cpu_ops = {
 	.attention_bwd = cpu_attention_bwd,
 	.gelu_fwd = cpu_gelu_fwd,
 	.gelu_bwd = cpu_gelu_bwd,
+	.gelu_erf_fwd = cpu_gelu_erf_fwd,
+	.gelu_erf_bwd = cpu_gelu_erf_bwd,
+	.tanh_fwd = cpu_tanh_fwd,
+	.tanh_bwd = cpu_tanh_bwd,
+	.gather_rows = cpu_gather_rows,
+	.scatter_add_rows = cpu_scatter_add_rows,
 	.residual_fwd = cpu_residual_fwd,
 	.dropout_bwd = cpu_dropout_bwd,
 	.dropout_fwd = cpu_dropout_fwd,
