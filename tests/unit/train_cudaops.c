@@ -498,12 +498,14 @@ static int case_attention(int B, int T, int NH, int HD, int alibi, int docs, flo
 {
 	char name[128];
 	snprintf(name, sizeof name, "attention B%d T%d NH%d HD%d%s%s p%g", B, T, NH, HD,
-		 alibi ? " alibi" : "", docs ? " docs" : "", p);
+		 alibi ? " alibi" : "", docs == 2 ? " bidirectional" : docs ? " docs" : "", p);
 	size_t nq = (size_t)B * T * NH * 3 * HD, no = (size_t)B * T * NH * HD, nl = (size_t)B * NH * T;
 	float *qkv = randn(nq, 1.0f, 30), *dout = randn(no, 1, 31);
 	float *slopes = zeros(heads);
 	model_alibi_slopes(heads, slopes);
-	int32_t *ks = malloc((size_t)B * T * sizeof *ks);
+	int32_t *ks = malloc((size_t)B * T * sizeof *ks), kl[B];
+	for (int b = 0; b < B; b++)   /* docs 2: bidirectional over a key length per sample */
+		kl[b] = b == 0 ? T : 1 + (int)(philox_u32(45, b) % T);
 	for (int b = 0; b < B; b++) {
 		int start = 0;
 		for (int i = 0; i < T; i++) {
@@ -518,8 +520,9 @@ static int case_attention(int B, int T, int NH, int HD, int alibi, int docs, flo
 	for (int k = 0; k < 2; k++) {
 		const struct ops *o = os[k];
 		float *ds = up_f32(o, slopes + head0, NH);
-		int32_t *dk = up_i32(o, ks, (size_t)B * T);
-		struct ops_attn a = {alibi ? ds : NULL, docs ? dk : NULL, p, 77, 3, head0, heads};
+		int32_t *dk = up_i32(o, ks, (size_t)B * T), *dkl = up_i32(o, kl, B);
+		struct ops_attn a = {alibi ? ds : NULL, docs == 1 ? dk : NULL, p, 77, 3, head0, heads,
+				     docs == 2, docs == 2 ? dkl : NULL};
 		void *dx = up_act(o, qkv, nq), *dO = o->alloc(no * o->act_size);
 		float *dl = up_f32(o, NULL, nl);
 		o->attention_fwd(dO, dl, dx, B, T, NH, HD, a);
@@ -538,7 +541,7 @@ static int case_attention(int B, int T, int NH, int HD, int alibi, int docs, flo
 		o->attention_bwd(gx, g, dx, rO, rl, B, T, NH, HD, a);
 		dqkv[k] = zeros(nq);
 		down_act(o, dqkv[k], gx, nq);
-		o->free(ds), o->free(dk), o->free(dx), o->free(dO), o->free(dl), o->free(rO);
+		o->free(ds), o->free(dk), o->free(dkl), o->free(dx), o->free(dO), o->free(dl), o->free(rO);
 		o->free(g), o->free(rl), o->free(gx);
 	}
 	int ok = 1;
@@ -564,6 +567,66 @@ static int case_attention(int B, int T, int NH, int HD, int alibi, int docs, flo
 	for (int k = 0; k < 2; k++)
 		free(out[k]), free(lse[k]), free(dqkv[k]);
 	free(ref_out), free(qkv), free(dout), free(slopes), free(ks);
+	return ok;
+}
+
+/* The exact GeLU, tanh (fwd from the input, bwd from the output) and the strided rows of
+ * BERT's pooler: n elements as (n / 16, 16) rows of a (rows, 3, 16) matrix, row stride 48 */
+static int case_bert_heads(size_t n, int misalign)
+{
+	char name[96];
+	snprintf(name, sizeof name, "bert heads n%zu%s", n, misalign ? " misaligned" : "");
+	size_t rows = n / 16;
+	float *x = randn(n + 1, 2, 60), *dy = randn(n + 1, 1, 61), *big = randn(rows * 48, 1, 62);
+	float *y = zeros(n + 1);   /* a tanh output, the same for both backends' backward */
+	for (size_t i = 0; i <= n; i++)
+		y[i] = bf16r(tanhf(x[i]));
+	enum { EF, EB, TF, TB, GR, SR, NR };
+	float *r[2][NR];
+	const struct ops *os[2] = {cu, cpu};
+	for (int k = 0; k < 2; k++) {
+		const struct ops *o = os[k];
+		size_t e = misalign ? o->act_size : 0;
+		void *bx = up_act(o, x, n + 1), *bg = up_act(o, dy, n + 1);
+		void *bo = o->alloc((n + 1) * o->act_size), *bb = up_act(o, big, rows * 48);
+		void *px = (char *)bx + e, *pg = (char *)bg + e, *po = (char *)bo + e;
+		for (int q = 0; q < NR; q++)
+			r[k][q] = zeros(rows * 48 > n + 1 ? rows * 48 : n + 1);
+		o->gelu_erf_fwd(po, px, n);
+		down_act(o, r[k][EF], bo, n + 1);
+		o->gelu_erf_bwd(po, px, pg, n);
+		down_act(o, r[k][EB], bo, n + 1);
+		o->tanh_fwd(po, px, n);
+		down_act(o, r[k][TF], bo, n + 1);
+		void *t = up_act(o, y, n + 1);
+		o->tanh_bwd(po, (char *)t + e, pg, n);
+		down_act(o, r[k][TB], bo, n + 1);
+		o->gather_rows(bo, (char *)bb + 16 * o->act_size, (int)rows, 16, 48);
+		down_act(o, r[k][GR], bo, rows * 16);
+		o->scatter_add_rows((char *)bb + 32 * o->act_size, bo, (int)rows, 16, 48);
+		down_act(o, r[k][SR], bb, rows * 48);
+		o->free(bx), o->free(bg), o->free(bo), o->free(bb), o->free(t);
+	}
+	const char *nm[NR] = {"gelu_erf_fwd", "gelu_erf_bwd", "tanh_fwd", "tanh_bwd", "gather_rows",
+			      "scatter_add_rows"};
+	size_t len[NR] = {n, n, n, n, rows * 16, rows * 48}, s = misalign ? 1 : 0;
+	int ok = 1;
+	for (int q = 0; q < NR; q++) {
+		char wn[160];
+		snprintf(wn, sizeof wn, "%s %s", name, nm[q]);
+		size_t o0 = q < GR ? s : 0;
+		ok &= near(wn, r[0][q] + o0, r[1][q] + o0, len[q], TOL_BF16);
+	}
+	/* the rows moved are the ones asked for: row r of the gather is big[r][1] */
+	for (size_t i = 0; i < rows * 16 && ok; i++)
+		if (r[1][GR][i] != big[i / 16 * 48 + 16 + i % 16]) {
+			printf("# %s: gather_rows element %zu is not its row's\n", name, i);
+			ok = 0;
+		}
+	for (int k = 0; k < 2; k++)
+		for (int q = 0; q < NR; q++)
+			free(r[k][q]);
+	free(x), free(dy), free(big), free(y);
 	return ok;
 }
 
@@ -1119,6 +1182,18 @@ int main(int argc, char **argv)
 		T_ASSERT(case_attention(2, 67, 3, 16, 1, 1, 0.0f, 0, 3));
 		T_ASSERT(case_attention(2, 40, 5, 32, 1, 1, 0.2f, 2, 12));
 		T_ASSERT(case_attention(1, 9, 1, 7, 0, 0, 0.5f, 0, 1)); /* odd head dim */
+	}
+	CASE("cuda_attention_matches_cpu_bidirectional_with_key_lengths") {
+		/* BERT's padding mask: sample 0 whole, the others' keys cut anywhere (1 key, a tile
+		 * boundary, mid-tile), every query - padded ones too - seeing [0, klen) */
+		T_ASSERT(case_attention(4, 130, 2, 64, 0, 2, 0.0f, 0, 2));
+		T_ASSERT(case_attention(3, 70, 3, 32, 0, 2, 0.2f, 1, 4));
+		T_ASSERT(case_attention(2, 24, 4, 40, 0, 2, 0.1f, 0, 4));
+		T_ASSERT(case_attention(2, 1, 1, 16, 0, 2, 0.0f, 0, 1));
+	}
+	CASE("cuda_bert_head_ops_match_cpu") {
+		T_ASSERT(case_bert_heads(1000, 0));
+		T_ASSERT(case_bert_heads(1001, 1));
 	}
 	CASE("cuda_pointwise_ops_match_cpu_with_dropout") {
 		T_ASSERT(case_pointwise(1000, 0.0f, 0));

@@ -8,7 +8,11 @@
  * document); P = softmax_j(s) in fp32; O_i = sum_j P_ij M_ij v_j with the dropout mask
  * M_ij = philox_keep(seed, ((g*heads+H)*T+i)*T+j, p), g the sample's place in the global
  * batch and H the global head: the same draw as the CPU backend's, in any layout.
- * lse_i = log sum_j exp(s_ij) is saved (dropout does not enter it).
+ * lse_i = log sum_j exp(s_ij) is saved (dropout does not enter it).  The bidirectional mode
+ * (k.bidir, BERT's padding mask) lets every query of sample b - padded ones too - see keys
+ * [0, klen[b]): the forward and dQ kernels walk the key tiles up to klen instead of the
+ * diagonal, the dK/dV kernel every query tile for keys below klen (the others' gradient is 0),
+ * and the masks of every kernel are one predicate, at_sees.
  *
  * Tile products.  Every product of two tiles is mma.sync m16n8k16 (bf16 inputs, fp32
  * accumulate; ptx.h), its operands loaded from shared memory with ldmatrix (.trans where the
@@ -226,20 +230,33 @@ __device__ __forceinline__ int at_kstart(const struct ops_attn &k, int b, int T,
 	return k.kstart && i < T ? k.kstart[(size_t)b * T + i] : 0;
 }
 
+/* Keys sample b's queries see in the bidirectional mode: [0, kl); -1 in the causal one. */
+__device__ __forceinline__ int at_klen(const struct ops_attn &k, int b, int T)
+{
+	return k.bidir ? (k.klen ? k.klen[b] : T) : -1;
+}
+
+/* Whether query i sees key j: causal from its first key ks to itself, or bidirectional below
+ * kl; never a query past T. */
+__device__ __forceinline__ bool at_sees(int i, int j, int T, int kl, int ks)
+{
+	return i < T && (kl >= 0 ? j < kl : j <= i && j >= ks);
+}
+
 /* Dropout's keep flags of the 32 scores a lane holds, bit 4n + e for element e of column tile n
  * (row r0 for e < 2, else r1; column c0 + 8n + (e & 1)); keys_rows: the rows are keys (S^T).
  * One philox draw per score (as philox_keep), in a loop kept rolled so that the generator's
  * registers are needed once rather than 32 times; scores above the diagonal or past T (masked in
  * every kernel) are not drawn. */
 __device__ __forceinline__ uint32_t at_keepbits(uint64_t seed, uint64_t dbh, int T, int r0, int r1,
-						int c0, int keys_rows, float p)
+						int c0, int keys_rows, float p, int kl)
 {
 	uint32_t bits = 0;
 #pragma unroll 1
 	for (int x = 0; x < 32; x++) {
 		int r = (x & 2) ? r1 : r0, c = c0 + (x >> 2) * 8 + (x & 1);
 		int i = keys_rows ? c : r, j = keys_rows ? r : c;
-		if (i < T && j <= i && philox_keep(seed, at_elem(dbh, T, i, j), p) != 0.0f)
+		if (at_sees(i, j, T, kl, 0) && philox_keep(seed, at_elem(dbh, T, i, j), p) != 0.0f)
 			bits |= 1u << x;
 	}
 	return bits;
@@ -281,9 +298,12 @@ __global__ __launch_bounds__(AT_T) void attn_fwd_mma_k(bf16 *out, float *lse, co
 #pragma unroll
 	for (int c = 0; c < ND; c++)
 		o[c][0] = o[c][1] = o[c][2] = o[c][3] = 0.0f;
-	int last = min(q0 + w0 + 15, T - 1);
+	int kl = at_klen(k, b, T);
+	/* the last key the warp's rows see: its last row (causal) or kl - 1; none past T */
+	int last = q0 + w0 >= T ? -1 : kl >= 0 ? kl - 1 : min(q0 + w0 + 15, T - 1);
 
-	int nkt = min(q0 + AT_B - 1, T - 1) / AT_B + 1; /* key tiles up to the diagonal */
+	/* key tiles up to the diagonal (causal), or up to kl */
+	int nkt = kl >= 0 ? (kl + AT_B - 1) / AT_B : min(q0 + AT_B - 1, T - 1) / AT_B + 1;
 	for (int kt = 0; kt < nkt; kt++) {
 		int k0 = kt * AT_B;
 		__syncthreads(); /* the previous tile's Ks, Vs are consumed */
@@ -300,8 +320,8 @@ __global__ __launch_bounds__(AT_T) void attn_fwd_mma_k(bf16 *out, float *lse, co
 #pragma unroll
 			for (int e = 0; e < 4; e++) {
 				int r = e >> 1, i = ir[r], j = k0 + n * 8 + 2 * t + (e & 1);
-				s[n][e] = i < T && j <= i && j >= ks[r] ? at_score(s[n][e], sc2, sl2, j)
-									: -INFINITY;
+				s[n][e] = at_sees(i, j, T, kl, ks[r]) ? at_score(s[n][e], sc2, sl2, j)
+								       : -INFINITY;
 				mt[r] = fmaxf(mt[r], s[n][e]);
 			}
 		float ref[2];
@@ -320,7 +340,7 @@ __global__ __launch_bounds__(AT_T) void attn_fwd_mma_k(bf16 *out, float *lse, co
 				o[c][2 * r + 1] *= alpha;
 			}
 		}
-		uint32_t kb = p > 0.0f ? at_keepbits(seed, dbh, T, ir[0], ir[1], k0 + 2 * t, 0, p) : 0;
+		uint32_t kb = p > 0.0f ? at_keepbits(seed, dbh, T, ir[0], ir[1], k0 + 2 * t, 0, p, kl) : 0;
 #pragma unroll
 		for (int n = 0; n < 8; n++)
 #pragma unroll
@@ -416,8 +436,10 @@ __global__ __launch_bounds__(AT_T) void attn_bwd_dkv_mma_k(bf16 *dqkv, const bf1
 		for (int e = 0; e < 4; e++)
 			dk[c][e] = dv[c][e] = 0.0f;
 
-	int nqt = (T + AT_B - 1) / AT_B;
-	for (int qt = kt; qt < nqt; qt++) {
+	int nqt = (T + AT_B - 1) / AT_B, kl = at_klen(k, b, T);
+	/* the query tiles that see a key of the tile: from its diagonal (causal), all (bidirectional;
+	 * keys at or past kl are seen by none: their gradient is 0) */
+	for (int qt = kl >= 0 ? (k0 < kl ? 0 : nqt) : kt; qt < nqt; qt++) {
 		int q0 = qt * AT_B;
 		__syncthreads(); /* the previous tile's Qs, dOs, lse_s, D_s, ks_s are consumed */
 		at_load<HDM>(Qs, base, rs, q0, T, HD, vec);
@@ -430,19 +452,20 @@ __global__ __launch_bounds__(AT_T) void attn_bwd_dkv_mma_k(bf16 *dqkv, const bf1
 		}
 		__syncthreads();
 
-		/* 16-query chunks that can see one of the warp's keys: queries >= its first key, < T */
-		int lo = max(0, (k0 + w0 - q0) / 16);
-		int hi = k0 + w0 >= T ? 0 : at_chunks_upto(T - 1, q0);
+		/* 16-query chunks that can see one of the warp's keys: queries >= its first key (causal),
+		 * < T; none when the warp's keys are all past T (or kl) */
+		int lo = kl >= 0 ? 0 : max(0, (k0 + w0 - q0) / 16);
+		int hi = k0 + w0 >= (kl >= 0 ? kl : T) ? 0 : at_chunks_upto(T - 1, q0);
 		float st[8][4], dp[8][4]; /* [key g, g+8][query 8n + 2t, +1] */
 		at_scores<HDM>(st, Ks, w0, Qs, nk, lo, hi, lane);
 		at_scores<HDM>(dp, Vs, w0, dOs, nk, lo, hi, lane);
-		uint32_t kb = p > 0.0f ? at_keepbits(seed, dbh, T, jr[0], jr[1], q0 + 2 * t, 1, p) : 0;
+		uint32_t kb = p > 0.0f ? at_keepbits(seed, dbh, T, jr[0], jr[1], q0 + 2 * t, 1, p, kl) : 0;
 #pragma unroll
 		for (int n = 0; n < 8; n++)
 #pragma unroll
 			for (int e = 0; e < 4; e++) {
 				int j = jr[e >> 1], ii = n * 8 + 2 * t + (e & 1), i = q0 + ii;
-				bool ok = i < T && j <= i && j >= ks_s[ii];
+				bool ok = at_sees(i, j, T, kl, ks_s[ii]);
 				float P = ok ? exp2f(at_score(st[n][e], sc2, sl2, j) - lse_s[ii]) : 0.0f;
 				float keep = 1.0f;
 				if (p > 0.0f)
@@ -513,9 +536,10 @@ __global__ __launch_bounds__(AT_T) void attn_bwd_dq_mma_k(bf16 *dqkv, const bf16
 #pragma unroll
 	for (int c = 0; c < ND; c++)
 		dq[c][0] = dq[c][1] = dq[c][2] = dq[c][3] = 0.0f;
-	int last = min(q0 + w0 + 15, T - 1);
+	int kl = at_klen(k, b, T);
+	int last = q0 + w0 >= T ? -1 : kl >= 0 ? kl - 1 : min(q0 + w0 + 15, T - 1);
 
-	int nkt = min(q0 + AT_B - 1, T - 1) / AT_B + 1;
+	int nkt = kl >= 0 ? (kl + AT_B - 1) / AT_B : min(q0 + AT_B - 1, T - 1) / AT_B + 1;
 	for (int kt = 0; kt < nkt; kt++) {
 		int k0 = kt * AT_B;
 		__syncthreads(); /* the previous tile's Ks, Vs are consumed */
@@ -527,13 +551,13 @@ __global__ __launch_bounds__(AT_T) void attn_bwd_dq_mma_k(bf16 *dqkv, const bf16
 		float s[8][4], dp[8][4]; /* [query g, g+8][key 8n + 2t, +1] */
 		at_scores<HDM>(s, Qs, w0, Ks, nk, 0, hi, lane);
 		at_scores<HDM>(dp, dOs, w0, Vs, nk, 0, hi, lane);
-		uint32_t kb = p > 0.0f ? at_keepbits(seed, dbh, T, ir[0], ir[1], k0 + 2 * t, 0, p) : 0;
+		uint32_t kb = p > 0.0f ? at_keepbits(seed, dbh, T, ir[0], ir[1], k0 + 2 * t, 0, p, kl) : 0;
 #pragma unroll
 		for (int n = 0; n < 8; n++)
 #pragma unroll
 			for (int e = 0; e < 4; e++) {
 				int r = e >> 1, i = ir[r], j = k0 + n * 8 + 2 * t + (e & 1);
-				bool ok = i < T && j <= i && j >= ks[r];
+				bool ok = at_sees(i, j, T, kl, ks[r]);
 				float P = ok ? exp2f(at_score(s[n][e], sc2, sl2, j) - lse2[r]) : 0.0f;
 				float keep = 1.0f;
 				if (p > 0.0f)

@@ -238,6 +238,12 @@ void cu_residual_fwd(void *out, const void *res, const void *x, size_t n, float 
 void cu_dropout_bwd(void *dx, const void *dout, size_t n, float p, uint64_t seed, uint64_t off);
 void cu_dropout_fwd(void *x, size_t n, float p, uint64_t seed, uint64_t off);
 void cu_add(void *acc, const void *x, size_t n);
+void cu_gelu_erf_fwd(void *out, const void *inp, size_t n);
+void cu_gelu_erf_bwd(void *dinp, const void *inp, const void *dout, size_t n);
+void cu_tanh_fwd(void *out, const void *inp, size_t n);
+void cu_tanh_bwd(void *dinp, const void *out, const void *dout, size_t n);
+void cu_gather_rows(void *out, const void *inp, int rows, int C, size_t stride);
+void cu_scatter_add_rows(void *dinp, const void *dout, int rows, int C, size_t stride);
 void cu_f32_to_act(void *dst, const float *src, size_t n);
 void cu_act_to_f32(float *dst, const void *src, size_t n);
 void cu_bias_add(void *out, const void *bias, int N, int OC);

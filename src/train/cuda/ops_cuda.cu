@@ -234,6 +234,12 @@ static void fill_table(void)
 	o->dropout_bwd = cu_dropout_bwd;
 	o->dropout_fwd = cu_dropout_fwd;
 	o->add = cu_add;
+	o->gelu_erf_fwd = cu_gelu_erf_fwd;
+	o->gelu_erf_bwd = cu_gelu_erf_bwd;
+	o->tanh_fwd = cu_tanh_fwd;
+	o->tanh_bwd = cu_tanh_bwd;
+	o->gather_rows = cu_gather_rows;
+	o->scatter_add_rows = cu_scatter_add_rows;
 	o->xent_fwd_bwd = cu_xent_fwd_bwd;
 	o->xent_stats = cu_xent_stats;
 	o->xent_grad = cu_xent_grad;

@@ -1,5 +1,5 @@
-/* pointwise - element-wise kernels: GeLU, residual add with dropout, dropout, add, bias add and the
- * fp32 <-> bf16 conversions.
+/* pointwise - element-wise kernels: GeLU (tanh and erf), tanh, residual add with dropout,
+ * dropout, add, bias add, strided rows (BERT's pooler) and the fp32 <-> bf16 conversions.
  *
  * All are memory-bound, so the only design question is access width: a thread handles "units" of
  * V elements, V = 8 (one 16-byte load per bf16 operand) when n is a multiple of 8 and every
@@ -63,6 +63,84 @@ __global__ void gelu_bwd_k(bf16 *dinp, const bf16 *inp, const bf16 *dout, size_t
 			d[k] = g[k] * dy;
 		}
 		st_act<V>(dinp + u * V, d);
+	}
+}
+
+/* BERT's heads: the exact GeLU x Phi(x) (torch.nn.functional.gelu, erf) and tanh, forward and
+ * backward; the backward of tanh from its output */
+template <int V> __global__ void gelu_erf_fwd_k(bf16 *out, const bf16 *inp, size_t units)
+{
+	FOR_UNITS(u, units)
+	{
+		float x[V];
+		ld_act<V>(x, inp + u * V);
+#pragma unroll
+		for (int k = 0; k < V; k++)
+			x[k] = 0.5f * x[k] * (1.0f + erff(x[k] * 0.70710678118654752f));
+		st_act<V>(out + u * V, x);
+	}
+}
+
+template <int V>
+__global__ void gelu_erf_bwd_k(bf16 *dinp, const bf16 *inp, const bf16 *dout, size_t units)
+{
+	FOR_UNITS(u, units)
+	{
+		float x[V], g[V];
+		ld_act<V>(x, inp + u * V);
+		ld_act<V>(g, dout + u * V);
+#pragma unroll
+		for (int k = 0; k < V; k++) {
+			float v = x[k];
+			float cdf = 0.5f * (1.0f + erff(v * 0.70710678118654752f));
+			float pdf = 0.39894228040143268f * expf(-0.5f * v * v);
+			g[k] *= cdf + v * pdf;
+		}
+		st_act<V>(dinp + u * V, g);
+	}
+}
+
+template <int V> __global__ void tanh_fwd_k(bf16 *out, const bf16 *inp, size_t units)
+{
+	FOR_UNITS(u, units)
+	{
+		float x[V];
+		ld_act<V>(x, inp + u * V);
+#pragma unroll
+		for (int k = 0; k < V; k++)
+			x[k] = tanhf(x[k]);
+		st_act<V>(out + u * V, x);
+	}
+}
+
+template <int V>
+__global__ void tanh_bwd_k(bf16 *dinp, const bf16 *out, const bf16 *dout, size_t units)
+{
+	FOR_UNITS(u, units)
+	{
+		float y[V], g[V];
+		ld_act<V>(y, out + u * V);
+		ld_act<V>(g, dout + u * V);
+#pragma unroll
+		for (int k = 0; k < V; k++)
+			g[k] *= 1.0f - y[k] * y[k];
+		st_act<V>(dinp + u * V, g);
+	}
+}
+
+/* out(rows,C) = inp[r*stride + c]; and dinp[r*stride + c] += dout(r,c): each element once */
+__global__ void gather_rows_k(bf16 *out, const bf16 *inp, int C, size_t stride, size_t n)
+{
+	FOR_UNITS(i, n)
+	out[i] = inp[i / (size_t)C * stride + i % (size_t)C];
+}
+
+__global__ void scatter_add_rows_k(bf16 *dinp, const bf16 *dout, int C, size_t stride, size_t n)
+{
+	FOR_UNITS(i, n)
+	{
+		bf16 *d = dinp + i / (size_t)C * stride + i % (size_t)C;
+		*d = __float2bfloat16(__bfloat162float(*d) + __bfloat162float(dout[i]));
 	}
 }
 
@@ -176,6 +254,69 @@ void cu_gelu_bwd(void *dinp, const void *inp, const void *dout, size_t n)
 	int v = cu_vec8(n, dinp, inp, dout);
 	size_t units = v ? n / 8 : n;
 	PW_LAUNCH(gelu_bwd_k, v, units, (bf16 *)dinp, (const bf16 *)inp, (const bf16 *)dout, units);
+}
+
+void cu_gelu_erf_fwd(void *out, const void *inp, size_t n)
+{
+	CU_ENTER();
+	if (!n)
+		return;
+	int v = cu_vec8(n, out, inp);
+	size_t units = v ? n / 8 : n;
+	PW_LAUNCH(gelu_erf_fwd_k, v, units, (bf16 *)out, (const bf16 *)inp, units);
+}
+
+void cu_gelu_erf_bwd(void *dinp, const void *inp, const void *dout, size_t n)
+{
+	CU_ENTER();
+	if (!n)
+		return;
+	int v = cu_vec8(n, dinp, inp, dout);
+	size_t units = v ? n / 8 : n;
+	PW_LAUNCH(gelu_erf_bwd_k, v, units, (bf16 *)dinp, (const bf16 *)inp, (const bf16 *)dout,
+		  units);
+}
+
+void cu_tanh_fwd(void *out, const void *inp, size_t n)
+{
+	CU_ENTER();
+	if (!n)
+		return;
+	int v = cu_vec8(n, out, inp);
+	size_t units = v ? n / 8 : n;
+	PW_LAUNCH(tanh_fwd_k, v, units, (bf16 *)out, (const bf16 *)inp, units);
+}
+
+void cu_tanh_bwd(void *dinp, const void *out, const void *dout, size_t n)
+{
+	CU_ENTER();
+	if (!n)
+		return;
+	int v = cu_vec8(n, dinp, out, dout);
+	size_t units = v ? n / 8 : n;
+	PW_LAUNCH(tanh_bwd_k, v, units, (bf16 *)dinp, (const bf16 *)out, (const bf16 *)dout, units);
+}
+
+void cu_gather_rows(void *out, const void *inp, int rows, int C, size_t stride)
+{
+	CU_ENTER();
+	size_t n = (size_t)rows * C;
+	if (!n)
+		return;
+	cu_launch(gather_rows_k, cu_grid(n, PW_T), PW_T, 0, cu.stream, (bf16 *)out,
+		  (const bf16 *)inp, C, stride, n);
+	CU_LAUNCHED("gather_rows");
+}
+
+void cu_scatter_add_rows(void *dinp, const void *dout, int rows, int C, size_t stride)
+{
+	CU_ENTER();
+	size_t n = (size_t)rows * C;
+	if (!n)
+		return;
+	cu_launch(scatter_add_rows_k, cu_grid(n, PW_T), PW_T, 0, cu.stream, (bf16 *)dinp,
+		  (const bf16 *)dout, C, stride, n);
+	CU_LAUNCHED("scatter_add_rows");
 }
 
 void cu_residual_fwd(void *out, const void *res, const void *x, size_t n, float p, uint64_t seed,

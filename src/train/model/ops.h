@@ -42,7 +42,7 @@ struct ops_attn {
 	int head0, heads;          /* this rank's first head; the model's head count */
 	/* bidirectional (BERT's padding mask): query i of sample b sees keys [0, klen[b]) (klen
 	 * device (B); NULL: T), whatever i - padded queries included, whose outputs no real
-	 * position reads; kstart and slopes do not apply.  0: causal as above. */
+	 * position reads; kstart does not apply.  0: causal as above. */
 	int bidir;
 	const int32_t *klen;
 };
