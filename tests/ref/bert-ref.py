@@ -49,9 +49,16 @@ loss, lm_loss, sop_loss [1], grad.NAME, losses, lm_losses, sop_losses, grad_norm
 final.NAME.
 
 --mutate WHAT computes a deliberately WRONG reference, to show that the comparison catches the
-mistake: causal (a causal mask on top of the padding mask), no_tokentypes (types ignored),
+mistake; --mutations A,B,... tries each in turn (on the --only groups) and exits 0 only if every
+one of them is caught (some item over tolerance).  The mutations: causal (a causal mask on top of the padding mask), no_tokentypes (types ignored),
 pooler_linear (no tanh), head_gelu (the other GeLU in the LM head), no_lm_bias (lm_head.bias
 left out), padding_ignored (no padding mask), sop_sum (the sop loss summed over the samples).
+
+Tolerances are gpt-ref.py's profiles, lm_loss and sop_loss as loss, the per-step ones as
+losses - except that under the bf16 profile the sop loss gets the losses' limit (1e-2) and the
+per-step sop losses twice that: it is a mean over the B samples of a 2-way cross-entropy of
+bf16 logits (pooled, tanh and the head each rounded to 2^-9), not an average over many tokens
+(measured through the CUDA executor: 4.7e-3 and 7e-3).
 
 Exit status: 0 within tolerance (or --write only), 1 over tolerance, 2 bad input.
 """
@@ -294,6 +301,14 @@ def reference(cfg, weights, batch, dtype="float64", groups=G.GROUPS, mutate=None
     return {n: np.asarray(a, dtype=npdt) for n, a in out.items()}
 
 
+def mask_logits(c, b):
+    """C's logits at real positions only (see the comment at the top)"""
+    if "logits" in c:
+        c["logits"] = np.array(c["logits"])
+        c["logits"][b["padding_mask"][0] == 0] = 0.0
+    return c
+
+
 def main(argv):
     ap = argparse.ArgumentParser(prog="bert-ref.py", description="PyTorch reference for lmtk's "
                                  "BERT (see the comment at the top of this file).")
@@ -307,6 +322,7 @@ def main(argv):
     ap.add_argument("--only", help="comma-separated subset of " + ",".join(G.GROUPS))
     ap.add_argument("--dtype", choices=("float64", "float32", "bf16"), default="float64")
     ap.add_argument("--mutate", choices=MUTATIONS)
+    ap.add_argument("--mutations", metavar="A,B,...")
     ap.add_argument("--threads", type=int)
     a = ap.parse_args(argv)
     if not a.write and not a.compare:
@@ -328,6 +344,17 @@ def main(argv):
             ap.error(f"--tol {t!r}: want GROUP=LIMIT with GROUP one of {','.join(G.GROUPS)}")
     for n, g in GROUP_OF.items():
         tols[n] = tols[g]
+    if a.tolerance == "bf16":
+        tols["sop_loss"] = tols["losses"]
+        tols["sop_losses"] = 2 * tols["losses"]
+    muts = []
+    if a.mutations:
+        muts = [m.strip() for m in a.mutations.split(",") if m.strip()]
+        for m in muts:
+            if m not in MUTATIONS:
+                ap.error(f"--mutations: unknown {m!r} (have {','.join(MUTATIONS)})")
+        if not a.compare or a.write or a.mutate:
+            ap.error("--mutations goes with --compare, without --write or --mutate")
     if a.threads:
         torch.set_num_threads(a.threads)
     cfg = config_load(a.config)
@@ -335,6 +362,22 @@ def main(argv):
     weights_check(cfg, w, a.weights)
     b, _ = G.st_read(a.batch)
     batch = batch_check(cfg, b, a.batch)
+    if muts:
+        c, _ = G.st_read(a.compare)
+        c = mask_logits(c, b)
+        caught = 0
+        for m in muts:
+            ref = reference(cfg, w, batch, a.dtype, groups, m)
+            rows = G.compare_items(ref, {n: v for n, v in c.items() if n in ref}, a.compare,
+                                   cfg["vocab_size"], cfg["hidden_size"] //
+                                   cfg["num_attention_heads"], tols, w,
+                                   cfg["lr"] * batch["tokens"].shape[0])
+            bad = [r["name"] for r in rows if not r["ok"]]
+            caught += bool(bad)
+            print(f"mutation {m}: " + (f"caught, {len(bad)} of {len(rows)} items over "
+                                        f"tolerance ({' '.join(bad[:4])}...)" if bad else
+                                        "NOT caught: every item within tolerance"))
+        return 0 if caught == len(muts) else 1
     ref = reference(cfg, w, batch, a.dtype, groups, a.mutate)
     if a.write:
         G.st_write(a.write, ref, {"producer": "tests/ref/bert-ref.py", "dtype": a.dtype,
@@ -342,10 +385,7 @@ def main(argv):
     if not a.compare:
         return 0
     c, _ = G.st_read(a.compare)
-    if "logits" in c:   # real positions only (see the comment at the top)
-        c["logits"] = np.array(c["logits"])
-        c["logits"][b["padding_mask"][0] == 0] = 0.0
-    c = {n: v for n, v in c.items() if n in ref}
+    c = {n: v for n, v in mask_logits(c, b).items() if n in ref}
     rows = G.compare_items(ref, c, a.compare, cfg["vocab_size"],
                            cfg["hidden_size"] // cfg["num_attention_heads"], tols, w,
                            cfg["lr"] * batch["tokens"].shape[0])

@@ -110,6 +110,81 @@ static int fd_check(struct model_config c, const char *what)
 	return worst_ok;
 }
 
+struct bert_batches;
+static void bert_batch(struct bert_batches *x, int S, int B, int T, int V, int K);
+static struct model_batch bert_view(const struct bert_batches *x, int s, int B, int T,
+				    int32_t *lens, uint8_t *lm);
+struct bert_batches {
+	int32_t *tok, *types, *labels, *lmask, *pad, *isr;   /* [S,B,T], isr [S,B] */
+};
+
+static struct model_config tiny_bert(int binary_head, int types)
+{
+	struct model_config c = tiny(0, 0, 4, 32);
+	c.arch = MODEL_BERT;
+	c.binary_head = binary_head;
+	c.num_tokentypes = types;
+	c.vocab = 60;
+	return c;
+}
+
+/* one BERT micro-batch of B samples (T = c.seq) into caller-owned arrays */
+struct bert_one {
+	int32_t tok[64], types[64], labels[64], lmask[64], pad[64], isr[4], lens[4];
+	uint8_t lm[64];
+	struct bert_batches bb;
+};
+
+static struct model_batch bert_one(struct bert_one *x, const struct model_config *c, int B)
+{
+	x->bb = (struct bert_batches){x->tok, x->types, x->labels, x->lmask, x->pad, x->isr};
+	bert_batch(&x->bb, 1, B, c->seq, c->vocab, c->num_tokentypes);
+	return bert_view(&x->bb, 0, B, c->seq, x->lens, x->lm);
+}
+
+/* BERT's gradients against central differences, as fd_check's */
+static int fd_check_bert(struct model_config c, const char *what)
+{
+	struct model m;
+	char err[256];
+	int B = 3, ok = 1, bad;
+	struct bert_one x;
+	if (model_init(&m, &c, ops_cpu(2), B, c.seq, err, sizeof err) < 0) {
+		printf("# %s\n", err);
+		return 0;
+	}
+	model_init_weights(&m);
+	struct model_batch mb = bert_one(&x, &c, B);
+	model_zero_grad(&m);
+	model_forward_batch(&m, &mb, 1.0f, 99, 0, NULL, &bad);
+	model_backward(&m);
+	for (int i = 0; i < m.ntensors; i++) {
+		const struct model_tensor *t = &m.tensors[i];
+		float *g = model_grad(&m, i), *w = model_master(&m, i);
+		for (int k = 0; k < 3; k++) {
+			size_t best = 0;
+			for (size_t e = 0; e < t->numel; e++)
+				if (fabsf(g[e]) > fabsf(g[best]))
+					best = e;
+			size_t e = (best + k * 7919) % t->numel;
+			float save = w[e], h = 1e-2f;
+			w[e] = save + h;
+			double lp = model_forward_batch(&m, &mb, 1.0f, 99, 0, NULL, &bad);
+			w[e] = save - h;
+			double lm = model_forward_batch(&m, &mb, 1.0f, 99, 0, NULL, &bad);
+			w[e] = save;
+			double fd = (lp - lm) / (2 * h), an = g[e];
+			if (fabs(fd - an) > 2e-2 * fmax(fabs(fd), 1e-2) + 2e-4) {
+				printf("# %s: %s[%zu]: analytic %.6g, finite difference %.6g\n", what,
+				       t->name, e, an, fd);
+				ok = 0;
+			}
+		}
+	}
+	model_free(&m);
+	return ok;
+}
+
 static int unit(void)
 {
 	T_CASE("alibi_slopes_follow_the_power_of_two_rule") {
@@ -395,6 +470,77 @@ static int unit(void)
 		T_ASSERT(bad == 2);
 		model_free(&m);
 	}
+	T_CASE("bert_gradients_match_finite_differences") {
+		T_ASSERT(fd_check_bert(tiny_bert(1, 2), "bert"));
+		struct model_config c = tiny_bert(0, 0);   /* --bert-no-binary-head, no types */
+		c.post_ln_residual = 1;
+		c.head_gelu_tanh = 1;
+		T_ASSERT(fd_check_bert(c, "bert-nohead-postln"));
+		c = tiny_bert(1, 3);
+		c.hidden_dropout = 0.1f;
+		c.attention_dropout = 0.2f;
+		T_ASSERT(fd_check_bert(c, "bert-dropout"));
+	}
+	T_CASE("bert_padding_changes_nothing_real") {
+		/* other tokens and types at the padded positions: the losses and every gradient are
+		 * bit-identical (no real position attends to them, the loss mask is 0 there); the
+		 * same change at a real position changes them */
+		struct model_config c = tiny_bert(1, 2);
+		c.attention_dropout = 0.1f;
+		struct model m;
+		char err[256];
+		int B = 3, bad, T = c.seq;
+		struct bert_one x;
+		T_ASSERT(model_init(&m, &c, ops_cpu(2), B, T, err, sizeof err) == 0);
+		model_init_weights(&m);
+		struct model_batch mb = bert_one(&x, &c, B);
+		T_ASSERT(x.lens[1] < T || x.lens[2] < T);
+		float *g0 = malloc(m.nparams * sizeof *g0);
+		model_zero_grad(&m);
+		double l0 = model_forward_batch(&m, &mb, 1.0f, 5, 0, NULL, &bad);
+		model_backward(&m);
+		memcpy(g0, m.grads, m.nparams * sizeof *g0);
+		for (int b = 0; b < B; b++)
+			for (int t = x.lens[b]; t < T; t++) {
+				x.tok[b * T + t] = 7 + t;
+				x.types[b * T + t] = 1;
+			}
+		model_zero_grad(&m);
+		double l1 = model_forward_batch(&m, &mb, 1.0f, 5, 0, NULL, &bad);
+		model_backward(&m);
+		T_ASSERT(l1 == l0);
+		T_ASSERT(memcmp(g0, m.grads, m.nparams * sizeof *g0) == 0);
+		x.tok[1] = x.tok[1] == 9 ? 10 : 9;   /* a real position */
+		double l2 = model_forward_batch(&m, &mb, 1.0f, 5, 0, NULL, &bad);
+		T_ASSERT(l2 != l0);
+		free(g0);
+		model_free(&m);
+	}
+	T_CASE("bert_has_megatrons_tensors") {
+		struct model_config c = tiny_bert(1, 2);
+		struct model m;
+		char err[256];
+		T_ASSERT(model_init(&m, &c, ops_cpu(1), 2, 8, err, sizeof err) == 0);
+		const char *want[] = {"tokentype_embeddings.weight", "pooler.dense.weight",
+				      "pooler.dense.bias", "lm_head.dense.weight", "lm_head.dense.bias",
+				      "lm_head.layernorm.weight", "lm_head.layernorm.bias",
+				      "lm_head.bias", "binary_head.weight", "binary_head.bias"};
+		for (size_t k = 0; k < sizeof want / sizeof *want; k++)
+			T_ASSERT(model_find(&m, want[k]) >= 0);
+		T_ASSERT(m.tensors[model_find(&m, "lm_head.bias")].split == SPLIT_VOCAB);
+		T_ASSERT(!m.tensors[model_find(&m, "lm_head.bias")].decay);
+		T_ASSERT(m.tensors[model_find(&m, "binary_head.weight")].shape[0] == 2);
+		model_free(&m);
+		c = tiny_bert(0, 0);   /* --bert-no-binary-head: no pooler either (Megatron's) */
+		T_ASSERT(model_init(&m, &c, ops_cpu(1), 2, 8, err, sizeof err) == 0);
+		T_ASSERT(model_find(&m, "pooler.dense.weight") < 0 &&
+			 model_find(&m, "binary_head.weight") < 0 &&
+			 model_find(&m, "tokentype_embeddings.weight") < 0);
+		model_free(&m);
+		c = tiny_bert(1, 2);
+		c.alibi = 1;
+		T_ASSERT(model_init(&m, &c, ops_cpu(1), 2, 8, err, sizeof err) < 0);
+	}
 	T_CASE("bad_shapes_are_refused_with_a_message") {
 		struct model_config c = tiny(0, 0, 5, 32);   /* 32 % 5 != 0 */
 		struct model m;
@@ -420,10 +566,6 @@ static double jnum(json_t *j, const char *k, double def)
  * (type 0) and B (type 1), padding (id 0, type 0) after each sample's length (sample 0 full,
  * the others between T/2 and T), about 20% of the real positions past 0 loss-masked with a
  * label, is_random 0 or 1. */
-struct bert_batches {
-	int32_t *tok, *types, *labels, *lmask, *pad, *isr;   /* [S,B,T], isr [S,B] */
-};
-
 static void bert_batch(struct bert_batches *x, int S, int B, int T, int V, int K)
 {
 	for (int s = 0; s < S; s++)
