@@ -16,7 +16,8 @@ checked against the C++ standard's value for the 10000th output.
   bert-samples.py make PREFIX VOCAB SEED DOCS DTYPE
       writes a sentence dataset (PREFIX.bin/.idx, Megatron's MMIDIDX with doc_idx over
       sentences; DTYPE uint16 or int32) and a WordPiece vocab.txt with "##" pieces: documents of
-      0 to 9 sentences of 0 to 40 tokens, a few with a sentence over 512 tokens
+      0 to 9 sentences of 1 to 40 tokens (a third "##" pieces, a few [CLS], [SEP] and [MASK]),
+      a few with a sentence over 512 tokens
 """
 import struct
 import sys
@@ -337,12 +338,14 @@ def make(argv):
         nsent = int(rng.randint(0, 10))
         doc = []
         for s in range(nsent):
-            n = int(rng.randint(0, 41)) if rng.random() > 0.02 else 600
+            n = int(rng.randint(1, 41)) if rng.random() > 0.02 else 600
             toks = []
             for _ in range(n):
                 r = rng.random()
                 if r < 0.3 and toks:
                     toks.append(first_piece + int(rng.randint(0, len(pieces))))
+                elif r < 0.31:  # [CLS], [SEP] or [MASK] in the text: never candidates / are
+                    toks.append(2 + int(rng.randint(0, 3)))
                 elif r < 0.33:
                     toks.append(len(vocab) - 1 - int(rng.randint(0, 50)))
                 else:
