@@ -8,8 +8,8 @@
 # reference writes (documents of 0-9 sentences, "##" pieces, [CLS]/[SEP]/[MASK] inside the text,
 # sentences over 512 tokens); the outputs must be identical byte for byte.  The keys cover BERT
 # with and without the binary head, T5, the train and valid splits, uint16 and int32 data,
-# other seeds, mask and short-sequence probabilities, and truncation; then a different seed
-# shows the comparison can fail.
+# other seeds, mask and short-sequence probabilities, extra ids, [PAD] not at id 0 and a word
+# at id 0, and truncation; then a different seed shows the comparison can fail.
 . "$(dirname "$0")/../lib.sh"
 PY=/usr/bin/python3
 REF=$TOP/tests/ref/bert-samples.py
@@ -52,7 +52,9 @@ same() {
 #    NAME                       PREFIX VOCAB KIND SPLIT WHICH NUM SEQ DEC SEED MASK SHORT EXTRA NPRINT
 same bert_binary_head_train     u16 u16.txt bert 949,50,1 0 500 64 0 1234 0.15 0.1 0 40
 same bert_no_binary_head_train  u16 u16.txt bert-nobinary 949,50,1 0 500 64 0 1234 0.15 0.1 0 40
-same bert_binary_head_valid     u16 u16.txt bert "90, 10, 0" 1 100 48 0 31337 0.15 0.1 0 20
+# 405 lines + [BOS], [EOS] and 106 extra ids: 513 ids that randint(0, 513) draws from, over a
+# power of two, so a random word from fewer ids (vocab.txt's alone) would change the draws
+same bert_binary_head_valid     u16 u16.txt bert "90, 10, 0" 1 100 48 0 31337 0.15 0.1 106 20
 same bert_int32_long_masked     i32 i32.txt bert 1 0 300 128 0 7 0.3 0.3 0 20
 same bert_no_short_sequences    i32 i32.txt bert-nobinary 1 0 100 24 0 99 0.15 0 0 20
 same t5_train                   u16 u16.txt t5 949,50,1 0 500 64 32 1234 0.15 0.1 100 25

@@ -17,7 +17,8 @@ checked against the C++ standard's value for the 10000th output.
       writes a sentence dataset (PREFIX.bin/.idx, Megatron's MMIDIDX with doc_idx over
       sentences; DTYPE uint16 or int32) and a WordPiece vocab.txt with "##" pieces: documents of
       0 to 9 sentences of 1 to 40 tokens (a third "##" pieces, a few [CLS], [SEP] and [MASK]),
-      a few with a sentence over 512 tokens
+      a few with a sentence over 512 tokens; int32 data has a vocabulary of 70,000 more ids
+      and [PAD] at id 1, an ordinary word being id 0
 """
 import struct
 import sys
@@ -328,11 +329,16 @@ def make(argv):
     pieces = ["##p%d" % i for i in range(100)]
     special = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
     vocab = special + words + pieces
-    if dtype == "int32":  # over uint16's range, as Megatron switches to int32
-        vocab += ["x%d" % i for i in range(70000)]
+    if dtype == "int32":
+        # ids over uint16's range (Megatron writes int32 then), and [PAD] not 0: an ordinary
+        # word is id 0, which T5's masks (id >= 1) count as padding
+        vocab = ["zero"] + special + words + pieces + ["x%d" % i for i in range(70000)]
     with open(vocab_path, "w") as f:
         f.write("".join(t + "\n" for t in vocab))
-    first_piece = len(special) + len(words)
+    ids = {t: i for i, t in enumerate(vocab)}
+    word_ids = [ids[w] for w in words] + ([0] * 10 if dtype == "int32" else [])
+    piece_ids = [ids[p] for p in pieces]
+    odd_ids = [ids["[CLS]"], ids["[SEP]"], ids["[MASK]"]]
     docs = []
     for d in range(int(ndocs)):
         nsent = int(rng.randint(0, 10))
@@ -343,13 +349,13 @@ def make(argv):
             for _ in range(n):
                 r = rng.random()
                 if r < 0.3 and toks:
-                    toks.append(first_piece + int(rng.randint(0, len(pieces))))
-                elif r < 0.31:  # [CLS], [SEP] or [MASK] in the text: never candidates / are
-                    toks.append(2 + int(rng.randint(0, 3)))
+                    toks.append(piece_ids[rng.randint(0, len(piece_ids))])
+                elif r < 0.31:  # [CLS], [SEP] or [MASK] in the text
+                    toks.append(odd_ids[rng.randint(0, 3)])
                 elif r < 0.33:
                     toks.append(len(vocab) - 1 - int(rng.randint(0, 50)))
                 else:
-                    toks.append(len(special) + int(rng.randint(0, len(words))))
+                    toks.append(word_ids[rng.randint(0, len(word_ids))])
             doc.append(toks)
         docs.append(doc)
     code, width, fmt = (8, 2, "<%dH") if dtype == "uint16" else (4, 4, "<%di")
