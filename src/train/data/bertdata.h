@@ -4,9 +4,10 @@
  * ..._text_sentence): every sequence of PREFIX.bin/.idx is one sentence, and the .idx's doc_idx
  * (D = documents + 1 int64, 0 first, the number of sentences last) says where each document's
  * sentences begin.  The reference is NVIDIA Megatron-LM as of fabad461 (September 2022; the
- * dataset code is the same from April 2021 to February 2023): megatron/data/bert_dataset.py,
- * t5_dataset.py, dataset_utils.py and helpers.cpp (build_mapping), with the BertWordPiece
- * tokenizers of megatron/tokenizer/tokenizer.py.  A sample is a function of the data, the key
+ * masking and the mapping are unchanged since T5 joined in April 2021, 48a5e0d, and BERT's seed
+ * took its % 2^32 in May 2021): megatron/data/bert_dataset.py, t5_dataset.py, dataset_utils.py
+ * and helpers.cpp (build_mapping), with the BertWordPiece tokenizers of
+ * megatron/tokenizer/tokenizer.py.  A sample is a function of the data, the key
  * below and the sample's number alone; the steps, each reproduced draw for draw:
  *
  * 1. Documents are split as get_train_valid_test_split_ (gptdata_split) into train, valid and
@@ -65,7 +66,9 @@
  * mask_prob 0 gives unmasked samples (Megatron fails on it).
  *
  * tests/ref/bert-samples.py is an independent Python reimplementation with numpy's RandomState;
- * tests/cli/train-bertdata.sh compares the two on datasets it builds. */
+ * tests/cli/train-bertdata.sh compares the two on datasets it builds.  (Once, by hand, the same
+ * cases also matched Megatron-LM's own fabad461 code byte for byte: helpers.cpp built with
+ * pybind11 and the dataset modules run with numpy 1.24.) */
 #ifndef TRAIN_DATA_BERTDATA_H
 #define TRAIN_DATA_BERTDATA_H
 
