@@ -7,7 +7,7 @@
 #include <string.h>
 
 #include "msg.h"
-#include "train/mt19937.h"
+#include "train/data/mt19937.h"
 
 /* helpers.cpp: a document with a sentence longer than this gives no sample */
 #define BD_LONG_SENTENCE 512

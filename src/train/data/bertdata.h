@@ -75,7 +75,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "train/gptdata.h"
+#include "train/data/gptdata.h"
 
 /* --- the vocabulary the masking needs ------------------------------------------------------ */
 
