@@ -29,10 +29,14 @@ enum {
 	O_TBNOLR, O_TBNOLS, O_LOGPATH, O_EODMASK, O_RESETPOS, O_RESETATT, O_POSTLN, O_OPENAIGELU,
 	O_DEEPSCALE, O_DSCONFIG, O_CURRICULUM, O_CCDIR, O_CCINT, O_CPUTDP, O_CKNL, O_DSACK,
 	O_PROFILE, O_PROFSTART, O_PROFEND, O_PROFRANKS, O_SGDMOM,
+	O_MODELTYPE, O_TOKTYPES, O_NOBINHEAD, O_MASKPROB, O_SHORTSEQ,
 };
 
 const struct opt args_opts[] = {
 	/* model */
+	{"model-type", O_MODELTYPE, "TYPE", "gpt (GPT/BLOOM decoder, the default) or bert (Megatron's BertModel, pretrain_bert.py)"},
+	{"num-tokentypes", O_TOKTYPES, "N", "bert: token-type embeddings (default 2, as pretrain_bert.py; 0 none)"},
+	{"bert-no-binary-head", O_NOBINHEAD, NULL, "bert: no pooler, no binary (sentence-order) head, no sop loss"},
 	{"num-layers", O_LAYERS, "N", "transformer layers"},
 	{"hidden-size", O_HIDDEN, "N", "hidden size h"},
 	{"ffn-hidden-size", O_FFN, "N", "MLP inner size (default 4h)"},
@@ -99,6 +103,8 @@ const struct opt args_opts[] = {
 	{"merge-file", O_MERGES, "FILE", "GPT-2 merges.txt (must exist)"},
 	{"tokenizer-name-or-path", O_TOKPATH, "PATH", "tokenizer.json, or a directory with one: vocab + added tokens"},
 	{"dataloader-type", O_DATALOADER, "TYPE", "single (Megatron's pretraining sampler; cyclic is refused)"},
+	{"mask-prob", O_MASKPROB, "F", "bert: fraction of the tokens masked for the LM loss (default 0.15)"},
+	{"short-seq-prob", O_SHORTSEQ, "F", "bert: probability of a shorter target length (default 0.1)"},
 	{"eod-mask-loss", O_EODMASK, NULL, "no loss on positions whose input token is the end of document"},
 	{"reset-position-ids", O_RESETPOS, NULL, "positions restart after each end-of-document token"},
 	{"reset-attention-mask", O_RESETATT, NULL, "no attention across an end-of-document token"},
@@ -183,7 +189,7 @@ const struct opt args_opts[] = {
  * does not do it, so the run stops before it starts (exit 2) saying what to use instead. */
 #define NOFX(n, v, why) {n, v, ARG_NOEFFECT, why}
 #define REFUSE(n, v, why) {n, v, ARG_REFUSED, why}
-#define NOT_GPT "a BERT/T5/ICT/ViT flag: train trains GPT and BLOOM models; drop it"
+#define NOT_GPT "a T5/ICT/ViT flag: train trains GPT, BLOOM and BERT models; drop it"
 #define MEMORY_ONLY "where or when the checkpointed inputs are kept, partitioned or synchronized: lmtk keeps each whole in its rank's memory, the recomputation is the same"
 #define ZERO3 "a ZeRO-2/3 or offload setting: lmtk has ZeRO-1 (--zero-stage)"
 #define FUSION "a kernel-fusion switch: the same math either way"
@@ -244,10 +250,9 @@ const struct args_other args_other[] = {
 	REFUSE("no-bias-gelu-fusion", 0, "without the fusion Megatron uses the exact erf GeLU, which is not implemented; drop it (the tanh GeLU), or add --openai-gelu"),
 	REFUSE("loss-on-targets-only", 0, "prefix-LM losses are not implemented; drop it"),
 	REFUSE("reweight-loss-based-on-position-frequency", 0, "prefix-LM loss weighting is not implemented; drop it"),
-	REFUSE("bert-no-binary-head", 0, NOT_GPT), REFUSE("vocab-extra-ids", 1, NOT_GPT),
+	REFUSE("vocab-extra-ids", 1, NOT_GPT),
 	REFUSE("encoder-seq-length", 1, NOT_GPT), REFUSE("decoder-seq-length", 1, NOT_GPT),
 	REFUSE("retriever-seq-length", 1, NOT_GPT), REFUSE("sample-rate", 1, NOT_GPT),
-	REFUSE("mask-prob", 1, NOT_GPT), REFUSE("short-seq-prob", 1, NOT_GPT),
 	REFUSE("noise-density", 1, NOT_GPT), REFUSE("mean-noise-span-length", 1, NOT_GPT),
 	REFUSE("ict-head-size", 1, NOT_GPT), REFUSE("biencoder-projection-dim", 1, NOT_GPT),
 	REFUSE("biencoder-shared-query-context-model", 0, NOT_GPT), REFUSE("ict-load", 1, NOT_GPT),
@@ -320,6 +325,9 @@ void args_init(struct train_args *a)
 	a->device = "auto";
 	a->spike_factor = 3;
 	a->tb_log_interval = 1;
+	a->num_tokentypes = -1;
+	a->mask_prob = 0.15;       /* Megatron's defaults */
+	a->short_seq_prob = 0.1;
 }
 
 int args_int(const char *s, int64_t *v)
@@ -530,9 +538,10 @@ int args_opt(void *ctx, int key, const char *arg, char *err, size_t errlen)
 		return 0;
 	}
 	case O_TOKTYPE:
-		if (strcmp(arg, "GPT2BPETokenizer") && strcmp(arg, "PretrainedFromHF"))
-			return errf(err, errlen, "'%s': GPT models train with GPT2BPETokenizer or "
-				    "PretrainedFromHF", arg);
+		if (strcmp(arg, "GPT2BPETokenizer") && strcmp(arg, "PretrainedFromHF") &&
+		    strcmp(arg, "BertWordPieceLowerCase") && strcmp(arg, "BertWordPieceCase"))
+			return errf(err, errlen, "'%s': train knows GPT2BPETokenizer, PretrainedFromHF, "
+				    "BertWordPieceLowerCase and BertWordPieceCase", arg);
 		a->tokenizer_type = arg;
 		return 0;
 	case O_VOCAB: a->vocab_file = arg; return 0;
@@ -690,6 +699,28 @@ int args_opt(void *ctx, int key, const char *arg, char *err, size_t errlen)
 	case O_DEEPSCALE: a->deepspeed = 1; return 0;
 	case O_DSCONFIG: a->deepspeed_config = arg; return 0;
 	case O_CURRICULUM: a->curriculum_flag = 1; return 0;
+	case O_MODELTYPE:
+		if (strcmp(arg, "gpt") == 0)
+			a->model_type = MT_GPT;
+		else if (strcmp(arg, "bert") == 0)
+			a->model_type = MT_BERT;
+		else
+			return errf(err, errlen, "'%s' is not one of gpt, bert", arg);
+		return 0;
+	case O_TOKTYPES:
+		a->bert_flag = "--num-tokentypes";
+		return nonneg_int(arg, &a->num_tokentypes, err, errlen);
+	case O_NOBINHEAD: a->bert_flag = "--bert-no-binary-head"; a->bert_no_binary_head = 1; return 0;
+	case O_MASKPROB:
+		a->bert_flag = "--mask-prob";
+		if (num(arg, &a->mask_prob, 0, 0, err, errlen) < 0 || a->mask_prob > 1)
+			return errf(err, errlen, "'%s' is not a probability", arg);
+		return 0;
+	case O_SHORTSEQ:
+		a->bert_flag = "--short-seq-prob";
+		if (num(arg, &a->short_seq_prob, 0, 0, err, errlen) < 0 || a->short_seq_prob > 1)
+			return errf(err, errlen, "'%s' is not a probability", arg);
+		return 0;
 	}
 	return errf(err, errlen, "unhandled option");
 }

@@ -37,10 +37,16 @@
 #define ARGS_SEP "\x1f"
 
 enum pos_emb { POS_LEARNED, POS_ALIBI, POS_ROTARY };
+enum model_type { MT_GPT, MT_BERT };
 enum fmt { FMT_TEXT, FMT_JSON };
 
 struct train_args {
 	/* model */
+	enum model_type model_type;    /* --model-type (lmtk's: Megatron picks by script) */
+	int64_t num_tokentypes;        /* bert: -1 not given (2) */
+	int bert_no_binary_head;
+	double mask_prob, short_seq_prob;   /* bert's data (bertdata.h) */
+	const char *bert_flag;         /* the last BERT-only flag given (an error without bert) */
 	int64_t num_layers, hidden_size, ffn_hidden_size, num_attention_heads, kv_channels;
 	int64_t seq_length, max_position_embeddings;
 	enum pos_emb pos_emb;

@@ -223,6 +223,69 @@ static int groups_of(const struct train_args *a, int split, char ***out, int *n,
 	return 0;
 }
 
+/* --model-type bert: BertDataset over each split of the one sentence dataset.  A split without
+ * documents (or asked for no samples) is an empty set, as Megatron builds no dataset for it. */
+static int open_bert(struct feed *f, const struct train_args *a, const int64_t samples[3],
+		     int seq, void (*say)(const char *), char *err, size_t errlen)
+{
+	char why[1024], line[1200];
+	if (a->ndata_path != 1)
+		return errf(err, errlen, "--model-type bert: --data-path takes one sentence dataset "
+			    "PREFIX (blends are not implemented for BERT)");
+	if (bertdata_vocab_load(&f->bvocab, a->vocab_file, 0, err, errlen) < 0)
+		return -1;
+	f->bert = 1;
+	for (int s = 0; s < 3; s++) {
+		struct feed_set *set = calloc(1, sizeof *set);
+		if (!set)
+			return errf(err, errlen, "out of memory");
+		f->sets[s] = set;
+		f->nsets[s] = 1;
+		if (samples[s] <= 0)
+			continue;
+		struct bertdata_config c;
+		bertdata_config_default(&c, BERTDATA_BERT);
+		c.split = a->split ? a->split : "969, 30, 1";
+		c.which = s;
+		c.num_samples = (uint64_t)samples[s];
+		c.seq_length = seq;
+		c.mask_prob = a->mask_prob;
+		c.short_seq_prob = a->short_seq_prob;
+		c.seed = (int32_t)a->seed;
+		c.binary_head = !a->bert_no_binary_head;
+		if (bertdata_open(&f->bd[s], a->data_path[0], &c, &f->bvocab, why, sizeof why) < 0) {
+			if (s > 0 && strstr(why, "has no documents"))
+				continue;   /* Megatron: no valid/test dataset */
+			return errf(err, errlen, "--data-path %s", why);
+		}
+		f->bd_open[s] = 1;
+		set->size = f->bd[s].n;
+		snprintf(line, sizeof line, "%s: %s split, documents [%lld, %lld): %lld BERT samples of "
+			 "%d tokens for the %lld asked (Megatron's samples mapping, seed %lld)",
+			 a->data_path[0], split_names[s], (long long)f->bd[s].split[s],
+			 (long long)f->bd[s].split[s + 1], (long long)set->size, seq,
+			 (long long)samples[s], (long long)a->seed);
+		say(line);
+	}
+	return 0;
+}
+
+int feed_get_bert(struct feed *f, int split, int64_t i, struct bert_sample *s, char *err,
+		  size_t errlen)
+{
+	if (!f->bd_open[split] || f->sets[split][0].size == 0)
+		return errf(err, errlen, "the %s split is empty: check --split", split_names[split]);
+	int64_t n = f->sets[split][0].size;
+	if (i >= n) {
+		if (!f->wrapped++)
+			warn("warning: the %s set has %lld samples and sample %lld was asked for: "
+			     "wrapping around (skipped or rolled-back iterations consumed extra data)",
+			     split_names[split], (long long)n, (long long)i);
+		i %= n;
+	}
+	return bertdata_bert_get(&f->bd[split], i, s, err, errlen);
+}
+
 int feed_open(struct feed *f, const struct train_args *a, const int64_t samples[3], int seq,
 	      uint32_t seed, void (*say)(const char *line), char *err, size_t errlen)
 {
@@ -230,6 +293,8 @@ int feed_open(struct feed *f, const struct train_args *a, const int64_t samples[
 	memset(f, 0, sizeof *f);
 	f->seq = seq;
 	f->cache_dir = a->data_cache_path;
+	if (a->model_type == MT_BERT)
+		return open_bert(f, a, samples, seq, say, err, errlen);
 	if (a->weighted_split_paths || a->wsplit[1] || a->wsplit[2]) {
 		if (a->ndata_path)
 			return errf(err, errlen, "--data-path and --*-weighted-split-paths are mutually "
@@ -323,5 +388,10 @@ void feed_close(struct feed *f)
 	for (int i = 0; i < f->nds; i++)
 		gptdata_close(&f->ds[i]);
 	free(f->ds);
+	for (int s = 0; s < 3; s++)
+		if (f->bd_open[s])
+			bertdata_close(&f->bd[s]);
+	if (f->bert)
+		bertdata_vocab_free(&f->bvocab);
 	memset(f, 0, sizeof *f);
 }

@@ -13,7 +13,12 @@
  * feed_get(split, set, i) gives the seq+1 tokens of sample i: [0, seq) input, [1, seq] targets.
  *
  * Training may ask for more samples than were indexed (skipped iterations consume data beyond
- * the plan): sample i then wraps around the set, with one warning. */
+ * the plan): sample i then wraps around the set, with one warning.
+ *
+ * --model-type bert: one sentence dataset (--data-path PREFIX, ..._text_sentence) and Megatron's
+ * BertDataset over each split (bertdata.h: the samples mapping for the split's samples, masking
+ * with --mask-prob, targets shortened with --short-seq-prob, the binary head's segment order),
+ * read with feed_get_bert(); the sets are one per split, as with --data-path. */
 #ifndef TRAIN_FEED_H
 #define TRAIN_FEED_H
 
@@ -21,6 +26,7 @@
 #include <stdint.h>
 
 #include "train/args.h"
+#include "train/data/bertdata.h"
 #include "train/data/gptdata.h"
 
 enum { FEED_TRAIN, FEED_VALID, FEED_TEST };
@@ -44,6 +50,10 @@ struct feed {
 	struct feed_set *sets[3];
 	int nsets[3];
 	int wrapped;
+	int bert;                         /* --model-type bert: the sets are bd[split] */
+	struct bertdata_vocab bvocab;
+	struct bertdata bd[3];
+	int bd_open[3];
 };
 
 /* samples[3]: what each split asks each of its sets for.  Reports what it builds or loads
@@ -52,6 +62,9 @@ int feed_open(struct feed *f, const struct train_args *a, const int64_t samples[
 	      uint32_t seed, void (*say)(const char *line), char *err, size_t errlen);
 int feed_get(struct feed *f, int split, int set, int64_t i, int32_t *tokens, char *err,
 	     size_t errlen);
+/* BERT's sample i of a split into s (bert_sample_alloc'd for seq): 0, or -1 + err */
+int feed_get_bert(struct feed *f, int split, int64_t i, struct bert_sample *s, char *err,
+		  size_t errlen);
 void feed_close(struct feed *f);
 
 #endif

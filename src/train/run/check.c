@@ -7,6 +7,7 @@
 
 #include "msg.h"
 #include "train/data/vocab.h"
+#include "train/data/bertdata.h"
 
 #define LL(x) ((long long)(x))
 
@@ -28,6 +29,38 @@ static void resolve_vocab(struct plan *p)
 	int64_t n = -1;
 	int rc;
 
+	int wordpiece = a->tokenizer_type && strncmp(a->tokenizer_type, "BertWordPiece", 13) == 0;
+	if (a->model_type == MT_BERT && !wordpiece)
+		plan_error(p, "--model-type bert needs --tokenizer-type BertWordPieceLowerCase or "
+			   "BertWordPieceCase with --vocab-file vocab.txt (BertDataset's [CLS], [SEP], "
+			   "[MASK] and \"##\" pieces)");
+	if (wordpiece && a->model_type != MT_BERT)
+		plan_error(p, "--tokenizer-type %s is for --model-type bert (Megatron's BERT tokenizer "
+			   "has no end-of-document token for a GPT)", a->tokenizer_type);
+	if (wordpiece) {
+		struct bertdata_vocab v;
+		if (!a->vocab_file) {
+			plan_error(p, "--tokenizer-type %s needs --vocab-file vocab.txt", a->tokenizer_type);
+		} else if (a->merge_file) {
+			plan_error(p, "--merge-file is GPT2BPETokenizer's; %s reads --vocab-file only",
+				   a->tokenizer_type);
+		} else if (a->tokenizer_name_or_path) {
+			plan_error(p, "--tokenizer-name-or-path is PretrainedFromHF's; %s reads --vocab-file",
+				   a->tokenizer_type);
+		} else if (bertdata_vocab_load(&v, a->vocab_file, 0, err, sizeof err) < 0) {
+			plan_error(p, "--vocab-file: %s", err);
+		} else {
+			/* Megatron's _BertWordPieceTokenizer: vocab.txt and the [BOS], [EOS] it adds */
+			p->vocab = v.size;
+			p->vocab_from = "--vocab-file";
+			bertdata_vocab_free(&v);
+			if (a->vocab_size > 0 && a->vocab_size != p->vocab)
+				plan_error(p, "--vocab-size %lld contradicts --vocab-file %s, which gives %lld "
+				           "tokens ([BOS] and [EOS] included)", LL(a->vocab_size),
+				           a->vocab_file, LL(p->vocab));
+		}
+		return;
+	}
 	if (a->tokenizer_type && strcmp(a->tokenizer_type, "GPT2BPETokenizer") == 0 &&
 	    !a->vocab_file)
 		plan_error(p, "--tokenizer-type GPT2BPETokenizer needs --vocab-file and --merge-file");
@@ -148,6 +181,27 @@ int check_flags(struct plan *p)
 	}
 	if (a->bf16 && a->fp16)
 		plan_error(p, "--bf16 and --fp16: give one");
+	if (a->model_type != MT_BERT && a->bert_flag)
+		plan_error(p, "%s is a BERT flag: add --model-type bert, or drop it", a->bert_flag);
+	if (a->model_type == MT_BERT) {
+		/* what Megatron's BertModel has not: refused rather than ignored */
+		const char *gpt = a->pos_emb == POS_ALIBI ? "--position-embedding-type alibi"
+				  : a->pos_emb == POS_ROTARY ? "--position-embedding-type rotary"
+				  : a->embed_layernorm ? "--embed-layernorm"
+				  : a->use_bnb_optimizer ? "--use-bnb-optimizer (its StableEmbedding)"
+				  : a->eod_mask_loss ? "--eod-mask-loss"
+				  : a->reset_position_ids ? "--reset-position-ids"
+				  : a->reset_attention_mask ? "--reset-attention-mask"
+				  : a->curriculum_flag || a->curriculum.enabled ? "the sequence-length curriculum"
+				  : a->weighted_split_paths || a->wsplit[1] || a->wsplit[2]
+				  ? "--{train,valid,test}-weighted-split-paths" : NULL;
+		if (gpt)
+			plan_error(p, "%s is not in Megatron's BERT (learned positions, the padding mask, "
+				   "one sentence dataset): drop it with --model-type bert", gpt);
+		if (a->ndata_path > 1)
+			plan_error(p, "--model-type bert reads one sentence dataset (--data-path PREFIX); "
+				   "blends are not implemented for BERT");
+	}
 	if (a->glu_activation)
 		plan_warning(p, "--glu-activation %s is not modelled: the parameter count and memory assume "
 			"a plain GeLU MLP", a->glu_activation);

@@ -48,7 +48,7 @@ static json_t *sched_json(const struct sched *s)
 
 static json_t *model_json(const struct model_config *c)
 {
-	return json_pack("{s:i,s:i,s:i,s:i,s:i,s:i,s:i,s:i,s:s,s:b,s:f,s:f,s:f,s:f,s:I}",
+	json_t *j = json_pack("{s:i,s:i,s:i,s:i,s:i,s:i,s:i,s:i,s:s,s:b,s:f,s:f,s:f,s:f,s:I}",
 			 "num_layers", c->layers, "hidden_size", c->hidden, "num_attention_heads",
 			 c->heads, "ffn_hidden_size", c->ffn, "seq_length", c->seq,
 			 "max_position_embeddings", c->max_pos, "vocab_size", c->vocab,
@@ -57,6 +57,12 @@ static json_t *model_json(const struct model_config *c)
 			 "layernorm_epsilon", (double)c->eps, "init_method_std", (double)c->init_std,
 			 "hidden_dropout", (double)c->hidden_dropout, "attention_dropout",
 			 (double)c->attention_dropout, "seed", (json_int_t)c->seed);
+	if (c->arch == MODEL_BERT) {   /* absent: a GPT */
+		json_object_set_new(j, "model_type", json_string("bert"));
+		json_object_set_new(j, "num_tokentypes", json_integer(c->num_tokentypes));
+		json_object_set_new(j, "binary_head", json_boolean(c->binary_head));
+	}
+	return j;
 }
 
 /* ---- the optimizer state on the host ----
@@ -610,6 +616,19 @@ static int load_manifest(json_t *man, const char *path, struct model *m, struct 
 			return errf(err, errlen, "%s: %s is %lld in the checkpoint, %lld in this run: it is "
 				    "another model", path, mf[i].flag, (long long)got, (long long)mf[i].want);
 	}
+	const char *mt = json_string_value(json_object_get(mo, "model_type"));
+	int bert = mt && strcmp(mt, "bert") == 0;
+	int64_t types = 0;
+	jint(mo, "num_tokentypes", &types);
+	if (bert != (c->arch == MODEL_BERT) ||
+	    (bert && (types != c->num_tokentypes ||
+		      json_is_true(json_object_get(mo, "binary_head")) != !!c->binary_head)))
+		return errf(err, errlen, "%s: the checkpoint's model is %s%s, this run's %s%s: it is "
+			    "another model", path, bert ? "a BERT" : "a GPT", bert ? (json_is_true(
+			    json_object_get(mo, "binary_head")) ? " with the binary head" :
+			    " without the binary head") : "", c->arch == MODEL_BERT ? "a BERT" : "a GPT",
+			    c->arch == MODEL_BERT ? (c->binary_head ? " with the binary head" :
+			    " without the binary head") : "");
 	if (!pe || strcmp(pe, c->alibi ? "alibi" : "learned") != 0 ||
 	    json_is_true(json_object_get(mo, "embed_layernorm")) != !!c->embed_ln)
 		return errf(err, errlen, "%s: --position-embedding-type or --embed-layernorm differs from "

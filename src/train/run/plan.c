@@ -72,7 +72,15 @@ static void count_params(struct plan *p)
 	/* QKV [3p, h] + 3p, dense [h, p] + h, MLP [f, h] + f and [h, f] + h, two LayerNorms */
 	p->p_layer = 4 * p->proj * h + 2 * p->f * h + 3 * p->proj + p->f + 6 * h;
 	p->p_layer_rank = (4 * p->proj * h + 2 * p->f * h + 3 * p->proj + p->f) / p->tp + 6 * h;
-	p->p_total = p->p_word + p->p_pos + p->p_emb_ln + p->L * p->p_layer + p->p_final_ln;
+	p->p_types = p->p_heads = 0;
+	if (a->model_type == MT_BERT) {
+		int64_t K = a->num_tokentypes >= 0 ? a->num_tokentypes : 2;
+		p->p_types = K * h;
+		p->p_heads = h * h + h + 2 * h + p->vocab_padded +
+			     (a->bert_no_binary_head ? 0 : h * h + h + 2 * h + 2);
+	}
+	p->p_total = p->p_word + p->p_pos + p->p_emb_ln + p->L * p->p_layer + p->p_final_ln +
+		     p->p_types + p->p_heads;
 	p->p_sanity = p->L * (12 * h * h + 13 * h) + p->vocab * h + p->s * h;
 	p->params_used = a->assumed_params > 0 ? a->assumed_params : (double)p->p_total;
 }
@@ -297,9 +305,10 @@ static void memory(struct plan *p)
 		struct plan_stage *s = &p->st[i];
 		int64_t prm = s->layers * p->p_layer_rank;
 		if (s->first)
-			prm += p->p_word / p->tp + p->p_pos + p->p_emb_ln;
-		if (s->last)
-			prm += p->p_final_ln + (p->pp > 1 ? p->p_word / p->tp : 0);
+			prm += p->p_word / p->tp + p->p_pos + p->p_emb_ln + p->p_types;
+		if (s->last)   /* BERT's heads: replicated but for the LM bias, split with the vocab */
+			prm += p->p_final_ln + (p->pp > 1 ? p->p_word / p->tp : 0) +
+			       (p->p_heads ? p->p_heads - p->vocab_padded + p->vocab_padded / p->tp : 0);
 		s->params = prm;
 		s->weights = (double)prm * p->wbytes;
 		s->grads = (double)prm * p->gbytes;

@@ -9,7 +9,7 @@
  *   vocab), learned position embeddings max_pos*h (none with alibi/rotary), the embedding
  *   LayerNorm 2h, per layer 4ph + 2fh + 3p + f + 6h (p = heads * kv-channels, f = ffn size;
  *   12h^2 + 13h for p = h, f = 4h), the final LayerNorm 2h; output weights tied to the
- *   embedding.  Per GPU: column/row-parallel weights and the embedding are split over TP, layer
+ *   embedding.  BERT adds token types K*h and its heads (p_heads below).  Per GPU: column/row-parallel weights and the embedding are split over TP, layer
  *   norms and row-parallel biases replicated; each pipeline stage holds its layers, the first also
  *   the embeddings and the last the final norm and a tied copy of the word embedding.  The runs'
  *   sanity formula l*(12h^2 + 13h) + V*h + s*h (unpadded V) is shown beside the exact count.
@@ -79,6 +79,10 @@ struct plan {
 
 	/* parameters */
 	int64_t p_word, p_pos, p_emb_ln, p_final_ln, p_layer, p_layer_rank, p_total, p_sanity;
+	/* --model-type bert: token types K*h (first stage); the heads (last stage): the LM head's
+	 * dense h^2 + h, layer norm 2h and vocab-parallel bias Vp, with the binary head also the
+	 * pooler h^2 + h and the binary head 2h + 2 */
+	int64_t p_types, p_heads;
 	double params_used;       /* for time and checkpoint size: --assumed-params or p_total */
 
 	/* per pipeline stage, and the one that needs the most memory */

@@ -78,6 +78,9 @@ static void text_model(const struct plan *p, FILE *f)
 	int classic = p->f == 4 * p->h && p->proj == p->h;
 
 	fprintf(f, "\nmodel\n");
+	if (a->model_type == MT_BERT)
+		row(f, "architecture", "BERT", a->bert_no_binary_head ? "Megatron's BertModel, "
+		    "--bert-no-binary-head" : "Megatron's BertModel with the binary head");
 	row(f, "vocabulary", num(p->vocab), fmt("from %s", p->vocab_from));
 	row(f, "padded vocabulary", num(p->vocab_padded), a->pad_vocab_size_to > 0 ?
 	    "--pad-vocab-size-to" : fmt("multiple of --make-vocab-size-divisible-by %lld x TP %lld",
@@ -91,11 +94,18 @@ static void text_model(const struct plan *p, FILE *f)
 	if (p->p_emb_ln)
 		row(f, "  embedding layer norm", num(p->p_emb_ln), a->use_bnb_optimizer && !a->embed_layernorm
 			    ? "StableEmbedding (--use-bnb-optimizer): 2h" : "--embed-layernorm: 2h");
+	if (a->model_type == MT_BERT)
+		row(f, "  token-type embeddings", num(p->p_types),
+		    fmt("--num-tokentypes %lld x h", LL(p->p_types / p->h)));
 	row(f, "  per transformer layer", num(p->p_layer), classic ? "12h^2 + 13h" :
 	    "4ph + 2fh + 3p + f + 6h (p = heads x kv-channels, f = ffn)");
 	row(f, "  transformer layers", num(p->L * p->p_layer), fmt("%lld layers", LL(p->L)));
 	row(f, "  final layer norm", num(p->p_final_ln), "2h");
-	row(f, "  non-embedding", num(p->p_total - p->p_word - p->p_pos), "");
+	if (a->model_type == MT_BERT)
+		row(f, "  heads", num(p->p_heads), a->bert_no_binary_head ?
+		    "LM head: dense h^2 + h, layer norm 2h, bias Vp" :
+		    "LM head h^2 + 3h + Vp; pooler h^2 + h; binary head 2h + 2");
+	row(f, "  non-embedding", num(p->p_total - p->p_word - p->p_pos - p->p_types), "");
 	row(f, "runs' sanity formula", num(p->p_sanity),
 	    fmt("%s: l*(12h^2 + 13h) + V*h + s*h, V = %s unpadded", billions((double)p->p_sanity),
 		num(p->vocab)));
@@ -411,7 +421,7 @@ static json_t *jstage(const struct plan *p, const struct plan_stage *s, int i)
 static json_t *jmodel(const struct plan *p)
 {
 	const struct train_args *a = p->a;
-	return json_pack("{s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:s, s:b, s:I, s:I, s:s, s:{s:I, s:I, "
+	json_t *j = json_pack("{s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:s, s:b, s:I, s:I, s:s, s:{s:I, s:I, "
 			 "s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I}, s:{s:f, s:I, s:f, s:I}}",
 			 "num_layers", (json_int_t)p->L, "hidden_size", (json_int_t)p->h,
 			 "num_attention_heads", (json_int_t)p->heads, "ffn_hidden_size", (json_int_t)p->f,
@@ -427,7 +437,7 @@ static json_t *jmodel(const struct plan *p)
 			 "position_embeddings", (json_int_t)p->p_pos, "embedding_layernorm",
 			 (json_int_t)p->p_emb_ln, "per_layer", (json_int_t)p->p_layer, "layers",
 			 (json_int_t)(p->L * p->p_layer), "final_layernorm", (json_int_t)p->p_final_ln,
-			 "non_embedding", (json_int_t)(p->p_total - p->p_word - p->p_pos),
+			 "non_embedding", (json_int_t)(p->p_total - p->p_word - p->p_pos - p->p_types),
 			 "sanity_formula", (json_int_t)p->p_sanity, "per_layer_per_tp_rank",
 			 (json_int_t)p->p_layer_rank,
 			 "ratios",
@@ -435,6 +445,14 @@ static json_t *jmodel(const struct plan *p)
 			 "hidden_per_layer_int", (json_int_t)(p->h / p->L),
 			 "hidden_per_head", (double)p->h / (double)p->heads,
 			 "hidden_per_head_int", (json_int_t)(p->h / p->heads));
+	json_object_set_new(j, "model_type", json_string(a->model_type == MT_BERT ? "bert" : "gpt"));
+	if (a->model_type == MT_BERT) {
+		json_t *prm = json_object_get(j, "params");
+		json_object_set_new(prm, "tokentype_embeddings", json_integer(p->p_types));
+		json_object_set_new(prm, "heads", json_integer(p->p_heads));
+		json_object_set_new(j, "binary_head", json_boolean(!a->bert_no_binary_head));
+	}
+	return j;
 }
 
 static json_t *jlayout(const struct plan *p)

@@ -50,6 +50,14 @@ struct run {
 	struct curriculum cl;          /* its scheduler, at iteration cl_it */
 	int64_t cl_it;
 	int32_t *sample, *tok, *tgt;   /* one sample (seq+1), a micro-batch's inputs and targets */
+	/* --model-type bert: a micro-batch's token types, loss mask, real lengths and sentence-order
+	 * labels beside tok (tokens) and tgt (labels); one BertDataset sample */
+	int bert;
+	int32_t *types, *lens, *sop;
+	uint8_t *lmask;
+	struct bert_sample bs;
+	struct model_batch mb;         /* the micro-batch load_micro filled, for model_forward_batch */
+	double it_lm, it_sop;          /* the last iteration's lm and sop losses (step_grads) */
 	double peak;                   /* FLOP/s, for MFU; 0 unknown */
 	/* validation positions: r->st.valid_position[set], carried across evaluations and resumes
 	 * (Megatron's consumed_valid_samples) */
@@ -112,9 +120,59 @@ static double cpu_peak(int threads)
 /* Fills micro-batch `k` of the iteration whose first sample is `first`, Megatron's pretraining
  * sampler: the iteration's samples go in chunks of mbs*DP, DP rank r taking [r*mbs, (r+1)*mbs)
  * of each.  Input tokens [0,seq), targets [1,seq]. */
+static int load_micro_bert(struct run *r, int split, int64_t first, int k)
+{
+	char err[512];
+	int T = (int)r->seq, K = r->m.cfg.num_tokentypes;
+	for (int b = 0; b < r->mbs; b++) {
+		int64_t i = first + (int64_t)k * r->mbs * r->dist.dp + (int64_t)r->dist.dp_rank * r->mbs + b;
+		struct bert_sample *s = &r->bs;
+		int32_t *tk = r->tok + (size_t)b * T, *ty = r->types + (size_t)b * T;
+		if (feed_get_bert(&r->feed, split, i, s, err, sizeof err) < 0) {
+			warn("%s", err);
+			goto harmless;
+		}
+		for (int t = 0; t < T; t++) {
+			int lab = s->loss_mask[t] ? s->labels[t] : -1;
+			if (s->tokens[t] < 0 || s->tokens[t] >= r->m.cfg.vocab || lab >= r->m.cfg.vocab) {
+				warn("%s sample %lld holds token id %d, outside the vocabulary of %d: the "
+				     "data was not tokenized with this --vocab-file", split == FEED_TRAIN
+				     ? "training" : split == FEED_VALID ? "validation" : "test", (long long)i,
+				     lab >= r->m.cfg.vocab ? lab : s->tokens[t], r->m.cfg.vocab);
+				r->bad_data = 1;
+				goto harmless;
+			}
+			if (s->types[t] < 0 || (K > 0 && s->types[t] >= K) || (K == 0 && s->types[t])) {
+				warn("%s sample %lld holds token type %d, outside --num-tokentypes %d",
+				     split == FEED_TRAIN ? "training" : "held-out", (long long)i,
+				     s->types[t], K);
+				r->bad_data = 1;
+				goto harmless;
+			}
+			tk[t] = s->tokens[t];
+			ty[t] = s->types[t];
+			r->tgt[(size_t)b * T + t] = lab;
+			r->lmask[(size_t)b * T + t] = s->loss_mask[t];
+		}
+		r->lens[b] = s->n_tokens;
+		r->sop[b] = s->is_random;
+	}
+	return 0;
+harmless:   /* so that every stage can still run the step in lockstep */
+	memset(r->tok, 0, r->mbs * r->seq * sizeof *r->tok);
+	memset(r->types, 0, r->mbs * r->seq * sizeof *r->types);
+	memset(r->tgt, 0xff, r->mbs * r->seq * sizeof *r->tgt);
+	memset(r->lmask, 0, r->mbs * r->seq);
+	for (int b = 0; b < r->mbs; b++)
+		r->lens[b] = (int32_t)r->seq, r->sop[b] = 0;
+	return -1;
+}
+
 static int load_micro(struct run *r, int split, int set, int64_t first, int k)
 {
 	char err[512];
+	if (r->bert)
+		return load_micro_bert(r, split, first, k);
 	for (int b = 0; b < r->mbs; b++) {
 		int64_t i = first + (int64_t)k * r->mbs * r->dist.dp + (int64_t)r->dist.dp_rank * r->mbs + b;
 		if (feed_get(&r->feed, split, set, i, r->sample, err, sizeof err) < 0) {
@@ -228,7 +286,7 @@ static void evaluate(struct run *r, int split, const char *label, int64_t iterat
 		const struct feed_set *set = &r->feed.sets[split][si];
 		int64_t test_position = 0;
 		int64_t *pos = split == FEED_VALID ? &r->st.valid_position[si] : &test_position;
-		double sum = 0;
+		double sum = 0, part[2] = {0, 0};
 		int n = 0, bad;
 		if (set->size == 0 || r->a->eval_iters <= 0)
 			continue;
@@ -248,7 +306,9 @@ static void evaluate(struct run *r, int split, const char *label, int64_t iterat
 				failed |= load_micro(r, split, si, *pos, k) < 0;
 				if (!m->first)
 					dd->p2p(dd, NULL, 0, 0, model_stage_input(m), xb, dd->pp_rank - 1);
-				sum += model_forward(m, r->tok, r->tgt, 0.0f, 0, 0, NULL, &bad);
+				sum += model_forward_batch(m, &r->mb, 0.0f, 0, 0, NULL, &bad);
+				part[0] += m->loss_lm;
+				part[1] += m->loss_sop;
 				if (!m->last)
 					dd->p2p(dd, model_stage_output(m), xb, dd->pp_rank + 1, NULL, 0, 0);
 				n++;
@@ -260,15 +320,22 @@ static void evaluate(struct run *r, int split, const char *label, int64_t iterat
 		model_set_seq(m, cur);
 		if (dist_any(dd, DIST_WORLD, failed) || !n)
 			continue;
-		double loss = m->last ? sum / n : 0;
-		dd->sum_f64(dd, DIST_PP, &loss, 1);
-		dd->sum_f64(dd, DIST_DP, &loss, 1);
-		loss /= dd->dp;
-		double ppl = exp(fmin(20, loss));
+		/* Megatron's evaluate: each loss of the loss dict averaged, printed as "KEY value" and
+		 * "KEY PPL" in its order - lm loss, then BERT's sop loss */
+		double v[3] = {m->last ? sum / n : 0, m->last ? part[0] / n : 0, m->last ? part[1] / n : 0};
+		dd->sum_f64(dd, DIST_PP, v, 3);
+		dd->sum_f64(dd, DIST_DP, v, 3);
+		for (int q = 0; q < 3; q++)
+			v[q] /= dd->dp;
+		double loss = r->bert ? v[1] : v[0], ppl = exp(fmin(20, loss));
+		int sop = r->bert && m->cfg.binary_head;
 		char line[512], prefix[160], tag[256];
 		int len = snprintf(line, sizeof line, " %s%s loss %s | lm loss value: %.6E | lm loss "
 				   "PPL: %.6E | ", set->name ? set->name : "validation", "", label,
 				   loss, ppl);
+		if (sop && len < (int)sizeof line)
+			len += snprintf(line + len, sizeof line - len, "sop loss value: %.6E | sop loss "
+					"PPL: %.6E | ", v[2], exp(fmin(20, v[2])));
 		char dash[520];
 		if (len > (int)sizeof dash - 2)
 			len = sizeof dash - 2;
@@ -291,6 +358,20 @@ static void evaluate(struct run *r, int split, const char *label, int64_t iterat
 			tb_scalar(r, tag, iteration, ppl);
 			snprintf(tag, sizeof tag, "%s/lm loss validation ppl vs samples", prefix);
 			tb_scalar(r, tag, r->st.consumed_samples, ppl);
+		}
+		if (sop) {
+			snprintf(tag, sizeof tag, "%s/sop loss validation", prefix);
+			tb_scalar(r, tag, iteration, v[2]);
+			snprintf(tag, sizeof tag, "%s/sop loss validation vs samples", prefix);
+			tb_scalar(r, tag, r->st.consumed_samples, v[2]);
+			snprintf(tag, sizeof tag, "%s/sop loss validation vs tokens", prefix);
+			tb_scalar(r, tag, r->st.consumed_tokens, v[2]);
+			if (r->a->tb_ppl) {
+				snprintf(tag, sizeof tag, "%s/sop loss validation ppl", prefix);
+				tb_scalar(r, tag, iteration, exp(fmin(20, v[2])));
+				snprintf(tag, sizeof tag, "%s/sop loss validation ppl vs samples", prefix);
+				tb_scalar(r, tag, r->st.consumed_samples, exp(fmin(20, v[2])));
+			}
 		}
 	}
 }
@@ -404,6 +485,13 @@ static int setup(struct run *r, char *err, size_t errlen)
 		.hidden_dropout = a->hidden_dropout, .attention_dropout = a->attention_dropout,
 		.seed = (uint64_t)a->seed, .tp = 1, .eod = -1,
 	};
+	r->bert = a->model_type == MT_BERT;
+	if (r->bert) {   /* pretrain_bert.py's BertModel */
+		c.arch = MODEL_BERT;
+		c.num_tokentypes = a->num_tokentypes >= 0 ? (int)a->num_tokentypes : 2;
+		c.binary_head = !a->bert_no_binary_head;
+		c.head_gelu_tanh = a->openai_gelu;
+	}
 	if (a->use_bnb_optimizer && !ops->adam8bit)
 		return errf(err, errlen, "--use-bnb-optimizer: the %s backend has no 8-bit Adam kernel; "
 			    "use --device cpu, or drop the flag to train with AdamW", ops->name);
@@ -504,12 +592,25 @@ static int setup(struct run *r, char *err, size_t errlen)
 	r->sample = malloc((r->seq + 1) * sizeof *r->sample);
 	r->tok = malloc(r->mbs * r->seq * sizeof *r->tok);
 	r->tgt = malloc(r->mbs * r->seq * sizeof *r->tgt);
-	if (!r->sample || !r->tok || !r->tgt)
+	r->types = calloc(r->mbs * r->seq, sizeof *r->types);
+	r->lmask = calloc(r->mbs * r->seq, 1);
+	r->lens = calloc(r->mbs, sizeof *r->lens);
+	r->sop = calloc(r->mbs, sizeof *r->sop);
+	if (!r->sample || !r->tok || !r->tgt || !r->types || !r->lmask || !r->lens || !r->sop)
 		return errf(err, errlen, "out of memory");
+	r->mb = (struct model_batch){.tokens = r->tok, .targets = r->tgt};
+	if (r->bert)
+		r->mb = (struct model_batch){.tokens = r->tok, .targets = r->tgt, .types = r->types,
+					     .loss_mask = r->lmask, .lens = r->lens, .sop = r->sop};
 	r->peak = a->peak_tflops > 0 ? a->peak_tflops * 1e12
 		  : ops->peak_flops > 0 ? ops->peak_flops : cpu_peak(threads);
+	char kind[96];
+	snprintf(kind, sizeof kind, "%s", c.alibi ? "BLOOM-style" : "GPT-2-style");
+	if (r->bert)
+		snprintf(kind, sizeof kind, "BERT (%s, %d token types)", c.binary_head ?
+			 "binary head" : "no binary head", c.num_tokentypes);
 	out("train: %s model, %lld parameters (%lld layers, hidden %lld, %lld heads, vocab %lld "
-	       "padded to %lld) on %s\n", c.alibi ? "BLOOM-style" : "GPT-2-style",
+	       "padded to %lld) on %s\n", kind,
 	       (long long)p->p_total, (long long)p->L, (long long)p->h, (long long)p->heads,
 	       (long long)p->vocab, (long long)p->vocab_padded, ops->device ? ops->device : ops->name);
 	out("train: %lld iterations, %lld samples, %lld tokens; micro-batch %lld, global batch "
@@ -566,6 +667,8 @@ static int setup(struct run *r, char *err, size_t errlen)
 	r->st.nvalid = r->feed.nsets[FEED_VALID] < 64 ? r->feed.nsets[FEED_VALID] : 64;
 	if (r->feed.nsets[FEED_TRAIN] == 0 || r->feed.sets[FEED_TRAIN][0].size == 0)
 		return errf(err, errlen, "the train split is empty: check --split and --data-path");
+	if (r->bert && bert_sample_alloc(&r->feed.bd[FEED_TRAIN], &r->bs) < 0)
+		return errf(err, errlen, "out of memory");
 
 	/* the schedule, in samples (tokens with --lr-decay-tokens) */
 	struct sched *s = &r->st.sched;
@@ -738,7 +841,7 @@ static double step_grads(struct run *r, int64_t first, int64_t micro, uint64_t k
 	size_t xb = (size_t)r->mbs * r->cur * m->cfg.hidden * m->ops->act_size;
 	int warm = pp - s - 1 < micro ? pp - s - 1 : (int)micro, rest = (int)micro - warm;
 	int64_t fwd = 0, bwd = 0;
-	double sum = 0;
+	double sum = 0, part[2] = {0, 0};
 	float dscale = r->st.optim.loss_scale / (float)(micro * dd->dp);
 	int failed = 0;
 #define FORWARD() do { \
@@ -746,7 +849,9 @@ static double step_grads(struct run *r, int64_t first, int64_t micro, uint64_t k
 		model_use_slot(m, (int)fwd); \
 		if (load_micro(r, FEED_TRAIN, 0, first, (int)fwd) < 0) \
 			failed = 1; \
-		sum += model_forward(m, r->tok, r->tgt, dscale, key, sample0(r, fwd), NULL, &b_); \
+		sum += model_forward_batch(m, &r->mb, dscale, key, sample0(r, fwd), NULL, &b_); \
+		part[0] += m->loss_lm; \
+		part[1] += m->loss_sop; \
 		*bad += b_; \
 	} while (0)
 #define BACKWARD() do { \
@@ -800,22 +905,28 @@ static double step_grads(struct run *r, int64_t first, int64_t micro, uint64_t k
 #undef BACKWARD
 	if (dist_any(dd, DIST_WORLD, failed))
 		return NAN;
+	double v[3] = {sum, part[0], part[1]};   /* the loss, and its lm and sop parts */
 	if (pp > 1) {
 		/* the loss is the last stage's; the tied word embeddings' gradient is the sum of the
 		 * input lookup's (first stage) and the output layer's (last stage) */
 		if (!m->last)
-			sum = 0;
-		dd->sum_f64(dd, DIST_PP, &sum, 1);
+			v[0] = v[1] = v[2] = 0;
+		dd->sum_f64(dd, DIST_PP, v, 3);
 		if (m->first || m->last)
 			dd->sum_f32(dd, DIST_EMB, model_grad(m, m->wte), m->tensors[m->wte].numel);
 	}
 	struct dist *d = dd;
-	double loss = sum / micro;
+	for (int q = 0; q < 3; q++)
+		v[q] /= micro;
 	if (d->dp > 1) {   /* the gradient of the global batch's mean loss, on every DP rank */
 		d->sum_f32(d, DIST_DP, r->m.grads, r->m.nparams);
-		d->sum_f64(d, DIST_DP, &loss, 1);
-		loss /= d->dp;
+		d->sum_f64(d, DIST_DP, v, 3);
+		for (int q = 0; q < 3; q++)
+			v[q] /= d->dp;
 	}
+	double loss = v[0];
+	r->it_lm = v[1];
+	r->it_sop = v[2];
 	if (d->tp > 1) {
 		/* Replicated tensors (layer norms, row-parallel biases, positions) got identical
 		 * gradients by construction; averaging them over the TP group anyway makes identical
@@ -909,7 +1020,7 @@ int run_train(const struct train_args *a, const struct plan *p, const char *cmdl
 	}
 
 	struct ckpt_state *st = &r.st;
-	double t_log = units_now(), loss_sum = 0;
+	double t_log = units_now(), loss_sum = 0, sop_sum = 0;
 	int64_t log_iters = 0, log_skipped = 0, log_nan = 0, loss_n = 0;
 	int64_t last_saved = st->iteration;   /* a resumed run has nothing new to save yet */
 	double grad_norm = 0;
@@ -1004,7 +1115,8 @@ int run_train(const struct train_args *a, const struct plan *p, const char *cmdl
 							       : loss;
 				st->loss_count++;
 			}
-			loss_sum += loss;
+			loss_sum += r.bert ? r.it_lm : loss;   /* BERT: the lm loss, then the sop loss */
+			sop_sum += r.it_sop;
 			loss_n++;
 		} else {
 			st->skipped_total++;
@@ -1037,11 +1149,22 @@ int run_train(const struct train_args *a, const struct plan *p, const char *cmdl
 				double gflos = 6.0 * (r.m.nparams - r.m.tensors[r.m.wte].numel -
 						      (r.m.wpe >= 0 ? r.m.tensors[r.m.wpe].numel : 0)) *
 					       (double)st->consumed_samples * (double)r.seq / 1e9;   /* at --seq-length */
-				tb_scalar(&r, "lm-loss-training/lm loss", it, loss);
-				tb_scalar(&r, "lm-loss-training/lm loss vs samples", st->consumed_samples, loss);
-				tb_scalar(&r, "lm-loss-training/lm loss vs tokens", st->consumed_tokens, loss);
+				/* Megatron-DeepSpeed: each key of the loss dict under lm-loss-training/ */
+				double lm = r.bert ? r.it_lm : loss;
+				tb_scalar(&r, "lm-loss-training/lm loss", it, lm);
+				tb_scalar(&r, "lm-loss-training/lm loss vs samples", st->consumed_samples, lm);
+				tb_scalar(&r, "lm-loss-training/lm loss vs tokens", st->consumed_tokens, lm);
 				tb_scalar(&r, "lm-loss-training/lm loss vs gigaflos (without embeddings)",
-					  (int64_t)gflos, loss);
+					  (int64_t)gflos, lm);
+				if (r.bert && r.m.cfg.binary_head) {
+					tb_scalar(&r, "lm-loss-training/sop loss", it, r.it_sop);
+					tb_scalar(&r, "lm-loss-training/sop loss vs samples",
+						  st->consumed_samples, r.it_sop);
+					tb_scalar(&r, "lm-loss-training/sop loss vs tokens",
+						  st->consumed_tokens, r.it_sop);
+					tb_scalar(&r, "lm-loss-training/sop loss vs gigaflos (without "
+						  "embeddings)", (int64_t)gflos, r.it_sop);
+				}
 			}
 			if (a->fp16 && !a->tb_no_loss_scale) {
 				tb_scalar(&r, "loss-scale/loss-scale", it, st->optim.loss_scale);
@@ -1075,6 +1198,8 @@ int run_train(const struct train_args *a, const struct plan *p, const char *cmdl
 			       sched_lr(&st->sched), (long long)gbs);
 			if (loss_n)
 				out(" lm loss: %.6E |", loss_sum / loss_n);
+			if (loss_n && r.bert && r.m.cfg.binary_head)
+				out(" sop loss: %.6E |", sop_sum / loss_n);
 			if (a->fp16)
 				out(" loss scale: %.1f |", st->optim.loss_scale);
 			out(" grad norm: %.3f | num zeros: %.1f |", grad_norm, (double)nzeros);
@@ -1096,7 +1221,7 @@ int run_train(const struct train_args *a, const struct plan *p, const char *cmdl
 			}
 			energy_row(&r, it);
 			t_log = now;
-			loss_sum = 0;
+			loss_sum = sop_sum = 0;
 			loss_n = log_iters = log_skipped = log_nan = 0;
 		}
 		if (a->eval_interval > 0 && it % a->eval_interval == 0) {
@@ -1158,6 +1283,8 @@ int run_train(const struct train_args *a, const struct plan *p, const char *cmdl
 		energy_close(&r.en);
 	if (r.tb)
 		tfevents_close(r.tb);
+	if (r.bert)
+		bert_sample_free(&r.bs);
 	feed_close(&r.feed);
 	model_free(&r.m);
 	if (r.dist.finish)
