@@ -50,6 +50,7 @@
 #include "train/args.h"
 #include "train/data/data.h"
 #include "train/data/ramp.h"
+#include "train/run/gpumodel.h"
 
 struct plan_stage {
 	int64_t layers;           /* transformer layers */
@@ -108,10 +109,15 @@ struct plan {
 	int64_t ckpt_saves, ckpt_kept;
 	double ckpt_disk;
 
-	/* time (have_time: --assumed-tflops given) */
+	/* time (have_time: from --assumed-tflops, or from the step model when it is not given) */
 	int have_time, flops_factor;
 	double t_iter, t_slot, days, ramp_days, ramp_days_full_speed, ramp_aware_days;
 	double ramp_tflops;       /* average modelled TFLOPs over the ramp phase */
+	/* the step model (gpumodel.h): time_model set when it gave the numbers above; tflops as
+	 * train logs them (Megatron's formula), mfu of the dense bf16 peak */
+	int time_model;
+	struct gpumodel gm;
+	double model_tflops, model_mfu;
 
 	/* the sequence-length curriculum (curriculum.h): tokens are counted at each iteration's
 	 * length; cl_full_iter is the first iteration at the full --seq-length (0: none) */
