@@ -35,6 +35,12 @@ products.  FlashAttention-2, the same instructions tuned with cp.async pipelinin
 at 35% of the H100's peak (FlashAttention-3 paper) and 50-73% of the A100's (FlashAttention-2
 paper); these kernels are single-buffered, so less.  The fp32 SIMT kernels they replaced are
 still priced (simt: 50% of the fp32 peak) when a profile names them.
+
+train --dry-run has this model's analytic twin (src/train/run/gpumodel.c): it writes the same
+operations down from the run's flags instead of reading a profile, prices them with the same
+table (DEVICES, EFF, GAP, SYNC, TILE: the two must agree), and adds the NCCL calls and the
+pipeline bubble of a multi-GPU layout.  --json carries each device's per-op rows ("ops") so
+tests/cli/train-gpu-model.sh can compare the two operation by operation.
 """
 import argparse
 import json

@@ -37,6 +37,10 @@
  *   1F1B step takes m + PP - 1 micro-batch slots for m micro-batches; so a slot lasts
  *   t_iter / (m_full + PP - 1) and a ramp iteration with m micro-batches takes that times
  *   m + PP - 1: at GBS 16 BLOOM-176B runs 1 micro-batch through 12 stages, 9% of full speed.
+ *   Without --assumed-tflops the step model (gpumodel.h) prices the CUDA backend's iteration on
+ *   --gpu-model's device: a slot is the slowest stage's micro-batch, an iteration m + PP - 1
+ *   slots plus the tail after the last backward; days are the tokens at the full batch's time
+ *   per token, ramp-aware each ramp iteration at its own m; the TFLOPs are train's log line's.
  *
  * Constraints (check.h): plan_make() checks every rule Megatron asserts that the plan depends on,
  * and collects each violation as an error naming the flags (all of them, not the first); errors
