@@ -27,7 +27,7 @@ static struct gpumodel_cfg cfg(int64_t tp, int64_t pp, int64_t dp, int64_t gpn, 
 	struct gpumodel_cfg c = {
 		.h = 1024, .heads = 16, .ffn = 4096, .seq = 1024, .mbs = 4, .vocab = 50257,
 		.vocab_padded = 50304, .maxpos = 1024, .tp = tp, .pp = pp, .dp = dp, .micro = 8,
-		.nodes = tp * pp * dp / gpn, .gpus_per_node = gpn, .stage_layers = layers,
+		.gpus_per_node = gpn, .stage_layers = layers,
 		.hidden_dropout = 0.1, .opt = GM_ADAMW,
 	};
 	for (int64_t i = 0; i < pp; i++)

@@ -129,7 +129,9 @@ static void attention(struct ctx *x, const char *base, int units, double rd, dou
 	x->l->launches++;
 }
 
-/* One cuBLASLt call, D(m,n) = A(m,k) B(k,n): a, b, c, d bytes per element (c = 0: beta 0). */
+/* One cuBLASLt call, D(m,n) = A(m,k) B(k,n) (+ C): A and B bf16; c bytes per element of C read
+ * (0: beta 0; 4: the fp32 weight gradient accumulated in place), d of D written; aux: the GeLU
+ * epilogues' bf16 pre-activation, written or read */
 static void gemm(struct ctx *x, int64_t m, int64_t n, int64_t k, int c, int d, const char *epi,
 		 int bias, int aux)
 {

@@ -61,7 +61,7 @@ enum gpumodel_opt { GM_ADAMW, GM_LAMB, GM_SGD, GM_BNB };
 struct gpumodel_cfg {
 	int64_t h, heads, ffn, seq, mbs, vocab, vocab_padded, maxpos;
 	int64_t tp, pp, dp, micro;          /* micro: micro-batches per pipeline at full GBS */
-	int64_t nodes, gpus_per_node;
+	int64_t gpus_per_node;
 	const int64_t *stage_layers;        /* pp entries */
 	int64_t ckpt_layers;                /* 0: no activation checkpointing */
 	int alibi, embed_ln, fp16, zero1, post_ln, reset_pos, reset_attn;

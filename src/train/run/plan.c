@@ -430,7 +430,7 @@ static void model_timing(struct plan *p)
 	struct gpumodel_cfg c = {
 		.h = p->h, .heads = p->heads, .ffn = p->f, .seq = p->s, .mbs = p->mbs,
 		.vocab = p->vocab, .vocab_padded = p->vocab_padded, .maxpos = p->maxpos,
-		.tp = p->tp, .pp = p->pp, .dp = p->dp, .micro = p->m_full, .nodes = a->nodes,
+		.tp = p->tp, .pp = p->pp, .dp = p->dp, .micro = p->m_full,
 		.gpus_per_node = a->gpus_per_node, .stage_layers = layers,
 		.ckpt_layers = a->checkpoint_activations ? p->ckpt_layers : 0,
 		.alibi = a->pos_emb != POS_LEARNED, .embed_ln = a->embed_layernorm || a->use_bnb_optimizer,
