@@ -326,6 +326,9 @@ static void startup_notes(const struct train_args *a, const struct ops *ops)
 	if (a->profile_range_given && !a->profile)
 		out("train: --profile-step-start, --profile-step-end, --profile-ranks: no effect "
 		    "without --profile, as in Megatron-LM\n");
+	if (a->gpu_model)
+		out("train: --gpu-model: no effect without --dry-run (it picks the device whose step "
+		    "model --dry-run's time estimate uses)\n");
 	if (a->sgd_momentum_given && strcmp(a->optimizer, "sgd"))
 		out("train: --sgd-momentum: no effect without --optimizer sgd, as in Megatron\n");
 	if ((a->finetune || a->no_load_optim) && !a->load)
