@@ -10,7 +10,8 @@
  * and both moments stay fp32; the bf16 copy is rounded to nearest even once per step from the
  * fp32 master, never updated in bf16, which is what keeps small updates from vanishing.  Each
  * element is independent, so a grid-stride loop with plain 4-byte coalesced accesses runs at
- * memory bandwidth; nothing here reduces, so nothing can depend on scheduling. */
+ * memory bandwidth; nothing here reduces, so nothing can depend on scheduling.  The one-launch
+ * AdamW gives a segment marked lr_mult (the word embedding) lr * lr_mult: --embedding-lr-mult. */
 #include <math.h>
 
 #include "train/cuda/common.h"
@@ -143,7 +144,9 @@ void cu_adamw_multi(float *master, void *param, const float *g, float *m, float 
 /* --- LAMB (apex FusedLAMB) and SGD: see ops.h ---------------------------------------------------
  * lamb_update writes the update u into a buffer of its own and leaves its norm to cu_sumsq (the
  * same fixed-order reduction as the gradient norm); lamb_apply recomputes u from m, v and the
- * weights, which are unchanged in between, so it equals the one whose norm was taken. */
+ * weights, which are unchanged in between, so it equals the one whose norm was taken, and adds
+ * --lamb-layerwise-noise's draws: philox_normal at each element's global index, the CPU's z
+ * (in double, rounded to float; only the fused multiply-add may round the sum differently). */
 __device__ __forceinline__ float lamb_u(float m, float v, float w, float bc1, float bc2, float eps,
 					float wd)
 {
