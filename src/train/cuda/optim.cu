@@ -15,7 +15,7 @@
 #include <math.h>
 
 #include "train/cuda/common.h"
-#include "train/philox.h"
+#include "train/model/philox.h"
 
 #define OPT_T 256
 
