@@ -1,5 +1,7 @@
 #include "train/data/mt19937.h"
 
+#include <math.h>
+
 #define MT_M 397
 #define MT_MATRIX_A 0x9908b0dfU
 #define MT_UPPER 0x80000000U
@@ -88,3 +90,87 @@ uint64_t mt_interval(struct mt19937 *mt, uint64_t max)
 MT_SHUFFLE(mt_shuffle_i32, int32_t)
 MT_SHUFFLE(mt_shuffle_u32, uint32_t)
 MT_SHUFFLE(mt_shuffle_i64, int64_t)
+
+double mt_double(struct mt19937 *mt)
+{
+	uint32_t a = mt_next32(mt) >> 5;  /* sequenced: the high bits come from the first output */
+	uint32_t b = mt_next32(mt) >> 6;
+	return ((double)a * 67108864.0 + (double)b) / 9007199254740992.0;
+}
+
+int64_t mt_randint(struct mt19937 *mt, int64_t lo, int64_t hi)
+{
+	return lo + (int64_t)mt_interval(mt, (uint64_t)(hi - lo - 1));
+}
+
+int64_t mt_choice_p(struct mt19937 *mt, const double *p, int n)
+{
+	double cdf[n], last, u;
+	int i;
+
+	cdf[0] = p[0];
+	for (i = 1; i < n; i++)  /* cumsum: left to right */
+		cdf[i] = cdf[i - 1] + p[i];
+	last = cdf[n - 1];       /* cdf /= cdf[-1]: every element by the same scalar */
+	for (i = 0; i < n; i++)
+		cdf[i] /= last;
+	u = mt_double(mt);
+	for (i = 0; i < n && cdf[i] <= u; i++)  /* searchsorted(u, side='right') */
+		;
+	return i;
+}
+
+int64_t mt_geometric(struct mt19937 *mt, double p)
+{
+	if (p >= 0.333333333333333333333333) {
+		double u = mt_double(mt), prod = p, sum = p, q = 1.0 - p;
+		int64_t x = 1;
+		while (u > sum) {
+			prod *= q;
+			sum += prod;
+			x++;
+		}
+		return x;
+	}
+	return (int64_t)ceil(log(1.0 - mt_double(mt)) / log(1.0 - p));
+}
+
+/* --- std::mt19937_64 ---------------------------------------------------------------------- */
+
+#define MT64_M 156
+#define MT64_MATRIX_A 0xb5026f5aa96619e9ULL
+#define MT64_UPPER 0xffffffff80000000ULL  /* the top 33 bits (r = 31) */
+#define MT64_LOWER 0x7fffffffULL
+
+void mt64_seed(struct mt19937_64 *mt, uint64_t seed)
+{
+	mt->key[0] = seed;
+	for (uint64_t i = 1; i < MT64_N; i++) {
+		uint64_t p = mt->key[i - 1];
+		mt->key[i] = 6364136223846793005ULL * (p ^ (p >> 62)) + i;
+	}
+	mt->pos = MT64_N;
+}
+
+static void mt64_generate(struct mt19937_64 *mt)
+{
+	uint64_t *k = mt->key, y;
+
+	for (int i = 0; i < MT64_N; i++) {
+		y = (k[i] & MT64_UPPER) | (k[(i + 1) % MT64_N] & MT64_LOWER);
+		k[i] = k[(i + MT64_M) % MT64_N] ^ (y >> 1) ^ (-(y & 1ULL) & MT64_MATRIX_A);
+	}
+	mt->pos = 0;
+}
+
+uint64_t mt64_next(struct mt19937_64 *mt)
+{
+	if (mt->pos >= MT64_N)
+		mt64_generate(mt);
+	uint64_t y = mt->key[mt->pos++];
+	y ^= (y >> 29) & 0x5555555555555555ULL;
+	y ^= (y << 17) & 0x71d67fffeda60000ULL;
+	y ^= (y << 37) & 0xfff7eee000000000ULL;
+	y ^= y >> 43;
+	return y;
+}
