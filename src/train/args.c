@@ -29,7 +29,7 @@ enum {
 	O_OPTIMIZER, O_DATALOADER, O_EVALONLY, O_FINETUNE, O_NOLOADOPT, O_LOSSSCALE, O_TBLOGINT,
 	O_TBNOLR, O_TBNOLS, O_LOGPATH, O_EODMASK, O_RESETPOS, O_RESETATT, O_POSTLN, O_OPENAIGELU,
 	O_DEEPSCALE, O_DSCONFIG, O_CURRICULUM, O_CCDIR, O_CCINT, O_CPUTDP, O_CKNL, O_DSACK,
-	O_PROFILE, O_PROFSTART, O_PROFEND, O_PROFRANKS, O_SGDMOM,
+	O_PROFILE, O_PROFSTART, O_PROFEND, O_PROFRANKS, O_SGDMOM, O_EMBLRMULT, O_ALPHA, O_LAMBNOISE,
 };
 
 const struct opt args_opts[] = {
@@ -120,6 +120,9 @@ const struct opt args_opts[] = {
 	/* optimizer */
 	{"optimizer", O_OPTIMIZER, "NAME", "adam (AdamW, the default), lamb (apex FusedLAMB) or sgd (torch SGD)"},
 	{"sgd-momentum", O_SGDMOM, "F", "--optimizer sgd: momentum (default 0.9, as Megatron)"},
+	{"lamb-layerwise-noise", O_LAMBNOISE, "STD", "--optimizer lamb: add N(0,1) noise times STD times the RMS of each tensor's update, after the trust ratio (default 0: none)"},
+	{"embedding-lr-mult", O_EMBLRMULT, "ALPHA", "the word embedding (and its tied output copy) learns at lr * ALPHA (default 1; every optimizer)"},
+	{"alpha", O_ALPHA, "ALPHA", "the large-batch study's name for --embedding-lr-mult"},
 	{"seed", O_SEED, "N", "seed of the initial weights, dropout and the data order (default 1234)"},
 	{"weight-decay", O_WD, "F", "AdamW weight decay, not on biases and layer norms (default 0.01)"},
 	{"clip-grad", O_CLIP, "F", "clip the global gradient norm to F (default 1.0; 0 off)"},
@@ -314,6 +317,7 @@ void args_init(struct train_args *a)
 	a->log_interval = 100;
 	a->optimizer = "adam";
 	a->sgd_momentum = 0.9;
+	a->embedding_lr_mult = 1;
 	a->profile_step_start = 10;   /* Megatron-LM's defaults */
 	a->profile_step_end = 12;
 	a->nprofile_ranks = 1;
@@ -584,6 +588,13 @@ int args_opt(void *ctx, int key, const char *arg, char *err, size_t errlen)
 	case O_B2: return num(arg, &a->adam_beta2, 0, 0, err, errlen);
 	case O_EPS: return num(arg, &a->adam_eps, 0, 1, err, errlen);
 	case O_SGDMOM: a->sgd_momentum_given = 1; return num(arg, &a->sgd_momentum, 0, 0, err, errlen);
+	case O_EMBLRMULT:
+	case O_ALPHA:
+		a->embedding_lr_mult_given = key == O_ALPHA ? "--alpha" : "--embedding-lr-mult";
+		return num(arg, &a->embedding_lr_mult, 0, 0, err, errlen);
+	case O_LAMBNOISE:
+		a->lamb_noise_given = 1;
+		return num(arg, &a->lamb_layerwise_noise, 0, 0, err, errlen);
 	case O_ILS:
 		a->given |= ARGS_GIVEN_INITIAL_LOSS_SCALE;
 		return num(arg, &a->initial_loss_scale, 0, 1, err, errlen);
