@@ -288,7 +288,7 @@ def reference(cfg, weights, batch, dtype="float64", groups=G.GROUPS, mutate=None
         if not train:
             break
         norms.append(G.clip_grads(grads, cfg["clip_grad"]))
-        optimizer(params, grads, state, decay, cfg, k + 1)
+        optimizer(params, grads, state, decay, cfg, k + 1, names)
     if "losses" in groups:
         for n, v in hist.items():
             out[n] = np.array(v)
