@@ -320,6 +320,8 @@ static void memory(struct plan *p)
 		if (s->inflight < 1)
 			s->inflight = 1;
 		s->logits = s->last ? sbh / (double)p->h * (double)p->vocab_padded / (double)p->tp * 4 : 0;
+		if (s->last && a->model_type == MT_BERT)   /* the LM head's dense, GeLU and LN outputs */
+			s->logits += 3.0 * sbh * p->abytes;
 		s->act = (double)s->layers * p->act_layer * (double)s->inflight + s->logits;
 		/* checkpointed: each chunk's output per micro-batch in flight, and one chunk's
 		 * full activations, the recompute workspace all micro-batches share */

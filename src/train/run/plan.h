@@ -28,7 +28,8 @@
  *   --checkpoint-num-layers n, each chunk's output, ceil(layers/n)*e*s*b*h per micro-batch, plus
  *   one chunk's full activations, n layers, while it is recomputed.  Under
  *   1F1B stage i holds min(PP - i, micro-batches) micro-batches in flight; the last stage adds
- *   the fp32 logits, s*b*Vp/t*4.  The stage with the largest total is the one that must fit.
+ *   the fp32 logits, s*b*Vp/t*4 (and a BERT its LM head's three s*b*h activations).  The stage
+ *   with the largest total is the one that must fit.
  * Checkpoints: weights only 2 B/param (4 in fp32); full 14 B/param (bf16 weights + fp32 master +
  *   Adam; 12 in fp32); save time at --checkpoint-bandwidth.
  * Time: days = tokens * F * params / (GPUs * TFLOPs * 1e12 * 86400) with F = 8 (6 forward and
