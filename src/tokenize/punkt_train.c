@@ -154,8 +154,10 @@ static void find_abbrevs(struct trainer *tr, uint32_t ntypes)
 		double ll = dunning_ll(with + without, (int64_t)tr->nperiod, with, (int64_t)tr->n);
 		double score = ll * exp((double)-nonperiods) * (double)periods * pow((double)nonperiods, (double)-without);
 		if (score >= 0.3) {
-			/* intern may move the bytes typ points into */
-			char *cand = strndup(typ, clen);
+			/* intern may move the bytes typ points into (and a type may hold a NUL) */
+			char *cand = malloc(clen + 1);
+			if (cand)
+				memcpy(cand, typ, clen);
 			uint32_t c = cand ? intern(tr, cand, clen) : PK_NONE;
 			free(cand);
 			if (c == PK_NONE)
