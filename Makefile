@@ -253,7 +253,7 @@ install: all
 	install -m 644 man/man7/*.7 $(DESTDIR)$(PREFIX)/share/man/man7
 	install -d $(DESTDIR)$(PREFIX)/share/lmtk $(DESTDIR)$(PREFIX)/lib/lmtk
 	install -m 644 share/lmtk/*.conf share/lmtk/*.slurm share/lmtk/*.json $(DESTDIR)$(PREFIX)/share/lmtk
-	install -m 755 share/lmtk/*.sh $(DESTDIR)$(PREFIX)/share/lmtk
+	install -m 755 share/lmtk/*.sh share/lmtk/*.py $(DESTDIR)$(PREFIX)/share/lmtk
 	for so in $(CUDA_SO) $(MPI_SO); do install -m 755 $$so $(DESTDIR)$(PREFIX)/lib/lmtk; done
 
 clean:

@@ -15,8 +15,8 @@
       CustomLanguageVars (its class, copied from tools/preprocess_data.py).
   punkt-ref.py same SENTENCES_A SENTENCES_B
       exit 0 if equal, else 1 and the first difference (document, sentence, both texts).
-  punkt-ref.py flatten < SENTENCES > FLAT.jsonl
-      one {"text": sentence} line per sentence, for tests/ref/hf-encode.js.
+  punkt-ref.py flatten KEY < SENTENCES > FLAT.jsonl
+      one {"text": sentence} line per sentence of KEY, for tests/ref/hf-encode.js.
   punkt-ref.py megatron SENTENCES IDS KEY VOCAB_SIZE EOD|none PREFIX
       PREFIX_KEY_sentence.bin/.idx as Megatron's preprocess_data.py (2021-22, the BERT studies')
       writes them from those sentences and their ids (IDS: one line per sentence of FLAT, from
@@ -24,23 +24,24 @@
       last, each sentence one item (add_item), end_document() after each document with a
       sentence; the dtype is best_fitting_dtype(VOCAB_SIZE).  The writer is
       MMapIndexedDatasetBuilder's, written from megatron/data/indexed_dataset.py.
-  punkt-ref.py params-of-pickle english.pickle > PARAMS.json
-      converts NLTK's pretrained parameters (nltk_data's tokenizers/punkt/english.pickle, what
-      Megatron loads) into lmtk's file, for tokenize --punkt-params: Megatron's splits exactly.
+  punkt-ref.py pickle PARAMS.json > PICKLE
+      a pickled PunktSentenceTokenizer with those parameters, as nltk_data's english.pickle is
+      one (for share/lmtk/punkt-from-pickle.py's test).
 """
 import json
 import struct
 import sys
 
-import numpy as np
-from nltk.tokenize.punkt import (PunktLanguageVars, PunktParameters, PunktSentenceTokenizer,
-                                 PunktTrainer)
+# nltk and numpy are imported by the commands that use them: the others run often and start fast
 
 
-class CustomLanguageVars(PunktLanguageVars):
-    """Megatron-LM tools/preprocess_data.py, verbatim"""
+def custom_language_vars():
+    from nltk.tokenize.punkt import PunktLanguageVars
 
-    _period_context_fmt = r"""
+    class CustomLanguageVars(PunktLanguageVars):
+        """Megatron-LM tools/preprocess_data.py, verbatim"""
+
+        _period_context_fmt = r"""
         \S*                          # some word material
         %(SentEndChars)s             # a potential sentence ending
         \s*                       #  <-- THIS is what I changed
@@ -49,6 +50,8 @@ class CustomLanguageVars(PunktLanguageVars):
             |
             (?P<next_tok>\S+)     #  <-- Normally you would have \s+ here
         ))"""
+
+    return CustomLanguageVars()
 
 
 def arg_keys(argv):
@@ -95,6 +98,7 @@ def params_to_json(p, trained_on):
 
 
 def params_of_json(path):
+    from nltk.tokenize.punkt import PunktParameters
     j = json.load(open(path, encoding="utf-8"))
     assert j["format"] == "lmtk-punkt-params 1", path
     p = PunktParameters()
@@ -107,6 +111,7 @@ def params_of_json(path):
 
 
 def train(argv):
+    from nltk.tokenize.punkt import PunktTrainer
     texts = [t for doc in documents(argv) for _, t in doc]
     p = PunktTrainer("\n\n".join(texts)).get_params()
     json.dump(params_to_json(p, "NLTK PunktTrainer: %d texts" % len(texts)), sys.stdout, ensure_ascii=False,
@@ -125,8 +130,9 @@ def dump(argv):
 
 
 def split(argv):
+    from nltk.tokenize.punkt import PunktSentenceTokenizer
     p = params_of_json(argv[0])
-    tok = PunktSentenceTokenizer(p, lang_vars=CustomLanguageVars() if "--keep-newlines" in argv else None)
+    tok = PunktSentenceTokenizer(p, lang_vars=custom_language_vars() if "--keep-newlines" in argv else None)
     out = sys.stdout
     for doc in documents(argv[1:]):
         out.write(json.dumps({k: tok.tokenize(t) for k, t in doc}, ensure_ascii=False) + "\n")
@@ -158,12 +164,12 @@ def same(argv):
 
 def flatten(argv):
     for line in sys.stdin:
-        for _, sents in json.loads(line).items():
-            for s in sents:
-                sys.stdout.write(json.dumps({"text": s}) + "\n")
+        for s in json.loads(line)[argv[0]]:
+            sys.stdout.write(json.dumps({"text": s}) + "\n")
 
 
 def megatron(argv):
+    import numpy as np
     sents_path, ids_path, key, vocab, eod, prefix = argv
     vocab = int(vocab)
     eod = None if eod == "none" else int(eod)
@@ -200,18 +206,15 @@ def megatron(argv):
         f.write(np.array(doc_idx, dtype=np.int64).tobytes(order="C"))
 
 
-def params_of_pickle(argv):
+def to_pickle(argv):
     import pickle
-    with open(argv[0], "rb") as f:
-        tok = pickle.load(f)
-    p = tok._params if hasattr(tok, "_params") else tok
-    json.dump(params_to_json(p, "NLTK's %s" % argv[0].rsplit("/", 1)[-1]), sys.stdout, ensure_ascii=False, indent=1)
-    sys.stdout.write("\n")
+    from nltk.tokenize.punkt import PunktSentenceTokenizer
+    sys.stdout.buffer.write(pickle.dumps(PunktSentenceTokenizer(params_of_json(argv[0]))))
 
 
 def main(argv):
     cmds = {"train": train, "dump": dump, "split": split, "same": same, "flatten": flatten,
-            "megatron": megatron, "params-of-pickle": params_of_pickle}
+            "megatron": megatron, "pickle": to_pickle}
     if not argv or argv[0] not in cmds:
         sys.exit(__doc__)
     cmds[argv[0]](argv[1:])
