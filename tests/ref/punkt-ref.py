@@ -150,7 +150,9 @@ def same(argv):
         for k in x:
             for j, (s, t) in enumerate(zip(x[k], y.get(k, []))):
                 if s != t:
-                    print("document %d, key %s, sentence %d: %r != %r" % (i + 1, k, j, s[:300], t[:300]))
+                    at = next((c for c in range(min(len(s), len(t))) if s[c] != t[c]), min(len(s), len(t)))
+                    print("document %d, key %s, sentence %d (%d and %d characters) differs at %d: %r != %r"
+                          % (i + 1, k, j, len(s), len(t), at, s[max(0, at - 60):at + 60], t[max(0, at - 60):at + 60]))
                     sys.exit(1)
             if len(x[k]) != len(y.get(k, [])):
                 print("document %d, key %s: %d sentences != %d" % (i + 1, k, len(x[k]), len(y.get(k, []))))
