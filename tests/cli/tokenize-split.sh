@@ -192,11 +192,28 @@ ref nltk-part-nl.jsonl part.jsonl split "$BUILTIN" --keep-newlines
 same_sentences corpus_part_keep_newlines_equal_nltk ours-part-nl.jsonl nltk-part-nl.jsonl
 
 # --- training ------------------------------------------------------------------------------------
-cat hard.jsonl part.jsonl > train.jsonl
+# and every character with a case (or case-ignorable, or a decimal digit) in words whose types
+# are Python's str.lower() of them (the final sigma's context included) and numbers
+"$PY" - unicode.jsonl <<'PY'
+import json, re, sys
+words = []
+for cp in range(0x110000):
+    c = chr(cp)
+    if 0xD800 <= cp <= 0xDFFF or c.isspace():
+        continue
+    if c.lower() != c or c.isupper() or c.islower():
+        words += ["A" + c, "A" + c + "\u03a3", "A\u03a3" + c, "A\u03a3" + c + "a"]
+    elif ("A" + c + "\u03a3").lower().endswith("\u03c2"):   # case-ignorable
+        words += ["A" + c + "\u03a3", "A\u03a3" + c]
+    if re.match(r"\d", c):
+        words += [c + ".", "-" + c + ",5.", "x" + c + "."]
+open(sys.argv[1], "w").write(json.dumps({"text": " ".join(words)}) + "\n")
+PY
+cat hard.jsonl unicode.jsonl part.jsonl > train.jsonl
 $TK --train-punkt train.jsonl > ours-part-params.json 2>err-ptrain || fail part_trains "$(cat err-ptrain)"
 ref nltk-part-params.json train.jsonl train
 same_params trained_params_equal_nltk_trainer ours-part-params.json nltk-part-params.json
-contains train_summary_counts "$T/err-ptrain" '^tokenize: Punkt parameters from 276 documents, [0-9.]+ MB of text, [0-9]+ tokens: [1-9][0-9]* abbreviations, [0-9]+ collocations, [1-9][0-9]* sentence starters'
+contains train_summary_counts "$T/err-ptrain" '^tokenize: Punkt parameters from 277 documents, [0-9.]+ MB of text, [0-9]+ tokens: [1-9][0-9]* abbreviations, [0-9]+ collocations, [1-9][0-9]* sentence starters'
 check trained_params_are_deterministic cmp ours-part-params.json <($TK --train-punkt --quiet train.jsonl)
 $TK --train-punkt --json-keys title -o title-params.json part.jsonl 2>/dev/null
 ref nltk-title-params.json part.jsonl train --json-keys title
