@@ -864,7 +864,6 @@ static int run_train(const struct cfg *cfg)
 	if (!json)
 		die(EXIT_FAILED, "out of memory");
 	size_t jlen = strlen(json);
-	json[jlen++] = '\n';   /* json_dumps leaves room for its NUL: a newline takes its place */
 	if (cfg->output) {
 		if (file_write_atomic(cfg->output, json, jlen, 0644, err, sizeof err) < 0)
 			die(EXIT_FAILED, "%s", err);
