@@ -18,9 +18,9 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "train/model.h"
-#include "train/optim.h"
-#include "train/philox.h"
+#include "train/model/model.h"
+#include "train/optim/optim.h"
+#include "train/model/philox.h"
 #include "ckpt/safetensors.h"
 
 static struct model_config tiny(int alibi, int embed_ln, int heads, int hidden)
@@ -461,6 +461,9 @@ static int dump(const char *cfgpath, const char *outdir)
 	opt.kind = okind && !strcmp(okind, "lamb") ? OPT_LAMB : okind && !strcmp(okind, "sgd") ? OPT_SGD
 											     : OPT_ADAMW;
 	opt.momentum = jnum(j, "sgd_momentum", 0.9);
+	opt.emb_lr_mult = jnum(j, "embedding_lr_mult", 1);
+	opt.lamb_noise = jnum(j, "lamb_layerwise_noise", 0);
+	opt.seed = c.seed;
 	json_decref(j);
 
 	struct model m;
