@@ -520,18 +520,21 @@ static void *worker(void *arg)
 static void progress(struct pipeline *pl, int final)
 {
 	double t = units_now() - pl->t0, mb = (double)pl->bytes / 1e6;
-	char sents[64] = "";
+	char counts[96];
 	if (pl->cfg->quiet)
 		return;
-	if (pl->cfg->split)
-		snprintf(sents, sizeof sents, ", %llu sentences", pl->sents);
-	if (final)
-		fprintf(stderr, "%s%s: %llu documents%s, %llu tokens, %.1f MB in %.2f s (%.1f MB/s)%s%llu bad lines\n",
-			isatty(2) ? "\r\033[K" : "", prog_name, pl->docs, sents, pl->tokens, mb, t, t > 0 ? mb / t : 0,
-			", ", pl->bad);
+	if (!pl->tok)   /* --format sentences: nothing tokenized */
+		snprintf(counts, sizeof counts, "%llu documents, %llu sentences", pl->docs, pl->sents);
+	else if (pl->cfg->split)
+		snprintf(counts, sizeof counts, "%llu documents, %llu sentences, %llu tokens", pl->docs, pl->sents,
+			 pl->tokens);
 	else
-		fprintf(stderr, "\r\033[K%s: %llu documents%s, %llu tokens, %.1f MB, %.1f MB/s", prog_name, pl->docs,
-			sents, pl->tokens, mb, t > 0 ? mb / t : 0);
+		snprintf(counts, sizeof counts, "%llu documents, %llu tokens", pl->docs, pl->tokens);
+	if (final)
+		fprintf(stderr, "%s%s: %s, %.1f MB in %.2f s (%.1f MB/s), %llu bad lines\n", isatty(2) ? "\r\033[K" : "",
+			prog_name, counts, mb, t, t > 0 ? mb / t : 0, pl->bad);
+	else
+		fprintf(stderr, "\r\033[K%s: %s, %.1f MB, %.1f MB/s", prog_name, counts, mb, t > 0 ? mb / t : 0);
 }
 
 /* writes finished chunks in order; runs in its own thread */
