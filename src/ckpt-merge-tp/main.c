@@ -307,7 +307,7 @@ int main(int argc, char **argv)
 			    err, c.input);
 		die(rc, "%s", err);
 	}
-	if (c.hf && !hf_class(&in.m, err, sizeof err))
+	if (c.hf && !hf_class(&in, err, sizeof err))
 		die(EXIT_USAGE, "%s%s: %s", in.dir, md ? "" : "/manifest.json", err);
 	struct rs_target tg = {c.tp, c.pp, c.padded_vocab, c.average, c.pp_embedding};
 	if (!tg.padded_vocab)   /* Megatron's padding for the target TP, if it was for the input's */
@@ -364,7 +364,7 @@ int main(int argc, char **argv)
 		char out[32];
 		units_fmt_size(pg.total, out, sizeof out);   /* the export's tensors */
 		warn("%s (TP=%d PP=%d, %s, iteration %lld) -> %s: %s, %s %s, in %.1f s", in.dir, in.tp,
-		     in.pp, size, (long long)in.iteration, od.final, hf_class(&in.m, err, sizeof err), out,
+		     in.pp, size, (long long)in.iteration, od.final, hf_class(&in, err, sizeof err), out,
 		     c.bf16 ? "bf16" : "fp32", dt);
 	} else if (md) {
 		warn("%s (Megatron-DeepSpeed TP=%d PP=%d DP=%d, %s, iteration %lld, %lld samples) -> %s/%s "
