@@ -41,6 +41,8 @@ void hf_switches_of(const struct sh_ckpt *in, struct hf_switches *s);
 const char *hf_bert_class(const struct sh_ckpt *in, char *err, size_t errlen);
 struct hf_item *hf_bert_plan(const struct lt_model *m, int *n);
 json_t *hf_bert_config(const struct sh_ckpt *in, const char *cls);
+/* config.json's hidden_act: "gelu_new" (tanh) with --openai-gelu, else "gelu" (erf) */
+const char *hf_bert_hidden_act(const struct sh_ckpt *in);
 int hf_bert_tokenizer(const struct sh_ckpt *in, const char *dir, char *err, size_t errlen);
 
 /* helpers (hfexport.c) */

@@ -21,6 +21,7 @@
 #include "msg.h"
 #include "opt.h"
 #include "units.h"
+#include "ckpt-merge-tp/hf_int.h"
 #include "ckpt-merge-tp/hfexport.h"
 #include "ckpt/mds.h"
 #include "ckpt/outdir.h"
@@ -366,6 +367,11 @@ int main(int argc, char **argv)
 		warn("%s (TP=%d PP=%d, %s, iteration %lld) -> %s: %s, %s %s, in %.1f s", in.dir, in.tp,
 		     in.pp, size, (long long)in.iteration, od.final, hf_class(&in, err, sizeof err), out,
 		     c.bf16 ? "bf16" : "fp32", dt);
+		if (in.m.type == LT_BERT && strcmp(hf_bert_hidden_act(&in), "gelu") == 0)
+			warn("note: MegatronBert has one GeLU for the MLPs and the LM head: the export's "
+			     "is the LM head's (erf, \"gelu\"); this model's MLPs used the tanh GeLU, "
+			     "so HF's logits differ slightly from train's (about 1e-4 relative; "
+			     "--openai-gelu models export exactly)");
 	} else if (md) {
 		warn("%s (Megatron-DeepSpeed TP=%d PP=%d DP=%d, %s, iteration %lld, %lld samples) -> %s/%s "
 		     "(TP=%d PP=%d%s) in %.1f s (%s/s): %s", in.dir, md->tp, md->pp, md->dp, size,
