@@ -38,7 +38,7 @@
  * exact erf one unless --openai-gelu.  With --openai-gelu the export says "gelu_new" (tanh) and
  * is the model exactly.  Without, it says "gelu" (erf), as transformers' converter does: the
  * LM head exact, every MLP's GeLU off by at most 4.7e-4 per element.  Measured on a trained
- * 4-layer model, that moves the prediction logits by 2.6e-5 relative and the seq_relationship
+ * 4-layer model, that moves the prediction logits by 2.5e-5 relative and the seq_relationship
  * logits by 1.6e-6; "gelu_new" (MLPs exact, the head not) moved the logits six times more,
  * 1.6e-4.  HF masks padded keys only, Megatron queries too: the outputs at real positions are
  * the same.  The post-LN residual (--apply-residual-connection-post-layernorm: the residual taken
