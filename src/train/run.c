@@ -385,7 +385,9 @@ static int setup(struct run *r, char *err, size_t errlen)
 	} else if (world > 1 && strncmp(device, "cuda:", 5) == 0) {
 		snprintf(bind_line, sizeof bind_line, "%s, as --device says", device);
 	}
-	const struct ops *ops = ops_open(device, threads, a->fp16 ? OPS_FP16 : OPS_BF16, err, errlen);
+	/* --fp16 asks the CUDA backend for real fp16 arithmetic; the CPU computes in fp32 anyway */
+	const struct ops *ops = ops_open(device, threads, a->fp16 ? OPS_FP16 : OPS_BF16, err,
+					 errlen);
 	if (!ops)
 		return -1;
 	if (a->profile && !ops->profiler)
@@ -1010,7 +1012,10 @@ int run_train(const struct train_args *a, const struct plan *p, const char *cmdl
 		} else {
 			st->skipped_total++;
 			log_skipped++;
-			if (nonfinite || !isfinite(grad_norm)) {
+			/* under --fp16 an infinite gradient is the scaler's overflow (real fp16
+			 * arithmetic overflows at 65504), which Megatron does not count as a nan
+			 * iteration: only a loss that is not finite is one there */
+			if (nonfinite || (!isfinite(grad_norm) && !a->fp16)) {
 				st->nan_total++;
 				log_nan++;
 			}
