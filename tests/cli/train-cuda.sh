@@ -216,7 +216,8 @@ drcheck dr-cpu.out dr-other.out 1e-2 2>/dev/null && fail dropout_comparison_disc
 # inf or nan, where the CPU (fp32 arithmetic, Megatron's overflow test on values beyond 65504)
 # sees finite ones - and yet the scaler backs off and skips the same iterations to the same
 # final scale as the CPU's; the losses of the applied steps and the finite gradient norms keep
-# to the CPU's within fp16's tolerance (1e-4 relative: bf16 arithmetic would not)
+# to the CPU's within fp16's tolerance (1e-3 relative, about two roundings to fp16; measured:
+# a few 1e-6).  A backend that computed in bf16 here would show no overflow at 2^24.
 FP=(--num-layers 2 --num-attention-heads 4 --hidden-size 64 --seq-length 32
 	--max-position-embeddings 32 --micro-batch-size 4 --global-batch-size 8 --train-iters 14
 	--lr 1e-3 --data-path meg-gpt2-openwebtext_text_document --vocab-file "$MEG/gpt2-tiny-vocab.json"
@@ -239,7 +240,7 @@ assert sum(x[3] == "0" for x in a) >= 4, a                                # step
 for x, y in zip(a, b):
     assert x[1] == y[1] and x[3] == y[3] and x[4] == y[4] == "0", (x, y)   # scale, skipped
     if x[0] != "-":
-        assert abs(float(x[0]) - float(y[0])) <= 1e-4 * float(x[0]), (x, y)   # loss
+        assert abs(float(x[0]) - float(y[0])) <= 1e-3 * float(x[0]), (x, y)   # loss
     if fin(y[2]):
         assert abs(float(x[2]) - float(y[2])) <= 2e-3 * float(x[2]), (x, y)   # grad norm
 done = [open(f).read().split(":", 1)[1].rsplit(",", 1)[0] for f in sys.argv[3:5]]
