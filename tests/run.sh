@@ -17,7 +17,11 @@ passed=0 failed=0 skipped=0
 failures=()
 
 . tests/fixtures/fixtures.sh
+declare -A pid_of=()   # running tests: pid -> index in the list
+kill_tree() { local c; for c in $(pgrep -P "$1"); do kill_tree "$c"; done; kill "$1" 2>/dev/null; }
 cleanup() {
+	local p
+	for p in "${!pid_of[@]}"; do kill_tree "$p"; done
 	fixtures_stop "$LMTK_TMP"
 	# tests mount tmpfs filesystems under LMTK_TMP; never rm -rf through a mount
 	grep -F " $LMTK_TMP/" /proc/mounts | awk '{print $2}' | sort -r | xargs -r -n1 umount -l 2>/dev/null
@@ -47,15 +51,51 @@ tests=("$@")
 if [ ${#tests[@]} -eq 0 ]; then
 	tests=(build/tests/* tests/cli/*.sh)
 fi
-for t in "${tests[@]}"; do
-	[ -e "$t" ] || continue
+
+# Tests run LMTK_CHECK_JOBS at a time (default 2: one per core of CI's machine; a test mostly waits
+# on a child, a server or a sleep part of the time).  Each test's output is kept in a file and
+# printed whole, in the order of the list, so the log reads as a sequential run's.  Tests that use
+# the shared fixtures (the SLURM cluster, the SMTP sink, the git server) never overlap one
+# another: they count jobs, mails and pushes.  Everything else a test writes is under its own
+# mktemp directory; shared caches are built under a lock (tests/ref/tiny-dataset.sh) or renamed
+# into place.
+jobs_max=${LMTK_CHECK_JOBS:-2}
+uses_fixtures() {
+	case "$1" in *.sh) grep -Eq 'sbatch|srun|squeue|scontrol|salloc|sinfo|mail_|LMTK_SMTP|LMTK_GIT' "$1" ;; *) false ;; esac
+}
+n=${#tests[@]}
+declare -a state=()    # index -> "" pending, "run", "done"
+declare -a fixt=()
+for ((i = 0; i < n; i++)); do
+	state[i]=
+	if uses_fixtures "${tests[i]}"; then fixt[i]=1; else fixt[i]=0; fi
+done
+running=0 fixt_busy=0 printed=0
+OUTS=$LMTK_TMP/.run
+mkdir -p "$OUTS" || exit 3
+
+start_test() {  # index
+	local i=$1 t=${tests[$1]} cmd
 	case "$t" in
 	*.sh) cmd=(bash "$t") ;;
 	*)    cmd=("$t") ;;
 	esac
+	(
+		t0=$SECONDS
+		timeout 900 "${cmd[@]}" >"$OUTS/$i" 2>&1 </dev/null
+		echo "__rc $?" >>"$OUTS/$i"
+		echo $((SECONDS - t0)) >"$OUTS/$i.time"
+	) &
+	pid_of[$!]=$i
+	state[i]=run
+	running=$((running + 1))
+	[ "${fixt[i]}" = 1 ] && fixt_busy=1
+}
+
+report() {  # index: the test's protocol lines, counted
+	local i=$1 t=${tests[$1]} out rc
 	echo "== $t"
-	t0=$SECONDS
-	out=$(timeout 900 "${cmd[@]}" 2>&1; echo "__rc $?")
+	out=$(<"$OUTS/$i")
 	rc=${out##*__rc }
 	out=${out%__rc *}
 	count <<<"$out"
@@ -63,7 +103,32 @@ for t in "${tests[@]}"; do
 		failed=$((failed + 1)); failures+=("FAIL $t: exited with status $rc")
 		echo "FAIL $t: exited with status $rc"
 	fi
-	echo "   ($t took $((SECONDS - t0)) s)"
+	echo "   ($t took $(<"$OUTS/$i.time") s)"
+}
+
+while [ "$printed" -lt "$n" ]; do
+	# start what may start: the first pending tests, a fixture test only when no other runs
+	for ((i = printed; i < n && running < jobs_max; i++)); do
+		[ -z "${state[i]}" ] || continue
+		[ -e "${tests[i]}" ] || { state[i]=skip; continue; }
+		if [ "${fixt[i]}" = 1 ] && [ "$fixt_busy" = 1 ]; then continue; fi
+		start_test "$i"
+	done
+	if [ "$running" -gt 0 ]; then
+		wait -n -p done_pid
+		if [ -n "${done_pid:-}" ] && [ -n "${pid_of[$done_pid]+x}" ]; then
+			j=${pid_of[$done_pid]}
+			unset "pid_of[$done_pid]"
+			state[j]=done
+			running=$((running - 1))
+			[ "${fixt[j]}" = 1 ] && fixt_busy=0
+		fi
+	fi
+	# print, in order, every test that is finished
+	while [ "$printed" -lt "$n" ] && { [ "${state[printed]}" = done ] || [ "${state[printed]}" = skip ]; }; do
+		[ "${state[printed]}" = done ] && report "$printed"
+		printed=$((printed + 1))
+	done
 done
 
 echo

@@ -39,7 +39,7 @@
  *                  as lmtk's tensors and manifest, streamed, and presented as a shards.h
  *                  checkpoint that reshard.h, sh_compare and train's load take as they are
  *
- * train writes and loads its own steps with train/ckpt.c (over safetensors.h): the layout of
+ * train writes and loads its own steps with train/run/ckpt.c (over safetensors.h): the layout of
  * its model table is the one layout.h repeats, and the tests prove the two agree byte for
  * byte. */
 #ifndef CKPT_CKPT_H

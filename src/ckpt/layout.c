@@ -237,7 +237,7 @@ int lt_stage_order(const struct lt_model *m, int s, int (*holds)(const void *ctx
 			order[n++] = t;
 		else if (t == m->wte && wte_first)
 			order[n++] = t;
-	/* the tied output layer of a last stage: after the final layer norm (train/model.c) */
+	/* the tied output layer of a last stage: after the final layer norm (train/model/model.c) */
 	if (!wte_first && holds(ctx, m->wte))
 		order[n++] = m->wte;
 	return n;

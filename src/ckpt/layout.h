@@ -1,7 +1,7 @@
 /* layout - the tensors of an lmtk checkpoint and how they lie across TP ranks and PP stages.
  *
  * The table is rebuilt from the manifest's "model" object, in the order and with the names of
- * train's model table (src/train/model.c, build_table; lmtk-checkpoint(5), "Tensors"): word
+ * train's model table (src/train/model/model.c, build_table; lmtk-checkpoint(5), "Tensors"): word
  * embeddings, position embeddings (learned only), embedding layer norm (--embed-layernorm
  * only), twelve tensors per layer, final layer norm.  train's model.c cannot be linked here (it
  * drags in the compute backends), so the table is repeated, and the tests prove the two agree:
@@ -14,7 +14,7 @@
  * indices; the embeddings live on the first stage, the word embeddings also on the last (the
  * tied output layer), the final layer norm on the last.  Which stage holds which layer is read
  * from the shards themselves (shards.h); lt_stage_of_layer() is only how a NEW layout is cut,
- * as train's plan cuts it (src/train/plan.c, DeepSpeed's --pp-partition-method): with
+ * as train's plan cuts it (src/train/run/plan.c, DeepSpeed's --pp-partition-method): with
  * 'type:transformer' the L layers are the units, with 'type:transformer|embedding' the input and
  * the output embedding are one more unit each, at both ends; every stage gets ceil(units/PP)
  * consecutive units, the last what remains.  Within a shard the order is train's: on the first
@@ -27,10 +27,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
-enum lt_split { LT_NONE, LT_COLUMN, LT_ROW, LT_VOCAB };   /* train/model.h's enum split */
+enum lt_split { LT_NONE, LT_COLUMN, LT_ROW, LT_VOCAB };   /* train/model/model.h's enum split */
 enum lt_place { LT_FIRST, LT_LAYER, LT_LAST, LT_EMBED };  /* EMBED: first and last stage */
 
-/* The per-layer tensors, in table order (train/model.h's LN1_W ...). */
+/* The per-layer tensors, in table order (train/model/model.h's LN1_W ...). */
 enum { LT_LN1_W, LT_LN1_B, LT_QKV_W, LT_QKV_B, LT_PROJ_W, LT_PROJ_B, LT_LN2_W, LT_LN2_B,
        LT_FC_W, LT_FC_B, LT_FCPROJ_W, LT_FCPROJ_B, LT_LAYER_TENSORS };
 

@@ -28,7 +28,7 @@
 #include <stdint.h>
 
 #include "opt.h"
-#include "train/curriculum.h"
+#include "train/data/curriculum.h"
 
 #define ARGS_MAX_DATA 256
 #define ARGS_MAX_SKIP 64

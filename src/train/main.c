@@ -18,11 +18,11 @@
 #include "msg.h"
 #include "opt.h"
 #include "train/args.h"
-#include "train/dist.h"
+#include "train/dist/dist.h"
 #include "train/dsconfig.h"
-#include "train/plan.h"
-#include "train/report.h"
-#include "train/run.h"
+#include "train/run/plan.h"
+#include "train/run/report.h"
+#include "train/run/run.h"
 
 int main(int argc, char **argv)
 {

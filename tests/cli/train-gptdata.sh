@@ -2,7 +2,7 @@
 # Megatron's GPT sample order against numpy: tests/ref/megatron-index.py (a numpy port of
 # Megatron-DeepSpeed's _build_index_mappings, build_sample_idx and build_blending_indices, with
 # numpy's own RandomState) and the C side (GPTDATA_DUMP=1 build/tests/train_gptdata, i.e.
-# src/train/gptdata.c) print the split, the epoch arithmetic, doc_idx, sample_idx, shuffle_idx
+# src/train/data/gptdata.c) print the split, the epoch arithmetic, doc_idx, sample_idx, shuffle_idx
 # and the tokens of 40-odd samples for the same Megatron-written dataset and key; the outputs must
 # be identical byte for byte.  The keys cover one epoch, exactly one epoch, several epochs with
 # and without a separate last epoch, each split of a split string, long sequences, an int32

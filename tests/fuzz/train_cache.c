@@ -1,9 +1,9 @@
-/* fuzz: Megatron's sample index as train caches it (src/train/gptdata.c gptdata_cache_load), for
+/* fuzz: Megatron's sample index as train caches it (src/train/data/gptdata.c gptdata_cache_load), for
  * a dataset of 8 sequences filled in by hand and one key.  With LMTK_FUZZ_SEED=PATH set, the
  * first call writes a valid cache for them there (the seed corpus is made that way), so the
  * fuzzer starts from files that pass the header and reaches the arrays. */
 #include "fuzz.h"
-#include "train/gptdata.h"
+#include "train/data/gptdata.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {

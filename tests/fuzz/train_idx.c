@@ -1,6 +1,6 @@
-/* fuzz: Megatron's .idx (src/train/gptdata.c gptdata_open), with a 64 KiB .bin beside it. */
+/* fuzz: Megatron's .idx (src/train/data/gptdata.c gptdata_open), with a 64 KiB .bin beside it. */
 #include "fuzz.h"
-#include "train/gptdata.h"
+#include "train/data/gptdata.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {

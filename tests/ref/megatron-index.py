@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""megatron-index.py - Megatron's GPT sample order, in numpy, as the peer of src/train/gptdata.c.
+"""megatron-index.py - Megatron's GPT sample order, in numpy, as the peer of src/train/data/gptdata.c.
 
 A port of what Megatron-DeepSpeed (bigscience-workshop/Megatron-DeepSpeed, megatron/data/)
 computes, written from its semantics and sharing no code with lmtk:

@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """tfevents-read.py - an independent reader of TensorBoard event files, for tests.  Written from
 the format's definitions (shared/spec/tfevents-lfs-hub.md; tensorboard/compat/proto/event.proto,
-summary.proto, tensor.proto), standard library only, sharing no code with src/train/tfevents.c:
+summary.proto, tensor.proto), standard library only, sharing no code with src/train/run/tfevents.c:
 its CRC-32C is computed from the polynomial here and the protobuf wire format is decoded by hand.
 
   tfevents-read.py [--json] DIR|FILE...

@@ -1,4 +1,4 @@
-/* train_bnb.c - bitsandbytes' 8-bit Adam (src/train/bnb.c).
+/* train_bnb.c - bitsandbytes' 8-bit Adam (src/train/optim/bnb.c).
  *
  * Without arguments: unit cases (the maps' shape, quantization picks the nearest code, the
  * block-wise step does not depend on how a tensor is cut at block boundaries).
@@ -13,7 +13,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 
-#include "train/bnb.h"
+#include "train/optim/bnb.h"
 
 static const float LR = 1e-3f, B1 = 0.9f, B2 = 0.999f, EPS = 1e-8f, WD = 0.1f, GS = 0.5f;
 

@@ -30,10 +30,10 @@
 #include <stdint.h>
 #include <stdlib.h>
 
-#include "train/bnb.h"
-#include "train/model.h"
-#include "train/ops.h"
-#include "train/philox.h"
+#include "train/optim/bnb.h"
+#include "train/model/model.h"
+#include "train/model/ops.h"
+#include "train/model/philox.h"
 
 static const struct ops *cu, *cpu;
 static int fp16;           /* --fp16: the CUDA backend computes in fp16 */

@@ -1,4 +1,4 @@
-/* train_gptdata.c - Megatron's GPT sample order (src/train/gptdata.c, mt19937.c).
+/* train_gptdata.c - Megatron's GPT sample order (src/train/data/gptdata.c, mt19937.c).
  *
  * The check values are numpy's own (RandomState outputs, permutations, randint above 2^32) and
  * arrays printed by tests/ref/megatron-index.py, the numpy port of Megatron-DeepSpeed's
@@ -12,8 +12,8 @@
  *
  * (with CACHE_DIR the index goes through the cache, whose verdict goes to stderr). */
 #include "t.h"
-#include "train/gptdata.h"
-#include "train/mt19937.h"
+#include "train/data/gptdata.h"
+#include "train/data/mt19937.h"
 
 #include <dirent.h>
 #include <fcntl.h>

@@ -2,7 +2,7 @@
  * lock: a held step is kept, a step renamed away under a waiting reader is seen as gone, an
  * interrupted removal is finished by the next prune. */
 #include "t.h"
-#include "train/keep.h"
+#include "train/run/keep.h"
 #include "ckpt/steplock.h"
 
 #include <dirent.h>

@@ -18,9 +18,9 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "train/model.h"
-#include "train/optim.h"
-#include "train/philox.h"
+#include "train/model/model.h"
+#include "train/optim/optim.h"
+#include "train/model/philox.h"
 #include "ckpt/safetensors.h"
 
 static struct model_config tiny(int alibi, int embed_ln, int heads, int hidden)

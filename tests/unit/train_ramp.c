@@ -5,7 +5,7 @@
  * hand figures are the READMEs' (4805, 2402 and 18146 for the 176B; 4960, 2480, 1653, 1240 for
  * the 13B). */
 #include "t.h"
-#include "train/ramp.h"
+#include "train/data/ramp.h"
 
 #include <stdlib.h>
 

@@ -1,7 +1,7 @@
 /* train_rendezvous.c - the file rendezvous NCCL's ranks meet through without MPI: ranks are
  * forked processes in a fresh directory, as srun's tasks on one node would be. */
 #include "t.h"
-#include "train/rendezvous.h"
+#include "train/dist/rendezvous.h"
 
 #include <dirent.h>
 #include <stdio.h>

@@ -3,7 +3,7 @@
  * framing constants were computed by a separate bit-at-a-time CRC-32C in Python (the same one as
  * tests/ref/tfevents-read.py), not by this module. */
 #include "t.h"
-#include "train/tfevents.h"
+#include "train/run/tfevents.h"
 
 #include <signal.h>
 #include <stdint.h>

@@ -22,9 +22,9 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "train/bnb.h"
-#include "train/ops.h"
-#include "train/philox.h"
+#include "train/optim/bnb.h"
+#include "train/model/ops.h"
+#include "train/model/philox.h"
 
 void openblas_set_num_threads(int n);
 char *openblas_get_config(void);

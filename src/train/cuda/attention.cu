@@ -67,7 +67,7 @@
 
 #include "train/cuda/common.h"
 #include "train/cuda/ptx.h"
-#include "train/philox.h"
+#include "train/model/philox.h"
 
 #define AT_B 64           /* query rows and key columns per tile */
 #define AT_W 4            /* warps per block, each 16 rows of the tile */

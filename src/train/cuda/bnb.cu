@@ -16,8 +16,8 @@
 
 #include "train/cuda/common.h"
 #define BNB_HD __host__ __device__
-#include "train/bnb.h"
-#include "train/bnb_quant.h"
+#include "train/optim/bnb.h"
+#include "train/optim/bnb_quant.h"
 
 #define BNB_T 256
 #define BNB_PER (BNB_BLOCK / BNB_T)

@@ -40,7 +40,7 @@
 #include <stdint.h>
 
 extern "C" {
-#include "train/ops.h"
+#include "train/model/ops.h"
 }
 
 typedef __nv_bfloat16 bf16;

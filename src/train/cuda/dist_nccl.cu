@@ -45,7 +45,7 @@
 #include "train/cuda/common.h"
 
 extern "C" {
-#include "train/dist.h"
+#include "train/dist/dist.h"
 }
 
 struct nccl_state {

@@ -24,7 +24,7 @@
  * times the mask, as cu_dropout_bwd would compute it).  The bits equal the separate kernels'; one
  * read and one write of the (N,C) tensor are saved each way. */
 #include "train/cuda/common.h"
-#include "train/philox.h"
+#include "train/model/philox.h"
 
 #define LN_WARPS 8 /* rows per block */
 

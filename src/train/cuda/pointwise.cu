@@ -18,7 +18,7 @@
  *   y = x/2 (1 + tanh(k (x + 0.044715 x^3))), k = sqrt(2/pi),
  *   dy/dx = (1 + t)/2 + x/2 (1 - t^2) k (1 + 3 * 0.044715 x^2), t = tanh(...). */
 #include "train/cuda/common.h"
-#include "train/philox.h"
+#include "train/model/philox.h"
 
 #define PW_T 256
 #define GELU_K 0.7978845608028654f /* sqrt(2/pi) */

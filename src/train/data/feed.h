@@ -1,0 +1,57 @@
+/* feed - the training, validation and test samples, in Megatron's order.
+ *
+ * Two ways to name the data, as Megatron-DeepSpeed (BigScience fork) has them:
+ * - --data-path PREFIX, or W1 P1 W2 P2 ... blended, each dataset split by --split into
+ *   train/valid/test sequence ranges: one set per split;
+ * - --{train,valid,test}-weighted-split-paths[-path] "NAME: W1 S:E P1, W2 S:E P2": groups, each
+ *   a named set blending its datasets over the sequence range [round(S*N), round(E*N)); one
+ *   train group, any number of named validation (and test) groups.
+ * Each dataset of a set builds Megatron's GPT sample index (gptdata.h, cached beside the data,
+ * or in --data-cache-path, or in the user's cache directory when the data's is read-only) for
+ * the samples Megatron would ask it for - the split's samples, or ceil(n * w * 1.005) of
+ * them in a blend - and a blend interleaves the datasets as BlendableDataset does.
+ * feed_get(split, set, i) gives the seq+1 tokens of sample i: [0, seq) input, [1, seq] targets.
+ *
+ * Training may ask for more samples than were indexed (skipped iterations consume data beyond
+ * the plan): sample i then wraps around the set, with one warning. */
+#ifndef TRAIN_FEED_H
+#define TRAIN_FEED_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "train/args.h"
+#include "train/data/gptdata.h"
+
+enum { FEED_TRAIN, FEED_VALID, FEED_TEST };
+
+struct feed_set {
+	char *name;                       /* the group's NAME; NULL with --data-path */
+	int n;                            /* datasets */
+	int *ds;                          /* index into feed.ds */
+	double *weights;
+	struct gptdata_index *x;
+	int64_t size;                     /* samples (0: empty) */
+	uint8_t *bidx;                    /* blends: dataset of sample i */
+	int64_t *bsample;                 /* blends: its sample number in that dataset */
+};
+
+struct feed {
+	int seq;
+	const char *cache_dir;            /* --data-cache-path, or NULL: beside the data */
+	int nds;
+	struct gptdata_ds *ds;            /* every dataset opened once, whatever uses it */
+	struct feed_set *sets[3];
+	int nsets[3];
+	int wrapped;
+};
+
+/* samples[3]: what each split asks each of its sets for.  Reports what it builds or loads
+ * through `say`.  0, or -1 + err (a dataset that cannot be read, a bad split, group or weight). */
+int feed_open(struct feed *f, const struct train_args *a, const int64_t samples[3], int seq,
+	      uint32_t seed, void (*say)(const char *line), char *err, size_t errlen);
+int feed_get(struct feed *f, int split, int set, int64_t i, int32_t *tokens, char *err,
+	     size_t errlen);
+void feed_close(struct feed *f);
+
+#endif

@@ -1,0 +1,241 @@
+/* dist - see dist.h.  The size-1 grid, and loading the transport for several ranks: MPI's
+ * plugin for the CPU backend, the CUDA plugin's NCCL for the CUDA backend, with the two ways its
+ * ranks can meet (MPI, or rendezvous.h's files named from SLURM's variables). */
+#include "train/dist/dist.h"
+
+#include <dlfcn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "msg.h"
+#include "train/model/ops.h"
+#include "train/dist/plugin.h"
+#include "train/dist/rendezvous.h"
+
+static void one_f32(struct dist *d, enum dist_group g, float *x, size_t n) { (void)d, (void)g, (void)x, (void)n; }
+static void one_act(struct dist *d, enum dist_group g, void *x, size_t n) { (void)d, (void)g, (void)x, (void)n; }
+static void one_f64(struct dist *d, enum dist_group g, double *x, size_t n) { (void)d, (void)g, (void)x, (void)n; }
+static void one_gather(struct dist *d, enum dist_group g, const void *in, size_t bytes, void *out)
+{
+	(void)d, (void)g;
+	memmove(out, in, bytes);
+}
+static void one_bcast(struct dist *d, enum dist_group g, void *x, size_t bytes, int root)
+{
+	(void)d, (void)g, (void)x, (void)bytes, (void)root;
+}
+static void one_barrier(struct dist *d) { (void)d; }
+static void one_gatherv(struct dist *d, enum dist_group g, float *x, const int *c, const int *o)
+{
+	(void)d, (void)g, (void)x, (void)c, (void)o;
+}
+static void one_p2p(struct dist *d, const void *sbuf, size_t sb, int to, void *rbuf, size_t rb,
+		    int from)
+{
+	(void)d, (void)sbuf, (void)sb, (void)to, (void)rbuf, (void)rb, (void)from;
+}
+
+/* The world size a launcher announced: mpirun (Open MPI), PMIx/PMI, or an srun job step (not
+ * SLURM_NTASKS: a batch script of a multi-task job may run train directly, as one process). */
+int dist_launched_world(const char **from)
+{
+	static const char *vars[] = {"OMPI_COMM_WORLD_SIZE", "PMIX_SIZE", "PMI_SIZE",
+				     "SLURM_STEP_NUM_TASKS"};
+	for (size_t i = 0; i < sizeof vars / sizeof *vars; i++) {
+		const char *v = getenv(vars[i]);
+		if (v && atoi(v) > 1) {
+			*from = vars[i];
+			return atoi(v);
+		}
+	}
+	return 1;
+}
+
+/* mpirun's and MPICH's before srun's: an mpirun inside a batch script inherits the batch step's
+ * SLURM_LOCALID (0 for every rank), while srun sets its own for every task. */
+int dist_local_rank(const char **from)
+{
+	static const char *vars[] = {"OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID", "SLURM_LOCALID"};
+	for (size_t i = 0; i < sizeof vars / sizeof *vars; i++) {
+		const char *v = getenv(vars[i]);
+		char *end;
+		long l = v && *v ? strtol(v, &end, 10) : -1;
+		if (v && *v && !*end && l >= 0 && l < 1 << 20) {
+			*from = vars[i];
+			return (int)l;
+		}
+	}
+	*from = NULL;
+	return -1;
+}
+
+static int mpi_open(struct dist *d, int tp, int pp, int world, const char *from, char *err,
+		    size_t errlen)
+{
+	char why[600];
+	int missing;
+	void *h = plugin_open("train-mpi.so", "LMTK_MPI_PLUGIN", 1, &missing, why, sizeof why);
+	if (!h)
+		return errf(err, errlen, "launched as %d ranks (%s) but the MPI transport cannot be "
+			    "loaded: %s (build on a machine with Open MPI: libopenmpi-dev)", world, from,
+			    why);
+	dist_mpi_fn fn = (dist_mpi_fn)dlsym(h, DIST_MPI_SYMBOL);
+	if (!fn)
+		return errf(err, errlen, "train-mpi.so lacks %s", DIST_MPI_SYMBOL);
+	return fn(d, tp, pp, err, errlen);
+}
+
+/* --- how the NCCL transport's ranks meet --- */
+
+static int mpi_boot_bcast(struct dist_boot *b, void *buf, size_t bytes, char *err, size_t errlen)
+{
+	(void)err, (void)errlen;
+	b->mpi->bcast(b->mpi, DIST_WORLD, buf, bytes, 0);
+	return 0;
+}
+
+struct file_boot {
+	char dir[4096], key[160], how[4200];
+	double timeout;
+};
+
+static int file_boot_bcast(struct dist_boot *b, void *buf, size_t bytes, char *err, size_t errlen)
+{
+	struct file_boot *f = b->ctx;
+	return rendezvous_bcast(f->dir, f->key, b->rank, b->world, f->timeout, buf, bytes, err,
+				errlen);
+}
+
+static void file_boot_done(struct dist_boot *b)
+{
+	struct file_boot *f = b->ctx;
+	if (b->rank == 0)
+		rendezvous_clean(f->dir, f->key, b->world);
+}
+
+static int env_int(const char *name, int *v)
+{
+	const char *s = getenv(name);
+	char *end;
+	long l = s && *s ? strtol(s, &end, 10) : -1;
+	if (!s || !*s || *end || l < 0 || l > 1 << 24)
+		return -1;
+	*v = (int)l;
+	return 0;
+}
+
+/* SLURM's view of the step: this task's rank, the step's size and a name no other step of the
+ * cluster has (the job, the step, and the requeue count: a requeued job keeps its id) */
+static int file_boot_open(struct dist_boot *b, struct file_boot *f, const char *dir, char *err,
+			  size_t errlen)
+{
+	const char *job = getenv("SLURM_JOB_ID"), *step = getenv("SLURM_STEP_ID"),
+		   *restart = getenv("SLURM_RESTART_COUNT"), *d = getenv("LMTK_RENDEZVOUS_DIR"),
+		   *t = getenv("LMTK_RENDEZVOUS_TIMEOUT");
+	if (env_int("SLURM_PROCID", &b->rank) < 0 ||
+	    (env_int("SLURM_STEP_NUM_TASKS", &b->world) < 0 && env_int("SLURM_NTASKS", &b->world) < 0))
+		return errf(err, errlen, "without MPI, the ranks of a CUDA run meet through SLURM's "
+			    "SLURM_PROCID and SLURM_NTASKS, which are not set: launch with srun (one "
+			    "task per GPU) or mpirun");
+	if (!job || !*job || strpbrk(job, "/ ") || (step && strpbrk(step, "/ ")))
+		return errf(err, errlen, "without MPI, the ranks of a CUDA run meet under the name of "
+			    "their job step: SLURM_JOB_ID%s is not set", step ? "" : " (and SLURM_STEP_ID)");
+	if (b->world < 2 || b->rank >= b->world)
+		return errf(err, errlen, "SLURM_PROCID=%d of %d tasks: not a rank of a multi-rank "
+			    "step", b->rank, b->world);
+	snprintf(f->dir, sizeof f->dir, "%s", d && *d ? d : dir && *dir ? dir : "/tmp");
+	snprintf(f->key, sizeof f->key, "%.60s.%.40s%s%.20s", job, step && *step ? step : "batch",
+		 restart && *restart && strcmp(restart, "0") ? ".r" : "",
+		 restart && *restart && strcmp(restart, "0") ? restart : "");
+	f->timeout = t && *t && atof(t) > 0 ? atof(t) : 300;
+	snprintf(f->how, sizeof f->how, "files in %s", f->dir);
+	b->how = f->how;
+	b->bcast = file_boot_bcast;
+	b->done = file_boot_done;
+	b->ctx = f;
+	return 0;
+}
+
+/* The NCCL transport: rank 0's ncclUniqueIds over MPI when an MPI launcher started the ranks
+ * and train-mpi.so loads, else through files from SLURM's variables. */
+static int nccl_open(struct dist *d, int tp, int pp, int world, const char *from, const char *dir,
+		     char *err, size_t errlen)
+{
+	static struct dist mpi;
+	static struct dist_boot boot;
+	static struct file_boot fb;
+	char why[600];
+	dist_nccl_fn fn = (dist_nccl_fn)ops_cuda_symbol(DIST_NCCL_SYMBOL, why, sizeof why);
+	if (!fn)
+		return errf(err, errlen, "launched as %d ranks (%s) on the CUDA backend, but its NCCL "
+			    "transport cannot be loaded: %s (build where the CUDA toolkit has NCCL)",
+			    world, from, why);
+	memset(&boot, 0, sizeof boot);
+	int by_mpi = getenv("OMPI_COMM_WORLD_SIZE") || getenv("PMIX_RANK") || getenv("PMI_RANK");
+	if (by_mpi && mpi_open(&mpi, 1, 1, world, from, why, sizeof why) == 0) {
+		boot = (struct dist_boot){.rank = mpi.rank, .world = mpi.world, .how = "MPI",
+					  .bcast = mpi_boot_bcast, .mpi = &mpi};
+	} else if (getenv("OMPI_COMM_WORLD_SIZE")) {
+		/* mpirun's ranks may carry the batch step's SLURM_PROCID (0 for all): no fallback */
+		return errf(err, errlen, "launched by mpirun (%s), but the MPI transport that carries "
+			    "NCCL's unique id failed: %s", from, why);
+	} else {
+		char fwhy[600];
+		if (file_boot_open(&boot, &fb, dir, fwhy, sizeof fwhy) < 0) {
+			if (by_mpi)
+				return errf(err, errlen, "launched by MPI (%s), whose transport failed: %s; "
+					    "and no file rendezvous either: %s", from, why, fwhy);
+			return errf(err, errlen, "%s", fwhy);
+		}
+	}
+	if (boot.world != world)
+		return errf(err, errlen, "%s says %d ranks, but %s says %d", boot.how, boot.world, from,
+			    world);
+	int rc = fn(d, tp, pp, &boot, err, errlen);
+	if (rc < 0)
+		return rc;
+	static char transport[4300];
+	snprintf(transport, sizeof transport, "NCCL (unique ids via %s)", boot.how);
+	d->transport = transport;
+	return 0;
+}
+
+int dist_init(struct dist *d, int tp, int pp, const char *backend, const char *dir, char *err,
+	      size_t errlen)
+{
+	const char *from = NULL;
+	int world = dist_launched_world(&from);
+	*d = (struct dist){.world = 1, .dp = 1, .tp = 1, .pp = 1, .transport = "one",
+			   .sum_f32 = one_f32, .sum_act = one_act, .allgatherv_f32 = one_gatherv,
+			   .p2p = one_p2p, .host_sum_f32 = one_f32, .host_max_f32 = one_f32,
+			   .sum_f64 = one_f64, .allgather = one_gather, .bcast = one_bcast,
+			   .barrier = one_barrier, .finish = one_barrier};
+	if (world == 1) {
+		if (tp != 1 || pp != 1)
+			return errf(err, errlen, "TP=%d x PP=%d needs that many ranks: launch with mpirun "
+				    "-np N or srun --ntasks N (one rank per GPU)", tp, pp);
+		return 0;
+	}
+	if (strcmp(backend, "cpu") == 0)
+		return mpi_open(d, tp, pp, world, from, err, errlen);
+	return nccl_open(d, tp, pp, world, from, dir, err, errlen);
+}
+
+double dist_max(struct dist *d, enum dist_group g, double v)
+{
+	float f = (float)v;
+	if (d->world == 1)
+		return v;
+	d->host_max_f32(d, g, &f, 1);
+	return f;
+}
+
+int dist_any(struct dist *d, enum dist_group g, int flag)
+{
+	float f = flag ? 1.0f : 0.0f;
+	if (d->world == 1)
+		return flag;
+	d->host_max_f32(d, g, &f, 1);
+	return f > 0;
+}

@@ -1,0 +1,220 @@
+/* model - the GPT/BLOOM decoder as Megatron builds it, over the ops interface.
+ *
+ * Layout (llm.c style): the parameters are one allocation, described by a table of named
+ * tensors (model_tensor) in a fixed order - word embeddings, position embeddings, embedding
+ * layer norm, then each layer's twelve tensors, then the final layer norm.  The gradients,
+ * the fp32 master copy and both Adam moments are allocations of the same length and the same
+ * offsets, so "tensor i" is one offset into any of them and a checkpoint writes each buffer
+ * tensor by tensor.  Activations are another single allocation, sized once for (B,T); the step
+ * allocates nothing.
+ *
+ * The names are Megatron's (layers.N.attention.query_key_value.weight ...) so checkpoints and
+ * the PyTorch reference (tests/ref/gpt-ref.py) speak the same language, and shapes are the
+ * full model's.  Partition-aware from the start: each tensor knows how it splits across
+ * tensor-parallel ranks (column, row, vocab, replicated), and the local sizes used by the math
+ * (heads, ffn, vocab rows) are the rank's own; with TP=1 they are the whole model.
+ *
+ * Initialisation draws element i of tensor X from philox(seed ^ hash(X), global index of i), so
+ * the same seed gives the same model whatever the parallel layout, and a rank never draws the
+ * elements of another rank's shard. */
+#ifndef TRAIN_MODEL_H
+#define TRAIN_MODEL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "train/dist/dist.h"
+#include "train/model/ops.h"
+
+struct model_config {
+	int layers, hidden, heads, ffn;      /* L, C, NH, F */
+	int seq, max_pos;                    /* T, learned positions available */
+	int vocab, padded_vocab;             /* V (real), Vp (padded: softmax over V only) */
+	int alibi, embed_ln;                 /* BLOOM: ALiBi instead of learned positions; LN after the embedding */
+	float eps, init_std;
+	float hidden_dropout, attention_dropout;
+	uint64_t seed;
+	int tp, tp_rank;                     /* tensor-parallel size and rank */
+	/* pipeline: this stage holds global layers [stage_l0, stage_l0 + stage_nl); the first stage
+	 * the embeddings, the last the final LN and the tied output layer (a copy of the word
+	 * embeddings, same name, same initial values).  pp <= 1: the whole model. */
+	int pp, pp_rank, stage_l0, stage_nl;
+	int slots;                           /* activation sets: micro-batches in flight (>= 1) */
+	/* --checkpoint-activations: 0 keeps every layer's activations; n > 0 keeps only the output
+	 * of each chunk of n layers (Megatron's --checkpoint-num-layers, chunks counted from the
+	 * stage's first layer) and the backward recomputes a chunk's layers from its input into one
+	 * workspace of n layers shared by all slots, with the same dropout masks */
+	int ckpt_layers;
+	int zero_dp, zero_rank;              /* ZeRO-1: optimizer state sharded over zero_dp ranks */
+	/* Megatron's get_ltor_masks_and_position_ids and the residual ordering (train(1)): */
+	int eod;                             /* the end-of-document token id (-1: unknown) */
+	int eod_mask_loss;                   /* --eod-mask-loss: no loss where the input token is eod */
+	int reset_position_ids;              /* --reset-position-ids: positions restart after each eod */
+	int reset_attention_mask;            /* --reset-attention-mask: no attention across an eod */
+	int post_ln_residual;                /* --apply-residual-connection-post-layernorm */
+	/* --use-bnb-optimizer: bitsandbytes' 8-bit Adam (bnb.h) and the StableEmbedding Megatron-
+	 * DeepSpeed pairs with it - a layer norm after the word embedding (embed_ln is set too) and a
+	 * xavier-uniform word embedding, U(-a, a), a = sqrt(6 / (Vp + C)) on the full padded
+	 * vocabulary whatever the TP split (its xavier_uniform_tensor_parallel_) */
+	int bnb;
+};
+
+enum split { SPLIT_NONE, SPLIT_COLUMN, SPLIT_ROW, SPLIT_VOCAB };
+
+struct model_tensor {
+	char name[64];
+	int ndim;
+	int64_t shape[2];          /* full (unsplit) shape */
+	size_t offset, numel;      /* in elements, local to this rank */
+	int decay;                 /* AdamW weight decay applies (not biases, not layer norms) */
+	enum split split;
+	float init;                /* std of N(0,std); 0: zeros; -1: ones */
+	int qkv;                   /* rows in Megatron's [heads, 3, head_dim] order */
+};
+
+/* One tensor's optimizer state on this rank: the elements [lo, hi) of the flat buffers it
+ * updates (lo == hi: none), and where their state lives - fp32 moments at adam_m/adam_v + s, or
+ * (q8, --use-bnb-optimizer) 8-bit codes at q1/q2 + s with absmax1/absmax2 from block `blk`. */
+struct model_ostate {
+	size_t lo, hi;
+	int q8;
+	size_t s, blk;
+};
+
+/* The per-layer tensors, in table order. */
+enum { LN1_W, LN1_B, QKV_W, QKV_B, PROJ_W, PROJ_B, LN2_W, LN2_B, FC_W, FC_B, FCPROJ_W, FCPROJ_B,
+       LAYER_TENSORS };
+
+struct model {
+	struct model_config cfg;
+	const struct ops *ops;
+	int B, T;                          /* micro-batch shape the activations are sized for */
+	int Tcur;                          /* the length micro-batches have now: T, or less under a
+					    * curriculum (model_set_seq) */
+	int eval_mode;                     /* 1: no dropout (validation) */
+	struct dist *dist;                 /* tensor-parallel collectives (NULL: one rank) */
+	int vocab_start, vocab_valid;      /* this rank's vocabulary slice: first id, real columns */
+	int32_t *tokens_local, *targets_local;   /* (B,T) device: ids in the slice, else -1 */
+	int32_t *host_ids, *host_tgt;      /* (B,T) host scratch */
+	float *host_stats;                 /* (4,B,T) host scratch: max, sum, target logit, lse */
+	float *dev_stats;                  /* (4,B,T) device */
+
+	struct model_tensor *tensors;
+	int ntensors;
+	int wte, wpe, eln_w, eln_b, lnf_w, lnf_b, layer0;   /* table indices (-1 absent) */
+	int first, last, nl, l0;           /* pipeline stage: holds the input / the output; layers */
+	size_t nparams;                    /* elements in every parameter-shaped buffer */
+
+	void *params;                      /* working weights, activation type */
+	float *master, *grads;             /* fp32, nparams; master == params on the CPU */
+	float *adam_m, *adam_v;            /* fp32 Adam moments of elements [opt_lo, opt_hi) only:
+	                                      the whole model, or this rank's ZeRO-1 shard (under
+	                                      bnb: of the tensors that keep fp32 state) */
+	size_t opt_lo, opt_hi;
+	struct model_ostate *ost;          /* per tensor: its part of [opt_lo, opt_hi) (model_opt_layout) */
+	uint8_t *q1, *q2;                  /* bnb: 8-bit codes of both moments (device) */
+	float *absmax1, *absmax2;          /* bnb: one absmax per block of BNB_BLOCK (device) */
+	float *qmap;                       /* bnb: the signed map, then the unsigned one (512, device) */
+	struct adam_seg *aseg;             /* ost as one multi-tensor AdamW launch's table (device;
+	                                      NULL: the backend updates tensor by tensor) */
+	int naseg;
+	size_t aseg_total;                 /* elements the table covers */
+	size_t opt_bytes;                  /* optimizer-state bytes allocated on this rank */
+	float *slopes;                     /* ALiBi slopes of this rank's heads (device) */
+
+	struct model_acts *act;            /* activations (model.c), one set per slot */
+	int slot;                          /* the set forward/backward use (model_use_slot) */
+	size_t acts_bytes;
+	/* allocation accounting, bytes on the backend's device: everything the model allocates now
+	 * and at peak (the step's transient buffers included); of it the activations (every slot,
+	 * the recompute workspace, the gradient scratch) and, of those, what --dry-run's activation
+	 * figure counts (the layers' activations, the checkpointed chunk outputs, the logits) */
+	size_t mem_now, mem_peak, mem_act, mem_act_layers;
+	struct model_acts *ws;             /* the recompute workspace (ckpt_layers > 0), else NULL */
+	int32_t *tokens, *targets;         /* (B,T) device */
+	float *losses;                     /* (B,T) device */
+	int *bad_targets;                  /* device int */
+};
+
+/* Megatron's padded vocabulary: the smallest multiple of divisible_by*tp >= vocab, unless
+ * pad_to (> 0) is given. */
+int model_padded_vocab(int vocab, int divisible_by, int tp, int pad_to);
+
+/* ALiBi slopes for n heads (Press et al.; BLOOM's build_alibi_tensor for non-powers of two). */
+void model_alibi_slopes(int n, float *out);
+
+/* Builds the tensor table and allocates every buffer for micro-batch (B,T).  0, or -1 + err
+ * (invalid shapes, out of memory, naming the size asked for). */
+int model_init(struct model *m, const struct model_config *cfg, const struct ops *ops, int B,
+	       int T, char *err, size_t errlen);
+void model_free(struct model *m);
+
+/* Fills the parameters (master and working copy) from the seed. */
+void model_init_weights(struct model *m);
+
+/* Pointers into a parameter-shaped buffer for tensor i. */
+void *model_param(const struct model *m, int i);
+float *model_grad(const struct model *m, int i);
+float *model_master(const struct model *m, int i);
+int model_layer_tensor(const struct model *m, int layer, int which);
+int model_find(const struct model *m, const char *name);
+
+/* Pipeline stages: which activation set the next forward/backward use (micro-batch k in slot
+ * k % slots); where a middle or last stage receives its input (N,C) before the forward, what a
+ * non-last stage sends on after it; where a non-last stage receives the gradient of its output
+ * before the backward, and what a non-first stage sends back after it. */
+void model_use_slot(struct model *m, int slot);
+void *model_stage_input(struct model *m);
+void *model_stage_output(struct model *m);
+void *model_stage_dout(struct model *m);
+void *model_stage_dinput(struct model *m);
+
+/* One micro-batch.  tokens/targets are host (B,T) arrays (tokens on every pipeline stage: the
+ * document masks come from them).  The forward returns the mean loss over the B*T tokens - over
+ * those whose input is not the end of document with eod_mask_loss, Megatron's
+ * sum(loss * mask) / sum(mask) - targets outside the vocabulary are counted in *bad and get
+ * loss 0.  The loss gradient is fused into the forward's cross-entropy, so the forward takes its
+ * scale: backward then accumulates into grads the gradient of (mean loss * dscale), dscale = loss
+ * scale / micro-batches.  Dropout masks are keyed by `rng` (the step's key) and by global
+ * coordinates: sample0 is the index of the micro-batch's first sample in the iteration's global
+ * batch, so any DP/TP/PP layout and micro-batch size draws the same masks for the same sample.
+ * The backward uses the rng and sample0 its slot's forward was given.  logits_out (host,
+ * (B,T,Vp) fp32) receives the logits when not NULL. */
+double model_forward(struct model *m, const int32_t *tokens, const int32_t *targets, float dscale,
+		     uint64_t rng, uint64_t sample0, float *logits_out, int *bad);
+void model_backward(struct model *m);
+
+/* The sequence length of the next micro-batches, 1..T (the curriculum's, curriculum.h): their
+ * tokens and targets are (B, len) arrays, activations are used as (B, len, ...), positions are
+ * 0..len-1.  0, or -1 when len is out of range.  Call between micro-batches only. */
+int model_set_seq(struct model *m, int len);
+
+void model_zero_grad(struct model *m);
+
+/* A fresh optimizer state (zero moments; under bnb zero codes and absmax, which decode to 0). */
+void model_zero_optim(struct model *m);
+
+/* ZeRO-1 shard r of n over the flat parameters: [lo, hi).  Equal cuts, except that under bnb a
+ * cut inside a tensor with 8-bit state moves down to the start of its block, so no block is
+ * ever split between ranks and each rank quantizes whole blocks, as one rank would. */
+void model_zero_range(const struct model *m, int n, int r, size_t *lo, size_t *hi);
+
+/* The optimizer-state layout of flat elements [lo, hi): ost[ntensors] (may be NULL), and the
+ * counts of fp32-state elements, 8-bit elements and absmax blocks it needs. */
+void model_opt_layout(const struct model *m, size_t lo, size_t hi, struct model_ostate *ost,
+		      size_t *n32, size_t *n8, size_t *nblk);
+
+/* Copies tensor i of an fp32 parameter-shaped device buffer (master, grads; the moments when
+ * they are not sharded) to
+ * the host, and host fp32 into one (model_put refreshes the working weights when buf is the
+ * master copy). */
+void model_get(const struct model *m, const float *buf, int i, float *out);
+void model_put(struct model *m, float *buf, int i, const float *in);
+/* After the master copy changed outside the optimizer: refresh the working weights. */
+void model_sync_params(struct model *m);
+
+/* FLOPs of one training step over `tokens` tokens, model FLOPs (6N + attention, no recompute),
+ * for MFU; and Megatron's hardware-FLOPs formula for the TFLOPs field of the log line. */
+double model_flops_per_token(const struct model_config *c);
+
+#endif

@@ -1,0 +1,166 @@
+/* optim - see optim.h. */
+#include "train/optim/optim.h"
+
+#include <math.h>
+
+#include "train/dist/dist.h"
+
+#define FP16_MAX 65504.0f   /* the largest finite fp16 value */
+#define LAMB_MAX_GRAD_NORM 1.0   /* apex FusedLAMB's max_grad_norm default */
+
+void optim_init(struct optim *o, float b1, float b2, float eps, float wd, float clip, int fp16,
+		float initial_scale, float min_scale, int window, int hysteresis)
+{
+	*o = (struct optim){.b1 = b1, .b2 = b2, .eps = eps, .wd = wd, .clip = clip, .fp16 = fp16,
+			    .loss_scale = fp16 ? initial_scale : 1.0f, .min_scale = min_scale,
+			    .window = window, .hysteresis = hysteresis,
+			    .hysteresis_left = hysteresis};
+}
+
+/* Megatron's DynamicGradScaler: an overflow spends one unit of hysteresis, and once it is
+ * spent, halves the scale (not below min); `window` clean steps in a row double it and restore
+ * the hysteresis - unless
+ * doubling would make the scale itself infinite.  Megatron's fp16 gradients overflow long
+ * before that (at 65504); lmtk's are fp32 or bf16, with fp32's range, so on a long run the
+ * doublings would otherwise reach infinity after some 96 windows from 2^32, and every later
+ * step would overflow and be skipped, the halvings of an infinite scale never finite again. */
+static void scaler_update(struct optim *o, int overflow)
+{
+	if (o->static_scale)   /* Megatron's ConstantGradScaler */
+		return;
+	if (overflow) {
+		o->good_steps = 0;
+		/* the hysteresis is not restored here: once spent, every overflow halves, until
+		 * a window of clean steps restores it (megatron/optimizer/grad_scaler.py) */
+		if (--o->hysteresis_left <= 0)
+			o->loss_scale = fmaxf(o->loss_scale * 0.5f, o->min_scale);
+	} else if (++o->good_steps == o->window) {
+		o->good_steps = 0;
+		o->hysteresis_left = o->hysteresis;
+		if (isfinite(o->loss_scale * 2.0f))
+			o->loss_scale *= 2.0f;
+	}
+}
+
+int optim_step(struct optim *o, struct model *m, float lr, double *grad_norm)
+{
+	const struct ops *ops = m->ops;
+	double ss = 0;
+	if (m->dist && (m->dist->tp > 1 || m->dist->pp > 1)) {
+		/* each split tensor's shard once per rank, each replicated tensor once (TP rank 0's),
+		 * the tied word embeddings once (the first stage's), then over TP and PP */
+		for (int i = 0; i < m->ntensors; i++) {
+			if (m->tensors[i].split == SPLIT_NONE && m->dist->tp_rank != 0)
+				continue;
+			if (i == m->wte && !m->first)
+				continue;
+			ss += ops->sumsq(m->grads + m->tensors[i].offset, m->tensors[i].numel);
+		}
+		m->dist->sum_f64(m->dist, DIST_TP, &ss, 1);
+		m->dist->sum_f64(m->dist, DIST_PP, &ss, 1);
+	} else {
+		ss = ops->sumsq(m->grads, m->nparams);
+	}
+	double norm = sqrt(ss) / o->loss_scale;
+	*grad_norm = norm;
+	/* fp16: Megatron's fp16 gradients overflow beyond 65504; lmtk's weight gradients are fp32
+	 * (on a GPU under --fp16 summed from fp16 activation gradients, whose own overflows arrive
+	 * here as inf or NaN), so an element that fp16 could not hold is the overflow Megatron's
+	 * scaler would also see */
+	int over = !isfinite(norm);
+	if (o->fp16 && !over)
+		over = !ops->all_within(m->grads, m->nparams, FP16_MAX);
+	if (o->fp16 && m->dist && m->dist->world > 1)   /* the shards of TP and PP ranks */
+		over = dist_any(m->dist, DIST_WORLD, over);
+	if (over) {
+		if (o->fp16)
+			scaler_update(o, 1);
+		return 0;
+	}
+	if (o->fp16)
+		scaler_update(o, 0);
+	float gscale = 1.0f / o->loss_scale;
+	if (o->clip > 0) {
+		double coeff = o->clip / (norm + 1e-6);
+		if (coeff < 1.0)
+			gscale *= (float)coeff;
+	}
+	o->step++;
+	/* AdamW (or bitsandbytes' Adam) on this rank's elements [opt_lo, opt_hi): every tensor that
+	 * overlaps them (the whole model without ZeRO-1), each from its own state */
+	if (o->kind == OPT_LAMB) {
+		/* FusedLAMB sees the gradients after Megatron's clipping and clips their norm
+		 * again at its max_grad_norm (1.0) */
+		double gn = norm * (o->clip > 0 && o->clip / (norm + 1e-6) < 1.0 ? o->clip / (norm + 1e-6)
+										    : 1.0);
+		float clipdiv = gn > LAMB_MAX_GRAD_NORM ? (float)(gn / LAMB_MAX_GRAD_NORM) : 1.0f;
+		for (int i = 0; i < m->ntensors; i++) {
+			const struct model_ostate *os = &m->ost[i];
+			size_t a = os->lo, n = os->hi - os->lo;
+			if (!n)
+				continue;
+			float wd = m->tensors[i].decay ? o->wd : 0.0f;
+			float pnorm = (float)sqrt(ops->sumsq(m->master + a, n));
+			float unorm = (float)sqrt(ops->lamb_update(m->master + a, m->grads + a,
+								   m->adam_m + os->s, m->adam_v + os->s,
+								   n, o->b1, o->b2, o->eps, wd, gscale,
+								   clipdiv, o->step));
+			float ratio = lr;
+			if (wd != 0.0f && pnorm != 0.0f && unorm != 0.0f)
+				ratio = lr * (pnorm / unorm);
+			ops->lamb_apply(m->master + a, (char *)m->params + a * ops->act_size,
+					m->adam_m + os->s, m->adam_v + os->s, n, o->b1, o->b2, o->eps,
+					wd, ratio, o->step);
+		}
+		goto updated;
+	}
+	if (o->kind == OPT_SGD) {
+		for (int i = 0; i < m->ntensors; i++) {
+			const struct model_ostate *os = &m->ost[i];
+			size_t a = os->lo, n = os->hi - os->lo;
+			if (!n)
+				continue;
+			ops->sgd(m->master + a, (char *)m->params + a * ops->act_size, m->grads + a,
+				 m->adam_m + os->s, n, lr, o->momentum,
+				 m->tensors[i].decay ? o->wd : 0.0f, gscale, o->step == 1);
+		}
+		goto updated;
+	}
+	if (m->aseg) {   /* the backend's one launch over them all */
+		ops->adamw_multi(m->master, m->params, m->grads, m->adam_m, m->adam_v, m->aseg,
+				 m->naseg, m->aseg_total, lr, o->b1, o->b2, o->eps, o->wd, gscale,
+				 o->step);
+		goto updated;
+	}
+	for (int i = 0; i < m->ntensors; i++) {
+		const struct model_ostate *os = &m->ost[i];
+		size_t a = os->lo, n = os->hi - os->lo;
+		if (!n)
+			continue;
+		float wd = m->tensors[i].decay ? o->wd : 0.0f;
+		void *param = (char *)m->params + a * ops->act_size;
+		if (!m->cfg.bnb)
+			ops->adamw(m->master + a, param, m->grads + a, m->adam_m + os->s,
+				   m->adam_v + os->s, n, lr, o->b1, o->b2, o->eps, wd, gscale, o->step);
+		else if (os->q8)
+			ops->adam8bit(m->master + a, param, m->grads + a, m->q1 + os->s, m->q2 + os->s,
+				      m->absmax1 + os->blk, m->absmax2 + os->blk, n, m->qmap, lr, o->b1,
+				      o->b2, o->eps, wd, gscale, o->step);
+		else
+			ops->adam32(m->master + a, param, m->grads + a, m->adam_m + os->s,
+				    m->adam_v + os->s, n, lr, o->b1, o->b2, o->eps, wd, gscale, o->step);
+	}
+updated:
+	if (m->cfg.zero_dp > 1) {   /* ZeRO-1: every DP rank gets the others' updated shards */
+		int n = m->cfg.zero_dp, counts[n], displs[n];
+		for (int r = 0; r < n; r++) {
+			size_t a, b;
+			model_zero_range(m, n, r, &a, &b);
+			displs[r] = (int)a;
+			counts[r] = (int)(b - a);
+		}
+		m->dist->allgatherv_f32(m->dist, DIST_DP, m->master, counts, displs);
+		model_sync_params(m);
+	}
+	return 1;
+}

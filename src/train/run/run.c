@@ -1,0 +1,1172 @@
+/* run - see run.h. */
+#include "train/run/run.h"
+#include "train/optim/bnb.h"
+
+#include <errno.h>
+#include <math.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "file.h"
+#include "msg.h"
+#include "units.h"
+#include "train/run/ckpt.h"
+#include "train/run/energy.h"
+#include "train/dist/dist.h"
+#include "train/data/feed.h"
+#include "train/model/model.h"
+#include "train/optim/optim.h"
+#include "train/model/philox.h"
+#include "train/data/ramp.h"
+#include "train/optim/sched.h"
+#include "train/run/tfevents.h"
+#include "train/data/vocab.h"
+
+#define SPIKE_WARMUP 20        /* iterations before the running mean is trusted */
+#define SPIKE_ALPHA 0.02       /* running mean: exponential, about the last 50 iterations */
+#define MAX_ROLLBACKS 10
+
+static volatile sig_atomic_t got_signal;
+static void on_signal(int sig) { got_signal = sig; }
+
+struct run {
+	const struct train_args *a;
+	const struct plan *p;
+	const char *cmdline;
+	struct model m;
+	struct dist dist;
+	struct feed feed;
+	struct ckpt_state st;
+	struct tfevents *tb;
+	int64_t iters, mbs, seq;
+	int64_t cur;                   /* the micro-batches' length now: seq, or the curriculum's */
+	struct curriculum cl;          /* its scheduler, at iteration cl_it */
+	int64_t cl_it;
+	int32_t *sample, *tok, *tgt;   /* one sample (seq+1), a micro-batch's inputs and targets */
+	double peak;                   /* FLOP/s, for MFU; 0 unknown */
+	/* validation positions: r->st.valid_position[set], carried across evaluations and resumes
+	 * (Megatron's consumed_valid_samples) */
+	int rollbacks;
+	struct energy en;              /* --codecarbon-dir */
+	int have_energy;
+	int bad_data;                  /* a sample held ids outside the vocabulary: exit 2 */
+	int fail_code;                 /* exit status when setup fails */
+};
+
+/* Only world rank 0 prints (every rank computes the same numbers); warnings come from any rank. */
+static int quiet;
+static int out(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static int out(const char *fmt, ...)
+{
+	va_list ap;
+	int n = 0;
+	if (quiet)
+		return 0;
+	va_start(ap, fmt);
+	n = vprintf(fmt, ap);
+	va_end(ap);
+	return n;
+}
+
+static void say(const char *line)
+{
+	out("%s\n", line);
+	fflush(stdout);
+}
+
+/* Megatron's cumulative-skip rule: the ranges of --skip-train-iteration-range, sorted, merged */
+static int cmp_range(const void *x, const void *y)
+{
+	const int64_t *a = x, *b = y;
+	return a[0] < b[0] ? -1 : a[0] > b[0];
+}
+
+/* A rough fp32 FMA peak for MFU on the CPU: cores x clock x 32 FLOP/cycle (two 256-bit FMA
+ * pipes, or one 512-bit).  --peak-tflops overrides it. */
+static double cpu_peak(int threads)
+{
+	FILE *f = fopen("/proc/cpuinfo", "r");
+	char line[512];
+	double mhz = 0;
+	while (f && fgets(line, sizeof line, f))
+		if (strncmp(line, "cpu MHz", 7) == 0) {
+			char *c = strchr(line, ':');
+			if (c)
+				mhz = atof(c + 1);
+			break;
+		}
+	if (f)
+		fclose(f);
+	if (threads <= 0)
+		threads = (int)sysconf(_SC_NPROCESSORS_ONLN);
+	return mhz * 1e6 * threads * 32;
+}
+
+/* Fills micro-batch `k` of the iteration whose first sample is `first`, Megatron's pretraining
+ * sampler: the iteration's samples go in chunks of mbs*DP, DP rank r taking [r*mbs, (r+1)*mbs)
+ * of each.  Input tokens [0,seq), targets [1,seq]. */
+static int load_micro(struct run *r, int split, int set, int64_t first, int k)
+{
+	char err[512];
+	for (int b = 0; b < r->mbs; b++) {
+		int64_t i = first + (int64_t)k * r->mbs * r->dist.dp + (int64_t)r->dist.dp_rank * r->mbs + b;
+		if (feed_get(&r->feed, split, set, i, r->sample, err, sizeof err) < 0) {
+			warn("%s", err);
+			memset(r->tok, 0, r->mbs * r->seq * sizeof *r->tok);
+			memset(r->tgt, 0, r->mbs * r->seq * sizeof *r->tgt);
+			return -1;
+		}
+		for (int t = 0; t <= r->seq; t++)
+			if (r->sample[t] < 0 || r->sample[t] >= r->m.cfg.vocab) {
+				warn("%s sample %lld holds token id %d, outside the vocabulary of %d: the data "
+				     "was not tokenized with this --vocab-file/--tokenizer-name-or-path",
+				     split == FEED_TRAIN ? "training" : split == FEED_VALID ? "validation" : "test",
+				     (long long)i, r->sample[t], r->m.cfg.vocab);
+				r->bad_data = 1;
+				/* harmless ids, so every stage can still run the step in lockstep */
+				memset(r->tok, 0, r->mbs * r->seq * sizeof *r->tok);
+				memset(r->tgt, 0, r->mbs * r->seq * sizeof *r->tgt);
+				return -1;
+			}
+		for (int t = 0; t < r->cur; t++) {   /* the first cur tokens (curriculum.h) */
+			r->tok[b * r->cur + t] = r->sample[t];
+			r->tgt[b * r->cur + t] = r->sample[t + 1];
+		}
+	}
+	return 0;
+}
+
+static void tb_scalar(struct run *r, const char *tag, int64_t step, double v)
+{
+	if (r->tb && tfevents_scalar(r->tb, tag, step, v) < 0) {
+		warn("warning: TensorBoard: %s; no more events are written", tfevents_error(r->tb));
+		tfevents_close(r->tb);
+		r->tb = NULL;
+	}
+}
+
+/* Megatron-DeepSpeed's training_log throughput: 24 (32 with GLU) * passes * B s L h^2 *
+ * (1 + s/6h + V/16Lh) per iteration, over the iteration time and the world size; passes = 3
+ * (forward, backward counted twice), 4 when --checkpoint-activations recomputes the forward - 8
+ * instead of 6 FLOPs per parameter and token. */
+static double hw_tflops(const struct run *r, int64_t gbs, double secs)
+{
+	const struct model_config *c = &r->m.cfg;
+	double s = (double)r->cur, h = c->hidden, L = c->layers, V = c->padded_vocab;
+	double coeff = r->a->glu_activation ? 32 : 24, act = c->ckpt_layers ? 4 : 3;
+	double f = coeff * act * gbs * s * L * h * h * (1 + s / (6 * h) + V / (16 * L * h));
+	return f / (secs * r->dist.world * 1e12);
+}
+
+static int save(struct run *r)
+{
+	char err[1024];
+	if (!r->a->save)
+		return 0;
+	double t0 = units_now();
+	struct keep k = {r->a->save_keep, r->a->save_keep_every};
+	struct keep_report pr;
+	if (ckpt_save(r->a->save, &r->m, &r->dist, &r->st, r->cmdline, &k, &pr, err, sizeof err) < 0) {
+		warn("saving checkpoint at iteration %lld failed: %s", (long long)r->st.iteration, err);
+		return -1;
+	}
+	out("saved checkpoint at iteration %8lld to %s (%.2f s)\n", (long long)r->st.iteration,
+	       r->a->save, units_now() - t0);
+	/* what the pruning did (world rank 0's report; the others' is empty) */
+	char policy[96];
+	snprintf(policy, sizeof policy, "--save-keep %lld", (long long)k.newest);
+	if (k.every > 0)
+		snprintf(policy + strlen(policy), sizeof policy - strlen(policy),
+			 " --save-keep-every %lld", (long long)k.every);
+	if (pr.removed)
+		out("removed %s from %s (%s)\n", pr.removed_names, r->a->save, policy);
+	fflush(stdout);
+	if (pr.held)
+		warn("%s: kept %s for now: a reader holds %s .lock; tried again after the next save",
+		     r->a->save, pr.held_names, pr.held > 1 ? "their" : "its");
+	if (pr.nolock)
+		warn("%s: %s removes nothing: %s", r->a->save, policy, pr.err);
+	else if (*pr.err)
+		warn("%s: %s could not remove a step: %s", r->a->save, policy, pr.err);
+	return 0;
+}
+
+/* The sequence length of iteration `it`: DeepSpeed's scheduler asked for it, as Megatron-DeepSpeed
+ * asks before each step (update_difficulty(iteration + 1)), advanced from where it stood - or
+ * replayed from its start when the run went back (a resume, a rollback), so the lengths are a
+ * function of the iteration alone.  Sets the model's length too. */
+static void curriculum_at(struct run *r, int64_t it)
+{
+	if (!r->cl.enabled)
+		return;
+	if (it < r->cl_it) {
+		r->cl.current = r->cl.min_difficulty;
+		r->cl_it = 0;
+	}
+	for (; r->cl_it < it; r->cl_it++)
+		cl_update(&r->cl, r->cl_it + 1);
+	r->cur = r->cl.current < r->seq ? r->cl.current : r->seq;
+	model_set_seq(&r->m, (int)r->cur);   /* 1..seq: checked at start-up (cl_check) */
+}
+
+/* --eval-iters global batches of each set of a split, without dropout.  `label` is Megatron's:
+ * "at iteration N" during training, "at the end of training for val data" / "... for test data"
+ * after it; a named set (weighted split paths) prints "{name} loss at ..." and gets its own
+ * TensorBoard prefix.  Validation positions carry on across evaluations, as Megatron's
+ * iterators do. */
+static void evaluate(struct run *r, int split, const char *label, int64_t iteration)
+{
+	int64_t gbs = ramp_gbs(&r->p->ramp, r->st.consumed_samples), micro = gbs / (r->mbs * r->dist.dp);
+	for (int si = 0; si < r->feed.nsets[split] && si < 64; si++) {
+		const struct feed_set *set = &r->feed.sets[split][si];
+		int64_t test_position = 0;
+		int64_t *pos = split == FEED_VALID ? &r->st.valid_position[si] : &test_position;
+		double sum = 0;
+		int n = 0, bad;
+		if (set->size == 0 || r->a->eval_iters <= 0)
+			continue;
+		struct model *m = &r->m;
+		struct dist *dd = &r->dist;
+		size_t xb = (size_t)r->mbs * r->seq * m->cfg.hidden * m->ops->act_size;
+		int failed = 0, cur = (int)r->cur;
+		/* evaluation sees whole samples, also under a curriculum (Megatron-DeepSpeed's
+		 * evaluate() lifts curriculum_seqlen to --seq-length, then rolls it back) */
+		r->cur = r->seq;
+		model_set_seq(m, (int)r->seq);
+		m->eval_mode = 1;
+		model_use_slot(m, 0);
+		for (int64_t e = 0; e < r->a->eval_iters && !failed; e++) {
+			for (int k = 0; k < micro; k++) {
+				/* forward only, through the pipeline: receive, compute, pass on */
+				failed |= load_micro(r, split, si, *pos, k) < 0;
+				if (!m->first)
+					dd->p2p(dd, NULL, 0, 0, model_stage_input(m), xb, dd->pp_rank - 1);
+				sum += model_forward(m, r->tok, r->tgt, 0.0f, 0, 0, NULL, &bad);
+				if (!m->last)
+					dd->p2p(dd, model_stage_output(m), xb, dd->pp_rank + 1, NULL, 0, 0);
+				n++;
+			}
+			*pos += gbs;
+		}
+		m->eval_mode = 0;
+		r->cur = cur;
+		model_set_seq(m, cur);
+		if (dist_any(dd, DIST_WORLD, failed) || !n)
+			continue;
+		double loss = m->last ? sum / n : 0;
+		dd->sum_f64(dd, DIST_PP, &loss, 1);
+		dd->sum_f64(dd, DIST_DP, &loss, 1);
+		loss /= dd->dp;
+		double ppl = exp(fmin(20, loss));
+		char line[512], prefix[160], tag[256];
+		int len = snprintf(line, sizeof line, " %s%s loss %s | lm loss value: %.6E | lm loss "
+				   "PPL: %.6E | ", set->name ? set->name : "validation", "", label,
+				   loss, ppl);
+		char dash[520];
+		if (len > (int)sizeof dash - 2)
+			len = sizeof dash - 2;
+		memset(dash, '-', len + 1);
+		dash[len + 1] = 0;
+		out("%s\n%s\n%s\n", dash, line, dash);
+		fflush(stdout);
+		if (split != FEED_VALID || iteration < 0)
+			continue;
+		snprintf(prefix, sizeof prefix, "lm-loss-validation%s%s", set->name ? "/" : "",
+			 set->name ? set->name : "");
+		snprintf(tag, sizeof tag, "%s/lm loss validation", prefix);
+		tb_scalar(r, tag, iteration, loss);
+		snprintf(tag, sizeof tag, "%s/lm loss validation vs samples", prefix);
+		tb_scalar(r, tag, r->st.consumed_samples, loss);
+		snprintf(tag, sizeof tag, "%s/lm loss validation vs tokens", prefix);
+		tb_scalar(r, tag, r->st.consumed_tokens, loss);
+		if (r->a->tb_ppl) {
+			snprintf(tag, sizeof tag, "%s/lm loss validation ppl", prefix);
+			tb_scalar(r, tag, iteration, ppl);
+			snprintf(tag, sizeof tag, "%s/lm loss validation ppl vs samples", prefix);
+			tb_scalar(r, tag, r->st.consumed_samples, ppl);
+		}
+	}
+}
+
+static int kill_switch(const struct run *r)
+{
+	return r->a->kill_switch_path && access(r->a->kill_switch_path, F_OK) == 0;
+}
+
+/* The start-up lines that say what a flag did not do here: the Megatron flags with no effect,
+ * and the ones whose effect differs on this backend.  Nothing given is ever silently dropped. */
+static void startup_notes(const struct train_args *a, const struct ops *ops)
+{
+	char *nofx = args_noeffect_line(a);
+	int cpu = strcmp(ops->name, "cpu") == 0;
+	if (nofx)
+		out("train: accepted, no effect here: %s\n", nofx);
+	free(nofx);
+	if ((a->bf16 || a->fp16) && cpu)
+		out("train: --%s: the cpu backend computes in fp32 (bf16 is the cuda backend's type)%s\n",
+		    a->bf16 ? "bf16" : "fp16", a->fp16 ? "; fp16's loss scaling runs as Megatron's" : "");
+	else if (a->fp16 && !cpu)
+		out("train: --fp16: the %s backend computes in %s (half activations and working weights, "
+		    "fp32 master weights and accumulation, as Megatron's fp16); the loss scaler skips "
+		    "the steps that overflow fp16\n", ops->name, ops->act_type);
+	if (a->ds_act_keys[0])
+		out("train: --deepspeed_config %s: activation_checkpointing's %s: one device per rank "
+		    "keeps each checkpointed chunk input whole in its own memory - nothing to partition, "
+		    "lay out, move to the CPU, synchronize or profile; %s\n", a->deepspeed_config,
+		    a->ds_act_keys, a->checkpoint_activations ? "the recomputation is the same"
+		    : "and without --checkpoint-activations nothing is checkpointed");
+	if (a->loss_scale > 0 && !a->fp16)
+		out("train: --loss-scale: no effect without --fp16, as in Megatron\n");
+	if (a->profile_range_given && !a->profile)
+		out("train: --profile-step-start, --profile-step-end, --profile-ranks: no effect "
+		    "without --profile, as in Megatron-LM\n");
+	if (a->sgd_momentum_given && strcmp(a->optimizer, "sgd"))
+		out("train: --sgd-momentum: no effect without --optimizer sgd, as in Megatron\n");
+	if ((a->finetune || a->no_load_optim) && !a->load)
+		out("train: --%s: no effect without --load\n", a->finetune ? "finetune" : "no-load-optim");
+}
+
+/* --log-path: this run's command line in DIR/args_TIME.txt (Megatron-DeepSpeed writes its
+ * argparse namespace there; the command line is what holds the same information here). */
+static int write_args_file(const char *dir, const char *cmdline, char *err, size_t errlen)
+{
+	char path[4200], stamp[32], why[1024], *text;
+	time_t now = time(NULL);
+	strftime(stamp, sizeof stamp, "%Y-%m-%dT%H:%M:%S", localtime(&now));
+	if (file_mkdirs(dir, why, sizeof why) < 0)
+		return errf(err, errlen, "--log-path %s: %s", dir, why);
+	snprintf(path, sizeof path, "%s/args_%s.txt", dir, stamp);
+	if (asprintf(&text, "%s\n", cmdline) < 0)
+		return errf(err, errlen, "out of memory");
+	int rc = file_write_atomic(path, text, strlen(text), 0644, why, sizeof why);
+	free(text);
+	return rc < 0 ? errf(err, errlen, "--log-path: %s", why) : 0;
+}
+
+static int setup(struct run *r, char *err, size_t errlen)
+{
+	const struct train_args *a = r->a;
+	const struct plan *p = r->p;
+	int threads = (int)a->threads;
+	const char *cpt = getenv("SLURM_CPUS_PER_TASK");
+	if (threads <= 0 && cpt && atoi(cpt) > 0)
+		threads = atoi(cpt);   /* what SLURM gave this task, not the whole node */
+	/* Several ranks on GPUs: each binds its node-local index modulo the GPUs it sees, so
+	 * `--device cuda` means one GPU per rank whether the launcher shows every rank all of the
+	 * node's GPUs (mpirun, srun --gpu-bind=none) or one each (srun --gpus-per-task=1). */
+	char bound[32], bind_line[400] = "";
+	const char *device = a->device, *lfrom = NULL, *wfrom = NULL;
+	int world = dist_launched_world(&wfrom);
+	if (world > 1 && (strcmp(device, "cuda") == 0 || strcmp(device, "auto") == 0)) {
+		char why[512];
+		int local = dist_local_rank(&lfrom), n = ops_cuda_devices(why, sizeof why);
+		if (n > 0 && local < 0)
+			return errf(err, errlen, "launched as %d ranks (%s), but nothing says which of this "
+				    "node's ranks this one is (no OMPI_COMM_WORLD_LOCAL_RANK, MPI_LOCALRANKID "
+				    "or SLURM_LOCALID), so it cannot pick its GPU: launch with srun or "
+				    "mpirun, or give each rank --device cuda:N", world, wfrom);
+		if (n > 0) {
+			const char *vis = getenv("CUDA_VISIBLE_DEVICES");
+			snprintf(bound, sizeof bound, "cuda:%d", local % n);
+			device = bound;
+			snprintf(bind_line, sizeof bind_line, "%s (local rank %d from %s, modulo %d "
+				 "visible GPU%s%s%.100s)", bound, local, lfrom, n, n > 1 ? "s" : "",
+				 vis ? "; CUDA_VISIBLE_DEVICES=" : "", vis ? vis : "");
+		} else if (strcmp(device, "cuda") == 0) {
+			return errf(err, errlen, "--device cuda: %s", why);
+		}
+	} else if (world > 1 && strncmp(device, "cuda:", 5) == 0) {
+		snprintf(bind_line, sizeof bind_line, "%s, as --device says", device);
+	}
+	/* --fp16 asks the CUDA backend for real fp16 arithmetic; the CPU computes in fp32 anyway */
+	const struct ops *ops = ops_open(device, threads, a->fp16 ? OPS_FP16 : OPS_BF16, err,
+					 errlen);
+	if (!ops)
+		return -1;
+	if (a->profile && !ops->profiler)
+		return errf(err, errlen, "--profile brackets iterations with CUDA profiler ranges; "
+			    "the %s backend has none (profile it with perf, or use --device cuda)",
+			    ops->name);
+	if (a->profile && a->profile_step_end <= a->profile_step_start)
+		return errf(err, errlen, "--profile-step-end %lld must be above "
+			    "--profile-step-start %lld", (long long)a->profile_step_end,
+			    (long long)a->profile_step_start);
+	struct model_config c = {
+		.layers = p->L, .hidden = p->h, .heads = p->heads, .ffn = p->f, .seq = p->s,
+		.max_pos = p->maxpos, .vocab = p->vocab, .padded_vocab = p->vocab_padded,
+		.alibi = a->pos_emb == POS_ALIBI, .embed_ln = a->embed_layernorm || a->use_bnb_optimizer,
+		.bnb = a->use_bnb_optimizer,
+		.eps = a->layernorm_epsilon, .init_std = a->init_method_std,
+		.hidden_dropout = a->hidden_dropout, .attention_dropout = a->attention_dropout,
+		.seed = (uint64_t)a->seed, .tp = 1, .eod = -1,
+	};
+	if (a->use_bnb_optimizer && !ops->adam8bit)
+		return errf(err, errlen, "--use-bnb-optimizer: the %s backend has no 8-bit Adam kernel; "
+			    "use --device cpu, or drop the flag to train with AdamW", ops->name);
+	int lamb = strcmp(a->optimizer, "lamb") == 0, sgd = strcmp(a->optimizer, "sgd") == 0;
+	if ((lamb || sgd) && a->use_bnb_optimizer)
+		return errf(err, errlen, "--optimizer %s and --use-bnb-optimizer (8-bit Adam) are two "
+			    "optimizers: choose one", a->optimizer);
+	if ((lamb && !ops->lamb_update) || (sgd && !ops->sgd))
+		return errf(err, errlen, "--optimizer %s: the %s backend has no %s kernels in this "
+			    "build; use --device cpu", a->optimizer, ops->name, a->optimizer);
+	if (a->pos_emb == POS_ROTARY)
+		return errf(err, errlen, "--position-embedding-type rotary is not implemented; use "
+			    "absolute or alibi");
+	if (a->spike_policy == 2 && !a->save)
+		return errf(err, errlen, "--spike-policy rollback needs --save: it rolls back to the last "
+			    "checkpoint");
+	if (a->data_cache_path && file_mkdirs(a->data_cache_path, err, errlen) < 0)
+		return errf(err, errlen, "--data-cache-path %s: %s", a->data_cache_path, strerror(errno));
+	/* --save is made now, as Megatron makes it, so a typo is found before the first iteration
+	 * and not at the first save hours later */
+	if (a->save) {
+		char why[1024];
+		if (file_mkdirs(a->save, why, sizeof why) < 0)
+			return errf(err, errlen, "--save %s: %s", a->save, why);
+		if (access(a->save, W_OK | X_OK) < 0)
+			return errf(err, errlen, "--save %s: %s: checkpoints cannot be written there",
+				    a->save, strerror(errno));
+	}
+	if (a->eod_mask_loss || a->reset_position_ids || a->reset_attention_mask) {
+		int64_t eod = -1;
+		const char *flag = a->eod_mask_loss ? "--eod-mask-loss" : a->reset_position_ids
+				   ? "--reset-position-ids" : "--reset-attention-mask";
+		char why[1024];
+		int vr = a->tokenizer_name_or_path ? vocab_eod_hf(a->tokenizer_name_or_path, &eod, why, sizeof why)
+			 : a->vocab_file ? vocab_eod_gpt2(a->vocab_file, &eod, why, sizeof why)
+			 : errf(why, sizeof why, "no --vocab-file or --tokenizer-name-or-path");
+		if (vr < 0)
+			return errf(err, errlen, "%s needs the end-of-document token: %s", flag, why);
+		if (eod < 0 || eod >= p->vocab)
+			return errf(err, errlen, "%s: the end-of-document id %lld is outside the vocabulary "
+				    "of %lld", flag, (long long)eod, (long long)p->vocab);
+		c.eod = (int)eod;
+		c.eod_mask_loss = a->eod_mask_loss;
+		c.reset_position_ids = a->reset_position_ids;
+		c.reset_attention_mask = a->reset_attention_mask;
+	}
+	c.post_ln_residual = a->post_ln_residual;
+	if (a->glu_activation)
+		return errf(err, errlen, "--glu-activation is not implemented: the MLP is GeLU");
+	if (p->kv != p->h / p->heads)
+		return errf(err, errlen, "--kv-channels other than hidden/heads is not implemented");
+	int drc = dist_init(&r->dist, (int)p->tp, (int)p->pp, ops->name, a->save, err, errlen);
+	if (drc < 0) {
+		if (drc == DIST_NOT_MET)
+			r->fail_code = EXIT_FAILED;   /* ranks that never met: not the flags' fault */
+		return -1;
+	}
+	quiet = r->dist.rank != 0;
+	if (bind_line[0] && strcmp(ops->name, "cpu") != 0) {   /* every rank: which GPU is whose */
+		printf("train: rank %d of %d: GPU %s\n", r->dist.rank, r->dist.world, bind_line);
+		fflush(stdout);
+	}
+	if (r->dist.dp != p->dp)
+		return errf(err, errlen, "the plan has DP=%lld but %d ranks / (TP=%d x PP=%d) = %d",
+			    (long long)p->dp, r->dist.world, r->dist.tp, r->dist.pp, r->dist.dp);
+	c.tp = r->dist.tp;
+	c.tp_rank = r->dist.tp_rank;
+	/* the pipeline stage: its layers from the plan's partition (--pp-partition-method) */
+	c.pp = r->dist.pp;
+	c.pp_rank = r->dist.pp_rank;
+	for (int i = 0; i < r->dist.pp_rank; i++)
+		c.stage_l0 += (int)p->st[i].layers;
+	c.stage_nl = (int)p->st[r->dist.pp_rank].layers;
+	/* 1F1B keeps at most min(PP - stage, micro-batches) in flight: the plan's count, and the
+	 * micro-batches of the full batch are the most any iteration has (the ramp only grows) */
+	c.slots = r->dist.pp - r->dist.pp_rank;
+	if (p->m_full >= 1 && p->m_full < c.slots)
+		c.slots = (int)p->m_full;
+	if (a->checkpoint_activations)
+		c.ckpt_layers = a->checkpoint_num_layers > 0 ? (int)a->checkpoint_num_layers : 1;
+	if (p->zero1 && r->dist.dp > 1 && strcmp(a->optimizer, "adam"))
+		return errf(err, errlen, "--optimizer %s with ZeRO-1 over %d data-parallel ranks: "
+			    "LAMB's trust ratio needs each tensor whole on a rank, and DeepSpeed's "
+			    "ZeRO shards only Adam; use --zero-stage 0", a->optimizer, r->dist.dp);
+	if (p->zero1 && r->dist.dp > 1) {   /* ZeRO-1: Adam's moments sharded over the DP group */
+		c.zero_dp = r->dist.dp;
+		c.zero_rank = r->dist.dp_rank;
+	}
+	r->mbs = p->mbs;
+	r->seq = p->s;
+	r->cur = p->s;
+	r->cl = a->curriculum;
+	r->cl_it = 0;
+	r->iters = p->iters;
+	if (model_init(&r->m, &c, ops, (int)r->mbs, (int)r->seq, err, errlen) < 0)
+		return -1;
+	r->m.dist = &r->dist;
+	r->sample = malloc((r->seq + 1) * sizeof *r->sample);
+	r->tok = malloc(r->mbs * r->seq * sizeof *r->tok);
+	r->tgt = malloc(r->mbs * r->seq * sizeof *r->tgt);
+	if (!r->sample || !r->tok || !r->tgt)
+		return errf(err, errlen, "out of memory");
+	r->peak = a->peak_tflops > 0 ? a->peak_tflops * 1e12
+		  : ops->peak_flops > 0 ? ops->peak_flops : cpu_peak(threads);
+	out("train: %s model, %lld parameters (%lld layers, hidden %lld, %lld heads, vocab %lld "
+	       "padded to %lld) on %s\n", c.alibi ? "BLOOM-style" : "GPT-2-style",
+	       (long long)p->p_total, (long long)p->L, (long long)p->h, (long long)p->heads,
+	       (long long)p->vocab, (long long)p->vocab_padded, ops->device ? ops->device : ops->name);
+	out("train: %lld iterations, %lld samples, %lld tokens; micro-batch %lld, global batch "
+	       "%lld%s; %d rank%s: DP=%d TP=%d PP=%d%s%s\n", (long long)p->iters, (long long)p->samples,
+	       (long long)p->tokens, (long long)p->mbs, (long long)p->gbs,
+	       p->ramp.on ? " after the ramp-up" : "", r->dist.world, r->dist.world > 1 ? "s" : "",
+	       r->dist.dp, r->dist.tp, r->dist.pp, r->dist.world > 1 ? ", collectives over " : "",
+	       r->dist.world > 1 ? r->dist.transport : "");
+	{
+		size_t n32, n8, nblk, own = r->m.opt_hi - r->m.opt_lo;
+		model_opt_layout(&r->m, r->m.opt_lo, r->m.opt_hi, NULL, &n32, &n8, &nblk);
+		if (c.bnb)
+			out("train: optimizer: bitsandbytes' 8-bit Adam, %zu bytes of state allocated on "
+			    "this rank for %zu weights (%.3f B each): %zu in 8-bit blocks of %d (%zu "
+			    "absmax each moment), %zu with fp32 moments (the word embedding and tensors "
+			    "under %d elements)\n", r->m.opt_bytes, own, own ? (double)r->m.opt_bytes / own : 0.0,
+			    n8, BNB_BLOCK, nblk, n32, BNB_MIN_8BIT);
+		else
+			out("train: optimizer: AdamW, %zu bytes of state allocated on this rank for %zu "
+			    "weights (%.3f B each)\n", r->m.opt_bytes, own,
+			    own ? (double)r->m.opt_bytes / own : 0.0);
+		if (c.zero_dp > 1)
+			out("train: ZeRO-1: this rank's optimizer shard is weights [%zu, %zu) of %zu%s\n",
+			    r->m.opt_lo, r->m.opt_hi, r->m.nparams, c.bnb ? " (cuts moved down to "
+			    "8-bit blocks' starts)" : "");
+	}
+	startup_notes(a, ops);
+	{
+		/* what the model allocated - the step allocates nothing more - beside --dry-run's
+		 * activation figure for this rank's stage, in the same unit */
+		const struct plan_stage *ps = &p->st[r->dist.pp_rank];
+		double g = 1024.0 * 1024.0 * 1024.0;
+		out("train: device memory: %.3f GiB allocated at peak: weights, gradients and optimizer "
+		    "%.3f GiB, activations %.3f GiB, of which the layers' and the logits %.3f GiB "
+		    "(--dry-run: %.3f GiB)", (double)r->m.mem_peak / g,
+		    (double)(r->m.mem_peak - r->m.mem_act) / g, (double)r->m.mem_act / g,
+		    (double)r->m.mem_act_layers / g,
+		    (a->checkpoint_activations ? ps->act_ckpt : ps->act) / g);
+		if (c.ckpt_layers)
+			out("; --checkpoint-activations: each chunk of %d layer%s keeps only its output, the "
+			    "backward recomputes it", c.ckpt_layers, c.ckpt_layers > 1 ? "s" : "");
+		out("\n");
+	}
+	fflush(stdout);
+	if (a->log_path && r->dist.rank == 0 && write_args_file(a->log_path, r->cmdline, err, errlen) < 0)
+		return -1;
+
+	/* data: the samples Megatron would ask each split for */
+	int64_t samples[3] = {p->samples,
+			      (p->iters / a->eval_interval + 1) * a->eval_iters * p->gbs,
+			      a->eval_iters * p->gbs};
+	if (feed_open(&r->feed, a, samples, (int)r->seq, (uint32_t)a->seed, say, err, errlen) < 0)
+		return -1;
+	r->st.nvalid = r->feed.nsets[FEED_VALID] < 64 ? r->feed.nsets[FEED_VALID] : 64;
+	if (r->feed.nsets[FEED_TRAIN] == 0 || r->feed.sets[FEED_TRAIN][0].size == 0)
+		return errf(err, errlen, "the train split is empty: check --split and --data-path");
+
+	/* the schedule, in samples (tokens with --lr-decay-tokens) */
+	struct sched *s = &r->st.sched;
+	s->max_lr = a->lr;
+	s->min_lr = a->min_lr;
+	sched_style_parse(a->lr_decay_style, &s->style);
+	s->by_tokens = a->lr_decay_tokens > 0;
+	s->warmup = p->warmup.samples;   /* samples, also when the decay counts tokens */
+	s->decay = s->by_tokens ? a->lr_decay_tokens : p->decay.samples;
+	optim_init(&r->st.optim, a->adam_beta1, a->adam_beta2, a->adam_eps, a->weight_decay,
+		   a->clip_grad, a->fp16, a->initial_loss_scale, a->min_loss_scale,
+		   (int)a->loss_scale_window, (int)a->hysteresis);
+	r->st.optim.kind = !strcmp(a->optimizer, "lamb") ? OPT_LAMB
+			   : !strcmp(a->optimizer, "sgd") ? OPT_SGD : OPT_ADAMW;
+	r->st.optim.momentum = (float)a->sgd_momentum;
+	if (a->fp16 && a->loss_scale > 0) {   /* --loss-scale: static */
+		r->st.optim.static_scale = 1;
+		r->st.optim.loss_scale = (float)a->loss_scale;
+	}
+	r->st.tp = r->dist.tp;
+	r->st.pp = r->dist.pp;
+	r->st.dp = r->dist.dp;
+
+	model_init_weights(&r->m);
+	if (a->load) {
+		struct ckpt_state ck = r->st;
+		char loaded[4200];
+		ck.weights_only = a->finetune || a->no_load_optim;
+		int rc = ckpt_load(a->load, &r->m, &ck, loaded, sizeof loaded, err, errlen);
+		if (rc < 0) {
+			r->fail_code = EXIT_FAILED;
+			return -1;
+		}
+		if (rc == 0) {
+			out("train: no checkpoint in --load %s: starting from scratch\n", a->load);
+		} else if (a->finetune || a->no_load_optim) {
+			/* Megatron's load_checkpoint without the optimizer: Adam starts afresh (zero
+			 * moments, step 0, the initial loss scale) from the loaded weights, and so does
+			 * the schedule (not loaded), except under --deepspeed with --no-load-optim, whose
+			 * engine loads the scheduler anyway.  --finetune also sets the iteration to 0 and
+			 * the tokens with it; Megatron-DeepSpeed still takes the consumed samples from the
+			 * checkpoint's args, so the data order goes on where it was. */
+			struct ckpt_state fresh = r->st;
+			model_zero_optim(&r->m);
+			if (a->finetune) {
+				fresh.consumed_samples = ck.consumed_samples;
+				fresh.data_position = ck.data_position;
+				memcpy(fresh.valid_position, ck.valid_position, sizeof fresh.valid_position);
+			} else {
+				struct sched flags = fresh.sched;
+				fresh = ck;
+				fresh.optim = r->st.optim;
+				fresh.sched = flags;
+				if (a->deepspeed && sched_resume(&fresh.sched, &ck.sched, a->override_lr_scheduler,
+								 a->use_checkpoint_lr_scheduler, err, errlen) < 0)
+					return -1;
+			}
+			fresh.dp = r->dist.dp;
+			fresh.nvalid = r->feed.nsets[FEED_VALID] < 64 ? r->feed.nsets[FEED_VALID] : 64;
+			r->st = fresh;
+			out("train: loaded the weights of %s (--%s): iteration %lld, %lld samples consumed, "
+			    "a fresh optimizer%s\n", loaded, a->finetune ? "finetune" : "no-load-optim",
+			    (long long)r->st.iteration, (long long)r->st.consumed_samples,
+			    a->no_load_optim && a->deepspeed && !a->finetune ? "" : " and schedule");
+		} else {
+			struct sched flags = r->st.sched;
+			/* the optimizer's hyper-parameters are the flags'; its state the checkpoint's */
+			struct optim o = r->st.optim;
+			o.step = ck.optim.step;
+			if (!o.static_scale)
+				o.loss_scale = a->fp16 ? ck.optim.loss_scale : 1.0f;
+			o.good_steps = ck.optim.good_steps;
+			o.hysteresis_left = ck.optim.hysteresis_left;
+			r->st = ck;
+			r->st.optim = o;
+			r->st.sched = flags;
+			r->st.dp = r->dist.dp;   /* DP may change between runs: replicas hold the same bits */
+			r->st.nvalid = r->feed.nsets[FEED_VALID] < 64 ? r->feed.nsets[FEED_VALID] : 64;
+			if (sched_resume(&r->st.sched, &ck.sched, a->override_lr_scheduler,
+					 a->use_checkpoint_lr_scheduler, err, errlen) < 0)
+				return -1;
+			out("train: resumed from %s: iteration %lld, %lld samples consumed\n", loaded,
+			       (long long)r->st.iteration, (long long)r->st.consumed_samples);
+			if (ck.seed >= 0 && ck.seed != a->seed)
+				warn("warning: --seed %lld differs from the checkpoint's %lld: the data order "
+				     "and dropout change from here on", (long long)a->seed, (long long)ck.seed);
+		}
+		fflush(stdout);
+	}
+	if (a->tensorboard_dir && r->dist.rank == 0) {
+		r->tb = tfevents_open(a->tensorboard_dir, err, errlen);
+		if (!r->tb) {
+			r->fail_code = EXIT_FAILED;
+			return -1;
+		}
+		if (tfevents_text(r->tb, "args", r->st.iteration, r->cmdline) < 0)
+			return errf(err, errlen, "%s", tfevents_error(r->tb));
+	}
+	if (a->codecarbon_dir) {
+		/* each tracker its own run id, a UUID as CodeCarbon's */
+		static char id[40];
+		unsigned char u[16] = {0};
+		FILE *f = fopen("/dev/urandom", "r");
+		if (!f || fread(u, 1, sizeof u, f) != sizeof u)
+			for (int i = 0; i < 16; i++)
+				u[i] = (unsigned char)(philox_u32((uint64_t)units_now() * 1000003u, (uint32_t)i));
+		if (f)
+			fclose(f);
+		u[6] = (u[6] & 0x0f) | 0x40;
+		u[8] = (u[8] & 0x3f) | 0x80;
+		snprintf(id, sizeof id, "%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x",
+			 u[0], u[1], u[2], u[3], u[4], u[5], u[6], u[7], u[8], u[9], u[10], u[11], u[12],
+			 u[13], u[14], u[15]);
+		int cuda = strcmp(r->m.ops->name, "cpu") != 0;
+		if (energy_open(&r->en, a->codecarbon_dir, r->dist.rank, id, a->carbon_intensity,
+				a->cpu_tdp, cuda ? 0 : -1, err, errlen) < 0) {
+			r->fail_code = EXIT_FAILED;
+			return -1;
+		}
+		r->have_energy = 1;
+		out("train: --codecarbon-dir %s: emissions-RRR.csv per rank, a row per log interval; "
+		    "CPU by %s, GPU by %s, RAM 3 W per 8 GB, %g g CO2eq per kWh\n", a->codecarbon_dir,
+		    energy_cpu_source(&r->en), r->en.gpu ? "NVML" : cuda ? "nothing (NVML not found)" :
+		    "nothing (CPU backend)", a->carbon_intensity);
+		fflush(stdout);
+	}
+	return 0;
+}
+
+/* One row of --codecarbon-dir's CSV, and its TensorBoard scalars */
+static void energy_row(struct run *r, int64_t it)
+{
+	char err[600];
+	if (!r->have_energy)
+		return;
+	if (energy_log(&r->en, err, sizeof err) < 0) {
+		warn("warning: %s; no more energy rows are written", err);
+		energy_close(&r->en);
+		r->have_energy = 0;
+		return;
+	}
+	struct energy *e = &r->en;
+	tb_scalar(r, "energy/energy consumed (kWh)", it, e->cpu_kwh + e->gpu_kwh + e->ram_kwh);
+	tb_scalar(r, "energy/emissions (kg CO2eq)", it, e->last_emissions);
+	tb_scalar(r, "energy/cpu power (W)", it, e->cpu_w);
+	tb_scalar(r, "energy/gpu power (W)", it, e->gpu_w);
+	tb_scalar(r, "energy/ram power (W)", it, e->ram_w);
+}
+
+/* Where micro-batch k of this data-parallel rank starts in the iteration's global batch
+ * (load_micro's order): the dropout masks are keyed by it, so DP 2 x 1 micro-batch and DP 1 x
+ * 2 micro-batches draw the same masks for the same sample. */
+static uint64_t sample0(const struct run *r, int64_t k)
+{
+	return (uint64_t)(k * r->mbs * r->dist.dp + (int64_t)r->dist.dp_rank * r->mbs);
+}
+
+/* One iteration's forward and backward over its micro-batches, Megatron's 1F1B pipeline
+ * schedule (forward_backward_pipelining_without_interleaving): stage s runs pp-s-1 warm-up
+ * forwards, then alternates one forward and one backward, then drains the remaining backwards.
+ * Each exchange with a neighbour sends and receives at once (dist p2p), so stages passing
+ * activations forward and gradients backward never deadlock.  Micro-batch k lives in
+ * activation slot k % (pp - s): no more are ever in flight.  With one stage this is the plain
+ * loop: forward k, backward k.  Returns the mean loss (on every stage), or NaN. */
+static double step_grads(struct run *r, int64_t first, int64_t micro, uint64_t key, int *bad)
+{
+	struct model *m = &r->m;
+	struct dist *dd = &r->dist;
+	int pp = dd->pp, s = dd->pp_rank;
+	size_t xb = (size_t)r->mbs * r->cur * m->cfg.hidden * m->ops->act_size;
+	int warm = pp - s - 1 < micro ? pp - s - 1 : (int)micro, rest = (int)micro - warm;
+	int64_t fwd = 0, bwd = 0;
+	double sum = 0;
+	float dscale = r->st.optim.loss_scale / (float)(micro * dd->dp);
+	int failed = 0;
+#define FORWARD() do { \
+		int b_ = 0; \
+		model_use_slot(m, (int)fwd); \
+		if (load_micro(r, FEED_TRAIN, 0, first, (int)fwd) < 0) \
+			failed = 1; \
+		sum += model_forward(m, r->tok, r->tgt, dscale, key, sample0(r, fwd), NULL, &b_); \
+		*bad += b_; \
+	} while (0)
+#define BACKWARD() do { \
+		model_use_slot(m, (int)bwd); \
+		model_backward(m); \
+	} while (0)
+	model_zero_grad(m);
+	for (int i = 0; i < warm; i++) {
+		model_use_slot(m, (int)fwd);
+		if (!m->first)
+			dd->p2p(dd, NULL, 0, 0, model_stage_input(m), xb, s - 1);
+		FORWARD();
+		if (!m->last)
+			dd->p2p(dd, model_stage_output(m), xb, s + 1, NULL, 0, 0);
+		fwd++;
+	}
+	if (rest > 0 && !m->first) {
+		model_use_slot(m, (int)fwd);
+		dd->p2p(dd, NULL, 0, 0, model_stage_input(m), xb, s - 1);
+	}
+	for (int i = 0; i < rest; i++) {
+		FORWARD();
+		if (!m->last) {   /* send this output, receive the oldest micro-batch's gradient */
+			void *out = model_stage_output(m);
+			model_use_slot(m, (int)bwd);
+			dd->p2p(dd, out, xb, s + 1, model_stage_dout(m), xb, s + 1);
+		}
+		fwd++;
+		BACKWARD();
+		if (!m->first) {
+			void *din = model_stage_dinput(m);
+			if (i == rest - 1) {
+				dd->p2p(dd, din, xb, s - 1, NULL, 0, 0);
+			} else {   /* send this gradient back, receive the next micro-batch's input */
+				model_use_slot(m, (int)fwd);
+				dd->p2p(dd, din, xb, s - 1, model_stage_input(m), xb, s - 1);
+			}
+		}
+		bwd++;
+	}
+	for (int i = 0; i < warm; i++) {
+		model_use_slot(m, (int)bwd);
+		if (!m->last)
+			dd->p2p(dd, NULL, 0, 0, model_stage_dout(m), xb, s + 1);
+		BACKWARD();
+		if (!m->first)
+			dd->p2p(dd, model_stage_dinput(m), xb, s - 1, NULL, 0, 0);
+		bwd++;
+	}
+#undef FORWARD
+#undef BACKWARD
+	if (dist_any(dd, DIST_WORLD, failed))
+		return NAN;
+	if (pp > 1) {
+		/* the loss is the last stage's; the tied word embeddings' gradient is the sum of the
+		 * input lookup's (first stage) and the output layer's (last stage) */
+		if (!m->last)
+			sum = 0;
+		dd->sum_f64(dd, DIST_PP, &sum, 1);
+		if (m->first || m->last)
+			dd->sum_f32(dd, DIST_EMB, model_grad(m, m->wte), m->tensors[m->wte].numel);
+	}
+	struct dist *d = dd;
+	double loss = sum / micro;
+	if (d->dp > 1) {   /* the gradient of the global batch's mean loss, on every DP rank */
+		d->sum_f32(d, DIST_DP, r->m.grads, r->m.nparams);
+		d->sum_f64(d, DIST_DP, &loss, 1);
+		loss /= d->dp;
+	}
+	if (d->tp > 1) {
+		/* Replicated tensors (layer norms, row-parallel biases, positions) got identical
+		 * gradients by construction; averaging them over the TP group anyway makes identical
+		 * updates - and no 176B-style drift - a guarantee rather than a property. */
+		for (int i = 0; i < r->m.ntensors; i++)
+			if (r->m.tensors[i].split == SPLIT_NONE) {
+				float *g = model_grad(&r->m, i);
+				d->sum_f32(d, DIST_TP, g, r->m.tensors[i].numel);
+				r->m.ops->scale(g, 1.0f / d->tp, r->m.tensors[i].numel);
+			}
+	}
+	*bad = dist_any(d, DIST_WORLD, *bad != 0) ? (*bad ? *bad : 1) : 0;
+	return loss;
+}
+
+static int rollback(struct run *r, int64_t iteration, double loss, char *err, size_t errlen)
+{
+	int64_t spike_end = r->st.data_position;
+	char loaded[4200];
+	struct ckpt_state ck = r->st;
+	if (!r->a->save)
+		return errf(err, errlen, "--spike-policy rollback needs --save");
+	if (++r->rollbacks > MAX_ROLLBACKS)
+		return errf(err, errlen, "%d rollbacks and the loss still spikes (iteration %lld, loss "
+			    "%g): stopping so a human can look", MAX_ROLLBACKS, (long long)iteration, loss);
+	int rc = ckpt_load(r->a->save, &r->m, &ck, loaded, sizeof loaded, err, errlen);
+	if (rc <= 0)
+		return rc < 0 ? -1 : errf(err, errlen, "loss spike at iteration %lld but no checkpoint "
+					  "in --save %s to roll back to", (long long)iteration, r->a->save);
+	int64_t skipped = spike_end - ck.data_position;
+	struct optim o = r->st.optim;
+	o.step = ck.optim.step;
+	o.good_steps = ck.optim.good_steps;
+	o.hysteresis_left = ck.optim.hysteresis_left;
+	o.loss_scale = ck.optim.loss_scale;
+	struct sched s = r->st.sched;
+	s.num_steps = ck.sched.num_steps;
+	s.num_tokens = ck.sched.num_tokens;
+	s.warmup_tokens = ck.sched.warmup_tokens;
+	int64_t spikes = r->st.spikes_total;
+	r->st = ck;
+	r->st.optim = o;
+	r->st.sched = s;
+	r->st.spikes_total = spikes;
+	r->st.data_position = spike_end;   /* the data between the checkpoint and the spike is skipped */
+	out("loss spike at iteration %lld (lm loss %.6E): rolled back to %s (iteration %lld) and "
+	       "skipped the %lld samples it trained on since\n", (long long)iteration, loss, loaded,
+	       (long long)ck.iteration, (long long)skipped);
+	fflush(stdout);
+	return 0;
+}
+
+int run_train(const struct train_args *a, const struct plan *p, const char *cmdline)
+{
+	static struct run r;
+	char err[2048];
+	r.a = a;
+	r.p = p;
+	r.cmdline = cmdline;
+
+	if (kill_switch(&r)) {
+		out("train: kill switch %s exists: exiting without training\n", a->kill_switch_path);
+		return EXIT_OK;
+	}
+	struct sigaction sa = {.sa_handler = on_signal};
+	sigemptyset(&sa.sa_mask);
+	sigaction(SIGUSR1, &sa, NULL);
+	sigaction(SIGTERM, &sa, NULL);
+	sigaction(SIGINT, &sa, NULL);
+
+	double t_start = units_now();
+	r.fail_code = EXIT_USAGE;
+	if (setup(&r, err, sizeof err) < 0) {
+		warn("%s", err);
+		return strstr(err, "out of memory") ? EXIT_FAILED : r.fail_code;
+	}
+
+	/* skip ranges: sorted, merged */
+	int64_t skip[ARGS_MAX_SKIP][2];
+	int nskip = 0, next_skip = 0;
+	memcpy(skip, a->skip, sizeof skip);
+	qsort(skip, a->nskip, sizeof skip[0], cmp_range);
+	for (int i = 0; i < a->nskip; i++) {
+		if (nskip && skip[i][0] <= skip[nskip - 1][1] + 1) {
+			if (skip[i][1] > skip[nskip - 1][1])
+				skip[nskip - 1][1] = skip[i][1];
+		} else {
+			skip[nskip][0] = skip[i][0];
+			skip[nskip++][1] = skip[i][1];
+		}
+	}
+
+	struct ckpt_state *st = &r.st;
+	double t_log = units_now(), loss_sum = 0;
+	int64_t log_iters = 0, log_skipped = 0, log_nan = 0, loss_n = 0;
+	int64_t last_saved = st->iteration;   /* a resumed run has nothing new to save yet */
+	double grad_norm = 0;
+	int64_t nzeros = 0;
+	int rc = EXIT_OK, stop = 0;
+	const char *why_stop = NULL;
+
+	int profiling = 0;   /* --profile on this rank */
+	for (int i = 0; a->profile && i < a->nprofile_ranks; i++)
+		profiling |= a->profile_ranks[i] == r.dist.rank;
+	if (a->eval_only)   /* Megatron's do_train = False: straight to the final evaluation */
+		out("train: --eval-only: evaluating at iteration %lld, training nothing\n",
+		    (long long)st->iteration);
+	while (!a->eval_only && st->iteration < r.iters && !stop) {
+		int64_t it = st->iteration + 1;
+		/* ranges already skipped before a checkpoint are done: the iteration counter does not
+		 * move through a skip, so a resumed run would otherwise skip them again */
+		while (next_skip < nskip && (skip[next_skip][1] < it || skip[next_skip][1] <= st->skip_through))
+			next_skip++;
+		if (next_skip < nskip && skip[next_skip][0] <= it) {
+			int64_t n = 0;
+			for (int64_t k = it; k <= skip[next_skip][1]; k++)
+				n += ramp_gbs(&p->ramp, st->consumed_samples);
+			out("Skipped iterations %lld to %lld due to --skip-train-iteration-range flag.\n",
+			       (long long)it, (long long)skip[next_skip][1]);
+			fflush(stdout);
+			st->data_position += n;
+			st->skip_through = skip[next_skip][1];
+			next_skip++;
+			continue;
+		}
+		if (profiling && st->iteration == a->profile_step_start)   /* Megatron-LM's points */
+			r.m.ops->profiler(1);
+		int64_t gbs = ramp_gbs(&p->ramp, st->consumed_samples), micro = gbs / (r.mbs * r.dist.dp);
+		double lr = sched_lr(&st->sched);
+		curriculum_at(&r, it);
+		int bad = 0;
+		uint64_t key = philox_mix(philox_mix((uint64_t)a->seed, 0x7472616e), (uint64_t)st->data_position);
+		double loss = step_grads(&r, st->data_position, micro, key, &bad);
+		if (dist_any(&r.dist, DIST_WORLD, r.bad_data)) {
+			rc = EXIT_USAGE;
+			break;
+		}
+		if (bad) {
+			warn("iteration %lld: %d target tokens are outside the vocabulary of %d: the data "
+			     "does not match --vocab-file/--tokenizer-name-or-path", (long long)it, bad,
+			     r.m.cfg.vocab);
+			rc = EXIT_USAGE;
+			break;
+		}
+		st->data_position += gbs;
+
+		/* spikes: a non-finite loss, or one far above the running mean */
+		int nonfinite = !isfinite(loss), spike = nonfinite ||
+			(st->loss_count >= SPIKE_WARMUP && loss > a->spike_factor * st->loss_mean);
+		int stepped = 0;
+		if (spike) {
+			st->spikes_total++;
+			if (!nonfinite)
+				out("loss spike at iteration %lld: lm loss %.6E is above %g x its running "
+				       "mean %.6E%s\n", (long long)it, loss, a->spike_factor, st->loss_mean,
+				       a->spike_policy == 1 ? ": update skipped" : a->spike_policy == 2 ?
+				       ": rolling back" : "");
+			if (a->spike_policy == 2 && !nonfinite) {
+				if (rollback(&r, it, loss, err, sizeof err) < 0) {
+					warn("%s", err);
+					rc = EXIT_FAILED;
+					break;
+				}
+				continue;
+			}
+		}
+		if (!(spike && a->spike_policy >= 1) && !nonfinite)
+			stepped = optim_step(&st->optim, &r.m, (float)lr, &grad_norm);
+		else
+			grad_norm = sqrt(r.m.ops->sumsq(r.m.grads, r.m.nparams)) / st->optim.loss_scale;
+		if (a->log_zeros) {
+			/* count on the host: rare, only with --log-num-zeros-in-grad */
+			float *g = malloc(r.m.nparams * sizeof *g);
+			nzeros = 0;
+			if (g) {
+				r.m.ops->to_host(g, r.m.grads, r.m.nparams * sizeof *g);
+				for (size_t i = 0; i < r.m.nparams; i++)
+					nzeros += g[i] == 0.0f;
+				free(g);
+			}
+		}
+		if (stepped) {
+			sched_step(&st->sched, gbs, st->consumed_tokens);   /* Megatron: before this one's */
+			if (!spike) {
+				st->loss_mean = st->loss_count ? st->loss_mean + SPIKE_ALPHA * (loss - st->loss_mean)
+							       : loss;
+				st->loss_count++;
+			}
+			loss_sum += loss;
+			loss_n++;
+		} else {
+			st->skipped_total++;
+			log_skipped++;
+			/* under --fp16 an infinite gradient is the scaler's overflow (real fp16
+			 * arithmetic overflows at 65504), which Megatron does not count as a nan
+			 * iteration: only a loss that is not finite is one there */
+			if (nonfinite || (!isfinite(grad_norm) && !a->fp16)) {
+				st->nan_total++;
+				log_nan++;
+			}
+		}
+		st->iteration = it;
+		if (profiling && st->iteration == a->profile_step_end)
+			r.m.ops->profiler(0);
+		st->consumed_samples += gbs;
+		st->consumed_tokens += gbs * r.cur;
+		log_iters++;
+
+		/* TensorBoard, every --tensorboard-log-interval iterations, with Megatron's tags */
+		if (r.tb && it % a->tb_log_interval == 0) {
+			double lr_now = sched_lr(&st->sched);
+			if (!a->tb_no_lr) {
+				tb_scalar(&r, "learning-rate/learning-rate", it, lr_now);
+				tb_scalar(&r, "learning-rate/learning-rate vs samples", st->consumed_samples, lr_now);
+				tb_scalar(&r, "learning-rate/learning-rate vs tokens", st->consumed_tokens, lr_now);
+			}
+			if (a->tb_batch) {
+				tb_scalar(&r, "batch-size/batch-size", it, gbs);
+				tb_scalar(&r, "batch-size/batch-size vs samples", st->consumed_samples, gbs);
+			}
+			if (stepped) {
+				double gflos = 6.0 * (r.m.nparams - r.m.tensors[r.m.wte].numel -
+						      (r.m.wpe >= 0 ? r.m.tensors[r.m.wpe].numel : 0)) *
+					       (double)st->consumed_samples * (double)r.seq / 1e9;   /* at --seq-length */
+				tb_scalar(&r, "lm-loss-training/lm loss", it, loss);
+				tb_scalar(&r, "lm-loss-training/lm loss vs samples", st->consumed_samples, loss);
+				tb_scalar(&r, "lm-loss-training/lm loss vs tokens", st->consumed_tokens, loss);
+				tb_scalar(&r, "lm-loss-training/lm loss vs gigaflos (without embeddings)",
+					  (int64_t)gflos, loss);
+			}
+			if (a->fp16 && !a->tb_no_loss_scale) {
+				tb_scalar(&r, "loss-scale/loss-scale", it, st->optim.loss_scale);
+				tb_scalar(&r, "loss-scale/loss-scale vs samples", st->consumed_samples,
+					  st->optim.loss_scale);
+				tb_scalar(&r, "loss-scale/loss-scale vs tokens", st->consumed_tokens,
+					  st->optim.loss_scale);
+			}
+			tb_scalar(&r, "grad-norm/grad-norm", it, grad_norm);
+			tb_scalar(&r, "grad-norm/grad-norm vs samples", st->consumed_samples, grad_norm);
+			if (a->log_zeros)
+				tb_scalar(&r, "num-zeros/num-zeros", it, (double)nzeros);
+			tb_scalar(&r, "steps-vs-samples/y=steps,x=samples", st->consumed_samples, it);
+			tb_scalar(&r, "steps-vs-samples/y=samples,x=steps", it, st->consumed_samples);
+			tb_scalar(&r, "steps-vs-tokens/y=steps,x=tokens", st->consumed_tokens, it);
+			tb_scalar(&r, "steps-vs-tokens/y=tokens,x=steps", it, st->consumed_tokens);
+			if (r.cl.enabled)
+				tb_scalar(&r, "curriculum_seqlen", it, (double)r.cur);
+		}
+
+		if (it % a->log_interval == 0) {
+			double now = units_now(), per = (now - t_log) / log_iters;
+			double tfl = hw_tflops(&r, gbs, per);
+			/* per GPU, as the TFLOPs: the batch's model FLOPs over every rank's peak */
+			double mfu = r.peak > 0 ? model_flops_per_token(&r.m.cfg) * gbs * r.cur / per /
+							  (r.peak * r.dist.world) : 0;
+			out(" iteration %8lld/%8lld | consumed samples: %12lld | consumed tokens: %12lld |"
+			       " elapsed time per iteration (s): %.2f | learning rate: %.3E |"
+			       " global batch size: %5lld |", (long long)it, (long long)r.iters,
+			       (long long)st->consumed_samples, (long long)st->consumed_tokens, per,
+			       sched_lr(&st->sched), (long long)gbs);
+			if (loss_n)
+				out(" lm loss: %.6E |", loss_sum / loss_n);
+			if (a->fp16)
+				out(" loss scale: %.1f |", st->optim.loss_scale);
+			out(" grad norm: %.3f | num zeros: %.1f |", grad_norm, (double)nzeros);
+			if (a->log_params_norm)
+				out(" params norm: %.3f |", sqrt(r.m.ops->sumsq(r.m.master, r.m.nparams)));
+			if (r.cl.enabled)
+				out(" curriculum seqlen: %5lld |", (long long)r.cur);
+			out(" number of skipped iterations: %3lld | number of nan iterations: %3lld |"
+			       " samples per second: %.3f | TFLOPs: %.2f |", (long long)log_skipped,
+			       (long long)log_nan, gbs / per, tfl);
+			if (mfu > 0)
+				out(" MFU: %.2f%% |", 100 * mfu);
+			out("\n");
+			fflush(stdout);
+			if (r.tb && a->tb_timers) {
+				tb_scalar(&r, "iteration-time/iteration-time", it, per);
+				tb_scalar(&r, "iteration-time/samples per second", it, gbs / per);
+				tb_scalar(&r, "iteration-time/TFLOPs per gpu (estimated)", it, tfl);
+			}
+			energy_row(&r, it);
+			t_log = now;
+			loss_sum = 0;
+			loss_n = log_iters = log_skipped = log_nan = 0;
+		}
+		if (a->eval_interval > 0 && it % a->eval_interval == 0) {
+			char label[64];
+			snprintf(label, sizeof label, "at iteration %lld", (long long)it);
+			evaluate(&r, FEED_VALID, label, it);
+		}
+		if (a->save && a->save_interval > 0 && it % a->save_interval == 0) {
+			if (save(&r) < 0) {
+				rc = EXIT_FAILED;
+				break;
+			}
+			last_saved = it;
+		}
+		/* decisions every rank takes together: a signal or the kill switch seen by one, the
+		 * longest elapsed time of all (Megatron's max over ranks) */
+		if (dist_any(&r.dist, DIST_WORLD, got_signal != 0))
+			why_stop = got_signal == SIGUSR1 ? "SIGUSR1" : got_signal == SIGTERM ? "SIGTERM" :
+				   got_signal == SIGINT ? "SIGINT" : "a signal on another rank";
+		else if (dist_any(&r.dist, DIST_WORLD, kill_switch(&r)))
+			why_stop = "the kill switch";
+		else if (a->exit_duration_mins > 0 &&
+			 dist_max(&r.dist, DIST_WORLD, units_now() - t_start) > a->exit_duration_mins * 60)
+			why_stop = "--exit-duration-in-mins";
+		else if (a->exit_interval > 0 && it % a->exit_interval == 0)
+			why_stop = "--exit-interval";
+		if (why_stop)
+			stop = 1;   /* saved below, then said: Megatron saves before it says it exits */
+	}
+	if (rc == EXIT_OK && a->save && last_saved != st->iteration && st->iteration > 0 &&
+	    save(&r) < 0)
+		rc = EXIT_FAILED;
+	if (stop && why_stop)
+		out("train: stopping at iteration %lld on %s\n", (long long)st->iteration, why_stop);
+	if (rc == EXIT_OK && !stop && (a->eval_only || st->iteration >= r.iters)) {
+		/* as Megatron: both held-out splits once more when training is complete */
+		evaluate(&r, FEED_VALID, "at the end of training for val data", -1);
+		evaluate(&r, FEED_TEST, "at the end of training for test data", -1);
+	}
+	out("train: %s at iteration %lld/%lld: %lld samples, %lld tokens, %lld skipped and %lld "
+	       "nan iterations, %lld loss spikes, %.1f s\n", rc ? "failed" : stop ? "stopped" : "done",
+	       (long long)st->iteration, (long long)r.iters, (long long)st->consumed_samples,
+	       (long long)st->consumed_tokens, (long long)st->skipped_total, (long long)st->nan_total,
+	       (long long)st->spikes_total, units_now() - t_start);
+	{
+		/* the model's allocations at their peak (transient buffers included), and what the
+		 * kernel measured: the process's peak resident set (the device memory itself on the
+		 * cpu backend, host memory beside the GPU's on cuda) */
+		struct rusage ru;
+		double g = 1024.0 * 1024.0 * 1024.0;
+		getrusage(RUSAGE_SELF, &ru);
+		out("train: memory: the model's %s allocations peaked at %.3f GiB (activations %.3f "
+		    "GiB); the process's peak resident set was %.3f GiB\n", r.m.ops->name,
+		    (double)r.m.mem_peak / g, (double)r.m.mem_act / g, (double)ru.ru_maxrss * 1024.0 / g);
+	}
+	fflush(stdout);
+	energy_row(&r, st->iteration);   /* the last row: at exit */
+	if (r.have_energy)
+		energy_close(&r.en);
+	if (r.tb)
+		tfevents_close(r.tb);
+	feed_close(&r.feed);
+	model_free(&r.m);
+	if (r.dist.finish)
+		r.dist.finish(&r.dist);
+	return rc;
+}
