@@ -14,13 +14,14 @@
  *
  * Implemented: A and B both CUDA_R_16BF or both CUDA_R_16F; C and D both of A's type or both
  * CUDA_R_32F; compute CUBLAS_COMPUTE_32F with scale type CUDA_R_32F and host alpha/beta;
- * epilogues DEFAULT, BIAS (bias of D's 16-bit type, or CUDA_R_32F), GELU, GELU_BIAS, GELU_AUX, GELU_AUX_BIAS and DGELU; column
- * order.  The GeLU epilogues follow the cuBLASLt reference: "apply Bias and then GELU
- * transform", the AUX variants storing the GELU input (the sum before the transform, rounded to
- * the aux type) in the auxiliary matrix, and DGELU multiplying the product by the GELU gradient
- * at the auxiliary input.  The aux matrix has D's shape, the leading dimension and batch stride
- * of EPILOGUE_AUX_LD and _BATCH_STRIDE (each a multiple of 8, the LD at least D's rows, as the
- * reference requires), its type D's (EPILOGUE_AUX_DATA_TYPE -1 or D's own; others refused).
+ * epilogues DEFAULT, BIAS (bias of D's 16-bit type, or CUDA_R_32F), GELU, GELU_BIAS, GELU_AUX,
+ * GELU_AUX_BIAS and DGELU; column order.  The GeLU epilogues follow the cuBLASLt reference:
+ * "apply Bias and then GELU transform", the AUX variants storing the GELU input (the sum before
+ * the transform, rounded to the aux type) in the auxiliary matrix, and DGELU multiplying the
+ * product by the GELU gradient at the auxiliary input.  The aux matrix has D's shape, the leading
+ * dimension and batch stride of EPILOGUE_AUX_LD and _BATCH_STRIDE (each a multiple of 8, the LD
+ * at least D's rows, as the reference requires), its type D's (EPILOGUE_AUX_DATA_TYPE -1 or D's
+ * own; others refused).
  * The GELU is the tanh approximation 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))): the
  * reference names no formula; this is the one llm.c relies on cuBLASLt's epilogue to compute, and
  * a lent GPU is where it is confirmed (README, the executor's limits).  BGRAD epilogues are not
@@ -633,7 +634,8 @@ static cublasStatus_t lt_problem(const char *what, cublasLtMatmulDesc_t d, cubla
 				      "must be a multiple of 8", (long long)d->aux_stride);
 	}
 	int bt = d->bias_type == -1 ? dl->type : d->bias_type;
-	if (bias && !(bt == CUDA_R_32F || ((bt == CUDA_R_16BF || bt == CUDA_R_16F) && dl->type == bt)))
+	int b16 = (bt == CUDA_R_16BF || bt == CUDA_R_16F) && dl->type == bt;
+	if (bias && !(bt == CUDA_R_32F || b16))
 		return refuse(CUBLAS_STATUS_NOT_SUPPORTED, what, "bias of %s with D of %s",
 			      type_name(bt), type_name(dl->type));
 	memset(g, 0, sizeof *g);

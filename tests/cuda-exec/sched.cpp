@@ -423,7 +423,7 @@ static void mma_complete(Thr *base, int f16)
 	float D[16][8];
 	for (int i = 0; i < 16; i++)
 		for (int j = 0; j < 8; j++) {
-			double s = C[i][j]; /* 16-bit products are exact; 17 terms rarely round in double */
+			double s = C[i][j]; /* 16-bit products are exact; 17 terms rarely round */
 			for (int k = 0; k < 16; k++)
 				s += (double)A[i][k] * B[k][j];
 			D[i][j] = (float)s;

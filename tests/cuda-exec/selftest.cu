@@ -852,7 +852,8 @@ static int mma_matches_fp32_loop(void)
 		for (int i = 0; i < 256 + 128 + 128; i++) {
 			x = x * 6364136223846793005ull + 1442695040888963407ull;
 			int v = (int)(x >> 59) - 16; /* -16 .. 15 */
-			float f = ints ? (float)v : (float)v / 8.0f + (float)(x >> 40 & 255) / 2048.0f;
+			float f = ints ? (float)v
+				       : (float)v / 8.0f + (float)(x >> 40 & 255) / 2048.0f;
 			if (f16 && !ints && i < 256 && i % 5 == 0)
 				f *= 0x1p-16f; /* |f| < 2^-14: subnormal */
 			uint16_t h = f16 ? __half_as_ushort(__float2half_rn(f)) : bf16_bits(f);

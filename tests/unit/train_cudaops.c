@@ -190,8 +190,9 @@ static int case_convert(void)
 	float h[] = {0.0f, -0.0f, 1.0f, 1.00390625f /* tie: 1 + 2^-8 */, 1.01171875f /* tie up */,
 		     3.14159265f, -2.7182818f, 1e-40f /* subnormal */, 3.389e38f /* > bf16 max */,
 		     INFINITY, -INFINITY, 65504.0f, 1.0f / 3.0f, -1e-3f, 7.0e-39f, 1.5f,
-		     /* fp16: ties at 1 + 2^-11, 1 + 3 2^-11; 65519 down to 65504, 65520 up to inf;
-		      * subnormals (2^-24 and 2^-25 + 2^-26, which rounds up to 2^-24), 2^-26 to 0 */
+		     /* fp16: ties at 1 + 2^-11, 1 + 3 2^-11; 65519 down to 65504, 65520 up
+		      * to inf; subnormals (2^-24, and 2^-25 + 2^-26 rounding up to 2^-24),
+		      * 2^-26 to 0 */
 		     1.00048828125f, 1.00146484375f, 65519.0f, -65520.0f, 0x1p-24f, 0x1.8p-25f,
 		     0x1p-26f, 1.2345e-5f};
 	size_t n = sizeof h / sizeof h[0];
@@ -205,8 +206,8 @@ static int case_convert(void)
 		for (size_t i = 0; i < m; i++) {
 			want[i] = actr(h[i]);
 			if (memcmp(&back[i], &want[i], 4)) {
-				printf("# f32_to_act(%.9g) = %.9g, want %.9g (%zu elements)\n", h[i],
-				       back[i], want[i], m);
+				printf("# f32_to_act(%.9g) = %.9g, want %.9g (%zu elements)\n",
+				       h[i], back[i], want[i], m);
 				ok = 0;
 			}
 		}
@@ -1091,7 +1092,8 @@ int main(int argc, char **argv)
 		} else if (strcmp(argv[i], "--fp16") == 0) {
 			fp16 = 1;
 		} else {
-			fprintf(stderr, "usage: train_cudaops [--dump FILE] [--only TEXT] [--fp16]\n");
+			fprintf(stderr,
+				"usage: train_cudaops [--dump FILE] [--only TEXT] [--fp16]\n");
 			return 2;
 		}
 	}

@@ -10,24 +10,24 @@
  * batch and H the global head: the same draw as the CPU backend's, in any layout.
  * lse_i = log sum_j exp(s_ij) is saved (dropout does not enter it).
  *
- * Tile products.  Every product of two tiles is mma.sync m16n8k16 (inputs in the activation type -
- * .bf16, or .f16 under --fp16 - with fp32 accumulate; ptx.h), its operands loaded from shared
+ * Tile products.  Every product of two tiles is mma.sync m16n8k16 (inputs in the activation type,
+ * .bf16 or, under --fp16, .f16, with fp32 accumulate; ptx.h), its operands loaded from shared
  * memory with ldmatrix (.trans where the tile's rows are the product's k index).  A block is 4
  * warps and a 64-row tile; each warp owns 16 rows of it and never shares its accumulators, so no
  * reduction crosses warps.  The accumulator fragment of a product (rows g, g+8 of the warp's 16,
  * columns 2t, 2t+1 of each 8-column tile, lane = 4g + t) is, two column tiles together, the A
  * fragment of the next product, so P and dS go from one mma to the next in registers, rounded to
  * the activation type: P (after dropout) before P V, P M before dV = (P M)^T dO, dS before dK and
- * dQ.  That rounding is the price of the tensor cores: each weight of P V carries a relative error
- * of at most 2^-9 in bf16 (2^-12 in fp16), so O_i is off by at most that times max_j |v_j| (as far
- * as the output's own rounding), and likewise the gradients; the sums of P (l, hence lse) are
- * taken in fp32 before rounding.  In fp16, P <= 1 (times 1/(1-p) with dropout) always fits; dS
- * carries the loss scale, and a scale too large for fp16 makes it inf, an overflow the scaler
+ * dQ.  That rounding is the price of the tensor cores: each weight of P V carries a relative
+ * error of at most 2^-9 in bf16 (2^-12 in fp16), so O_i is off by at most that times max_j |v_j|
+ * (as far as the output's own rounding), and likewise the gradients; the sums of P (l, hence lse)
+ * are taken in fp32 before rounding.  In fp16, P <= 1 (times 1/(1-p) with dropout) always fits;
+ * dS carries the loss scale, and a scale too large for fp16 makes it inf, an overflow the scaler
  * sees.  Scores are kept in log2 units (scale and slope premultiplied by log2 e, exp2f), lse
  * converted back to natural units.  Q, K, V, dO tiles live in shared memory as 16-bit rows of
- * HDM + 8 elements (144 bytes at HDM 64: the 8 rows an ldmatrix phase reads fall in distinct banks);
- * columns past HD and rows past T are zero.  The kernels are templates over the activation
- * type A; only the loads, the rounding and the mma's type suffix depend on it.
+ * HDM+8 elements (144 bytes at HDM 64: the 8 rows an ldmatrix phase reads fall in distinct
+ * banks); columns past HD and rows past T are zero.  The kernels are templates over the
+ * activation type A; only the loads, the rounding and the mma's type suffix depend on it.
  *
  * Forward (FlashAttention-2's split): a block owns 64 query rows of one (b, h) and streams the
  * key tiles 0..diagonal through shared memory; per tile each warp computes S = Q K^T for its
@@ -668,8 +668,10 @@ void cu_attention_bwd(void *dqkv, const void *dout, const void *qkv, const void 
 	CU_ACT(A, cu_launch(attn_dsum_k<A>, (unsigned)((rows + 7) / 8), 256, 0, cu.stream, Dsum,
 			    (const A *)dout, (const A *)out, T, NH, HD, rows);
 		  CU_LAUNCHED("attention_dsum");
-		  if (HD <= 32) bwd_launch<32, A>(dqkv, dout, qkv, lse, Dsum, B, T, NH, HD, scale, k);
-		  else if (HD <= 64) bwd_launch<64, A>(dqkv, dout, qkv, lse, Dsum, B, T, NH, HD,
-						       scale, k);
-		  else bwd_launch<128, A>(dqkv, dout, qkv, lse, Dsum, B, T, NH, HD, scale, k));
+		  if (HD <= 32)
+			  bwd_launch<32, A>(dqkv, dout, qkv, lse, Dsum, B, T, NH, HD, scale, k);
+		  else if (HD <= 64)
+			  bwd_launch<64, A>(dqkv, dout, qkv, lse, Dsum, B, T, NH, HD, scale, k);
+		  else
+			  bwd_launch<128, A>(dqkv, dout, qkv, lse, Dsum, B, T, NH, HD, scale, k));
 }

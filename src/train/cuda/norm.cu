@@ -18,11 +18,11 @@
  *
  * Fused with the residual stream (cu_residual_layernorm_fwd, cu_layernorm_bwd_dropout): the
  * residual add (res + dropout(x)) that precedes every layer norm is done by the same warp in its
- * first pass, which stores the sum, rounded to the activation type, and takes the statistics of the rounded
- * values - exactly what the layer norm would read back; and the dropout of the branch that the
- * layer norm's input gradient flows into is applied as that gradient is stored (the rounded value
- * times the mask, as cu_dropout_bwd would compute it).  The bits equal the separate kernels'; one
- * read and one write of the (N,C) tensor are saved each way. */
+ * first pass, which stores the sum, rounded to the activation type, and takes the statistics of
+ * the rounded values - exactly what the layer norm would read back; and the dropout of the branch
+ * that the layer norm's input gradient flows into is applied as that gradient is stored (the
+ * rounded value times the mask, as cu_dropout_bwd would compute it).  The bits equal the separate
+ * kernels'; one read and one write of the (N,C) tensor are saved each way. */
 #include "train/cuda/common.h"
 #include "train/model/philox.h"
 
@@ -208,7 +208,8 @@ void cu_layernorm_fwd(void *out, float *mean, float *rstd, const void *inp, cons
 	unsigned grid = (unsigned)((N + LN_WARPS - 1) / LN_WARPS);
 	int v8 = cu_vec8((size_t)C, out, inp, w, b);
 	CU_ACT(A, if (v8) cu_launch(ln_fwd_k<8, A>, grid, LN_WARPS * 32, 0, cu.stream, (A *)out,
-				    mean, rstd, (const A *)inp, (const A *)w, (const A *)b, N, C, eps);
+				    mean, rstd, (const A *)inp, (const A *)w, (const A *)b, N, C,
+				    eps);
 		  else cu_launch(ln_fwd_k<1, A>, grid, LN_WARPS * 32, 0, cu.stream, (A *)out, mean,
 				 rstd, (const A *)inp, (const A *)w, (const A *)b, N, C, eps));
 	CU_LAUNCHED("layernorm_fwd");
@@ -247,10 +248,12 @@ void cu_residual_layernorm_fwd(void *res_out, void *ln_out, float *mean, float *
 	int v8 = cu_vec8((size_t)C, res_out, ln_out, res, x) && cu_vec8((size_t)C, w, b);
 	CU_ACT(A, if (v8) cu_launch(ln_res_fwd_k<8, A>, grid, LN_WARPS * 32, 0, cu.stream,
 				    (A *)res_out, (A *)ln_out, mean, rstd, (const A *)res,
-				    (const A *)x, (const A *)w, (const A *)b, N, C, eps, p, seed, off);
+				    (const A *)x, (const A *)w, (const A *)b, N, C, eps, p, seed,
+				    off);
 		  else cu_launch(ln_res_fwd_k<1, A>, grid, LN_WARPS * 32, 0, cu.stream,
 				 (A *)res_out, (A *)ln_out, mean, rstd, (const A *)res,
-				 (const A *)x, (const A *)w, (const A *)b, N, C, eps, p, seed, off));
+				 (const A *)x, (const A *)w, (const A *)b, N, C, eps, p, seed,
+				 off));
 	CU_LAUNCHED("residual_layernorm_fwd");
 }
 

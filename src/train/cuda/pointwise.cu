@@ -153,7 +153,8 @@ template <typename A> __global__ void bias_add_k(A *out, const A *bias, size_t n
 #define PW_LAUNCH(kern, vec, units, ...)                                                           \
 	CU_ACT(A, if (vec) cu_launch(kern<8, A>, cu_grid(units, PW_T), PW_T, 0, cu.stream,         \
 				     __VA_ARGS__);                                               \
-		  else cu_launch(kern<1, A>, cu_grid(units, PW_T), PW_T, 0, cu.stream, __VA_ARGS__); \
+		  else cu_launch(kern<1, A>, cu_grid(units, PW_T), PW_T, 0, cu.stream,           \
+				 __VA_ARGS__);                                                   \
 		  CU_LAUNCHED(#kern))
 
 void cu_gelu_fwd(void *out, const void *inp, size_t n)

@@ -5,15 +5,15 @@
  * so a run repeats bit for bit and a test can compare gradients for equality.  Both reductions
  * work in two passes.
  *
- * Column sums of a (N,C) activation matrix: the rows are cut into S slices of R consecutive rows (S and
- * R depend only on N).  Pass one launches a (channel tile, slice) grid; a block is 32 x 8 threads,
- * each thread owning V consecutive channels (V = 8 with 16-byte loads, else 1) and summing every
- * 8th row of the slice in increasing order; the 8 row-lanes are then added in order through
- * shared memory and the block writes one fp32 partial per channel and slice.  Pass two adds the S
- * partials of each channel in slice order into the destination (+=).  The layer-norm variant sums
- * dy * xhat next to dy in the same pass, recomputing xhat from the saved mean and rstd instead of
- * storing it.  Reading a row slice per block keeps loads coalesced along channels; the partials
- * cost S * C floats of scratch (S <= 256).
+ * Column sums of a (N,C) activation matrix: the rows are cut into S slices of R consecutive rows
+ * (S and R depend only on N).  Pass one launches a (channel tile, slice) grid; a block is 32 x 8
+ * threads, each thread owning V consecutive channels (V = 8 with 16-byte loads, else 1) and
+ * summing every 8th row of the slice in increasing order; the 8 row-lanes are then added in order
+ * through shared memory and the block writes one fp32 partial per channel and slice.  Pass two
+ * adds the S partials of each channel in slice order into the destination (+=).  The layer-norm
+ * variant sums dy * xhat next to dy in the same pass, recomputing xhat from the saved mean and
+ * rstd instead of storing it.  Reading a row slice per block keeps loads coalesced along
+ * channels; the partials cost S * C floats of scratch (S <= 256).
  *
  * Sum of squares: a grid whose size depends only on n accumulates x*x in fp64 per thread
  * (grid-stride), reduces each block in a fixed tree, and a one-thread pass adds the block

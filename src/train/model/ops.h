@@ -2,9 +2,10 @@
  *
  * model.c says what to compute; a backend says how.  cpu/ (fp32, OpenBLAS GEMMs, OpenMP loops)
  * and cuda/ (bf16 or fp16 activations and working weights, fp32 master weights and gradients,
- * cuBLAS GEMMs, hand-written kernels) fill the same table of function pointers, so the model code never
- * names a device and never says #ifdef.  The CUDA backend lives in a shared object that train
- * loads only when asked for a GPU (ops_open()), so a CPU-only machine needs no CUDA libraries.
+ * cuBLAS GEMMs, hand-written kernels) fill the same table of function pointers, so the model code
+ * never names a device and never says #ifdef.  The CUDA backend lives in a shared object that
+ * train loads only when asked for a GPU (ops_open()), so a CPU-only machine needs no CUDA
+ * libraries.
  *
  * Memory conventions, which both backends follow:
  * - every pointer is device memory of the backend (the CPU backend's device is the host);
@@ -55,7 +56,7 @@ struct ops {
 	const char *device;        /* human description: "2 threads, OpenBLAS 0.3.21", "NVIDIA H100 ..." */
 	size_t act_size;           /* bytes per activation / working-weight element */
 	const char *act_type;      /* and its type: "fp32" (cpu), "bf16" or "fp16" (cuda) */
-	double peak_flops;         /* dense fp32 (cpu) or bf16/fp16 (cuda) peak of the device, FLOP/s; 0 unknown */
+	double peak_flops;         /* dense fp32 (cpu), bf16/fp16 (cuda) peak, FLOP/s; 0: unknown */
 
 	/* --- memory --- */
 	void *(*alloc)(size_t bytes);                      /* zeroed; NULL when out of memory */

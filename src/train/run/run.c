@@ -313,9 +313,9 @@ static void startup_notes(const struct train_args *a, const struct ops *ops)
 		out("train: --%s: the cpu backend computes in fp32 (bf16 is the cuda backend's type)%s\n",
 		    a->bf16 ? "bf16" : "fp16", a->fp16 ? "; fp16's loss scaling runs as Megatron's" : "");
 	else if (a->fp16 && !cpu)
-		out("train: --fp16: the %s backend computes in %s (half activations and working weights, "
-		    "fp32 master weights and accumulation, as Megatron's fp16); the loss scaler skips "
-		    "the steps that overflow fp16\n", ops->name, ops->act_type);
+		out("train: --fp16: the %s backend computes in %s (half activations and working "
+		    "weights, fp32 master weights and accumulation, as Megatron's fp16); the loss "
+		    "scaler skips the steps that overflow fp16\n", ops->name, ops->act_type);
 	if (a->ds_act_keys[0])
 		out("train: --deepspeed_config %s: activation_checkpointing's %s: one device per rank "
 		    "keeps each checkpointed chunk input whole in its own memory - nothing to partition, "
