@@ -310,8 +310,9 @@ static void startup_notes(const struct train_args *a, const struct ops *ops)
 		out("train: accepted, no effect here: %s\n", nofx);
 	free(nofx);
 	if ((a->bf16 || a->fp16) && cpu)
-		out("train: --%s: the cpu backend computes in fp32 (bf16 is the cuda backend's type)%s\n",
-		    a->bf16 ? "bf16" : "fp16", a->fp16 ? "; fp16's loss scaling runs as Megatron's" : "");
+		out("train: --%s: the cpu backend computes in fp32 (%s is the cuda backend's type)%s\n",
+		    a->bf16 ? "bf16" : "fp16", a->bf16 ? "bf16" : "fp16",
+		    a->fp16 ? "; fp16's loss scaling runs as Megatron's" : "");
 	else if (a->fp16 && !cpu)
 		out("train: --fp16: the %s backend computes in %s (half activations and working "
 		    "weights, fp32 master weights and accumulation, as Megatron's fp16); the loss "
