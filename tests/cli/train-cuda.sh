@@ -7,7 +7,7 @@
 #    again with fp16 activations (--fp16, train --fp16's arithmetic) at fp16's tolerances.
 # 2. The whole model, GPT-2 and BLOOM tiny shapes, against PyTorch with bf16 tolerances
 #    (logits, loss, every gradient, 10 AdamW steps), as tests/cli/train-model.sh does for the CPU;
-#    and the same bits under another thread order.
+#    and the same bits under another thread order; GPT-2 in fp16 at fp16's tolerances.
 # 3. A short training run through bin/train --device cuda that must learn; --fp16 runs in real
 #    fp16 and its loss scaler backs off from a huge scale as the CPU's does.
 # Where nvcc exists, the real plugin was also compiled and exports its entry point.
@@ -133,6 +133,23 @@ else
 		fail exec_cuda_gpt2_training_gives_identical_bits_under_random_and_reverse_thread_orders \
 			"$(cmp exec-gpt2/c.safetensors exec-reverse-gpt2/c.safetensors 2>&1; tail -2 exec-reverse-gpt2.dump)"
 	fi
+	# --fp16: the GPT-2 shape in real fp16 against PyTorch at fp16's tolerance (bf16's / 8),
+	# which the bf16 run above does not meet
+	sed 's/"device": "cuda"/"device": "cuda", "fp16": true/' gpt2.json >gpt2-fp16.json
+	ref() {   # ref CONFIG DUMPDIR TOLERANCE
+		"$PY" "$TOP/tests/ref/gpt-ref.py" --config "$1" --weights "$2/init.safetensors" \
+			--batch "$2/batch.safetensors" --compare "$2/c.safetensors" --tolerance "$3"
+	}
+	if LMTK_CUDA_PLUGIN=$EXEC "$TOP/build/tests/train_model" --dump gpt2-fp16.json exec-fp16-gpt2 \
+		>exec-fp16-gpt2.dump 2>&1 && ref gpt2-fp16.json exec-fp16-gpt2 fp16 >exec-fp16-gpt2.cmp 2>&1; then
+		ok exec_cuda_fp16_gpt2_logits_loss_grads_and_10_steps_match_pytorch_fp16
+	else
+		fail exec_cuda_fp16_gpt2_logits_loss_grads_and_10_steps_match_pytorch_fp16 \
+			"$(tail -3 exec-fp16-gpt2.dump exec-fp16-gpt2.cmp)"
+	fi
+	[ -s exec-gpt2/c.safetensors ] && ! ref gpt2.json exec-gpt2 fp16 >/dev/null 2>&1 &&
+		ok fp16_tolerance_discriminates_the_bf16_run ||
+		fail fp16_tolerance_discriminates_the_bf16_run "the bf16 run met fp16's tolerance"
 	if [ $GPU = 1 ]; then
 		model_vs_pytorch gpu "$SO"
 	else
