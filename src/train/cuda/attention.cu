@@ -14,21 +14,24 @@
  * diagonal, the dK/dV kernel every query tile for keys below klen (the others' gradient is 0),
  * and the masks of every kernel are one predicate, at_sees.
  *
- * Tile products.  Every product of two tiles is mma.sync m16n8k16 (bf16 inputs, fp32
- * accumulate; ptx.h), its operands loaded from shared memory with ldmatrix (.trans where the
- * tile's rows are the product's k index).  A block is 4 warps and a 64-row tile; each warp owns
- * 16 rows of it and never shares its accumulators, so no reduction crosses warps.  The
- * accumulator fragment of a product (rows g, g+8 of the warp's 16, columns 2t, 2t+1 of each
- * 8-column tile, lane = 4g + t) is, two column tiles together, the A fragment of the next
- * product, so P and dS go from one mma to the next in registers, rounded to bf16: P (after
- * dropout) before P V, P M before dV = (P M)^T dO, dS before dK and dQ.  That rounding is the
- * price of the tensor cores: each weight of P V carries a relative error of at most 2^-9, so
- * O_i is off by at most 2^-9 max_j |v_j| (as far as the output's own rounding to bf16), and
- * likewise the gradients; the sums of P (l, hence lse) are taken in fp32 before rounding.
- * Scores are kept in log2 units (scale and slope premultiplied by log2 e, exp2f), lse converted
- * back to natural units.  Q, K, V, dO tiles live in shared memory as bf16 rows of HDM + 8
- * elements (144 bytes at HDM 64: the 8 rows an ldmatrix phase reads fall in distinct banks);
- * columns past HD and rows past T are zero.
+ * Tile products.  Every product of two tiles is mma.sync m16n8k16 (inputs in the activation type,
+ * .bf16 or, under --fp16, .f16, with fp32 accumulate; ptx.h), its operands loaded from shared
+ * memory with ldmatrix (.trans where the tile's rows are the product's k index).  A block is 4
+ * warps and a 64-row tile; each warp owns 16 rows of it and never shares its accumulators, so no
+ * reduction crosses warps.  The accumulator fragment of a product (rows g, g+8 of the warp's 16,
+ * columns 2t, 2t+1 of each 8-column tile, lane = 4g + t) is, two column tiles together, the A
+ * fragment of the next product, so P and dS go from one mma to the next in registers, rounded to
+ * the activation type: P (after dropout) before P V, P M before dV = (P M)^T dO, dS before dK and
+ * dQ.  That rounding is the price of the tensor cores: each weight of P V carries a relative
+ * error of at most 2^-9 in bf16 (2^-12 in fp16), so O_i is off by at most that times max_j |v_j|
+ * (as far as the output's own rounding), and likewise the gradients; the sums of P (l, hence lse)
+ * are taken in fp32 before rounding.  In fp16, P <= 1 (times 1/(1-p) with dropout) always fits;
+ * dS carries the loss scale, and a scale too large for fp16 makes it inf, an overflow the scaler
+ * sees.  Scores are kept in log2 units (scale and slope premultiplied by log2 e, exp2f), lse
+ * converted back to natural units.  Q, K, V, dO tiles live in shared memory as 16-bit rows of
+ * HDM+8 elements (144 bytes at HDM 64: the 8 rows an ldmatrix phase reads fall in distinct
+ * banks); columns past HD and rows past T are zero.  The kernels are templates over the
+ * activation type A; only the loads, the rounding and the mma's type suffix depend on it.
  *
  * Forward (FlashAttention-2's split): a block owns 64 query rows of one (b, h) and streams the
  * key tiles 0..diagonal through shared memory; per tile each warp computes S = Q K^T for its
@@ -79,9 +82,9 @@
 /* Rows [r0, r0+64) of one head's q, k, v or dout into sm[64][HDM+8]; src points at row 0 of that
  * head, rs is the distance between rows (elements).  Zero past T and past HD.  vec: HD is a
  * multiple of 8 and src 16-byte aligned, so rows go in 16-byte pieces. */
-template <int HDM>
-__device__ __forceinline__ void at_load(bf16 *sm, const bf16 *src, size_t rs, int r0, int T,
-					int HD, int vec)
+template <int HDM, typename A>
+__device__ __forceinline__ void at_load(A *sm, const A *src, size_t rs, int r0, int T, int HD,
+					int vec)
 {
 	constexpr int LD = HDM + 8, CH = HDM / 8;
 	if (vec) {
@@ -96,32 +99,41 @@ __device__ __forceinline__ void at_load(bf16 *sm, const bf16 *src, size_t rs, in
 	}
 	for (int idx = threadIdx.x; idx < AT_B * HDM; idx += AT_T) {
 		int rr = idx / HDM, d = idx % HDM, row = r0 + rr;
-		bf16 v = __float2bfloat16(0.0f);
+		A v = f_act<A>(0.0f);
 		if (row < T && d < HD)
 			v = src[(size_t)row * rs + d];
 		sm[rr * LD + d] = v;
 	}
 }
 
-/* Two floats as a bf16 pair (round to nearest even), lo in the lower half */
-__device__ __forceinline__ uint32_t at_pack(float lo, float hi)
+/* Two floats as a pair of A (round to nearest even), lo in the lower half */
+template <typename A> __device__ __forceinline__ uint32_t at_pack(float lo, float hi)
 {
-	__nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
+	typename act2<A>::T v = act2<A>::from_f2(lo, hi);
 	return *reinterpret_cast<const uint32_t *>(&v);
 }
 
+/* d += a b on the tensor cores, the instruction of the activation type A (a macro, so that the
+ * executor sees the instruction at the caller's line, where all lanes of the warp must meet) */
+#define AT_MMA(A, d, a, b)                                                                         \
+	do {                                                                                       \
+		if constexpr (act_is_f16<A>::value)                                                \
+			ptx_mma_m16n8k16_f16(d, a, b, d);                                          \
+		else                                                                               \
+			ptx_mma_m16n8k16_bf16(d, a, b, d);                                         \
+	} while (0)
+
 /* The mma A fragment of rows r0..r0+15, columns c0..c0+15 of a row-major tile (stride LD) */
-template <int LD>
-__device__ __forceinline__ void at_frag_a(uint32_t (&a)[4], const bf16 *sm, int r0, int c0,
-					  int lane)
+template <int LD, typename A>
+__device__ __forceinline__ void at_frag_a(uint32_t (&a)[4], const A *sm, int r0, int c0, int lane)
 {
 	ptx_ldmatrix(a, sm + (r0 + (lane & 15)) * LD + c0 + (lane >> 4) * 8);
 }
 
 /* B fragments of two 8-column tiles (b0: n0..n0+7, b1: n0+8..n0+15) where B's column n is row
  * n of the tile and k runs along the row from c0 (B = X^T: K in Q K^T, Q in K Q^T) */
-template <int LD>
-__device__ __forceinline__ void at_frag_bt(uint32_t (&b0)[2], uint32_t (&b1)[2], const bf16 *sm,
+template <int LD, typename A>
+__device__ __forceinline__ void at_frag_bt(uint32_t (&b0)[2], uint32_t (&b1)[2], const A *sm,
 					   int n0, int c0, int lane)
 {
 	uint32_t r[4];
@@ -131,8 +143,8 @@ __device__ __forceinline__ void at_frag_bt(uint32_t (&b0)[2], uint32_t (&b1)[2],
 
 /* B fragments of two 8-column tiles (columns c0..c0+15 of the tile) where B's row k is row
  * k0 + k of the tile (B = X: V in P V, dO and Q in dV and dK, K in dQ) */
-template <int LD>
-__device__ __forceinline__ void at_frag_b(uint32_t (&b0)[2], uint32_t (&b1)[2], const bf16 *sm,
+template <int LD, typename A>
+__device__ __forceinline__ void at_frag_b(uint32_t (&b0)[2], uint32_t (&b1)[2], const A *sm,
 					  int k0, int c0, int lane)
 {
 	uint32_t r[4];
@@ -142,22 +154,23 @@ __device__ __forceinline__ void at_frag_b(uint32_t (&b0)[2], uint32_t (&b1)[2], 
 }
 
 /* The A fragment of a 16 x 16 chunk from two accumulator tiles (its columns 0..7 and 8..15):
- * the accumulator layout is the A layout's two halves; rounds to bf16. */
+ * the accumulator layout is the A layout's two halves; rounds to the activation type A. */
+template <typename A>
 __device__ __forceinline__ void at_acc_a(uint32_t (&a)[4], const float (&c0)[4],
 					 const float (&c1)[4])
 {
-	a[0] = at_pack(c0[0], c0[1]);
-	a[1] = at_pack(c0[2], c0[3]);
-	a[2] = at_pack(c1[0], c1[1]);
-	a[3] = at_pack(c1[2], c1[3]);
+	a[0] = at_pack<A>(c0[0], c0[1]);
+	a[1] = at_pack<A>(c0[2], c0[3]);
+	a[2] = at_pack<A>(c1[0], c1[1]);
+	a[3] = at_pack<A>(c1[2], c1[3]);
 }
 
 /* s(16 x 64) = X[x0..x0+15] Y[0..63]^T over the first nk 16-wide steps of the head dim, for the
  * 16-column chunks lo..hi-1 of s only (the others are left 0: masked by the caller).  The same
  * instructions in the same order in every kernel. */
-template <int HDM>
-__device__ __forceinline__ void at_scores(float (&s)[8][4], const bf16 *X, int x0, const bf16 *Y,
-					  int nk, int lo, int hi, int lane)
+template <int HDM, typename A>
+__device__ __forceinline__ void at_scores(float (&s)[8][4], const A *X, int x0, const A *Y, int nk,
+					  int lo, int hi, int lane)
 {
 	constexpr int LD = HDM + 8;
 #pragma unroll
@@ -175,17 +188,17 @@ __device__ __forceinline__ void at_scores(float (&s)[8][4], const bf16 *X, int x
 				continue;
 			uint32_t b0[2], b1[2];
 			at_frag_bt<LD>(b0, b1, Y, c * 16, kc * 16, lane);
-			ptx_mma_m16n8k16_bf16(s[2 * c], a, b0, s[2 * c]);
-			ptx_mma_m16n8k16_bf16(s[2 * c + 1], a, b1, s[2 * c + 1]);
+			AT_MMA(A, s[2 * c], a, b0);
+			AT_MMA(A, s[2 * c + 1], a, b1);
 		}
 	}
 }
 
 /* o(16 x HDM) += p(16 x 64) Z[0..63] over the 16-row chunks lo..hi-1 of Z (p is 0 elsewhere),
  * for the first nd 16-wide column chunks of o (the rest are past HD) */
-template <int HDM>
+template <int HDM, typename A>
 __device__ __forceinline__ void at_accum(float (&o)[HDM / 8][4], const float (&p)[8][4],
-					 const bf16 *Z, int nd, int lo, int hi, int lane)
+					 const A *Z, int nd, int lo, int hi, int lane)
 {
 	constexpr int LD = HDM + 8;
 #pragma unroll
@@ -193,15 +206,15 @@ __device__ __forceinline__ void at_accum(float (&o)[HDM / 8][4], const float (&p
 		if (c < lo || c >= hi)
 			continue;
 		uint32_t a[4];
-		at_acc_a(a, p[2 * c], p[2 * c + 1]);
+		at_acc_a<A>(a, p[2 * c], p[2 * c + 1]);
 #pragma unroll
 		for (int dc = 0; dc < HDM / 16; dc++) {
 			if (dc >= nd)
 				break;
 			uint32_t b0[2], b1[2];
 			at_frag_b<LD>(b0, b1, Z, c * 16, dc * 16, lane);
-			ptx_mma_m16n8k16_bf16(o[2 * dc], a, b0, o[2 * dc]);
-			ptx_mma_m16n8k16_bf16(o[2 * dc + 1], a, b1, o[2 * dc + 1]);
+			AT_MMA(A, o[2 * dc], a, b0);
+			AT_MMA(A, o[2 * dc + 1], a, b1);
 		}
 	}
 }
@@ -271,20 +284,20 @@ __device__ __forceinline__ int at_chunks_upto(int last, int k0)
 
 /* out(B,T,NH,HD), lse(B,NH,T) from qkv(B,T,NH,3,HD).  grid (ceil(T/64), NH, B), block 128.
  * Block x handles query tile ceil(T/64)-1-x (longest rows first); warp w its rows 16w..16w+15. */
-template <int HDM>
-__global__ __launch_bounds__(AT_T) void attn_fwd_mma_k(bf16 *out, float *lse, const bf16 *qkv,
-						       int T, int NH, int HD, float scale, int vec,
+template <int HDM, typename A>
+__global__ __launch_bounds__(AT_T) void attn_fwd_mma_k(A *out, float *lse, const A *qkv, int T,
+						       int NH, int HD, float scale, int vec,
 						       struct ops_attn k)
 {
 	constexpr int LD = HDM + 8, ND = HDM / 8;
 	extern __shared__ __align__(16) unsigned char at_smem[];
-	bf16 *Qs = (bf16 *)at_smem, *Ks = Qs + AT_B * LD, *Vs = Ks + AT_B * LD;
+	A *Qs = (A *)at_smem, *Ks = Qs + AT_B * LD, *Vs = Ks + AT_B * LD;
 
 	int q0 = (gridDim.x - 1 - blockIdx.x) * AT_B, h = blockIdx.y, b = blockIdx.z;
 	int lane = threadIdx.x & 31, w0 = (threadIdx.x >> 5) * 16, g = lane >> 2, t = lane & 3;
 	int nk = (HD + 15) / 16;
 	size_t rs = (size_t)NH * 3 * HD;
-	const bf16 *base = qkv + (size_t)b * T * rs + (size_t)h * 3 * HD;
+	const A *base = qkv + (size_t)b * T * rs + (size_t)h * 3 * HD;
 	uint64_t bh = (uint64_t)b * NH + h, dbh = at_bh(k, b, h);
 	float sc2 = scale * AT_LOG2E, sl2 = (k.slopes ? k.slopes[h] : 0.0f) * AT_LOG2E, p = k.p;
 	float keep1 = 1.0f / (1.0f - p); /* a kept score's factor, as philox_keep's */
@@ -363,14 +376,14 @@ __global__ __launch_bounds__(AT_T) void attn_fwd_mma_k(bf16 *out, float *lse, co
 		if (i >= T)
 			continue;
 		float inv = 1.0f / l[r];
-		bf16 *dst = out + (((size_t)b * T + i) * NH + h) * HD;
+		A *dst = out + (((size_t)b * T + i) * NH + h) * HD;
 #pragma unroll
 		for (int c = 0; c < ND; c++) {
 			int d = c * 8 + 2 * t;
 			if (d < HD)
-				dst[d] = __float2bfloat16(o[c][2 * r] * inv);
+				dst[d] = f_act<A>(o[c][2 * r] * inv);
 			if (d + 1 < HD)
-				dst[d + 1] = __float2bfloat16(o[c][2 * r + 1] * inv);
+				dst[d + 1] = f_act<A>(o[c][2 * r + 1] * inv);
 		}
 		if (t == 0)
 			lse[bh * T + i] = (m[r] + log2f(l[r])) * AT_LN2;
@@ -379,17 +392,18 @@ __global__ __launch_bounds__(AT_T) void attn_fwd_mma_k(bf16 *out, float *lse, co
 
 /* Dsum(B,NH,T) = sum over HD of dout * out, rows of dout/out(B,T,NH,HD) in memory order.
  * One warp per row. */
-__global__ void attn_dsum_k(float *Dsum, const bf16 *dout, const bf16 *out, int T, int NH, int HD,
+template <typename A>
+__global__ void attn_dsum_k(float *Dsum, const A *dout, const A *out, int T, int NH, int HD,
 			    size_t rows)
 {
 	size_t r = (blockIdx.x * (size_t)blockDim.x + threadIdx.x) >> 5; /* (b*T + t)*NH + h */
 	int lane = threadIdx.x & 31;
 	if (r >= rows)
 		return; /* whole warp */
-	const bf16 *g = dout + r * HD, *o = out + r * HD;
+	const A *g = dout + r * HD, *o = out + r * HD;
 	float s = 0.0f;
 	for (int d = lane; d < HD; d += 32)
-		s += __bfloat162float(g[d]) * __bfloat162float(o[d]);
+		s += act_f(g[d]) * act_f(o[d]);
 	s = warp_sum(s);
 	if (lane == 0) {
 		size_t h = r % (size_t)NH, bt = r / (size_t)NH;
@@ -401,16 +415,16 @@ __global__ void attn_dsum_k(float *Dsum, const bf16 *dout, const bf16 *out, int 
 /* dK, dV parts of dqkv(B,T,NH,3,HD) for one key tile.  grid (ceil(T/64), NH, B), block 128;
  * block x owns keys [64x, 64x+64) and walks query tiles x..end (tile 0, the longest, first);
  * warp w owns keys 16w..16w+15 of the tile. */
-template <int HDM>
-__global__ __launch_bounds__(AT_T) void attn_bwd_dkv_mma_k(bf16 *dqkv, const bf16 *dout,
-							   const bf16 *qkv, const float *lse,
+template <int HDM, typename A>
+__global__ __launch_bounds__(AT_T) void attn_bwd_dkv_mma_k(A *dqkv, const A *dout, const A *qkv,
+							   const float *lse,
 							   const float *Dsum, int T, int NH, int HD,
 							   float scale, int vec, struct ops_attn k)
 {
 	constexpr int LD = HDM + 8, ND = HDM / 8;
 	extern __shared__ __align__(16) unsigned char at_smem[];
-	bf16 *Ks = (bf16 *)at_smem, *Vs = Ks + AT_B * LD, *Qs = Vs + AT_B * LD;
-	bf16 *dOs = Qs + AT_B * LD;
+	A *Ks = (A *)at_smem, *Vs = Ks + AT_B * LD, *Qs = Vs + AT_B * LD;
+	A *dOs = Qs + AT_B * LD;
 	float *lse_s = (float *)(dOs + AT_B * LD), *D_s = lse_s + AT_B; /* lse in log2 units */
 	int *ks_s = (int *)(D_s + AT_B);
 
@@ -419,8 +433,8 @@ __global__ __launch_bounds__(AT_T) void attn_bwd_dkv_mma_k(bf16 *dqkv, const bf1
 	int lane = threadIdx.x & 31, w0 = (threadIdx.x >> 5) * 16, g = lane >> 2, t = lane & 3;
 	int nk = (HD + 15) / 16;
 	size_t rs = (size_t)NH * 3 * HD, ors = (size_t)NH * HD;
-	const bf16 *base = qkv + (size_t)b * T * rs + (size_t)h * 3 * HD;
-	const bf16 *obase = dout + (size_t)b * T * ors + (size_t)h * HD;
+	const A *base = qkv + (size_t)b * T * rs + (size_t)h * 3 * HD;
+	const A *obase = dout + (size_t)b * T * ors + (size_t)h * HD;
 	uint64_t bh = (uint64_t)b * NH + h, dbh = at_bh(k, b, h);
 	float sc2 = scale * AT_LOG2E, sl2 = (k.slopes ? k.slopes[h] : 0.0f) * AT_LOG2E, p = k.p;
 	float keep1 = 1.0f / (1.0f - p); /* a kept score's factor, as philox_keep's */
@@ -482,15 +496,15 @@ __global__ __launch_bounds__(AT_T) void attn_bwd_dkv_mma_k(bf16 *dqkv, const bf1
 		int j = jr[r];
 		if (j >= T)
 			continue;
-		bf16 *dst = dqkv + (((size_t)b * T + j) * NH + h) * 3 * HD;
+		A *dst = dqkv + (((size_t)b * T + j) * NH + h) * 3 * HD;
 #pragma unroll
 		for (int c = 0; c < ND; c++)
 #pragma unroll
 			for (int x = 0; x < 2; x++) {
 				int d = c * 8 + 2 * t + x;
 				if (d < HD) {
-					dst[HD + d] = __float2bfloat16(dk[c][2 * r + x] * scale);
-					dst[2 * HD + d] = __float2bfloat16(dv[c][2 * r + x]);
+					dst[HD + d] = f_act<A>(dk[c][2 * r + x] * scale);
+					dst[2 * HD + d] = f_act<A>(dv[c][2 * r + x]);
 				}
 			}
 	}
@@ -499,23 +513,23 @@ __global__ __launch_bounds__(AT_T) void attn_bwd_dkv_mma_k(bf16 *dqkv, const bf1
 /* dQ part of dqkv(B,T,NH,3,HD) for one query tile.  grid (ceil(T/64), NH, B), block 128;
  * block x owns query tile ceil(T/64)-1-x and walks key tiles 0..diagonal; warp w owns queries
  * 16w..16w+15 of the tile. */
-template <int HDM>
-__global__ __launch_bounds__(AT_T) void attn_bwd_dq_mma_k(bf16 *dqkv, const bf16 *dout,
-							  const bf16 *qkv, const float *lse,
+template <int HDM, typename A>
+__global__ __launch_bounds__(AT_T) void attn_bwd_dq_mma_k(A *dqkv, const A *dout, const A *qkv,
+							  const float *lse,
 							  const float *Dsum, int T, int NH, int HD,
 							  float scale, int vec, struct ops_attn k)
 {
 	constexpr int LD = HDM + 8, ND = HDM / 8;
 	extern __shared__ __align__(16) unsigned char at_smem[];
-	bf16 *Qs = (bf16 *)at_smem, *dOs = Qs + AT_B * LD, *Ks = dOs + AT_B * LD;
-	bf16 *Vs = Ks + AT_B * LD;
+	A *Qs = (A *)at_smem, *dOs = Qs + AT_B * LD, *Ks = dOs + AT_B * LD;
+	A *Vs = Ks + AT_B * LD;
 
 	int q0 = (gridDim.x - 1 - blockIdx.x) * AT_B, h = blockIdx.y, b = blockIdx.z;
 	int lane = threadIdx.x & 31, w0 = (threadIdx.x >> 5) * 16, g = lane >> 2, t = lane & 3;
 	int nk = (HD + 15) / 16;
 	size_t rs = (size_t)NH * 3 * HD, ors = (size_t)NH * HD;
-	const bf16 *base = qkv + (size_t)b * T * rs + (size_t)h * 3 * HD;
-	const bf16 *obase = dout + (size_t)b * T * ors + (size_t)h * HD;
+	const A *base = qkv + (size_t)b * T * rs + (size_t)h * 3 * HD;
+	const A *obase = dout + (size_t)b * T * ors + (size_t)h * HD;
 	uint64_t bh = (uint64_t)b * NH + h, dbh = at_bh(k, b, h);
 	float sc2 = scale * AT_LOG2E, sl2 = (k.slopes ? k.slopes[h] : 0.0f) * AT_LOG2E, p = k.p;
 	float keep1 = 1.0f / (1.0f - p); /* a kept score's factor, as philox_keep's */
@@ -572,31 +586,32 @@ __global__ __launch_bounds__(AT_T) void attn_bwd_dq_mma_k(bf16 *dqkv, const bf16
 		int i = ir[r];
 		if (i >= T)
 			continue;
-		bf16 *dst = dqkv + (((size_t)b * T + i) * NH + h) * 3 * HD;
+		A *dst = dqkv + (((size_t)b * T + i) * NH + h) * 3 * HD;
 #pragma unroll
 		for (int c = 0; c < ND; c++)
 #pragma unroll
 			for (int x = 0; x < 2; x++) {
 				int d = c * 8 + 2 * t + x;
 				if (d < HD)
-					dst[d] = __float2bfloat16(dq[c][2 * r + x] * scale);
+					dst[d] = f_act<A>(dq[c][2 * r + x] * scale);
 			}
 	}
 }
 
 /* --- host side --- */
 
+/* shared memory bytes; activations are 2 bytes in both types */
 template <int HDM> static size_t smem_fwd()
 {
-	return 3 * AT_B * (HDM + 8) * sizeof(bf16);
+	return 3 * AT_B * (HDM + 8) * 2;
 }
 template <int HDM> static size_t smem_dkv()
 {
-	return 4 * AT_B * (HDM + 8) * sizeof(bf16) + 2 * AT_B * sizeof(float) + AT_B * sizeof(int);
+	return 4 * AT_B * (HDM + 8) * 2 + 2 * AT_B * sizeof(float) + AT_B * sizeof(int);
 }
 template <int HDM> static size_t smem_dq()
 {
-	return 4 * AT_B * (HDM + 8) * sizeof(bf16);
+	return 4 * AT_B * (HDM + 8) * 2;
 }
 
 /* Kernels using more than 48 KB of dynamic shared memory must say so once. */
@@ -609,36 +624,36 @@ template <typename K> static void allow_smem(K kernel, size_t bytes, int *done)
 	*done = 1;
 }
 
-template <int HDM>
-static void fwd_launch(bf16 *out, float *lse, const bf16 *qkv, int B, int T, int NH, int HD,
+template <int HDM, typename A>
+static void fwd_launch(void *out, float *lse, const void *qkv, int B, int T, int NH, int HD,
 		       float scale, struct ops_attn k)
 {
 	static int ready;
 	size_t sm = smem_fwd<HDM>();
-	allow_smem(attn_fwd_mma_k<HDM>, sm, &ready);
+	allow_smem(attn_fwd_mma_k<HDM, A>, sm, &ready);
 	dim3 grid((unsigned)((T + AT_B - 1) / AT_B), (unsigned)NH, (unsigned)B);
 	int vec = HD % 8 == 0 && cu_aligned16(qkv);
-	cu_launch(attn_fwd_mma_k<HDM>, grid, AT_T, sm, cu.stream, out, lse, qkv, T, NH, HD, scale,
-		vec, k);
+	cu_launch(attn_fwd_mma_k<HDM, A>, grid, AT_T, sm, cu.stream, (A *)out, lse, (const A *)qkv,
+		  T, NH, HD, scale, vec, k);
 	CU_LAUNCHED("attention_fwd");
 }
 
-template <int HDM>
-static void bwd_launch(bf16 *dqkv, const bf16 *dout, const bf16 *qkv, const float *lse,
+template <int HDM, typename A>
+static void bwd_launch(void *dqkv, const void *dout, const void *qkv, const float *lse,
 		       const float *Dsum, int B, int T, int NH, int HD, float scale,
 		       struct ops_attn k)
 {
 	static int ready_dkv, ready_dq;
 	size_t sm1 = smem_dkv<HDM>(), sm2 = smem_dq<HDM>();
-	allow_smem(attn_bwd_dkv_mma_k<HDM>, sm1, &ready_dkv);
-	allow_smem(attn_bwd_dq_mma_k<HDM>, sm2, &ready_dq);
+	allow_smem(attn_bwd_dkv_mma_k<HDM, A>, sm1, &ready_dkv);
+	allow_smem(attn_bwd_dq_mma_k<HDM, A>, sm2, &ready_dq);
 	dim3 grid((unsigned)((T + AT_B - 1) / AT_B), (unsigned)NH, (unsigned)B);
 	int vec = HD % 8 == 0 && cu_aligned16(qkv) && cu_aligned16(dout);
-	cu_launch(attn_bwd_dkv_mma_k<HDM>, grid, AT_T, sm1, cu.stream, dqkv, dout, qkv, lse, Dsum,
-		T, NH, HD, scale, vec, k);
+	cu_launch(attn_bwd_dkv_mma_k<HDM, A>, grid, AT_T, sm1, cu.stream, (A *)dqkv,
+		  (const A *)dout, (const A *)qkv, lse, Dsum, T, NH, HD, scale, vec, k);
 	CU_LAUNCHED("attention_bwd_dkv");
-	cu_launch(attn_bwd_dq_mma_k<HDM>, grid, AT_T, sm2, cu.stream, dqkv, dout, qkv, lse, Dsum, T,
-		NH, HD, scale, vec, k);
+	cu_launch(attn_bwd_dq_mma_k<HDM, A>, grid, AT_T, sm2, cu.stream, (A *)dqkv, (const A *)dout,
+		  (const A *)qkv, lse, Dsum, T, NH, HD, scale, vec, k);
 	CU_LAUNCHED("attention_bwd_dq");
 }
 
@@ -659,14 +674,9 @@ void cu_attention_fwd(void *out, float *lse, const void *qkv, int B, int T, int 
 		return;
 	check_shape("attention_fwd", B, T, NH, HD);
 	float scale = 1.0f / sqrtf((float)HD);
-	bf16 *o = (bf16 *)out;
-	const bf16 *x = (const bf16 *)qkv;
-	if (HD <= 32)
-		fwd_launch<32>(o, lse, x, B, T, NH, HD, scale, k);
-	else if (HD <= 64)
-		fwd_launch<64>(o, lse, x, B, T, NH, HD, scale, k);
-	else
-		fwd_launch<128>(o, lse, x, B, T, NH, HD, scale, k);
+	CU_ACT(A, if (HD <= 32) fwd_launch<32, A>(out, lse, qkv, B, T, NH, HD, scale, k);
+		  else if (HD <= 64) fwd_launch<64, A>(out, lse, qkv, B, T, NH, HD, scale, k);
+		  else fwd_launch<128, A>(out, lse, qkv, B, T, NH, HD, scale, k));
 }
 
 void cu_attention_bwd(void *dqkv, const void *dout, const void *qkv, const void *out,
@@ -679,15 +689,13 @@ void cu_attention_bwd(void *dqkv, const void *dout, const void *qkv, const void 
 	float scale = 1.0f / sqrtf((float)HD);
 	size_t rows = (size_t)B * T * NH;
 	float *Dsum = (float *)cu_scratch(rows * sizeof(float));
-	cu_launch(attn_dsum_k, (unsigned)((rows + 7) / 8), 256, 0, cu.stream, Dsum,
-		(const bf16 *)dout, (const bf16 *)out, T, NH, HD, rows);
-	CU_LAUNCHED("attention_dsum");
-	bf16 *dx = (bf16 *)dqkv;
-	const bf16 *g = (const bf16 *)dout, *x = (const bf16 *)qkv;
-	if (HD <= 32)
-		bwd_launch<32>(dx, g, x, lse, Dsum, B, T, NH, HD, scale, k);
-	else if (HD <= 64)
-		bwd_launch<64>(dx, g, x, lse, Dsum, B, T, NH, HD, scale, k);
-	else
-		bwd_launch<128>(dx, g, x, lse, Dsum, B, T, NH, HD, scale, k);
+	CU_ACT(A, cu_launch(attn_dsum_k<A>, (unsigned)((rows + 7) / 8), 256, 0, cu.stream, Dsum,
+			    (const A *)dout, (const A *)out, T, NH, HD, rows);
+		  CU_LAUNCHED("attention_dsum");
+		  if (HD <= 32)
+			  bwd_launch<32, A>(dqkv, dout, qkv, lse, Dsum, B, T, NH, HD, scale, k);
+		  else if (HD <= 64)
+			  bwd_launch<64, A>(dqkv, dout, qkv, lse, Dsum, B, T, NH, HD, scale, k);
+		  else
+			  bwd_launch<128, A>(dqkv, dout, qkv, lse, Dsum, B, T, NH, HD, scale, k));
 }
