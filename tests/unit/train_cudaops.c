@@ -655,7 +655,7 @@ static int case_bert_heads(size_t n, int misalign)
 		char wn[160];
 		snprintf(wn, sizeof wn, "%s %s", name, nm[q]);
 		size_t o0 = q < GR ? s : 0;
-		ok &= near(wn, r[0][q] + o0, r[1][q] + o0, len[q], TOL_BF16);
+		ok &= near(wn, r[0][q] + o0, r[1][q] + o0, len[q], TOL_ACT);
 	}
 	/* the rows moved are the ones asked for: row r of the gather is big[r][1] */
 	for (size_t i = 0; i < rows * 16 && ok; i++)
