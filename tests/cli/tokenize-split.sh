@@ -46,8 +46,8 @@ same_sentences() {
 }
 # same_params NAME A.json B.json: the same four tables
 same_params() {
-	"$PY" "$REF" dump "$2" > "$2.dump" && "$PY" "$REF" dump "$3" > "$3.dump" || { fail "$1" "cannot read them"; return; }
-	if cmp -s "$2.dump" "$3.dump"; then ok "$1"; else fail "$1" "$(diff "$2.dump" "$3.dump" | head -5 | tr '\n' ' ')"; fi
+	"$PY" "$REF" dump "$2" > "$T/$1.a" && "$PY" "$REF" dump "$3" > "$T/$1.b" || { fail "$1" "cannot read them"; return; }
+	if cmp -s "$T/$1.a" "$T/$1.b"; then ok "$1"; else fail "$1" "$(diff "$T/$1.a" "$T/$1.b" | head -5 | tr '\n' ' ')"; fi
 }
 # sentences_of FILE DOC [KEY]: the sentences of document DOC (from 1) of a --format sentences file,
 # joined by " | " ("\n" shown as \n)
