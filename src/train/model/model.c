@@ -558,17 +558,17 @@ int model_init(struct model *m, const struct model_config *cfg, const struct ops
 			m->ws = keep;
 		}
 	}
-	m->tokens = dalloc(m, (size_t)B * T * sizeof *m->tokens, 1);
-	m->targets = dalloc(m, (size_t)B * T * sizeof *m->targets, 1);
-	m->losses = dalloc(m, (size_t)B * T * sizeof *m->losses, 1);
+	m->tokens = dalloc(m, (size_t)B * m->T * sizeof *m->tokens, 1);
+	m->targets = dalloc(m, (size_t)B * m->T * sizeof *m->targets, 1);
+	m->losses = dalloc(m, (size_t)B * m->T * sizeof *m->losses, 1);
 	m->bad_targets = dalloc(m, sizeof *m->bad_targets, 1);
-	m->tokens_local = dalloc(m, (size_t)B * T * sizeof *m->tokens_local, 1);
-	m->targets_local = dalloc(m, (size_t)B * T * sizeof *m->targets_local, 1);
-	m->dev_stats = dalloc(m, (size_t)4 * B * T * sizeof *m->dev_stats, 1);
-	m->host_ids = malloc((size_t)B * T * sizeof *m->host_ids);
-	m->host_tgt = malloc((size_t)B * T * sizeof *m->host_tgt);
-	m->host_stats = malloc((size_t)4 * B * T * sizeof *m->host_stats);
-	m->host_mask = malloc((size_t)B * T);
+	m->tokens_local = dalloc(m, (size_t)B * m->T * sizeof *m->tokens_local, 1);
+	m->targets_local = dalloc(m, (size_t)B * m->T * sizeof *m->targets_local, 1);
+	m->dev_stats = dalloc(m, (size_t)4 * B * m->T * sizeof *m->dev_stats, 1);
+	m->host_ids = malloc((size_t)B * m->T * sizeof *m->host_ids);
+	m->host_tgt = malloc((size_t)B * m->T * sizeof *m->host_tgt);
+	m->host_stats = malloc((size_t)4 * B * m->T * sizeof *m->host_stats);
+	m->host_mask = malloc((size_t)B * m->T);
 	if (!m->tokens_local || !m->targets_local || !m->dev_stats || !m->host_ids || !m->host_stats ||
 	    !m->host_tgt || !m->host_mask)
 		goto oom;
