@@ -14,6 +14,14 @@
  * diagonal, the dK/dV kernel every query tile for keys below klen (the others' gradient is 0),
  * and the masks of every kernel are one predicate, at_sees.
  *
+ * Cross-attention (T5's inter_attention, ops.h xattn_*) is the same kernels over other
+ * operands: queries from q(B,Tq,NH,HD), keys and values from kv(B,Tk,NH,2,HD), Tq != Tk, in the
+ * bidirectional mode over the encoder's klen.  Where the rows of q, k, v, their gradients and
+ * the output lie is one struct (at_io: base pointers, row, batch and head strides, Tq, Tk), so
+ * the self-attention's qkv columns and the cross-attention's two tensors go through one code
+ * path; with Tq = Tk = T and qkv's strides the instructions are those of the self-attention
+ * before at_io existed.  Dropout element (b, h, i, j) is ((g*heads+H)*Tq+i)*Tk+j.
+ *
  * Tile products.  Every product of two tiles is mma.sync m16n8k16 (bf16 inputs, fp32
  * accumulate; ptx.h), its operands loaded from shared memory with ldmatrix (.trans where the
  * tile's rows are the product's k index).  A block is 4 warps and a 64-row tile; each warp owns
@@ -75,6 +83,18 @@
 #define AT_T (32 * AT_W)  /* threads per block */
 #define AT_LOG2E 1.4426950408889634f
 #define AT_LN2 0.69314718055994531f
+
+/* Where an attention call's operands lie (elements): q's rows (and dq's, and out's and dout's
+ * with stride NH*HD) and k's and v's (and dk's, dv's); head h of sample b starts at
+ * b*xbs + h*xhs of its tensor.  The self-attention's are qkv's columns, the cross-attention's
+ * q and kv (see the top). */
+struct at_io {
+	const bf16 *q, *k, *v;
+	bf16 *dq, *dk, *dv;
+	size_t qrs, krs, qbs, kbs;   /* row and batch strides of q (dq) and of k, v (dk, dv) */
+	int qhs, khs;                /* head strides */
+	int Tq, Tk;
+};
 
 /* Rows [r0, r0+64) of one head's q, k, v or dout into sm[64][HDM+8]; src points at row 0 of that
  * head, rs is the distance between rows (elements).  Zero past T and past HD.  vec: HD is a
@@ -213,9 +233,9 @@ __device__ __forceinline__ float at_score(float dot, float sc2, float sl2, int j
 	return fmaf(sl2, (float)j, dot * sc2);
 }
 
-__device__ __forceinline__ uint64_t at_elem(uint64_t bh, int T, int i, int j)
+__device__ __forceinline__ uint64_t at_elem(uint64_t bh, int Tq, int Tk, int i, int j)
 {
-	return (bh * (uint64_t)T + (uint64_t)i) * (uint64_t)T + (uint64_t)j;
+	return (bh * (uint64_t)Tq + (uint64_t)i) * (uint64_t)Tk + (uint64_t)j;
 }
 
 /* The dropout stream's (sample, head) of local (b, h): global coordinates (ops.h). */
@@ -237,7 +257,7 @@ __device__ __forceinline__ int at_klen(const struct ops_attn &k, int b, int T)
 }
 
 /* Whether query i sees key j: causal from its first key ks to itself, or bidirectional below
- * kl; never a query past T. */
+ * kl; never a query past T (Tq). */
 __device__ __forceinline__ bool at_sees(int i, int j, int T, int kl, int ks)
 {
 	return i < T && (kl >= 0 ? j < kl : j <= i && j >= ks);
@@ -248,15 +268,16 @@ __device__ __forceinline__ bool at_sees(int i, int j, int T, int kl, int ks)
  * One philox draw per score (as philox_keep), in a loop kept rolled so that the generator's
  * registers are needed once rather than 32 times; scores above the diagonal or past T (masked in
  * every kernel) are not drawn. */
-__device__ __forceinline__ uint32_t at_keepbits(uint64_t seed, uint64_t dbh, int T, int r0, int r1,
-						int c0, int keys_rows, float p, int kl)
+__device__ __forceinline__ uint32_t at_keepbits(uint64_t seed, uint64_t dbh, int Tq, int Tk, int r0,
+						int r1, int c0, int keys_rows, float p, int kl)
 {
 	uint32_t bits = 0;
 #pragma unroll 1
 	for (int x = 0; x < 32; x++) {
 		int r = (x & 2) ? r1 : r0, c = c0 + (x >> 2) * 8 + (x & 1);
 		int i = keys_rows ? c : r, j = keys_rows ? r : c;
-		if (at_sees(i, j, T, kl, 0) && philox_keep(seed, at_elem(dbh, T, i, j), p) != 0.0f)
+		if (at_sees(i, j, Tq, kl, 0) &&
+		    philox_keep(seed, at_elem(dbh, Tq, Tk, i, j), p) != 0.0f)
 			bits |= 1u << x;
 	}
 	return bits;
@@ -269,11 +290,12 @@ __device__ __forceinline__ int at_chunks_upto(int last, int k0)
 	return last < k0 ? 0 : min(4, (last - k0) / 16 + 1);
 }
 
-/* out(B,T,NH,HD), lse(B,NH,T) from qkv(B,T,NH,3,HD).  grid (ceil(T/64), NH, B), block 128.
- * Block x handles query tile ceil(T/64)-1-x (longest rows first); warp w its rows 16w..16w+15. */
+/* out(B,Tq,NH,HD), lse(B,NH,Tq) from the operands of io.  grid (ceil(Tq/64), NH, B), block
+ * 128.  Block x handles query tile ceil(Tq/64)-1-x (longest rows first); warp w its rows
+ * 16w..16w+15. */
 template <int HDM>
-__global__ __launch_bounds__(AT_T) void attn_fwd_mma_k(bf16 *out, float *lse, const bf16 *qkv,
-						       int T, int NH, int HD, float scale, int vec,
+__global__ __launch_bounds__(AT_T) void attn_fwd_mma_k(bf16 *out, float *lse, struct at_io io,
+						       int NH, int HD, float scale, int vec,
 						       struct ops_attn k)
 {
 	constexpr int LD = HDM + 8, ND = HDM / 8;
@@ -282,15 +304,16 @@ __global__ __launch_bounds__(AT_T) void attn_fwd_mma_k(bf16 *out, float *lse, co
 
 	int q0 = (gridDim.x - 1 - blockIdx.x) * AT_B, h = blockIdx.y, b = blockIdx.z;
 	int lane = threadIdx.x & 31, w0 = (threadIdx.x >> 5) * 16, g = lane >> 2, t = lane & 3;
-	int nk = (HD + 15) / 16;
-	size_t rs = (size_t)NH * 3 * HD;
-	const bf16 *base = qkv + (size_t)b * T * rs + (size_t)h * 3 * HD;
+	int nk = (HD + 15) / 16, T = io.Tq, Tk = io.Tk;
+	const bf16 *qb = io.q + (size_t)b * io.qbs + (size_t)h * io.qhs;
+	const bf16 *kb = io.k + (size_t)b * io.kbs + (size_t)h * io.khs;
+	const bf16 *vb = io.v + (size_t)b * io.kbs + (size_t)h * io.khs;
 	uint64_t bh = (uint64_t)b * NH + h, dbh = at_bh(k, b, h);
 	float sc2 = scale * AT_LOG2E, sl2 = (k.slopes ? k.slopes[h] : 0.0f) * AT_LOG2E, p = k.p;
 	float keep1 = 1.0f / (1.0f - p); /* a kept score's factor, as philox_keep's */
 	uint64_t seed = k.seed;
 
-	at_load<HDM>(Qs, base, rs, q0, T, HD, vec);
+	at_load<HDM>(Qs, qb, io.qrs, q0, T, HD, vec);
 	int ir[2] = {q0 + w0 + g, q0 + w0 + g + 8}; /* this lane's rows */
 	int ks[2] = {at_kstart(k, b, T, ir[0]), at_kstart(k, b, T, ir[1])};
 	float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f}; /* l: this lane's part */
@@ -298,17 +321,17 @@ __global__ __launch_bounds__(AT_T) void attn_fwd_mma_k(bf16 *out, float *lse, co
 #pragma unroll
 	for (int c = 0; c < ND; c++)
 		o[c][0] = o[c][1] = o[c][2] = o[c][3] = 0.0f;
-	int kl = at_klen(k, b, T);
+	int kl = at_klen(k, b, Tk);
 	/* the last key the warp's rows see: its last row (causal) or kl - 1; none past T */
 	int last = q0 + w0 >= T ? -1 : kl >= 0 ? kl - 1 : min(q0 + w0 + 15, T - 1);
 
-	/* key tiles up to the diagonal (causal), or up to kl */
+	/* key tiles up to the diagonal (causal, where Tk = T), or up to kl */
 	int nkt = kl >= 0 ? (kl + AT_B - 1) / AT_B : min(q0 + AT_B - 1, T - 1) / AT_B + 1;
 	for (int kt = 0; kt < nkt; kt++) {
 		int k0 = kt * AT_B;
 		__syncthreads(); /* the previous tile's Ks, Vs are consumed */
-		at_load<HDM>(Ks, base + HD, rs, k0, T, HD, vec);
-		at_load<HDM>(Vs, base + 2 * HD, rs, k0, T, HD, vec);
+		at_load<HDM>(Ks, kb, io.krs, k0, Tk, HD, vec);
+		at_load<HDM>(Vs, vb, io.krs, k0, Tk, HD, vec);
 		__syncthreads();
 
 		int hi = at_chunks_upto(last, k0);
@@ -340,7 +363,8 @@ __global__ __launch_bounds__(AT_T) void attn_fwd_mma_k(bf16 *out, float *lse, co
 				o[c][2 * r + 1] *= alpha;
 			}
 		}
-		uint32_t kb = p > 0.0f ? at_keepbits(seed, dbh, T, ir[0], ir[1], k0 + 2 * t, 0, p, kl) : 0;
+		uint32_t kbits = p > 0.0f ? at_keepbits(seed, dbh, T, Tk, ir[0], ir[1], k0 + 2 * t, 0,
+							  p, kl) : 0;
 #pragma unroll
 		for (int n = 0; n < 8; n++)
 #pragma unroll
@@ -349,7 +373,7 @@ __global__ __launch_bounds__(AT_T) void attn_fwd_mma_k(bf16 *out, float *lse, co
 				float pr = exp2f(s[n][e] - ref[r]); /* masked: exp2(-inf) = 0 */
 				l[r] += pr;
 				if (p > 0.0f)
-					pr *= (kb >> (4 * n + e) & 1) ? keep1 : 0.0f;
+					pr *= (kbits >> (4 * n + e) & 1) ? keep1 : 0.0f;
 				s[n][e] = pr;
 			}
 		at_accum<HDM>(o, s, Vs, nk, 0, hi, lane);
@@ -398,14 +422,14 @@ __global__ void attn_dsum_k(float *Dsum, const bf16 *dout, const bf16 *out, int 
 	}
 }
 
-/* dK, dV parts of dqkv(B,T,NH,3,HD) for one key tile.  grid (ceil(T/64), NH, B), block 128;
- * block x owns keys [64x, 64x+64) and walks query tiles x..end (tile 0, the longest, first);
- * warp w owns keys 16w..16w+15 of the tile. */
+/* dK, dV (io.dk, io.dv) for one key tile.  grid (ceil(Tk/64), NH, B), block 128; block x owns
+ * keys [64x, 64x+64) and walks query tiles x..end (causal; all of them bidirectionally; tile 0,
+ * the longest, first); warp w owns keys 16w..16w+15 of the tile. */
 template <int HDM>
-__global__ __launch_bounds__(AT_T) void attn_bwd_dkv_mma_k(bf16 *dqkv, const bf16 *dout,
-							   const bf16 *qkv, const float *lse,
-							   const float *Dsum, int T, int NH, int HD,
-							   float scale, int vec, struct ops_attn k)
+__global__ __launch_bounds__(AT_T) void attn_bwd_dkv_mma_k(struct at_io io, const bf16 *dout,
+							   const float *lse, const float *Dsum,
+							   int NH, int HD, float scale, int vec,
+							   struct ops_attn k)
 {
 	constexpr int LD = HDM + 8, ND = HDM / 8;
 	extern __shared__ __align__(16) unsigned char at_smem[];
@@ -417,17 +441,19 @@ __global__ __launch_bounds__(AT_T) void attn_bwd_dkv_mma_k(bf16 *dqkv, const bf1
 	int kt = blockIdx.x, h = blockIdx.y, b = blockIdx.z;
 	int k0 = kt * AT_B;
 	int lane = threadIdx.x & 31, w0 = (threadIdx.x >> 5) * 16, g = lane >> 2, t = lane & 3;
-	int nk = (HD + 15) / 16;
-	size_t rs = (size_t)NH * 3 * HD, ors = (size_t)NH * HD;
-	const bf16 *base = qkv + (size_t)b * T * rs + (size_t)h * 3 * HD;
+	int nk = (HD + 15) / 16, T = io.Tq, Tk = io.Tk;
+	size_t ors = (size_t)NH * HD;
+	const bf16 *qb = io.q + (size_t)b * io.qbs + (size_t)h * io.qhs;
+	const bf16 *kb = io.k + (size_t)b * io.kbs + (size_t)h * io.khs;
+	const bf16 *vb = io.v + (size_t)b * io.kbs + (size_t)h * io.khs;
 	const bf16 *obase = dout + (size_t)b * T * ors + (size_t)h * HD;
 	uint64_t bh = (uint64_t)b * NH + h, dbh = at_bh(k, b, h);
 	float sc2 = scale * AT_LOG2E, sl2 = (k.slopes ? k.slopes[h] : 0.0f) * AT_LOG2E, p = k.p;
 	float keep1 = 1.0f / (1.0f - p); /* a kept score's factor, as philox_keep's */
 	uint64_t seed = k.seed;
 
-	at_load<HDM>(Ks, base + HD, rs, k0, T, HD, vec);
-	at_load<HDM>(Vs, base + 2 * HD, rs, k0, T, HD, vec);
+	at_load<HDM>(Ks, kb, io.krs, k0, Tk, HD, vec);
+	at_load<HDM>(Vs, vb, io.krs, k0, Tk, HD, vec);
 	int jr[2] = {k0 + w0 + g, k0 + w0 + g + 8}; /* this lane's keys */
 	float dk[ND][4], dv[ND][4];
 #pragma unroll
@@ -436,13 +462,13 @@ __global__ __launch_bounds__(AT_T) void attn_bwd_dkv_mma_k(bf16 *dqkv, const bf1
 		for (int e = 0; e < 4; e++)
 			dk[c][e] = dv[c][e] = 0.0f;
 
-	int nqt = (T + AT_B - 1) / AT_B, kl = at_klen(k, b, T);
+	int nqt = (T + AT_B - 1) / AT_B, kl = at_klen(k, b, Tk);
 	/* the query tiles that see a key of the tile: from its diagonal (causal), all (bidirectional;
 	 * keys at or past kl are seen by none: their gradient is 0) */
 	for (int qt = kl >= 0 ? (k0 < kl ? 0 : nqt) : kt; qt < nqt; qt++) {
 		int q0 = qt * AT_B;
 		__syncthreads(); /* the previous tile's Qs, dOs, lse_s, D_s, ks_s are consumed */
-		at_load<HDM>(Qs, base, rs, q0, T, HD, vec);
+		at_load<HDM>(Qs, qb, io.qrs, q0, T, HD, vec);
 		at_load<HDM>(dOs, obase, ors, q0, T, HD, vec);
 		if (threadIdx.x < AT_B) {
 			int i = q0 + threadIdx.x;
@@ -455,11 +481,12 @@ __global__ __launch_bounds__(AT_T) void attn_bwd_dkv_mma_k(bf16 *dqkv, const bf1
 		/* 16-query chunks that can see one of the warp's keys: queries >= its first key (causal),
 		 * < T; none when the warp's keys are all past T (or kl) */
 		int lo = kl >= 0 ? 0 : max(0, (k0 + w0 - q0) / 16);
-		int hi = k0 + w0 >= (kl >= 0 ? kl : T) ? 0 : at_chunks_upto(T - 1, q0);
+		int hi = k0 + w0 >= (kl >= 0 ? kl : Tk) ? 0 : at_chunks_upto(T - 1, q0);
 		float st[8][4], dp[8][4]; /* [key g, g+8][query 8n + 2t, +1] */
 		at_scores<HDM>(st, Ks, w0, Qs, nk, lo, hi, lane);
 		at_scores<HDM>(dp, Vs, w0, dOs, nk, lo, hi, lane);
-		uint32_t kb = p > 0.0f ? at_keepbits(seed, dbh, T, jr[0], jr[1], q0 + 2 * t, 1, p, kl) : 0;
+		uint32_t kbits = p > 0.0f ? at_keepbits(seed, dbh, T, Tk, jr[0], jr[1], q0 + 2 * t, 1,
+							  p, kl) : 0;
 #pragma unroll
 		for (int n = 0; n < 8; n++)
 #pragma unroll
@@ -469,7 +496,7 @@ __global__ __launch_bounds__(AT_T) void attn_bwd_dkv_mma_k(bf16 *dqkv, const bf1
 				float P = ok ? exp2f(at_score(st[n][e], sc2, sl2, j) - lse_s[ii]) : 0.0f;
 				float keep = 1.0f;
 				if (p > 0.0f)
-					keep = (kb >> (4 * n + e) & 1) ? keep1 : 0.0f;
+					keep = (kbits >> (4 * n + e) & 1) ? keep1 : 0.0f;
 				st[n][e] = P * keep;                     /* (P M)^T */
 				dp[n][e] = P * (dp[n][e] * keep - D_s[ii]); /* dS^T */
 			}
@@ -480,30 +507,31 @@ __global__ __launch_bounds__(AT_T) void attn_bwd_dkv_mma_k(bf16 *dqkv, const bf1
 #pragma unroll
 	for (int r = 0; r < 2; r++) {
 		int j = jr[r];
-		if (j >= T)
+		if (j >= Tk)
 			continue;
-		bf16 *dst = dqkv + (((size_t)b * T + j) * NH + h) * 3 * HD;
+		size_t at = (size_t)b * io.kbs + (size_t)j * io.krs + (size_t)h * io.khs;
+		bf16 *dkd = io.dk + at, *dvd = io.dv + at;
 #pragma unroll
 		for (int c = 0; c < ND; c++)
 #pragma unroll
 			for (int x = 0; x < 2; x++) {
 				int d = c * 8 + 2 * t + x;
 				if (d < HD) {
-					dst[HD + d] = __float2bfloat16(dk[c][2 * r + x] * scale);
-					dst[2 * HD + d] = __float2bfloat16(dv[c][2 * r + x]);
+					dkd[d] = __float2bfloat16(dk[c][2 * r + x] * scale);
+					dvd[d] = __float2bfloat16(dv[c][2 * r + x]);
 				}
 			}
 	}
 }
 
-/* dQ part of dqkv(B,T,NH,3,HD) for one query tile.  grid (ceil(T/64), NH, B), block 128;
- * block x owns query tile ceil(T/64)-1-x and walks key tiles 0..diagonal; warp w owns queries
+/* dQ (io.dq) for one query tile.  grid (ceil(Tq/64), NH, B), block 128; block x owns query
+ * tile ceil(Tq/64)-1-x and walks key tiles 0..diagonal (or up to klen); warp w owns queries
  * 16w..16w+15 of the tile. */
 template <int HDM>
-__global__ __launch_bounds__(AT_T) void attn_bwd_dq_mma_k(bf16 *dqkv, const bf16 *dout,
-							  const bf16 *qkv, const float *lse,
-							  const float *Dsum, int T, int NH, int HD,
-							  float scale, int vec, struct ops_attn k)
+__global__ __launch_bounds__(AT_T) void attn_bwd_dq_mma_k(struct at_io io, const bf16 *dout,
+							  const float *lse, const float *Dsum,
+							  int NH, int HD, float scale, int vec,
+							  struct ops_attn k)
 {
 	constexpr int LD = HDM + 8, ND = HDM / 8;
 	extern __shared__ __align__(16) unsigned char at_smem[];
@@ -512,16 +540,18 @@ __global__ __launch_bounds__(AT_T) void attn_bwd_dq_mma_k(bf16 *dqkv, const bf16
 
 	int q0 = (gridDim.x - 1 - blockIdx.x) * AT_B, h = blockIdx.y, b = blockIdx.z;
 	int lane = threadIdx.x & 31, w0 = (threadIdx.x >> 5) * 16, g = lane >> 2, t = lane & 3;
-	int nk = (HD + 15) / 16;
-	size_t rs = (size_t)NH * 3 * HD, ors = (size_t)NH * HD;
-	const bf16 *base = qkv + (size_t)b * T * rs + (size_t)h * 3 * HD;
+	int nk = (HD + 15) / 16, T = io.Tq, Tk = io.Tk;
+	size_t ors = (size_t)NH * HD;
+	const bf16 *qb = io.q + (size_t)b * io.qbs + (size_t)h * io.qhs;
+	const bf16 *kb = io.k + (size_t)b * io.kbs + (size_t)h * io.khs;
+	const bf16 *vb = io.v + (size_t)b * io.kbs + (size_t)h * io.khs;
 	const bf16 *obase = dout + (size_t)b * T * ors + (size_t)h * HD;
 	uint64_t bh = (uint64_t)b * NH + h, dbh = at_bh(k, b, h);
 	float sc2 = scale * AT_LOG2E, sl2 = (k.slopes ? k.slopes[h] : 0.0f) * AT_LOG2E, p = k.p;
 	float keep1 = 1.0f / (1.0f - p); /* a kept score's factor, as philox_keep's */
 	uint64_t seed = k.seed;
 
-	at_load<HDM>(Qs, base, rs, q0, T, HD, vec);
+	at_load<HDM>(Qs, qb, io.qrs, q0, T, HD, vec);
 	at_load<HDM>(dOs, obase, ors, q0, T, HD, vec);
 	int ir[2] = {q0 + w0 + g, q0 + w0 + g + 8};
 	int ks[2];
@@ -536,22 +566,23 @@ __global__ __launch_bounds__(AT_T) void attn_bwd_dq_mma_k(bf16 *dqkv, const bf16
 #pragma unroll
 	for (int c = 0; c < ND; c++)
 		dq[c][0] = dq[c][1] = dq[c][2] = dq[c][3] = 0.0f;
-	int kl = at_klen(k, b, T);
+	int kl = at_klen(k, b, Tk);
 	int last = q0 + w0 >= T ? -1 : kl >= 0 ? kl - 1 : min(q0 + w0 + 15, T - 1);
 
 	int nkt = kl >= 0 ? (kl + AT_B - 1) / AT_B : min(q0 + AT_B - 1, T - 1) / AT_B + 1;
 	for (int kt = 0; kt < nkt; kt++) {
 		int k0 = kt * AT_B;
 		__syncthreads(); /* the previous tile's Ks, Vs are consumed */
-		at_load<HDM>(Ks, base + HD, rs, k0, T, HD, vec);
-		at_load<HDM>(Vs, base + 2 * HD, rs, k0, T, HD, vec);
+		at_load<HDM>(Ks, kb, io.krs, k0, Tk, HD, vec);
+		at_load<HDM>(Vs, vb, io.krs, k0, Tk, HD, vec);
 		__syncthreads();
 
 		int hi = at_chunks_upto(last, k0);
 		float s[8][4], dp[8][4]; /* [query g, g+8][key 8n + 2t, +1] */
 		at_scores<HDM>(s, Qs, w0, Ks, nk, 0, hi, lane);
 		at_scores<HDM>(dp, dOs, w0, Vs, nk, 0, hi, lane);
-		uint32_t kb = p > 0.0f ? at_keepbits(seed, dbh, T, ir[0], ir[1], k0 + 2 * t, 0, p, kl) : 0;
+		uint32_t kbits = p > 0.0f ? at_keepbits(seed, dbh, T, Tk, ir[0], ir[1], k0 + 2 * t, 0,
+							  p, kl) : 0;
 #pragma unroll
 		for (int n = 0; n < 8; n++)
 #pragma unroll
@@ -561,7 +592,7 @@ __global__ __launch_bounds__(AT_T) void attn_bwd_dq_mma_k(bf16 *dqkv, const bf16
 				float P = ok ? exp2f(at_score(s[n][e], sc2, sl2, j) - lse2[r]) : 0.0f;
 				float keep = 1.0f;
 				if (p > 0.0f)
-					keep = (kb >> (4 * n + e) & 1) ? keep1 : 0.0f;
+					keep = (kbits >> (4 * n + e) & 1) ? keep1 : 0.0f;
 				s[n][e] = P * (dp[n][e] * keep - D[r]); /* dS */
 			}
 		at_accum<HDM>(dq, s, Ks, nk, 0, hi, lane);
@@ -572,7 +603,7 @@ __global__ __launch_bounds__(AT_T) void attn_bwd_dq_mma_k(bf16 *dqkv, const bf16
 		int i = ir[r];
 		if (i >= T)
 			continue;
-		bf16 *dst = dqkv + (((size_t)b * T + i) * NH + h) * 3 * HD;
+		bf16 *dst = io.dq + (size_t)b * io.qbs + (size_t)i * io.qrs + (size_t)h * io.qhs;
 #pragma unroll
 		for (int c = 0; c < ND; c++)
 #pragma unroll
@@ -610,35 +641,36 @@ template <typename K> static void allow_smem(K kernel, size_t bytes, int *done)
 }
 
 template <int HDM>
-static void fwd_launch(bf16 *out, float *lse, const bf16 *qkv, int B, int T, int NH, int HD,
+static void fwd_launch(bf16 *out, float *lse, const struct at_io &io, int B, int NH, int HD,
 		       float scale, struct ops_attn k)
 {
 	static int ready;
 	size_t sm = smem_fwd<HDM>();
 	allow_smem(attn_fwd_mma_k<HDM>, sm, &ready);
-	dim3 grid((unsigned)((T + AT_B - 1) / AT_B), (unsigned)NH, (unsigned)B);
-	int vec = HD % 8 == 0 && cu_aligned16(qkv);
-	cu_launch(attn_fwd_mma_k<HDM>, grid, AT_T, sm, cu.stream, out, lse, qkv, T, NH, HD, scale,
-		vec, k);
+	dim3 grid((unsigned)((io.Tq + AT_B - 1) / AT_B), (unsigned)NH, (unsigned)B);
+	int vec = HD % 8 == 0 && cu_aligned16(io.q) && cu_aligned16(io.k) && cu_aligned16(io.v);
+	cu_launch(attn_fwd_mma_k<HDM>, grid, AT_T, sm, cu.stream, out, lse, io, NH, HD, scale, vec,
+		  k);
 	CU_LAUNCHED("attention_fwd");
 }
 
 template <int HDM>
-static void bwd_launch(bf16 *dqkv, const bf16 *dout, const bf16 *qkv, const float *lse,
-		       const float *Dsum, int B, int T, int NH, int HD, float scale,
-		       struct ops_attn k)
+static void bwd_launch(const struct at_io &io, const bf16 *dout, const float *lse,
+		       const float *Dsum, int B, int NH, int HD, float scale, struct ops_attn k)
 {
 	static int ready_dkv, ready_dq;
 	size_t sm1 = smem_dkv<HDM>(), sm2 = smem_dq<HDM>();
 	allow_smem(attn_bwd_dkv_mma_k<HDM>, sm1, &ready_dkv);
 	allow_smem(attn_bwd_dq_mma_k<HDM>, sm2, &ready_dq);
-	dim3 grid((unsigned)((T + AT_B - 1) / AT_B), (unsigned)NH, (unsigned)B);
-	int vec = HD % 8 == 0 && cu_aligned16(qkv) && cu_aligned16(dout);
-	cu_launch(attn_bwd_dkv_mma_k<HDM>, grid, AT_T, sm1, cu.stream, dqkv, dout, qkv, lse, Dsum,
-		T, NH, HD, scale, vec, k);
+	dim3 gk((unsigned)((io.Tk + AT_B - 1) / AT_B), (unsigned)NH, (unsigned)B);
+	dim3 gq((unsigned)((io.Tq + AT_B - 1) / AT_B), (unsigned)NH, (unsigned)B);
+	int vec = HD % 8 == 0 && cu_aligned16(io.q) && cu_aligned16(io.k) && cu_aligned16(io.v) &&
+		  cu_aligned16(dout);
+	cu_launch(attn_bwd_dkv_mma_k<HDM>, gk, AT_T, sm1, cu.stream, io, dout, lse, Dsum, NH, HD,
+		  scale, vec, k);
 	CU_LAUNCHED("attention_bwd_dkv");
-	cu_launch(attn_bwd_dq_mma_k<HDM>, grid, AT_T, sm2, cu.stream, dqkv, dout, qkv, lse, Dsum, T,
-		NH, HD, scale, vec, k);
+	cu_launch(attn_bwd_dq_mma_k<HDM>, gq, AT_T, sm2, cu.stream, io, dout, lse, Dsum, NH, HD,
+		  scale, vec, k);
 	CU_LAUNCHED("attention_bwd_dq");
 }
 
@@ -651,6 +683,58 @@ static void check_shape(const char *op, int B, int T, int NH, int HD)
 	(void)T;
 }
 
+/* The self-attention's operands: columns of qkv(B,T,NH,3,HD) (and of dqkv) */
+static struct at_io io_self(const void *qkv, void *dqkv, int T, int NH, int HD)
+{
+	const bf16 *x = (const bf16 *)qkv;
+	bf16 *d = (bf16 *)dqkv;
+	size_t rs = (size_t)NH * 3 * HD;
+	return {x, x + HD, x + 2 * HD, d, d ? d + HD : NULL, d ? d + 2 * HD : NULL, rs, rs,
+		(size_t)T * rs, (size_t)T * rs, 3 * HD, 3 * HD, T, T};
+}
+
+/* The cross-attention's: q(B,Tq,NH,HD) and kv(B,Tk,NH,2,HD) (and their gradients) */
+static struct at_io io_cross(const void *q, const void *kv, void *dq, void *dkv, int Tq, int Tk,
+			     int NH, int HD)
+{
+	const bf16 *x = (const bf16 *)kv;
+	bf16 *d = (bf16 *)dkv;
+	size_t qrs = (size_t)NH * HD, krs = (size_t)NH * 2 * HD;
+	return {(const bf16 *)q, x, x + HD, (bf16 *)dq, d, d ? d + HD : NULL, qrs, krs,
+		(size_t)Tq * qrs, (size_t)Tk * krs, HD, 2 * HD, Tq, Tk};
+}
+
+static void attn_fwd(void *out, float *lse, const struct at_io &io, int B, int NH, int HD,
+		     struct ops_attn k)
+{
+	float scale = 1.0f / sqrtf((float)HD);
+	bf16 *o = (bf16 *)out;
+	if (HD <= 32)
+		fwd_launch<32>(o, lse, io, B, NH, HD, scale, k);
+	else if (HD <= 64)
+		fwd_launch<64>(o, lse, io, B, NH, HD, scale, k);
+	else
+		fwd_launch<128>(o, lse, io, B, NH, HD, scale, k);
+}
+
+static void attn_bwd(const struct at_io &io, const void *dout, const void *out, const float *lse,
+		     int B, int NH, int HD, struct ops_attn k)
+{
+	float scale = 1.0f / sqrtf((float)HD);
+	size_t rows = (size_t)B * io.Tq * NH;
+	float *Dsum = (float *)cu_scratch(rows * sizeof(float));
+	cu_launch(attn_dsum_k, (unsigned)((rows + 7) / 8), 256, 0, cu.stream, Dsum,
+		(const bf16 *)dout, (const bf16 *)out, io.Tq, NH, HD, rows);
+	CU_LAUNCHED("attention_dsum");
+	const bf16 *g = (const bf16 *)dout;
+	if (HD <= 32)
+		bwd_launch<32>(io, g, lse, Dsum, B, NH, HD, scale, k);
+	else if (HD <= 64)
+		bwd_launch<64>(io, g, lse, Dsum, B, NH, HD, scale, k);
+	else
+		bwd_launch<128>(io, g, lse, Dsum, B, NH, HD, scale, k);
+}
+
 void cu_attention_fwd(void *out, float *lse, const void *qkv, int B, int T, int NH, int HD,
 		      struct ops_attn k)
 {
@@ -658,15 +742,7 @@ void cu_attention_fwd(void *out, float *lse, const void *qkv, int B, int T, int 
 	if (B <= 0 || T <= 0 || NH <= 0)
 		return;
 	check_shape("attention_fwd", B, T, NH, HD);
-	float scale = 1.0f / sqrtf((float)HD);
-	bf16 *o = (bf16 *)out;
-	const bf16 *x = (const bf16 *)qkv;
-	if (HD <= 32)
-		fwd_launch<32>(o, lse, x, B, T, NH, HD, scale, k);
-	else if (HD <= 64)
-		fwd_launch<64>(o, lse, x, B, T, NH, HD, scale, k);
-	else
-		fwd_launch<128>(o, lse, x, B, T, NH, HD, scale, k);
+	attn_fwd(out, lse, io_self(qkv, NULL, T, NH, HD), B, NH, HD, k);
 }
 
 void cu_attention_bwd(void *dqkv, const void *dout, const void *qkv, const void *out,
@@ -676,18 +752,31 @@ void cu_attention_bwd(void *dqkv, const void *dout, const void *qkv, const void 
 	if (B <= 0 || T <= 0 || NH <= 0)
 		return;
 	check_shape("attention_bwd", B, T, NH, HD);
-	float scale = 1.0f / sqrtf((float)HD);
-	size_t rows = (size_t)B * T * NH;
-	float *Dsum = (float *)cu_scratch(rows * sizeof(float));
-	cu_launch(attn_dsum_k, (unsigned)((rows + 7) / 8), 256, 0, cu.stream, Dsum,
-		(const bf16 *)dout, (const bf16 *)out, T, NH, HD, rows);
-	CU_LAUNCHED("attention_dsum");
-	bf16 *dx = (bf16 *)dqkv;
-	const bf16 *g = (const bf16 *)dout, *x = (const bf16 *)qkv;
-	if (HD <= 32)
-		bwd_launch<32>(dx, g, x, lse, Dsum, B, T, NH, HD, scale, k);
-	else if (HD <= 64)
-		bwd_launch<64>(dx, g, x, lse, Dsum, B, T, NH, HD, scale, k);
-	else
-		bwd_launch<128>(dx, g, x, lse, Dsum, B, T, NH, HD, scale, k);
+	attn_bwd(io_self(qkv, dqkv, T, NH, HD), dout, out, lse, B, NH, HD, k);
+}
+
+void cu_xattn_fwd(void *out, float *lse, const void *q, const void *kv, int B, int Tq, int Tk,
+		  int NH, int HD, struct ops_attn k)
+{
+	CU_ENTER();
+	if (B <= 0 || Tq <= 0 || Tk <= 0 || NH <= 0)
+		return;
+	check_shape("xattn_fwd", B, Tq, NH, HD);
+	if (!k.bidir || k.slopes || k.kstart)
+		cu_die("xattn_fwd: the cross-attention is bidirectional, without ALiBi or kstart");
+	attn_fwd(out, lse, io_cross(q, kv, NULL, NULL, Tq, Tk, NH, HD), B, NH, HD, k);
+}
+
+void cu_xattn_bwd(void *dq, void *dkv, const void *dout, const void *q, const void *kv,
+		  const void *out, const float *lse, int B, int Tq, int Tk, int NH, int HD,
+		  struct ops_attn k)
+{
+	CU_ENTER();
+	if (B <= 0 || Tq <= 0 || Tk <= 0 || NH <= 0)
+		return;
+	check_shape("xattn_bwd", B, Tq, NH, HD);
+	if (!k.bidir || k.slopes || k.kstart)
+		cu_die("xattn_bwd: the cross-attention is bidirectional, without ALiBi or kstart");
+	/* keys no query sees (at or past klen) get a zero gradient from the dK/dV kernel */
+	attn_bwd(io_cross(q, kv, dq, dkv, Tq, Tk, NH, HD), dout, out, lse, B, NH, HD, k);
 }
