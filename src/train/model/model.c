@@ -735,6 +735,19 @@ void model_backward(struct model *m)
 double model_flops_per_token(const struct model_config *c)
 {
 	double L = c->layers, C = c->hidden, F = c->ffn, V = c->padded_vocab, T = c->seq;
+	if (c->arch == MODEL_T5) {
+		/* Per sample, forward, 2 FLOPs a multiply-add, the attention matrices whole (as GPT's
+		 * below): each stack's layers (QKV, dense, MLP) over its own tokens, the encoder's
+		 * scores and weighted sums Te x Te, the decoder's Td x Td, the cross-attention's query
+		 * and dense over Td, its key/value over Te and its Td x Te; the logits over Td.  The
+		 * backward twice that.  Per token of the encoder: Megatron counts samples x
+		 * --seq-length tokens, and T5's seq_length is the encoder's. */
+		double Te = c->seq, Td = c->dec_seq, layer = 2 * (4 * C * C + 2 * C * F);
+		double fwd = L * Te * (layer + 4 * Te * C) +
+			     L * Td * (layer + 4 * C * C + 4 * Td * C + 4 * Te * C) +
+			     L * Te * 4 * C * C + Td * 2 * V * C;
+		return 3 * fwd / Te;
+	}
 	double n = L * (4 * C * C + 2 * C * F) + V * C;   /* matmul weights, lm head included */
 	if (c->arch == MODEL_BERT)
 		n += C * C;   /* the LM head's dense (the pooler's is per sample) */

@@ -276,7 +276,9 @@ void model_put(struct model *m, float *buf, int i, const float *in);
 void model_sync_params(struct model *m);
 
 /* FLOPs of one training step over `tokens` tokens, model FLOPs (6N + attention, no recompute),
- * for MFU; and Megatron's hardware-FLOPs formula for the TFLOPs field of the log line. */
+ * for MFU; and Megatron's hardware-FLOPs formula for the TFLOPs field of the log line.  T5: the
+ * same accounting over both stacks, the cross-attention and the logits, per encoder token
+ * (model.c has the formula). */
 double model_flops_per_token(const struct model_config *c);
 
 /* A transient device buffer (counted in the peak), for the step's rare host copies. */
