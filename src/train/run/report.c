@@ -81,6 +81,10 @@ static void text_model(const struct plan *p, FILE *f)
 	if (a->model_type == MT_BERT)
 		row(f, "architecture", "BERT", a->bert_no_binary_head ? "Megatron's BertModel, "
 		    "--bert-no-binary-head" : "Megatron's BertModel with the binary head");
+	if (a->model_type == MT_T5)
+		row(f, "architecture", "T5", fmt("Megatron's T5Model: encoder of %lld and decoder of "
+						 "%lld tokens, --num-layers each", LL(p->s),
+						 LL(p->dec_s)));
 	row(f, "vocabulary", num(p->vocab), fmt("from %s", p->vocab_from));
 	row(f, "padded vocabulary", num(p->vocab_padded), a->pad_vocab_size_to > 0 ?
 	    "--pad-vocab-size-to" : fmt("multiple of --make-vocab-size-divisible-by %lld x TP %lld",
@@ -99,16 +103,27 @@ static void text_model(const struct plan *p, FILE *f)
 		    fmt("--num-tokentypes %lld x h", LL(p->p_types / p->h)));
 	row(f, "  per transformer layer", num(p->p_layer), classic ? "12h^2 + 13h" :
 	    "4ph + 2fh + 3p + f + 6h (p = heads x kv-channels, f = ffn)");
-	row(f, "  transformer layers", num(p->L * p->p_layer), fmt("%lld layers", LL(p->L)));
-	row(f, "  final layer norm", num(p->p_final_ln), "2h");
+	if (a->model_type == MT_T5) {
+		row(f, "  encoder layers", num(p->L * p->p_layer), fmt("%lld layers", LL(p->L)));
+		row(f, "  cross-attention per decoder layer", num(p->p_xlayer), classic ?
+		    "4h^2 + 6h: query, key_value, dense, layer norm" : "4ph + 3p + 3h");
+		row(f, "  decoder layers", num(p->L * (p->p_layer + p->p_xlayer)),
+		    fmt("%lld layers", LL(p->L)));
+		row(f, "  final layer norms", num(2 * p->p_final_ln), "2h each stack");
+		row(f, "  LM head bias", num(p->p_heads), "Vp, split with the vocabulary");
+	} else {
+		row(f, "  transformer layers", num(p->L * p->p_layer), fmt("%lld layers", LL(p->L)));
+		row(f, "  final layer norm", num(p->p_final_ln), "2h");
+	}
 	if (a->model_type == MT_BERT)
 		row(f, "  heads", num(p->p_heads), a->bert_no_binary_head ?
 		    "LM head: dense h^2 + h, layer norm 2h, bias Vp" :
 		    "LM head h^2 + 3h + Vp; pooler h^2 + h; binary head 2h + 2");
 	row(f, "  non-embedding", num(p->p_total - p->p_word - p->p_pos - p->p_types), "");
-	row(f, "runs' sanity formula", num(p->p_sanity),
-	    fmt("%s: l*(12h^2 + 13h) + V*h + s*h, V = %s unpadded", billions((double)p->p_sanity),
-		num(p->vocab)));
+	if (a->model_type != MT_T5)   /* a GPT's */
+		row(f, "runs' sanity formula", num(p->p_sanity),
+		    fmt("%s: l*(12h^2 + 13h) + V*h + s*h, V = %s unpadded",
+			billions((double)p->p_sanity), num(p->vocab)));
 	row(f, "hidden/layers", ratio(p->h, p->L), p->h % p->L ? fmt("int %lld", LL(p->h / p->L)) : "");
 	row(f, "hidden/heads", ratio(p->h, p->heads), p->h % p->heads ?
 	    fmt("int %lld", LL(p->h / p->heads)) : "");
@@ -328,11 +343,20 @@ static void text_time(const struct plan *p, FILE *f)
 	row(f, "parameters", num((int64_t)p->params_used),
 	    a->assumed_params > 0 ? "--assumed-params" : "exact count");
 	row(f, "tokens", num(p->tokens), "");
-	row(f, "FLOPs per token per parameter", fmt("%d", p->flops_factor),
-	    p->flops_factor == 8 ? "6 forward and backward + 2 recompute" : "6 forward and backward");
-	row(f, fmt("iteration at GBS %lld", LL(p->gbs)), duration(p->t_iter), "");
-	row(f, "days", fmt("%.2f", p->days),
-	    fmt("tokens x %d x params / (GPUs x TFLOPs x 1e12 x 86400)", p->flops_factor));
+	if (a->model_type == MT_T5) {
+		row(f, "FLOPs per token", fmt("%.4g", p->flops_token), p->flops_factor == 8 ?
+		    "the encoder-decoder's count (train(1)) x 4/3: forward, backward, recompute" :
+		    "the encoder-decoder's count (train(1)): forward and backward");
+		row(f, fmt("iteration at GBS %lld", LL(p->gbs)), duration(p->t_iter), "");
+		row(f, "days", fmt("%.2f", p->days),
+		    "tokens x FLOPs per token / (GPUs x TFLOPs x 1e12 x 86400)");
+	} else {
+		row(f, "FLOPs per token per parameter", fmt("%d", p->flops_factor),
+		    p->flops_factor == 8 ? "6 forward and backward + 2 recompute" : "6 forward and backward");
+		row(f, fmt("iteration at GBS %lld", LL(p->gbs)), duration(p->t_iter), "");
+		row(f, "days", fmt("%.2f", p->days),
+		    fmt("tokens x %d x params / (GPUs x TFLOPs x 1e12 x 86400)", p->flops_factor));
+	}
 	if (p->ramp.on) {
 		row(f, "ramp-up, days at full speed", fmt("%.2f", p->ramp_days_full_speed), "");
 		row(f, "ramp-up, days modelled", fmt("%.2f", p->ramp_days),
@@ -445,7 +469,16 @@ static json_t *jmodel(const struct plan *p)
 			 "hidden_per_layer_int", (json_int_t)(p->h / p->L),
 			 "hidden_per_head", (double)p->h / (double)p->heads,
 			 "hidden_per_head_int", (json_int_t)(p->h / p->heads));
-	json_object_set_new(j, "model_type", json_string(a->model_type == MT_BERT ? "bert" : "gpt"));
+	json_object_set_new(j, "model_type", json_string(a->model_type == MT_BERT ? "bert" :
+							 a->model_type == MT_T5 ? "t5" : "gpt"));
+	if (a->model_type == MT_T5) {
+		json_t *prm = json_object_get(j, "params");
+		json_object_set_new(prm, "cross_attention_per_decoder_layer", json_integer(p->p_xlayer));
+		json_object_set_new(prm, "decoder_layers", json_integer(p->L * (p->p_layer + p->p_xlayer)));
+		json_object_set_new(prm, "lm_head_bias", json_integer(p->p_heads));
+		json_object_set_new(j, "encoder_seq_length", json_integer(p->s));
+		json_object_set_new(j, "decoder_seq_length", json_integer(p->dec_s));
+	}
 	if (a->model_type == MT_BERT) {
 		json_t *prm = json_object_get(j, "params");
 		json_object_set_new(prm, "tokentype_embeddings", json_integer(p->p_types));
@@ -534,6 +567,14 @@ static json_t *jtime(const struct plan *p)
 {
 	if (!p->have_time)
 		return json_null();
+	if (p->a->model_type == MT_T5)
+		return json_pack("{s:f, s:f, s:I, s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:f}",
+				 "assumed_tflops", p->a->assumed_tflops, "params", p->params_used,
+				 "tokens", (json_int_t)p->tokens, "flops_per_token", p->flops_token,
+				 "iteration_seconds", p->t_iter, "slot_seconds", p->t_slot, "days",
+				 p->days, "rampup_days_full_speed", p->ramp_days_full_speed,
+				 "rampup_days", p->ramp_days, "rampup_tflops", p->ramp_tflops,
+				 "ramp_aware_days", p->ramp_aware_days);
 	return json_pack("{s:f, s:f, s:I, s:i, s:f, s:f, s:f, s:f, s:f, s:f, s:f}",
 			 "assumed_tflops", p->a->assumed_tflops, "params", p->params_used,
 			 "tokens", (json_int_t)p->tokens, "flops_per_token_per_param", p->flops_factor,
