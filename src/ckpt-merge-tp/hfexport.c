@@ -33,6 +33,17 @@ struct hf_item {
 
 const char *hf_class(const struct lt_model *m, char *err, size_t errlen)
 {
+	if (m->t5) {   /* what T5ForConditionalGeneration's modules are, against Megatron's T5 */
+		errf(err, errlen, "a T5 checkpoint (Megatron's T5Model) has no Hugging Face class: "
+		     "T5ForConditionalGeneration has relative position buckets instead of learned "
+		     "absolute position embeddings, RMS layer norms without a bias, linear layers "
+		     "without biases, unscaled attention scores and an output without a bias, so "
+		     "this model's position embeddings, layer-norm biases, linear biases and "
+		     "lm_head.bias have no place in it; keep the lmtk checkpoint (train --load "
+		     "resumes it, ckpt-merge-tp --format lmtk --target-tp N re-splits it; its tensors "
+		     "carry Megatron's names, lmtk-checkpoint(5))");
+		return NULL;
+	}
 	if (!m->alibi && !m->embed_ln)
 		return "GPT2LMHeadModel";
 	if (m->alibi && m->embed_ln) {

@@ -44,10 +44,70 @@ static int add(struct lt_model *m, const char *name, int64_t d0, int64_t d1, enu
 	return m->n++;
 }
 
+/* The cross-attention's, as train's (model/layers.c) */
+static const struct {
+	const char *name;
+	int d0, d1;             /* 1 hidden, 2 2*hidden; d1 0: 1-D */
+	enum lt_split split;
+} xlayer_spec[LT_XLAYER_TENSORS - LT_LAYER_TENSORS] = {
+	{"inter_attention.query.weight", 1, 1, LT_COLUMN},
+	{"inter_attention.query.bias", 1, 0, LT_COLUMN},
+	{"inter_attention.key_value.weight", 2, 1, LT_COLUMN},
+	{"inter_attention.key_value.bias", 2, 0, LT_COLUMN},
+	{"inter_attention.dense.weight", 1, 1, LT_ROW},
+	{"inter_attention.dense.bias", 1, 0, LT_NONE},
+	{"post_inter_attention_layernorm.weight", 1, 0, LT_NONE},
+	{"post_inter_attention_layernorm.bias", 1, 0, LT_NONE},
+};
+
+/* a layer's tensors under a prefix ("", "encoder.", "decoder."), the cross-attention's too */
+static void add_layer(struct lt_model *m, const char *prefix, int l, int cross)
+{
+	char n[80];
+	int64_t h = m->hidden;
+	for (int k = 0; k < (cross ? LT_XLAYER_TENSORS : LT_LAYER_TENSORS); k++) {
+		int64_t dim[5] = {0, h, 2 * h, 3 * h, m->ffn};
+		const char *name = k < LT_LAYER_TENSORS ? layer_spec[k].name
+							: xlayer_spec[k - LT_LAYER_TENSORS].name;
+		int d0 = k < LT_LAYER_TENSORS ? layer_spec[k].d0 : xlayer_spec[k - LT_LAYER_TENSORS].d0;
+		int d1 = k < LT_LAYER_TENSORS ? layer_spec[k].d1 : xlayer_spec[k - LT_LAYER_TENSORS].d1;
+		enum lt_split sp = k < LT_LAYER_TENSORS ? layer_spec[k].split
+						       : xlayer_spec[k - LT_LAYER_TENSORS].split;
+		snprintf(n, sizeof n, "%slayers.%d.%s", prefix, l, name);
+		add(m, n, dim[d0], dim[d1], sp, LT_LAYER, l, k);
+	}
+}
+
+/* T5's table: train's model/t5.c */
+static int build_t5(struct lt_model *m)
+{
+	int64_t h = m->hidden;
+	m->t = calloc((size_t)m->layers * (LT_LAYER_TENSORS + LT_XLAYER_TENSORS) + 7, sizeof *m->t);
+	if (!m->t)
+		return -1;
+	m->n = 0;
+	m->eln_w = m->eln_b = -1;
+	m->wte = add(m, "word_embeddings.weight", m->padded_vocab, h, LT_VOCAB, LT_EMBED, -1, -1);
+	m->wpe = add(m, "position_embeddings.weight", m->max_pos, h, LT_NONE, LT_FIRST, -1, -1);
+	m->layer0 = m->n;
+	for (int l = 0; l < m->layers; l++)
+		add_layer(m, "encoder.", l, 0);
+	add(m, "encoder.final_layernorm.weight", h, 0, LT_NONE, LT_LAST, -1, -1);
+	add(m, "encoder.final_layernorm.bias", h, 0, LT_NONE, LT_LAST, -1, -1);
+	for (int l = 0; l < m->layers; l++)
+		add_layer(m, "decoder.", l, 1);
+	m->lnf_w = add(m, "decoder.final_layernorm.weight", h, 0, LT_NONE, LT_LAST, -1, -1);
+	m->lnf_b = add(m, "decoder.final_layernorm.bias", h, 0, LT_NONE, LT_LAST, -1, -1);
+	add(m, "lm_head.bias", m->padded_vocab, 0, LT_VOCAB, LT_LAST, -1, -1);
+	return 0;
+}
+
 static int build(struct lt_model *m)
 {
 	char n[64];
 	int64_t h = m->hidden;
+	if (m->t5)
+		return build_t5(m);
 	m->t = calloc((size_t)m->layers * LT_LAYER_TENSORS + 6, sizeof *m->t);
 	if (!m->t)
 		return -1;
@@ -111,6 +171,14 @@ int lt_from_manifest(struct lt_model *m, json_t *mo, const char *where, char *er
 		return errf(err, errlen, "%s: model.embed_layernorm is missing or not a boolean", where);
 	m->alibi = strcmp(pe, "alibi") == 0;
 	m->embed_ln = json_is_true(eln);
+	const char *mt = json_string_value(json_object_get(mo, "model_type"));
+	if (mt && strcmp(mt, "gpt") != 0 && strcmp(mt, "t5") != 0)
+		return errf(err, errlen, "%s: model.model_type \"%s\": this build reads GPT/BLOOM and "
+			    "T5 checkpoints", where, mt);
+	m->t5 = mt && strcmp(mt, "t5") == 0;
+	if (m->t5 && (m->alibi || m->embed_ln))
+		return errf(err, errlen, "%s: a T5 has learned positions and no embedding layer norm",
+			    where);
 	m->eps = jreal(mo, "layernorm_epsilon", 1e-5);
 	m->init_std = jreal(mo, "init_method_std", 0.02);
 	m->hidden_dropout = jreal(mo, "hidden_dropout", 0.1);
@@ -160,6 +228,12 @@ int lt_check_tp(const struct lt_model *m, int tp, char *err, size_t errlen)
 
 int lt_find(const struct lt_model *m, const char *name)
 {
+	if (m->t5) {   /* two stacks: names are unique, the table short */
+		for (int i = 0; i < m->n; i++)
+			if (strcmp(m->t[i].name, name) == 0)
+				return i;
+		return -1;
+	}
 	if (strncmp(name, "layers.", 7) == 0) {
 		char *end;
 		long l = strtol(name + 7, &end, 10);

@@ -19,7 +19,16 @@
  * the output embedding are one more unit each, at both ends; every stage gets ceil(units/PP)
  * consecutive units, the last what remains.  Within a shard the order is train's: on the first
  * stage the embeddings, then the layers, then (last stage) the final layer norm, and on a last
- * stage that is not the first the word embeddings' copy after it. */
+ * stage that is not the first the word embeddings' copy after it.
+ *
+ * A T5 (the manifest's model_type "t5", train --model-type t5) has its own table, train's
+ * (src/train/model/t5.c): the word and position embeddings, the encoder's layers
+ * (encoder.layers.L.*, twelve each) and encoder.final_layernorm, the decoder's layers
+ * (decoder.layers.L.*: twelve, then the cross-attention's inter_attention.query,
+ * inter_attention.key_value - column-parallel, rows per head [k, v] - inter_attention.dense
+ * - row-parallel - and post_inter_attention_layernorm), decoder.final_layernorm, and the LM
+ * head's vocab-parallel lm_head.bias.  It is never split over pipeline stages (train refuses),
+ * so a T5's layout is TP only. */
 #ifndef CKPT_LAYOUT_H
 #define CKPT_LAYOUT_H
 
@@ -55,7 +64,10 @@ struct lt_model {
 	struct lt_tensor *t;
 	int n;
 	int wte, wpe, eln_w, eln_b, lnf_w, lnf_b, layer0;   /* table indices (-1 absent) */
+	int t5;                 /* a T5: lnf_* are the decoder's, layer0 the encoder's first */
 };
+/* The cross-attention's tensors of a T5 decoder layer, after its LT_LAYER_TENSORS */
+enum { LT_XLAYER_TENSORS = LT_LAYER_TENSORS + 8 };
 
 /* Builds the table from the manifest's "model" object.  0, or -1 + err naming the field. */
 int lt_from_manifest(struct lt_model *m, json_t *model, const char *where, char *err,
