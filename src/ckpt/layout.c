@@ -63,7 +63,7 @@ static const struct {
 /* a layer's tensors under a prefix ("", "encoder.", "decoder."), the cross-attention's too */
 static void add_layer(struct lt_model *m, const char *prefix, int l, int cross)
 {
-	char n[80];
+	char n[64];   /* the longest: "decoder.layers.NNN.post_inter_attention_layernorm.weight" */
 	int64_t h = m->hidden;
 	for (int k = 0; k < (cross ? LT_XLAYER_TENSORS : LT_LAYER_TENSORS); k++) {
 		int64_t dim[5] = {0, h, 2 * h, 3 * h, m->ffn};
