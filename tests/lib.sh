@@ -51,3 +51,26 @@ tiny_dataset() {
 		{ echo "tiny_dataset: could not build it: $(tail -3 "$d.log")" >&2; return 3; }
 	echo "$d"
 }
+
+# hf_encode ARGS... <INPUT >OUTPUT: the HF tokenizers peer (tests/ref/hf-encode.js, npm
+# `tokenizers`) on INPUT.  Its output is kept under $LMTK_CACHE/hf, named by the hash of all it
+# depends on - the input's bytes, the ARGS with each file among them replaced by its content's
+# hash, hf-encode.js and the tokenizers package's version - so the peer, the slowest part of the
+# tokenizer tests, runs again only when one of them changes.  Entries unread for 30 days go.
+hf_encode() {
+	local cache=${LMTK_CACHE:-/var/tmp/lmtk-cache}/hf nm=${LMTK_NODE_MODULES:-$TOP/tests/node/node_modules}
+	local key a tmp
+	mkdir -p "$cache" || return 3
+	tmp=$(mktemp "$cache/.in.XXXXXX") || return 3
+	cat >"$tmp"
+	key=$({ sha256sum <"$tmp"; sha256sum <"$TOP/tests/ref/hf-encode.js"; cat "$nm/tokenizers/package.json" 2>/dev/null
+		for a in "$@"; do if [ -f "$a" ]; then echo "file $(sha256sum <"$a")"; else echo "arg $a"; fi; done; } |
+		sha256sum | cut -c1-40)
+	if [ ! -f "$cache/$key" ]; then
+		node "$TOP/tests/ref/hf-encode.js" "$@" <"$tmp" >"$cache/.$key.$$" && mv -f "$cache/.$key.$$" "$cache/$key" ||
+			{ rm -f "$tmp" "$cache/.$key.$$"; return 1; }
+	fi
+	rm -f "$tmp"
+	find "$cache" -maxdepth 1 -type f -atime +30 -delete 2>/dev/null
+	cat "$cache/$key"
+}

@@ -158,6 +158,11 @@ int lt_from_manifest(struct lt_model *m, json_t *mo, const char *where, char *er
 	memset(m, 0, sizeof *m);
 	if (!json_is_object(mo))
 		return errf(err, errlen, "%s: no \"model\" object", where);
+	const char *mt = json_string_value(json_object_get(mo, "model_type"));
+	if (mt && strcmp(mt, "gpt") != 0)   /* train --model-type bert writes "bert" */
+		return errf(err, errlen, "%s: a %s checkpoint: this layout knows GPT/BLOOM models; "
+			    "a BERT's tensors (token types, pooler, LM and binary heads) are read by "
+			    "train --load only, so far", where, mt);
 	for (size_t i = 0; i < sizeof keys / sizeof *keys; i++)
 		if (jint(mo, keys[i], vals[i]) < 0)
 			return errf(err, errlen, "%s: model.%s is missing or not a positive integer",

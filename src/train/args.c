@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "msg.h"
+#include "train/run/gpumodel.h"
 
 enum {
 	O_LAYERS = 1000, O_HIDDEN,   /* >= 128: long options only, no accidental -A */ O_FFN, O_HEADS, O_KV, O_SEQ, O_MAXPOS, O_POSEMB, O_EMBLN, O_BNB, O_DIVBY,
@@ -20,7 +21,7 @@ enum {
 	O_DATA, O_DCACHE, O_SPLIT, O_WSPLIT, O_WSPLITPATH, O_VWSPLIT, O_VWSPLITPATH, O_TWSPLIT, O_TWSPLITPATH, O_TOKTYPE, O_VOCAB, O_MERGES, O_TOKPATH,
 	O_SAVE, O_LOAD, O_SAVEINT, O_SAVEKEEP, O_SAVEKEEPEVERY,
 	O_BATCHSIZE, O_WARMUP, O_MPSIZE,
-	O_DRYRUN, O_FORMAT, O_NODES, O_GPUS, O_TFLOPS, O_PARAMS, O_GPUMEM, O_CKPTBW, O_VOCABSIZE,
+	O_DRYRUN, O_FORMAT, O_NODES, O_GPUS, O_TFLOPS, O_PARAMS, O_GPUMEM, O_CKPTBW, O_VOCABSIZE, O_GPUMODEL,
 	O_SEED, O_WD, O_CLIP, O_B1, O_B2, O_EPS, O_ILS, O_MINLS, O_LSWIN, O_HYST,
 	O_LOGINT, O_TBDIR, O_TBTIMERS, O_TBBATCH, O_TBPPL, O_ZEROS, O_PNORM,
 	O_EVALINT, O_EVALITERS, O_EXITINT, O_EXITDUR, O_KILL, O_SKIPRANGE, O_OVERRIDE, O_USECKPT,
@@ -28,7 +29,7 @@ enum {
 	O_OPTIMIZER, O_DATALOADER, O_EVALONLY, O_FINETUNE, O_NOLOADOPT, O_LOSSSCALE, O_TBLOGINT,
 	O_TBNOLR, O_TBNOLS, O_LOGPATH, O_EODMASK, O_RESETPOS, O_RESETATT, O_POSTLN, O_OPENAIGELU,
 	O_DEEPSCALE, O_DSCONFIG, O_CURRICULUM, O_CCDIR, O_CCINT, O_CPUTDP, O_CKNL, O_DSACK,
-	O_PROFILE, O_PROFSTART, O_PROFEND, O_PROFRANKS, O_SGDMOM,
+	O_PROFILE, O_PROFSTART, O_PROFEND, O_PROFRANKS, O_SGDMOM, O_EMBLRMULT, O_ALPHA, O_LAMBNOISE,
 	O_MODELTYPE, O_TOKTYPES, O_NOBINHEAD, O_MASKPROB, O_SHORTSEQ, O_ENCSEQ, O_DECSEQ, O_EXTRAIDS,
 };
 
@@ -128,6 +129,9 @@ const struct opt args_opts[] = {
 	/* optimizer */
 	{"optimizer", O_OPTIMIZER, "NAME", "adam (AdamW, the default), lamb (apex FusedLAMB) or sgd (torch SGD)"},
 	{"sgd-momentum", O_SGDMOM, "F", "--optimizer sgd: momentum (default 0.9, as Megatron)"},
+	{"lamb-layerwise-noise", O_LAMBNOISE, "STD", "--optimizer lamb: add N(0,1) noise times STD times the RMS of each tensor's update, after the trust ratio (default 0: none)"},
+	{"embedding-lr-mult", O_EMBLRMULT, "ALPHA", "the word embedding (and its tied output copy) learns at lr * ALPHA (default 1; every optimizer)"},
+	{"alpha", O_ALPHA, "ALPHA", "the large-batch study's name for --embedding-lr-mult"},
 	{"seed", O_SEED, "N", "seed of the initial weights, dropout and the data order (default 1234)"},
 	{"weight-decay", O_WD, "F", "AdamW weight decay, not on biases and layer norms (default 0.01)"},
 	{"clip-grad", O_CLIP, "F", "clip the global gradient norm to F (default 1.0; 0 off)"},
@@ -180,6 +184,7 @@ const struct opt args_opts[] = {
 	{"nodes", O_NODES, "N", "nodes (default $SLURM_JOB_NUM_NODES)"},
 	{"gpus-per-node", O_GPUS, "N", "GPUs per node (default $SLURM_GPUS_ON_NODE)"},
 	{"assumed-tflops", O_TFLOPS, "F", "TFLOPs per GPU as Megatron logs them, for the time estimate"},
+	{"gpu-model", O_GPUMODEL, "GPU", "without --assumed-tflops: days from the step model of an h100 or a100 (default a100)"},
 	{"assumed-params", O_PARAMS, "N", "parameter count for time and checkpoint size (e.g. 176e9; default: exact)"},
 	{"gpu-memory", O_GPUMEM, "GIB", "device memory per GPU in GiB (default 80)"},
 	{"checkpoint-bandwidth", O_CKPTBW, "GB/S", "aggregate write bandwidth for saves, GB/s (default 5)"},
@@ -320,6 +325,7 @@ void args_init(struct train_args *a)
 	a->log_interval = 100;
 	a->optimizer = "adam";
 	a->sgd_momentum = 0.9;
+	a->embedding_lr_mult = 1;
 	a->profile_step_start = 10;   /* Megatron-LM's defaults */
 	a->profile_step_end = 12;
 	a->nprofile_ranks = 1;
@@ -584,6 +590,11 @@ int args_opt(void *ctx, int key, const char *arg, char *err, size_t errlen)
 	case O_GPUMEM: return num(arg, &a->gpu_memory_gib, 0, 1, err, errlen);
 	case O_CKPTBW: return num(arg, &a->checkpoint_gbps, 0, 1, err, errlen);
 	case O_VOCABSIZE: return pos_int(arg, &a->vocab_size, err, errlen);
+	case O_GPUMODEL:
+		if (!gpumodel_device(arg))
+			return errf(err, errlen, "'%s' is not one of h100, a100", arg);
+		a->gpu_model = arg;
+		return 0;
 	case O_SEED: return nonneg_int(arg, &a->seed, err, errlen);
 	case O_WD: return num(arg, &a->weight_decay, 0, 0, err, errlen);
 	case O_CLIP: a->given |= ARGS_GIVEN_CLIP; return num(arg, &a->clip_grad, 0, 0, err, errlen);
@@ -591,6 +602,13 @@ int args_opt(void *ctx, int key, const char *arg, char *err, size_t errlen)
 	case O_B2: return num(arg, &a->adam_beta2, 0, 0, err, errlen);
 	case O_EPS: return num(arg, &a->adam_eps, 0, 1, err, errlen);
 	case O_SGDMOM: a->sgd_momentum_given = 1; return num(arg, &a->sgd_momentum, 0, 0, err, errlen);
+	case O_EMBLRMULT:
+	case O_ALPHA:
+		a->embedding_lr_mult_given = key == O_ALPHA ? "--alpha" : "--embedding-lr-mult";
+		return num(arg, &a->embedding_lr_mult, 0, 0, err, errlen);
+	case O_LAMBNOISE:
+		a->lamb_noise_given = 1;
+		return num(arg, &a->lamb_layerwise_noise, 0, 0, err, errlen);
 	case O_ILS:
 		a->given |= ARGS_GIVEN_INITIAL_LOSS_SCALE;
 		return num(arg, &a->initial_loss_scale, 0, 1, err, errlen);

@@ -135,6 +135,10 @@ struct train_args {
 	const char *optimizer;         /* adam (default), lamb, sgd */
 	double sgd_momentum;           /* --sgd-momentum (default 0.9) */
 	int sgd_momentum_given;
+	double embedding_lr_mult;      /* --embedding-lr-mult / --alpha (default 1) */
+	const char *embedding_lr_mult_given;   /* which of the two spelled it, or NULL */
+	double lamb_layerwise_noise;   /* --lamb-layerwise-noise STD (default 0) */
+	int lamb_noise_given;
 	int eval_only;                 /* --eval-only True: evaluate, do not train */
 	int finetune, no_load_optim;   /* --load: weights only / weights + counters, fresh optimizer */
 	double loss_scale;             /* --loss-scale: static fp16 loss scale; 0 dynamic */
@@ -164,6 +168,7 @@ struct train_args {
 	int64_t nodes, gpus_per_node, vocab_size;
 	double assumed_tflops, assumed_params, gpu_memory_gib, checkpoint_gbps;
 	const char *nodes_from, *gpus_from;   /* "--nodes" or the SLURM variable it came from */
+	const char *gpu_model;         /* --gpu-model h100|a100 (gpumodel.h); NULL: not given (a100) */
 };
 
 /* The option table (one entry per flag that train uses) and its handler. */

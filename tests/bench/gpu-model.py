@@ -35,6 +35,12 @@ products.  FlashAttention-2, the same instructions tuned with cp.async pipelinin
 at 35% of the H100's peak (FlashAttention-3 paper) and 50-73% of the A100's (FlashAttention-2
 paper); these kernels are single-buffered, so less.  The fp32 SIMT kernels they replaced are
 still priced (simt: 50% of the fp32 peak) when a profile names them.
+
+train --dry-run has this model's analytic twin (src/train/run/gpumodel.c): it writes the same
+operations down from the run's flags instead of reading a profile, prices them with the same
+table (DEVICES, EFF, GAP, SYNC, TILE: the two must agree), and adds the NCCL calls and the
+pipeline bubble of a multi-GPU layout.  --json carries each device's per-op rows ("ops") so
+tests/cli/train-gpu-model.sh can compare the two operation by operation.
 """
 import argparse
 import json
@@ -42,17 +48,24 @@ import math
 import sys
 from collections import defaultdict
 
+# THE TABLE: src/train/run/gpumodel.c (train --dry-run's step model, this file's analytic twin)
+# holds the same numbers and they must agree; tests/cli/train-gpu-model.sh compares them.
 DEVICES = {
     # name: dense bf16 tensor-core FLOP/s, fp32 SIMT FLOP/s (FMA = 2), HBM bytes/s, SMs; attn_tc:
-    # the tensor-core attention kernels' efficiency, of the dense bf16 peak (see above)
-    "H100 SXM": dict(tc=989.4e12, simt=66.9e12, hbm=3.35e12, sms=132, pcie=25e9, attn_tc=0.25),
-    "A100 SXM": dict(tc=312.0e12, simt=19.5e12, hbm=2.039e12, sms=108, pcie=20e9, attn_tc=0.40),
+    # the tensor-core attention kernels' efficiency, of the dense bf16 peak (see above).
+    # nvlink (per GPU per direction) and nic (per node per direction, bytes/s) price the NCCL
+    # calls of a layout in gpumodel.c only: a one-GPU profile has none.
+    "H100 SXM": dict(tc=989.4e12, simt=66.9e12, hbm=3.35e12, sms=132, pcie=25e9, attn_tc=0.25,
+                     nvlink=450e9, nic=400e9),
+    "A100 SXM": dict(tc=312.0e12, simt=19.5e12, hbm=2.039e12, sms=108, pcie=20e9, attn_tc=0.40,
+                     nvlink=300e9, nic=50e9),
 }
 EFF = dict(
     gemm=0.80,      # cuBLASLt on large bf16 GEMMs, before wave quantisation (below)
     simt=0.50,      # a hand-written fp32 SIMT tile loop (the attention kernels before mma.sync)
     hbm=0.85,       # a streaming memory-bound kernel
     best=0.50,      # what-if line: attention as fast as FlashAttention-3 / a tuned FA2 on A100
+    net=0.80,       # an NCCL ring, of the link's bandwidth (gpumodel.c only)
 )
 # attention kernels by name: causal tile products (units of B x heads x T^2 x head_dim FLOPs,
 # one causal T x T x D product) and the pipe they run on
@@ -82,6 +95,12 @@ def kernel_totals(ops):
             k = o["name"]
         elif o["op"] == "memset":
             k = "(memset)"
+        elif o["op"] == "copy" and o["kind"] == "DtoD":
+            # a copy on the device (dropout's backward at p = 0): read and written once
+            t["(memcpy DtoD)"][0] += 1
+            t["(memcpy DtoD)"][1] += o["bytes"]
+            t["(memcpy DtoD)"][2] += o["bytes"]
+            continue
         else:
             continue
         t[k][0] += 1
@@ -224,7 +243,9 @@ def main():
         sys.exit(check(a, kern, gemm_calls, rep))
 
     syncs = sum(1 for o in p11 if o["op"] == "copy" and o["kind"] == "DtoH")
-    htod = [o["bytes"] for o in p11 if o["op"] == "copy" and o["kind"] == "HtoD"]
+    # host-to-device bytes (token ids, targets) are per token: extended like a kernel's
+    htod = [bilinear(*(sum(o["bytes"] for o in p if o["op"] == "copy" and o["kind"] == "HtoD")
+                       for p in (p11, p21, p12, p22)), L, x)]
     unit = B * H * T * T * D            # one causal T x T x D tile product, 2 FLOPs per MAC / 2
     model_flops = (6 * a.params + 12 * L * C * T) * B * T
 
@@ -270,6 +291,8 @@ def main():
                    worst_other=max((r for r in rows if r["kind"] == "other"),
                                    key=lambda r: r["time"])["op"],
                    worst_other_share=max(r["time"] for r in rows if r["kind"] == "other") / step)
+        res["ops"] = [dict(op=r["op"], kind=r["kind"], count=r["count"], flops=r["flops"],
+                           bytes=r["bytes"], seconds=r["time"]) for r in rows]
         results[dname] = res
         print(f"\n== {a.name}: L={L} h={C} heads={H}, B x T = {B} x {T}, on {dname} (predicted)")
         print(f"{'op':44s} {'kind':9s} {'/step':>6s} {'GFLOP':>9s} {'MB':>9s} {'us':>9s} {'share':>6s}")

@@ -35,17 +35,18 @@ COMMON=(--seq-length 64 --max-position-embeddings 64 --micro-batch-size 2 --glob
 	{ fail gpt_trains "$(tail -3 gpt.train)"; exit 0; }
 B=bloom/global_step4 G=gpt/global_step4
 
-# writes and checks: NAME LMTK-STEP OUT write-ARGS...
-wc_() { local n=$1 step=$2 out=$3; shift 3
-	if "$PY" "$MDS" "$@" "$step" "$out" >"$n.err" 2>&1 && "$PY" "$MDS" check "$step" "$out" >>"$n.err" 2>&1
-	then ok "$n"; else fail "$n" "$(tail -3 "$n.err")"; fi; }
-wc_ ds_bloom_tp2_pp2_dp2_reads_back_bit_exact $B ds write-ds --tp 2 --pp 2 --dp 2
-wc_ ds_bloom_dp5_padded_groups_read_back_bit_exact $B ds5 write-ds --tp 2 --pp 1 --dp 5
-wc_ ds_gpt2_tp2_pp2_reads_back_bit_exact $G dsg write-ds --tp 2 --pp 2 --dp 2
-wc_ ds_bloom_tp3_vocab_repadded_reads_back_bit_exact $B ds3 write-ds --tp 3 --pp 1 --dp 1
-wc_ megatron_gpt2_tp2_pp2_reads_back_bit_exact $G meg write-meg --tp 2 --pp 2
-wc_ megatron_gpt2_tp1_reads_back_bit_exact $G meg1 write-meg --tp 1 --pp 1
-wc_ megatron_bloom_tp2_reads_back_bit_exact $B megb write-meg --tp 2 --pp 1
+# writes and checks, in one python (tests/ref/mds-ckpt.py batch: torch loads once)
+"$PY" "$MDS" batch >write.out 2>&1 <<EOF
+ds_bloom_tp2_pp2_dp2_reads_back_bit_exact write-ds --tp 2 --pp 2 --dp 2 $B ds ; check $B ds
+ds_bloom_dp5_padded_groups_read_back_bit_exact write-ds --tp 2 --pp 1 --dp 5 $B ds5 ; check $B ds5
+ds_gpt2_tp2_pp2_reads_back_bit_exact write-ds --tp 2 --pp 2 --dp 2 $G dsg ; check $G dsg
+ds_bloom_tp3_vocab_repadded_reads_back_bit_exact write-ds --tp 3 --pp 1 --dp 1 $B ds3 ; check $B ds3
+megatron_gpt2_tp2_pp2_reads_back_bit_exact write-meg --tp 2 --pp 2 $G meg ; check $G meg
+megatron_gpt2_tp1_reads_back_bit_exact write-meg --tp 1 --pp 1 $G meg1 ; check $G meg1
+megatron_bloom_tp2_reads_back_bit_exact write-meg --tp 2 --pp 1 $B megb ; check $B megb
+EOF
+grep -E '^(ok|FAIL) ' write.out
+[ "$(grep -cE '^(ok|FAIL) ' write.out)" = 7 ] || fail mds_ckpt_batch_ran "$(tail -3 write.out)"
 
 # exactly the files DeepSpeed and Megatron name (mds-format.md "Files")
 want=$(for s in 01 03 04 06; do for r in 00 01; do echo "layer_$s-model_$r-model_states.pt"; done; done
@@ -80,41 +81,35 @@ assert dh["__metadata__"]["iteration"] == "4" and dh["__metadata__"]["consumed_t
 assert all(dh["bf16." + k]["dtype"] == "BF16" for k in l if not k.startswith("exp_avg"))
 EOF
 
-# every structural mistake is caught: swap two files (or edit one) and the check must fail
-bad() { local n=$1 src=$2 step=$3; shift 3
-	rm -rf x && cp -r "$src" x || return
-	"$@" >"$n.edit" 2>&1 || { fail "$n" "could not make the mistake: $(tail -2 "$n.edit")"; return; }
-	if "$PY" "$MDS" check "$step" x >"$n.err" 2>&1; then fail "$n" "the check passed"; else ok "$n"; fi; }
+# every structural mistake is caught: swap two files (or edit one) in a copy and the check must
+# fail.  The copies are made here; the edits and the checks run in one python.
+mk() { local n=$1 src=$2; shift 2
+	rm -rf "x-$n" && cp -r "$src" "x-$n" && (cd "x-$n" && "$@") >"$n.edit" 2>&1 ||
+		fail "$n" "could not make the mistake: $(tail -2 "$n.edit")"; }
 swap() { mv "$1" x.tmp && mv "$2" "$1" && mv x.tmp "$2"; }
-S=x/global_step4
-bad swapped_tp_layer_files_fail ds $B swap $S/layer_03-model_00-model_states.pt $S/layer_03-model_01-model_states.pt
-bad swapped_embedding_tp_files_fail ds $B swap $S/layer_01-model_00-model_states.pt $S/layer_01-model_01-model_states.pt
-bad swapped_dp_partitions_fail ds $B swap $S/bf16_zero_pp_rank_0_mp_rank_01_optim_states.pt $S/bf16_zero_pp_rank_1_mp_rank_01_optim_states.pt
-bad swapped_pp_stages_fail ds $B swap $S/mp_rank_00_model_states.pt $S/mp_rank_02_model_states.pt
-bad swapped_megatron_tp_ranks_fail meg $G swap x/iter_0000004/mp_rank_00_001 x/iter_0000004/mp_rank_01_001
-bad swapped_megatron_pp_stages_fail meg $G swap x/iter_0000004/mp_rank_00_000 x/iter_0000004/mp_rank_00_001
-edit() { MDS=$MDS "$PY" - "$@" <<'EOF'
-import importlib.util, os, sys, torch
-spec = importlib.util.spec_from_file_location("mds", os.environ["MDS"])   # the pickled classes
-spec.loader.exec_module(importlib.util.module_from_spec(spec))
-what, path = sys.argv[1], sys.argv[2]
-sd = torch.load(path, map_location="cpu")
-if what == "groups":      # the two weight-decay halves exchanged, names and all
-    o = sd["optimizer_state_dict"]
-    f = o["single_partition_of_fp32_groups"]; f[0], f[1] = f[1], f[0]
-    s = o["base_optimizer_state"]["state"]; s[0], s[1] = s[1], s[0]
-elif what == "groups-meg":
-    o = sd["optimizer"]
-    f = o["fp32_from_fp16_params"]; f[0], f[1] = f[1], f[0]
-elif what == "ulp":       # one bf16 weight one unit off
-    k = next(iter(sd)); t = sd[k].view(torch.int16); t.view(-1)[7] += 1
-with open(path, "wb") as fp:
-    torch.save(sd, fp)
+S=global_step4 I=iter_0000004
+mk swapped_tp_layer_files_fail ds swap $S/layer_03-model_00-model_states.pt $S/layer_03-model_01-model_states.pt
+mk swapped_embedding_tp_files_fail ds swap $S/layer_01-model_00-model_states.pt $S/layer_01-model_01-model_states.pt
+mk swapped_dp_partitions_fail ds swap $S/bf16_zero_pp_rank_0_mp_rank_01_optim_states.pt $S/bf16_zero_pp_rank_1_mp_rank_01_optim_states.pt
+mk swapped_pp_stages_fail ds swap $S/mp_rank_00_model_states.pt $S/mp_rank_02_model_states.pt
+mk swapped_megatron_tp_ranks_fail meg swap $I/mp_rank_00_001 $I/mp_rank_01_001
+mk swapped_megatron_pp_stages_fail meg swap $I/mp_rank_00_000 $I/mp_rank_00_001
+mk swapped_param_groups_fail ds true
+mk swapped_megatron_param_groups_fail meg true
+mk bf16_one_ulp_off_fails ds true
+"$PY" "$MDS" batch >bad.out 2>&1 <<EOF
+swapped_tp_layer_files_fail expect-fail check $B x-swapped_tp_layer_files_fail
+swapped_embedding_tp_files_fail expect-fail check $B x-swapped_embedding_tp_files_fail
+swapped_dp_partitions_fail expect-fail check $B x-swapped_dp_partitions_fail
+swapped_pp_stages_fail expect-fail check $B x-swapped_pp_stages_fail
+swapped_megatron_tp_ranks_fail expect-fail check $G x-swapped_megatron_tp_ranks_fail
+swapped_megatron_pp_stages_fail expect-fail check $G x-swapped_megatron_pp_stages_fail
+swapped_param_groups_fail mutate groups x-swapped_param_groups_fail/$S/bf16_zero_pp_rank_0_mp_rank_00_optim_states.pt ; expect-fail check $B x-swapped_param_groups_fail
+swapped_megatron_param_groups_fail mutate groups-meg x-swapped_megatron_param_groups_fail/$I/mp_rank_00_000/model_optim_rng.pt ; expect-fail check $G x-swapped_megatron_param_groups_fail
+bf16_one_ulp_off_fails mutate ulp x-bf16_one_ulp_off_fails/$S/layer_04-model_01-model_states.pt ; expect-fail check $B x-bf16_one_ulp_off_fails
 EOF
-}
-bad swapped_param_groups_fail ds $B edit groups $S/bf16_zero_pp_rank_0_mp_rank_00_optim_states.pt
-bad swapped_megatron_param_groups_fail meg $G edit groups-meg x/iter_0000004/mp_rank_00_000/model_optim_rng.pt
-bad bf16_one_ulp_off_fails ds $B edit ulp $S/layer_04-model_01-model_states.pt
+grep -E '^(ok|FAIL) ' bad.out
+[ "$(grep -cE '^(ok|FAIL) ' bad.out)" = 9 ] || fail mds_ckpt_batch_ran "$(tail -3 bad.out)"
 
 # every class the pickles name, and every opcode, is one mds-format.md lists (section "Pickle")
 "$PY" "$MDS" globals ds/global_step4/*.pt meg/iter_0000004/*/*.pt >globals.out 2>&1

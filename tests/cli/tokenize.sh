@@ -10,7 +10,6 @@ MEG=$(tiny_dataset) || exit 3   # vocab, merges and documents the project makes 
 CACHE=${LMTK_CACHE:-/var/tmp/lmtk-cache}
 mkdir -p "$CACHE"
 export LMTK_NODE_MODULES=${LMTK_NODE_MODULES:-$TOP/tests/node/node_modules}
-HF="node $TOP/tests/ref/hf-encode.js"
 
 # same_ids NAME OURS THEIRS: equal, else the first differing document and token position
 same_ids() {
@@ -92,7 +91,7 @@ PY
 
 # GPT-2's real vocab, Megatron's flags: a literal "<|endoftext|>" in text is text (as Megatron)
 $TK --vocab-file "$G/vocab.json" --merge-file "$G/merges.txt" --append-eod --format text < "$C" > "$T/ours.txt" 2>/dev/null
-$HF --vocab "$G/vocab.json" --merges "$G/merges.txt" --megatron --append-eod < "$C" > "$T/hf.txt" 2>/dev/null
+hf_encode --vocab "$G/vocab.json" --merges "$G/merges.txt" --megatron --append-eod < "$C" > "$T/hf.txt" 2>/dev/null
 same_ids gpt2_vocab_merges_ids_equal_hf "$T/ours.txt" "$T/hf.txt"
 check corpus_has_literal_endoftext grep -q '<|endoftext|>' "$C"
 # the same vocab as a tokenizer.json: the literal is the special token (as HF)
@@ -103,19 +102,19 @@ for name in gpt2:$G/tokenizer.json bloom:$CACHE/tok/bloom/tokenizer.json bloom_a
 	n=${name%%:*} f=${name#*:}
 	$TK --tokenizer-name-or-path "$f" --append-eod --format text --workers 2 < "$C" > "$T/ours-$n.txt" 2>"$T/err-$n.txt" ||
 		fail "${n}_tokenizes" "$(cat "$T/err-$n.txt")"
-	$HF --tokenizer "$f" --append-eod < "$C" > "$T/hf-$n.txt" 2>/dev/null
+	hf_encode --tokenizer "$f" --append-eod < "$C" > "$T/hf-$n.txt" 2>/dev/null
 	same_ids "${n}_tokenizer_json_ids_equal_hf" "$T/ours-$n.txt" "$T/hf-$n.txt"
 done
 check special_token_differs_between_flag_sets test "$(cmp -s "$T/ours.txt" "$T/ours-gpt2.txt"; echo $?)" = 1
 
 # several keys; plain text
 $TK --vocab-file "$G/vocab.json" --merge-file "$G/merges.txt" --json-keys text title --format text < "$C" > "$T/k.txt" 2>/dev/null
-$HF --vocab "$G/vocab.json" --merges "$G/merges.txt" --megatron --json-keys text title < "$C" > "$T/k-hf.txt" 2>/dev/null
+hf_encode --vocab "$G/vocab.json" --merges "$G/merges.txt" --megatron --json-keys text title < "$C" > "$T/k-hf.txt" 2>/dev/null
 same_ids two_json_keys_equal_hf "$T/k.txt" "$T/k-hf.txt"
 head -c 2000000 "$G/merges.txt" | tail -n +2 > "$T/plain.txt"   # real text lines: the merges file
 printf 'caf\xc3\xa9  \xe2\x80\x83 \xf0\x9f\x91\x8d\xf0\x9f\x8f\xbd\r\n\n   \n' >> "$T/plain.txt"
 $TK --vocab-file "$G/vocab.json" --merge-file "$G/merges.txt" --plain --format text < "$T/plain.txt" > "$T/p.txt" 2>/dev/null
-$HF --vocab "$G/vocab.json" --merges "$G/merges.txt" --megatron --plain < "$T/plain.txt" > "$T/p-hf.txt" 2>/dev/null
+hf_encode --vocab "$G/vocab.json" --merges "$G/merges.txt" --megatron --plain < "$T/plain.txt" > "$T/p-hf.txt" 2>/dev/null
 same_ids plain_text_equal_hf "$T/p.txt" "$T/p-hf.txt"
 
 # --- parallel output is identical whatever the worker count ---------------------------------

@@ -132,6 +132,7 @@ check no_dry_run_prints_no_plan [ ! -s "$T/out" ]
 expect_rc help_exits_0 0 $TR --help
 contains help_lists_rampup "$T/out" '--rampup-batch-size START INCR SAMPLES'
 contains help_lists_dry_run_flags "$T/out" '--assumed-tflops F'
+contains help_lists_gpu_model "$T/out" '--gpu-model GPU'
 contains help_lists_no_effect_flags "$T/out" '^Accepted, no effect here'
 contains help_lists_refused_flags "$T/out" '^Refused, exit 2'
 contains help_lists_training_flags "$T/out" '--kill-switch-path PATH'
@@ -218,6 +219,50 @@ same bloom176b_tokens_match_python "$(js p176.json 'd["time"]["tokens"]')" "$py_
 same bloom176b_exact_days_match_python "$py_same" True
 same bloom176b_text_days_match_python "$(tv p176.txt days)" "$py_days"
 check bloom176b_ramp_aware_longer [ "$(js p176.json 'd["time"]["ramp_aware_days"] > d["time"]["days"]')" = True ]
+
+# --- the step model (src/train/run/gpumodel.c): days without --assumed-tflops ---
+# BigScience's figures for BLOOM-176B on these flags and 384 A100 80GB: about 150 TFLOPs per GPU
+# as Megatron-DeepSpeed logged them (the bloom model card) and 366B tokens in 117 days of wall
+# clock, 11 March to 6 July 2022 (the BigScience blog: "about 3.5 months").  The model prices
+# lmtk's CUDA step on Jean Zay's A100 nodes (NVLink inside, 4 x 100 Gb/s Omni-Path between) and
+# knows no failures, restarts, evaluations or checkpoint saves, so its days must come out below
+# the wall clock, and within 30% of it: 81.9 to 117 days; its TFLOPs within 20% of 150.
+$TR --dry-run "${A176[@]}" --nodes 48 --gpus-per-node 8 --train-tokens 366_000_000_000 >m176.txt 2>m176.err
+$TR --dry-run "${A176[@]}" --nodes 48 --gpus-per-node 8 --train-tokens 366_000_000_000 \
+	--format json >m176.json 2>/dev/null
+contains step_model_says_predicted_not_measured m176.txt '^time: predicted by the step model \(gpu-model\), not measured$'
+contains step_model_default_device_a100 m176.txt '^  device +A100 SXM  --gpu-model a100 \(default\)'
+same step_model_json_source "$(js m176.json 'd["time"]["source"]')" step-model
+same step_model_json_note "$(js m176.json 'd["time"]["step_model"]["note"]')" \
+	"predicted by the step model (gpu-model), not measured"
+d=$(js m176.json '"%.1f" % d["time"]["ramp_aware_days"]')
+check bloom176b_step_model_366b_tokens_81_9_to_117_days \
+	"$PY" -c 'import sys; sys.exit(not 0.70 * 117 <= float(sys.argv[1]) <= 117)' "$d"
+tf=$(js m176.json '"%.1f" % d["time"]["step_model"]["tflops_per_gpu"]')
+check bloom176b_step_model_tflops_within_20pct_of_150 \
+	"$PY" -c 'import sys; sys.exit(not 120 <= float(sys.argv[1]) <= 180)' "$tf"
+same step_model_text_days_are_json_days "$(tv m176.txt 'days, ramp-aware')" \
+	"$(js m176.json '"%.2f" % d["time"]["ramp_aware_days"]')"
+same step_model_text_tflops_are_json_tflops "$(tv m176.txt 'TFLOPs per GPU')" "$tf"
+# 1F1B: an iteration of m micro-batches is m + PP - 1 slots of the slowest stage, and the tail
+check step_model_iteration_is_slots_and_tail "$PY" -c '
+import json, sys
+s = json.load(open(sys.argv[1]))["time"]["step_model"]
+it = (128 + 12 - 1) * s["slot_seconds"] + s["tail_seconds"]
+sys.exit(not (abs(s["iteration_seconds"] - it) < 1e-9 * it and abs(s["bubble"] - 11 / 139) < 1e-12))' m176.json
+$TR --dry-run "${A176[@]}" --nodes 48 --gpus-per-node 8 --train-tokens 366_000_000_000 \
+	--gpu-model h100 --format json >h176.json 2>/dev/null
+check step_model_h100_faster_than_a100 [ "$(js h176.json 'd["time"]["ramp_aware_days"] < 0.5 * '"$d")" = True ]
+# --assumed-tflops wins over the model, and says so; a device it does not know is refused
+$TR --dry-run "${A176[@]}" --nodes 48 --gpus-per-node 8 --assumed-tflops 150 --gpu-model h100 \
+	--format json >t176.json 2>/dev/null
+same assumed_tflops_wins_over_the_model "$(js t176.json 'd["time"]["source"], d["time"]["step_model"]')" \
+	"assumed-tflops None"
+check assumed_tflops_names_unused_gpu_model "$PY" -c '
+import json, sys
+sys.exit(not any("--gpu-model h100: not used" in n for n in json.load(open(sys.argv[1]))["notes"]))' t176.json
+expect_rc gpu_model_unknown_exits_2 2 $TR --dry-run "${A176[@]}" --nodes 48 --gpus-per-node 8 --gpu-model v100
+contains gpu_model_unknown_named "$T/err" "^train: --gpu-model: 'v100' is not one of h100, a100"
 
 # JSON says what the text says
 same json_text_params "$(js p176.json '"{:,}".format(d["model"]["params"]["total"])')" "$(tv p176.txt parameters)"

@@ -48,8 +48,8 @@ field() {  # field FILE ITER NAME: the value of NAME in the log line of iteratio
 expect_rc refused_prefix_lm_exits_2 2 trn --loss-on-targets-only --save refused-ckpt --save-interval 2
 contains refused_prefix_lm_says_what_to_use "$T/err" '^train: --loss-on-targets-only: prefix-LM losses are not implemented; drop it$'
 check refused_run_writes_nothing [ ! -e refused-ckpt ] && [ ! -s "$T/out" ]
-expect_rc refused_bert_flag_exits_2 2 trn --mask-prob 0.15 --universal-checkpoint
-contains refused_bert_flag_named "$T/err" '^train: --mask-prob: a BERT/T5/ICT/ViT flag'
+expect_rc refused_t5_flag_exits_2 2 trn --noise-density 0.15 --universal-checkpoint
+contains refused_t5_flag_named "$T/err" '^train: --noise-density: a T5/ICT/ViT flag'
 contains refused_universal_named "$T/err" '^train: --universal-checkpoint: DeepSpeed universal checkpoints are not read'
 contains refused_count_said "$T/err" '^train: 2 flags refused: nothing trained'
 expect_rc refused_abbreviation_still_refused 2 trn --loss-on-targets

@@ -8,6 +8,13 @@
 #  - the model's extension from four small runs (1-2 layers, micro-batch 1-2) to a bigger one
 #    predicts that run's launches and GEMM calls exactly and its bytes within 5% (gpu-model.py
 #    --check against a 3-layer, micro-batch-3 run);
+#  - train --dry-run's analytic twin of the model (src/train/run/gpumodel.c) holds gpu-model.py's
+#    table, and prices the same operations the same way: per operation (kernel by name, GEMM by
+#    shape, memsets, copies, host syncs) its count, bytes and FLOPs and its predicted time agree
+#    with gpu-model.py's prediction from the executor's records - counts exactly, times within 3%,
+#    bytes and FLOPs within 0.1% - on an H100 and an A100 at the profiled run (3 layers,
+#    micro-batch 3), and counts and times extended to 6 layers and micro-batch 512 (where the
+#    time is the bytes', not the launches'); and a different run does not agree;
 #  - --profile is refused on the CPU backend and with an empty range.
 . "$(dirname "$0")/../lib.sh"
 EXEC=$TOP/build/lib/lmtk/train-cuda-exec.so
@@ -94,6 +101,89 @@ else
 	ok gpu_model_check_notices_a_different_run
 fi
 
+# the step model of train --dry-run against gpu-model.py: first the shared table
+dry() {   # dry OUT LAYERS MICRO_BATCH GPU: the dry-run plan of that run, as JSON
+	"$BIN/train" --dry-run --format json --num-layers "$2" --hidden-size $C \
+		--num-attention-heads $HEADS --seq-length $SEQ --max-position-embeddings $SEQ \
+		--micro-batch-size "$3" --global-batch-size "$3" --train-iters 3 --lr 1e-4 --bf16 \
+		--data-path rand --vocab-file vocab.json --merge-file merges.txt --split 1000,0,0 \
+		--nodes 1 --gpus-per-node 1 --gpu-model "$4" >"$1" 2>"$1.err"
+}
+dry c-3-3-h100.json 3 3 h100 && dry c-3-3-a100.json 3 3 a100 && dry c-6-512-a100.json 6 512 a100 &&
+	dry c-4-3-h100.json 4 3 h100 || fail step_model_dry_runs "$(cat c-*.err)"
+python3 - "$TOP/tests/bench/gpu-model.py" c-3-3-h100.json c-3-3-a100.json <<'PYEOF' && ok step_model_table_is_gpu_model_pys || fail step_model_table_is_gpu_model_pys "see above"
+import importlib.util, json, sys
+spec = importlib.util.spec_from_file_location("gm", sys.argv[1])
+gm = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(gm)
+bad = []
+for f in sys.argv[2:]:
+    s = json.load(open(f))["time"]["step_model"]
+    dev = gm.DEVICES[s["device"]]
+    for k, v in s["peaks"].items():
+        if dev[k] != v:
+            bad.append("%s %s: %r here, %r in gpu-model.py" % (s["device"], k, v, dev[k]))
+    e = s["efficiencies"]
+    want = dict(gemm=gm.EFF["gemm"], simt=gm.EFF["simt"], hbm=gm.EFF["hbm"], net=gm.EFF["net"],
+                gap_s=gm.GAP, sync_s=gm.SYNC, tile=list(gm.TILE))
+    for k, v in want.items():
+        if e[k] != v:
+            bad.append("%s: %r here, %r in gpu-model.py" % (k, e[k], v))
+for b in bad:
+    print("# " + b)
+sys.exit(1 if bad else 0)
+PYEOF
+# then the operations, one by one: gpu-model.py on the four small runs, extended to the dry run's
+# layers and micro-batch.  At the profiled run counts, bytes, FLOPs and times agree; extended to
+# micro-batch 512, counts and times (the column sums' partials differ in bytes: gpu-model.py's
+# extension keeps the small runs' one slice of rows, the kernel cuts 64 at 16384 rows - 0.8% of
+# colsum_fin_k's time, which its launches dominate)
+agree() {   # agree LAYERS MICRO_BATCH DEVICE C_JSON [times]: exit 0 when every op is within 3%
+	python3 "$TOP/tests/bench/gpu-model.py" --name tiny --layers "$1" --hidden $C --heads $HEADS \
+		--seq $SEQ --batch "$2" --params 1 --run-seq $SEQ --json "py-$1-$2.json" \
+		p-1-1.jsonl p-2-1.jsonl p-1-2.jsonl p-2-2.jsonl >/dev/null || return 2
+	python3 - "py-$1-$2.json" "$4" "$3" "${5:-all}" <<'PYEOF'
+import json, sys
+py = next(iter(json.load(open(sys.argv[1])).values()))[sys.argv[3]]["ops"]
+c = json.load(open(sys.argv[2]))["time"]["step_model"]["ops"]
+def rows(ops):
+    t = {}
+    for o in ops:
+        r = t.setdefault(o["op"], [0.0, 0.0, 0.0, 0.0])
+        for i, k in enumerate(("count", "bytes", "flops", "seconds")):
+            r[i] += o[k]
+    return t
+a, b = rows(py), rows(c)
+bad, worst = [], 0.0
+for n in sorted(set(a) | set(b)):
+    x, y = a.get(n, [0.0] * 4), b.get(n, [0.0] * 4)
+    rel = [abs(p - q) / max(abs(p), abs(q)) if max(abs(p), abs(q)) else 0.0 for p, q in zip(x, y)]
+    worst = max(worst, rel[3])
+    # counts exactly; times within 3%; bytes and FLOPs, where compared, within 0.1% (only the
+    # AdamW launch's segment table is counted differently: 32 bytes per tensor, of 43 MB)
+    if abs(x[0] - y[0]) > 0.5 or rel[3] > 0.03 or (sys.argv[4] == "all" and max(rel[1:3]) > 0.001):
+        bad.append("%s: gpu-model.py %.0f x, %.0f B, %.3g FLOP, %.2f us; train --dry-run %.0f x, "
+                   "%.0f B, %.3g FLOP, %.2f us" % (n, x[0], x[1], x[2], x[3] * 1e6, y[0], y[1], y[2],
+                                                   y[3] * 1e6))
+for m in bad[:6]:
+    print("# " + m)
+print("# %s: %d operations, the largest time difference %.2f%%, %d beyond the tolerances" % (
+    sys.argv[3], len(set(a) | set(b)), 100 * worst, len(bad)))
+sys.exit(1 if bad else 0)
+PYEOF
+}
+agree 3 3 "H100 SXM" c-3-3-h100.json >agree.out && agree 3 3 "A100 SXM" c-3-3-a100.json >>agree.out &&
+	ok step_model_ops_agree_with_gpu_model_py_on_the_profiled_run ||
+	fail step_model_ops_agree_with_gpu_model_py_on_the_profiled_run "$(cat agree.out)"
+agree 6 512 "A100 SXM" c-6-512-a100.json times >agree.out && ok step_model_ops_agree_with_gpu_model_py_extended ||
+	fail step_model_ops_agree_with_gpu_model_py_extended "$(cat agree.out)"
+# and the comparison can fail: a 4-layer dry run against gpu-model.py's 3 layers
+if agree 3 3 "H100 SXM" c-4-3-h100.json >agree.out; then
+	fail step_model_comparison_notices_another_run "$(tail -1 agree.out)"
+else
+	ok step_model_comparison_notices_another_run
+fi
+
 # refusals
 expect_rc profile_refused_on_cpu 2 "$BIN/train" --num-layers 1 --hidden-size $C \
 	--num-attention-heads $HEADS --seq-length $SEQ --max-position-embeddings $SEQ \
@@ -109,5 +199,6 @@ expect_rc profile_empty_range_refused 2 env LMTK_CUDA_PLUGIN=$EXEC "$BIN/train" 
 LMTK_CUDA_PLUGIN=$EXEC "$BIN/train" --num-layers 1 --hidden-size $C --num-attention-heads $HEADS \
 	--seq-length $SEQ --max-position-embeddings $SEQ --micro-batch-size 1 --global-batch-size 1 \
 	--train-iters 1 --lr 1e-4 --data-path rand --vocab-file vocab.json --merge-file merges.txt \
-	--split 1000,0,0 --eval-iters 0 --device cuda --profile-step-start 0 >norange.out 2>&1
+	--split 1000,0,0 --eval-iters 0 --device cuda --profile-step-start 0 --gpu-model h100 >norange.out 2>&1
 contains profile_range_without_profile_is_named norange.out "^train: --profile-step-start.*no effect without --profile"
+contains gpu_model_without_dry_run_is_named norange.out "^train: --gpu-model: no effect without --dry-run"

@@ -30,19 +30,25 @@ JSON
 }
 cfg gpt2 learned false 2 64 4
 cfg bloom alibi true 3 80 5
-# Megatron's document masks (eod every few tokens, as in packed samples) and the post-LN residual
-cfg gpt2docs learned false 2 64 4 '"eod": 7, "eod_mask_loss": true, "reset_position_ids": true, "reset_attention_mask": true,'
+# Megatron's document masks (eod every few tokens, as in packed samples) and the post-LN residual;
+# the first also with --embedding-lr-mult 3 (the word embedding at 3x the lr, the positions not)
+cfg gpt2docs learned false 2 64 4 '"embedding_lr_mult": 3, "eod": 7, "eod_mask_loss": true, "reset_position_ids": true, "reset_attention_mask": true,'
 cfg bloompost alibi true 2 80 5 '"eod": 7, "reset_attention_mask": true, "apply_residual_connection_post_layernorm": true,'
 # LAMB (apex FusedLAMB: Megatron's clipping off, so FusedLAMB's own clip at norm 1.0 acts on these
 # gradients of norm ~2; the trust ratio on the weights with decay only) and SGD with momentum
 cfg gpt2lamb learned false 2 64 4 '"optimizer": "lamb",'
 sed -i 's/"clip_grad": 1.0/"clip_grad": 0/; s/"lr": 2e-3/"lr": 5e-3/; s/"adam_eps": 1e-8/"adam_eps": 1e-6/' gpt2lamb.json
-cfg bloomsgd alibi true 2 80 5 '"optimizer": "sgd", "sgd_momentum": 0.9,'
+cfg bloomsgd alibi true 2 80 5 '"optimizer": "sgd", "sgd_momentum": 0.9, "embedding_lr_mult": 3,'
 sed -i "s/\"lr\": 2e-3/\"lr\": 0.3/" bloomsgd.json
+# the large-batch study's variants: LAMB with layer-wise noise (half the RMS of each tensor's
+# update, the draws from the reference's own Philox) and a word embedding (= the tied output
+# layer) at 4x the lr, the position embeddings not (SGD above: the embedding at 3x)
+cfg gpt2lambvar learned false 2 64 4 '"optimizer": "lamb", "lamb_layerwise_noise": 0.5, "embedding_lr_mult": 4,'
+sed -i 's/"clip_grad": 1.0/"clip_grad": 0/; s/"lr": 2e-3/"lr": 5e-3/; s/"adam_eps": 1e-8/"adam_eps": 1e-6/' gpt2lambvar.json
 
-for m in gpt2 bloom gpt2docs bloompost gpt2lamb bloomsgd; do
+for m in gpt2 bloom gpt2docs bloompost gpt2lamb bloomsgd gpt2lambvar; do
 	opt=adamw
-	case $m in *lamb) opt=lamb ;; *sgd) opt=sgd ;; esac
+	case $m in *lamb*) opt=lamb ;; *sgd) opt=sgd ;; esac
 	if ! "$DUMP" --dump "$m.json" "$m" >"$m.dump" 2>&1; then
 		fail "${m}_model_dumps" "$(head -c 400 "$m.dump")"
 		continue

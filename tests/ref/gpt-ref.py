@@ -39,13 +39,20 @@ Training: step k (k = 0..S-1) uses batch k: forward, backward, global grad norm
 sqrt(sum g^2) over all parameters, Megatron's clip_grad_norm_fp32 (coeff = clip_grad/(norm+1e-6),
 applied only when < 1; clip_grad <= 0 disables it), then AdamW as apex FusedAdam adam_w_mode
 (= torch.optim.AdamW): bias-corrected moments, decoupled weight decay on every weight except
-biases and LayerNorm parameters (embeddings are decayed), constant lr.
+biases and LayerNorm parameters (embeddings are decayed), constant lr.  Or, with "optimizer"
+"lamb" / "sgd", apex FusedLAMB / torch SGD (lamb_step, sgd_step).  "embedding_lr_mult" ALPHA:
+word_embeddings.weight (the tied output layer too) steps at lr * ALPHA in any of them.
+"lamb_layerwise_noise" STD (LAMB): each tensor's update u, after the trust ratio r was taken from
+it, becomes u + STD ||u|| / sqrt(numel) z, z ~ N(0,1) from an independent Philox4x32-10 keyed by
+"seed", the step and the tensor's name, at each element's row-major index (lamb_noise).
 
 Inputs:
   --config   JSON with num_layers hidden_size num_attention_heads ffn_hidden_size seq_length
              max_position_embeddings vocab_size padded_vocab_size position_embedding_type
              ("learned"|"alibi") embed_layernorm layernorm_epsilon hidden_dropout attention_dropout
-             lr adam_beta1 adam_beta2 adam_eps weight_decay clip_grad (other keys are ignored).
+             lr adam_beta1 adam_beta2 adam_eps weight_decay clip_grad; optionally optimizer,
+             sgd_momentum, embedding_lr_mult, lamb_layerwise_noise, seed (1234) and the
+             document-mask keys (other keys are ignored).
   --weights  every tensor above, F32 or BF16 (also F16/F64), upcast; missing/extra ones are errors.
   --batch    "tokens" and "targets", I32 (or I64) [S,B,T]; T <= seq_length; tokens < Vp,
              targets < V.
@@ -330,8 +337,14 @@ def config_check(cfg, path="config"):
             raise BadInput(f"{path}: {k} = {v!r} is not a {t.__name__}")
     if cfg.setdefault("optimizer", "adam") not in OPTIMIZERS:
         raise BadInput(f"{path}: optimizer {cfg['optimizer']!r}; want adam, lamb or sgd")
-    if not isinstance(cfg.setdefault("sgd_momentum", 0.9), (int, float)):
-        raise BadInput(f"{path}: sgd_momentum is not a number")
+    for k, d in (("sgd_momentum", 0.9), ("embedding_lr_mult", 1.0), ("lamb_layerwise_noise", 0.0),
+                 ("seed", 1234)):
+        v = cfg.setdefault(k, d)
+        if not isinstance(v, (int, float)) or isinstance(v, bool) or v < 0:
+            raise BadInput(f"{path}: {k} = {v!r} is not a number >= 0")
+    if cfg["lamb_layerwise_noise"] and cfg["optimizer"] != "lamb":
+        raise BadInput(f"{path}: lamb_layerwise_noise is LAMB's; the optimizer is "
+                       f"{cfg['optimizer']}")
     if (cfg["eod_mask_loss"] or cfg["reset_position_ids"] or cfg["reset_attention_mask"]) \
             and not 0 <= cfg["eod"] < cfg["vocab_size"]:
         raise BadInput(f"{path}: the document masks need eod, an id below vocab_size")
@@ -655,34 +668,113 @@ def clip_grads(grads, clip_grad):
     return norm.item()
 
 
-def adamw_step(params, grads, state, decay, cfg, step):
+# --- the noise of --lamb-layerwise-noise: Philox4x32-10 (Salmon et al., SC'11), written here from
+# the paper's constants and checked against Random123's known-answer vectors (philox_selftest), so
+# that it is not the C header's code run twice.
+
+M32 = (1 << 32) - 1
+M64 = (1 << 64) - 1
+
+
+def philox4x32(key, ctr):
+    """key: 2 uint32 ndarrays (k0, k1), ctr: 4 uint32 ndarrays (c0..c3), broadcast together;
+    ten rounds, the key bumped by the Weyl constants between rounds."""
+    u = np.uint64   # numpy integers only: a Python int in the mix would make floats
+    k0, k1 = (np.asarray(k, u) for k in key)
+    c = [np.asarray(x, u) for x in ctr]
+    m32, s32 = u(M32), u(32)
+    for r in range(10):
+        if r:
+            k0, k1 = (k0 + u(0x9E3779B9)) & m32, (k1 + u(0xBB67AE85)) & m32
+        p0, p1 = u(0xD2511F53) * c[0], u(0xCD9E8D57) * c[2]   # 64-bit products, no overflow
+        c = [(p1 >> s32) ^ c[1] ^ k0, p1 & m32, (p0 >> s32) ^ c[3] ^ k1, p0 & m32]
+    return c
+
+
+def philox_selftest():
+    kat = [((0, 0), (0, 0, 0, 0), (0x6627e8d5, 0xe169c58d, 0xbc57ac4c, 0x9b00dbd8)),
+           ((M32, M32), (M32,) * 4, (0x408f276d, 0x41c83b0e, 0xa20bc7c6, 0x6d5451fd)),
+           ((0xa4093822, 0x299f31d0), (0x243f6a88, 0x85a308d3, 0x13198a2e, 0x03707344),
+            (0xd16cfe09, 0x94fdcceb, 0x5001e420, 0x24126ea1))]
+    for key, ctr, want in kat:
+        got = tuple(int(x) for x in philox4x32(key, ctr))
+        if got != want:
+            raise SystemExit(f"{PROG}: Philox4x32-10 known-answer test failed: {got} != {want}")
+
+
+def key_mix(a, b):
+    """lmtk's stream-key mixer (train/philox.h philox_mix): a hash-combine, then splitmix64's
+    finaliser, on 64-bit integers."""
+    z = a ^ ((b + 0x9E3779B97F4A7C15 + (a << 6) + (a >> 2)) & M64)
+    z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & M64
+    z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & M64
+    return z ^ (z >> 31)
+
+
+def fnv1a64(name):
+    h = 0xcbf29ce484222325
+    for ch in name.encode():
+        h = ((h ^ ch) * 0x100000001b3) & M64
+    return h
+
+
+def normal_draws(key, n):
+    """N(0,1) for elements 0..n-1 of stream key: element i is Box-Muller on the first two words
+    of the block at counter (i, 1) - u1 = (w0 + 1) / 2^32 in (0, 1], u2 = w1 / 2^32."""
+    i = np.arange(n, dtype=np.uint64)
+    w = philox4x32((key & M32, key >> 32), (i & np.uint64(M32), i >> np.uint64(32), 1, 0))
+    u1 = (w[0].astype(np.float64) + 1.0) / 4294967296.0
+    u2 = w[1].astype(np.float64) / 4294967296.0
+    return np.sqrt(-2.0 * np.log(u1)) * np.cos(2.0 * math.pi * u2)
+
+
+NOISE_STREAM = int.from_bytes(b"noise", "big")   # 0x6e6f697365
+
+
+def lamb_noise(cfg, step, name, shape):
+    """z for every element of tensor `name` at optimizer step `step` (from 1): drawn at the
+    element's index in the whole (unsplit, row-major) tensor, keyed by the seed, the step and
+    the name, so no layout or restart changes it."""
+    key = key_mix(key_mix(key_mix(int(cfg["seed"]), NOISE_STREAM), step), fnv1a64(name))
+    return torch.from_numpy(normal_draws(key, math.prod(shape)).reshape(shape))
+
+
+def tensor_lr(cfg, name):
+    """--embedding-lr-mult: the word embedding (which is also the tied output layer) learns at
+    lr * embedding_lr_mult; every other tensor, the position embeddings included, at lr."""
+    return cfg["lr"] * (cfg["embedding_lr_mult"] if name == "word_embeddings.weight" else 1.0)
+
+
+def adamw_step(params, grads, state, decay, cfg, step, names):
     """apex FusedAdam adam_w_mode=True (multi_tensor_adam ADAM_MODE_1), step counted from 1:
     m = b1 m + (1-b1) g; v = b2 v + (1-b2) g^2; p -= lr (m/bc1 / (sqrt(v/bc2) + eps) + wd p)."""
-    lr, b1, b2, eps = cfg["lr"], cfg["adam_beta1"], cfg["adam_beta2"], cfg["adam_eps"]
+    b1, b2, eps = cfg["adam_beta1"], cfg["adam_beta2"], cfg["adam_eps"]
     bc1, bc2 = 1.0 - b1 ** step, 1.0 - b2 ** step
     with torch.no_grad():
-        for p, g, (m, v), d in zip(params, grads, state, decay):
+        for p, g, (m, v), d, n in zip(params, grads, state, decay, names):
             m.mul_(b1).add_(g, alpha=1.0 - b1)
             v.mul_(b2).addcmul_(g, g, value=1.0 - b2)
             upd = (m / bc1) / ((v / bc2).sqrt() + eps)
             if d:
                 upd = upd + cfg["weight_decay"] * p
-            p.sub_(lr * upd)
+            p.sub_(tensor_lr(cfg, n) * upd)
 
 
-def lamb_step(params, grads, state, decay, cfg, step):
+def lamb_step(params, grads, state, decay, cfg, step, names):
     """apex FusedLAMB as Megatron builds an optimizer (lr, betas, eps, weight_decay from the
     flags; FusedLAMB's own defaults otherwise: bias_correction, grad_averaging, adam_w_mode,
     max_grad_norm 1.0, use_nvlamb False), on the gradients Megatron's clip_grads left: their
     global norm is clipped again at 1.0 (g / (norm / 1.0) when above), m and v as Adam's,
     u = (m/bc1) / (sqrt(v/bc2) + eps) + wd p, and p -= lr r u with r = ||p|| / ||u|| (p before
-    the step) for a tensor with weight decay when both norms are non-zero, else r = 1."""
-    lr, b1, b2, eps = cfg["lr"], cfg["adam_beta1"], cfg["adam_beta2"], cfg["adam_eps"]
+    the step) for a tensor with weight decay when both norms are non-zero, else r = 1.
+    lamb_layerwise_noise STD: then p -= lr r (u + STD ||u|| / sqrt(numel) z), z = lamb_noise."""
+    b1, b2, eps = cfg["adam_beta1"], cfg["adam_beta2"], cfg["adam_eps"]
+    std = cfg["lamb_layerwise_noise"]
     bc1, bc2 = 1.0 - b1 ** step, 1.0 - b2 ** step
     gnorm = math.sqrt(sum((g.double() * g.double()).sum().item() for g in grads))
     div = gnorm / 1.0 if gnorm > 1.0 else 1.0
     with torch.no_grad():
-        for p, g, (m, v), d in zip(params, grads, state, decay):
+        for p, g, (m, v), d, n in zip(params, grads, state, decay, names):
             wd = cfg["weight_decay"] if d else 0.0
             g = g / div
             m.mul_(b1).add_(g, alpha=1.0 - b1)
@@ -690,15 +782,18 @@ def lamb_step(params, grads, state, decay, cfg, step):
             u = (m / bc1) / ((v / bc2).sqrt() + eps) + wd * p
             pn, un = p.norm().item(), u.norm().item()
             r = pn / un if wd != 0 and pn != 0 and un != 0 else 1.0
-            p.sub_(lr * r * u)
+            if std > 0 and un != 0:
+                u = u + std * un / math.sqrt(u.numel()) * \
+                    lamb_noise(cfg, step, n, tuple(u.shape)).to(u.dtype)
+            p.sub_(tensor_lr(cfg, n) * r * u)
 
 
-def sgd_step(params, grads, state, decay, cfg, step):
+def sgd_step(params, grads, state, decay, cfg, step, names):
     """torch.optim.SGD(lr, momentum=sgd_momentum, weight_decay on the decay group; dampening 0,
     no Nesterov): d = g + wd p; buf = d on the first step, else momentum buf + d; p -= lr buf."""
-    lr, mom = cfg["lr"], cfg.get("sgd_momentum", 0.9)
+    mom = cfg.get("sgd_momentum", 0.9)
     with torch.no_grad():
-        for p, g, (buf, _), d in zip(params, grads, state, decay):
+        for p, g, (buf, _), d, n in zip(params, grads, state, decay, names):
             dp = g + (cfg["weight_decay"] if d else 0.0) * p
             if mom != 0:
                 if step == 1:
@@ -706,7 +801,7 @@ def sgd_step(params, grads, state, decay, cfg, step):
                 else:
                     buf.mul_(mom).add_(dp)
                 dp = buf
-            p.sub_(lr * dp)
+            p.sub_(tensor_lr(cfg, n) * dp)
 
 
 OPTIMIZERS = {"adam": adamw_step, "lamb": lamb_step, "sgd": sgd_step}
@@ -722,6 +817,8 @@ def reference(cfg, weights, tokens, targets, dtype="float64", groups=GROUPS,
     """Returns {item name: float ndarray} for the requested groups."""
     if optimizer is adamw_step:   # the config's "optimizer" (adam, lamb, sgd; default adam)
         optimizer = OPTIMIZERS[cfg.get("optimizer", "adam")]
+    if cfg.get("lamb_layerwise_noise", 0) > 0:
+        philox_selftest()
     specs = param_specs(cfg)
     names = [n for n, _, _ in specs]
     decay = [d for _, _, d in specs]
@@ -752,7 +849,7 @@ def reference(cfg, weights, tokens, targets, dtype="float64", groups=GROUPS,
         if not train:
             break
         norms.append(clip_grads(grads, cfg["clip_grad"]))
-        optimizer(params, grads, state, decay, cfg, k + 1)
+        optimizer(params, grads, state, decay, cfg, k + 1, names)
     if "losses" in groups:
         out["losses"] = np.array(losses)
     if "grad_norms" in groups:

@@ -14,6 +14,16 @@ every file holds and which source defines it; this file follows that document, n
   mds-ckpt.py globals   FILE.pt...                         every GLOBAL a pickle names (the
                                                            classes a reader must know)
   mds-ckpt.py opcodes   FILE.pt...                         every pickle opcode it uses
+  mds-ckpt.py mutate    WHAT FILE.pt                       plant one mistake in FILE.pt (groups:
+                                                           DeepSpeed's two parameter groups
+                                                           exchanged; groups-meg: Megatron's; ulp:
+                                                           one bf16 weight one unit off)
+  mds-ckpt.py batch     <LINES                             "NAME COMMAND ARGS [; COMMAND ARGS]..."
+                                                           per line, the commands above run in
+                                                           this one process (torch loads once),
+                                                           in order until one fails; "expect-fail
+                                                           COMMAND" must fail.  Prints "ok NAME"
+                                                           or "FAIL NAME: why" per line
 
 STEP is an lmtk step directory (SAVE/global_stepN: rank_tpXX_ppYYY.safetensors + manifest.json).
 The model is the same: the fp32 master weights and Adam's moments are lmtk's, bit for bit; the
@@ -882,7 +892,62 @@ def globals_of(path, opcodes=False):
     return pkl, sorted(names)
 
 
-def main():
+def mutate(what, path):
+    sd = torch.load(path, map_location="cpu")
+    if what == "groups":      # the two weight-decay halves exchanged, names and all
+        o = sd["optimizer_state_dict"]
+        f = o["single_partition_of_fp32_groups"]; f[0], f[1] = f[1], f[0]
+        s = o["base_optimizer_state"]["state"]; s[0], s[1] = s[1], s[0]
+    elif what == "groups-meg":
+        o = sd["optimizer"]
+        f = o["fp32_from_fp16_params"]; f[0], f[1] = f[1], f[0]
+    elif what == "ulp":       # one bf16 weight one unit off
+        k = next(iter(sd)); t = sd[k].view(torch.int16); t.view(-1)[7] += 1
+    else:
+        raise ValueError("mutate: no mistake named %r" % what)
+    with open(path, "wb") as fp:
+        torch.save(sd, fp)
+
+
+def batch(lines):
+    import contextlib
+    import io
+    for line in lines:
+        words = line.split()
+        if not words or words[0].startswith("#"):
+            continue
+        name, rest = words[0], words[1:]
+        cmds, cur = [], []
+        for w in rest + [";"]:
+            if w == ";":
+                cmds.append(cur) if cur else None
+                cur = []
+            else:
+                cur.append(w)
+        verdict = None
+        for argv in cmds:
+            want_fail = argv[0] == "expect-fail"
+            argv = argv[1:] if want_fail else argv
+            err = io.StringIO()
+            with contextlib.redirect_stderr(err):
+                try:
+                    rc = main(argv)
+                except (Exception, SystemExit) as e:  # a command that raises has failed
+                    print("%s: %s" % (type(e).__name__, e), file=sys.stderr)
+                    rc = 1
+            why = " ".join(err.getvalue().strip().splitlines()[-3:])
+            if want_fail and not rc:
+                verdict = "FAIL %s: the command passed: %s" % (name, " ".join(argv))
+            elif not want_fail and rc:
+                verdict = "FAIL %s: %s: exit %s: %s" % (name, argv[0], rc, why)
+            if verdict:
+                break
+        print(verdict or "ok %s" % name)
+        sys.stdout.flush()
+    return 0
+
+
+def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     sub = p.add_subparsers(dest="cmd", required=True)
     w = sub.add_parser("write-ds")
@@ -900,8 +965,15 @@ def main():
     g.add_argument("files", nargs="+")
     g = sub.add_parser("opcodes")
     g.add_argument("files", nargs="+")
-    a = p.parse_args()
-    if a.cmd == "write-ds":
+    m = sub.add_parser("mutate")
+    m.add_argument("what"), m.add_argument("file")
+    sub.add_parser("batch")
+    a = p.parse_args(argv)
+    if a.cmd == "batch":
+        return batch(sys.stdin)
+    if a.cmd == "mutate":
+        mutate(a.what, a.file)
+    elif a.cmd == "write-ds":
         write_ds(Lmtk(a.step), a.out, a.tp, a.pp, a.dp)
     elif a.cmd == "write-meg":
         write_meg(Lmtk(a.step), a.out, a.tp, a.pp)

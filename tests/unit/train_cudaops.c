@@ -844,7 +844,8 @@ static int case_xent(int N, int V, int Vp)
 /* The multi-tensor AdamW against the per-tensor one on the same backend, bit for bit: tensors
  * of sizes around the launch's chunk (so chunks start inside tensors and span several), a gap
  * in the flat buffers that no tensor covers (left untouched), moments packed elsewhere, weight
- * decay on some tensors only. */
+ * decay on some tensors only, one tensor's lr multiplied (--embedding-lr-mult's word
+ * embedding). */
 static int case_adamw_multi(void)
 {
 	static const size_t len[] = {1, 4095, 4097, 3, 9000, 1, 8192, 17};
@@ -852,7 +853,7 @@ static int case_adamw_multi(void)
 	struct adam_seg seg[NT];
 	size_t P = 0, S = 0;
 	for (int i = 0; i < NT; i++) {
-		seg[i] = (struct adam_seg){P, S, len[i], S, i % 3 != 1, 0};
+		seg[i] = (struct adam_seg){P, S, len[i], S, i % 3 != 1, i == 4};
 		P += len[i] + (i == 2 ? GAP : 0);
 		S += len[i];
 	}
@@ -873,11 +874,11 @@ static int case_adamw_multi(void)
 				for (int i = 0; i < NT; i++)
 					o->adamw(dw + seg[i].a, (char *)dp + seg[i].a * o->act_size,
 						 dg + seg[i].a, dm + seg[i].s, dv + seg[i].s, seg[i].n,
-						 1e-2f, 0.9f, 0.95f, 1e-8f, seg[i].decay ? 0.1f : 0.0f,
-						 0.5f, step);
+						 seg[i].lr_mult ? 1e-2f * 3.5f : 1e-2f, 0.9f, 0.95f,
+						 1e-8f, seg[i].decay ? 0.1f : 0.0f, 0.5f, step);
 			else
-				o->adamw_multi(dw, dp, dg, dm, dv, ds, NT, S, 1e-2f, 0.9f, 0.95f, 1e-8f,
-					       0.1f, 0.5f, step);
+				o->adamw_multi(dw, dp, dg, dm, dv, ds, NT, S, 1e-2f, 3.5f, 0.9f, 0.95f,
+					       1e-8f, 0.1f, 0.5f, step);
 		}
 		for (int j = 0; j < 4; j++)
 			out[k][j] = zeros(P);
@@ -912,7 +913,9 @@ static int case_adamw_multi(void)
 }
 
 /* LAMB's two passes and SGD, CUDA against the CPU: the update's sum of squares, both moments,
- * the weights and their bf16 copy; three steps each, decay on and off */
+ * the weights and their bf16 copy; three steps each, decay on and off, the last two with
+ * --lamb-layerwise-noise (the same draws on both: the CPU's weights would be off by the noise,
+ * some 0.3 x ratio, were the CUDA kernel to draw other z or index them otherwise) */
 static int case_lamb_sgd(size_t n, float wd)
 {
 	char name[64];
@@ -933,7 +936,10 @@ static int case_lamb_sgd(size_t n, float wd)
 		for (int s = 1; s <= 3; s++) {
 			uss[k][s - 1] = o->lamb_update(dw, dg, dm, dv, n, 0.9f, 0.95f, 1e-6f, wd, 0.5f,
 						       s == 2 ? 1.7f : 1.0f, s);
-			o->lamb_apply(dw, dp, dm, dv, n, 0.9f, 0.95f, 1e-6f, wd, 3e-3f * s, s);
+			/* step 2 and 3 with --lamb-layerwise-noise's draws, as a row-split shard's */
+			struct lamb_noise nz = {77u + s, 3, 5, 7, 20, 0.3f};
+			o->lamb_apply(dw, dp, dm, dv, n, 0.9f, 0.95f, 1e-6f, wd, 3e-3f * s, s,
+				      s > 1 ? &nz : NULL);
 			o->sgd(sgw, sp, dg, buf, n, 1e-2f, s == 3 ? 0.0f : 0.9f, wd, 0.5f, s == 1);
 		}
 		master[k] = zeros(n), mm[k] = zeros(n), vv[k] = zeros(n), param[k] = zeros(n);

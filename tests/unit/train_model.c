@@ -682,6 +682,9 @@ static int dump(const char *cfgpath, const char *outdir)
 	opt.kind = okind && !strcmp(okind, "lamb") ? OPT_LAMB : okind && !strcmp(okind, "sgd") ? OPT_SGD
 											     : OPT_ADAMW;
 	opt.momentum = jnum(j, "sgd_momentum", 0.9);
+	opt.emb_lr_mult = jnum(j, "embedding_lr_mult", 1);
+	opt.lamb_noise = jnum(j, "lamb_layerwise_noise", 0);
+	opt.seed = c.seed;
 	json_decref(j);
 
 	struct model m;

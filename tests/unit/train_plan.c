@@ -209,12 +209,12 @@ int main(void)
 		char *argv[] = {"train", "--train-iter", "5", "--rampup-batch-size", "16", "16", "9_765_625",
 				"--seed", "42", "--log-interval=1", "--deepspeed", "--num-workers", "2",
 				"--skip-train-iteration-range", "1-2", "5-9", "--data-path", "0.3", "A", "0.7",
-				"B", "--bf16", "--loss-on-targets", "--num-workers", "4", "--mask-prob", "0.1", NULL};
+				"B", "--bf16", "--loss-on-targets", "--num-workers", "4", "--noise-density", "0.1", NULL};
 		int ac;
 		args_init(&a);
 		char **av = args_normalize(27, argv, &ac, &a);
 		/* --num-workers cannot matter here: dropped, recorded once for the start-up line;
-		 * --loss-on-targets (abbreviated) and --mask-prob would change the run: dropped, recorded as
+		 * --loss-on-targets (abbreviated) and --noise-density would change the run: dropped, recorded as
 		 * refused, so main() stops before training */
 		const char *want[] = {"train", "--train-iters", "5", "--rampup-batch-size",
 				      "16" ARGS_SEP "16" ARGS_SEP "9_765_625", "--seed", "42",
@@ -228,7 +228,7 @@ int main(void)
 		T_STREQ(a.noeffect[0]->name, "num-workers");
 		T_ASSERT(a.nrefused == 2);
 		T_STREQ(a.refused[0]->name, "loss-on-targets-only");
-		T_STREQ(a.refused[1]->name, "mask-prob");
+		T_STREQ(a.refused[1]->name, "noise-density");
 		char *line = args_noeffect_line(&a);
 		T_ASSERT(line && strstr(line, "--num-workers (") == line);
 		free(line);

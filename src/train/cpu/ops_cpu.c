@@ -866,10 +866,26 @@ static double cpu_lamb_update(const float *master, const float *g, float *m, flo
 }
 
 static void cpu_lamb_apply(float *master, void *param, const float *m, const float *v, size_t n,
-			   float b1, float b2, float eps, float wd, float ratio, int step)
+			   float b1, float b2, float eps, float wd, float ratio, int step,
+			   const struct lamb_noise *nz)
 {
 	float bc1 = lamb_bc(b1, step), bc2 = lamb_bc(b2, step);
 	float *pw = param;
+	if (nz && nz->scale != 0.0f) {   /* --lamb-layerwise-noise: the draws are not vectorised */
+		struct lamb_noise z = *nz;
+#pragma omp parallel for schedule(static)
+		for (size_t i = 0; i < n; i++) {
+			float w = master[i];
+			float u = lamb_u(m[i], v[i], w, bc1, bc2, eps, wd);
+			u += z.scale * (float)philox_normal(z.key, philox_gindex(z.e0 + i, z.base, z.cols,
+										 z.stride));
+			w -= ratio * u;
+			master[i] = w;
+			if (pw != master)
+				pw[i] = w;
+		}
+		return;
+	}
 #pragma omp parallel for simd schedule(static)
 	for (size_t i = 0; i < n; i++) {
 		float w = master[i];

@@ -268,12 +268,12 @@ void cu_adamw(float *master, void *param, const float *g, float *m, float *v, si
 double cu_lamb_update(const float *master, const float *g, float *m, float *v, size_t n, float b1,
 		      float b2, float eps, float wd, float gscale, float clipdiv, int step);
 void cu_lamb_apply(float *master, void *param, const float *m, const float *v, size_t n, float b1,
-		   float b2, float eps, float wd, float ratio, int step);
+		   float b2, float eps, float wd, float ratio, int step, const struct lamb_noise *nz);
 void cu_sgd(float *master, void *param, const float *g, float *buf, size_t n, float lr,
 	    float momentum, float wd, float gscale, int first);
 void cu_adamw_multi(float *master, void *param, const float *g, float *m, float *v,
-		    const struct adam_seg *seg, int nseg, size_t total, float lr, float b1, float b2,
-		    float eps, float wd, float gscale, int step);
+		    const struct adam_seg *seg, int nseg, size_t total, float lr, float lr_mult,
+		    float b1, float b2, float eps, float wd, float gscale, int step);
 
 /* bnb.cu: --use-bnb-optimizer's 8-bit and 32-bit Adam (ops.h adam8bit, adam32) */
 void cu_adam8bit(float *master, void *param, const float *g, uint8_t *c1, uint8_t *c2,

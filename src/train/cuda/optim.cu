@@ -10,10 +10,12 @@
  * and both moments stay fp32; the bf16 copy is rounded to nearest even once per step from the
  * fp32 master, never updated in bf16, which is what keeps small updates from vanishing.  Each
  * element is independent, so a grid-stride loop with plain 4-byte coalesced accesses runs at
- * memory bandwidth; nothing here reduces, so nothing can depend on scheduling. */
+ * memory bandwidth; nothing here reduces, so nothing can depend on scheduling.  The one-launch
+ * AdamW gives a segment marked lr_mult (the word embedding) lr * lr_mult: --embedding-lr-mult. */
 #include <math.h>
 
 #include "train/cuda/common.h"
+#include "train/model/philox.h"
 
 #define OPT_T 256
 
@@ -62,8 +64,8 @@ __global__ void adamw_k(float *master, bf16 *param, const float *g, float *m, fl
 #define MULTI_CHUNK 4096
 __global__ void adamw_multi_k(float *master, bf16 *param, const float *g, float *m, float *v,
 			      const struct adam_seg *seg, int nseg, size_t total, float lr,
-			      float b1, float b2, float eps, float wd, float gscale, float bc1,
-			      float bc2)
+			      float lr_mult, float b1, float b2, float eps, float wd, float gscale,
+			      float bc1, float bc2)
 {
 	__shared__ int k0;
 	size_t nchunk = (total + MULTI_CHUNK - 1) / MULTI_CHUNK;
@@ -86,8 +88,9 @@ __global__ void adamw_multi_k(float *master, bf16 *param, const float *g, float 
 			while (j >= seg[k].first + seg[k].n)
 				k++;
 			size_t e = j - seg[k].first, a = seg[k].a + e, s = seg[k].s + e;
-			adamw_elem(master + a, param ? param + a : NULL, g[a], m + s, v + s, lr, b1,
-				   b2, eps, seg[k].decay ? wd : 0.0f, gscale, bc1, bc2);
+			adamw_elem(master + a, param ? param + a : NULL, g[a], m + s, v + s,
+				   seg[k].lr_mult ? lr * lr_mult : lr, b1, b2, eps,
+				   seg[k].decay ? wd : 0.0f, gscale, bc1, bc2);
 		}
 		__syncthreads();   /* k0 is rewritten for the next chunk */
 	}
@@ -120,8 +123,8 @@ void cu_adamw(float *master, void *param, const float *g, float *m, float *v, si
 }
 
 void cu_adamw_multi(float *master, void *param, const float *g, float *m, float *v,
-		    const struct adam_seg *seg, int nseg, size_t total, float lr, float b1, float b2,
-		    float eps, float wd, float gscale, int step)
+		    const struct adam_seg *seg, int nseg, size_t total, float lr, float lr_mult,
+		    float b1, float b2, float eps, float wd, float gscale, int step)
 {
 	CU_ENTER();
 	if (!total || nseg < 1)
@@ -134,14 +137,16 @@ void cu_adamw_multi(float *master, void *param, const float *g, float *m, float 
 	bf16 *p = param == (void *)master ? NULL : (bf16 *)param;
 	size_t nchunk = (total + MULTI_CHUNK - 1) / MULTI_CHUNK;
 	cu_launch(adamw_multi_k, cu_grid(nchunk, 1), OPT_T, 0, cu.stream, master, p, g, m, v, seg,
-		  nseg, total, lr, b1, b2, eps, wd, gscale, bc1, bc2);
+		  nseg, total, lr, lr_mult, b1, b2, eps, wd, gscale, bc1, bc2);
 	CU_LAUNCHED("adamw_multi");
 }
 
 /* --- LAMB (apex FusedLAMB) and SGD: see ops.h ---------------------------------------------------
  * lamb_update writes the update u into a buffer of its own and leaves its norm to cu_sumsq (the
  * same fixed-order reduction as the gradient norm); lamb_apply recomputes u from m, v and the
- * weights, which are unchanged in between, so it equals the one whose norm was taken. */
+ * weights, which are unchanged in between, so it equals the one whose norm was taken, and adds
+ * --lamb-layerwise-noise's draws: philox_normal at each element's global index, the CPU's z
+ * (in double, rounded to float; only the fused multiply-add may round the sum differently). */
 __device__ __forceinline__ float lamb_u(float m, float v, float w, float bc1, float bc2, float eps,
 					float wd)
 {
@@ -163,13 +168,20 @@ __global__ void lamb_update_k(float *u, const float *master, const float *g, flo
 	}
 }
 
+/* nscale != 0: --lamb-layerwise-noise, element i's draw keyed by its global index (ops.h) */
 __global__ void lamb_apply_k(float *master, bf16 *param, const float *m, const float *v, size_t n,
-			     float eps, float wd, float ratio, float bc1, float bc2)
+			     float eps, float wd, float ratio, float bc1, float bc2, float nscale,
+			     uint64_t nkey, uint64_t e0, uint64_t base, uint64_t cols,
+			     uint64_t stride)
 {
 	for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
 	     i += (size_t)gridDim.x * blockDim.x) {
 		float w = master[i];
-		w -= ratio * lamb_u(m[i], v[i], w, bc1, bc2, eps, wd);
+		float u = lamb_u(m[i], v[i], w, bc1, bc2, eps, wd);
+		if (nscale != 0.0f)
+			u += nscale * (float)philox_normal(nkey, philox_gindex(e0 + i, base, cols,
+									       stride));
+		w -= ratio * u;
 		master[i] = w;
 		if (param)
 			param[i] = __float2bfloat16(w);
@@ -223,14 +235,16 @@ double cu_lamb_update(const float *master, const float *g, float *m, float *v, s
 }
 
 void cu_lamb_apply(float *master, void *param, const float *m, const float *v, size_t n, float b1,
-		   float b2, float eps, float wd, float ratio, int step)
+		   float b2, float eps, float wd, float ratio, int step, const struct lamb_noise *nz)
 {
 	CU_ENTER();
 	if (!n)
 		return;
 	bf16 *p = param == (void *)master ? NULL : (bf16 *)param;
+	struct lamb_noise z = nz ? *nz : (struct lamb_noise){0, 0, 0, 1, 0, 0.0f};
 	cu_launch(lamb_apply_k, cu_grid(n, OPT_T), OPT_T, 0, cu.stream, master, p, m, v, n, eps, wd,
-		  ratio, lamb_bc(b1, step), lamb_bc(b2, step));
+		  ratio, lamb_bc(b1, step), lamb_bc(b2, step), z.scale, z.key, z.e0, z.base, z.cols,
+		  z.stride);
 	CU_LAUNCHED("lamb_apply");
 }
 

@@ -72,23 +72,34 @@ int model_find(const struct model *m, const char *name)
 	return -1;
 }
 
-/* The global (unsplit) index of local element e of tensor t on this rank. */
-static uint64_t global_index(const struct model *m, const struct model_tensor *t, size_t e)
+uint64_t model_hash_name(const char *name)
 {
+	return fnv1a(name);
+}
+
+void model_tensor_gmap(const struct model *m, int i, uint64_t *base, uint64_t *cols,
+		       uint64_t *stride)
+{
+	const struct model_tensor *t = &m->tensors[i];
 	int tp = m->cfg.tp, r = m->cfg.tp_rank;
+	*base = 0;
+	*cols = t->numel ? t->numel : 1;
+	*stride = 0;
 	switch (t->split) {
 	case SPLIT_NONE:
-		return e;
+		break;
 	case SPLIT_COLUMN:
 	case SPLIT_VOCAB:   /* dim 0 split: the rank's rows are one contiguous block */
-		return (uint64_t)r * t->numel + e;
-	case SPLIT_ROW: {   /* dim 1 split: each row holds the rank's block of columns */
-		size_t cols = t->shape[1] / tp;
-		return (uint64_t)(e / cols) * t->shape[1] + (uint64_t)r * cols + e % cols;
+		*base = (uint64_t)r * t->numel;
+		break;
+	case SPLIT_ROW:     /* dim 1 split: each row holds the rank's block of columns */
+		*cols = (uint64_t)t->shape[1] / tp;
+		*stride = (uint64_t)t->shape[1];
+		*base = (uint64_t)r * *cols;
+		break;
 	}
-	}
-	return e;
 }
+
 
 void model_init_weights(struct model *m)
 {
@@ -100,21 +111,23 @@ void model_init_weights(struct model *m)
 		abort();
 	for (int i = 0; i < m->ntensors; i++) {
 		const struct model_tensor *t = &m->tensors[i];
-		uint64_t key = philox_mix(m->cfg.seed, fnv1a(t->name));
+		uint64_t key = philox_mix(m->cfg.seed, fnv1a(t->name)), gb, gc, gs;
+		model_tensor_gmap(m, i, &gb, &gc, &gs);
 		if (m->cfg.bnb && i == m->wte) {
 			/* StableEmbedding: xavier_uniform_ on the full [Vp, C] (fan_out counts every TP
 			 * rank's rows), drawn per global element like the normal inits */
 			double a = sqrt(6.0 / ((double)m->cfg.padded_vocab + (double)m->cfg.hidden));
 			for (size_t e = 0; e < t->numel; e++) {
-				uint32_t u = philox_u32(key, global_index(m, t, e));
+				uint32_t u = philox_u32(key, philox_gindex(e, gb, gc, gs));
 				buf[e] = (float)(a * (2.0 * ((double)u + 0.5) / 4294967296.0 - 1.0));
 			}
 			model_put(m, m->master, i, buf);
 			continue;
 		}
 		for (size_t e = 0; e < t->numel; e++)
-			buf[e] = t->init > 0 ? (float)(t->init * philox_normal(key, global_index(m, t, e)))
-						   : t->init < 0 ? 1.0f : 0.0f;
+			buf[e] = t->init > 0
+				 ? (float)(t->init * philox_normal(key, philox_gindex(e, gb, gc, gs)))
+				 : t->init < 0 ? 1.0f : 0.0f;
 		model_put(m, m->master, i, buf);
 	}
 	free(buf);
@@ -491,7 +504,8 @@ int model_init(struct model *m, const struct model_config *cfg, const struct ops
 			const struct model_ostate *os = &m->ost[i];
 			if (os->hi > os->lo)
 				sg[m->naseg++] = (struct adam_seg){os->lo, os->s, os->hi - os->lo,
-								   m->aseg_total, m->tensors[i].decay, 0};
+								   m->aseg_total, m->tensors[i].decay,
+								   i == m->wte};
 			m->aseg_total += os->hi - os->lo;
 		}
 		if (m->naseg && !(m->aseg = dalloc(m, m->naseg * sizeof *sg, 0))) {

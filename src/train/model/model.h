@@ -209,6 +209,14 @@ void model_free(struct model *m);
 /* Fills the parameters (master and working copy) from the seed. */
 void model_init_weights(struct model *m);
 
+/* Tensor i's local elements by their global (unsplit) index: element e is element
+ * philox_gindex(e, base, cols, stride) of the full tensor (philox.h), on any TP layout. */
+void model_tensor_gmap(const struct model *m, int i, uint64_t *base, uint64_t *cols,
+		       uint64_t *stride);
+/* The 64-bit FNV-1a hash of a tensor's name: its part of the keys of its random draws (the
+ * initial weights, --lamb-layerwise-noise). */
+uint64_t model_hash_name(const char *name);
+
 /* Pointers into a parameter-shaped buffer for tensor i. */
 void *model_param(const struct model *m, int i);
 float *model_grad(const struct model *m, int i);

@@ -51,7 +51,18 @@ struct ops_attn {
 struct adam_seg {
 	uint64_t a, s, n, first;   /* flat offset, moment offset, elements, elements before it */
 	int32_t decay;             /* 1: weight decay applies */
-	int32_t pad_;
+	int32_t lr_mult;           /* 1: its lr is lr * the launch's lr_mult (--embedding-lr-mult:
+				    * the word embedding), 0: lr */
+};
+
+/* --lamb-layerwise-noise on one tensor (ops.lamb_apply): local element i of the n gets
+ * scale * z added to its update, z = philox_normal(key, g) with g its global (unsplit) index
+ * in the tensor, g = (e / cols) * stride + base + e % cols for e = e0 + i (model_tensor_gmap:
+ * a tensor-parallel shard draws exactly the full tensor's draws for its elements). */
+struct lamb_noise {
+	uint64_t key;
+	uint64_t e0, base, cols, stride;
+	float scale;               /* 0: no noise, nothing drawn */
 };
 
 struct ops {
@@ -218,22 +229,27 @@ struct ops {
 		      float lr, float b1, float b2, float eps, float wd, float gscale, int step);
 	/* AdamW over many tensors in one launch (NULL: the model calls adamw per tensor).  seg
 	 * (device, nseg entries, ordered by `first`) places each tensor: its elements are master,
-	 * param, g + a and m, v + s, n of them; decay 0 means wd is 0 for it; first is the sum of
-	 * the n before it, total the sum of all.  Bit for bit what adamw gives tensor by tensor. */
+	 * param, g + a and m, v + s, n of them; decay 0 means wd is 0 for it; lr_mult 1 means its
+	 * lr is lr * lr_mult (a float product); first is the sum of the n before it, total the sum
+	 * of all.  Bit for bit what adamw gives tensor by tensor. */
 	void (*adamw_multi)(float *master, void *param, const float *g, float *m, float *v,
-			    const struct adam_seg *seg, int nseg, size_t total, float lr, float b1,
-			    float b2, float eps, float wd, float gscale, int step);
+			    const struct adam_seg *seg, int nseg, size_t total, float lr,
+			    float lr_mult, float b1, float b2, float eps, float wd, float gscale,
+			    int step);
 	/* --optimizer lamb: apex FusedLAMB (adam_w_mode, grad averaging, bias correction
 	 * bc = 1 - b^step computed in double, rounded to float), in two passes over a tensor.
 	 * lamb_update: g' = g * gscale / clipdiv, m = b1 m + (1-b1) g', v = b2 v + (1-b2) g'^2,
 	 * returns sum u^2 (double) of the update u = (m/bc1) / (sqrt(v/bc2) + eps) + wd * master.
-	 * lamb_apply: u recomputed from m, v, master the same way; master -= ratio * u; param =
-	 * master in the activation type (skipped when param == master).  Both NULL: no LAMB. */
+	 * lamb_apply: u recomputed from m, v, master the same way; master -= ratio * (u + s z)
+	 * with s z the noise of *nz (struct lamb_noise; NULL or scale 0: none, master -= ratio *
+	 * u); param = master in the activation type (skipped when param == master).  Both NULL:
+	 * no LAMB. */
 	double (*lamb_update)(const float *master, const float *g, float *m, float *v, size_t n,
 			      float b1, float b2, float eps, float wd, float gscale, float clipdiv,
 			      int step);
 	void (*lamb_apply)(float *master, void *param, const float *m, const float *v, size_t n,
-			   float b1, float b2, float eps, float wd, float ratio, int step);
+			   float b1, float b2, float eps, float wd, float ratio, int step,
+			   const struct lamb_noise *nz);
 	/* --optimizer sgd: torch.optim.SGD (dampening 0, no Nesterov): d = g * gscale + wd *
 	 * master; buf = d on the first step (first != 0), else momentum buf + d; master -= lr buf
 	 * (momentum 0: lr d, buf untouched); param as above.  NULL: no SGD. */

@@ -66,6 +66,16 @@ PHILOX_FN double philox_normal(uint64_t key, uint64_t i)
 	return sqrt(-2.0 * log(u1)) * cos(6.283185307179586476925 * u2);
 }
 
+/* The global (unsplit) index of element e of a tensor-parallel shard whose elements come in
+ * rows of `cols`, `stride` apart in the full tensor, the first at `base`: a row-split weight's
+ * rows (cols = its columns per rank, stride = all columns, base = rank * cols); a column- or
+ * vocab-split one is one row (base = rank * its elements, cols = its elements); a replicated
+ * tensor is base 0, cols = its elements.  Draws keyed by this index are the layout's own. */
+PHILOX_FN uint64_t philox_gindex(uint64_t e, uint64_t base, uint64_t cols, uint64_t stride)
+{
+	return e / cols * stride + base + e % cols;
+}
+
 /* Mixes a stream key from parts (seed, step, layer, site ...): splitmix64's finaliser. */
 PHILOX_FN uint64_t philox_mix(uint64_t a, uint64_t b)
 {

@@ -4,9 +4,11 @@
 #include <math.h>
 
 #include "train/dist/dist.h"
+#include "train/model/philox.h"
 
 #define FP16_MAX 65504.0f   /* the largest finite fp16 value */
 #define LAMB_MAX_GRAD_NORM 1.0   /* apex FusedLAMB's max_grad_norm default */
+#define NOISE_STREAM 0x6e6f697365ull   /* "noise": --lamb-layerwise-noise's stream under --seed */
 
 void optim_init(struct optim *o, float b1, float b2, float eps, float wd, float clip, int fp16,
 		float initial_scale, float min_scale, int window, int hysteresis)
@@ -14,7 +16,7 @@ void optim_init(struct optim *o, float b1, float b2, float eps, float wd, float 
 	*o = (struct optim){.b1 = b1, .b2 = b2, .eps = eps, .wd = wd, .clip = clip, .fp16 = fp16,
 			    .loss_scale = fp16 ? initial_scale : 1.0f, .min_scale = min_scale,
 			    .window = window, .hysteresis = hysteresis,
-			    .hysteresis_left = hysteresis};
+			    .hysteresis_left = hysteresis, .emb_lr_mult = 1.0f};
 }
 
 /* Megatron's DynamicGradScaler: an overflow spends one unit of hysteresis, and once it is
@@ -40,6 +42,13 @@ static void scaler_update(struct optim *o, int overflow)
 		if (isfinite(o->loss_scale * 2.0f))
 			o->loss_scale *= 2.0f;
 	}
+}
+
+/* tensor i's learning rate: the word embedding's (either copy) times --embedding-lr-mult, as a
+ * float product (what adamw_multi computes for it on the device) */
+static float tensor_lr(const struct optim *o, const struct model *m, int i, float lr)
+{
+	return i == m->wte ? lr * o->emb_lr_mult : lr;
 }
 
 int optim_step(struct optim *o, struct model *m, float lr, double *grad_norm)
@@ -92,23 +101,31 @@ int optim_step(struct optim *o, struct model *m, float lr, double *grad_norm)
 		double gn = norm * (o->clip > 0 && o->clip / (norm + 1e-6) < 1.0 ? o->clip / (norm + 1e-6)
 										    : 1.0);
 		float clipdiv = gn > LAMB_MAX_GRAD_NORM ? (float)(gn / LAMB_MAX_GRAD_NORM) : 1.0f;
+		uint64_t nkey = philox_mix(philox_mix(o->seed, NOISE_STREAM), (uint64_t)o->step);
 		for (int i = 0; i < m->ntensors; i++) {
 			const struct model_ostate *os = &m->ost[i];
 			size_t a = os->lo, n = os->hi - os->lo;
 			if (!n)
 				continue;
-			float wd = m->tensors[i].decay ? o->wd : 0.0f;
+			float wd = m->tensors[i].decay ? o->wd : 0.0f, lri = tensor_lr(o, m, i, lr);
 			float pnorm = (float)sqrt(ops->sumsq(m->master + a, n));
 			float unorm = (float)sqrt(ops->lamb_update(m->master + a, m->grads + a,
 								   m->adam_m + os->s, m->adam_v + os->s,
 								   n, o->b1, o->b2, o->eps, wd, gscale,
 								   clipdiv, o->step));
-			float ratio = lr;
+			float ratio = lri;
 			if (wd != 0.0f && pnorm != 0.0f && unorm != 0.0f)
-				ratio = lr * (pnorm / unorm);
+				ratio = lri * (pnorm / unorm);
+			struct lamb_noise nz = {.cols = 1};
+			if (o->lamb_noise > 0 && unorm != 0.0f) {
+				nz.key = philox_mix(nkey, model_hash_name(m->tensors[i].name));
+				nz.e0 = a - m->tensors[i].offset;
+				model_tensor_gmap(m, i, &nz.base, &nz.cols, &nz.stride);
+				nz.scale = (float)(o->lamb_noise * (double)unorm / sqrt((double)n));
+			}
 			ops->lamb_apply(m->master + a, (char *)m->params + a * ops->act_size,
 					m->adam_m + os->s, m->adam_v + os->s, n, o->b1, o->b2, o->eps,
-					wd, ratio, o->step);
+					wd, ratio, o->step, &nz);
 		}
 		goto updated;
 	}
@@ -119,15 +136,15 @@ int optim_step(struct optim *o, struct model *m, float lr, double *grad_norm)
 			if (!n)
 				continue;
 			ops->sgd(m->master + a, (char *)m->params + a * ops->act_size, m->grads + a,
-				 m->adam_m + os->s, n, lr, o->momentum,
+				 m->adam_m + os->s, n, tensor_lr(o, m, i, lr), o->momentum,
 				 m->tensors[i].decay ? o->wd : 0.0f, gscale, o->step == 1);
 		}
 		goto updated;
 	}
 	if (m->aseg) {   /* the backend's one launch over them all */
 		ops->adamw_multi(m->master, m->params, m->grads, m->adam_m, m->adam_v, m->aseg,
-				 m->naseg, m->aseg_total, lr, o->b1, o->b2, o->eps, o->wd, gscale,
-				 o->step);
+				 m->naseg, m->aseg_total, lr, o->emb_lr_mult, o->b1, o->b2, o->eps,
+				 o->wd, gscale, o->step);
 		goto updated;
 	}
 	for (int i = 0; i < m->ntensors; i++) {
@@ -135,18 +152,18 @@ int optim_step(struct optim *o, struct model *m, float lr, double *grad_norm)
 		size_t a = os->lo, n = os->hi - os->lo;
 		if (!n)
 			continue;
-		float wd = m->tensors[i].decay ? o->wd : 0.0f;
+		float wd = m->tensors[i].decay ? o->wd : 0.0f, lri = tensor_lr(o, m, i, lr);
 		void *param = (char *)m->params + a * ops->act_size;
 		if (!m->cfg.bnb)
 			ops->adamw(m->master + a, param, m->grads + a, m->adam_m + os->s,
-				   m->adam_v + os->s, n, lr, o->b1, o->b2, o->eps, wd, gscale, o->step);
+				   m->adam_v + os->s, n, lri, o->b1, o->b2, o->eps, wd, gscale, o->step);
 		else if (os->q8)
 			ops->adam8bit(m->master + a, param, m->grads + a, m->q1 + os->s, m->q2 + os->s,
-				      m->absmax1 + os->blk, m->absmax2 + os->blk, n, m->qmap, lr, o->b1,
+				      m->absmax1 + os->blk, m->absmax2 + os->blk, n, m->qmap, lri, o->b1,
 				      o->b2, o->eps, wd, gscale, o->step);
 		else
 			ops->adam32(m->master + a, param, m->grads + a, m->adam_m + os->s,
-				    m->adam_v + os->s, n, lr, o->b1, o->b2, o->eps, wd, gscale, o->step);
+				    m->adam_v + os->s, n, lri, o->b1, o->b2, o->eps, wd, gscale, o->step);
 	}
 updated:
 	if (m->cfg.zero_dp > 1) {   /* ZeRO-1: every DP rank gets the others' updated shards */

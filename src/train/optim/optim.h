@@ -18,7 +18,16 @@
  *   update u = m^/(sqrt(v^)+eps) + wd w, and each tensor with weight decay steps by
  *   lr ||w||/||u|| (lr when either norm is 0; tensors without decay by lr: apex's rule);
  *   norms are of this rank's part of a tensor, as apex sees its TP shard;
+ *   --lamb-layerwise-noise STD then adds to each tensor's update u the draws
+ *   STD * (||u|| / sqrt(n)) * z, z ~ N(0,1) - noise at STD times the RMS of the tensor's own
+ *   update, so the step is ratio * (u + noise) - after the trust ratio was taken from u.  z
+ *   is philox_normal(key(seed, step, the tensor's name), the element's global index): no
+ *   state, the same draws on any DP/TP/PP layout (the tied output copy draws the word
+ *   embedding's), and a resumed run draws what the straight run drew;
  * - or, with --optimizer sgd, torch.optim.SGD with --sgd-momentum and the same decay groups.
+ * --embedding-lr-mult ALPHA: the word embedding (and its tied copy on the last pipeline
+ * stage, which is the same parameter) steps at lr * ALPHA in every optimizer - everything the
+ * lr multiplies, decoupled weight decay included, as a torch param group with that lr would.
  * The step count only advances on steps that were taken, as apex's optimizers count. */
 #ifndef TRAIN_OPTIM_H
 #define TRAIN_OPTIM_H
@@ -31,6 +40,9 @@ enum optim_kind { OPT_ADAMW, OPT_LAMB, OPT_SGD };
 struct optim {
 	enum optim_kind kind;      /* set after optim_init (which makes it AdamW) */
 	float momentum;            /* --sgd-momentum */
+	float emb_lr_mult;         /* --embedding-lr-mult (1: optim_init's) */
+	float lamb_noise;          /* --lamb-layerwise-noise STD (0: none) */
+	uint64_t seed;             /* --seed: keys the noise */
 	float b1, b2, eps, wd, clip;
 	int fp16;
 	/* dynamic loss scaling (fp16) */

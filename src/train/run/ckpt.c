@@ -628,15 +628,17 @@ static int load_manifest(json_t *man, const char *path, struct model *m, struct 
 			    c->arch == MODEL_T5 ? "a T5" : c->arch == MODEL_BERT ? "a BERT" : "a GPT");
 	int64_t types = 0;
 	jint(mo, "num_tokentypes", &types);
+	int bin = json_is_true(json_object_get(mo, "binary_head"));
 	if (bert != (c->arch == MODEL_BERT) ||
-	    (bert && (types != c->num_tokentypes ||
-		      json_is_true(json_object_get(mo, "binary_head")) != !!c->binary_head)))
-		return errf(err, errlen, "%s: the checkpoint's model is %s%s, this run's %s%s: it is "
-			    "another model", path, bert ? "a BERT" : "a GPT", bert ? (json_is_true(
-			    json_object_get(mo, "binary_head")) ? " with the binary head" :
-			    " without the binary head") : "", c->arch == MODEL_BERT ? "a BERT" : "a GPT",
-			    c->arch == MODEL_BERT ? (c->binary_head ? " with the binary head" :
-			    " without the binary head") : "");
+	    (bert && (types != c->num_tokentypes || bin != !!c->binary_head))) {
+		char was[96], is[96];
+		snprintf(was, sizeof was, bert ? "a BERT %s the binary head, %lld token types" : "a GPT",
+			 bin ? "with" : "without", (long long)types);
+		snprintf(is, sizeof is, c->arch == MODEL_BERT ? "a BERT %s the binary head, %d token "
+			 "types" : "a GPT", c->binary_head ? "with" : "without", c->num_tokentypes);
+		return errf(err, errlen, "%s: the checkpoint's model is %s, this run's %s: it is "
+			    "another model", path, was, is);
+	}
 	if (!pe || strcmp(pe, c->alibi ? "alibi" : "learned") != 0 ||
 	    json_is_true(json_object_get(mo, "embed_layernorm")) != !!c->embed_ln)
 		return errf(err, errlen, "%s: --position-embedding-type or --embed-layernorm differs from "

@@ -350,6 +350,8 @@ static void memory(struct plan *p)
 		if (s->inflight < 1)
 			s->inflight = 1;
 		s->logits = s->last ? sbh / (double)p->h * (double)p->vocab_padded / (double)p->tp * 4 : 0;
+		if (s->last && a->model_type == MT_BERT)   /* the LM head's dense, GeLU and LN outputs */
+			s->logits += 3.0 * sbh * p->abytes;
 		s->act = (double)s->layers * p->act_layer * (double)s->inflight + s->logits;
 
 		/* checkpointed: each chunk's output per micro-batch in flight, and one chunk's
@@ -455,6 +457,72 @@ static void checkpoints(struct plan *p)
 	}
 }
 
+/* Time from the step model (gpumodel.h) of the CUDA backend on --gpu-model's device: an
+ * iteration of m micro-batches per pipeline takes (m + PP - 1) slots of the slowest stage's
+ * micro-batch plus its tail (norm, optimizer, DP all-reduce); the TFLOPs are what train would
+ * log for that iteration time (run.c hw_tflops: Megatron's formula). */
+static void model_timing(struct plan *p)
+{
+	const struct train_args *a = p->a;
+	const struct ramp *r = &p->ramp;
+	const struct gpumodel_device *dev = gpumodel_device(a->gpu_model ? a->gpu_model : "a100");
+	int64_t *layers = malloc((size_t)p->pp * sizeof *layers);
+	if (!layers || !dev)
+		die(EXIT_FAILED, "out of memory");
+	for (int64_t i = 0; i < p->pp; i++)
+		layers[i] = p->st[i].layers;
+	struct gpumodel_cfg c = {
+		.h = p->h, .heads = p->heads, .ffn = p->f, .seq = p->s, .mbs = p->mbs,
+		.vocab = p->vocab, .vocab_padded = p->vocab_padded, .maxpos = p->maxpos,
+		.tp = p->tp, .pp = p->pp, .dp = p->dp, .micro = p->m_full,
+		.gpus_per_node = a->gpus_per_node, .stage_layers = layers,
+		.ckpt_layers = a->checkpoint_activations ? p->ckpt_layers : 0,
+		.alibi = a->pos_emb != POS_LEARNED, .embed_ln = a->embed_layernorm || a->use_bnb_optimizer,
+		.fp16 = a->fp16, .zero1 = p->zero1, .post_ln = a->post_ln_residual,
+		.reset_pos = a->reset_position_ids, .reset_attn = a->reset_attention_mask,
+		.hidden_dropout = a->hidden_dropout, .sgd_momentum = a->sgd_momentum,
+		.opt = a->use_bnb_optimizer ? GM_BNB : strcmp(a->optimizer, "lamb") == 0 ? GM_LAMB
+		       : strcmp(a->optimizer, "sgd") == 0 ? GM_SGD : GM_ADAMW,
+	};
+	int rc = gpumodel_run(&p->gm, &c, dev);
+	free(layers);
+	if (rc < 0)
+		die(EXIT_FAILED, "out of memory");
+	p->have_time = 1;
+	p->time_model = 1;
+	p->flops_factor = a->checkpoint_activations ? 8 : 6;
+	p->t_slot = p->gm.t_slot;
+	p->t_iter = p->gm.t_iter;
+	double per_token = p->t_iter / ((double)p->gbs * (double)p->s), total = 0, ramp_s = 0;
+	int64_t ramp_tokens = 0;
+	p->days = (double)p->tokens * per_token / 86400;
+	for (int i = 0; i < r->nst; i++) {
+		int64_t steps = ramp_row_steps(r, i), g = r->st[i].gbs;
+		int64_t m = (g + p->mbs * p->dp - 1) / (p->mbs * p->dp);
+		double t = gpumodel_iter_seconds(&p->gm, p->pp, m);
+		total += (double)steps * t;
+		if (i < r->nst - 1) {
+			ramp_s += (double)steps * t;
+			ramp_tokens += steps * g * p->s;
+		}
+	}
+	p->ramp_aware_days = total / 86400;
+	p->ramp_days = ramp_s / 86400;
+	p->ramp_days_full_speed = (double)ramp_tokens * per_token / 86400;
+	/* what train logs: run.c hw_tflops, and the MFU of its log line */
+	double s = (double)p->s, h = (double)p->h, L = (double)p->L, V = (double)p->vocab_padded;
+	double coeff = a->glu_activation ? 32 : 24, act = a->checkpoint_activations ? 4 : 3;
+	double f = coeff * act * (double)p->gbs * s * L * h * h * (1 + s / (6 * h) + V / (16 * L * h));
+	p->model_tflops = f / (p->t_iter * (double)p->world * 1e12);
+	struct model_config mc = {.layers = (int)p->L, .hidden = (int)p->h, .ffn = (int)p->f,
+				  .padded_vocab = (int)p->vocab_padded, .seq = (int)p->s};
+	p->model_mfu = model_flops_per_token(&mc) * (double)p->gbs * s /
+		       (p->t_iter * dev->tc * (double)p->world);
+	p->ramp_tflops = ramp_s > 0 ? p->model_tflops * p->ramp_days_full_speed / p->ramp_days : 0;
+	if (a->glu_activation)
+		plan_note(p, "the step model prices a GeLU MLP, not --glu-activation %s", a->glu_activation);
+}
+
 static void timing(struct plan *p)
 {
 	const struct train_args *a = p->a;
@@ -462,8 +530,18 @@ static void timing(struct plan *p)
 	double T = a->assumed_tflops * 1e12, P = p->params_used, total = 0, ramp_s = 0;
 	int64_t ramp_tokens = 0;
 
-	if (a->assumed_tflops <= 0)
+	if (a->assumed_tflops <= 0 && a->model_type == MT_T5) {   /* the step model is GPT's */
+		if (a->gpu_model)
+			plan_error(p, "--gpu-model %s: the step model prices a GPT's operations, not a "
+				   "T5's; give --assumed-tflops for its days", a->gpu_model);
 		return;
+	}
+	if (a->assumed_tflops <= 0) {
+		model_timing(p);
+		return;
+	}
+	if (a->gpu_model)
+		plan_note(p, "--gpu-model %s: not used, --assumed-tflops gives the speed", a->gpu_model);
 	p->have_time = 1;
 	p->flops_factor = a->checkpoint_activations ? 8 : 6;
 	if (a->model_type == MT_T5) {   /* the model's count per token, not F x params */
@@ -597,4 +675,5 @@ void plan_free(struct plan *p)
 	free(p->ds);
 	free(p->indivisible);
 	ramp_free(&p->ramp);
+	gpumodel_free(&p->gm);
 }

@@ -34,7 +34,8 @@
  *   --checkpoint-num-layers n, each chunk's output, ceil(layers/n)*e*s*b*h per micro-batch, plus
  *   one chunk's full activations, n layers, while it is recomputed.  Under
  *   1F1B stage i holds min(PP - i, micro-batches) micro-batches in flight; the last stage adds
- *   the fp32 logits, s*b*Vp/t*4.  The stage with the largest total is the one that must fit.
+ *   the fp32 logits, s*b*Vp/t*4 (and a BERT its LM head's three s*b*h activations).  The stage
+ *   with the largest total is the one that must fit.
  * Checkpoints: weights only 2 B/param (4 in fp32); full 14 B/param (bf16 weights + fp32 master +
  *   Adam; 12 in fp32); save time at --checkpoint-bandwidth.
  * Time: days = tokens * F * params / (GPUs * TFLOPs * 1e12 * 86400) with F = 8 (6 forward and
@@ -43,6 +44,10 @@
  *   1F1B step takes m + PP - 1 micro-batch slots for m micro-batches; so a slot lasts
  *   t_iter / (m_full + PP - 1) and a ramp iteration with m micro-batches takes that times
  *   m + PP - 1: at GBS 16 BLOOM-176B runs 1 micro-batch through 12 stages, 9% of full speed.
+ *   Without --assumed-tflops the step model (gpumodel.h) prices the CUDA backend's iteration on
+ *   --gpu-model's device: a slot is the slowest stage's micro-batch, an iteration m + PP - 1
+ *   slots plus the tail after the last backward; days are the tokens at the full batch's time
+ *   per token, ramp-aware each ramp iteration at its own m; the TFLOPs are train's log line's.
  *
  * Constraints (check.h): plan_make() checks every rule Megatron asserts that the plan depends on,
  * and collects each violation as an error naming the flags (all of them, not the first); errors
@@ -56,6 +61,7 @@
 #include "train/args.h"
 #include "train/data/data.h"
 #include "train/data/ramp.h"
+#include "train/run/gpumodel.h"
 
 struct plan_stage {
 	int64_t layers;           /* transformer layers */
@@ -122,10 +128,15 @@ struct plan {
 	int64_t ckpt_saves, ckpt_kept;
 	double ckpt_disk;
 
-	/* time (have_time: --assumed-tflops given) */
+	/* time (have_time: from --assumed-tflops, or from the step model when it is not given) */
 	int have_time, flops_factor;
 	double t_iter, t_slot, days, ramp_days, ramp_days_full_speed, ramp_aware_days;
 	double ramp_tflops;       /* average modelled TFLOPs over the ramp phase */
+	/* the step model (gpumodel.h): time_model set when it gave the numbers above; tflops as
+	 * train logs them (Megatron's formula), mfu of the dense bf16 peak */
+	int time_model;
+	struct gpumodel gm;
+	double model_tflops, model_mfu;
 
 	/* the sequence-length curriculum (curriculum.h): tokens are counted at each iteration's
 	 * length; cl_full_iter is the first iteration at the full --seq-length (0: none) */

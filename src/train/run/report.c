@@ -331,19 +331,75 @@ static void text_checkpoint(const struct plan *p, FILE *f)
 				     : "all kept: see --save-keep");
 }
 
+/* the step model's part of the time section: how one iteration is made up, and its largest
+ * operations */
+static void text_model_time(const struct plan *p, FILE *f)
+{
+	const struct gpumodel *g = &p->gm;
+	const struct gpumodel_device *d = g->dev;
+	const struct train_args *a = p->a;
+	row(f, "device", d->name, fmt("--gpu-model %s%s: %.0f dense bf16 TFLOP/s, %.0f GB/s HBM", d->key,
+				      a->gpu_model ? "" : " (default)", d->tc / 1e12, d->hbm / 1e9));
+	row(f, "interconnect", "", d->network);
+	row(f, "micro-batch slot, slowest stage", duration(g->t_slot),
+	    fmt("forward, backward%s, p2p: MBS %lld x seq %lld", a->checkpoint_activations ?
+		", recompute" : "", LL(p->mbs), LL(p->s)));
+	row(f, "after the last backward", duration(g->t_post), "gradient norm, optimizer, DP all-reduce");
+	row(f, fmt("iteration at GBS %lld", LL(p->gbs)), duration(p->t_iter),
+	    fmt("(%lld + PP %lld - 1) slots + the tail; bubble %.1f%%", LL(p->m_full), LL(p->pp),
+		100.0 * (double)(p->pp - 1) / (double)(p->m_full + p->pp - 1)));
+	row(f, "TFLOPs per GPU", fmt("%.1f", p->model_tflops), "Megatron's formula, as train logs it");
+	row(f, "MFU", fmt("%.1f%%", 100 * p->model_mfu), "6N + 12 L h s FLOPs per token, of the peak");
+	fprintf(f, "  share of stage %d's iteration: GEMMs %.1f%%, attention %.1f%%, NCCL %.1f%%, "
+		"the rest %.1f%%; %.0f launches\n", g->stage, 100 * g->share[GM_KIND_GEMM],
+		100 * g->share[GM_KIND_ATTN], 100 * g->share[GM_KIND_COMM],
+		100 * g->share[GM_KIND_OTHER], g->launches);
+	/* its largest operations */
+	int idx[8], n = 0;
+	for (int k = 0; k < 8 && k < g->nrows; k++) {
+		int best = -1;
+		for (int i = 0; i < g->nrows; i++) {
+			int used = 0;
+			for (int j = 0; j < n; j++)
+				used |= idx[j] == i;
+			if (!used && (best < 0 || g->rows[i].seconds > g->rows[best].seconds))
+				best = i;
+		}
+		idx[n++] = best;
+	}
+	double busy = 0;
+	for (int i = 0; i < g->nrows; i++)
+		busy += g->rows[i].seconds;
+	fprintf(f, "  %-40s %-9s %10s %12s %6s\n", "largest operations", "kind", "per iter", "seconds",
+		"share");
+	for (int k = 0; k < n; k++) {
+		const struct gpumodel_row *r = &g->rows[idx[k]];
+		fprintf(f, "  %-40.40s %-9s %10.0f %12.4f %5.1f%%\n", r->name, gpumodel_kind_name[r->kind],
+			r->count, r->seconds, busy > 0 ? 100 * r->seconds / busy : 0.0);
+	}
+}
+
 static void text_time(const struct plan *p, FILE *f)
 {
 	const struct train_args *a = p->a;
-	fprintf(f, "\ntime\n");
 	if (!p->have_time) {
+		fprintf(f, "\ntime\n");
 		row(f, "days", "-", "give --assumed-tflops (TFLOPs per GPU as Megatron logs them)");
 		return;
 	}
-	row(f, "assumed TFLOPs per GPU", fmt("%g", a->assumed_tflops), fmt("%s GPUs", num(p->world)));
-	row(f, "parameters", num((int64_t)p->params_used),
-	    a->assumed_params > 0 ? "--assumed-params" : "exact count");
+	if (p->time_model) {
+		fprintf(f, "\ntime: predicted by the step model (gpu-model), not measured\n");
+		text_model_time(p, f);
+	} else {
+		fprintf(f, "\ntime\n");
+		row(f, "assumed TFLOPs per GPU", fmt("%g", a->assumed_tflops), fmt("%s GPUs", num(p->world)));
+		row(f, "parameters", num((int64_t)p->params_used),
+		    a->assumed_params > 0 ? "--assumed-params" : "exact count");
+	}
 	row(f, "tokens", num(p->tokens), "");
-	if (a->model_type == MT_T5) {
+	if (p->time_model) {
+		row(f, "days", fmt("%.2f", p->days), "tokens at the full batch's time per token");
+	} else if (a->model_type == MT_T5) {
 		row(f, "FLOPs per token", fmt("%.4g", p->flops_token), p->flops_factor == 8 ?
 		    "the encoder-decoder's count (train(1)) x 4/3: forward, backward, recompute" :
 		    "the encoder-decoder's count (train(1)): forward and backward");
@@ -364,6 +420,8 @@ static void text_time(const struct plan *p, FILE *f)
 	}
 	row(f, "days, ramp-aware", fmt("%.2f", p->ramp_aware_days),
 	    "an iteration of m micro-batches takes (m + PP - 1) slots");
+	if (p->time_model)
+		fprintf(f, "  (no failures, restarts, evaluation or checkpoint saves: the step alone)\n");
 }
 
 static void text_data(const struct plan *p, FILE *f)
@@ -563,24 +621,61 @@ static json_t *jramp(const struct plan *p)
 			 "pipeline_fill_iteration", p->fill_step ? json_integer(p->fill_step) : json_null());
 }
 
+static json_t *jstep_model(const struct plan *p)
+{
+	const struct gpumodel *g = &p->gm;
+	const struct gpumodel_device *d = g->dev;
+	const struct gpumodel_consts *k = &gpumodel_k;
+	json_t *ops = json_array();
+	for (int i = 0; i < g->nrows; i++) {
+		const struct gpumodel_row *r = &g->rows[i];
+		json_array_append_new(ops, json_pack("{s:s, s:s, s:f, s:f, s:f, s:f}", "op", r->name,
+						     "kind", gpumodel_kind_name[r->kind], "count", r->count,
+						     "flops", r->flops, "bytes", r->bytes, "seconds",
+						     r->seconds));
+	}
+	json_t *o = json_pack(
+		"{s:s, s:s, s:s, s:{s:f, s:f, s:f, s:f, s:i, s:f, s:f, s:f}, s:{s:f, s:f, s:f, s:f, s:f, "
+		"s:f, s:[i,i], s:f, s:f}, s:i, s:f, s:f, s:f, s:f, s:f, s:f, s:{s:f, s:f, s:f, s:f}, "
+		"s:f, s:o}",
+		"note", "predicted by the step model (gpu-model), not measured",
+		"gpu_model", d->key, "device", d->name,
+		"peaks", "tc", d->tc, "simt", d->simt, "hbm", d->hbm, "pcie", d->pcie, "sms", d->sms,
+		"attn_tc", d->attn_tc, "nvlink", d->nvlink, "nic", d->nic,
+		"efficiencies", "gemm", k->gemm, "simt", k->simt, "hbm", k->hbm, "net", k->net,
+		"gap_s", k->gap, "sync_s", k->sync, "tile", k->tile_m, k->tile_n,
+		"nvlink_latency_s", k->lat_nvlink, "net_latency_s", k->lat_net,
+		"slowest_stage", g->stage, "slot_seconds", g->t_slot, "tail_seconds", g->t_post,
+		"iteration_seconds", g->t_iter, "bubble",
+		(double)(p->pp - 1) / (double)(p->m_full + p->pp - 1),
+		"tflops_per_gpu", p->model_tflops, "mfu", p->model_mfu,
+		"shares", "gemm", g->share[GM_KIND_GEMM], "attention", g->share[GM_KIND_ATTN],
+		"comm", g->share[GM_KIND_COMM], "other", g->share[GM_KIND_OTHER],
+		"launches", g->launches, "ops", ops);
+	return o;
+}
+
 static json_t *jtime(const struct plan *p)
 {
 	if (!p->have_time)
 		return json_null();
-	if (p->a->model_type == MT_T5)
-		return json_pack("{s:f, s:f, s:I, s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:f}",
-				 "assumed_tflops", p->a->assumed_tflops, "params", p->params_used,
-				 "tokens", (json_int_t)p->tokens, "flops_per_token", p->flops_token,
-				 "iteration_seconds", p->t_iter, "slot_seconds", p->t_slot, "days",
-				 p->days, "rampup_days_full_speed", p->ramp_days_full_speed,
-				 "rampup_days", p->ramp_days, "rampup_tflops", p->ramp_tflops,
-				 "ramp_aware_days", p->ramp_aware_days);
-	return json_pack("{s:f, s:f, s:I, s:i, s:f, s:f, s:f, s:f, s:f, s:f, s:f}",
-			 "assumed_tflops", p->a->assumed_tflops, "params", p->params_used,
-			 "tokens", (json_int_t)p->tokens, "flops_per_token_per_param", p->flops_factor,
-			 "iteration_seconds", p->t_iter, "slot_seconds", p->t_slot, "days", p->days,
-			 "rampup_days_full_speed", p->ramp_days_full_speed, "rampup_days", p->ramp_days,
-			 "rampup_tflops", p->ramp_tflops, "ramp_aware_days", p->ramp_aware_days);
+	json_t *o = json_pack("{s:s, s:f, s:I, s:i, s:f, s:f, s:f, s:f, s:f, s:f, s:f}",
+			      "source", p->time_model ? "step-model" : "assumed-tflops",
+			      "params", p->params_used, "tokens", (json_int_t)p->tokens,
+			      "flops_per_token_per_param", p->flops_factor, "iteration_seconds", p->t_iter,
+			      "slot_seconds", p->t_slot, "days", p->days, "rampup_days_full_speed",
+			      p->ramp_days_full_speed, "rampup_days", p->ramp_days, "rampup_tflops",
+			      p->ramp_tflops, "ramp_aware_days", p->ramp_aware_days);
+	if (!o)
+		return NULL;
+	json_object_set_new(o, "assumed_tflops", p->time_model ? json_null()
+							       : json_real(p->a->assumed_tflops));
+	json_object_set_new(o, "step_model", p->time_model ? jstep_model(p) : json_null());
+	if (p->a->model_type == MT_T5) {   /* the encoder-decoder's count, not F x params */
+		json_object_del(o, "flops_per_token_per_param");
+		json_object_set_new(o, "flops_per_token", json_real(p->flops_token));
+	}
+	return o;
 }
 
 static json_t *jdata(const struct plan *p)

@@ -486,8 +486,16 @@ static void startup_notes(const struct train_args *a, const struct ops *ops)
 	if (a->profile_range_given && !a->profile)
 		out("train: --profile-step-start, --profile-step-end, --profile-ranks: no effect "
 		    "without --profile, as in Megatron-LM\n");
+	if (a->gpu_model)
+		out("train: --gpu-model: no effect without --dry-run (it picks the device whose step "
+		    "model --dry-run's time estimate uses)\n");
 	if (a->sgd_momentum_given && strcmp(a->optimizer, "sgd"))
 		out("train: --sgd-momentum: no effect without --optimizer sgd, as in Megatron\n");
+	if (a->lamb_noise_given && a->lamb_layerwise_noise == 0)
+		out("train: --lamb-layerwise-noise 0: no effect (no noise is LAMB's own update)\n");
+	if (a->embedding_lr_mult_given && a->embedding_lr_mult == 1)
+		out("train: %s 1: no effect (the word embedding's learning rate is the others')\n",
+		    a->embedding_lr_mult_given);
 	if ((a->finetune || a->no_load_optim) && !a->load)
 		out("train: --%s: no effect without --load\n", a->finetune ? "finetune" : "no-load-optim");
 }
@@ -584,6 +592,9 @@ static int setup(struct run *r, char *err, size_t errlen)
 	if ((lamb || sgd) && a->use_bnb_optimizer)
 		return errf(err, errlen, "--optimizer %s and --use-bnb-optimizer (8-bit Adam) are two "
 			    "optimizers: choose one", a->optimizer);
+	if (a->lamb_noise_given && !lamb)
+		return errf(err, errlen, "--lamb-layerwise-noise is LAMB's: it needs --optimizer lamb "
+			    "(not %s)", a->optimizer);
 	if ((lamb && !ops->lamb_update) || (sgd && !ops->sgd))
 		return errf(err, errlen, "--optimizer %s: the %s backend has no %s kernels in this "
 			    "build; use --device cpu", a->optimizer, ops->name, a->optimizer);
@@ -724,9 +735,19 @@ static int setup(struct run *r, char *err, size_t errlen)
 			    "under %d elements)\n", r->m.opt_bytes, own, own ? (double)r->m.opt_bytes / own : 0.0,
 			    n8, BNB_BLOCK, nblk, n32, BNB_MIN_8BIT);
 		else
-			out("train: optimizer: AdamW, %zu bytes of state allocated on this rank for %zu "
-			    "weights (%.3f B each)\n", r->m.opt_bytes, own,
+			out("train: optimizer: %s, %zu bytes of state allocated on this rank for %zu "
+			    "weights (%.3f B each)\n", lamb ? "LAMB (apex FusedLAMB)" : sgd
+			    ? "SGD" : "AdamW", r->m.opt_bytes, own,
 			    own ? (double)r->m.opt_bytes / own : 0.0);
+		if (lamb && a->lamb_layerwise_noise > 0)
+			out("train: --lamb-layerwise-noise %g: each tensor's update u gets %g x "
+			    "||u||/sqrt(n) x N(0,1) added after the trust ratio, drawn per element from "
+			    "--seed, the step and the tensor\n", a->lamb_layerwise_noise,
+			    a->lamb_layerwise_noise);
+		if (a->embedding_lr_mult != 1)
+			out("train: %s %g: the word embedding, the tied output layer with it, learns at "
+			    "%g x the learning rate (the position embeddings at 1 x)\n",
+			    a->embedding_lr_mult_given, a->embedding_lr_mult, a->embedding_lr_mult);
 		if (c.zero_dp > 1)
 			out("train: ZeRO-1: this rank's optimizer shard is weights [%zu, %zu) of %zu%s\n",
 			    r->m.opt_lo, r->m.opt_hi, r->m.nparams, c.bnb ? " (cuts moved down to "
@@ -781,6 +802,9 @@ static int setup(struct run *r, char *err, size_t errlen)
 	r->st.optim.kind = !strcmp(a->optimizer, "lamb") ? OPT_LAMB
 			   : !strcmp(a->optimizer, "sgd") ? OPT_SGD : OPT_ADAMW;
 	r->st.optim.momentum = (float)a->sgd_momentum;
+	r->st.optim.emb_lr_mult = (float)a->embedding_lr_mult;
+	r->st.optim.lamb_noise = lamb ? (float)a->lamb_layerwise_noise : 0.0f;
+	r->st.optim.seed = (uint64_t)a->seed;
 	if (a->fp16 && a->loss_scale > 0) {   /* --loss-scale: static */
 		r->st.optim.static_scale = 1;
 		r->st.optim.loss_scale = (float)a->loss_scale;

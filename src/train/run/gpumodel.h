@@ -1,0 +1,102 @@
+/* gpumodel - the CUDA backend's training step priced on an H100 SXM or an A100, from the run's
+ * configuration alone: the analytic twin of tests/bench/gpu-model.py, for train --dry-run.
+ *
+ * gpu-model.py prices what the CPU executor recorded of a real step (every kernel with the bytes
+ * it touched, every cuBLASLt call, copy and memset); this module writes the same list down from
+ * the shapes - the kernels, GEMMs, memsets and copies that model.c makes the CUDA backend launch
+ * for one micro-batch and one iteration of a pipeline stage (src/train/cuda/ *.cu), each with the
+ * FLOPs and compulsory bytes of its buffers as the kernel reads and writes them (in 32-byte
+ * sectors, as the executor counts) - and prices each with gpu-model.py's rules and constants:
+ * the larger of FLOPs at a pipe's peak x efficiency and bytes at HBM bandwidth x efficiency, plus
+ * a launch gap; GEMMs with cuBLAS's tile and wave quantisation; attention's FLOPs at the
+ * tensor-core efficiency of its kernels; a host synchronisation per device-to-host copy.  The
+ * device table and the efficiencies exist twice, here and in gpu-model.py, and must agree
+ * (tests/cli/train-gpu-model.sh compares them and the per-op times of the two on a real profile).
+ *
+ * What gpu-model.py does not see - one GPU's profile has no peers - is added here: the NCCL
+ * calls of the layout (TP's all-reduces of activations inside each layer, the pipeline's
+ * send/receive per micro-batch, the tied embedding's gradient between first and last stage,
+ * DP's gradient all-reduce and ZeRO-1's all-gather, the host collectives of every iteration's
+ * decisions), each a ring: 2 (g-1)/g of the bytes per rank for a sum (reduce-scatter plus
+ * all-gather, dist_nccl.cu) at NVLink's bandwidth inside a node or at the node's network share
+ * across nodes, plus a latency per call; and the 1F1B pipeline: an iteration of m micro-batches
+ * takes m + PP - 1 slots of the slowest stage's micro-batch, plus the work after the last
+ * backward (gradient norm, optimizer, DP all-reduce) of the slowest stage - the bubble
+ * (PP-1)/(m+PP-1).  Everything runs on the backend's one stream, so nothing overlaps.
+ *
+ * Not modelled: evaluation, checkpoint saves, data loading, start-up, failures and restarts; the
+ * CUB radix sort of the embedding backward (not in a profile either: tens of microseconds). */
+#ifndef TRAIN_GPUMODEL_H
+#define TRAIN_GPUMODEL_H
+
+#include <stdint.h>
+
+struct gpumodel_device {
+	const char *key;          /* --gpu-model: "h100", "a100" */
+	const char *name;         /* "H100 SXM" as gpu-model.py names it */
+	double tc, simt;          /* dense bf16 tensor-core and fp32 SIMT peaks, FLOP/s */
+	double hbm, pcie;         /* bytes/s */
+	int sms;
+	double attn_tc;           /* the attention kernels' share of the tc peak */
+	double nvlink;            /* bytes/s per GPU per direction, inside a node */
+	double nic;               /* bytes/s per node per direction, across nodes */
+	const char *network;      /* in words, for the report */
+};
+
+/* The efficiencies and costs gpu-model.py's EFF, GAP, SYNC and TILE hold (the same numbers),
+ * and the collectives' latencies it does not use. */
+struct gpumodel_consts {
+	double gemm, simt, hbm, net;   /* shares of a peak */
+	double gap, sync;              /* seconds per launch, per host synchronisation */
+	int tile_m, tile_n;
+	double lat_nvlink, lat_net;    /* seconds per NCCL call */
+};
+extern const struct gpumodel_consts gpumodel_k;
+
+/* NULL when the name is not one of them */
+const struct gpumodel_device *gpumodel_device(const char *key);
+
+enum gpumodel_opt { GM_ADAMW, GM_LAMB, GM_SGD, GM_BNB };
+
+struct gpumodel_cfg {
+	int64_t h, heads, ffn, seq, mbs, vocab, vocab_padded, maxpos;
+	int64_t tp, pp, dp, micro;          /* micro: micro-batches per pipeline at full GBS */
+	int64_t gpus_per_node;
+	const int64_t *stage_layers;        /* pp entries */
+	int64_t ckpt_layers;                /* 0: no activation checkpointing */
+	int alibi, embed_ln, fp16, zero1, post_ln, reset_pos, reset_attn;
+	double hidden_dropout, sgd_momentum;   /* attention dropout launches nothing more */
+	enum gpumodel_opt opt;
+};
+
+enum gpumodel_kind { GM_KIND_GEMM, GM_KIND_ATTN, GM_KIND_OTHER, GM_KIND_COMM, GM_KINDS };
+extern const char *const gpumodel_kind_name[GM_KINDS];   /* "gemm", "attention", ... */
+
+/* One kind of operation of an iteration: a kernel by its name as the executor records it
+ * ("ln_fwd_k<8>"), a GEMM shape as gpu-model.py prints it ("gemm 768x16384x768 none+bias"),
+ * "(memset)", "(memcpy DtoD)", "host syncs + HtoD copies", or a collective ("nccl sum TP") */
+struct gpumodel_row {
+	char name[80];
+	enum gpumodel_kind kind;
+	double count, flops, bytes, seconds;
+};
+
+struct gpumodel {
+	const struct gpumodel_device *dev;
+	int stage;                /* the slowest stage: rows and shares are its own */
+	double t_slot;            /* the slowest stage's micro-batch: forward, backward, recompute, p2p */
+	double t_post;            /* after the last backward, the slowest stage's: norm, optimizer, DP */
+	double t_iter;            /* (micro + pp - 1) t_slot + t_post */
+	struct gpumodel_row *rows;     /* that stage's iteration at `micro` micro-batches */
+	int nrows;
+	double share[GM_KINDS];   /* of that stage's busy time */
+	double launches;          /* kernels, GEMMs, memsets and copies per iteration, that stage */
+};
+
+/* 0, or -1 when out of memory */
+int gpumodel_run(struct gpumodel *g, const struct gpumodel_cfg *c, const struct gpumodel_device *d);
+/* an iteration of m micro-batches per pipeline (a ramp-up's smaller batch), seconds */
+double gpumodel_iter_seconds(const struct gpumodel *g, int64_t pp, int64_t m);
+void gpumodel_free(struct gpumodel *g);
+
+#endif
