@@ -159,10 +159,10 @@ int lt_from_manifest(struct lt_model *m, json_t *mo, const char *where, char *er
 	if (!json_is_object(mo))
 		return errf(err, errlen, "%s: no \"model\" object", where);
 	const char *mt = json_string_value(json_object_get(mo, "model_type"));
-	if (mt && strcmp(mt, "gpt") != 0)   /* train --model-type bert writes "bert" */
-		return errf(err, errlen, "%s: a %s checkpoint: this layout knows GPT/BLOOM models; "
-			    "a BERT's tensors (token types, pooler, LM and binary heads) are read by "
-			    "train --load only, so far", where, mt);
+	if (mt && strcmp(mt, "gpt") != 0 && strcmp(mt, "t5") != 0)   /* train --model-type bert */
+		return errf(err, errlen, "%s: a %s checkpoint: this layout knows GPT/BLOOM and T5 "
+			    "models; a BERT's tensors (token types, pooler, LM and binary heads) are "
+			    "read by train --load only, so far", where, mt);
 	for (size_t i = 0; i < sizeof keys / sizeof *keys; i++)
 		if (jint(mo, keys[i], vals[i]) < 0)
 			return errf(err, errlen, "%s: model.%s is missing or not a positive integer",
@@ -176,10 +176,6 @@ int lt_from_manifest(struct lt_model *m, json_t *mo, const char *where, char *er
 		return errf(err, errlen, "%s: model.embed_layernorm is missing or not a boolean", where);
 	m->alibi = strcmp(pe, "alibi") == 0;
 	m->embed_ln = json_is_true(eln);
-	const char *mt = json_string_value(json_object_get(mo, "model_type"));
-	if (mt && strcmp(mt, "gpt") != 0 && strcmp(mt, "t5") != 0)
-		return errf(err, errlen, "%s: model.model_type \"%s\": this build reads GPT/BLOOM and "
-			    "T5 checkpoints", where, mt);
 	m->t5 = mt && strcmp(mt, "t5") == 0;
 	if (m->t5 && (m->alibi || m->embed_ln))
 		return errf(err, errlen, "%s: a T5 has learned positions and no embedding layer norm",
