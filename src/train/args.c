@@ -198,6 +198,7 @@ const struct opt args_opts[] = {
 #define NOFX(n, v, why) {n, v, ARG_NOEFFECT, why}
 #define REFUSE(n, v, why) {n, v, ARG_REFUSED, why}
 #define NOT_GPT "an ICT/ViT/retriever flag: train trains GPT, BLOOM, BERT and T5 models; drop it"
+#define T5_NOISE "a T5/ICT/ViT flag of a later Megatron-LM's span corruption: --model-type t5 corrupts spans as T5Dataset did in 2021-22 (--mask-prob, geometric span lengths of mean 3); drop it"
 #define MEMORY_ONLY "where or when the checkpointed inputs are kept, partitioned or synchronized: lmtk keeps each whole in its rank's memory, the recomputation is the same"
 #define ZERO3 "a ZeRO-2/3 or offload setting: lmtk has ZeRO-1 (--zero-stage)"
 #define FUSION "a kernel-fusion switch: the same math either way"
@@ -260,7 +261,7 @@ const struct args_other args_other[] = {
 	REFUSE("reweight-loss-based-on-position-frequency", 0, "prefix-LM loss weighting is not implemented; drop it"),
 	REFUSE("pipeline-model-parallel-split-rank", 1, "the pipeline stage where T5's decoder begins: T5 is not split over pipeline stages here; train it with --pipeline-model-parallel-size 1 (TP and DP)"),
 	REFUSE("retriever-seq-length", 1, NOT_GPT), REFUSE("sample-rate", 1, NOT_GPT),
-	REFUSE("noise-density", 1, NOT_GPT), REFUSE("mean-noise-span-length", 1, NOT_GPT),
+	REFUSE("noise-density", 1, T5_NOISE), REFUSE("mean-noise-span-length", 1, T5_NOISE),
 	REFUSE("ict-head-size", 1, NOT_GPT), REFUSE("biencoder-projection-dim", 1, NOT_GPT),
 	REFUSE("biencoder-shared-query-context-model", 0, NOT_GPT), REFUSE("ict-load", 1, NOT_GPT),
 	REFUSE("bert-load", 1, NOT_GPT), REFUSE("titles-data-path", 1, NOT_GPT),
