@@ -66,6 +66,10 @@ decoder's positions continue after the encoder's, Te..Te+Td-1, as if one sequenc
 needs Te+Td rows), decoder_no_positions (the decoder's input without position embeddings),
 kv_swapped (key_value's rows read as [NH, v|k, HD]), no_lm_bias (lm_head.bias left out).
 
+    tests/ref/t5-ref.py --many FILE
+runs each line of FILE, "OUT ARGS...", as its own invocation with its output in OUT and a last
+line "exit N" there (one Python start for several comparisons); exits with the worst N.
+
 Exit status: 0 within tolerance (or --write only), 1 over tolerance, 2 bad input.
 """
 
@@ -327,7 +331,7 @@ def reference(cfg, weights, batch, dtype="float64", groups=G.GROUPS, mutate=None
         if not train:
             break
         norms.append(G.clip_grads(grads, cfg["clip_grad"]))
-        optimizer(params, grads, state, decay, cfg, k + 1)
+        optimizer(params, grads, state, decay, cfg, k + 1, names)
     if "losses" in groups:
         out["losses"] = np.array(losses)
     if "grad_norms" in groups:
@@ -450,9 +454,36 @@ def main(argv):
     return 0 if G.print_rows(rows, a.tolerance) else 1
 
 
-if __name__ == "__main__":
+def run_one(argv):
     try:
-        sys.exit(main(sys.argv[1:]))
+        return main(argv)
     except BadInput as e:
         print(f"{PROG}: {e}", file=sys.stderr)
-        sys.exit(2)
+        return 2
+
+
+def run_many(path):
+    """--many FILE: one run per line, "OUT ARGS...": its output (stdout and stderr) goes to OUT,
+    followed by a line "exit N" - one Python start for a test's several comparisons."""
+    import contextlib
+    import shlex
+    worst = 0
+    for line in open(path):
+        words = shlex.split(line)
+        if not words:
+            continue
+        with open(words[0], "w") as out, contextlib.redirect_stdout(out), \
+                contextlib.redirect_stderr(out):
+            try:
+                rc = run_one(words[1:])
+            except SystemExit as e:   # argparse
+                rc = e.code if isinstance(e.code, int) else 2
+            print(f"exit {rc}")
+        worst = max(worst, rc)
+    return worst
+
+
+if __name__ == "__main__":
+    if len(sys.argv) == 3 and sys.argv[1] == "--many":
+        sys.exit(run_many(sys.argv[2]))
+    sys.exit(run_one(sys.argv[1:]))

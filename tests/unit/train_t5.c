@@ -49,7 +49,7 @@ struct t5_batches {
 static void t5_batches_make(struct t5_batches *x, int S, int B, int Te, int Td, int V)
 {
 	size_t ne = (size_t)S * B * Te, nd = (size_t)S * B * Td;
-	*x = (struct t5_batches){S, B, Te, Td};
+	*x = (struct t5_batches){.S = S, .B = B, .Te = Te, .Td = Td};
 	x->enc = calloc(ne, 4), x->ev = calloc(ne, 4);
 	x->dec = calloc(nd, 4), x->labels = calloc(nd, 4), x->lmask = calloc(nd, 4);
 	x->dv = calloc(nd, 4), x->lm = calloc(nd, 1), x->lens = calloc((size_t)S * B, 4);
