@@ -15,10 +15,12 @@
 # Then bin/train on a sentence dataset written here (each sentence one word repeated, so a masked
 # span is what its neighbours are):
 #   - a run learns; the log line has lm loss and no sop loss; validation; TensorBoard
-#   - resume is bit-exact (dropout on); the checkpoint has Megatron's names
+#   - resume is bit-exact (dropout on), so is --checkpoint-activations; the checkpoint has
+#     Megatron's names
 #   - TP=2 and DP=2 over MPI give the one-rank run's losses
-#   - ckpt-merge-tp merges the TP=2 checkpoint and the merged one resumes as TP=2 does; --format
-#     hf is refused (exit 2, saying why), --target-pp 2 too
+#   - ckpt-merge-tp merges the TP=2 checkpoint and the merged one resumes as TP=2 does, re-split
+#     to TP=2 too; ckpt-sync-ln checks its replicated tensors; --format hf is refused (exit 2,
+#     saying why), --target-pp 2 too
 #   - --dry-run's parameter count is the model's; misuse exits 2 naming the flag
 . "$(dirname "$0")/../lib.sh"
 PY=/usr/bin/python3
@@ -194,6 +196,11 @@ grep -qx 'decoder.layers.1.inter_attention.key_value.weight' names.txt &&
 grep -q '"model_type": "t5"' s/global_step8/manifest.json && ok t5_manifest_names_the_model ||
 	fail t5_manifest_names_the_model "$(grep -m1 model_type s/global_step8/manifest.json)"
 
+# --checkpoint-activations: each stack's chunks recomputed, the same bits (dropout on)
+t5 "${R[@]}" --checkpoint-activations >ck.out 2>&1
+diff <(losses s.out) <(losses ck.out) >/dev/null && [ "$(losses ck.out | wc -l)" = 8 ] &&
+	ok t5_recompute_is_bit_exact || fail t5_recompute_is_bit_exact "$(diff <(losses s.out) <(losses ck.out) | head -3)"
+
 # the parallel layouts, and the checkpoint through ckpt-merge-tp
 if [ $mpi = 1 ]; then
 	P=(--train-iters 4 --lr 3e-3 --log-interval 1 --eval-interval 4 --eval-iters 1)
@@ -232,6 +239,11 @@ PYEOF
 			--load m2 >m2.out 2>&1 && losses m2.out >m2.l && same p1.last2 m2.l 2>m2.err &&
 		ok t5_merged_checkpoint_resplit_to_tp2_resumes ||
 		fail t5_merged_checkpoint_resplit_to_tp2_resumes "$(tail -1 split.out) $(tail -1 m2.err) $(tail -1 m2.out)"
+	"$BIN/ckpt-sync-ln" ctp2 >sync.out 2>&1 &&
+		grep -q 'replicated tensor buffers are equal across ranks (bit-exact)' sync.out &&
+		grep -q '^decoder.layers.1.post_inter_attention_layernorm.bias ' sync.out &&
+		ok t5_ckpt_sync_ln_checks_the_replicated_tensors ||
+		fail t5_ckpt_sync_ln_checks_the_replicated_tensors "$(tail -1 sync.out)"
 	expect_rc t5_hf_export_is_refused 2 "$BIN/ckpt-merge-tp" ctp2 --output hf --format hf &&
 		contains t5_hf_refusal_says_why "$T/err" \
 			'T5ForConditionalGeneration has relative position buckets.*keep the lmtk checkpoint'
