@@ -70,8 +70,9 @@
  * Speed, as the step model prices it (tests/bench/gpu-model.py, at 25% of an H100's dense bf16
  * peak; not yet measured on a GPU): for GPT-2 124M at B x T = 16 x 1024, attention goes from
  * 62.6% of the step with the fp32 SIMT kernels this file had before to 19.2%, and the predicted
- * MFU from 21.3% to 45.9%.  ptxas (CUDA 13, sm_90): 102 / 167 / 168 registers at HDM 64 for the
- * forward / dQ / dK-dV kernels, a 12-byte spill in dK-dV. */
+ * MFU from 21.3% to 45.9%.  ptxas (CUDA 13.0.88, sm_90) at HDM 64, forward / dQ / dK-dV: 104 /
+ * 153 / 195 registers before at_io, 128 / 155 / 209 with it, no spill - the same blocks per SM
+ * (4 / 3 / 2 at 128 threads), so the generality costs the self-attention no occupancy. */
 #include <math.h>
 
 #include "train/cuda/common.h"
@@ -84,17 +85,23 @@
 #define AT_LOG2E 1.4426950408889634f
 #define AT_LN2 0.69314718055994531f
 
-/* Where an attention call's operands lie (elements): q's rows (and dq's, and out's and dout's
- * with stride NH*HD) and k's and v's (and dk's, dv's); head h of sample b starts at
- * b*xbs + h*xhs of its tensor.  The self-attention's are qkv's columns, the cross-attention's
- * q and kv (see the top). */
+/* Where an attention call's operands lie (elements): q's rows (and dq's; out's and dout's have
+ * stride NH*HD) and k's (and dk's); head h of sample b starts at (b*T + row)*rs + h*hs of its
+ * tensor, and v (dv) is always k (dk) + HD - qkv's [q, k, v] and kv's [k, v] of a head alike.
+ * The self-attention's are qkv's columns, the cross-attention's q and kv (see the top).  Kept
+ * small: every kernel holds it in registers. */
 struct at_io {
-	const bf16 *q, *k, *v;
-	bf16 *dq, *dk, *dv;
-	size_t qrs, krs, qbs, kbs;   /* row and batch strides of q (dq) and of k, v (dk, dv) */
-	int qhs, khs;                /* head strides */
+	const bf16 *q, *k;
+	bf16 *dq, *dk;
+	int qrs, krs, qhs, khs;      /* row and head strides of q (dq) and of k, v (dk, dv) */
 	int Tq, Tk;
 };
+
+/* head h of sample b's row 0 in a tensor of T rows */
+__device__ __forceinline__ size_t at_row0(int b, int T, int rs, int h, int hs)
+{
+	return ((size_t)b * (size_t)T) * (size_t)rs + (size_t)h * (size_t)hs;
+}
 
 /* Rows [r0, r0+64) of one head's q, k, v or dout into sm[64][HDM+8]; src points at row 0 of that
  * head, rs is the distance between rows (elements).  Zero past T and past HD.  vec: HD is a
@@ -305,9 +312,8 @@ __global__ __launch_bounds__(AT_T) void attn_fwd_mma_k(bf16 *out, float *lse, st
 	int q0 = (gridDim.x - 1 - blockIdx.x) * AT_B, h = blockIdx.y, b = blockIdx.z;
 	int lane = threadIdx.x & 31, w0 = (threadIdx.x >> 5) * 16, g = lane >> 2, t = lane & 3;
 	int nk = (HD + 15) / 16, T = io.Tq, Tk = io.Tk;
-	const bf16 *qb = io.q + (size_t)b * io.qbs + (size_t)h * io.qhs;
-	const bf16 *kb = io.k + (size_t)b * io.kbs + (size_t)h * io.khs;
-	const bf16 *vb = io.v + (size_t)b * io.kbs + (size_t)h * io.khs;
+	const bf16 *qb = io.q + at_row0(b, T, io.qrs, h, io.qhs);
+	const bf16 *kb = io.k + at_row0(b, Tk, io.krs, h, io.khs);
 	uint64_t bh = (uint64_t)b * NH + h, dbh = at_bh(k, b, h);
 	float sc2 = scale * AT_LOG2E, sl2 = (k.slopes ? k.slopes[h] : 0.0f) * AT_LOG2E, p = k.p;
 	float keep1 = 1.0f / (1.0f - p); /* a kept score's factor, as philox_keep's */
@@ -331,7 +337,7 @@ __global__ __launch_bounds__(AT_T) void attn_fwd_mma_k(bf16 *out, float *lse, st
 		int k0 = kt * AT_B;
 		__syncthreads(); /* the previous tile's Ks, Vs are consumed */
 		at_load<HDM>(Ks, kb, io.krs, k0, Tk, HD, vec);
-		at_load<HDM>(Vs, vb, io.krs, k0, Tk, HD, vec);
+		at_load<HDM>(Vs, kb + HD, io.krs, k0, Tk, HD, vec);
 		__syncthreads();
 
 		int hi = at_chunks_upto(last, k0);
@@ -422,7 +428,7 @@ __global__ void attn_dsum_k(float *Dsum, const bf16 *dout, const bf16 *out, int 
 	}
 }
 
-/* dK, dV (io.dk, io.dv) for one key tile.  grid (ceil(Tk/64), NH, B), block 128; block x owns
+/* dK, dV (io.dk, io.dk + HD) for one key tile.  grid (ceil(Tk/64), NH, B), block 128; block x owns
  * keys [64x, 64x+64) and walks query tiles x..end (causal; all of them bidirectionally; tile 0,
  * the longest, first); warp w owns keys 16w..16w+15 of the tile. */
 template <int HDM>
@@ -443,9 +449,8 @@ __global__ __launch_bounds__(AT_T) void attn_bwd_dkv_mma_k(struct at_io io, cons
 	int lane = threadIdx.x & 31, w0 = (threadIdx.x >> 5) * 16, g = lane >> 2, t = lane & 3;
 	int nk = (HD + 15) / 16, T = io.Tq, Tk = io.Tk;
 	size_t ors = (size_t)NH * HD;
-	const bf16 *qb = io.q + (size_t)b * io.qbs + (size_t)h * io.qhs;
-	const bf16 *kb = io.k + (size_t)b * io.kbs + (size_t)h * io.khs;
-	const bf16 *vb = io.v + (size_t)b * io.kbs + (size_t)h * io.khs;
+	const bf16 *qb = io.q + at_row0(b, T, io.qrs, h, io.qhs);
+	const bf16 *kb = io.k + at_row0(b, Tk, io.krs, h, io.khs);
 	const bf16 *obase = dout + (size_t)b * T * ors + (size_t)h * HD;
 	uint64_t bh = (uint64_t)b * NH + h, dbh = at_bh(k, b, h);
 	float sc2 = scale * AT_LOG2E, sl2 = (k.slopes ? k.slopes[h] : 0.0f) * AT_LOG2E, p = k.p;
@@ -453,7 +458,7 @@ __global__ __launch_bounds__(AT_T) void attn_bwd_dkv_mma_k(struct at_io io, cons
 	uint64_t seed = k.seed;
 
 	at_load<HDM>(Ks, kb, io.krs, k0, Tk, HD, vec);
-	at_load<HDM>(Vs, vb, io.krs, k0, Tk, HD, vec);
+	at_load<HDM>(Vs, kb + HD, io.krs, k0, Tk, HD, vec);
 	int jr[2] = {k0 + w0 + g, k0 + w0 + g + 8}; /* this lane's keys */
 	float dk[ND][4], dv[ND][4];
 #pragma unroll
@@ -509,8 +514,7 @@ __global__ __launch_bounds__(AT_T) void attn_bwd_dkv_mma_k(struct at_io io, cons
 		int j = jr[r];
 		if (j >= Tk)
 			continue;
-		size_t at = (size_t)b * io.kbs + (size_t)j * io.krs + (size_t)h * io.khs;
-		bf16 *dkd = io.dk + at, *dvd = io.dv + at;
+		bf16 *dkd = io.dk + at_row0(b, Tk, io.krs, h, io.khs) + (size_t)j * io.krs, *dvd = dkd + HD;
 #pragma unroll
 		for (int c = 0; c < ND; c++)
 #pragma unroll
@@ -542,9 +546,8 @@ __global__ __launch_bounds__(AT_T) void attn_bwd_dq_mma_k(struct at_io io, const
 	int lane = threadIdx.x & 31, w0 = (threadIdx.x >> 5) * 16, g = lane >> 2, t = lane & 3;
 	int nk = (HD + 15) / 16, T = io.Tq, Tk = io.Tk;
 	size_t ors = (size_t)NH * HD;
-	const bf16 *qb = io.q + (size_t)b * io.qbs + (size_t)h * io.qhs;
-	const bf16 *kb = io.k + (size_t)b * io.kbs + (size_t)h * io.khs;
-	const bf16 *vb = io.v + (size_t)b * io.kbs + (size_t)h * io.khs;
+	const bf16 *qb = io.q + at_row0(b, T, io.qrs, h, io.qhs);
+	const bf16 *kb = io.k + at_row0(b, Tk, io.krs, h, io.khs);
 	const bf16 *obase = dout + (size_t)b * T * ors + (size_t)h * HD;
 	uint64_t bh = (uint64_t)b * NH + h, dbh = at_bh(k, b, h);
 	float sc2 = scale * AT_LOG2E, sl2 = (k.slopes ? k.slopes[h] : 0.0f) * AT_LOG2E, p = k.p;
@@ -574,7 +577,7 @@ __global__ __launch_bounds__(AT_T) void attn_bwd_dq_mma_k(struct at_io io, const
 		int k0 = kt * AT_B;
 		__syncthreads(); /* the previous tile's Ks, Vs are consumed */
 		at_load<HDM>(Ks, kb, io.krs, k0, Tk, HD, vec);
-		at_load<HDM>(Vs, vb, io.krs, k0, Tk, HD, vec);
+		at_load<HDM>(Vs, kb + HD, io.krs, k0, Tk, HD, vec);
 		__syncthreads();
 
 		int hi = at_chunks_upto(last, k0);
@@ -603,7 +606,7 @@ __global__ __launch_bounds__(AT_T) void attn_bwd_dq_mma_k(struct at_io io, const
 		int i = ir[r];
 		if (i >= T)
 			continue;
-		bf16 *dst = io.dq + (size_t)b * io.qbs + (size_t)i * io.qrs + (size_t)h * io.qhs;
+		bf16 *dst = io.dq + at_row0(b, T, io.qrs, h, io.qhs) + (size_t)i * io.qrs;
 #pragma unroll
 		for (int c = 0; c < ND; c++)
 #pragma unroll
@@ -648,7 +651,7 @@ static void fwd_launch(bf16 *out, float *lse, const struct at_io &io, int B, int
 	size_t sm = smem_fwd<HDM>();
 	allow_smem(attn_fwd_mma_k<HDM>, sm, &ready);
 	dim3 grid((unsigned)((io.Tq + AT_B - 1) / AT_B), (unsigned)NH, (unsigned)B);
-	int vec = HD % 8 == 0 && cu_aligned16(io.q) && cu_aligned16(io.k) && cu_aligned16(io.v);
+	int vec = HD % 8 == 0 && cu_aligned16(io.q) && cu_aligned16(io.k);
 	cu_launch(attn_fwd_mma_k<HDM>, grid, AT_T, sm, cu.stream, out, lse, io, NH, HD, scale, vec,
 		  k);
 	CU_LAUNCHED("attention_fwd");
@@ -664,8 +667,7 @@ static void bwd_launch(const struct at_io &io, const bf16 *dout, const float *ls
 	allow_smem(attn_bwd_dq_mma_k<HDM>, sm2, &ready_dq);
 	dim3 gk((unsigned)((io.Tk + AT_B - 1) / AT_B), (unsigned)NH, (unsigned)B);
 	dim3 gq((unsigned)((io.Tq + AT_B - 1) / AT_B), (unsigned)NH, (unsigned)B);
-	int vec = HD % 8 == 0 && cu_aligned16(io.q) && cu_aligned16(io.k) && cu_aligned16(io.v) &&
-		  cu_aligned16(dout);
+	int vec = HD % 8 == 0 && cu_aligned16(io.q) && cu_aligned16(io.k) && cu_aligned16(dout);
 	cu_launch(attn_bwd_dkv_mma_k<HDM>, gk, AT_T, sm1, cu.stream, io, dout, lse, Dsum, NH, HD,
 		  scale, vec, k);
 	CU_LAUNCHED("attention_bwd_dkv");
@@ -688,20 +690,16 @@ static struct at_io io_self(const void *qkv, void *dqkv, int T, int NH, int HD)
 {
 	const bf16 *x = (const bf16 *)qkv;
 	bf16 *d = (bf16 *)dqkv;
-	size_t rs = (size_t)NH * 3 * HD;
-	return {x, x + HD, x + 2 * HD, d, d ? d + HD : NULL, d ? d + 2 * HD : NULL, rs, rs,
-		(size_t)T * rs, (size_t)T * rs, 3 * HD, 3 * HD, T, T};
+	int rs = NH * 3 * HD;
+	return {x, x + HD, d, d ? d + HD : NULL, rs, rs, 3 * HD, 3 * HD, T, T};
 }
 
 /* The cross-attention's: q(B,Tq,NH,HD) and kv(B,Tk,NH,2,HD) (and their gradients) */
 static struct at_io io_cross(const void *q, const void *kv, void *dq, void *dkv, int Tq, int Tk,
 			     int NH, int HD)
 {
-	const bf16 *x = (const bf16 *)kv;
-	bf16 *d = (bf16 *)dkv;
-	size_t qrs = (size_t)NH * HD, krs = (size_t)NH * 2 * HD;
-	return {(const bf16 *)q, x, x + HD, (bf16 *)dq, d, d ? d + HD : NULL, qrs, krs,
-		(size_t)Tq * qrs, (size_t)Tk * krs, HD, 2 * HD, Tq, Tk};
+	return {(const bf16 *)q, (const bf16 *)kv, (bf16 *)dq, (bf16 *)dkv, NH * HD, NH * 2 * HD, HD,
+		2 * HD, Tq, Tk};
 }
 
 static void attn_fwd(void *out, float *lse, const struct at_io &io, int B, int NH, int HD,
