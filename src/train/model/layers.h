@@ -1,16 +1,17 @@
 /* layers - the pieces every architecture is built from, over the ops interface, once.
  *
  * model.c owns what all architectures share - the tensor table, the one-allocation buffers, the
- * activation slots, initialisation, the optimizer layout - and an architecture (gpt.c, bert.c)
- * is a short file that lists its tensors and composes a forward and a backward from the pieces
- * here:
+ * activation slots, initialisation, the optimizer layout - and an architecture (gpt.c, bert.c,
+ * t5.c) is a short file that lists its tensors and composes a forward and a backward from the
+ * pieces here:
  *   embedding     words (vocab-parallel under TP) [-> layer norm] [+ learned positions]
  *                 [+ token types] -> dropout                       embedding_fwd / _bwd
  *   block         one transformer layer: pre-LN (or Megatron's post-LN residual) attention
  *                 and MLP sub-blocks with bias-dropout-add, TP's column/row split
  *                 and all-reduces; the attention's mask is the block's ATTN_* mode
  *                 (causal, causal within documents, bidirectional over each sample's first
- *                 klen[b] keys)                                    block_fwd / _bwd
+ *                 klen[b] keys); a decoder stack's layers add a cross-attention sub-block
+ *                 (below)                                          block_fwd / _bwd
  *   stack         a stage's blocks with activation checkpointing   stack_fwd / _bwd
  *   layer norm    the final one, and any head's                    ln_fwd / _bwd
  *   LM logits     hidden (N,C) x tied word embeddings [+ vocab-parallel bias], the

@@ -1,8 +1,8 @@
 /* model - see model.h.  What every architecture shares: the tensor table and the buffers of
  * the same layout (working weights, fp32 master, gradients, optimizer state), initialisation,
  * the optimizer's layout and ZeRO-1 shards, the activation slots and the recompute workspace,
- * the pipeline stage's hand-over points.  The architecture (gpt.c, bert.c; layers.h) lists its
- * tensors and composes the forward and backward. */
+ * the pipeline stage's hand-over points.  The architecture (gpt.c, bert.c, t5.c; layers.h) lists
+ * its tensors and composes the forward and backward. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
