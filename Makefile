@@ -81,12 +81,13 @@ $(BUILD)/train/cpu/ops_cpu.o: CFLAGS += -fno-trapping-math
 # dtype: the cheap cost model of -O2 leaves them scalar, at a third of the read's time.
 $(BUILD)/ckpt/pt.o: CFLAGS += -fvect-cost-model=dynamic
 
-# Debian packages: build (gcc ... libpcre2-dev), test peers (slurm ... fcgiwrap), and the real
+# Debian packages: build (gcc ... libpcre2-dev), test peers (slurm ... fcgiwrap; python3-nltk is
+# NLTK's Punkt, the peer of tokenize --split-sentences), and the real
 # multilingual text the tokenizer tests and benchmarks are built from (gzip ... vim-runtime).
 DEB_PACKAGES := gcc make pkg-config libc6-dev libcurl4-openssl-dev libjansson-dev libgit2-dev \
   libopenmpi-dev openmpi-bin libopenblas-dev libpcre2-dev libzip-dev man-db groff-base \
   slurm-wlm slurmctld slurmd slurm-client munge python3 python3-aiosmtpd \
-  python3-numpy python3-torch git git-lfs lighttpd fcgiwrap util-linux procps \
+  python3-numpy python3-torch python3-nltk git git-lfs lighttpd fcgiwrap util-linux procps \
   gzip unicode-data iso-codes libgtk2.0-common libglib2.0-data xkb-data shared-mime-info \
   gsettings-desktop-schemas libc-l10n gnupg-l10n binutils-common gettext wget \
   manpages manpages-dev manpages-fr manpages-de manpages-ru manpages-ja manpages-zh manpages-es \
@@ -96,6 +97,10 @@ DEB_PACKAGES := gcc make pkg-config libc6-dev libcurl4-openssl-dev libjansson-de
 # objects are kept: programs and unit tests share them, and make would delete them as intermediates
 .SECONDARY:
 all: $(BINS) $(CUDA_SO) $(EXEC_SO) $(MPI_SO)
+
+# tokenize's built-in Punkt parameters are this file's bytes, taken in by the assembler's .incbin
+# (src/tokenize/punkt_builtin.c), which the compiler's dependency files do not see.
+$(BUILD)/tokenize/punkt_builtin.o: share/lmtk/punkt-english.json
 
 $(BUILD)/%.o: src/%.c
 	@mkdir -p $(@D)
@@ -247,8 +252,8 @@ install: all
 	install -m 644 man/man5/*.5 $(DESTDIR)$(PREFIX)/share/man/man5
 	install -m 644 man/man7/*.7 $(DESTDIR)$(PREFIX)/share/man/man7
 	install -d $(DESTDIR)$(PREFIX)/share/lmtk $(DESTDIR)$(PREFIX)/lib/lmtk
-	install -m 644 share/lmtk/*.conf share/lmtk/*.slurm $(DESTDIR)$(PREFIX)/share/lmtk
-	install -m 755 share/lmtk/*.sh $(DESTDIR)$(PREFIX)/share/lmtk
+	install -m 644 share/lmtk/*.conf share/lmtk/*.slurm share/lmtk/*.json $(DESTDIR)$(PREFIX)/share/lmtk
+	install -m 755 share/lmtk/*.sh share/lmtk/*.py $(DESTDIR)$(PREFIX)/share/lmtk
 	for so in $(CUDA_SO) $(MPI_SO); do install -m 755 $$so $(DESTDIR)$(PREFIX)/lib/lmtk; done
 
 clean:

@@ -14,26 +14,27 @@
 #include "msg.h"
 #include "ckpt/reshard.h"
 #include "ckpt/safetensors.h"
+#include "ckpt-merge-tp/hf_int.h"
 
-enum hf_op {
-	HF_COPY,      /* rows [0, rows) as they are */
-	HF_T,         /* Linear [out,in] -> Conv1D [in,out] */
-	HF_T_QKV,     /* the same, the out rows first reordered [heads,3,hd] -> [3,heads,hd] */
-	HF_QKV,       /* a qkv bias reordered the same way */
-};
-
-struct hf_item {
-	char name[96];
-	int t;                  /* lmtk table index */
-	enum hf_op op;
-	int ndim;
-	int64_t shape[2];       /* as exported; 1-D: shape[1] == 1 */
-	int file;               /* which safetensors file */
-};
-
-const char *hf_class(const struct lt_model *m, char *err, size_t errlen)
+void hf_switches_of(const struct sh_ckpt *in, struct hf_switches *s)
 {
-	if (m->t5) {   /* what T5ForConditionalGeneration's modules are, against Megatron's T5 */
+	const char *args = json_string_value(json_object_get(in->manifest, "args"));
+	s->post_ln = in->m.post_ln >= 0 ? in->m.post_ln
+		     : args && hf_arg_has(args, "--apply-residual-connection-post-layernorm");
+	s->openai_gelu = in->m.openai_gelu >= 0 ? in->m.openai_gelu
+			 : args && hf_arg_has(args, "--openai-gelu");
+}
+
+const char *hf_class(const struct sh_ckpt *in, char *err, size_t errlen)
+{
+	const struct lt_model *m = &in->m;
+	struct hf_switches sw;
+	switch (m->type) {
+	case LT_BERT:
+		return hf_bert_class(in, err, errlen);
+	case LT_GPT:
+		break;
+	case LT_T5:   /* what T5ForConditionalGeneration's modules are, against Megatron's T5 */
 		errf(err, errlen, "a T5 checkpoint (Megatron's T5Model) has no Hugging Face class: "
 		     "T5ForConditionalGeneration has relative position buckets instead of learned "
 		     "absolute position embeddings, RMS layer norms without a bias, linear layers "
@@ -43,16 +44,27 @@ const char *hf_class(const struct lt_model *m, char *err, size_t errlen)
 		     "resumes it, ckpt-merge-tp --format lmtk --target-tp N re-splits it; its tensors "
 		     "carry Megatron's names, lmtk-checkpoint(5))");
 		return NULL;
+	default:   /* a type layout.h knows and the export does not (yet) */
+		errf(err, errlen, "the export knows no Hugging Face class for a %s model", m->type_name);
+		return NULL;
 	}
-	if (!m->alibi && !m->embed_ln)
+	hf_switches_of(in, &sw);
+	if (!m->alibi && !m->embed_ln) {
+		if (sw.post_ln) {
+			errf(err, errlen, "GPT2LMHeadModel adds the residual before the layer norm; this "
+			     "model was trained with --apply-residual-connection-post-layernorm: no "
+			     "Hugging Face class holds it");
+			return NULL;
+		}
 		return "GPT2LMHeadModel";
+	}
 	if (m->alibi && m->embed_ln) {
 		if (m->ffn != 4 * m->hidden) {
 			errf(err, errlen, "BloomForCausalLM's MLP is 4 x hidden_size (%d) wide; this model's "
 			     "ffn_hidden_size is %d: no Hugging Face class holds it", 4 * m->hidden, m->ffn);
 			return NULL;
 		}
-		return "BloomForCausalLM";
+		return "BloomForCausalLM";   /* the post-LN residual: its config says so */
 	}
 	errf(err, errlen, "a model with %s and %s embedding layer norm has no Hugging Face class "
 	     "(GPT2LMHeadModel: learned positions, no embedding layer norm; BloomForCausalLM: ALiBi "
@@ -167,6 +179,25 @@ static int write_item(const struct sh_ckpt *in, const struct hf_item *x, int ave
 		}
 		return rc;
 	}
+	case HF_QKV_PART: {
+		/* head k's rows of this part lie at [(3k + part) hd, +hd) of Megatron's qkv */
+		int64_t hd = m->hidden / m->heads, step = RS_BLOCK / cols ? RS_BLOCK / cols : 1;
+		for (int64_t k = 0; k < m->heads && !rc; k++)
+			for (int64_t r0 = 0; r0 < hd && !rc; r0 += step) {
+				int64_t r1 = r0 + step < hd ? r0 + step : hd, base = (3 * k + x->part) * hd;
+				if (sh_read(in, x->t, 0, base + r0, base + r1, 0, cols, average, a) < 0)
+					return -3;
+				rc = put(o, a, (size_t)(r1 - r0) * cols);
+			}
+		return rc;
+	}
+	case HF_ZERO: {
+		int64_t n = rows * cols, step = RS_BLOCK;
+		memset(a, 0, (size_t)(n < step ? n : step) * sizeof *a);
+		for (int64_t i = 0; i < n && !rc; i += step)
+			rc = put(o, a, (size_t)(n - i < step ? n - i : step));
+		return rc;
+	}
 	case HF_QKV:
 		if (sh_read(in, x->t, 0, 0, rows, 0, 1, average, a) < 0)
 			return -3;
@@ -193,7 +224,7 @@ static int write_item(const struct sh_ckpt *in, const struct hf_item *x, int ave
 }
 
 /* The shortest decimal that is the same float32: 1e-05, not 9.9999997473787516e-06. */
-static double short_float(double v)
+double hf_short_float(double v)
 {
 	char s[40];
 	for (int p = 1; p <= 9; p++) {
@@ -208,18 +239,22 @@ static double short_float(double v)
 static json_t *config(const struct sh_ckpt *in, const char *cls, int bf16)
 {
 	const struct lt_model *m = &in->m;
+	struct hf_switches sw;
 	json_t *c;
-	if (strcmp(cls, "GPT2LMHeadModel") == 0)
+	hf_switches_of(in, &sw);
+	if (in->m.type == LT_BERT)
+		c = hf_bert_config(in, cls);
+	else if (strcmp(cls, "GPT2LMHeadModel") == 0)
 		c = json_pack("{s:[s],s:s,s:s,s:i,s:i,s:i,s:i,s:i,s:i,s:f,s:f,s:f,s:f,s:f,s:b,s:b,s:b,"
 			      "s:i,s:i}",
 			      "architectures", cls, "model_type", "gpt2", "activation_function", "gelu_new",
 			      "vocab_size", m->vocab, "n_positions", m->max_pos, "n_embd", m->hidden,
 			      "n_layer", m->layers, "n_head", m->heads, "n_inner", m->ffn,
-			      "layer_norm_epsilon", short_float(m->eps),
-			      "initializer_range", short_float(m->init_std),
-			      "resid_pdrop", short_float(m->hidden_dropout),
-			      "embd_pdrop", short_float(m->hidden_dropout),
-			      "attn_pdrop", short_float(m->attention_dropout),
+			      "layer_norm_epsilon", hf_short_float(m->eps),
+			      "initializer_range", hf_short_float(m->init_std),
+			      "resid_pdrop", hf_short_float(m->hidden_dropout),
+			      "embd_pdrop", hf_short_float(m->hidden_dropout),
+			      "attn_pdrop", hf_short_float(m->attention_dropout),
 			      "scale_attn_weights", 1, "tie_word_embeddings", 1, "use_cache", 1,
 			      /* GPT-2 vocabularies end with <|endoftext|> */
 			      "bos_token_id", m->vocab - 1, "eos_token_id", m->vocab - 1);
@@ -227,18 +262,18 @@ static json_t *config(const struct sh_ckpt *in, const char *cls, int bf16)
 		c = json_pack("{s:[s],s:s,s:i,s:i,s:i,s:i,s:f,s:f,s:f,s:f,s:b,s:b,s:i,s:b,s:b}",
 			      "architectures", cls, "model_type", "bloom", "vocab_size", m->vocab,
 			      "hidden_size", m->hidden, "n_layer", m->layers, "n_head", m->heads,
-			      "layer_norm_epsilon", short_float(m->eps),
-			      "initializer_range", short_float(m->init_std),
-			      "hidden_dropout", short_float(m->hidden_dropout),
-			      "attention_dropout", short_float(m->attention_dropout),
-			      "apply_residual_connection_post_layernorm", 0, "slow_but_exact", 0,
+			      "layer_norm_epsilon", hf_short_float(m->eps),
+			      "initializer_range", hf_short_float(m->init_std),
+			      "hidden_dropout", hf_short_float(m->hidden_dropout),
+			      "attention_dropout", hf_short_float(m->attention_dropout),
+			      "apply_residual_connection_post_layernorm", sw.post_ln, "slow_but_exact", 0,
 			      "pretraining_tp", in->tp, "tie_word_embeddings", 1, "use_cache", 1);
 	if (c)
 		json_object_set_new(c, "torch_dtype", json_string(bf16 ? "bfloat16" : "float32"));
 	return c;
 }
 
-static int write_json(const char *dir, const char *name, json_t *j, size_t flags, char *err,
+int hf_write_json(const char *dir, const char *name, json_t *j, size_t flags, char *err,
 		      size_t errlen)
 {
 	char path[4200];
@@ -277,7 +312,7 @@ static const char *base_name(const char *p)
 }
 
 /* The value of --flag in the manifest's recorded command line ("--flag V" or "--flag=V"). */
-static int arg_value(const char *args, const char *flag, char *out, size_t n)
+int hf_arg_value(const char *args, const char *flag, char *out, size_t n)
 {
 	size_t fl = strlen(flag);
 	for (const char *p = args; (p = strstr(p, flag)); p += fl) {
@@ -295,6 +330,15 @@ static int arg_value(const char *args, const char *flag, char *out, size_t n)
 	return -1;
 }
 
+int hf_arg_has(const char *args, const char *flag)
+{
+	size_t fl = strlen(flag);
+	for (const char *p = args; (p = strstr(p, flag)); p += fl)
+		if ((p == args || p[-1] == ' ') && (p[fl] == ' ' || p[fl] == 0))
+			return 1;
+	return 0;
+}
+
 /* Tokenizer files: those the manifest names (if they are here), then the caller's. */
 static int tokenizer(const struct sh_ckpt *in, const struct hf_opts *o, const char *dir, char *err,
 		     size_t errlen)
@@ -305,8 +349,14 @@ static int tokenizer(const struct sh_ckpt *in, const struct hf_opts *o, const ch
 		{"--tokenizer-name-or-path", "tokenizer.json"}};
 	char v[4096], src[4200];
 	struct stat sb;
+	if (in->m.type == LT_BERT) {   /* vocab.txt and BertTokenizer's config */
+		int rc = hf_bert_tokenizer(in, dir, err, errlen);
+		if (rc)
+			return rc;
+		args = NULL;
+	}
 	for (size_t i = 0; args && i < sizeof named / sizeof *named; i++) {
-		if (arg_value(args, named[i].flag, v, sizeof v) < 0)
+		if (hf_arg_value(args, named[i].flag, v, sizeof v) < 0)
 			continue;
 		snprintf(src, sizeof src, "%s", v);
 		if (i == 2 && stat(v, &sb) == 0 && S_ISDIR(sb.st_mode))
@@ -329,7 +379,7 @@ static int tokenizer(const struct sh_ckpt *in, const struct hf_opts *o, const ch
 int hf_export(const struct sh_ckpt *in, const struct hf_opts *o, const char *dir,
 	      struct progress *pg, char *err, size_t errlen)
 {
-	const char *cls = hf_class(&in->m, err, errlen);
+	const char *cls = hf_class(in, err, errlen);
 	int n, nfiles = 1, rc = 0;
 	if (!cls)
 		return EXIT_USAGE;
@@ -337,7 +387,8 @@ int hf_export(const struct sh_ckpt *in, const struct hf_opts *o, const char *dir
 		if (access(o->tokenizer_files[i], R_OK) != 0)
 			return errf(err, errlen, "--tokenizer-files %s: %s", o->tokenizer_files[i],
 				    strerror(errno)), EXIT_USAGE;
-	struct hf_item *it = plan(&in->m, strcmp(cls, "GPT2LMHeadModel") == 0, &n);
+	struct hf_item *it = in->m.type == LT_BERT ? hf_bert_plan(&in->m, &n)
+			     : plan(&in->m, strcmp(cls, "GPT2LMHeadModel") == 0, &n);
 	if (!it)
 		return errf(err, errlen, "out of memory"), EXIT_FAILED;
 	/* files: a new one when the next tensor would overflow a non-empty one (HF's rule) */
@@ -402,14 +453,14 @@ int hf_export(const struct sh_ckpt *in, const struct hf_opts *o, const char *dir
 	if (nfiles > 1) {
 		json_t *idx = json_pack("{s:{s:I},s:O}", "metadata", "total_size", (json_int_t)total,
 					"weight_map", map);
-		rc = write_json(dir, "model.safetensors.index.json", idx, JSON_INDENT(2) | JSON_SORT_KEYS,
+		rc = hf_write_json(dir, "model.safetensors.index.json", idx, JSON_INDENT(2) | JSON_SORT_KEYS,
 				err, errlen) < 0 ? EXIT_FAILED : 0;
 		json_decref(idx);
 		if (rc)
 			goto done;
 	}
 	json_t *cfg = config(in, cls, o->bf16);
-	rc = write_json(dir, "config.json", cfg, JSON_INDENT(2) | JSON_SORT_KEYS | JSON_REAL_PRECISION(9),
+	rc = hf_write_json(dir, "config.json", cfg, JSON_INDENT(2) | JSON_SORT_KEYS | JSON_REAL_PRECISION(9),
 			err, errlen) < 0 ? EXIT_FAILED : 0;
 	json_decref(cfg);
 	if (!rc)

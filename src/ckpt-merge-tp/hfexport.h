@@ -45,8 +45,9 @@ struct hf_opts {
 	int average;                      /* replicated tensors: the mean of their copies */
 };
 
-/* Which class holds the model: "GPT2LMHeadModel", "BloomForCausalLM", or NULL + err why none. */
-const char *hf_class(const struct lt_model *m, char *err, size_t errlen);
+/* Which class holds the model: "GPT2LMHeadModel", "BloomForCausalLM",
+ * "MegatronBertForPreTraining", "MegatronBertForMaskedLM", or NULL + err why none. */
+const char *hf_class(const struct sh_ckpt *in, char *err, size_t errlen);
 
 /* Writes the model directory's files into dir (existing, empty).  0, or EXIT_USAGE (a tokenizer
  * file is missing) / EXIT_FAILED + err. */

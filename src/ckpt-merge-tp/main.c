@@ -21,6 +21,7 @@
 #include "msg.h"
 #include "opt.h"
 #include "units.h"
+#include "ckpt-merge-tp/hf_int.h"
 #include "ckpt-merge-tp/hfexport.h"
 #include "ckpt/mds.h"
 #include "ckpt/outdir.h"
@@ -251,10 +252,12 @@ int main(int argc, char **argv)
 		"Merge the tensor-parallel (and pipeline) shards of a train checkpoint - fp32 master\n"
 		"weights and both Adam moments - and write it in another layout (default TP=1 PP=1) as a\n"
 		"checkpoint that train --load resumes from, or (--format hf) as a Hugging Face\n"
-		"GPT2LMHeadModel / BloomForCausalLM directory: model.safetensors, config.json, tokenizer\n"
-		"files.  Every shard is verified first (checksums, shapes); replicated tensors (layer\n"
-		"norms, row-parallel biases, position embeddings) must be equal on every rank, else the\n"
-		"merge is refused, naming them, unless --average.  OUT appears complete or not at all.\n"
+		"GPT2LMHeadModel / BloomForCausalLM / MegatronBertForPreTraining (a BERT;\n"
+		"MegatronBertForMaskedLM without the binary head) directory: model.safetensors,\n"
+		"config.json, tokenizer files.  Every shard is verified first (checksums, shapes);\n"
+		"replicated tensors (layer norms, row-parallel biases, position embeddings, BERT's\n"
+		"replicated heads) must be equal on every rank, else the merge is refused, naming them,\n"
+		"unless --average.  OUT appears complete or not at all.\n"
 		"--from megatron-deepspeed reads a Megatron-DeepSpeed checkpoint instead (DeepSpeed's\n"
 		"pipeline files with the bf16 optimizer's ZeRO partitions, or plain Megatron's\n"
 		"model_optim_rng.pt): the weights from its fp32 masters, and with --optimizer Adam's\n"
@@ -307,7 +310,7 @@ int main(int argc, char **argv)
 			    err, c.input);
 		die(rc, "%s", err);
 	}
-	if (c.hf && !hf_class(&in.m, err, sizeof err))
+	if (c.hf && !hf_class(&in, err, sizeof err))
 		die(EXIT_USAGE, "%s%s: %s", in.dir, md ? "" : "/manifest.json", err);
 	struct rs_target tg = {c.tp, c.pp, c.padded_vocab, c.average, c.pp_embedding};
 	if (!tg.padded_vocab)   /* Megatron's padding for the target TP, if it was for the input's */
@@ -325,7 +328,7 @@ int main(int argc, char **argv)
 			    ? "; give --padded-vocab-size" : "");
 		if (c.pp > in.m.layers)
 			die(EXIT_USAGE, "cannot write PP=%d: the model has %d layers", c.pp, in.m.layers);
-		if (c.pp > 1 && in.m.t5)
+		if (c.pp > 1 && in.m.type == LT_T5)
 			die(EXIT_USAGE, "cannot write PP=%d: a T5 is not split over pipeline stages "
 			    "(train trains it with --pipeline-model-parallel-size 1); re-split its TP "
 			    "with --target-tp", c.pp);
@@ -368,8 +371,13 @@ int main(int argc, char **argv)
 		char out[32];
 		units_fmt_size(pg.total, out, sizeof out);   /* the export's tensors */
 		warn("%s (TP=%d PP=%d, %s, iteration %lld) -> %s: %s, %s %s, in %.1f s", in.dir, in.tp,
-		     in.pp, size, (long long)in.iteration, od.final, hf_class(&in.m, err, sizeof err), out,
+		     in.pp, size, (long long)in.iteration, od.final, hf_class(&in, err, sizeof err), out,
 		     c.bf16 ? "bf16" : "fp32", dt);
+		if (in.m.type == LT_BERT && strcmp(hf_bert_hidden_act(&in), "gelu") == 0)
+			warn("note: MegatronBert has one GeLU for the MLPs and the LM head: the export's "
+			     "is the LM head's (erf, \"gelu\"); this model's MLPs used the tanh GeLU, "
+			     "so HF's logits differ slightly from train's (about 1e-4 relative; "
+			     "--openai-gelu models export exactly)");
 	} else if (md) {
 		warn("%s (Megatron-DeepSpeed TP=%d PP=%d DP=%d, %s, iteration %lld, %lld samples) -> %s/%s "
 		     "(TP=%d PP=%d%s) in %.1f s (%s/s): %s", in.dir, md->tp, md->pp, md->dp, size,

@@ -4,7 +4,8 @@
  *   ckpt-sync-ln --verify DIR[/global_stepN]
  *   ckpt-sync-ln --from megatron-deepspeed DIR [--check] [--tolerance X]
  *
- * Layer norms and row-parallel biases are whole on every TP rank and must stay equal; in the
+ * Layer norms and row-parallel biases (and BERT's replicated heads: layout.h) are whole on every
+ * TP rank and must stay equal; in the
  * 104B and 176B runs they did not (shared/spec/megatron-train.md, "Layer norms drifting apart
  * across TP ranks").  --check prints, for every replicated tensor and each of its three buffers
  * (fp32 master weights, exp_avg, exp_avg_sq), the largest difference between the ranks' copies
@@ -197,7 +198,8 @@ int main(int argc, char **argv)
 		"[--from lmtk|megatron-deepspeed] DIR[/global_stepN] [--check | --fix | --verify]\n"
 		"       [--tolerance X] [--output OUT | --in-place]",
 		"Compare every replicated tensor of a train checkpoint (layer norms, row-parallel biases,\n"
-		"position embeddings; the tied word embeddings across pipeline stages) across its ranks -\n"
+		"position embeddings; BERT's token types, pooler, LM-head dense and layer norm and binary\n"
+		"head; the tied word embeddings across pipeline stages) across its ranks -\n"
 		"fp32 master weights, exp_avg and exp_avg_sq - and print, per tensor and buffer, the\n"
 		"largest difference and the ranks whose copy differs from rank 0's.  --fix replaces each\n"
 		"by the mean of its copies (the all-reduce AVG that repaired the 176B run) and writes the\n"

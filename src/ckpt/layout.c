@@ -44,7 +44,7 @@ static int add(struct lt_model *m, const char *name, int64_t d0, int64_t d1, enu
 	return m->n++;
 }
 
-/* The cross-attention's, as train's (model/layers.c) */
+/* T5's cross-attention, after a decoder layer's twelve (train's model/layers.c) */
 static const struct {
 	const char *name;
 	int d0, d1;             /* 1 hidden, 2 2*hidden; d1 0: 1-D */
@@ -60,76 +60,165 @@ static const struct {
 	{"post_inter_attention_layernorm.bias", 1, 0, LT_NONE},
 };
 
-/* a layer's tensors under a prefix ("", "encoder.", "decoder."), the cross-attention's too */
-static void add_layer(struct lt_model *m, const char *prefix, int l, int cross)
+/* The layers under a prefix ("", T5's "encoder." and "decoder."), each with the
+ * cross-attention's tensors too when cross */
+static void add_stack(struct lt_model *m, const char *prefix, int cross)
 {
 	char n[64];   /* the longest: "decoder.layers.NNN.post_inter_attention_layernorm.weight" */
 	int64_t h = m->hidden;
-	for (int k = 0; k < (cross ? LT_XLAYER_TENSORS : LT_LAYER_TENSORS); k++) {
-		int64_t dim[5] = {0, h, 2 * h, 3 * h, m->ffn};
-		const char *name = k < LT_LAYER_TENSORS ? layer_spec[k].name
-							: xlayer_spec[k - LT_LAYER_TENSORS].name;
-		int d0 = k < LT_LAYER_TENSORS ? layer_spec[k].d0 : xlayer_spec[k - LT_LAYER_TENSORS].d0;
-		int d1 = k < LT_LAYER_TENSORS ? layer_spec[k].d1 : xlayer_spec[k - LT_LAYER_TENSORS].d1;
-		enum lt_split sp = k < LT_LAYER_TENSORS ? layer_spec[k].split
-						       : xlayer_spec[k - LT_LAYER_TENSORS].split;
-		snprintf(n, sizeof n, "%slayers.%d.%s", prefix, l, name);
-		add(m, n, dim[d0], dim[d1], sp, LT_LAYER, l, k);
+	for (int l = 0; l < m->layers; l++)
+		for (int k = 0; k < (cross ? LT_XLAYER_TENSORS : LT_LAYER_TENSORS); k++) {
+			int64_t dim[5] = {0, h, 2 * h, 3 * h, m->ffn};
+			int x = k - LT_LAYER_TENSORS;
+			const char *name = x < 0 ? layer_spec[k].name : xlayer_spec[x].name;
+			int d0 = x < 0 ? layer_spec[k].d0 : xlayer_spec[x].d0;
+			int d1 = x < 0 ? layer_spec[k].d1 : xlayer_spec[x].d1;
+			snprintf(n, sizeof n, "%slayers.%d.%s", prefix, l, name);
+			add(m, n, dim[d0], dim[d1], x < 0 ? layer_spec[k].split : xlayer_spec[x].split,
+			    LT_LAYER, l, k);
+		}
+}
+
+static void add_layers(struct lt_model *m)
+{
+	m->layer0 = m->n;
+	add_stack(m, "", 0);
+}
+
+static int one(struct lt_model *m, const char *name, int64_t d0, int64_t d1, enum lt_split split,
+	       enum lt_place place)
+{
+	return add(m, name, d0, d1, split, place, -1, -1);
+}
+
+/* train's gpt.c */
+static void build_gpt(struct lt_model *m)
+{
+	int64_t h = m->hidden;
+	m->wte = one(m, "word_embeddings.weight", m->padded_vocab, h, LT_VOCAB, LT_EMBED);
+	if (!m->alibi)
+		m->wpe = one(m, "position_embeddings.weight", m->max_pos, h, LT_NONE, LT_FIRST);
+	if (m->embed_ln) {
+		m->eln_w = one(m, "embed_layernorm.weight", h, 0, LT_NONE, LT_FIRST);
+		m->eln_b = one(m, "embed_layernorm.bias", h, 0, LT_NONE, LT_FIRST);
+	}
+	add_layers(m);
+	m->lnf_w = one(m, "final_layernorm.weight", h, 0, LT_NONE, LT_LAST);
+	m->lnf_b = one(m, "final_layernorm.bias", h, 0, LT_NONE, LT_LAST);
+}
+
+/* train's bert.c (Megatron's BertModel): the heads after the final layer norm, in its order */
+static void build_bert(struct lt_model *m)
+{
+	int64_t h = m->hidden;
+	m->wte = one(m, "word_embeddings.weight", m->padded_vocab, h, LT_VOCAB, LT_EMBED);
+	m->wpe = one(m, "position_embeddings.weight", m->max_pos, h, LT_NONE, LT_FIRST);
+	if (m->num_tokentypes > 0)
+		m->tte = one(m, "tokentype_embeddings.weight", m->num_tokentypes, h, LT_NONE,
+			     LT_FIRST);
+	add_layers(m);
+	m->lnf_w = one(m, "final_layernorm.weight", h, 0, LT_NONE, LT_LAST);
+	m->lnf_b = one(m, "final_layernorm.bias", h, 0, LT_NONE, LT_LAST);
+	if (m->binary_head) {
+		m->pool_w = one(m, "pooler.dense.weight", h, h, LT_NONE, LT_LAST);
+		m->pool_b = one(m, "pooler.dense.bias", h, 0, LT_NONE, LT_LAST);
+	}
+	m->hd_w = one(m, "lm_head.dense.weight", h, h, LT_NONE, LT_LAST);
+	m->hd_b = one(m, "lm_head.dense.bias", h, 0, LT_NONE, LT_LAST);
+	m->hd_ln_w = one(m, "lm_head.layernorm.weight", h, 0, LT_NONE, LT_LAST);
+	m->hd_ln_b = one(m, "lm_head.layernorm.bias", h, 0, LT_NONE, LT_LAST);
+	m->lm_bias = one(m, "lm_head.bias", m->padded_vocab, 0, LT_VOCAB, LT_LAST);
+	if (m->binary_head) {
+		m->bin_w = one(m, "binary_head.weight", 2, h, LT_NONE, LT_LAST);
+		m->bin_b = one(m, "binary_head.bias", 2, 0, LT_NONE, LT_LAST);
 	}
 }
 
-/* T5's table: train's model/t5.c */
-static int build_t5(struct lt_model *m)
+/* train's t5.c (Megatron's T5Model): two stacks, the LM head's bias */
+static void build_t5(struct lt_model *m)
 {
 	int64_t h = m->hidden;
-	m->t = calloc((size_t)m->layers * (LT_LAYER_TENSORS + LT_XLAYER_TENSORS) + 7, sizeof *m->t);
-	if (!m->t)
-		return -1;
-	m->n = 0;
-	m->eln_w = m->eln_b = -1;
-	m->wte = add(m, "word_embeddings.weight", m->padded_vocab, h, LT_VOCAB, LT_EMBED, -1, -1);
-	m->wpe = add(m, "position_embeddings.weight", m->max_pos, h, LT_NONE, LT_FIRST, -1, -1);
+	m->wte = one(m, "word_embeddings.weight", m->padded_vocab, h, LT_VOCAB, LT_EMBED);
+	m->wpe = one(m, "position_embeddings.weight", m->max_pos, h, LT_NONE, LT_FIRST);
 	m->layer0 = m->n;
-	for (int l = 0; l < m->layers; l++)
-		add_layer(m, "encoder.", l, 0);
-	add(m, "encoder.final_layernorm.weight", h, 0, LT_NONE, LT_LAST, -1, -1);
-	add(m, "encoder.final_layernorm.bias", h, 0, LT_NONE, LT_LAST, -1, -1);
-	for (int l = 0; l < m->layers; l++)
-		add_layer(m, "decoder.", l, 1);
-	m->lnf_w = add(m, "decoder.final_layernorm.weight", h, 0, LT_NONE, LT_LAST, -1, -1);
-	m->lnf_b = add(m, "decoder.final_layernorm.bias", h, 0, LT_NONE, LT_LAST, -1, -1);
-	add(m, "lm_head.bias", m->padded_vocab, 0, LT_VOCAB, LT_LAST, -1, -1);
+	add_stack(m, "encoder.", 0);
+	one(m, "encoder.final_layernorm.weight", h, 0, LT_NONE, LT_LAST);
+	one(m, "encoder.final_layernorm.bias", h, 0, LT_NONE, LT_LAST);
+	add_stack(m, "decoder.", 1);
+	m->lnf_w = one(m, "decoder.final_layernorm.weight", h, 0, LT_NONE, LT_LAST);
+	m->lnf_b = one(m, "decoder.final_layernorm.bias", h, 0, LT_NONE, LT_LAST);
+	m->lm_bias = one(m, "lm_head.bias", m->padded_vocab, 0, LT_VOCAB, LT_LAST);
+}
+
+static int jbool(json_t *o, const char *k, int dflt)
+{
+	json_t *x = json_object_get(o, k);
+	return json_is_boolean(x) ? json_is_true(x) : dflt;
+}
+
+/* BERT's fields beyond GPT's; 0, or -1 + err */
+static int fields_bert(struct lt_model *m, json_t *mo, const char *where, char *err, size_t errlen)
+{
+	json_t *k = json_object_get(mo, "num_tokentypes"), *b = json_object_get(mo, "binary_head");
+	if (!json_is_integer(k) || json_integer_value(k) < 0 || json_integer_value(k) > 1 << 20)
+		return errf(err, errlen, "%s: model.num_tokentypes is missing or not a count", where);
+	if (!json_is_boolean(b))
+		return errf(err, errlen, "%s: model.binary_head is missing or not a boolean", where);
+	if (m->alibi || m->embed_ln)
+		return errf(err, errlen, "%s: a BERT has learned positions and no embedding layer "
+			    "norm (model.position_embedding_type, model.embed_layernorm)", where);
+	m->num_tokentypes = (int)json_integer_value(k);
+	m->binary_head = json_is_true(b);
+	m->openai_gelu = jbool(mo, "openai_gelu", -1);
 	return 0;
+}
+
+/* T5's fields beyond GPT's: none the table needs; its embeddings are learned and plain */
+static int fields_t5(struct lt_model *m, json_t *mo, const char *where, char *err, size_t errlen)
+{
+	(void)mo;
+	if (m->alibi || m->embed_ln)
+		return errf(err, errlen, "%s: a T5 has learned positions and no embedding layer norm "
+			    "(model.position_embedding_type, model.embed_layernorm)", where);
+	return 0;
+}
+
+/* The architectures a checkpoint can hold: model.model_type, its fields beyond the common ones,
+ * its table. */
+static const struct lt_arch {
+	enum lt_type type;
+	const char *name;
+	int (*fields)(struct lt_model *m, json_t *mo, const char *where, char *err, size_t errlen);
+	void (*build)(struct lt_model *m);
+	int per_layer;          /* tensors per layer index, all stacks */
+	int max_tensors;        /* beyond the layers' */
+} archs[] = {
+	{LT_GPT, "gpt", NULL, build_gpt, LT_LAYER_TENSORS, 6},
+	{LT_BERT, "bert", fields_bert, build_bert, LT_LAYER_TENSORS, 14},
+	{LT_T5, "t5", fields_t5, build_t5, LT_LAYER_TENSORS + LT_XLAYER_TENSORS, 7},
+};
+
+static const struct lt_arch *arch_of(enum lt_type type)
+{
+	for (size_t i = 0; i < sizeof archs / sizeof *archs; i++)
+		if (archs[i].type == type)
+			return &archs[i];
+	return NULL;
 }
 
 static int build(struct lt_model *m)
 {
-	char n[64];
-	int64_t h = m->hidden;
-	if (m->t5)
-		return build_t5(m);
-	m->t = calloc((size_t)m->layers * LT_LAYER_TENSORS + 6, sizeof *m->t);
+	const struct lt_arch *a = arch_of(m->type);
+	if (!a)
+		return -1;
+	m->t = calloc((size_t)m->layers * a->per_layer + a->max_tensors, sizeof *m->t);
 	if (!m->t)
 		return -1;
 	m->n = 0;
-	m->wte = add(m, "word_embeddings.weight", m->padded_vocab, h, LT_VOCAB, LT_EMBED, -1, -1);
-	m->wpe = m->alibi ? -1 : add(m, "position_embeddings.weight", m->max_pos, h, LT_NONE,
-				      LT_FIRST, -1, -1);
-	m->eln_w = m->eln_b = -1;
-	if (m->embed_ln) {
-		m->eln_w = add(m, "embed_layernorm.weight", h, 0, LT_NONE, LT_FIRST, -1, -1);
-		m->eln_b = add(m, "embed_layernorm.bias", h, 0, LT_NONE, LT_FIRST, -1, -1);
-	}
-	m->layer0 = m->n;
-	for (int l = 0; l < m->layers; l++)
-		for (int k = 0; k < LT_LAYER_TENSORS; k++) {
-			int64_t dim[5] = {0, h, 0, 3 * h, m->ffn};
-			snprintf(n, sizeof n, "layers.%d.%s", l, layer_spec[k].name);
-			add(m, n, dim[layer_spec[k].d0], dim[layer_spec[k].d1], layer_spec[k].split,
-			    LT_LAYER, l, k);
-		}
-	m->lnf_w = add(m, "final_layernorm.weight", h, 0, LT_NONE, LT_LAST, -1, -1);
-	m->lnf_b = add(m, "final_layernorm.bias", h, 0, LT_NONE, LT_LAST, -1, -1);
+	m->wte = m->wpe = m->eln_w = m->eln_b = m->tte = m->lnf_w = m->lnf_b = -1;
+	m->pool_w = m->pool_b = m->hd_w = m->hd_b = m->hd_ln_w = m->hd_ln_b = m->lm_bias = -1;
+	m->bin_w = m->bin_b = -1;
+	a->build(m);
 	return 0;
 }
 
@@ -158,11 +247,20 @@ int lt_from_manifest(struct lt_model *m, json_t *mo, const char *where, char *er
 	memset(m, 0, sizeof *m);
 	if (!json_is_object(mo))
 		return errf(err, errlen, "%s: no \"model\" object", where);
-	const char *mt = json_string_value(json_object_get(mo, "model_type"));
-	if (mt && strcmp(mt, "gpt") != 0 && strcmp(mt, "t5") != 0)   /* train --model-type bert */
-		return errf(err, errlen, "%s: a %s checkpoint: this layout knows GPT/BLOOM and T5 "
-			    "models; a BERT's tensors (token types, pooler, LM and binary heads) are "
-			    "read by train --load only, so far", where, mt);
+	/* the architecture first: an unknown one is refused by name, whatever its fields */
+	json_t *mt = json_object_get(mo, "model_type");
+	const struct lt_arch *arch = NULL;
+	if (mt && !json_is_string(mt))
+		return errf(err, errlen, "%s: model.model_type is not a string", where);
+	const char *tn = mt ? json_string_value(mt) : "gpt";
+	for (size_t i = 0; i < sizeof archs / sizeof *archs; i++)
+		if (strcmp(tn, archs[i].name) == 0)
+			arch = &archs[i];
+	if (!arch)
+		return errf(err, errlen, "%s: model type \"%.64s\" is not one this program knows "
+			    "(gpt, bert, t5): a newer lmtk wrote it?", where, tn);
+	m->type = arch->type;
+	m->type_name = arch->name;
 	for (size_t i = 0; i < sizeof keys / sizeof *keys; i++)
 		if (jint(mo, keys[i], vals[i]) < 0)
 			return errf(err, errlen, "%s: model.%s is missing or not a positive integer",
@@ -176,10 +274,8 @@ int lt_from_manifest(struct lt_model *m, json_t *mo, const char *where, char *er
 		return errf(err, errlen, "%s: model.embed_layernorm is missing or not a boolean", where);
 	m->alibi = strcmp(pe, "alibi") == 0;
 	m->embed_ln = json_is_true(eln);
-	m->t5 = mt && strcmp(mt, "t5") == 0;
-	if (m->t5 && (m->alibi || m->embed_ln))
-		return errf(err, errlen, "%s: a T5 has learned positions and no embedding layer norm",
-			    where);
+	m->post_ln = jbool(mo, "apply_residual_connection_post_layernorm", -1);
+	m->openai_gelu = 0;
 	m->eps = jreal(mo, "layernorm_epsilon", 1e-5);
 	m->init_std = jreal(mo, "init_method_std", 0.02);
 	m->hidden_dropout = jreal(mo, "hidden_dropout", 0.1);
@@ -190,6 +286,8 @@ int lt_from_manifest(struct lt_model *m, json_t *mo, const char *where, char *er
 	if (m->padded_vocab < m->vocab)
 		return errf(err, errlen, "%s: model.padded_vocab_size %d < vocab_size %d", where,
 			    m->padded_vocab, m->vocab);
+	if (arch->fields && arch->fields(m, mo, where, err, errlen) < 0)
+		return -1;
 	if (build(m) < 0)
 		return errf(err, errlen, "out of memory");
 	return 0;
@@ -229,7 +327,7 @@ int lt_check_tp(const struct lt_model *m, int tp, char *err, size_t errlen)
 
 int lt_find(const struct lt_model *m, const char *name)
 {
-	if (m->t5) {   /* two stacks: names are unique, the table short */
+	if (m->type == LT_T5) {   /* two stacks of prefixed names: the table is short, scan it */
 		for (int i = 0; i < m->n; i++)
 			if (strcmp(m->t[i].name, name) == 0)
 				return i;
@@ -245,12 +343,13 @@ int lt_find(const struct lt_model *m, const char *name)
 				return m->layer0 + (int)l * LT_LAYER_TENSORS + k;
 		return -1;
 	}
-	for (int i = 0; i < m->layer0; i++)
-		if (strcmp(m->t[i].name, name) == 0)
+	/* the few tensors outside the layers: before them, and after */
+	for (int i = 0; i < m->n; i++) {
+		if (i == m->layer0)
+			i += m->layers * LT_LAYER_TENSORS;
+		if (i < m->n && strcmp(m->t[i].name, name) == 0)
 			return i;
-	for (int i = m->n - 2; i < m->n; i++)
-		if (strcmp(m->t[i].name, name) == 0)
-			return i;
+	}
 	return -1;
 }
 

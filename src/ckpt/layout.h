@@ -1,34 +1,46 @@
 /* layout - the tensors of an lmtk checkpoint and how they lie across TP ranks and PP stages.
  *
  * The table is rebuilt from the manifest's "model" object, in the order and with the names of
- * train's model table (src/train/model/model.c, build_table; lmtk-checkpoint(5), "Tensors"): word
- * embeddings, position embeddings (learned only), embedding layer norm (--embed-layernorm
- * only), twelve tensors per layer, final layer norm.  train's model.c cannot be linked here (it
- * drags in the compute backends), so the table is repeated, and the tests prove the two agree:
- * a checkpoint written by train is read, re-split and written back byte for byte.
+ * train's model table (src/train/model: model.c, gpt.c, bert.c, t5.c; lmtk-checkpoint(5),
+ * "Tensors").
+ * train's model code cannot be linked here (it drags in the compute backends), so the table is
+ * repeated, and the tests prove the two agree: a checkpoint written by train is read, re-split
+ * and written back byte for byte.
+ *
+ * The model type.  "model"."model_type" names the architecture ("gpt" when absent: checkpoints
+ * from before BERT are GPTs); each type is one entry of a table in layout.c - its name, its
+ * manifest fields, the function that lists its tensors - so another architecture (T5) is one
+ * more entry there and in enum lt_type, not a copy of this module.  A type that no entry names
+ * is refused (lt_from_manifest fails naming the type and the file; the programs exit 2).
+ *   gpt   word embeddings, position embeddings (learned only), embedding layer norm
+ *         (--embed-layernorm only), twelve tensors per layer, final layer norm
+ *   bert  word, position and token-type embeddings (num_tokentypes > 0), twelve tensors per
+ *         layer, final layer norm, then the heads in train's order (bert.c): pooler (with the
+ *         binary head only), the LM head's dense, layer norm and vocab-parallel bias, the binary
+ *         head (binary_head only)
+ *   t5    word and position embeddings; the encoder's layers (encoder.layers.L.*, twelve each)
+ *         and encoder.final_layernorm; the decoder's (decoder.layers.L.*: twelve, then the
+ *         cross-attention's inter_attention.query and .key_value - column-parallel, key_value's
+ *         rows per head [k, v] - inter_attention.dense - row-parallel - and
+ *         post_inter_attention_layernorm); decoder.final_layernorm; the LM head's
+ *         vocab-parallel lm_head.bias.  Never split over pipeline stages (train refuses), so
+ *         its layouts are TP only.
  *
  * Each tensor knows its split over TP (Megatron's tensor-parallel layout, shared/spec
  * megatron-train.md): vocab-parallel and column-parallel tensors are cut along dim 0, row-parallel
- * ones along dim 1, the rest (layer norms, row-parallel biases, position embeddings) are whole on
- * every rank and must be equal.  Over PP, a stage holds its own layers under their global
- * indices; the embeddings live on the first stage, the word embeddings also on the last (the
- * tied output layer), the final layer norm on the last.  Which stage holds which layer is read
+ * ones along dim 1, the rest (layer norms, row-parallel biases, position and token-type
+ * embeddings, BERT's pooler, LM-head dense and layer norm, binary head) are whole on every rank
+ * and must be equal.  BERT's LM-head bias is vocab-parallel, as the logits it is added to.  Over
+ * PP, a stage holds its own layers under their global indices; the embeddings live on the first
+ * stage, the word embeddings also on the last (the tied output layer), the final layer norm and
+ * the heads on the last.  Which stage holds which layer is read
  * from the shards themselves (shards.h); lt_stage_of_layer() is only how a NEW layout is cut,
  * as train's plan cuts it (src/train/run/plan.c, DeepSpeed's --pp-partition-method): with
  * 'type:transformer' the L layers are the units, with 'type:transformer|embedding' the input and
  * the output embedding are one more unit each, at both ends; every stage gets ceil(units/PP)
  * consecutive units, the last what remains.  Within a shard the order is train's: on the first
- * stage the embeddings, then the layers, then (last stage) the final layer norm, and on a last
- * stage that is not the first the word embeddings' copy after it.
- *
- * A T5 (the manifest's model_type "t5", train --model-type t5) has its own table, train's
- * (src/train/model/t5.c): the word and position embeddings, the encoder's layers
- * (encoder.layers.L.*, twelve each) and encoder.final_layernorm, the decoder's layers
- * (decoder.layers.L.*: twelve, then the cross-attention's inter_attention.query,
- * inter_attention.key_value - column-parallel, rows per head [k, v] - inter_attention.dense
- * - row-parallel - and post_inter_attention_layernorm), decoder.final_layernorm, and the LM
- * head's vocab-parallel lm_head.bias.  It is never split over pipeline stages (train refuses),
- * so a T5's layout is TP only. */
+ * stage the embeddings, then the layers, then (last stage) the final layer norm and the heads,
+ * and on a last stage that is not the first the word embeddings' copy after them. */
 #ifndef CKPT_LAYOUT_H
 #define CKPT_LAYOUT_H
 
@@ -57,19 +69,34 @@ struct lt_tensor {
 	int layer, which;       /* LT_LAYER: global layer index and LT_LN1_W...; else -1 */
 };
 
+/* The architectures (model.model_type), each a row of layout.c's table. */
+enum lt_type { LT_GPT, LT_BERT, LT_T5 };
+/* A T5 decoder layer's tensors: the twelve, then the cross-attention's eight */
+enum { LT_XLAYER_TENSORS = LT_LAYER_TENSORS + 8 };
+
 struct lt_model {
+	enum lt_type type;
+	const char *type_name;  /* "gpt", "bert", "t5" */
 	int layers, hidden, heads, ffn, max_pos, vocab, padded_vocab;
 	int alibi, embed_ln;
+	/* --apply-residual-connection-post-layernorm: 1 yes, 0 no, -1 the manifest does not say
+	 * (older checkpoints; an exporter looks at the recorded command line) */
+	int post_ln;
+	/* BERT: token types (0: none), the pooler and binary head, the LM head's tanh GeLU
+	 * (--openai-gelu: 1 yes, 0 no, -1 unrecorded as post_ln) */
+	int num_tokentypes, binary_head, openai_gelu;
 	double eps, init_std, hidden_dropout, attention_dropout;
 	struct lt_tensor *t;
 	int n;
-	int wte, wpe, eln_w, eln_b, lnf_w, lnf_b, layer0;   /* table indices (-1 absent) */
-	int t5;                 /* a T5: lnf_* are the decoder's, layer0 the encoder's first */
+	/* table indices, -1 where the model has none */
+	int wte, wpe, eln_w, eln_b, tte, layer0, lnf_w, lnf_b;
+	int pool_w, pool_b, hd_w, hd_b, hd_ln_w, hd_ln_b, lm_bias, bin_w, bin_b;   /* BERT's heads */
+	/* T5: layer0 is the encoder's first layer, lnf_* the decoder's final layer norm, lm_bias
+	 * the LM head's bias */
 };
-/* The cross-attention's tensors of a T5 decoder layer, after its LT_LAYER_TENSORS */
-enum { LT_XLAYER_TENSORS = LT_LAYER_TENSORS + 8 };
 
-/* Builds the table from the manifest's "model" object.  0, or -1 + err naming the field. */
+/* Builds the table from the manifest's "model" object.  0, or -1 + err naming the field (or
+ * the unknown model type) and `where`. */
 int lt_from_manifest(struct lt_model *m, json_t *model, const char *where, char *err,
 		     size_t errlen);
 /* The same model with another padded vocabulary (re-padding for another TP). */

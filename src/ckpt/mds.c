@@ -274,6 +274,8 @@ int mds_read_model_(struct mds *c, const struct pt_file *f, const struct pt_valu
 			   "attention_dropout", f32(ad), "seed", (json_int_t)seed);
 	if (!*model)
 		return fail(err, errlen, "out of memory");
+	/* pre-LN: the post-LN residual is refused above */
+	json_object_set_new(*model, "apply_residual_connection_post_layernorm", json_false());
 	char where[4200];
 	snprintf(where, sizeof where, "%s: args", f->path);
 	if (lt_from_manifest(&c->m, *model, where, err, errlen) < 0)

@@ -14,8 +14,8 @@ static int put32(FILE *f, uint32_t v)
 
 int tokstream_write_header(FILE *f, const struct tokstream_header *h)
 {
-	if (fwrite(TOKSTREAM_MAGIC, 1, 8, f) != 8 || put32(f, 1) || put32(f, h->vocab_size) ||
-	    put32(f, h->eod) || put32(f, h->nkeys))
+	if (fwrite(TOKSTREAM_MAGIC, 1, 8, f) != 8 || put32(f, h->level ? 2 : 1) || put32(f, h->vocab_size) ||
+	    put32(f, h->eod) || (h->level && put32(f, h->level)) || put32(f, h->nkeys))
 		return -1;
 	for (uint32_t i = 0; i < h->nkeys; i++) {
 		uint32_t len = (uint32_t)strlen(h->keys[i]);
@@ -37,6 +37,11 @@ int tokstream_write_doc(FILE *f, uint32_t key, const uint32_t *ids, uint32_t n)
 			return -1;
 	return 0;
 #endif
+}
+
+int tokstream_write_doc_end(FILE *f, uint32_t key)
+{
+	return put32(f, TOKSTREAM_DOC_END) || put32(f, key) ? -1 : 0;
 }
 
 int tokstream_write_end(FILE *f)
@@ -88,12 +93,18 @@ int tokstream_open(struct tokstream_reader *r, FILE *f, const char *name, char *
 			    name);
 	if (get32(r, &r->h.version, "the header", err, errlen) < 0 ||
 	    get32(r, &r->h.vocab_size, "the header", err, errlen) < 0 ||
-	    get32(r, &r->h.eod, "the header", err, errlen) < 0 ||
-	    get32(r, &r->h.nkeys, "the header", err, errlen) < 0)
+	    get32(r, &r->h.eod, "the header", err, errlen) < 0)
 		return -1;
-	if (r->h.version != 1)
-		return errf(err, errlen, "%s: token stream version %u, this mkindex reads version 1", name,
-			    r->h.version);
+	if (r->h.version != 1 && r->h.version != 2)
+		return errf(err, errlen, "%s: token stream version %u, this %s reads versions 1 and 2", name,
+			    r->h.version, prog_name);
+	if (r->h.version == 2 && get32(r, &r->h.level, "the header", err, errlen) < 0)
+		return -1;
+	if (r->h.level != TOKSTREAM_DOCUMENTS && r->h.level != TOKSTREAM_SENTENCES)
+		return errf(err, errlen, "%s: token stream level %u: neither documents (0) nor sentences (1)",
+			    name, r->h.level);
+	if (get32(r, &r->h.nkeys, "the header", err, errlen) < 0)
+		return -1;
 	if (r->h.nkeys == 0 || r->h.nkeys > TOKSTREAM_MAX_KEYS)
 		return errf(err, errlen, "%s: bad key count %u in the header", name, r->h.nkeys);
 	for (uint32_t i = 0; i < r->h.nkeys; i++) {
@@ -121,6 +132,17 @@ int tokstream_next(struct tokstream_reader *r, uint32_t *key, uint32_t *n, char 
 		return -1;
 	if (*key == TOKSTREAM_END)
 		return 0;
+	if (*key == TOKSTREAM_DOC_END && r->h.level == TOKSTREAM_SENTENCES) {
+		if (*n >= r->h.nkeys)
+			return errf(err, errlen, "%s: end-of-document record at byte %llu names key %u of %u: "
+				    "corrupt stream", r->name, (unsigned long long)at, *n, r->h.nkeys);
+		*key = *n;
+		*n = 0;
+		return 2;
+	}
+	if (*key == TOKSTREAM_DOC_END)
+		return errf(err, errlen, "%s: end-of-document record at byte %llu in a stream of documents "
+			    "(level 0): corrupt stream", r->name, (unsigned long long)at);
 	if (*key >= r->h.nkeys)
 		return errf(err, errlen, "%s: record at byte %llu names key %u of %u: corrupt stream", r->name,
 			    (unsigned long long)at, *key, r->h.nkeys);

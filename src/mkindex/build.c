@@ -1,9 +1,11 @@
 /* build - the token stream on stdin becomes one Megatron dataset per key.
  *
- * Megatron's preprocessor names its outputs {prefix}_{key}_document.{bin,idx} (level
- * "document"), whatever the number of keys, and scripts and configs rely on those names; so do
- * we.  Each non-empty document is one sequence; empty ones are skipped, as the BigScience
- * preprocessor does.  Tokens go straight to the hidden .bin files; only 4 bytes per document stay
+ * Megatron's preprocessor names its outputs {prefix}_{key}_{level}.{bin,idx}, whatever the number
+ * of keys, and scripts and configs rely on those names; so do we.  Level "document": each
+ * non-empty document is one sequence; empty ones are skipped, as the BigScience preprocessor
+ * does.  Level "sentence" (a stream from tokenize --split-sentences): each sentence is one
+ * sequence and each document's end a doc_idx entry, as Megatron's add_item()/end_document();
+ * a document without sentences is skipped, as Megatron's preprocessor (2021-22) does.  Tokens go straight to the hidden .bin files; only 4 bytes per document stay
  * in memory.  Nothing becomes visible unless the whole stream, end marker included, was read and
  * every file fsynced; any failure discards all outputs. */
 #include <errno.h>
@@ -24,6 +26,7 @@ struct build {
 	struct tokstream_reader r;
 	struct idx_writer w[TOKSTREAM_MAX_KEYS];
 	uint64_t skipped[TOKSTREAM_MAX_KEYS];
+	uint64_t pending[TOKSTREAM_MAX_KEYS];   /* sentences of key's document not yet ended */
 	uint32_t nkeys;
 };
 
@@ -71,7 +74,7 @@ int cmd_build(const char *prefix, int dtype, uint64_t vocab)
 	uint32_t key, n;
 	uint64_t docs = 0, total = 0;
 	struct stat st;
-	int rc, tty = isatty(2);
+	int rc, tty = isatty(2), sentences;
 	double t0 = now(), next = t0 + 1;
 
 	if (isatty(0))
@@ -82,6 +85,7 @@ int cmd_build(const char *prefix, int dtype, uint64_t vocab)
 	setvbuf(stdin, inbuf, _IOFBF, sizeof inbuf);
 	if (tokstream_open(&b.r, stdin, "<stdin>", err, sizeof err) < 0)
 		die(ferror(stdin) ? EXIT_FAILED : EXIT_USAGE, "%s", err);
+	sentences = b.r.h.level == TOKSTREAM_SENTENCES;
 	if (!vocab)
 		vocab = b.r.h.vocab_size;
 	if (!dtype)
@@ -99,7 +103,7 @@ int cmd_build(const char *prefix, int dtype, uint64_t vocab)
 		for (uint32_t j = 0; j < k; j++)
 			if (strcmp(b.r.h.keys[j], name) == 0)
 				bail(&b, EXIT_USAGE, "<stdin>: key '%s' appears twice in the header", name);
-		snprintf(path, sizeof path, "%s_%s_document", prefix, name);
+		snprintf(path, sizeof path, "%s_%s_%s", prefix, name, sentences ? "sentence" : "document");
 		/* one key gets a large buffer; many share about the same memory */
 		size_t buf = b.r.h.nkeys == 1 ? 8u << 20 : b.r.h.nkeys <= 8 ? 2u << 20 : 1u << 20;
 		if (idx_writer_open(&b.w[k], path, dtype, buf, err, sizeof err) < 0)
@@ -107,24 +111,40 @@ int cmd_build(const char *prefix, int dtype, uint64_t vocab)
 		b.nkeys = k + 1;
 	}
 
-	while ((rc = tokstream_next(&b.r, &key, &n, err, sizeof err)) == 1) {
+	while ((rc = tokstream_next(&b.r, &key, &n, err, sizeof err)) > 0) {
+		if (rc == 2) {   /* the end of a document of sentences */
+			if (!b.pending[key]) {
+				b.skipped[key]++;
+				continue;
+			}
+			if (idx_writer_end_doc(&b.w[key], err, sizeof err) < 0)
+				bail(&b, EXIT_FAILED, "%s", err);
+			b.pending[key] = 0;
+			docs++;
+			continue;
+		}
 		if (n == 0) {
-			b.skipped[key]++;
+			if (!sentences)
+				b.skipped[key]++;
 			continue;
 		}
 		if (vocab < b.r.h.vocab_size) {  /* a tighter --vocab-size than the stream's */
 			for (uint32_t i = 0; i < n; i++)
 				if (b.r.ids[i] >= vocab)
-					bail(&b, EXIT_USAGE, "<stdin>: id %u (key '%s', document %llu, token %u) "
+					bail(&b, EXIT_USAGE, "<stdin>: id %u (key '%s', %s %llu, token %u) "
 					     ">= --vocab-size %llu", b.r.ids[i], b.r.h.keys[key],
-					     (unsigned long long)b.w[key].n, i, (unsigned long long)vocab);
+					     sentences ? "sentence" : "document", (unsigned long long)b.w[key].n, i,
+					     (unsigned long long)vocab);
 		}
 		int wr = idx_writer_add(&b.w[key], b.r.ids, n, err, sizeof err);
 		if (wr == -2)
 			bail(&b, EXIT_USAGE, "<stdin>: %s", err);
 		if (wr < 0)
 			bail(&b, EXIT_FAILED, "%s", err);
-		docs++;
+		if (sentences)
+			b.pending[key]++;
+		else
+			docs++;
 		if (tty && now() >= next) {  /* a vDSO call: cheap next to a document */
 			progress(&b, t0, total, docs);
 			next = now() + 1;
@@ -132,6 +152,11 @@ int cmd_build(const char *prefix, int dtype, uint64_t vocab)
 	}
 	if (rc < 0)
 		bail(&b, ferror(stdin) ? EXIT_FAILED : EXIT_USAGE, "%s", err);
+	for (uint32_t k = 0; k < b.nkeys; k++)
+		if (b.pending[k])
+			bail(&b, EXIT_USAGE, "<stdin>: the stream ends inside a document of key '%s' (%llu sentences "
+			     "without an end-of-document record): corrupt stream", b.r.h.keys[k],
+			     (unsigned long long)b.pending[k]);
 	/* a second stream glued on (cat a b | mkindex) would otherwise be silently dropped */
 	if (getc(stdin) != EOF)
 		bail(&b, EXIT_USAGE, "<stdin>: data after the end marker at byte %llu; one stream per run "
@@ -155,8 +180,11 @@ int cmd_build(const char *prefix, int dtype, uint64_t vocab)
 		if (b.skipped[k])
 			snprintf(skipped, sizeof skipped, " (%llu empty skipped)",
 				 (unsigned long long)b.skipped[k]);
-		fprintf(stderr, "%s: %s.{bin,idx}: %llu documents%s, %llu tokens, %s; %llu + %llu bytes\n",
-			prog_name, w->prefix, (unsigned long long)w->n, skipped,
+		char sents[48] = "";
+		if (sentences)
+			snprintf(sents, sizeof sents, ", %llu sentences", (unsigned long long)w->n);
+		fprintf(stderr, "%s: %s.{bin,idx}: %llu documents%s%s, %llu tokens, %s; %llu + %llu bytes\n",
+			prog_name, w->prefix, (unsigned long long)(sentences ? w->ndoc : w->n), skipped, sents,
 			(unsigned long long)w->tokens, idx_dtype_name(w->dtype),
 			(unsigned long long)w->bin.size, (unsigned long long)w->idx.size);
 	}

@@ -9,8 +9,9 @@
 int cmd_build(const char *prefix, int dtype, uint64_t vocab);
 int cmd_merge(const char *out, char **in, int nin);
 int cmd_info(const char *prefix);
-/* documents [first, end) one per line */
-int cmd_dump(const char *prefix, int has_range, uint64_t first, uint64_t end);
+/* documents [first, end) one per line; sequences: a line per sequence, an empty line after each
+ * document */
+int cmd_dump(const char *prefix, int has_range, uint64_t first, uint64_t end, int sequences);
 /* vocab 0: ids not checked */
 int cmd_check(const char *prefix, uint64_t vocab);
 

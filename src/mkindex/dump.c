@@ -2,7 +2,9 @@
  *
  * The same text format as `tokenize --format text`, so a dataset can be rebuilt from its dump or
  * diffed against a fresh tokenization.  A document spanning several sequences is one line; an
- * empty document is an empty line.  The documents asked for are contiguous in the .bin, so it is
+ * empty document is an empty line.  With --sequences (a dataset of sentences) each sequence is a
+ * line and each document ends with an empty line, as `tokenize --split-sentences --format text`
+ * writes them.  The documents asked for are contiguous in the .bin, so it is
  * read once, front to back. */
 #include <errno.h>
 #include <stdio.h>
@@ -19,8 +21,9 @@ struct out {
 	char buf[1 << 20];
 	size_t len;
 	int failed;
-	uint64_t doc, doc_end_tok, end;  /* the current document, its end (token), the last + 1 */
+	uint64_t doc, seq, end;          /* the current document and sequence, the last document + 1 */
 	int first;                       /* no token printed yet on this line */
+	int sequences;                   /* a line per sequence, an empty line after a document */
 };
 
 static void flush_out(struct out *o)
@@ -38,17 +41,30 @@ static void flush_out(struct out *o)
 	o->len = 0;
 }
 
-/* ends every document that ends at token t */
+static void newline(struct out *o)
+{
+	if (o->len + 1 > sizeof o->buf)
+		flush_out(o);
+	o->buf[o->len++] = '\n';
+	o->first = 1;
+}
+
+/* Closes what ends at token t: the current document once its sequences are done (its line, or
+ * with --sequences the empty line after them), and each sequence ending there (with --sequences
+ * its line).  Empty sequences and documents end where they start, so this loops. */
 static void end_docs(struct out *o, uint64_t t)
 {
-	while (o->doc < o->end && o->doc_end_tok == t) {
-		if (o->len + 1 > sizeof o->buf)
-			flush_out(o);
-		o->buf[o->len++] = '\n';
-		o->doc++;
-		o->first = 1;
-		if (o->doc < o->end)
-			o->doc_end_tok = idx_seq_start(o->x, idx_doc(o->x, o->doc + 1));
+	while (o->doc < o->end) {
+		if (o->seq == idx_doc(o->x, o->doc + 1)) {
+			newline(o);
+			o->doc++;
+		} else if (idx_seq_start(o->x, o->seq + 1) == t) {
+			if (o->sequences)
+				newline(o);
+			o->seq++;
+		} else {
+			break;
+		}
 	}
 }
 
@@ -77,7 +93,7 @@ static int print_ids(void *ctx, const unsigned char *p, size_t ntok, uint64_t to
 	return o->failed ? -1 : 0;
 }
 
-int cmd_dump(const char *prefix, int has_range, uint64_t first, uint64_t end)
+int cmd_dump(const char *prefix, int has_range, uint64_t first, uint64_t end, int sequences)
 {
 	static struct idx x;
 	static struct out o;
@@ -110,9 +126,10 @@ int cmd_dump(const char *prefix, int has_range, uint64_t first, uint64_t end)
 	uint64_t t0 = idx_seq_start(&x, idx_doc(&x, first)), t1 = idx_seq_start(&x, idx_doc(&x, end));
 	o.x = &x;
 	o.doc = first;
+	o.seq = idx_doc(&x, first);
 	o.end = end;
 	o.first = 1;
-	o.doc_end_tok = idx_seq_start(&x, idx_doc(&x, first + 1));
+	o.sequences = sequences;
 	rc = idx_scan(&x, t0, t1 - t0, print_ids, &o, err, sizeof err);
 	if (rc == 0)
 		end_docs(&o, t1);

@@ -503,6 +503,21 @@ int idx_writer_add(struct idx_writer *w, const uint32_t *ids, uint32_t n, char *
 	return 0;
 }
 
+int idx_writer_end_doc(struct idx_writer *w, char *err, size_t errlen)
+{
+	if (w->ndoc == w->doccap) {
+		uint64_t cap = w->doccap ? 2 * w->doccap : 1 << 14;
+		uint64_t *d = realloc(w->doc_end, cap * sizeof *d);
+		if (!d)
+			return errf(err, errlen, "out of memory for %llu document ends", (ull)cap);
+		w->doc_end = d;
+		w->doccap = cap;
+	}
+	w->by_doc = 1;
+	w->doc_end[w->ndoc++] = w->n;
+	return 0;
+}
+
 static int put_header(struct outfile *o, int dtype, uint64_t n, uint64_t d, char *err, size_t errlen)
 {
 	unsigned char h[IDX_HEADER];
@@ -539,8 +554,11 @@ int idx_writer_finish(struct idx_writer *w, char *err, size_t errlen)
 {
 	uint64_t off = 0;
 
+	if (w->by_doc && (!w->ndoc || w->doc_end[w->ndoc - 1] != w->n))
+		return errf(err, errlen, "%s: %llu sequences after the last document's end", w->prefix,
+			    (ull)(w->n - (w->ndoc ? w->doc_end[w->ndoc - 1] : 0)));
 	if (open_idx(&w->idx, w->prefix, err, errlen) < 0 ||
-	    put_header(&w->idx, w->dtype, w->n, w->n + 1, err, errlen) < 0)
+	    put_header(&w->idx, w->dtype, w->n, w->by_doc ? w->ndoc + 1 : w->n + 1, err, errlen) < 0)
 		return -1;
 #if __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
 	if (outfile_write(&w->idx, w->sizes, 4 * w->n, err, errlen) < 0)
@@ -558,7 +576,12 @@ int idx_writer_finish(struct idx_writer *w, char *err, size_t errlen)
 			return -1;
 		off += (uint64_t)w->sizes[i] * w->itemsize;
 	}
-	for (uint64_t i = 0; i <= w->n; i++)  /* one sequence per document */
+	if (put64(&w->idx, 0, err, errlen) < 0)
+		return -1;
+	for (uint64_t i = 0; w->by_doc && i < w->ndoc; i++)
+		if (put64(&w->idx, w->doc_end[i], err, errlen) < 0)
+			return -1;
+	for (uint64_t i = 1; !w->by_doc && i <= w->n; i++)  /* one sequence per document */
 		if (put64(&w->idx, i, err, errlen) < 0)
 			return -1;
 	return outfile_sync(&w->bin, err, errlen) < 0 || outfile_sync(&w->idx, err, errlen) < 0 ? -1 : 0;
@@ -583,6 +606,7 @@ void idx_writer_close(struct idx_writer *w)
 	outfile_discard(&w->bin);
 	outfile_discard(&w->idx);
 	free(w->sizes);
+	free(w->doc_end);
 	free(w->prefix);
 	memset(w, 0, sizeof *w);
 	w->bin.fd = w->idx.fd = -1;

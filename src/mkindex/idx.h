@@ -6,8 +6,9 @@
  *
  * (shared/spec/megatron-data.md has the full story.)  pointers[i] is the byte offset of sequence
  * i: the exclusive prefix sum of sizes[j] * itemsize.  doc_idx starts at 0, grows by the
- * sequence count at each document's end, and ends at N; mkindex writes one sequence per document
- * so it is simply 0..N.  The file is exactly 34 + 12N + 8D bytes; newer Megatron-LM may append
+ * sequence count at each document's end, and ends at N; a dataset of documents has one sequence
+ * per document, so it is simply 0..N, and one of sentences (Megatron's --split-sentences, BERT's
+ * data) a sequence per sentence.  The file is exactly 34 + 12N + 8D bytes; newer Megatron-LM may append
  * an int8 "sequence mode" per sequence (multimodal data), which only the file size tells.
  *
  * Reading maps the .idx read-only and never trusts it: idx_verify() walks every field against
@@ -149,16 +150,24 @@ struct idx_writer {
 	unsigned itemsize;
 	int64_t maxid;
 	struct outfile bin, idx;
-	uint32_t *sizes;           /* one per sequence (= document) */
+	uint32_t *sizes;           /* one per sequence */
 	uint64_t n, cap, tokens;
+	int by_doc;                /* sequences are grouped into documents by idx_writer_end_doc() */
+	uint64_t *doc_end;         /* by_doc: doc_idx[1..], each document's end (a sequence count) */
+	uint64_t ndoc, doccap;
 };
 
 /* Starts PREFIX.bin (hidden until committed).  0, or -1 + err (I/O). */
 int idx_writer_open(struct idx_writer *w, const char *prefix, int dtype, size_t bufsize, char *err,
 		    size_t errlen);
-/* Appends one document of n ids as one sequence.  0; -2 + err when an id does not fit the
- * dtype or the document is longer than int32 sizes allow (bad input); -1 + err (I/O). */
+/* Appends one sequence of n ids: a whole document, unless idx_writer_end_doc() groups them.  0;
+ * -2 + err when an id does not fit the dtype or the sequence is longer than int32 sizes allow
+ * (bad input); -1 + err (I/O). */
 int idx_writer_add(struct idx_writer *w, const uint32_t *ids, uint32_t n, char *err, size_t errlen);
+/* Ends a document at the sequences added so far (Megatron's end_document()), for datasets whose
+ * documents have several sequences (sentences); once called, doc_idx is what these calls made,
+ * instead of one document per sequence.  0, or -1 + err (out of memory). */
+int idx_writer_end_doc(struct idx_writer *w, char *err, size_t errlen);
 /* Phase one: writes the .idx and fsyncs both (see outfile.h).  0 or -1 + err. */
 int idx_writer_finish(struct idx_writer *w, char *err, size_t errlen);
 /* Phase two: .bin, then .idx, get their names. */

@@ -1,4 +1,5 @@
-/* info - what a dataset holds: counts, dtype, id range, lengths, file sizes.
+/* info - what a dataset holds: counts, dtype, id range, lengths, sequences per document (one for
+ * a dataset of documents, the sentences of each for one of sentences), file sizes.
  *
  * Everything but the id range comes from the .idx; the id range reads the whole .bin once (at
  * disk speed, a chunk's minimum and maximum at a time). */
@@ -78,6 +79,16 @@ int cmd_info(const char *prefix)
 	printf("dtype        %s (%d)\n", idx_dtype_name(x.dtype), x.dtype);
 	printf("documents    %llu\n", (unsigned long long)(x.d - 1));
 	printf("sequences    %llu\n", (unsigned long long)x.n);
+	if (x.d > 1) {   /* a dataset of sentences has several per document */
+		uint64_t lo = UINT64_MAX, hi = 0;
+		for (uint64_t i = 0; i + 1 < x.d; i++) {
+			uint64_t k = idx_doc(&x, i + 1) - idx_doc(&x, i);
+			lo = k < lo ? k : lo;
+			hi = k > hi ? k : hi;
+		}
+		printf("per document min %llu, mean %.1f, max %llu sequences\n", (unsigned long long)lo,
+		       (double)x.n / (double)(x.d - 1), (unsigned long long)hi);
+	}
 	printf("tokens       %llu\n", (unsigned long long)x.tokens);
 	if (x.tokens)
 		printf("ids          %lld..%lld\n", (long long)r.lo, (long long)r.hi);

@@ -2,7 +2,7 @@
  *
  *   mkindex --output-prefix PREFIX [--dtype T] [--vocab-size N] < STREAM
  *   mkindex merge OUT IN...         mkindex info PREFIX
- *   mkindex dump PREFIX [--doc N | --range A:B]      mkindex check PREFIX [--vocab-size N]
+ *   mkindex dump PREFIX [--doc N | --range A:B] [--sequences]   mkindex check PREFIX [--vocab-size N]
  *
  * This file parses options and hands over to the subcommands (cmd.h); the format is idx.h, the
  * atomic streamed output outfile.h.  Exit: 0 ok, 1 check found a problem, 2 usage or bad input,
@@ -22,14 +22,15 @@ struct cfg {
 	const char *prefix;
 	int dtype;
 	uint64_t vocab;
-	int has_range;
+	int has_range, sequences;
 	uint64_t first, end;
 };
 
-enum { O_PREFIX = 'o', O_DTYPE = 1, O_VOCAB, O_DOC, O_RANGE };
+enum { O_PREFIX = 'o', O_DTYPE = 1, O_VOCAB, O_DOC, O_RANGE, O_SEQUENCES };
 
 static const struct opt build_opts[] = {
-	{"output-prefix", O_PREFIX, "PREFIX", "write PREFIX_KEY_document.bin/.idx per key (required)"},
+	{"output-prefix", O_PREFIX, "PREFIX", "write PREFIX_KEY_document.bin/.idx per key, or "
+	 "PREFIX_KEY_sentence.bin/.idx for a stream of sentences (required)"},
 	{"dtype", O_DTYPE, "TYPE", "uint16, int32, uint8, int8, int16, int64 (default: Megatron's)"},
 	{"vocab-size", O_VOCAB, "N", "unpadded vocab size: picks the dtype, bounds the ids"},
 	{0},
@@ -37,6 +38,7 @@ static const struct opt build_opts[] = {
 static const struct opt dump_opts[] = {
 	{"doc", O_DOC, "N", "only document N (from 0)"},
 	{"range", O_RANGE, "A:B", "documents A to B-1 (either end may be left out)"},
+	{"sequences", O_SEQUENCES, NULL, "a line per sequence (sentence), an empty line after each document"},
 	{0},
 };
 static const struct opt check_opts[] = {
@@ -98,6 +100,9 @@ static int on_opt(void *ctx, int key, const char *arg, char *err, size_t errlen)
 		c->has_range = 1;
 		return 0;
 	}
+	case O_SEQUENCES:
+		c->sequences = 1;
+		return 0;
 	}
 	return errf(err, errlen, "unhandled option");
 }
@@ -161,9 +166,10 @@ int main(int argc, char **argv)
 		int dump = sub[0] == 'd', check = sub[0] == 'c';
 		struct optgroup g[] = {{dump ? dump_opts : check ? check_opts : no_opts, on_opt, &c}, {0}};
 		struct optspec spec = {
-			dump ? "dump PREFIX [--doc N | --range A:B]" : check ? "check PREFIX [--vocab-size N]"
+			dump ? "dump PREFIX [--doc N | --range A:B] [--sequences]" : check ? "check PREFIX [--vocab-size N]"
 								     : "info PREFIX",
-			dump ? "Print the token ids of PREFIX's documents, one document per line."
+			dump ? "Print the token ids of PREFIX's documents, one document per line; with --sequences\n"
+			       "one sequence (sentence) per line and an empty line after each document."
 			: check ? "Check every invariant of PREFIX.idx/.bin; print each problem.\n"
 				  "Exit 0 ok, 1 problems found, 3 unreadable."
 				: "Describe the dataset PREFIX.idx/.bin: counts, dtype, id range, lengths, sizes.",
@@ -171,7 +177,7 @@ int main(int argc, char **argv)
 		nops = parse_all(&spec, argc - 1, argv + 1, ops, 1);
 		need(&spec, nops, 1);
 		if (dump)
-			return cmd_dump(ops[0], c.has_range, c.first, c.end);
+			return cmd_dump(ops[0], c.has_range, c.first, c.end, c.sequences);
 		return check ? cmd_check(ops[0], c.vocab) : cmd_info(ops[0]);
 	}
 
@@ -179,11 +185,14 @@ int main(int argc, char **argv)
 	struct optspec spec = {
 		"--output-prefix PREFIX [--dtype T] [--vocab-size N] < STREAM | merge | info | dump | check",
 		"Read a token stream (lmtk-tokens(5), from tokenize) on standard input and write Megatron's\n"
-		"indexed dataset PREFIX_KEY_document.bin/.idx (MMIDIDX v1) for each key, atomically.\n"
+		"indexed dataset PREFIX_KEY_document.bin/.idx (MMIDIDX v1) for each key, atomically; for a\n"
+		"stream of sentences (tokenize --split-sentences) PREFIX_KEY_sentence.bin/.idx, a sequence\n"
+		"per sentence and doc_idx over the documents, as Megatron's preprocessor writes them.\n"
 		"\n"
 		"  mkindex merge OUT IN...                      concatenate datasets\n"
 		"  mkindex info PREFIX                          counts, dtype, id range, lengths\n"
-		"  mkindex dump PREFIX [--doc N | --range A:B]  token ids, one document per line\n"
+		"  mkindex dump PREFIX [--doc N | --range A:B] [--sequences]\n"
+		"                                               token ids, one document per line\n"
 		"  mkindex check PREFIX [--vocab-size N]        verify every invariant\n"
 		"\n"
 		"Exit 0 ok, 1 check found problems, 2 usage or bad input, 3 I/O error.",

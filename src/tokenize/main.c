@@ -1,9 +1,12 @@
 /* tokenize - JSON lines (or plain lines) -> token ids identical to HF tokenizers: byte-level BPE
- * (GPT-2, BLOOM) and BERT's WordPiece.
+ * (GPT-2, BLOOM) and BERT's WordPiece; with --split-sentences, each document's sentences (NLTK's
+ * Punkt, punkt.h) as separate sequences, as Megatron makes BERT's data.
  *
  * The first half of the data pipeline: `tokenize ... < corpus.jsonl | mkindex --output-prefix P`.
  * Flags are Megatron's preprocessor's (--vocab-file, --merge-file, --tokenizer-type,
- * --tokenizer-name-or-path, --json-keys, --append-eod, --workers) so scripts port unchanged.
+ * --tokenizer-name-or-path, --json-keys, --append-eod, --workers, --split-sentences,
+ * --keep-newlines, --lang) so scripts port unchanged.  --train-punkt learns Punkt's parameters
+ * from the input instead (NLTK's PunktTrainer), for --punkt-params.
  *
  * Parallelism keeps the output identical whatever --workers is: the reader cuts the input into
  * chunks of whole lines, numbered; workers encode chunks in any order into per-chunk buffers;
@@ -18,11 +21,13 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "file.h"
 #include "msg.h"
 #include "units.h"
 #include "opt.h"
 #include "tokstream.h"
 #include "tokenize/jsonl.h"
+#include "tokenize/punkt.h"
 #include "tokenize/tok.h"
 #include "tokenize/unicode.h"
 
@@ -34,11 +39,14 @@ struct cfg {
 	int nkeys;
 	const char **inputs;
 	int ninputs;
-	int plain, append_eod, workers, text, skip_bad, decode, quiet;
+	int plain, append_eod, workers, text, sentences, skip_bad, decode, quiet;
+	int split, keep_newlines, train, format_given, workers_given;
+	const char *punkt_params, *lang, *output;
+	struct punkt_params *punkt;
 };
 
 enum { O_VOCAB = 1, O_MERGES, O_HF, O_TYPE, O_EOD, O_KEYS, O_INPUT, O_PLAIN, O_APPEND, O_WORKERS,
-       O_FORMAT, O_SKIP, O_DECODE, O_QUIET };
+       O_FORMAT, O_SKIP, O_DECODE, O_QUIET, O_SPLIT, O_KEEPNL, O_PUNKT, O_LANG, O_TRAIN, O_OUTPUT = 'o' };
 
 static const struct opt opts[] = {
 	{"vocab-file", O_VOCAB, "FILE", "GPT-2 vocab.json (GPT2BPETokenizer) or BERT vocab.txt (BertWordPiece*)"},
@@ -52,10 +60,21 @@ static const struct opt opts[] = {
 	{"plain", O_PLAIN, NULL, "input is plain text, one document per line"},
 	{"append-eod", O_APPEND, NULL, "end each document that produced tokens with the EOD id"},
 	{"workers", O_WORKERS, "N", "encode on N threads (output identical for any N; default 1)"},
-	{"format", O_FORMAT, "FMT", "stream (binary, for mkindex; default) or text (ids, a document per line)"},
+	{"format", O_FORMAT, "FMT", "stream (binary, for mkindex; default), text (ids, a document per line) or "
+	 "sentences (with --split-sentences: the sentences as JSON lines, no tokenizer)"},
 	{"skip-bad-lines", O_SKIP, NULL, "count and report bad input lines instead of stopping at the first"},
 	{"decode", O_DECODE, NULL, "turn ids (a token stream, or text ids a document per line) back into text"},
 	{"quiet", O_QUIET, NULL, "no progress and no summary on stderr"},
+	{"split-sentences", O_SPLIT, NULL, "split each document into sentences (NLTK's Punkt, as Megatron) "
+	 "and write each as its own sequence, for mkindex's _sentence datasets"},
+	{"keep-newlines", O_KEEPNL, NULL, "with --split-sentences: keep the whitespace after a sentence in it "
+	 "(Megatron's CustomLanguageVars)"},
+	{"punkt-params", O_PUNKT, "FILE", "with --split-sentences: Punkt parameters from --train-punkt "
+	 "(default: the built-in English ones)"},
+	{"lang", O_LANG, "LANG", "with --split-sentences: Megatron's NLTK language; english (built in) only"},
+	{"train-punkt", O_TRAIN, NULL, "learn Punkt parameters from the input's text (NLTK's PunktTrainer) "
+	 "and write them as JSON, instead of tokenizing"},
+	{"output", O_OUTPUT, "FILE", "with --train-punkt: write the parameters to FILE (default stdout)"},
 	{0},
 };
 
@@ -90,18 +109,32 @@ static int on_opt(void *ctx, int key, const char *arg, char *err, size_t errlen)
 	case O_PLAIN: c->plain = 1; return 0;
 	case O_APPEND: c->append_eod = 1; return 0;
 	case O_WORKERS:
+		c->workers_given = 1;
 		c->workers = atoi(arg);
 		if (c->workers < 1 || c->workers > 256)
 			return errf(err, errlen, "'%s' is not a worker count (1-256)", arg);
 		return 0;
 	case O_FORMAT:
-		if (strcmp(arg, "text") && strcmp(arg, "stream"))
-			return errf(err, errlen, "'%s': stream or text", arg);
+		if (strcmp(arg, "text") && strcmp(arg, "stream") && strcmp(arg, "sentences"))
+			return errf(err, errlen, "'%s': stream, text or sentences", arg);
 		c->text = strcmp(arg, "text") == 0;
+		c->sentences = strcmp(arg, "sentences") == 0;
+		c->format_given = 1;
 		return 0;
 	case O_SKIP: c->skip_bad = 1; return 0;
 	case O_DECODE: c->decode = 1; return 0;
 	case O_QUIET: c->quiet = 1; return 0;
+	case O_SPLIT: c->split = 1; return 0;
+	case O_KEEPNL: c->keep_newlines = 1; return 0;
+	case O_PUNKT: c->punkt_params = arg; return 0;
+	case O_LANG:
+		if (strcmp(arg, "english"))
+			return errf(err, errlen, "'%s': only english is built in; train parameters for your language "
+				    "with --train-punkt and give them with --punkt-params", arg);
+		c->lang = arg;
+		return 0;
+	case O_TRAIN: c->train = 1; return 0;
+	case O_OUTPUT: c->output = arg; return 0;
 	}
 	return errf(err, errlen, "unhandled option");
 }
@@ -116,7 +149,7 @@ struct chunk {
 	const char *fname;
 	char *out;
 	size_t outlen, outcap;
-	unsigned long long docs, tokens, bad;
+	unsigned long long docs, sents, tokens, bad;
 	char err[1024];              /* the line that stopped this chunk, if any */
 	int fatal;                   /* err is not about the input (memory, a regex limit): never skipped */
 	int state;                   /* FREE, FILLED, BUSY, DONE */
@@ -132,7 +165,7 @@ struct pipeline {
 	int eof, failed;
 	pthread_mutex_t mu;
 	pthread_cond_t cv;
-	unsigned long long docs, tokens, bytes, bad;
+	unsigned long long docs, sents, tokens, bytes, bad;
 	char err[1024];
 	FILE *out;
 	double t0, last_progress;
@@ -158,7 +191,7 @@ static void put_u32(char *p, uint32_t v)
 	p[0] = (char)(v & 0xff), p[1] = (char)(v >> 8 & 0xff), p[2] = (char)(v >> 16 & 0xff), p[3] = (char)(v >> 24);
 }
 
-/* One document's ids into the chunk's output: a stream record, or a line of text. */
+/* One document's (or sentence's) ids into the chunk's output: a stream record, or a line of text. */
 static int emit(const struct cfg *cfg, struct chunk *c, uint32_t key, const uint32_t *ids, size_t n)
 {
 	if (cfg->text) {
@@ -181,7 +214,7 @@ static int emit(const struct cfg *cfg, struct chunk *c, uint32_t key, const uint
 		c->outlen = (size_t)(p - c->out);
 		return 0;
 	}
-	if (n == 0)  /* Megatron skips documents without tokens */
+	if (n == 0)  /* Megatron skips documents (and sentences) without tokens */
 		return 0;
 	if (out_reserve(c, 8 + n * 4) < 0)
 		return -1;
@@ -190,6 +223,21 @@ static int emit(const struct cfg *cfg, struct chunk *c, uint32_t key, const uint
 	for (size_t i = 0; i < n; i++)
 		put_u32(c->out + c->outlen + 8 + 4 * i, ids[i]);
 	c->outlen += 8 + n * 4;
+	return 0;
+}
+
+/* The end of a document of sentences: a stream's end-of-document record, an empty line of text. */
+static int emit_doc_end(const struct cfg *cfg, struct chunk *c, uint32_t key)
+{
+	if (out_reserve(c, 8) < 0)
+		return -1;
+	if (cfg->text) {
+		c->out[c->outlen++] = '\n';
+	} else {
+		put_u32(c->out + c->outlen, TOKSTREAM_DOC_END);
+		put_u32(c->out + c->outlen + 4, key);
+		c->outlen += 8;
+	}
 	return 0;
 }
 
@@ -208,18 +256,174 @@ struct scratch {
 	size_t cap;
 	char *text;             /* decoded JSON strings */
 	size_t tcap;
+	struct punkt_state *punkt;
+	struct punkt_span *spans;
+	size_t nspans, spancap;
+	size_t *ends;           /* --split-sentences: where each kept sentence's ids end in ids */
+	size_t endcap;
 };
+
+/* The texts of one input line (a JSON line's keys, or the plain line), into texts/tlens; NULL,
+ * or why the line is bad (in whybuf).  *blank: a JSON line of whitespace, which is no document. */
+static const char *parse_line(const struct cfg *cfg, char *line, size_t len, struct scratch *sc,
+			      const char **texts, size_t *tlens, int *blank, char *whybuf, size_t whylen)
+{
+	struct jsonl_field f[TOKSTREAM_MAX_KEYS];
+	char err[512];
+
+	*blank = 0;
+	if (cfg->plain) {
+		size_t at;
+		texts[0] = line, tlens[0] = len;
+		if (!valid_utf8((unsigned char *)line, len, &at)) {
+			snprintf(whybuf, whylen, "invalid UTF-8 at byte %zu", at + 1);
+			return whybuf;
+		}
+		return NULL;
+	}
+	if (len == strspn(line, " \t")) {
+		*blank = 1;  /* blank lines between JSON lines are not documents */
+		return NULL;
+	}
+	if (jsonl_extract(line, len, cfg->keys, cfg->nkeys, f, &sc->text, &sc->tcap, err, sizeof err) < 0) {
+		snprintf(whybuf, whylen, "malformed JSON at %s", err);
+		return whybuf;
+	}
+	for (int k = 0; k < cfg->nkeys; k++) {
+		if (f[k].found == 0) {
+			snprintf(whybuf, whylen, "no key '%s'", cfg->keys[k]);
+			return whybuf;
+		} else if (f[k].found < 0) {
+			snprintf(whybuf, whylen, "key '%s' is not a string", cfg->keys[k]);
+			return whybuf;
+		}
+	}
+	for (int k = 0; k < cfg->nkeys; k++)
+		texts[k] = sc->text + f[k].off, tlens[k] = f[k].len;
+	return NULL;
+}
+
+static void push_id(struct scratch *sc, size_t *n, uint32_t id)
+{
+	if (*n == sc->cap) {
+		uint32_t *q = realloc(sc->ids, (sc->cap *= 2) * sizeof *q);
+		if (!q)
+			die(EXIT_FAILED, "out of memory");
+		sc->ids = q;
+	}
+	sc->ids[(*n)++] = id;
+}
+
+/* One text as Megatron's preprocessor encodes it with --split-sentences: Punkt's sentences, each
+ * tokenized on its own, those without tokens dropped, the EOD after the last; a document only if
+ * a sentence is left.  0, or -1 with err (a tokenizer failure). */
+static int encode_sentences(struct pipeline *pl, struct tok_state *st, struct chunk *c, struct scratch *sc,
+			    uint32_t key, const char *text, size_t len, char *err, size_t errlen)
+{
+	const struct cfg *cfg = pl->cfg;
+	size_t n = 0, nsent = 0;
+
+	if (punkt_split(cfg->punkt, cfg->keep_newlines, sc->punkt, text, len, &sc->spans, &sc->nspans,
+			&sc->spancap) < 0)
+		die(EXIT_FAILED, "out of memory");
+	for (size_t i = 0; i < sc->nspans; i++) {
+		size_t before = n;
+		const struct punkt_span *sp = &sc->spans[i];
+		if (tok_encode(pl->tok, st, text + sp->start, sp->end - sp->start, &sc->ids, &n, &sc->cap, err,
+			       errlen) < 0)
+			return -1;
+		if (n == before)
+			continue;
+		if (nsent == sc->endcap) {
+			size_t *e = realloc(sc->ends, (sc->endcap = sc->endcap ? 2 * sc->endcap : 64) * sizeof *e);
+			if (!e)
+				die(EXIT_FAILED, "out of memory");
+			sc->ends = e;
+		}
+		sc->ends[nsent++] = n;
+	}
+	if (nsent && cfg->append_eod)
+		push_id(sc, &n, tok_eod(pl->tok)), sc->ends[nsent - 1] = n;
+	for (size_t i = 0, from = 0; i < nsent; from = sc->ends[i++])
+		if (emit(cfg, c, key, sc->ids + from, sc->ends[i] - from) < 0)
+			die(EXIT_FAILED, "out of memory");
+	if ((nsent || cfg->text) && emit_doc_end(cfg, c, key) < 0)
+		die(EXIT_FAILED, "out of memory");
+	c->sents += nsent;
+	c->tokens += n;
+	return 0;
+}
+
+/* s[0, n) as a JSON string */
+static void put_json_string(struct chunk *c, const char *s, size_t n)
+{
+	if (out_reserve(c, 6 * n + 2) < 0)
+		die(EXIT_FAILED, "out of memory");
+	char *o = c->out + c->outlen;
+	*o++ = '"';
+	for (size_t i = 0; i < n; i++) {
+		unsigned char ch = (unsigned char)s[i];
+		if (ch == '"' || ch == '\\')
+			*o++ = '\\', *o++ = (char)ch;
+		else if (ch == '\n')
+			*o++ = '\\', *o++ = 'n';
+		else if (ch < 0x20)
+			o += sprintf(o, "\\u%04x", ch);
+		else
+			*o++ = (char)ch;
+	}
+	*o++ = '"';
+	c->outlen = (size_t)(o - c->out);
+}
+
+static void put_raw(struct chunk *c, const char *s)
+{
+	size_t n = strlen(s);
+	if (out_reserve(c, n) < 0)
+		die(EXIT_FAILED, "out of memory");
+	memcpy(c->out + c->outlen, s, n);
+	c->outlen += n;
+}
+
+/* --format sentences: one JSON object per input line, {"KEY": ["sentence", ...], ...}, the form
+ * newer Megatron's preprocessor writes in its separate splitting step */
+static void put_sentences(struct pipeline *pl, struct chunk *c, struct scratch *sc, const char **texts,
+			  const size_t *tlens)
+{
+	const struct cfg *cfg = pl->cfg;
+	int nk = cfg->plain ? 1 : cfg->nkeys;
+	put_raw(c, "{");
+	for (int k = 0; k < nk; k++) {
+		const char *key = cfg->plain ? "text" : cfg->keys[k];
+		if (punkt_split(cfg->punkt, cfg->keep_newlines, sc->punkt, texts[k], tlens[k], &sc->spans, &sc->nspans,
+				&sc->spancap) < 0)
+			die(EXIT_FAILED, "out of memory");
+		if (k)
+			put_raw(c, ", ");
+		put_json_string(c, key, strlen(key));
+		put_raw(c, ": [");
+		for (size_t i = 0; i < sc->nspans; i++) {
+			if (i)
+				put_raw(c, ", ");
+			put_json_string(c, texts[k] + sc->spans[i].start, sc->spans[i].end - sc->spans[i].start);
+		}
+		put_raw(c, "]");
+		c->docs++;
+		c->sents += sc->nspans;
+	}
+	put_raw(c, "}\n");
+}
 
 static void process(struct pipeline *pl, struct tok_state *st, struct chunk *c, struct scratch *sc)
 {
 	const struct cfg *cfg = pl->cfg;
-	uint32_t eod = tok_eod(pl->tok);
+	uint32_t eod = pl->tok ? tok_eod(pl->tok) : 0;
 	unsigned long long lineno = c->line0;
 	char err[512];
 	char *p = c->data, *end = c->data + c->len;
 
 	c->outlen = 0;
-	c->docs = c->tokens = c->bad = 0;
+	c->docs = c->sents = c->tokens = c->bad = 0;
 	c->err[0] = '\0';
 	c->fatal = 0;
 	for (; p < end; lineno++) {
@@ -231,36 +435,12 @@ static void process(struct pipeline *pl, struct tok_state *st, struct chunk *c, 
 			len--;
 		const char *texts[TOKSTREAM_MAX_KEYS];
 		size_t tlens[TOKSTREAM_MAX_KEYS];
-		struct jsonl_field f[TOKSTREAM_MAX_KEYS];
-		const char *why = NULL;
 		char whybuf[600];
+		int blank;
+		const char *why = parse_line(cfg, line, len, sc, texts, tlens, &blank, whybuf, sizeof whybuf);
 
-		if (cfg->plain) {
-			size_t at;
-			if (!valid_utf8((unsigned char *)line, len, &at)) {
-				snprintf(whybuf, sizeof whybuf, "invalid UTF-8 at byte %zu", at + 1);
-				why = whybuf;
-			}
-			texts[0] = line, tlens[0] = len;
-		} else {
-			if (len == strspn(line, " \t"))
-				continue;  /* blank lines between JSON lines are not documents */
-			if (jsonl_extract(line, len, cfg->keys, cfg->nkeys, f, &sc->text, &sc->tcap, err, sizeof err) < 0) {
-				snprintf(whybuf, sizeof whybuf, "malformed JSON at %s", err);
-				why = whybuf;
-			}
-			for (int k = 0; k < cfg->nkeys && !why; k++) {
-				if (f[k].found == 0) {
-					snprintf(whybuf, sizeof whybuf, "no key '%s'", cfg->keys[k]);
-					why = whybuf;
-				} else if (f[k].found < 0) {
-					snprintf(whybuf, sizeof whybuf, "key '%s' is not a string", cfg->keys[k]);
-					why = whybuf;
-				}
-			}
-			for (int k = 0; k < cfg->nkeys && !why; k++)
-				texts[k] = sc->text + f[k].off, tlens[k] = f[k].len;
-		}
+		if (blank)
+			continue;
 		if (why) {
 			if (cfg->skip_bad) {
 				if (c->bad++ == 0)
@@ -270,25 +450,30 @@ static void process(struct pipeline *pl, struct tok_state *st, struct chunk *c, 
 			snprintf(c->err, sizeof c->err, "%s:%llu: %s", c->fname, lineno, why);
 			return;
 		}
+		if (cfg->sentences) {
+			put_sentences(pl, c, sc, texts, tlens);
+			continue;
+		}
 		for (int k = 0; k < (cfg->plain ? 1 : cfg->nkeys); k++) {
 			size_t n = 0;
+			c->docs++;
+			if (cfg->split) {
+				if (encode_sentences(pl, st, c, sc, (uint32_t)k, texts[k], tlens[k], err, sizeof err) < 0) {
+					snprintf(c->err, sizeof c->err, "%s:%llu: %s", c->fname, lineno, err);
+					c->fatal = 1;
+					return;
+				}
+				continue;
+			}
 			if (tok_encode(pl->tok, st, texts[k], tlens[k], &sc->ids, &n, &sc->cap, err, sizeof err) < 0) {
 				snprintf(c->err, sizeof c->err, "%s:%llu: %s", c->fname, lineno, err);
 				c->fatal = 1;
 				return;
 			}
-			if (n && cfg->append_eod) {
-				if (n == sc->cap) {
-					uint32_t *q = realloc(sc->ids, (sc->cap *= 2) * sizeof *q);
-					if (!q)
-						die(EXIT_FAILED, "out of memory");
-					sc->ids = q;
-				}
-				sc->ids[n++] = eod;
-			}
+			if (n && cfg->append_eod)
+				push_id(sc, &n, eod);
 			if (emit(cfg, c, (uint32_t)k, sc->ids, n) < 0)
 				die(EXIT_FAILED, "out of memory");
-			c->docs++;
 			c->tokens += n;
 		}
 	}
@@ -297,10 +482,10 @@ static void process(struct pipeline *pl, struct tok_state *st, struct chunk *c, 
 static void *worker(void *arg)
 {
 	struct pipeline *pl = arg;
-	struct tok_state *st = tok_state_new(pl->tok);
-	struct scratch sc = {malloc(4096 * sizeof(uint32_t)), 4096, NULL, 0};
+	struct tok_state *st = pl->tok ? tok_state_new(pl->tok) : NULL;
+	struct scratch sc = {.ids = malloc(4096 * sizeof(uint32_t)), .cap = 4096};
 
-	if (!st || !sc.ids)
+	if ((pl->tok && !st) || !sc.ids || (pl->cfg->split && !(sc.punkt = punkt_state_new())))
 		die(EXIT_FAILED, "out of memory");
 	pthread_mutex_lock(&pl->mu);
 	for (;;) {
@@ -326,21 +511,30 @@ static void *worker(void *arg)
 	tok_state_free(st);
 	free(sc.ids);
 	free(sc.text);
+	punkt_state_free(sc.punkt);
+	free(sc.spans);
+	free(sc.ends);
 	return NULL;
 }
 
 static void progress(struct pipeline *pl, int final)
 {
 	double t = units_now() - pl->t0, mb = (double)pl->bytes / 1e6;
+	char counts[96];
 	if (pl->cfg->quiet)
 		return;
-	if (final)
-		fprintf(stderr, "%s%s: %llu documents, %llu tokens, %.1f MB in %.2f s (%.1f MB/s)%s%llu bad lines\n",
-			isatty(2) ? "\r\033[K" : "", prog_name, pl->docs, pl->tokens, mb, t, t > 0 ? mb / t : 0,
-			", ", pl->bad);
+	if (!pl->tok)   /* --format sentences: nothing tokenized */
+		snprintf(counts, sizeof counts, "%llu documents, %llu sentences", pl->docs, pl->sents);
+	else if (pl->cfg->split)
+		snprintf(counts, sizeof counts, "%llu documents, %llu sentences, %llu tokens", pl->docs, pl->sents,
+			 pl->tokens);
 	else
-		fprintf(stderr, "\r\033[K%s: %llu documents, %llu tokens, %.1f MB, %.1f MB/s", prog_name, pl->docs,
-			pl->tokens, mb, t > 0 ? mb / t : 0);
+		snprintf(counts, sizeof counts, "%llu documents, %llu tokens", pl->docs, pl->tokens);
+	if (final)
+		fprintf(stderr, "%s%s: %s, %.1f MB in %.2f s (%.1f MB/s), %llu bad lines\n", isatty(2) ? "\r\033[K" : "",
+			prog_name, counts, mb, t, t > 0 ? mb / t : 0, pl->bad);
+	else
+		fprintf(stderr, "\r\033[K%s: %s, %.1f MB, %.1f MB/s", prog_name, counts, mb, t > 0 ? mb / t : 0);
 }
 
 /* writes finished chunks in order; runs in its own thread */
@@ -361,6 +555,7 @@ static void *writer(void *arg)
 			die(EXIT_FAILED, "writing the output: %s", strerror(errno));
 		pthread_mutex_lock(&pl->mu);
 		pl->docs += c->docs;
+		pl->sents += c->sents;
 		pl->tokens += c->tokens;
 		pl->bytes += c->len;
 		pl->bad += c->bad;
@@ -400,8 +595,8 @@ static int run_encode(const struct cfg *cfg, const struct tok *tok)
 	pthread_cond_init(&pl.cv, NULL);
 	if (!pl.slots)
 		die(EXIT_FAILED, "out of memory");
-	if (!cfg->text) {
-		h.version = 1;
+	if (!cfg->text && !cfg->sentences) {
+		h.level = cfg->split ? TOKSTREAM_SENTENCES : TOKSTREAM_DOCUMENTS;
 		h.vocab_size = tok_vocab_size(tok);
 		h.eod = tok_eod(tok);
 		h.nkeys = cfg->plain ? 1 : (uint32_t)cfg->nkeys;
@@ -490,7 +685,7 @@ static int run_encode(const struct cfg *cfg, const struct tok *tok)
 		progress(&pl, 1);
 		die(pl.failed == 3 ? EXIT_FAILED : EXIT_USAGE, "%s", pl.err);
 	}
-	if (!cfg->text && tokstream_write_end(stdout) < 0)
+	if (!cfg->text && !cfg->sentences && tokstream_write_end(stdout) < 0)
 		die(EXIT_FAILED, "writing the output: %s", strerror(errno));
 	if (fflush(stdout) != 0)
 		die(EXIT_FAILED, "writing the output: %s", strerror(errno));
@@ -534,8 +729,13 @@ static void decode_file(const char *path, const struct tok *tok)
 		int rc;
 		if (tokstream_open(&r, f, name, err, sizeof err) < 0)
 			die(EXIT_USAGE, "%s", err);
-		while ((rc = tokstream_next(&r, &key, &n, err, sizeof err)) == 1)
-			decode_ids(tok, r.ids, n, name);
+		/* a stream of sentences: a line per sentence, an empty line after each document */
+		while ((rc = tokstream_next(&r, &key, &n, err, sizeof err)) > 0) {
+			if (rc == 1)
+				decode_ids(tok, r.ids, n, name);
+			else
+				putchar('\n');
+		}
 		if (rc < 0)
 			die(EXIT_USAGE, "%s", err);
 		tokstream_close(&r);
@@ -583,6 +783,112 @@ static int run_decode(const struct cfg *cfg, const struct tok *tok)
 	return EXIT_OK;
 }
 
+/* ---------------------------------------------------------------------------------------------
+ * --train-punkt: the texts of every document (each key's, in order), joined by blank lines so that
+ * each starts a paragraph, are one training text for Punkt */
+
+static int run_train(const struct cfg *cfg)
+{
+	struct scratch sc = {0};
+	char *text = NULL, *line = NULL, trained_on[1024];
+	size_t len = 0, cap = 0, lcap = 0;
+	unsigned long long docs = 0, bad = 0;
+	char first_bad[1024] = "", err[1024];
+	double t0 = units_now();
+	int nfiles = cfg->ninputs ? cfg->ninputs : 1;
+	size_t off = (size_t)snprintf(trained_on, sizeof trained_on, "tokenize --train-punkt:");
+
+	for (int fi = 0; fi < nfiles; fi++) {
+		const char *name = cfg->ninputs ? cfg->inputs[fi] : "-";
+		FILE *f = strcmp(name, "-") == 0 ? stdin : fopen(name, "rb");
+		const char *shown = f == stdin ? "<stdin>" : name, *base = strrchr(shown, '/');
+		unsigned long long lineno = 0;
+		unsigned long long docs0 = docs;
+		ssize_t got;
+		if (!f)
+			die(EXIT_FAILED, "%s: %s", name, strerror(errno));
+		while ((got = getline(&line, &lcap, f)) >= 0) {
+			size_t l = (size_t)got;
+			const char *texts[TOKSTREAM_MAX_KEYS];
+			size_t tlens[TOKSTREAM_MAX_KEYS];
+			char whybuf[600];
+			int blank;
+			lineno++;
+			if (l && line[l - 1] == '\n')
+				l--;
+			if (l && line[l - 1] == '\r' && !cfg->plain)
+				l--;
+			const char *why = parse_line(cfg, line, l, &sc, texts, tlens, &blank, whybuf, sizeof whybuf);
+			if (blank)
+				continue;
+			if (why) {
+				if (!cfg->skip_bad)
+					die(EXIT_USAGE, "%s:%llu: %s", shown, lineno, why);
+				if (bad++ == 0)
+					snprintf(first_bad, sizeof first_bad, "%s:%llu: %s", shown, lineno, why);
+				continue;
+			}
+			for (int k = 0; k < (cfg->plain ? 1 : cfg->nkeys); k++) {
+				if (len + tlens[k] + 2 > cap) {
+					cap = cap ? cap : 1 << 20;
+					while (len + tlens[k] + 2 > cap)
+						cap *= 2;
+					if (!(text = realloc(text, cap)))
+						die(EXIT_FAILED, "out of memory for %zu bytes of training text", cap);
+				}
+				if (docs || k) {
+					memcpy(text + len, "\n\n", 2);
+					len += 2;
+				}
+				memcpy(text + len, texts[k], tlens[k]);
+				len += tlens[k];
+			}
+			docs++;
+		}
+		if (ferror(f))
+			die(EXIT_FAILED, "%s: read error: %s", shown, strerror(errno));
+		if (f != stdin)
+			fclose(f);
+		if (off < sizeof trained_on)
+			off += (size_t)snprintf(trained_on + off, sizeof trained_on - off, "%s %llu documents of %s",
+						fi ? "," : "", docs - docs0, base ? base + 1 : shown);
+	}
+	for (int k = 0; k < (cfg->plain ? 0 : cfg->nkeys) && off < sizeof trained_on; k++)
+		off += (size_t)snprintf(trained_on + off, sizeof trained_on - off, "%s%s", k ? " " : ", key ",
+					cfg->keys[k]);
+	free(line);
+	free(sc.text);
+
+	struct punkt_train_stats stats;
+	struct punkt_params *p = punkt_train(text ? text : "", len, &stats, err, sizeof err);
+	if (!p)
+		die(EXIT_FAILED, "%s", err);
+	char *json = punkt_params_json(p, trained_on);
+	if (!json)
+		die(EXIT_FAILED, "out of memory");
+	size_t jlen = strlen(json);
+	if (cfg->output) {
+		if (file_write_atomic(cfg->output, json, jlen, 0644, err, sizeof err) < 0)
+			die(EXIT_FAILED, "%s", err);
+	} else if (fwrite(json, 1, jlen, stdout) != jlen || fflush(stdout) != 0) {
+		die(EXIT_FAILED, "writing the output: %s", strerror(errno));
+	}
+	if (!cfg->quiet) {
+		size_t na, nc, ns, no;
+		punkt_params_counts(p, &na, &nc, &ns, &no);
+		fprintf(stderr, "%s: Punkt parameters from %llu documents, %.1f MB of text, %llu tokens: %zu "
+			"abbreviations, %zu collocations, %zu sentence starters, %zu types with orthographic contexts; "
+			"%.2f s%s%s\n", prog_name, docs, (double)len / 1e6, (unsigned long long)stats.tokens, na, nc, ns,
+			no, units_now() - t0, cfg->output ? "; wrote " : "", cfg->output ? cfg->output : "");
+	}
+	if (bad)
+		warn("skipped %llu bad lines; the first: %s", bad, first_bad);
+	free(json);
+	free(text);
+	punkt_params_free(p);
+	return EXIT_OK;
+}
+
 int main(int argc, char **argv)
 {
 	static struct cfg c;
@@ -590,10 +896,14 @@ int main(int argc, char **argv)
 	struct optspec spec = {
 		"(--vocab-file V --merge-file M | --tokenizer-type BertWordPiece[LowerCase|Case] --vocab-file V |\n"
 		"       --tokenizer-name-or-path P) [--json-keys K...] [--append-eod]\n"
+		"       [--split-sentences [--keep-newlines] [--punkt-params F]]\n"
 		"       [--workers N] [--format stream|text] [--plain] [FILE...]\n"
-		"       tokenize --decode (TOKENIZER FLAGS AS ABOVE) [FILE]",
+		"       tokenize --decode (TOKENIZER FLAGS AS ABOVE) [FILE]\n"
+		"       tokenize --train-punkt [--json-keys K...] [--plain] [-o PARAMS.json] [FILE...]",
 		"Tokenize JSON lines (or plain lines) with byte-level BPE or BERT's WordPiece, ids identical\n"
-		"to Hugging Face tokenizers, into a token stream for mkindex (see lmtk-tokens(5)) or text ids.\n"
+		"to Hugging Face tokenizers, into a token stream for mkindex (see lmtk-tokens(5)) or text ids;\n"
+		"with --split-sentences each document's sentences (NLTK's Punkt, as Megatron's preprocessor)\n"
+		"as separate sequences.  --train-punkt learns Punkt parameters from the text instead.\n"
 		"Exit 0 done, 2 bad input or usage, 3 I/O error.",
 		groups};
 	char err[1024];
@@ -633,6 +943,40 @@ int main(int argc, char **argv)
 		c.keys[c.nkeys++] = "text";
 	if (c.plain && c.nkeys > 1)
 		die(EXIT_USAGE, "--plain input has no keys; drop --json-keys");
+	if (c.train) {
+		const char *extra = c.vocab ? "--vocab-file" : c.merges ? "--merge-file" : c.hf ? "--tokenizer-name-or-path"
+			: c.type ? "--tokenizer-type" : c.eod_token ? "--eod-token" : c.append_eod ? "--append-eod"
+			: c.decode ? "--decode" : c.split ? "--split-sentences" : c.keep_newlines ? "--keep-newlines"
+			: c.punkt_params ? "--punkt-params" : c.lang ? "--lang" : c.format_given ? "--format"
+			: c.workers_given ? "--workers" : NULL;
+		if (extra)
+			die(EXIT_USAGE, "--train-punkt learns from the text alone, on one thread; drop %s", extra);
+		return run_train(&c);
+	}
+	if (c.output)
+		die(EXIT_USAGE, "--output is for --train-punkt; the token stream goes to standard output");
+	if (!c.split && (c.keep_newlines || c.punkt_params || c.lang))
+		die(EXIT_USAGE, "%s needs --split-sentences", c.keep_newlines ? "--keep-newlines" :
+		    c.punkt_params ? "--punkt-params" : "--lang");
+	if (c.split && c.decode)
+		die(EXIT_USAGE, "--split-sentences is for tokenizing; --decode shows a stream's sentences as they are");
+	if (c.split && c.punkt_params && c.lang)
+		die(EXIT_USAGE, "--lang picks the built-in parameters; --punkt-params gives others: drop one");
+	if (c.sentences && !c.split)
+		die(EXIT_USAGE, "--format sentences shows the sentences of --split-sentences; add it");
+	if (c.split && !(c.punkt = c.punkt_params ? punkt_params_load(c.punkt_params, err, sizeof err)
+				    : punkt_params_builtin(err, sizeof err)))
+		die(EXIT_USAGE, "--punkt-params: %s", err);
+	if (c.sentences) {
+		const char *extra = c.vocab ? "--vocab-file" : c.merges ? "--merge-file" : c.hf ? "--tokenizer-name-or-path"
+			: c.type ? "--tokenizer-type" : c.eod_token ? "--eod-token" : c.append_eod ? "--append-eod" : NULL;
+		if (extra)
+			die(EXIT_USAGE, "--format sentences writes text, not tokens; drop %s", extra);
+		rc = run_encode(&c, NULL);
+		punkt_params_free(c.punkt);
+		free(av);
+		return rc;
+	}
 	if (c.hf && (c.vocab || c.merges))
 		die(EXIT_USAGE, "give either --tokenizer-name-or-path or --vocab-file/--merge-file, not both");
 	if (c.type && strcmp(c.type, "PretrainedFromHF") == 0 && !c.hf)
@@ -665,10 +1009,11 @@ int main(int argc, char **argv)
 	}
 	if (c.append_eod && tok_eod(tok) == BPE_NONE)
 		die(EXIT_USAGE, "--append-eod: %s has no EOD token; name one with --eod-token", tok_describe(tok));
-	if (!c.text && !c.decode && isatty(1))
+	if (!c.text && !c.sentences && !c.decode && isatty(1))
 		die(EXIT_USAGE, "the token stream is binary: pipe it into mkindex, or use --format text");
 	rc = c.decode ? run_decode(&c, tok) : run_encode(&c, tok);
 	tok_free(tok);
+	punkt_params_free(c.punkt);
 	free(av);
 	return rc;
 }

@@ -254,7 +254,7 @@ const struct args_other args_other[] = {
 	REFUSE("universal-checkpoint", 0, "DeepSpeed universal checkpoints are not read; use an lmtk checkpoint"),
 	REFUSE("inference", 0, "train trains; drop it"),
 	REFUSE("fp16-lm-cross-entropy", 0, "the cross-entropy is always computed in fp32; drop it"),
-	REFUSE("fp32-residual-connection", 0, "the residual stream's precision is the backend's (fp32 on cpu, bf16 on cuda); drop it"),
+	REFUSE("fp32-residual-connection", 0, "the residual stream's precision is the backend's (fp32 on cpu; bf16 or fp16 on cuda); drop it"),
 	REFUSE("num-layers-per-virtual-pipeline-stage", 1, "the interleaved pipeline schedule is not implemented; drop it for 1F1B (the same numerics)"),
 	REFUSE("no-bias-gelu-fusion", 0, "without the fusion Megatron uses the exact erf GeLU, which is not implemented; drop it (the tanh GeLU), or add --openai-gelu"),
 	REFUSE("loss-on-targets-only", 0, "prefix-LM losses are not implemented; drop it"),

@@ -379,6 +379,15 @@ EOF
 expect_rc hf_refuses_a_model_without_an_hf_class 2 "$MT" --input noclass --output noclass.hf --format hf &&
 	contains hf_refusal_says_why "$T/err" 'no Hugging Face class'
 no_output noclass.hf && ok refused_export_leaves_nothing || fail refused_export_leaves_nothing "$(ls -a)"
+# a GPT-2-style model with the post-LN residual: GPT2LMHeadModel cannot hold it
+cp -r orig.gpt postln
+"$PY" - postln/global_step6/manifest.json <<'EOF'
+import json, sys
+m = json.load(open(sys.argv[1])); m["model"]["apply_residual_connection_post_layernorm"] = True
+open(sys.argv[1], "w").write(json.dumps(m, indent=1) + "\n")
+EOF
+expect_rc hf_refuses_a_post_ln_gpt2 2 "$MT" --input postln --output postln.hf --format hf &&
+	contains hf_post_ln_refusal_says_why "$T/err" 'GPT2LMHeadModel adds the residual before the layer norm'
 
 # --- replicated tensors that drifted apart on one rank: refused, unless --average ---
 cp -r gpt.tp2 drift

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# train --fp16: Megatron's dynamic loss scaler sees the overflows fp16 gradients would have
-# (an element beyond 65504 once scaled: lmtk computes in fp32 on the CPU, bf16 on a GPU), so a
+# train --fp16 on the CPU: Megatron's dynamic loss scaler sees the overflows fp16 gradients would
+# have (an element beyond 65504 once scaled; the CPU computes in fp32 - on a GPU the arithmetic
+# is real fp16, and tests/cli/train-cuda.sh runs it against this one through the executor), so a
 # run from the default 2^32 skips and halves at its start as Megatron's fp16 runs do; the scale
 # follows a transcription of Megatron's DynamicGradScaler (hysteresis, window, backoff, growth,
 # min) iteration by iteration; the scale never becomes infinite.

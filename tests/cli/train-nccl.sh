@@ -12,7 +12,7 @@
 #    and with four (1F1B, NCCL send/receive both ways, evaluation through the pipeline) the same
 #    losses and validation losses; TP=2, DP=2 x TP=2 and TP=2 x PP=2 track one rank within bf16's
 #    rounding of the partial sums, and their replicated tensors are bit-identical across TP ranks
-#    (ckpt-merge-tp refuses otherwise); PP=4 (the tied embedding's first-last pair a communicator
+#    (ckpt-merge-tp refuses otherwise); TP=2 under --fp16 sums fp16 and tracks one fp16 rank; PP=4 (the tied embedding's first-last pair a communicator
 #    of its own) is one rank but for that order; ZeRO-1 changes no byte; a stopped and resumed
 #    DP=2 run saves the bytes of the run straight through;
 #  - a rank that never comes: the others stop within the bounded wait, naming it, exit 3.
@@ -192,6 +192,18 @@ done
 # and the comparison tells runs apart: another learning rate fails it
 sed 's/lm loss: 8\.4/lm loss: 8.5/' one.out >other.out
 close one.out other.out 5e-3 2>/dev/null && fail bf16_tracking_discriminates "a changed loss passed" || ok bf16_tracking_discriminates
+# --fp16: the activations are fp16, and so are TP's partial sums (ncclFloat16): TP=2 tracks one
+# rank of --fp16 within fp16's rounding (a sum in another type would read fp16 bits as bf16)
+F16=(--global-batch-size 4 --train-iters 3 --fp16 --initial-loss-scale 4096)
+"$TR" "${M[@]}" "${F16[@]}" >one16.out 2>&1
+ranks tp2fp16 2 "${F16[@]}" --tensor-model-parallel-size 2
+rc=$?
+if [ $rc = 0 ] && grep -q 'computes in fp16' tp2fp16.0 && grep -q 'computes in fp16' one16.out &&
+	close one16.out tp2fp16.0 1e-3 2>tp2fp16.err; then
+	ok tp2_fp16_sums_in_fp16_and_tracks_one_rank
+else
+	fail tp2_fp16_sums_in_fp16_and_tracks_one_rank "exit $rc: $(tail -1 tp2fp16.err; tail -2 tp2fp16.0)"
+fi
 
 # --- a rank that never comes --------------------------------------------------------------------
 JOB=$((JOB + 1))

@@ -5,21 +5,23 @@
  * matrix with leading dimension ld is at i + j ld; op(X) is X or its transpose (CUBLAS_OP_T,
  * and CUBLAS_OP_C, which is the same for real types); op(A) is m x k, op(B) k x n, C and D
  * m x n.  Products are summed in fp32 in order of k (CUBLAS_COMPUTE_32F; the products of bf16
- * inputs are exact in fp32, as in the tensor cores), then alpha and beta are applied in fp32,
- * C is not read when beta is 0 (it may hold garbage, as the BLAS convention allows), the BIAS
- * epilogue adds bias[i] to row i, and D is rounded once to its type (bf16: to nearest even).
+ * or fp16 inputs are exact in fp32, as in the tensor cores), then alpha and beta are applied in
+ * fp32, C is not read when beta is 0 (it may hold garbage, as the BLAS convention allows), the
+ * BIAS epilogue adds bias[i] to row i, and D is rounded once to its type (bf16, fp16: to nearest
+ * even; fp16 beyond 65504 to +-inf, as the device's conversion does).
  * cuBLASLt also takes batches: a layout's BATCH_COUNT and STRIDED_BATCH_OFFSET (elements), the
  * bias's BIAS_BATCH_STRIDE.
  *
- * Implemented: A and B CUDA_R_16BF; C and D both CUDA_R_16BF or both CUDA_R_32F; compute
- * CUBLAS_COMPUTE_32F with scale type CUDA_R_32F and host alpha/beta; epilogues DEFAULT, BIAS
- * (bias CUDA_R_16BF, or CUDA_R_32F), GELU, GELU_BIAS, GELU_AUX, GELU_AUX_BIAS and DGELU; column
- * order.  The GeLU epilogues follow the cuBLASLt reference: "apply Bias and then GELU
- * transform", the AUX variants storing the GELU input (the sum before the transform, rounded to
- * the aux type) in the auxiliary matrix, and DGELU multiplying the product by the GELU gradient
- * at the auxiliary input.  The aux matrix has D's shape, the leading dimension and batch stride
- * of EPILOGUE_AUX_LD and _BATCH_STRIDE (each a multiple of 8, the LD at least D's rows, as the
- * reference requires), its type D's (EPILOGUE_AUX_DATA_TYPE -1 or D's own; others refused).
+ * Implemented: A and B both CUDA_R_16BF or both CUDA_R_16F; C and D both of A's type or both
+ * CUDA_R_32F; compute CUBLAS_COMPUTE_32F with scale type CUDA_R_32F and host alpha/beta;
+ * epilogues DEFAULT, BIAS (bias of D's 16-bit type, or CUDA_R_32F), GELU, GELU_BIAS, GELU_AUX,
+ * GELU_AUX_BIAS and DGELU; column order.  The GeLU epilogues follow the cuBLASLt reference:
+ * "apply Bias and then GELU transform", the AUX variants storing the GELU input (the sum before
+ * the transform, rounded to the aux type) in the auxiliary matrix, and DGELU multiplying the
+ * product by the GELU gradient at the auxiliary input.  The aux matrix has D's shape, the leading
+ * dimension and batch stride of EPILOGUE_AUX_LD and _BATCH_STRIDE (each a multiple of 8, the LD
+ * at least D's rows, as the reference requires), its type D's (EPILOGUE_AUX_DATA_TYPE -1 or D's
+ * own; others refused).
  * The GELU is the tanh approximation 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))): the
  * reference names no formula; this is the one llm.c relies on cuBLASLt's epilogue to compute, and
  * a lent GPU is where it is confirmed (README, the executor's limits).  BGRAD epilogues are not
@@ -41,6 +43,7 @@
 #include "cublasLt.h"
 #include "cublas_v2.h"
 #include "cuda_bf16.h"
+#include "cuda_fp16.h"
 #include "cx_host.h"
 #include "exec.h"
 
@@ -125,7 +128,7 @@ static cublasStatus_t refuse(cublasStatus_t s, const char *what, const char *fmt
 
 struct Mat {
 	const void *p;
-	int type;        /* CUDA_R_16BF or CUDA_R_32F */
+	int type;        /* CUDA_R_16BF, CUDA_R_16F or CUDA_R_32F */
 	int64_t ld, stride;
 };
 
@@ -133,6 +136,8 @@ static float load(const Mat &m, int64_t off)
 {
 	if (m.type == CUDA_R_16BF)
 		return cx_bf2f(((const __nv_bfloat16 *)m.p)[off].__x);
+	if (m.type == CUDA_R_16F)
+		return cx_h2f(((const __half *)m.p)[off].__x);
 	return ((const float *)m.p)[off];
 }
 
@@ -167,6 +172,8 @@ static void store(const Mat &m, int64_t off, float v)
 {
 	if (m.type == CUDA_R_16BF)
 		((__nv_bfloat16 *)m.p)[off].__x = cx_f2bf(v, 0);
+	else if (m.type == CUDA_R_16F)
+		((__half *)m.p)[off].__x = cx_f2h(v, 0);
 	else
 		((float *)m.p)[off] = v;
 }
@@ -215,6 +222,8 @@ static void gemm_run(const Gemm &g)
 					int64_t bo = bt * g.bias_stride + i;
 					v += g.bias_type == CUDA_R_16BF
 						     ? cx_bf2f(((const __nv_bfloat16 *)g.bias)[bo].__x)
+						     : g.bias_type == CUDA_R_16F
+						     ? cx_h2f(((const __half *)g.bias)[bo].__x)
 						     : ((const float *)g.bias)[bo];
 				}
 				if (g.gelu) {
@@ -263,12 +272,13 @@ static const char *type_name(int t)
 /* the type combinations this file implements (a subset of the reference's table) */
 static cublasStatus_t types_ok(const char *what, int at, int bt, int ct, int dt)
 {
-	if (at != CUDA_R_16BF || bt != CUDA_R_16BF)
+	if ((at != CUDA_R_16BF && at != CUDA_R_16F) || bt != at)
 		return refuse(CUBLAS_STATUS_NOT_SUPPORTED, what, "A is %s and B %s; implemented: "
-			      "CUDA_R_16BF", type_name(at), type_name(bt));
-	if (ct != dt || (dt != CUDA_R_16BF && dt != CUDA_R_32F))
-		return refuse(CUBLAS_STATUS_NOT_SUPPORTED, what, "C is %s and D %s; implemented: both "
-			      "CUDA_R_16BF or both CUDA_R_32F", type_name(ct), type_name(dt));
+			      "both CUDA_R_16BF or both CUDA_R_16F", type_name(at), type_name(bt));
+	if (ct != dt || (dt != at && dt != CUDA_R_32F))
+		return refuse(CUBLAS_STATUS_NOT_SUPPORTED, what, "C is %s and D %s with A of %s; "
+			      "implemented: both %s or both CUDA_R_32F", type_name(ct),
+			      type_name(dt), type_name(at), type_name(at));
 	return CUBLAS_STATUS_SUCCESS;
 }
 
@@ -451,7 +461,7 @@ extern "C" cublasStatus_t cublasLtMatmulDescSetAttribute(cublasLtMatmulDesc_t d,
 	case CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE:
 		if ((s = get(what, "BIAS_DATA_TYPE", &v, buf, size)))
 			return s;
-		if (v != -1 && v != CUDA_R_16BF && v != CUDA_R_32F)
+		if (v != -1 && v != CUDA_R_16BF && v != CUDA_R_16F && v != CUDA_R_32F)
 			return refuse(CUBLAS_STATUS_NOT_SUPPORTED, what, "bias type %s", type_name(v));
 		d->bias_type = v;
 		return CUBLAS_STATUS_SUCCESS;
@@ -624,7 +634,8 @@ static cublasStatus_t lt_problem(const char *what, cublasLtMatmulDesc_t d, cubla
 				      "must be a multiple of 8", (long long)d->aux_stride);
 	}
 	int bt = d->bias_type == -1 ? dl->type : d->bias_type;
-	if (bias && !(bt == CUDA_R_32F || (bt == CUDA_R_16BF && dl->type == CUDA_R_16BF)))
+	int b16 = (bt == CUDA_R_16BF || bt == CUDA_R_16F) && dl->type == bt;
+	if (bias && !(bt == CUDA_R_32F || b16))
 		return refuse(CUBLAS_STATUS_NOT_SUPPORTED, what, "bias of %s with D of %s",
 			      type_name(bt), type_name(dl->type));
 	memset(g, 0, sizeof *g);

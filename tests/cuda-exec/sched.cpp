@@ -29,6 +29,7 @@
 #include <deque>
 #include <vector>
 
+#include "cuda_fp16.h"
 #include "cx_ptx.h"
 #include "exec.h"
 
@@ -388,20 +389,33 @@ static float bf16_hi(uint32_t v)
 	return f;
 }
 
-/* mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 over the 32 lanes from `base` */
-static void mma_complete(Thr *base)
+/* The fp16 halves of a register, exactly (subnormals, infinities and NaN included) */
+static float f16_lo(uint32_t v)
 {
+	return cx_h2f((unsigned short)(v & 0xffffu));
+}
+
+static float f16_hi(uint32_t v)
+{
+	return cx_h2f((unsigned short)(v >> 16));
+}
+
+/* mma.sync.aligned.m16n8k16.row.col.f32.{bf16.bf16,f16.f16}.f32 over the 32 lanes from `base`
+ * (f16: the .f16 variant; the fragment layout is the same) */
+static void mma_complete(Thr *base, int f16)
+{
+	float (*lo)(uint32_t) = f16 ? f16_lo : bf16_lo, (*hi)(uint32_t) = f16 ? f16_hi : bf16_hi;
 	float A[16][16], B[16][8], C[16][8];
 	for (int l = 0; l < 32; l++) {
 		const MmaLane &m = *(const MmaLane *)base[l].cbuf;
 		int g = l >> 2, t = l & 3;
 		for (int h = 0; h < 2; h++) { /* h: rows g, g+8 of A and C; k 2t, 2t+8 of B */
-			A[g + 8 * h][2 * t] = bf16_lo(m.a[h]);
-			A[g + 8 * h][2 * t + 1] = bf16_hi(m.a[h]);
-			A[g + 8 * h][2 * t + 8] = bf16_lo(m.a[2 + h]);
-			A[g + 8 * h][2 * t + 9] = bf16_hi(m.a[2 + h]);
-			B[2 * t + 8 * h][g] = bf16_lo(m.b[h]);
-			B[2 * t + 8 * h + 1][g] = bf16_hi(m.b[h]);
+			A[g + 8 * h][2 * t] = lo(m.a[h]);
+			A[g + 8 * h][2 * t + 1] = hi(m.a[h]);
+			A[g + 8 * h][2 * t + 8] = lo(m.a[2 + h]);
+			A[g + 8 * h][2 * t + 9] = hi(m.a[2 + h]);
+			B[2 * t + 8 * h][g] = lo(m.b[h]);
+			B[2 * t + 8 * h + 1][g] = hi(m.b[h]);
 			C[g + 8 * h][2 * t] = m.c[2 * h];
 			C[g + 8 * h][2 * t + 1] = m.c[2 * h + 1];
 		}
@@ -409,7 +423,7 @@ static void mma_complete(Thr *base)
 	float D[16][8];
 	for (int i = 0; i < 16; i++)
 		for (int j = 0; j < 8; j++) {
-			double s = C[i][j]; /* bf16 products are exact; 17 terms rarely round in double */
+			double s = C[i][j]; /* 16-bit products are exact; 17 terms rarely round */
 			for (int k = 0; k < 16; k++)
 				s += (double)A[i][k] * B[k][j];
 			D[i][j] = (float)s;
@@ -537,7 +551,7 @@ static void coll_complete(Thr *t, unsigned mask)
 				      coll_name[kind], t->cfile, t->cline);
 		}
 		if (kind == C_MMA)
-			mma_complete(base);
+			mma_complete(base, t->cop);
 		else
 			ldsm_complete(base, t->cop >> 1, t->cop & 1);
 		break;
@@ -680,13 +694,26 @@ static Thr *matrix_caller(const char *what, const char *file, int line)
 	return t;
 }
 
-extern "C" void cx_mma_bf16(float *d, const uint32_t *a, const uint32_t *b, const float *c,
-			    const char *file, int line)
+/* op 0: .bf16 inputs, 1: .f16 (every lane must run the same variant) */
+static void mma_call(int f16, float *d, const uint32_t *a, const uint32_t *b, const float *c,
+		     const char *file, int line)
 {
 	Thr *t = matrix_caller("mma.sync", file, line);
 	MmaLane m = {a, b, c, d};
 	t->cbuf = &m;
-	warp_call(C_MMA, 0, 0xffffffffu, 0, 0, 0, file, line, NULL);
+	warp_call(C_MMA, f16, 0xffffffffu, 0, 0, 0, file, line, NULL);
+}
+
+extern "C" void cx_mma_bf16(float *d, const uint32_t *a, const uint32_t *b, const float *c,
+			    const char *file, int line)
+{
+	mma_call(0, d, a, b, c, file, line);
+}
+
+extern "C" void cx_mma_f16(float *d, const uint32_t *a, const uint32_t *b, const float *c,
+			   const char *file, int line)
+{
+	mma_call(1, d, a, b, c, file, line);
 }
 
 extern "C" void cx_ldmatrix(uint32_t *r, int num, int trans, const void *p, const char *file,

@@ -267,7 +267,8 @@ __global__ void noop_k(int *out)
 
 /* ---- the matrix instructions (cx_ptx.h) ---- */
 
-/* D(16x8) = A(16x16) B(16x8) + C with A, B as bf16 bits, all row major.  Each lane builds its
+/* D(16x8) = A(16x16) B(16x8) + C with A, B as bf16 bits (F16: fp16 bits, the .f16 variant),
+ * all row major.  Each lane builds its
  * fragments element by element as the PTX ISA's table for mma.m16n8k16 (floating point types)
  * states them, with groupID = lane >> 2 and threadID_in_group = lane % 4:
  *   ai: row groupID for i < 2 or 4 <= i < 6, else groupID + 8;
@@ -275,6 +276,7 @@ __global__ void noop_k(int *out)
  *   bi: row threadID_in_group * 2 + (i & 1), + 8 for i >= 2; column groupID
  *   ci: row groupID for i < 2, else groupID + 8; column threadID_in_group * 2 + (i & 1)
  * and element 2r of a register in its lower half.  D is computed in place of C. */
+template <bool F16>
 __global__ void mma_table_k(float *D, const uint16_t *A, const uint16_t *B, const float *C)
 {
 	int lane = threadIdx.x & 31, gid = lane >> 2, tig = lane & 3;
@@ -293,7 +295,10 @@ __global__ void mma_table_k(float *D, const uint16_t *A, const uint16_t *B, cons
 		b[r] = be[2 * r] | (uint32_t)be[2 * r + 1] << 16;
 	for (int i = 0; i < 4; i++)
 		c[i] = C[(i < 2 ? gid : gid + 8) * 8 + tig * 2 + (i & 1)];
-	ptx_mma_m16n8k16_bf16(c, a, b, c);
+	if constexpr (F16)
+		ptx_mma_m16n8k16_f16(c, a, b, c);
+	else
+		ptx_mma_m16n8k16_bf16(c, a, b, c);
 	for (int i = 0; i < 4; i++)
 		D[(i < 2 ? gid : gid + 8) * 8 + tig * 2 + (i & 1)] = c[i];
 }
@@ -807,15 +812,23 @@ static float bf16_val(uint16_t h)
 	return x;
 }
 
-/* D = A B + C on the host with a plain fp32 loop; err: its bound for an fp32 sum of 17 terms */
-static void mma_ref(float *D, float *err, const uint16_t *A, const uint16_t *B, const float *C)
+static float f16_val(uint16_t h)
 {
+	return __half2float(__ushort_as_half(h));
+}
+
+/* D = A B + C on the host with a plain fp32 loop (A, B bf16 bits, or fp16 with f16; the
+ * products are exact in fp32 either way); err: its bound for an fp32 sum of 17 terms */
+static void mma_ref(float *D, float *err, const uint16_t *A, const uint16_t *B, const float *C,
+		    int f16 = 0)
+{
+	float (*val)(uint16_t) = f16 ? f16_val : bf16_val;
 	for (int i = 0; i < 16; i++)
 		for (int j = 0; j < 8; j++) {
 			float s = C[i * 8 + j];
 			double mag = fabs(s);
 			for (int k = 0; k < 16; k++) {
-				float p = bf16_val(A[i * 16 + k]) * bf16_val(B[k * 8 + j]);
+				float p = val(A[i * 16 + k]) * val(B[k * 8 + j]);
 				s += p;
 				mag += fabs(p);
 			}
@@ -825,37 +838,44 @@ static void mma_ref(float *D, float *err, const uint16_t *A, const uint16_t *B, 
 }
 
 /* small integers: every sum is exact in any order, so D must equal A B + C bit for bit, and a
- * single misplaced element changes it; then N(0,1)-like bf16 values against the fp32 loop */
+ * single misplaced element changes it; then N(0,1)-like bf16 values against the fp32 loop.
+ * Passes 2 and 3 the same with fp16 inputs and the .f16 variant, the last with a fifth of A's
+ * elements fp16 subnormals (below 2^-14), which the tensor cores take as they are. */
 static int mma_matches_fp32_loop(void)
 {
 	int ok = 1;
-	for (int pass = 0; pass < 2; pass++) {
+	for (int pass = 0; pass < 4; pass++) {
+		int f16 = pass >= 2, ints = pass % 2 == 0;
 		uint16_t A[256], B[128];
 		float C[128], ref[128], err[128];
 		uint64_t x = 12345 + pass;
 		for (int i = 0; i < 256 + 128 + 128; i++) {
 			x = x * 6364136223846793005ull + 1442695040888963407ull;
 			int v = (int)(x >> 59) - 16; /* -16 .. 15 */
-			float f = pass == 0 ? (float)v : (float)v / 8.0f + (float)(x >> 40 & 255) / 2048.0f;
+			float f = ints ? (float)v
+				       : (float)v / 8.0f + (float)(x >> 40 & 255) / 2048.0f;
+			if (f16 && !ints && i < 256 && i % 5 == 0)
+				f *= 0x1p-16f; /* |f| < 2^-14: subnormal */
+			uint16_t h = f16 ? __half_as_ushort(__float2half_rn(f)) : bf16_bits(f);
 			if (i < 256)
-				A[i] = bf16_bits(bf16_val(bf16_bits(f)));
+				A[i] = h;
 			else if (i < 384)
-				B[i - 256] = bf16_bits(f);
+				B[i - 256] = h;
 			else
-				C[i - 384] = pass == 0 ? (float)v * 3.0f : f * 1.7f;
+				C[i - 384] = ints ? (float)v * 3.0f : f * 1.7f;
 		}
-		mma_ref(ref, err, A, B, C);
+		mma_ref(ref, err, A, B, C, f16);
 		uint16_t *dA = dalloc<uint16_t>(256), *dB = dalloc<uint16_t>(128);
 		float *dC = dalloc<float>(128), *dD = dalloc<float>(128);
 		cudaMemcpy(dA, A, sizeof A, cudaMemcpyHostToDevice);
 		cudaMemcpy(dB, B, sizeof B, cudaMemcpyHostToDevice);
 		cudaMemcpy(dC, C, sizeof C, cudaMemcpyHostToDevice);
-		if (launch(mma_table_k, 1, 32, 0, dD, (const uint16_t *)dA, (const uint16_t *)dB,
-			   (const float *)dC))
+		if (launch(f16 ? mma_table_k<true> : mma_table_k<false>, 1, 32, 0, dD,
+			   (const uint16_t *)dA, (const uint16_t *)dB, (const float *)dC))
 			return 0;
 		std::vector<float> D = fetch(dD, 128);
 		for (int i = 0; i < 128; i++) {
-			float tol = pass == 0 ? 0.0f : err[i];
+			float tol = ints ? 0.0f : err[i];
 			if (!(fabsf(D[i] - ref[i]) <= tol)) {
 				printf("# pass %d D[%d][%d] = %.9g, the fp32 loop gives %.9g\n", pass,
 				       i / 8, i % 8, D[i], ref[i]);
@@ -968,7 +988,7 @@ int main(int argc, char **argv)
 	T_CASE("bf16_and_half_conversions_round_as_documented") T_ASSERT(conversions());
 	T_CASE("cublaslt_batched_transposed_gemm_with_bias_and_refusals") T_ASSERT(cublaslt_gemm());
 	T_CASE("cub_radix_sort_is_stable_with_signed_keys") T_ASSERT(radix_sort());
-	T_CASE("mma_m16n8k16_bf16_fragments_per_the_ptx_table_match_an_fp32_loop")
+	T_CASE("mma_m16n8k16_bf16_and_f16_fragments_per_the_ptx_table_match_an_fp32_loop")
 		T_ASSERT(mma_matches_fp32_loop());
 	T_CASE("ldmatrix_x1_x2_x4_and_trans_per_the_ptx_table_feed_mma")
 		T_ASSERT(ldmatrix_follows_the_ptx_table());

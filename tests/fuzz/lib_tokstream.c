@@ -11,8 +11,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	if (!f)
 		return 0;
 	if (size && tokstream_open(&r, f, "<fuzz>", err, sizeof err) == 0) {
-		while (tokstream_next(&r, &key, &n, err, sizeof err) == 1)
-			if (key >= r.h.nkeys)
+		int rc;
+		while ((rc = tokstream_next(&r, &key, &n, err, sizeof err)) > 0)
+			if (key >= r.h.nkeys || (rc == 2 && (n || r.h.level != TOKSTREAM_SENTENCES)))
 				abort();
 		tokstream_close(&r);
 	}

@@ -3,7 +3,7 @@
 
     tests/ref/gpt-ref.py --config CFG.json --weights INIT.safetensors --batch BATCH.safetensors
                          [--write OUT.safetensors] [--compare C.safetensors]
-                         [--tolerance fp32|bf16] [--tol GROUP=LIMIT ...] [--only GROUP,...]
+                         [--tolerance fp32|bf16|fp16] [--tol GROUP=LIMIT ...] [--only GROUP,...]
                          [--dtype float64|float32|bf16] [--softmax-over-padded] [--threads N]
     tests/ref/gpt-ref.py --ref REF.safetensors [--weights INIT.safetensors] --compare C.safetensors
     tests/ref/gpt-ref.py --config CFG.json --hf HF_DIR --batch BATCH.safetensors [--write ...]
@@ -89,7 +89,7 @@ op boundaries, so weight grads end up bf16 too; fp32 math inside each op, fp32 s
 loss; fp32 master weights and AdamW). `--dtype bf16 --write x` then `--compare x` against the
 float64 reference shows where an honest bf16 trainer lands; that sized the bf16 profile.
 
-Tolerances (--tolerance fp32|bf16; --tol GROUP=LIMIT overrides one group). Worst values seen on 12
+Tolerances (--tolerance fp32|bf16|fp16; --tol GROUP=LIMIT overrides one group). Worst values seen on 12
 tiny models (L=2; C/NH = 64/4, 80/5, 96/12; alibi and learned; embed LN on/off; weight std 0.02..
 0.1; V=100, Vp=128, T=16, B=2, S=10, lr 1e-3, clip active on some steps, adam_eps 1e-8 and 1e-6):
                  torch fp32                emulated bf16           fp32 limit  bf16 limit
@@ -118,6 +118,11 @@ tiny models (L=2; C/NH = 64/4, 80/5, 96/12; alibi and learned; embed LN on/off; 
   seeds and shapes. A reference comparison at bf16 catches gross bugs only (qkv order, ALiBi,
   padded softmax, missing bias correction, L2 decay); the fp32 profile is where semantics are
   proven. Note 2e-2 on logits/grads would fail the emulated trainer itself.
+  fp16: bf16's limits divided by 8, fp16's 3 extra significant bits (unit roundoff 2^-12).  The
+  CUDA backend under --fp16 (real fp16 activations, fp32 accumulation) on the GPT-2 shape of
+  tests/cli/train-cuda.sh: logits 1.4e-3, loss 5.5e-6, grads 1.9e-3, losses 4.2e-5, grad_norms
+  1.9e-4, final 7.6e-3, within these by 3.3x or more; its bf16 run fails logits, grads,
+  grad_norms and final here (1.0e-2, 1.3e-2, 2.2e-3, 5.5e-2).
 Tests should make the effects visible: weights large enough that GeLU and LayerNorm are not in
 their linear range (std ~0.1), clip_grad between the steps' grad norms, weight_decay ~0.1.
 
@@ -875,6 +880,9 @@ TOLERANCES = {  # see "Tolerances" in the comment at the top; final is the "upd"
              "final": 1e-3},
     "bf16": {"logits": 5e-2, "loss": 5e-3, "grads": 8e-2, "losses": 1e-2, "grad_norms": 1e-2,
              "final": 2.5e-1},
+    # fp16 keeps 3 more bits than bf16: bf16's limits / 8
+    "fp16": {"logits": 6.25e-3, "loss": 6.25e-4, "grads": 1e-2, "losses": 1.25e-3,
+             "grad_norms": 1.25e-3, "final": 3.125e-2},
 }
 
 

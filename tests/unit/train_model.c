@@ -673,6 +673,7 @@ static int dump(const char *cfgpath, const char *outdir)
 	const char *dev = json_string_value(json_object_get(j, "device"));
 	char devbuf[32];
 	snprintf(devbuf, sizeof devbuf, "%s", dev ? dev : "cpu");
+	enum ops_prec prec = jnum(j, "fp16", 0) ? OPS_FP16 : OPS_BF16; /* the CUDA backend's */
 	float lr = jnum(j, "lr", 1e-3);
 	struct optim opt;
 	optim_init(&opt, jnum(j, "adam_beta1", 0.9), jnum(j, "adam_beta2", 0.999),
@@ -689,7 +690,7 @@ static int dump(const char *cfgpath, const char *outdir)
 
 	struct model m;
 	struct dist d;
-	const struct ops *ops = ops_open(devbuf, threads, err, sizeof err);
+	const struct ops *ops = ops_open(devbuf, threads, prec, err, sizeof err);
 	if (!ops) {
 		fprintf(stderr, "%s\n", err);
 		return 4;   /* no such device: the caller skips */

@@ -405,11 +405,12 @@ static int dump(const char *cfgpath, const char *outdir)
 	opt.kind = okind && !strcmp(okind, "lamb") ? OPT_LAMB : okind && !strcmp(okind, "sgd") ? OPT_SGD
 											     : OPT_ADAMW;
 	opt.momentum = jnum(j, "sgd_momentum", 0.9);
+	enum ops_prec prec = jnum(j, "fp16", 0) ? OPS_FP16 : OPS_BF16; /* the CUDA backend's */
 	json_decref(j);
 
 	struct model m;
 	struct dist d;
-	const struct ops *ops = ops_open(devbuf, threads, err, sizeof err);
+	const struct ops *ops = ops_open(devbuf, threads, prec, err, sizeof err);
 	if (!ops) {
 		fprintf(stderr, "%s\n", err);
 		return 4;   /* no such device: the caller skips */

@@ -932,6 +932,7 @@ static void cpu_adam32(float *master, void *param, const float *g, float *m, flo
 static struct ops cpu_ops = {
 	.name = "cpu",
 	.act_size = sizeof(float),
+	.act_type = "fp32",
 	.alloc = cpu_alloc,
 	.free = cpu_free,
 	.zero = cpu_zero,

@@ -17,26 +17,29 @@
  * Cross-attention (T5's inter_attention, ops.h xattn_*) is the same kernels over other
  * operands: queries from q(B,Tq,NH,HD), keys and values from kv(B,Tk,NH,2,HD), Tq != Tk, in the
  * bidirectional mode over the encoder's klen.  Where the rows of q, k, v, their gradients and
- * the output lie is one struct (at_io: base pointers, row, batch and head strides, Tq, Tk), so
- * the self-attention's qkv columns and the cross-attention's two tensors go through one code
- * path; with Tq = Tk = T and qkv's strides the instructions are those of the self-attention
- * before at_io existed.  Dropout element (b, h, i, j) is ((g*heads+H)*Tq+i)*Tk+j.
+ * the output lie is one struct (at_io: base pointers, row and head strides, Tq, Tk), so the
+ * self-attention's qkv columns and the cross-attention's two tensors go through one code path;
+ * with Tq = Tk = T and qkv's strides the instructions are those of the self-attention before
+ * at_io existed.  Dropout element (b, h, i, j) is ((g*heads+H)*Tq+i)*Tk+j.
  *
- * Tile products.  Every product of two tiles is mma.sync m16n8k16 (bf16 inputs, fp32
- * accumulate; ptx.h), its operands loaded from shared memory with ldmatrix (.trans where the
- * tile's rows are the product's k index).  A block is 4 warps and a 64-row tile; each warp owns
- * 16 rows of it and never shares its accumulators, so no reduction crosses warps.  The
- * accumulator fragment of a product (rows g, g+8 of the warp's 16, columns 2t, 2t+1 of each
- * 8-column tile, lane = 4g + t) is, two column tiles together, the A fragment of the next
- * product, so P and dS go from one mma to the next in registers, rounded to bf16: P (after
- * dropout) before P V, P M before dV = (P M)^T dO, dS before dK and dQ.  That rounding is the
- * price of the tensor cores: each weight of P V carries a relative error of at most 2^-9, so
- * O_i is off by at most 2^-9 max_j |v_j| (as far as the output's own rounding to bf16), and
- * likewise the gradients; the sums of P (l, hence lse) are taken in fp32 before rounding.
- * Scores are kept in log2 units (scale and slope premultiplied by log2 e, exp2f), lse converted
- * back to natural units.  Q, K, V, dO tiles live in shared memory as bf16 rows of HDM + 8
- * elements (144 bytes at HDM 64: the 8 rows an ldmatrix phase reads fall in distinct banks);
- * columns past HD and rows past T are zero.
+ * Tile products.  Every product of two tiles is mma.sync m16n8k16 (inputs in the activation type,
+ * .bf16 or, under --fp16, .f16, with fp32 accumulate; ptx.h), its operands loaded from shared
+ * memory with ldmatrix (.trans where the tile's rows are the product's k index).  A block is 4
+ * warps and a 64-row tile; each warp owns 16 rows of it and never shares its accumulators, so no
+ * reduction crosses warps.  The accumulator fragment of a product (rows g, g+8 of the warp's 16,
+ * columns 2t, 2t+1 of each 8-column tile, lane = 4g + t) is, two column tiles together, the A
+ * fragment of the next product, so P and dS go from one mma to the next in registers, rounded to
+ * the activation type: P (after dropout) before P V, P M before dV = (P M)^T dO, dS before dK and
+ * dQ.  That rounding is the price of the tensor cores: each weight of P V carries a relative
+ * error of at most 2^-9 in bf16 (2^-12 in fp16), so O_i is off by at most that times max_j |v_j|
+ * (as far as the output's own rounding), and likewise the gradients; the sums of P (l, hence lse)
+ * are taken in fp32 before rounding.  In fp16, P <= 1 (times 1/(1-p) with dropout) always fits;
+ * dS carries the loss scale, and a scale too large for fp16 makes it inf, an overflow the scaler
+ * sees.  Scores are kept in log2 units (scale and slope premultiplied by log2 e, exp2f), lse
+ * converted back to natural units.  Q, K, V, dO tiles live in shared memory as 16-bit rows of
+ * HDM+8 elements (144 bytes at HDM 64: the 8 rows an ldmatrix phase reads fall in distinct
+ * banks); columns past HD and rows past T are zero.  The kernels are templates over the
+ * activation type A; only the loads, the rounding and the mma's type suffix depend on it.
  *
  * Forward (FlashAttention-2's split): a block owns 64 query rows of one (b, h) and streams the
  * key tiles 0..diagonal through shared memory; per tile each warp computes S = Q K^T for its
@@ -70,9 +73,9 @@
  * Speed, as the step model prices it (tests/bench/gpu-model.py, at 25% of an H100's dense bf16
  * peak; not yet measured on a GPU): for GPT-2 124M at B x T = 16 x 1024, attention goes from
  * 62.6% of the step with the fp32 SIMT kernels this file had before to 19.2%, and the predicted
- * MFU from 21.3% to 45.9%.  ptxas (CUDA 13.0.88, sm_90) at HDM 64, forward / dQ / dK-dV: 104 /
- * 153 / 195 registers before at_io, 128 / 155 / 209 with it, no spill - the same blocks per SM
- * (4 / 3 / 2 at 128 threads), so the generality costs the self-attention no occupancy. */
+ * MFU from 21.3% to 45.9%.  ptxas (CUDA 13.0.88, sm_90, bf16) at HDM 64, forward / dQ / dK-dV:
+ * 104 / 153 / 195 registers before at_io, 128 / 155 / 209 with it, no spill - the same blocks
+ * per SM (4 / 3 / 2 at 128 threads), so the generality costs the self-attention no occupancy. */
 #include <math.h>
 
 #include "train/cuda/common.h"
@@ -90,9 +93,9 @@
  * tensor, and v (dv) is always k (dk) + HD - qkv's [q, k, v] and kv's [k, v] of a head alike.
  * The self-attention's are qkv's columns, the cross-attention's q and kv (see the top).  Kept
  * small: every kernel holds it in registers. */
-struct at_io {
-	const bf16 *q, *k;
-	bf16 *dq, *dk;
+template <typename A> struct at_io {
+	const A *q, *k;
+	A *dq, *dk;
 	int qrs, krs, qhs, khs;      /* row and head strides of q (dq) and of k, v (dk, dv) */
 	int Tq, Tk;
 };
@@ -106,9 +109,9 @@ __device__ __forceinline__ size_t at_row0(int b, int T, int rs, int h, int hs)
 /* Rows [r0, r0+64) of one head's q, k, v or dout into sm[64][HDM+8]; src points at row 0 of that
  * head, rs is the distance between rows (elements).  Zero past T and past HD.  vec: HD is a
  * multiple of 8 and src 16-byte aligned, so rows go in 16-byte pieces. */
-template <int HDM>
-__device__ __forceinline__ void at_load(bf16 *sm, const bf16 *src, size_t rs, int r0, int T,
-					int HD, int vec)
+template <int HDM, typename A>
+__device__ __forceinline__ void at_load(A *sm, const A *src, size_t rs, int r0, int T, int HD,
+					int vec)
 {
 	constexpr int LD = HDM + 8, CH = HDM / 8;
 	if (vec) {
@@ -123,32 +126,41 @@ __device__ __forceinline__ void at_load(bf16 *sm, const bf16 *src, size_t rs, in
 	}
 	for (int idx = threadIdx.x; idx < AT_B * HDM; idx += AT_T) {
 		int rr = idx / HDM, d = idx % HDM, row = r0 + rr;
-		bf16 v = __float2bfloat16(0.0f);
+		A v = f_act<A>(0.0f);
 		if (row < T && d < HD)
 			v = src[(size_t)row * rs + d];
 		sm[rr * LD + d] = v;
 	}
 }
 
-/* Two floats as a bf16 pair (round to nearest even), lo in the lower half */
-__device__ __forceinline__ uint32_t at_pack(float lo, float hi)
+/* Two floats as a pair of A (round to nearest even), lo in the lower half */
+template <typename A> __device__ __forceinline__ uint32_t at_pack(float lo, float hi)
 {
-	__nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
+	typename act2<A>::T v = act2<A>::from_f2(lo, hi);
 	return *reinterpret_cast<const uint32_t *>(&v);
 }
 
+/* d += a b on the tensor cores, the instruction of the activation type A (a macro, so that the
+ * executor sees the instruction at the caller's line, where all lanes of the warp must meet) */
+#define AT_MMA(A, d, a, b)                                                                         \
+	do {                                                                                       \
+		if constexpr (act_is_f16<A>::value)                                                \
+			ptx_mma_m16n8k16_f16(d, a, b, d);                                          \
+		else                                                                               \
+			ptx_mma_m16n8k16_bf16(d, a, b, d);                                         \
+	} while (0)
+
 /* The mma A fragment of rows r0..r0+15, columns c0..c0+15 of a row-major tile (stride LD) */
-template <int LD>
-__device__ __forceinline__ void at_frag_a(uint32_t (&a)[4], const bf16 *sm, int r0, int c0,
-					  int lane)
+template <int LD, typename A>
+__device__ __forceinline__ void at_frag_a(uint32_t (&a)[4], const A *sm, int r0, int c0, int lane)
 {
 	ptx_ldmatrix(a, sm + (r0 + (lane & 15)) * LD + c0 + (lane >> 4) * 8);
 }
 
 /* B fragments of two 8-column tiles (b0: n0..n0+7, b1: n0+8..n0+15) where B's column n is row
  * n of the tile and k runs along the row from c0 (B = X^T: K in Q K^T, Q in K Q^T) */
-template <int LD>
-__device__ __forceinline__ void at_frag_bt(uint32_t (&b0)[2], uint32_t (&b1)[2], const bf16 *sm,
+template <int LD, typename A>
+__device__ __forceinline__ void at_frag_bt(uint32_t (&b0)[2], uint32_t (&b1)[2], const A *sm,
 					   int n0, int c0, int lane)
 {
 	uint32_t r[4];
@@ -158,8 +170,8 @@ __device__ __forceinline__ void at_frag_bt(uint32_t (&b0)[2], uint32_t (&b1)[2],
 
 /* B fragments of two 8-column tiles (columns c0..c0+15 of the tile) where B's row k is row
  * k0 + k of the tile (B = X: V in P V, dO and Q in dV and dK, K in dQ) */
-template <int LD>
-__device__ __forceinline__ void at_frag_b(uint32_t (&b0)[2], uint32_t (&b1)[2], const bf16 *sm,
+template <int LD, typename A>
+__device__ __forceinline__ void at_frag_b(uint32_t (&b0)[2], uint32_t (&b1)[2], const A *sm,
 					  int k0, int c0, int lane)
 {
 	uint32_t r[4];
@@ -169,22 +181,23 @@ __device__ __forceinline__ void at_frag_b(uint32_t (&b0)[2], uint32_t (&b1)[2], 
 }
 
 /* The A fragment of a 16 x 16 chunk from two accumulator tiles (its columns 0..7 and 8..15):
- * the accumulator layout is the A layout's two halves; rounds to bf16. */
+ * the accumulator layout is the A layout's two halves; rounds to the activation type A. */
+template <typename A>
 __device__ __forceinline__ void at_acc_a(uint32_t (&a)[4], const float (&c0)[4],
 					 const float (&c1)[4])
 {
-	a[0] = at_pack(c0[0], c0[1]);
-	a[1] = at_pack(c0[2], c0[3]);
-	a[2] = at_pack(c1[0], c1[1]);
-	a[3] = at_pack(c1[2], c1[3]);
+	a[0] = at_pack<A>(c0[0], c0[1]);
+	a[1] = at_pack<A>(c0[2], c0[3]);
+	a[2] = at_pack<A>(c1[0], c1[1]);
+	a[3] = at_pack<A>(c1[2], c1[3]);
 }
 
 /* s(16 x 64) = X[x0..x0+15] Y[0..63]^T over the first nk 16-wide steps of the head dim, for the
  * 16-column chunks lo..hi-1 of s only (the others are left 0: masked by the caller).  The same
  * instructions in the same order in every kernel. */
-template <int HDM>
-__device__ __forceinline__ void at_scores(float (&s)[8][4], const bf16 *X, int x0, const bf16 *Y,
-					  int nk, int lo, int hi, int lane)
+template <int HDM, typename A>
+__device__ __forceinline__ void at_scores(float (&s)[8][4], const A *X, int x0, const A *Y, int nk,
+					  int lo, int hi, int lane)
 {
 	constexpr int LD = HDM + 8;
 #pragma unroll
@@ -202,17 +215,17 @@ __device__ __forceinline__ void at_scores(float (&s)[8][4], const bf16 *X, int x
 				continue;
 			uint32_t b0[2], b1[2];
 			at_frag_bt<LD>(b0, b1, Y, c * 16, kc * 16, lane);
-			ptx_mma_m16n8k16_bf16(s[2 * c], a, b0, s[2 * c]);
-			ptx_mma_m16n8k16_bf16(s[2 * c + 1], a, b1, s[2 * c + 1]);
+			AT_MMA(A, s[2 * c], a, b0);
+			AT_MMA(A, s[2 * c + 1], a, b1);
 		}
 	}
 }
 
 /* o(16 x HDM) += p(16 x 64) Z[0..63] over the 16-row chunks lo..hi-1 of Z (p is 0 elsewhere),
  * for the first nd 16-wide column chunks of o (the rest are past HD) */
-template <int HDM>
+template <int HDM, typename A>
 __device__ __forceinline__ void at_accum(float (&o)[HDM / 8][4], const float (&p)[8][4],
-					 const bf16 *Z, int nd, int lo, int hi, int lane)
+					 const A *Z, int nd, int lo, int hi, int lane)
 {
 	constexpr int LD = HDM + 8;
 #pragma unroll
@@ -220,15 +233,15 @@ __device__ __forceinline__ void at_accum(float (&o)[HDM / 8][4], const float (&p
 		if (c < lo || c >= hi)
 			continue;
 		uint32_t a[4];
-		at_acc_a(a, p[2 * c], p[2 * c + 1]);
+		at_acc_a<A>(a, p[2 * c], p[2 * c + 1]);
 #pragma unroll
 		for (int dc = 0; dc < HDM / 16; dc++) {
 			if (dc >= nd)
 				break;
 			uint32_t b0[2], b1[2];
 			at_frag_b<LD>(b0, b1, Z, c * 16, dc * 16, lane);
-			ptx_mma_m16n8k16_bf16(o[2 * dc], a, b0, o[2 * dc]);
-			ptx_mma_m16n8k16_bf16(o[2 * dc + 1], a, b1, o[2 * dc + 1]);
+			AT_MMA(A, o[2 * dc], a, b0);
+			AT_MMA(A, o[2 * dc + 1], a, b1);
 		}
 	}
 }
@@ -276,7 +289,8 @@ __device__ __forceinline__ bool at_sees(int i, int j, int T, int kl, int ks)
  * registers are needed once rather than 32 times; scores above the diagonal or past T (masked in
  * every kernel) are not drawn. */
 __device__ __forceinline__ uint32_t at_keepbits(uint64_t seed, uint64_t dbh, int Tq, int Tk, int r0,
-						int r1, int c0, int keys_rows, float p, int kl)
+						int r1,
+						int c0, int keys_rows, float p, int kl)
 {
 	uint32_t bits = 0;
 #pragma unroll 1
@@ -300,20 +314,20 @@ __device__ __forceinline__ int at_chunks_upto(int last, int k0)
 /* out(B,Tq,NH,HD), lse(B,NH,Tq) from the operands of io.  grid (ceil(Tq/64), NH, B), block
  * 128.  Block x handles query tile ceil(Tq/64)-1-x (longest rows first); warp w its rows
  * 16w..16w+15. */
-template <int HDM>
-__global__ __launch_bounds__(AT_T) void attn_fwd_mma_k(bf16 *out, float *lse, struct at_io io,
+template <int HDM, typename A>
+__global__ __launch_bounds__(AT_T) void attn_fwd_mma_k(A *out, float *lse, struct at_io<A> io,
 						       int NH, int HD, float scale, int vec,
 						       struct ops_attn k)
 {
 	constexpr int LD = HDM + 8, ND = HDM / 8;
 	extern __shared__ __align__(16) unsigned char at_smem[];
-	bf16 *Qs = (bf16 *)at_smem, *Ks = Qs + AT_B * LD, *Vs = Ks + AT_B * LD;
+	A *Qs = (A *)at_smem, *Ks = Qs + AT_B * LD, *Vs = Ks + AT_B * LD;
 
 	int q0 = (gridDim.x - 1 - blockIdx.x) * AT_B, h = blockIdx.y, b = blockIdx.z;
 	int lane = threadIdx.x & 31, w0 = (threadIdx.x >> 5) * 16, g = lane >> 2, t = lane & 3;
 	int nk = (HD + 15) / 16, T = io.Tq, Tk = io.Tk;
-	const bf16 *qb = io.q + at_row0(b, T, io.qrs, h, io.qhs);
-	const bf16 *kb = io.k + at_row0(b, Tk, io.krs, h, io.khs);
+	const A *qb = io.q + at_row0(b, T, io.qrs, h, io.qhs);
+	const A *kb = io.k + at_row0(b, Tk, io.krs, h, io.khs);
 	uint64_t bh = (uint64_t)b * NH + h, dbh = at_bh(k, b, h);
 	float sc2 = scale * AT_LOG2E, sl2 = (k.slopes ? k.slopes[h] : 0.0f) * AT_LOG2E, p = k.p;
 	float keep1 = 1.0f / (1.0f - p); /* a kept score's factor, as philox_keep's */
@@ -393,14 +407,14 @@ __global__ __launch_bounds__(AT_T) void attn_fwd_mma_k(bf16 *out, float *lse, st
 		if (i >= T)
 			continue;
 		float inv = 1.0f / l[r];
-		bf16 *dst = out + (((size_t)b * T + i) * NH + h) * HD;
+		A *dst = out + (((size_t)b * T + i) * NH + h) * HD;
 #pragma unroll
 		for (int c = 0; c < ND; c++) {
 			int d = c * 8 + 2 * t;
 			if (d < HD)
-				dst[d] = __float2bfloat16(o[c][2 * r] * inv);
+				dst[d] = f_act<A>(o[c][2 * r] * inv);
 			if (d + 1 < HD)
-				dst[d + 1] = __float2bfloat16(o[c][2 * r + 1] * inv);
+				dst[d + 1] = f_act<A>(o[c][2 * r + 1] * inv);
 		}
 		if (t == 0)
 			lse[bh * T + i] = (m[r] + log2f(l[r])) * AT_LN2;
@@ -409,17 +423,18 @@ __global__ __launch_bounds__(AT_T) void attn_fwd_mma_k(bf16 *out, float *lse, st
 
 /* Dsum(B,NH,T) = sum over HD of dout * out, rows of dout/out(B,T,NH,HD) in memory order.
  * One warp per row. */
-__global__ void attn_dsum_k(float *Dsum, const bf16 *dout, const bf16 *out, int T, int NH, int HD,
+template <typename A>
+__global__ void attn_dsum_k(float *Dsum, const A *dout, const A *out, int T, int NH, int HD,
 			    size_t rows)
 {
 	size_t r = (blockIdx.x * (size_t)blockDim.x + threadIdx.x) >> 5; /* (b*T + t)*NH + h */
 	int lane = threadIdx.x & 31;
 	if (r >= rows)
 		return; /* whole warp */
-	const bf16 *g = dout + r * HD, *o = out + r * HD;
+	const A *g = dout + r * HD, *o = out + r * HD;
 	float s = 0.0f;
 	for (int d = lane; d < HD; d += 32)
-		s += __bfloat162float(g[d]) * __bfloat162float(o[d]);
+		s += act_f(g[d]) * act_f(o[d]);
 	s = warp_sum(s);
 	if (lane == 0) {
 		size_t h = r % (size_t)NH, bt = r / (size_t)NH;
@@ -428,19 +443,19 @@ __global__ void attn_dsum_k(float *Dsum, const bf16 *dout, const bf16 *out, int 
 	}
 }
 
-/* dK, dV (io.dk, io.dk + HD) for one key tile.  grid (ceil(Tk/64), NH, B), block 128; block x owns
- * keys [64x, 64x+64) and walks query tiles x..end (causal; all of them bidirectionally; tile 0,
- * the longest, first); warp w owns keys 16w..16w+15 of the tile. */
-template <int HDM>
-__global__ __launch_bounds__(AT_T) void attn_bwd_dkv_mma_k(struct at_io io, const bf16 *dout,
+/* dK, dV (io.dk, io.dk + HD) for one key tile.  grid (ceil(Tk/64), NH, B), block 128; block x
+ * owns keys [64x, 64x+64) and walks query tiles x..end (causal; all of them bidirectionally;
+ * tile 0, the longest, first); warp w owns keys 16w..16w+15 of the tile. */
+template <int HDM, typename A>
+__global__ __launch_bounds__(AT_T) void attn_bwd_dkv_mma_k(struct at_io<A> io, const A *dout,
 							   const float *lse, const float *Dsum,
 							   int NH, int HD, float scale, int vec,
 							   struct ops_attn k)
 {
 	constexpr int LD = HDM + 8, ND = HDM / 8;
 	extern __shared__ __align__(16) unsigned char at_smem[];
-	bf16 *Ks = (bf16 *)at_smem, *Vs = Ks + AT_B * LD, *Qs = Vs + AT_B * LD;
-	bf16 *dOs = Qs + AT_B * LD;
+	A *Ks = (A *)at_smem, *Vs = Ks + AT_B * LD, *Qs = Vs + AT_B * LD;
+	A *dOs = Qs + AT_B * LD;
 	float *lse_s = (float *)(dOs + AT_B * LD), *D_s = lse_s + AT_B; /* lse in log2 units */
 	int *ks_s = (int *)(D_s + AT_B);
 
@@ -449,9 +464,9 @@ __global__ __launch_bounds__(AT_T) void attn_bwd_dkv_mma_k(struct at_io io, cons
 	int lane = threadIdx.x & 31, w0 = (threadIdx.x >> 5) * 16, g = lane >> 2, t = lane & 3;
 	int nk = (HD + 15) / 16, T = io.Tq, Tk = io.Tk;
 	size_t ors = (size_t)NH * HD;
-	const bf16 *qb = io.q + at_row0(b, T, io.qrs, h, io.qhs);
-	const bf16 *kb = io.k + at_row0(b, Tk, io.krs, h, io.khs);
-	const bf16 *obase = dout + (size_t)b * T * ors + (size_t)h * HD;
+	const A *qb = io.q + at_row0(b, T, io.qrs, h, io.qhs);
+	const A *kb = io.k + at_row0(b, Tk, io.krs, h, io.khs);
+	const A *obase = dout + (size_t)b * T * ors + (size_t)h * HD;
 	uint64_t bh = (uint64_t)b * NH + h, dbh = at_bh(k, b, h);
 	float sc2 = scale * AT_LOG2E, sl2 = (k.slopes ? k.slopes[h] : 0.0f) * AT_LOG2E, p = k.p;
 	float keep1 = 1.0f / (1.0f - p); /* a kept score's factor, as philox_keep's */
@@ -514,15 +529,15 @@ __global__ __launch_bounds__(AT_T) void attn_bwd_dkv_mma_k(struct at_io io, cons
 		int j = jr[r];
 		if (j >= Tk)
 			continue;
-		bf16 *dkd = io.dk + at_row0(b, Tk, io.krs, h, io.khs) + (size_t)j * io.krs, *dvd = dkd + HD;
+		A *dkd = io.dk + at_row0(b, Tk, io.krs, h, io.khs) + (size_t)j * io.krs, *dvd = dkd + HD;
 #pragma unroll
 		for (int c = 0; c < ND; c++)
 #pragma unroll
 			for (int x = 0; x < 2; x++) {
 				int d = c * 8 + 2 * t + x;
 				if (d < HD) {
-					dkd[d] = __float2bfloat16(dk[c][2 * r + x] * scale);
-					dvd[d] = __float2bfloat16(dv[c][2 * r + x]);
+					dkd[d] = f_act<A>(dk[c][2 * r + x] * scale);
+					dvd[d] = f_act<A>(dv[c][2 * r + x]);
 				}
 			}
 	}
@@ -531,24 +546,24 @@ __global__ __launch_bounds__(AT_T) void attn_bwd_dkv_mma_k(struct at_io io, cons
 /* dQ (io.dq) for one query tile.  grid (ceil(Tq/64), NH, B), block 128; block x owns query
  * tile ceil(Tq/64)-1-x and walks key tiles 0..diagonal (or up to klen); warp w owns queries
  * 16w..16w+15 of the tile. */
-template <int HDM>
-__global__ __launch_bounds__(AT_T) void attn_bwd_dq_mma_k(struct at_io io, const bf16 *dout,
+template <int HDM, typename A>
+__global__ __launch_bounds__(AT_T) void attn_bwd_dq_mma_k(struct at_io<A> io, const A *dout,
 							  const float *lse, const float *Dsum,
 							  int NH, int HD, float scale, int vec,
 							  struct ops_attn k)
 {
 	constexpr int LD = HDM + 8, ND = HDM / 8;
 	extern __shared__ __align__(16) unsigned char at_smem[];
-	bf16 *Qs = (bf16 *)at_smem, *dOs = Qs + AT_B * LD, *Ks = dOs + AT_B * LD;
-	bf16 *Vs = Ks + AT_B * LD;
+	A *Qs = (A *)at_smem, *dOs = Qs + AT_B * LD, *Ks = dOs + AT_B * LD;
+	A *Vs = Ks + AT_B * LD;
 
 	int q0 = (gridDim.x - 1 - blockIdx.x) * AT_B, h = blockIdx.y, b = blockIdx.z;
 	int lane = threadIdx.x & 31, w0 = (threadIdx.x >> 5) * 16, g = lane >> 2, t = lane & 3;
 	int nk = (HD + 15) / 16, T = io.Tq, Tk = io.Tk;
 	size_t ors = (size_t)NH * HD;
-	const bf16 *qb = io.q + at_row0(b, T, io.qrs, h, io.qhs);
-	const bf16 *kb = io.k + at_row0(b, Tk, io.krs, h, io.khs);
-	const bf16 *obase = dout + (size_t)b * T * ors + (size_t)h * HD;
+	const A *qb = io.q + at_row0(b, T, io.qrs, h, io.qhs);
+	const A *kb = io.k + at_row0(b, Tk, io.krs, h, io.khs);
+	const A *obase = dout + (size_t)b * T * ors + (size_t)h * HD;
 	uint64_t bh = (uint64_t)b * NH + h, dbh = at_bh(k, b, h);
 	float sc2 = scale * AT_LOG2E, sl2 = (k.slopes ? k.slopes[h] : 0.0f) * AT_LOG2E, p = k.p;
 	float keep1 = 1.0f / (1.0f - p); /* a kept score's factor, as philox_keep's */
@@ -606,31 +621,32 @@ __global__ __launch_bounds__(AT_T) void attn_bwd_dq_mma_k(struct at_io io, const
 		int i = ir[r];
 		if (i >= T)
 			continue;
-		bf16 *dst = io.dq + at_row0(b, T, io.qrs, h, io.qhs) + (size_t)i * io.qrs;
+		A *dst = io.dq + at_row0(b, T, io.qrs, h, io.qhs) + (size_t)i * io.qrs;
 #pragma unroll
 		for (int c = 0; c < ND; c++)
 #pragma unroll
 			for (int x = 0; x < 2; x++) {
 				int d = c * 8 + 2 * t + x;
 				if (d < HD)
-					dst[d] = __float2bfloat16(dq[c][2 * r + x] * scale);
+					dst[d] = f_act<A>(dq[c][2 * r + x] * scale);
 			}
 	}
 }
 
 /* --- host side --- */
 
+/* shared memory bytes; activations are 2 bytes in both types */
 template <int HDM> static size_t smem_fwd()
 {
-	return 3 * AT_B * (HDM + 8) * sizeof(bf16);
+	return 3 * AT_B * (HDM + 8) * 2;
 }
 template <int HDM> static size_t smem_dkv()
 {
-	return 4 * AT_B * (HDM + 8) * sizeof(bf16) + 2 * AT_B * sizeof(float) + AT_B * sizeof(int);
+	return 4 * AT_B * (HDM + 8) * 2 + 2 * AT_B * sizeof(float) + AT_B * sizeof(int);
 }
 template <int HDM> static size_t smem_dq()
 {
-	return 4 * AT_B * (HDM + 8) * sizeof(bf16);
+	return 4 * AT_B * (HDM + 8) * 2;
 }
 
 /* Kernels using more than 48 KB of dynamic shared memory must say so once. */
@@ -643,36 +659,36 @@ template <typename K> static void allow_smem(K kernel, size_t bytes, int *done)
 	*done = 1;
 }
 
-template <int HDM>
-static void fwd_launch(bf16 *out, float *lse, const struct at_io &io, int B, int NH, int HD,
+template <int HDM, typename A>
+static void fwd_launch(void *out, float *lse, const struct at_io<A> &io, int B, int NH, int HD,
 		       float scale, struct ops_attn k)
 {
 	static int ready;
 	size_t sm = smem_fwd<HDM>();
-	allow_smem(attn_fwd_mma_k<HDM>, sm, &ready);
+	allow_smem(attn_fwd_mma_k<HDM, A>, sm, &ready);
 	dim3 grid((unsigned)((io.Tq + AT_B - 1) / AT_B), (unsigned)NH, (unsigned)B);
 	int vec = HD % 8 == 0 && cu_aligned16(io.q) && cu_aligned16(io.k);
-	cu_launch(attn_fwd_mma_k<HDM>, grid, AT_T, sm, cu.stream, out, lse, io, NH, HD, scale, vec,
-		  k);
+	cu_launch(attn_fwd_mma_k<HDM, A>, grid, AT_T, sm, cu.stream, (A *)out, lse, io, NH, HD,
+		  scale, vec, k);
 	CU_LAUNCHED("attention_fwd");
 }
 
-template <int HDM>
-static void bwd_launch(const struct at_io &io, const bf16 *dout, const float *lse,
+template <int HDM, typename A>
+static void bwd_launch(const struct at_io<A> &io, const void *dout, const float *lse,
 		       const float *Dsum, int B, int NH, int HD, float scale, struct ops_attn k)
 {
 	static int ready_dkv, ready_dq;
 	size_t sm1 = smem_dkv<HDM>(), sm2 = smem_dq<HDM>();
-	allow_smem(attn_bwd_dkv_mma_k<HDM>, sm1, &ready_dkv);
-	allow_smem(attn_bwd_dq_mma_k<HDM>, sm2, &ready_dq);
+	allow_smem(attn_bwd_dkv_mma_k<HDM, A>, sm1, &ready_dkv);
+	allow_smem(attn_bwd_dq_mma_k<HDM, A>, sm2, &ready_dq);
 	dim3 gk((unsigned)((io.Tk + AT_B - 1) / AT_B), (unsigned)NH, (unsigned)B);
 	dim3 gq((unsigned)((io.Tq + AT_B - 1) / AT_B), (unsigned)NH, (unsigned)B);
 	int vec = HD % 8 == 0 && cu_aligned16(io.q) && cu_aligned16(io.k) && cu_aligned16(dout);
-	cu_launch(attn_bwd_dkv_mma_k<HDM>, gk, AT_T, sm1, cu.stream, io, dout, lse, Dsum, NH, HD,
-		  scale, vec, k);
+	cu_launch(attn_bwd_dkv_mma_k<HDM, A>, gk, AT_T, sm1, cu.stream, io, (const A *)dout, lse,
+		  Dsum, NH, HD, scale, vec, k);
 	CU_LAUNCHED("attention_bwd_dkv");
-	cu_launch(attn_bwd_dq_mma_k<HDM>, gq, AT_T, sm2, cu.stream, io, dout, lse, Dsum, NH, HD,
-		  scale, vec, k);
+	cu_launch(attn_bwd_dq_mma_k<HDM, A>, gq, AT_T, sm2, cu.stream, io, (const A *)dout, lse,
+		  Dsum, NH, HD, scale, vec, k);
 	CU_LAUNCHED("attention_bwd_dq");
 }
 
@@ -686,51 +702,53 @@ static void check_shape(const char *op, int B, int T, int NH, int HD)
 }
 
 /* The self-attention's operands: columns of qkv(B,T,NH,3,HD) (and of dqkv) */
-static struct at_io io_self(const void *qkv, void *dqkv, int T, int NH, int HD)
+template <typename A>
+static struct at_io<A> io_self(const void *qkv, void *dqkv, int T, int NH, int HD)
 {
-	const bf16 *x = (const bf16 *)qkv;
-	bf16 *d = (bf16 *)dqkv;
+	const A *x = (const A *)qkv;
+	A *d = (A *)dqkv;
 	int rs = NH * 3 * HD;
 	return {x, x + HD, d, d ? d + HD : NULL, rs, rs, 3 * HD, 3 * HD, T, T};
 }
 
 /* The cross-attention's: q(B,Tq,NH,HD) and kv(B,Tk,NH,2,HD) (and their gradients) */
-static struct at_io io_cross(const void *q, const void *kv, void *dq, void *dkv, int Tq, int Tk,
-			     int NH, int HD)
+template <typename A>
+static struct at_io<A> io_cross(const void *q, const void *kv, void *dq, void *dkv, int Tq,
+				int Tk, int NH, int HD)
 {
-	return {(const bf16 *)q, (const bf16 *)kv, (bf16 *)dq, (bf16 *)dkv, NH * HD, NH * 2 * HD, HD,
-		2 * HD, Tq, Tk};
+	return {(const A *)q, (const A *)kv, (A *)dq, (A *)dkv, NH * HD, NH * 2 * HD, HD, 2 * HD, Tq,
+		Tk};
 }
 
-static void attn_fwd(void *out, float *lse, const struct at_io &io, int B, int NH, int HD,
+template <typename A>
+static void attn_fwd(void *out, float *lse, const struct at_io<A> &io, int B, int NH, int HD,
 		     struct ops_attn k)
 {
 	float scale = 1.0f / sqrtf((float)HD);
-	bf16 *o = (bf16 *)out;
 	if (HD <= 32)
-		fwd_launch<32>(o, lse, io, B, NH, HD, scale, k);
+		fwd_launch<32, A>(out, lse, io, B, NH, HD, scale, k);
 	else if (HD <= 64)
-		fwd_launch<64>(o, lse, io, B, NH, HD, scale, k);
+		fwd_launch<64, A>(out, lse, io, B, NH, HD, scale, k);
 	else
-		fwd_launch<128>(o, lse, io, B, NH, HD, scale, k);
+		fwd_launch<128, A>(out, lse, io, B, NH, HD, scale, k);
 }
 
-static void attn_bwd(const struct at_io &io, const void *dout, const void *out, const float *lse,
-		     int B, int NH, int HD, struct ops_attn k)
+template <typename A>
+static void attn_bwd(const struct at_io<A> &io, const void *dout, const void *out,
+		     const float *lse, int B, int NH, int HD, struct ops_attn k)
 {
 	float scale = 1.0f / sqrtf((float)HD);
 	size_t rows = (size_t)B * io.Tq * NH;
 	float *Dsum = (float *)cu_scratch(rows * sizeof(float));
-	cu_launch(attn_dsum_k, (unsigned)((rows + 7) / 8), 256, 0, cu.stream, Dsum,
-		(const bf16 *)dout, (const bf16 *)out, io.Tq, NH, HD, rows);
+	cu_launch(attn_dsum_k<A>, (unsigned)((rows + 7) / 8), 256, 0, cu.stream, Dsum,
+		  (const A *)dout, (const A *)out, io.Tq, NH, HD, rows);
 	CU_LAUNCHED("attention_dsum");
-	const bf16 *g = (const bf16 *)dout;
 	if (HD <= 32)
-		bwd_launch<32>(io, g, lse, Dsum, B, NH, HD, scale, k);
+		bwd_launch<32, A>(io, dout, lse, Dsum, B, NH, HD, scale, k);
 	else if (HD <= 64)
-		bwd_launch<64>(io, g, lse, Dsum, B, NH, HD, scale, k);
+		bwd_launch<64, A>(io, dout, lse, Dsum, B, NH, HD, scale, k);
 	else
-		bwd_launch<128>(io, g, lse, Dsum, B, NH, HD, scale, k);
+		bwd_launch<128, A>(io, dout, lse, Dsum, B, NH, HD, scale, k);
 }
 
 void cu_attention_fwd(void *out, float *lse, const void *qkv, int B, int T, int NH, int HD,
@@ -740,7 +758,7 @@ void cu_attention_fwd(void *out, float *lse, const void *qkv, int B, int T, int 
 	if (B <= 0 || T <= 0 || NH <= 0)
 		return;
 	check_shape("attention_fwd", B, T, NH, HD);
-	attn_fwd(out, lse, io_self(qkv, NULL, T, NH, HD), B, NH, HD, k);
+	CU_ACT(A, attn_fwd<A>(out, lse, io_self<A>(qkv, NULL, T, NH, HD), B, NH, HD, k));
 }
 
 void cu_attention_bwd(void *dqkv, const void *dout, const void *qkv, const void *out,
@@ -750,7 +768,7 @@ void cu_attention_bwd(void *dqkv, const void *dout, const void *qkv, const void 
 	if (B <= 0 || T <= 0 || NH <= 0)
 		return;
 	check_shape("attention_bwd", B, T, NH, HD);
-	attn_bwd(io_self(qkv, dqkv, T, NH, HD), dout, out, lse, B, NH, HD, k);
+	CU_ACT(A, attn_bwd<A>(io_self<A>(qkv, dqkv, T, NH, HD), dout, out, lse, B, NH, HD, k));
 }
 
 void cu_xattn_fwd(void *out, float *lse, const void *q, const void *kv, int B, int Tq, int Tk,
@@ -762,7 +780,8 @@ void cu_xattn_fwd(void *out, float *lse, const void *q, const void *kv, int B, i
 	check_shape("xattn_fwd", B, Tq, NH, HD);
 	if (!k.bidir || k.slopes || k.kstart)
 		cu_die("xattn_fwd: the cross-attention is bidirectional, without ALiBi or kstart");
-	attn_fwd(out, lse, io_cross(q, kv, NULL, NULL, Tq, Tk, NH, HD), B, NH, HD, k);
+	CU_ACT(A, attn_fwd<A>(out, lse, io_cross<A>(q, kv, NULL, NULL, Tq, Tk, NH, HD), B, NH, HD,
+			      k));
 }
 
 void cu_xattn_bwd(void *dq, void *dkv, const void *dout, const void *q, const void *kv,
@@ -776,5 +795,6 @@ void cu_xattn_bwd(void *dq, void *dkv, const void *dout, const void *q, const vo
 	if (!k.bidir || k.slopes || k.kstart)
 		cu_die("xattn_bwd: the cross-attention is bidirectional, without ALiBi or kstart");
 	/* keys no query sees (at or past klen) get a zero gradient from the dK/dV kernel */
-	attn_bwd(io_cross(q, kv, dq, dkv, Tq, Tk, NH, HD), dout, out, lse, B, NH, HD, k);
+	CU_ACT(A, attn_bwd<A>(io_cross<A>(q, kv, dq, dkv, Tq, Tk, NH, HD), dout, out, lse, B, NH,
+			      HD, k));
 }

@@ -10,7 +10,7 @@
  * Every product and sum is an explicitly rounded intrinsic in the CPU backend's order (bnb.c):
  * the compiler may not contract them into FMAs, so a GPU writes the same codes, absmax, master
  * weights and moments as the CPU backend, bit for bit (train_cudaops checks it through the
- * executor).  One pass over g, master, the codes and the bf16 weights: memory bound, about 8.5
+ * executor).  One pass over g, master, the codes and the 16-bit weights: memory bound, about 8.5
  * bytes per element (bitsandbytes' kernel moves the same bytes). */
 #include <math.h>
 
@@ -37,7 +37,8 @@ __device__ __forceinline__ float block_max(float v, float *red)
 	return r;
 }
 
-__global__ void adam8bit_k(float *master, bf16 *param, const float *g, uint8_t *c1, uint8_t *c2,
+template <typename A>
+__global__ void adam8bit_k(float *master, A *param, const float *g, uint8_t *c1, uint8_t *c2,
 			   float *absmax1, float *absmax2, size_t n, const float *qmap, float b1,
 			   float b2, float step_size, float decay, float ceps, int has_wd,
 			   float gscale)
@@ -86,7 +87,7 @@ __global__ void adam8bit_k(float *master, bf16 *param, const float *g, uint8_t *
 			w = __fmul_rn(w, decay);
 		master[i] = w;
 		if (param)
-			param[i] = __float2bfloat16(w);
+			param[i] = f_act<A>(w);
 		uint8_t q = bnb_nearest_code(code1, m1 > 0.0f ? __fdiv_rn(m, m1) : 0.0f);
 		if ((signbit(code1[q]) != 0) != (signbit(m) != 0))
 			q = m > 0.0f ? q + 1 : q - 1;
@@ -95,7 +96,8 @@ __global__ void adam8bit_k(float *master, bf16 *param, const float *g, uint8_t *
 	}
 }
 
-__global__ void adam32_k(float *master, bf16 *param, const float *g, float *s1, float *s2,
+template <typename A>
+__global__ void adam32_k(float *master, A *param, const float *g, float *s1, float *s2,
 			 size_t n, float b1, float b2, float step_size, float decay, float ceps,
 			 int has_wd, float gscale)
 {
@@ -112,7 +114,7 @@ __global__ void adam32_k(float *master, bf16 *param, const float *g, float *s1, 
 			w = __fmul_rn(w, decay);
 		master[i] = w;
 		if (param)
-			param[i] = __float2bfloat16(w);
+			param[i] = f_act<A>(w);
 	}
 }
 
@@ -146,9 +148,10 @@ void cu_adam8bit(float *master, void *param, const float *g, uint8_t *c1, uint8_
 	size_t nb = (n + BNB_BLOCK - 1) / BNB_BLOCK;
 	if (nb > 0x7fffffffu)
 		cu_die("adam8bit: %zu blocks of %d elements exceed one launch's grid", nb, BNB_BLOCK);
-	bf16 *p = param == (void *)master ? NULL : (bf16 *)param;
-	cu_launch(adam8bit_k, dim3((unsigned)nb), BNB_T, 0, cu.stream, master, p, g, c1, c2, absmax1,
-		  absmax2, n, qmap, b1, b2, c.step_size, c.decay, c.ceps, (int)(wd > 0.0f), gscale);
+	void *p = param == (void *)master ? NULL : param;
+	CU_ACT(A, cu_launch(adam8bit_k<A>, dim3((unsigned)nb), BNB_T, 0, cu.stream, master, (A *)p,
+			    g, c1, c2, absmax1, absmax2, n, qmap, b1, b2, c.step_size, c.decay,
+			    c.ceps, (int)(wd > 0.0f), gscale));
 	CU_LAUNCHED("adam8bit");
 }
 
@@ -159,8 +162,9 @@ void cu_adam32(float *master, void *param, const float *g, float *m, float *v, s
 	if (!n)
 		return;
 	struct bnb_consts c = consts("adam32", lr, b1, b2, eps, wd, step);
-	bf16 *p = param == (void *)master ? NULL : (bf16 *)param;
-	cu_launch(adam32_k, cu_grid(n, ADAM32_T), ADAM32_T, 0, cu.stream, master, p, g, m, v, n, b1,
-		  b2, c.step_size, c.decay, c.ceps, (int)(wd > 0.0f), gscale);
+	void *p = param == (void *)master ? NULL : param;
+	CU_ACT(A, cu_launch(adam32_k<A>, cu_grid(n, ADAM32_T), ADAM32_T, 0, cu.stream, master,
+			    (A *)p, g, m, v, n, b1, b2, c.step_size, c.decay, c.ceps,
+			    (int)(wd > 0.0f), gscale));
 	CU_LAUNCHED("adam32");
 }

@@ -1,5 +1,5 @@
 /* common.h - what every file of the CUDA backend shares: the one backend state, error checks,
- * bf16 load/store helpers, warp reductions and the internal entry points of each file.
+ * activation load/store helpers, warp reductions and the internal entry points of each file.
  *
  * The backend is a single process-wide object (struct cuda_state, defined in ops_cuda.cu): one
  * device, one non-blocking stream on which every kernel, copy and cuBLAS call is queued, one
@@ -9,21 +9,32 @@
  * this op's have finished reading.  The scratch only ever grows, so after the first step nothing
  * is allocated inside a training step.
  *
+ * The activation type.  Activations, activation gradients and working weights are bf16 (the
+ * default, BLOOM-176B's recipe) or IEEE fp16 (train --fp16, Megatron's fp16 recipe), chosen once
+ * when the backend opens (cu.act).  Every kernel that touches activations is a template over the
+ * element type A (bf16 or f16); the host side of each op picks the instance with CU_ACT, so one
+ * source serves both and only the loads, stores and tensor-core instruction differ.  Everything
+ * else is the same in both: arithmetic in fp32 between a load and a store, statistics, master
+ * weights, gradients and optimizer state fp32.  fp16 keeps 3 more mantissa bits than bf16 but
+ * only 5 exponent bits: a value beyond 65504 rounds to infinity (and below 2^-24 to zero), which
+ * is what makes the loss scaler's overflow check find real overflows on the fp16 path.
+ *
  * The struct ops functions return void, so a failing CUDA call cannot be reported to the caller;
  * it ends the program with "train: cuda: <what>: <why>" and exit status 3, as die() does.  Kernel
  * launches are checked with cudaGetLastError (configuration errors); errors during execution
  * surface at the next synchronising call.  LMTK_CUDA_SYNC=1 synchronises after every launch so an
  * execution error names the kernel that caused it (slow; for debugging).
  *
- * Vector access: a kernel template parameter V is 8 (16-byte loads of 8 bf16) or 1 (scalar).
- * The host picks 8 only when the row length is a multiple of 8 and every pointer is 16-byte
- * aligned (cu_vec8), so odd test shapes still work and real shapes get full-width loads. */
+ * Vector access: a kernel template parameter V is 8 (16-byte loads of 8 activations) or 1
+ * (scalar).  The host picks 8 only when the row length is a multiple of 8 and every pointer is
+ * 16-byte aligned (cu_vec8), so odd test shapes still work and real shapes get full-width loads. */
 #ifndef TRAIN_CUDA_COMMON_H
 #define TRAIN_CUDA_COMMON_H
 
 #include <cublasLt.h>
 #include <cublas_v2.h>
 #include <cuda_bf16.h>
+#include <cuda_fp16.h>
 #include <cuda_runtime.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -33,9 +44,14 @@ extern "C" {
 }
 
 typedef __nv_bfloat16 bf16;
+typedef __half f16;
+
+/* The activation type (see the top of the file) */
+enum cu_act { CU_BF16, CU_F16 };
 
 struct cuda_state {
 	int dev;
+	enum cu_act act;            /* the activation type, fixed when the backend opens */
 	int nsm;                    /* SMs: caps the grids of grid-stride loops */
 	int debug_sync;             /* LMTK_CUDA_SYNC=1 */
 	cudaStream_t stream;
@@ -117,38 +133,106 @@ static inline void cu_launch(void (*kernel)(P...), dim3 grid, dim3 block, size_t
 #endif
 }
 
+/* CU_ACT(A, statements): the statements with A the backend's activation type (bf16 or f16) -
+ * how the host side of an op launches the kernel instance for cu.act. */
+#define CU_ACT(A, ...)                                                                             \
+	do {                                                                                       \
+		if (cu.act == CU_F16) {                                                            \
+			typedef f16 A;                                                             \
+			__VA_ARGS__;                                                               \
+		} else {                                                                           \
+			typedef bf16 A;                                                            \
+			__VA_ARGS__;                                                               \
+		}                                                                                  \
+	} while (0)
+
+/* The cudaDataType_t of the activation type (cuBLAS(Lt) matrices and bias) */
+static inline cudaDataType_t cu_act_dtype(void)
+{
+	return cu.act == CU_F16 ? CUDA_R_16F : CUDA_R_16BF;
+}
+
 /* --- device helpers --- */
 
-template <int V> __device__ __forceinline__ void ld_act(float (&f)[V], const bf16 *p)
+/* One activation to fp32 (exact) and back (round to nearest even; fp16 overflows to +-inf). */
+__device__ __forceinline__ float act_f(bf16 x)
+{
+	return __bfloat162float(x);
+}
+__device__ __forceinline__ float act_f(f16 x)
+{
+	return __half2float(x);
+}
+template <typename A> __device__ __forceinline__ A f_act(float x);
+template <> __device__ __forceinline__ bf16 f_act<bf16>(float x)
+{
+	return __float2bfloat16_rn(x);
+}
+template <> __device__ __forceinline__ f16 f_act<f16>(float x)
+{
+	return __float2half_rn(x);
+}
+
+/* Two adjacent activations as one 32-bit word (lo in the lower half, as mma fragments hold
+ * them) and back. */
+template <typename A> struct act2;
+template <> struct act2<bf16> {
+	typedef __nv_bfloat162 T;
+	static __device__ __forceinline__ float2 to_f2(T v) { return __bfloat1622float2(v); }
+	static __device__ __forceinline__ T from_f2(float lo, float hi)
+	{
+		return __floats2bfloat162_rn(lo, hi);
+	}
+};
+template <> struct act2<f16> {
+	typedef __half2 T;
+	static __device__ __forceinline__ float2 to_f2(T v) { return __half22float2(v); }
+	static __device__ __forceinline__ T from_f2(float lo, float hi)
+	{
+		return __floats2half2_rn(lo, hi);
+	}
+};
+
+/* True for fp16: where a kernel must name a different instruction (the attention's mma) */
+template <typename A> struct act_is_f16 {
+	static constexpr bool value = false;
+};
+template <> struct act_is_f16<f16> {
+	static constexpr bool value = true;
+};
+
+template <int V, typename A> __device__ __forceinline__ void ld_act(float (&f)[V], const A *p)
 {
 	if constexpr (V == 8) {
+		typedef typename act2<A>::T P;
 		int4 raw = *reinterpret_cast<const int4 *>(p);
-		const __nv_bfloat162 *h = reinterpret_cast<const __nv_bfloat162 *>(&raw);
+		const P *h = reinterpret_cast<const P *>(&raw);
 #pragma unroll
 		for (int k = 0; k < 4; k++) {
-			float2 t = __bfloat1622float2(h[k]);
+			float2 t = act2<A>::to_f2(h[k]);
 			f[2 * k] = t.x;
 			f[2 * k + 1] = t.y;
 		}
 	} else {
 #pragma unroll
 		for (int k = 0; k < V; k++)
-			f[k] = __bfloat162float(p[k]);
+			f[k] = act_f(p[k]);
 	}
 }
 
-template <int V> __device__ __forceinline__ void st_act(bf16 *p, const float (&f)[V])
+template <int V, typename A> __device__ __forceinline__ void st_act(A *p, const float (&f)[V])
 {
 	if constexpr (V == 8) {
-		alignas(16) __nv_bfloat162 h[4];
+		typedef typename act2<A>::T P;
+		alignas(16) P h[4];
 #pragma unroll
 		for (int k = 0; k < 4; k++)
-			h[k] = __floats2bfloat162_rn(f[2 * k], f[2 * k + 1]);
+			h[k] = act2<A>::from_f2(f[2 * k], f[2 * k + 1]);
 		*reinterpret_cast<int4 *>(p) = *reinterpret_cast<const int4 *>(h);
 	} else {
 #pragma unroll
 		for (int k = 0; k < V; k++)
-			p[k] = __float2bfloat16(f[k]);
+			p[k] = f_act<A>(f[k]);
 	}
 }
 
@@ -190,8 +274,9 @@ __device__ __forceinline__ float warp_sum(float v)
 /* --- internal entry points, one group per file --- */
 
 /* reduce.cu: d0(C) += colsum(dy) ; with x != NULL (layer norm): d1(C) += colsum(dy * xhat),
- * xhat = (x - mean[n]) * rstd[n].  d0 or d1 may be NULL (skipped).  Deterministic. */
-void cu_colsum(float *d0, float *d1, const bf16 *dy, const bf16 *x, const float *mean,
+ * xhat = (x - mean[n]) * rstd[n]; dy, x activations.  d0 or d1 may be NULL (skipped).
+ * Deterministic. */
+void cu_colsum(float *d0, float *d1, const void *dy, const void *x, const float *mean,
 	       const float *rstd, int N, int C);
 double cu_sumsq(const float *g, size_t n);
 int cu_all_within(const float *g, size_t n, float limit);

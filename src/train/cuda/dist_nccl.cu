@@ -102,11 +102,11 @@ static void nc_sum_f32(struct dist *d, enum dist_group g, float *x, size_t n)
 	allsum(g, x, n, ncclFloat32, sizeof *x);
 }
 
-/* the backend's activations are bf16 (ops_cuda.cu: act_size 2); NCCL rounds each sum to bf16 */
+/* the backend's activations are bf16 or fp16 (cu.act); NCCL rounds each sum to that type */
 static void nc_sum_act(struct dist *d, enum dist_group g, void *x, size_t n)
 {
 	(void)d;
-	allsum(g, x, n, ncclBfloat16, sizeof(bf16));
+	allsum(g, x, n, cu.act == CU_F16 ? ncclFloat16 : ncclBfloat16, sizeof(bf16));
 }
 
 /* ZeRO-1's all-gather of unequal shards: NCCL has no all-gatherv, so each member broadcasts

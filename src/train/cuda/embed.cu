@@ -31,9 +31,9 @@
 
 /* out(B,T,C) = wte[tok] + wpe[t] (wpe may be NULL); a row whose token is negative (-1: not in
  * this rank's vocabulary slice) is zero.  Units of V channels; V divides C. */
-template <int V>
-__global__ void embed_fwd_k(bf16 *out, const int32_t *tok, const bf16 *wte, const bf16 *wpe,
-			    int T, int C, size_t units)
+template <int V, typename A>
+__global__ void embed_fwd_k(A *out, const int32_t *tok, const A *wte, const A *wpe, int T, int C,
+			    size_t units)
 {
 	for (size_t u = blockIdx.x * (size_t)blockDim.x + threadIdx.x; u < units;
 	     u += (size_t)gridDim.x * blockDim.x) {
@@ -72,8 +72,8 @@ __global__ void iota_k(int32_t *v, int n)
 
 /* dwte(Vp,C) += rows of dout(N,C) grouped by token.  keys(N): sorted tokens, pos(N): the row n of
  * each.  grid (N, ceil(C / (EMB_T V))), block EMB_T. */
-template <int V>
-__global__ __launch_bounds__(EMB_T) void embed_bwd_wte_k(float *dwte, const bf16 *dout,
+template <int V, typename A>
+__global__ __launch_bounds__(EMB_T) void embed_bwd_wte_k(float *dwte, const A *dout,
 							 const int32_t *keys, const int32_t *pos,
 							 int N, int C)
 {
@@ -108,8 +108,8 @@ __global__ __launch_bounds__(EMB_T) void embed_bwd_wte_k(float *dwte, const bf16
 }
 
 /* dwpe(T,C) += sum over b of dout(B,T,C), b in order.  Units of V channels. */
-template <int V>
-__global__ void embed_bwd_wpe_k(float *dwpe, const bf16 *dout, int B, int T, int C, size_t units)
+template <int V, typename A>
+__global__ void embed_bwd_wpe_k(float *dwpe, const A *dout, int B, int T, int C, size_t units)
 {
 	for (size_t u = blockIdx.x * (size_t)blockDim.x + threadIdx.x; u < units;
 	     u += (size_t)gridDim.x * blockDim.x) {
@@ -143,12 +143,10 @@ void cu_embed_fwd(void *out, const int32_t *tok, const void *wte, const void *wp
 		return;
 	int v = cu_vec8((size_t)C, out, wte, wpe);
 	size_t units = v ? n / 8 : n;
-	if (v)
-		cu_launch(embed_fwd_k<8>, cu_grid(units, 256), 256, 0, cu.stream, (bf16 *)out, tok,
-			(const bf16 *)wte, (const bf16 *)wpe, T, C, units);
-	else
-		cu_launch(embed_fwd_k<1>, cu_grid(units, 256), 256, 0, cu.stream, (bf16 *)out, tok,
-			(const bf16 *)wte, (const bf16 *)wpe, T, C, units);
+	CU_ACT(A, if (v) cu_launch(embed_fwd_k<8, A>, cu_grid(units, 256), 256, 0, cu.stream,
+				   (A *)out, tok, (const A *)wte, (const A *)wpe, T, C, units);
+		  else cu_launch(embed_fwd_k<1, A>, cu_grid(units, 256), 256, 0, cu.stream,
+				 (A *)out, tok, (const A *)wte, (const A *)wpe, T, C, units));
 	CU_LAUNCHED("embed_fwd");
 }
 
@@ -159,7 +157,6 @@ void cu_embed_bwd(float *dwte, float *dwpe, const void *dout, const int32_t *tok
 	int N = B * T;
 	if (N <= 0 || C <= 0)
 		return;
-	const bf16 *g = (const bf16 *)dout;
 
 	if (dwte) {
 		size_t temp = 0;
@@ -178,12 +175,10 @@ void cu_embed_bwd(float *dwte, float *dwpe, const void *dout, const int32_t *tok
 		int v = cu_vec8((size_t)C, dwte, dout);
 		int per = EMB_T * (v ? 8 : 1);
 		dim3 grid((unsigned)N, (unsigned)((C + per - 1) / per));
-		if (v)
-			cu_launch(embed_bwd_wte_k<8>, grid, EMB_T, 0, cu.stream, dwte, g, keys, pos,
-				N, C);
-		else
-			cu_launch(embed_bwd_wte_k<1>, grid, EMB_T, 0, cu.stream, dwte, g, keys, pos,
-				N, C);
+		CU_ACT(A, if (v) cu_launch(embed_bwd_wte_k<8, A>, grid, EMB_T, 0, cu.stream, dwte,
+					   (const A *)dout, keys, pos, N, C);
+			  else cu_launch(embed_bwd_wte_k<1, A>, grid, EMB_T, 0, cu.stream, dwte,
+					 (const A *)dout, keys, pos, N, C));
 		CU_LAUNCHED("embed_bwd_wte");
 	}
 
@@ -191,12 +186,10 @@ void cu_embed_bwd(float *dwte, float *dwpe, const void *dout, const int32_t *tok
 		size_t n = (size_t)T * C;
 		int v = cu_vec8((size_t)C, dwpe, dout);
 		size_t units = v ? n / 8 : n;
-		if (v)
-			cu_launch(embed_bwd_wpe_k<8>, cu_grid(units, 256), 256, 0, cu.stream, dwpe,
-				g, B, T, C, units);
-		else
-			cu_launch(embed_bwd_wpe_k<1>, cu_grid(units, 256), 256, 0, cu.stream, dwpe,
-				g, B, T, C, units);
+		CU_ACT(A, if (v) cu_launch(embed_bwd_wpe_k<8, A>, cu_grid(units, 256), 256, 0,
+					   cu.stream, dwpe, (const A *)dout, B, T, C, units);
+			  else cu_launch(embed_bwd_wpe_k<1, A>, cu_grid(units, 256), 256, 0,
+					 cu.stream, dwpe, (const A *)dout, B, T, C, units));
 		CU_LAUNCHED("embed_bwd_wpe");
 	}
 }

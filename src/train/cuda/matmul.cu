@@ -14,10 +14,13 @@
  *            as dw^T (IC x OC) += inp^T (IC x N) op_T(dout^T: OC x N)
  *            m=IC n=OC k=N, A=inp (N, lda IC), B=dout (T, ldb OC), D=C=dw fp32 (ldd IC), beta 1
  *
- * Precision: A and B are bf16, the accumulation fp32 (CUBLAS_COMPUTE_32F); out and dinp are
- * written bf16, dw is read and written fp32 in place (beta = 1), so micro-batches accumulate in
- * fp32 without a bf16 round trip.  The bias is added in the GEMM epilogue (CUBLASLT_EPILOGUE_BIAS,
- * bias bf16 like the output) before the single rounding to bf16.  dbias is not taken from the
+ * Precision: A and B are activations (bf16, or fp16 under --fp16: CUDA_R_16BF / CUDA_R_16F, the
+ * same mapping either way), the accumulation fp32 (CUBLAS_COMPUTE_32F, as Megatron's fp16 GEMMs);
+ * out and dinp are written in the activation type, dw is read and written fp32 in place (beta =
+ * 1), so micro-batches accumulate in fp32 without a 16-bit round trip.  The bias is added in the
+ * GEMM epilogue (CUBLASLT_EPILOGUE_BIAS, bias in the output's type) before the single rounding
+ * to the output type; in fp16 a sum beyond 65504 becomes inf there, the overflow the loss
+ * scaler is for.  dbias is not taken from the
  * BGRADB epilogue, which overwrites rather than accumulates: cu_colsum (reduce.cu) adds the column
  * sums of dout in a fixed order.
  *
@@ -26,7 +29,7 @@
  * output - the pre-activation the backward needs - and its GeLU as D), and the backward of the
  * second linear layer's input gradient is one GEMM with CUBLASLT_EPILOGUE_DGELU (the product
  * times gelu'(pre) read from the auxiliary input).  The GeLU is then applied to the fp32 sum
- * before the one rounding to bf16, where the separate kernels rounded twice.  The auxiliary
+ * before the one rounding, where the separate kernels rounded twice.  The auxiliary
  * matrix shares D's layout; cuBLASLt wants its leading dimension a multiple of 8, so a layer of
  * another width (or a shape without an algorithm) takes the unfused kernels.
  *
@@ -37,7 +40,7 @@
  * 256-byte alignment and could pick a kernel that faults on a pointer into the middle of a
  * parameter buffer.  When the heuristic finds nothing (odd leading dimensions) or cuBLASLt refuses
  * the call, the plan falls back to cublasGemmEx with the same mapping, plus a separate bias kernel
- * (the output is then rounded to bf16 twice: once after the GEMM, once after the bias).
+ * (the output is then rounded twice: once after the GEMM, once after the bias).
  *
  * Determinism: cuBLAS(Lt) gives the same bits for the same algorithm, shapes and GPU model; the
  * plan fixes the algorithm per shape and every call runs on the one stream with its own
@@ -127,7 +130,7 @@ static struct mm_plan *plan_get(int kind, cublasOperation_t ta, cublasOperation_
 	}
 	if (bias) {
 		cublasLtEpilogue_t epi = aux ? CUBLASLT_EPILOGUE_GELU_AUX_BIAS : CUBLASLT_EPILOGUE_BIAS;
-		int32_t btype = CUDA_R_16BF;
+		int32_t btype = cu_act_dtype();
 		BLAS_CHECK(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_EPILOGUE,
 							  &epi, sizeof epi));
 		BLAS_CHECK(cublasLtMatmulDescSetAttribute(
@@ -138,8 +141,8 @@ static struct mm_plan *plan_get(int kind, cublasOperation_t ta, cublasOperation_
 	}
 	int arows = ta == CUBLAS_OP_N ? m : k, acols = ta == CUBLAS_OP_N ? k : m;
 	int brows = tb == CUBLAS_OP_N ? k : n, bcols = tb == CUBLAS_OP_N ? n : k;
-	BLAS_CHECK(cublasLtMatrixLayoutCreate(&p->a, CUDA_R_16BF, arows, acols, lda));
-	BLAS_CHECK(cublasLtMatrixLayoutCreate(&p->b, CUDA_R_16BF, brows, bcols, ldb));
+	BLAS_CHECK(cublasLtMatrixLayoutCreate(&p->a, cu_act_dtype(), arows, acols, lda));
+	BLAS_CHECK(cublasLtMatrixLayoutCreate(&p->b, cu_act_dtype(), brows, bcols, ldb));
 	BLAS_CHECK(cublasLtMatrixLayoutCreate(&p->d, dtype, m, n, ldd));
 
 	cublasLtMatmulPreference_t pref;
@@ -197,8 +200,8 @@ static int gemm_lt(int kind, cublasOperation_t ta, cublasOperation_t tb, int m, 
 	}
 	if (aux)
 		return 0;
-	BLAS_CHECK(cublasGemmEx(cu.blas, ta, tb, m, n, k, &alpha, A, CUDA_R_16BF, lda, B,
-				CUDA_R_16BF, ldb, &beta, D, dtype, ldd, CUBLAS_COMPUTE_32F,
+	BLAS_CHECK(cublasGemmEx(cu.blas, ta, tb, m, n, k, &alpha, A, cu_act_dtype(), lda, B,
+				cu_act_dtype(), ldb, &beta, D, dtype, ldd, CUBLAS_COMPUTE_32F,
 				CUBLAS_GEMM_DEFAULT));
 	if (bias)
 		cu_bias_add(D, bias, n, m); /* D is out(N=n, OC=m) row-major */
@@ -219,7 +222,7 @@ void cu_matmul_fwd(void *out, const void *inp, const void *w, const void *bias, 
 	CU_ENTER();
 	if (N <= 0 || OC <= 0 || IC <= 0)
 		return;
-	gemm(MM_FWD, CUBLAS_OP_T, CUBLAS_OP_N, OC, N, IC, w, IC, inp, IC, out, CUDA_R_16BF, OC,
+	gemm(MM_FWD, CUBLAS_OP_T, CUBLAS_OP_N, OC, N, IC, w, IC, inp, IC, out, cu_act_dtype(), OC,
 	     0.0f, bias);
 }
 
@@ -232,12 +235,12 @@ void cu_matmul_bwd(void *dinp, float *dw, float *dbias, const void *dout, const 
 		return;
 	if (dinp)
 		gemm(MM_DINP, CUBLAS_OP_N, CUBLAS_OP_N, IC, N, OC, w, IC, dout, OC, dinp,
-		     CUDA_R_16BF, IC, 0.0f, NULL);
+		     cu_act_dtype(), IC, 0.0f, NULL);
 	if (dw)
 		gemm(MM_DW, CUBLAS_OP_N, CUBLAS_OP_T, IC, OC, N, inp, IC, dout, OC, dw, CUDA_R_32F,
 		     IC, 1.0f, NULL);
 	if (dbias)
-		cu_colsum(dbias, NULL, (const bf16 *)dout, NULL, NULL, NULL, N, OC);
+		cu_colsum(dbias, NULL, dout, NULL, NULL, NULL, N, OC);
 }
 
 /* pre(N,OC) = inp w^T + bias, out = gelu(pre): one GEMM with the GELU_AUX_BIAS epilogue */
@@ -249,7 +252,7 @@ void cu_matmul_gelu_fwd(void *out, void *pre, const void *inp, const void *w, co
 		return;
 	if (OC % 8 == 0 && bias &&
 	    gemm_lt(MM_FWD_GELU, CUBLAS_OP_T, CUBLAS_OP_N, OC, N, IC, w, IC, inp, IC, out,
-		    CUDA_R_16BF, OC, 0.0f, bias, pre))
+		    cu_act_dtype(), OC, 0.0f, bias, pre))
 		return;
 	cu_matmul_fwd(pre, inp, w, bias, N, IC, OC);
 	cu_gelu_fwd(out, pre, (size_t)N * OC);
@@ -264,7 +267,7 @@ void cu_matmul_dgelu_bwd(void *dinp, float *dw, float *dbias, const void *dout, 
 		return;
 	if (!(IC % 8 == 0 &&
 	      gemm_lt(MM_DINP_DGELU, CUBLAS_OP_N, CUBLAS_OP_N, IC, N, OC, w, IC, dout, OC, dinp,
-		      CUDA_R_16BF, IC, 0.0f, NULL, pre))) {
+		      cu_act_dtype(), IC, 0.0f, NULL, pre))) {
 		cu_matmul_bwd(dinp, NULL, NULL, dout, inp, w, N, IC, OC);
 		cu_gelu_bwd(dinp, pre, dinp, (size_t)N * IC);
 	}

@@ -1,16 +1,16 @@
 /* norm - layer normalisation, forward and backward, one warp per row.
  *
- * A row of C bf16 values (C = 768 for GPT-2 small, 14336 for BLOOM-176B) is read by one warp,
+ * A row of C activations (C = 768 for GPT-2 small, 14336 for BLOOM-176B) is read by one warp,
  * each lane taking V consecutive channels at a stride of 32 V (V = 8, 16-byte loads, when C is a
  * multiple of 8 and the pointers are aligned; else 1).  The statistics are computed in fp32 with
  * two passes over the row - the mean, then the mean of squared deviations - rather than the
  * one-pass E[x^2] - E[x]^2, which cancels badly when |mean| >> std; the second and third reads of
- * the row hit L1/L2 (a 14336-wide bf16 row is 28 KiB).  Variance is the biased one (/C) as in
+ * the row hit L1/L2 (a 14336-wide row is 28 KiB).  Variance is the biased one (/C) as in
  * PyTorch; rstd = 1/sqrt(var + eps).  mean and rstd (N) are saved in fp32 for the backward.
  *
  * The backward splits its two jobs.  dinp is a per-row computation,
  *   dinp += rstd * (dy*w - mean(dy*w) - xhat * mean(dy*w * xhat)),
- * again warp-per-row, reading dinp (bf16), adding in fp32 and writing bf16 once (the residual
+ * again warp-per-row, reading dinp, adding in fp32 and writing it once (the residual
  * stream's gradient accumulates here).  dw += sum_n dy*xhat and db += sum_n dy are column sums
  * over all rows; they go to cu_colsum (reduce.cu), whose fixed two-pass slicing makes them
  * deterministic without float atomics.  The price is reading dy and x a second time, which is
@@ -18,28 +18,28 @@
  *
  * Fused with the residual stream (cu_residual_layernorm_fwd, cu_layernorm_bwd_dropout): the
  * residual add (res + dropout(x)) that precedes every layer norm is done by the same warp in its
- * first pass, which stores the sum, rounded to bf16, and takes the statistics of the rounded
- * values - exactly what the layer norm would read back; and the dropout of the branch that the
- * layer norm's input gradient flows into is applied as that gradient is stored (the rounded value
- * times the mask, as cu_dropout_bwd would compute it).  The bits equal the separate kernels'; one
- * read and one write of the (N,C) tensor are saved each way. */
+ * first pass, which stores the sum, rounded to the activation type, and takes the statistics of
+ * the rounded values - exactly what the layer norm would read back; and the dropout of the branch
+ * that the layer norm's input gradient flows into is applied as that gradient is stored (the
+ * rounded value times the mask, as cu_dropout_bwd would compute it).  The bits equal the separate
+ * kernels'; one read and one write of the (N,C) tensor are saved each way. */
 #include "train/cuda/common.h"
 #include "train/model/philox.h"
 
 #define LN_WARPS 8 /* rows per block */
 
 /* out(N,C) = (inp - mean) * rstd * w + b; mean, rstd (N).  One warp per row. */
-template <int V>
-__global__ __launch_bounds__(LN_WARPS * 32) void ln_fwd_k(bf16 *out, float *mean, float *rstd,
-							  const bf16 *inp, const bf16 *w,
-							  const bf16 *b, int N, int C, float eps)
+template <int V, typename A>
+__global__ __launch_bounds__(LN_WARPS * 32) void ln_fwd_k(A *out, float *mean, float *rstd,
+							  const A *inp, const A *w, const A *b,
+							  int N, int C, float eps)
 {
 	int lane = threadIdx.x & 31;
 	int row = blockIdx.x * LN_WARPS + (threadIdx.x >> 5);
 	if (row >= N)
 		return; /* whole warp: the shuffles below stay within a warp */
-	const bf16 *x = inp + (size_t)row * C;
-	bf16 *y = out + (size_t)row * C;
+	const A *x = inp + (size_t)row * C;
+	A *y = out + (size_t)row * C;
 
 	float sum = 0.0f;
 	for (int c = lane * V; c < C; c += 32 * V) {
@@ -81,12 +81,11 @@ __global__ __launch_bounds__(LN_WARPS * 32) void ln_fwd_k(bf16 *out, float *mean
 }
 
 /* res_out = res + x * keep(seed, off + element, p); out = LN(res_out) as ln_fwd_k */
-template <int V>
-__global__ __launch_bounds__(LN_WARPS * 32) void ln_res_fwd_k(bf16 *res_out, bf16 *out,
-							      float *mean, float *rstd,
-							      const bf16 *res, const bf16 *xin,
-							      const bf16 *w, const bf16 *b, int N,
-							      int C, float eps, float p,
+template <int V, typename A>
+__global__ __launch_bounds__(LN_WARPS * 32) void ln_res_fwd_k(A *res_out, A *out, float *mean,
+							      float *rstd, const A *res,
+							      const A *xin, const A *w, const A *b,
+							      int N, int C, float eps, float p,
 							      uint64_t seed, uint64_t off)
 {
 	int lane = threadIdx.x & 31;
@@ -94,7 +93,7 @@ __global__ __launch_bounds__(LN_WARPS * 32) void ln_res_fwd_k(bf16 *res_out, bf1
 	if (row >= N)
 		return;
 	size_t r0 = (size_t)row * C;
-	bf16 *x = res_out + r0, *y = out + r0;
+	A *x = res_out + r0, *y = out + r0;
 
 	float sum = 0.0f;
 	for (int c = lane * V; c < C; c += 32 * V) {
@@ -146,20 +145,20 @@ __global__ __launch_bounds__(LN_WARPS * 32) void ln_res_fwd_k(bf16 *res_out, bf1
 /* dinp(N,C) += rstd * (dy*w - mean_c(dy*w) - xhat * mean_c(dy*w*xhat)).  One warp per row.
  * DROP: also dx = dinp (rounded) * keep(seed, off + element, p); dx may be dout (each element is
  * read before it is written, by the same lane). */
-template <int V, bool DROP>
-__global__ __launch_bounds__(LN_WARPS * 32) void ln_bwd_dinp_k(bf16 *dinp, const bf16 *dout,
-							       const bf16 *inp, const bf16 *w,
+template <int V, bool DROP, typename A>
+__global__ __launch_bounds__(LN_WARPS * 32) void ln_bwd_dinp_k(A *dinp, const A *dout,
+							       const A *inp, const A *w,
 							       const float *mean,
 							       const float *rstd, int N, int C,
-							       bf16 *dxo, float p, uint64_t seed,
+							       A *dxo, float p, uint64_t seed,
 							       uint64_t off)
 {
 	int lane = threadIdx.x & 31;
 	int row = blockIdx.x * LN_WARPS + (threadIdx.x >> 5);
 	if (row >= N)
 		return;
-	const bf16 *x = inp + (size_t)row * C, *dy = dout + (size_t)row * C;
-	bf16 *dx = dinp + (size_t)row * C;
+	const A *x = inp + (size_t)row * C, *dy = dout + (size_t)row * C;
+	A *dx = dinp + (size_t)row * C;
 	float mu = mean[row], rs = rstd[row];
 
 	float s1 = 0.0f, s2 = 0.0f;
@@ -207,12 +206,12 @@ void cu_layernorm_fwd(void *out, float *mean, float *rstd, const void *inp, cons
 	if (N <= 0 || C <= 0)
 		return;
 	unsigned grid = (unsigned)((N + LN_WARPS - 1) / LN_WARPS);
-	if (cu_vec8((size_t)C, out, inp, w, b))
-		cu_launch(ln_fwd_k<8>, grid, LN_WARPS * 32, 0, cu.stream, (bf16 *)out, mean, rstd,
-			(const bf16 *)inp, (const bf16 *)w, (const bf16 *)b, N, C, eps);
-	else
-		cu_launch(ln_fwd_k<1>, grid, LN_WARPS * 32, 0, cu.stream, (bf16 *)out, mean, rstd,
-			(const bf16 *)inp, (const bf16 *)w, (const bf16 *)b, N, C, eps);
+	int v8 = cu_vec8((size_t)C, out, inp, w, b);
+	CU_ACT(A, if (v8) cu_launch(ln_fwd_k<8, A>, grid, LN_WARPS * 32, 0, cu.stream, (A *)out,
+				    mean, rstd, (const A *)inp, (const A *)w, (const A *)b, N, C,
+				    eps);
+		  else cu_launch(ln_fwd_k<1, A>, grid, LN_WARPS * 32, 0, cu.stream, (A *)out, mean,
+				 rstd, (const A *)inp, (const A *)w, (const A *)b, N, C, eps));
 	CU_LAUNCHED("layernorm_fwd");
 }
 
@@ -224,17 +223,18 @@ void cu_layernorm_bwd(void *dinp, float *dw, float *db, const void *dout, const 
 		return;
 	if (dinp) {
 		unsigned grid = (unsigned)((N + LN_WARPS - 1) / LN_WARPS);
-		if (cu_vec8((size_t)C, dinp, dout, inp, w))
-			cu_launch(ln_bwd_dinp_k<8, false>, grid, LN_WARPS * 32, 0, cu.stream,
-				(bf16 *)dinp, (const bf16 *)dout, (const bf16 *)inp, (const bf16 *)w,
-				mean, rstd, N, C, (bf16 *)nullptr, 0.0f, (uint64_t)0, (uint64_t)0);
-		else
-			cu_launch(ln_bwd_dinp_k<1, false>, grid, LN_WARPS * 32, 0, cu.stream,
-				(bf16 *)dinp, (const bf16 *)dout, (const bf16 *)inp, (const bf16 *)w,
-				mean, rstd, N, C, (bf16 *)nullptr, 0.0f, (uint64_t)0, (uint64_t)0);
+		int v8 = cu_vec8((size_t)C, dinp, dout, inp, w);
+		CU_ACT(A, if (v8) cu_launch(ln_bwd_dinp_k<8, false, A>, grid, LN_WARPS * 32, 0,
+					    cu.stream, (A *)dinp, (const A *)dout, (const A *)inp,
+					    (const A *)w, mean, rstd, N, C, (A *)nullptr, 0.0f,
+					    (uint64_t)0, (uint64_t)0);
+			  else cu_launch(ln_bwd_dinp_k<1, false, A>, grid, LN_WARPS * 32, 0,
+					 cu.stream, (A *)dinp, (const A *)dout, (const A *)inp,
+					 (const A *)w, mean, rstd, N, C, (A *)nullptr, 0.0f,
+					 (uint64_t)0, (uint64_t)0));
 		CU_LAUNCHED("layernorm_bwd_dinp");
 	}
-	cu_colsum(db, dw, (const bf16 *)dout, (const bf16 *)inp, mean, rstd, N, C);
+	cu_colsum(db, dw, dout, inp, mean, rstd, N, C);
 }
 
 void cu_residual_layernorm_fwd(void *res_out, void *ln_out, float *mean, float *rstd,
@@ -245,14 +245,15 @@ void cu_residual_layernorm_fwd(void *res_out, void *ln_out, float *mean, float *
 	if (N <= 0 || C <= 0)
 		return;
 	unsigned grid = (unsigned)((N + LN_WARPS - 1) / LN_WARPS);
-	if (cu_vec8((size_t)C, res_out, ln_out, res, x) && cu_vec8((size_t)C, w, b))
-		cu_launch(ln_res_fwd_k<8>, grid, LN_WARPS * 32, 0, cu.stream, (bf16 *)res_out,
-			(bf16 *)ln_out, mean, rstd, (const bf16 *)res, (const bf16 *)x,
-			(const bf16 *)w, (const bf16 *)b, N, C, eps, p, seed, off);
-	else
-		cu_launch(ln_res_fwd_k<1>, grid, LN_WARPS * 32, 0, cu.stream, (bf16 *)res_out,
-			(bf16 *)ln_out, mean, rstd, (const bf16 *)res, (const bf16 *)x,
-			(const bf16 *)w, (const bf16 *)b, N, C, eps, p, seed, off);
+	int v8 = cu_vec8((size_t)C, res_out, ln_out, res, x) && cu_vec8((size_t)C, w, b);
+	CU_ACT(A, if (v8) cu_launch(ln_res_fwd_k<8, A>, grid, LN_WARPS * 32, 0, cu.stream,
+				    (A *)res_out, (A *)ln_out, mean, rstd, (const A *)res,
+				    (const A *)x, (const A *)w, (const A *)b, N, C, eps, p, seed,
+				    off);
+		  else cu_launch(ln_res_fwd_k<1, A>, grid, LN_WARPS * 32, 0, cu.stream,
+				 (A *)res_out, (A *)ln_out, mean, rstd, (const A *)res,
+				 (const A *)x, (const A *)w, (const A *)b, N, C, eps, p, seed,
+				 off));
 	CU_LAUNCHED("residual_layernorm_fwd");
 }
 
@@ -264,15 +265,14 @@ void cu_layernorm_bwd_dropout(void *dinp, void *dx, float *dw, float *db, const 
 	if (N <= 0 || C <= 0)
 		return;
 	/* the column sums first: dx may be dout, which the fused kernel overwrites */
-	cu_colsum(db, dw, (const bf16 *)dout, (const bf16 *)inp, mean, rstd, N, C);
+	cu_colsum(db, dw, dout, inp, mean, rstd, N, C);
 	unsigned grid = (unsigned)((N + LN_WARPS - 1) / LN_WARPS);
-	if (cu_vec8((size_t)C, dinp, dout, inp, w) && cu_vec8((size_t)C, dx))
-		cu_launch(ln_bwd_dinp_k<8, true>, grid, LN_WARPS * 32, 0, cu.stream, (bf16 *)dinp,
-			(const bf16 *)dout, (const bf16 *)inp, (const bf16 *)w, mean, rstd, N, C,
-			(bf16 *)dx, p, seed, off);
-	else
-		cu_launch(ln_bwd_dinp_k<1, true>, grid, LN_WARPS * 32, 0, cu.stream, (bf16 *)dinp,
-			(const bf16 *)dout, (const bf16 *)inp, (const bf16 *)w, mean, rstd, N, C,
-			(bf16 *)dx, p, seed, off);
+	int v8 = cu_vec8((size_t)C, dinp, dout, inp, w) && cu_vec8((size_t)C, dx);
+	CU_ACT(A, if (v8) cu_launch(ln_bwd_dinp_k<8, true, A>, grid, LN_WARPS * 32, 0, cu.stream,
+				    (A *)dinp, (const A *)dout, (const A *)inp, (const A *)w, mean,
+				    rstd, N, C, (A *)dx, p, seed, off);
+		  else cu_launch(ln_bwd_dinp_k<1, true, A>, grid, LN_WARPS * 32, 0, cu.stream,
+				 (A *)dinp, (const A *)dout, (const A *)inp, (const A *)w, mean,
+				 rstd, N, C, (A *)dx, p, seed, off));
 	CU_LAUNCHED("layernorm_bwd_dropout");
 }

@@ -1,20 +1,24 @@
 /* ops_cuda - the CUDA backend's entry point: opening the device, memory, and the ops table.
  *
  * train loads train-cuda.so with dlopen only when asked for a GPU and calls its exported symbols:
- * lmtk_ops_cuda(device, err, errlen) (OPS_CUDA_SYMBOL in ops.h), lmtk_cuda_devices() (how many
- * GPUs this process sees, for binding a rank to one) and, with several ranks, lmtk_dist_nccl
- * (dist_nccl.cu).  Everything else in the plugin has hidden visibility.  Opening checks the driver and the device (a missing or too old
- * driver and a machine without GPUs come back as NULL with a sentence in err, never as an exit),
- * then creates the stream, the cuBLAS and cuBLASLt handles and the small pinned buffers that
- * sumsq and all_within return their results through.  The backend is process-wide: opening it
- * again for the same device returns the same table, for another device is an error.
+ * lmtk_ops_cuda(device, prec, err, errlen) (OPS_CUDA_SYMBOL in ops.h), lmtk_cuda_devices() (how
+ * many GPUs this process sees, for binding a rank to one) and, with several ranks, lmtk_dist_nccl
+ * (dist_nccl.cu).  Everything else in the plugin has hidden visibility.  Opening checks the
+ * driver and the device (a missing or too old driver and a machine without GPUs come back as NULL
+ * with a sentence in err, never as an exit), then creates the stream, the cuBLAS and cuBLASLt
+ * handles and the small pinned buffers that sumsq and all_within return their results through.
+ * The backend is process-wide: opening it again for the same device and activation type returns
+ * the same table, for another device or type is an error.
  *
  * Numerics, the recipe that kept BLOOM-176B stable: activations and working weights are bf16
  * (act_size 2); master weights, gradients, Adam moments and statistics are fp32; every reduction
  * accumulates in fp32 (sumsq in fp64) and every GEMM in fp32 (CUBLAS_COMPUTE_32F), with weight
- * gradients accumulated straight into fp32 buffers.  Every reduction has a fixed shape that
- * depends only on the problem size, never on timing or atomics, so two runs on the same GPU
- * model give the same bits.
+ * gradients accumulated straight into fp32 buffers.  Asked for OPS_FP16 (train --fp16), the same
+ * kernels run on IEEE fp16 activations and working weights instead - Megatron's fp16 recipe: half
+ * storage and tensor-core inputs, fp32 accumulation, statistics, softmax and master weights - and
+ * the loss scaler's overflows (beyond 65504) are real ones (common.h).  Every reduction has a
+ * fixed shape that depends only on the problem size, never on timing or atomics, so two runs on
+ * the same GPU model give the same bits.
  *
  * Memory: alloc is cudaMalloc plus a memset queued on the stream (so the zeroes are ordered
  * before any later op); free synchronises the stream first, so a buffer is never released under a
@@ -169,7 +173,8 @@ static void cuda_sync(void)
 
 /* --- opening --- */
 
-/* Dense bf16 tensor-core peak by product name (NVIDIA data sheets, without sparsity). */
+/* Dense bf16 tensor-core peak by product name (NVIDIA data sheets, without sparsity); dense fp16
+ * is the same on these parts. */
 static double peak_bf16(const char *name)
 {
 	if (strstr(name, "H100") || strstr(name, "H200") || strstr(name, "GH200")) {
@@ -207,7 +212,8 @@ static void fill_table(void)
 	struct ops *o = &cuda_ops;
 	o->name = "cuda";
 	o->device = device_desc;
-	o->act_size = sizeof(bf16);
+	o->act_size = sizeof(bf16);   /* = sizeof(f16) */
+	o->act_type = cu.act == CU_F16 ? "fp16" : "bf16";
 	o->alloc = cuda_alloc;
 	o->free = cuda_free;
 	o->zero = cuda_zero;
@@ -279,14 +285,19 @@ extern "C" __attribute__((visibility("default"))) int lmtk_cuda_devices(void)
 }
 
 extern "C" __attribute__((visibility("default"))) const struct ops *
-lmtk_ops_cuda(int device, char *err, size_t errlen)
+lmtk_ops_cuda(int device, int prec, char *err, size_t errlen)
 {
+	enum cu_act act = prec == OPS_FP16 ? CU_F16 : CU_BF16;
 	if (opened) {
-		if (device == cu.dev)
+		if (device == cu.dev && act == cu.act)
 			return &cuda_ops;
-		if (err && errlen)
+		if (err && errlen && device != cu.dev)
 			snprintf(err, errlen, "cuda: backend already open on GPU %d, cannot also "
 				 "open GPU %d in one process", cu.dev, device);
+		else if (err && errlen)
+			snprintf(err, errlen, "cuda: backend already open with %s activations, "
+				 "cannot also compute in %s in one process", cuda_ops.act_type,
+				 act == CU_F16 ? "fp16" : "bf16");
 		return NULL;
 	}
 
@@ -321,6 +332,7 @@ lmtk_ops_cuda(int device, char *err, size_t errlen)
 
 	memset(&cu, 0, sizeof cu);
 	cu.dev = device;
+	cu.act = act;
 	cu_thread_bound = 1;
 	cu.nsm = prop.multiProcessorCount;
 	const char *dbg = getenv("LMTK_CUDA_SYNC");

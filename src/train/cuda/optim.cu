@@ -5,13 +5,14 @@
  *   g = grad * gscale                (loss-scale removal and clipping folded into one factor)
  *   m = b1 m + (1 - b1) g,  v = b2 v + (1 - b2) g^2
  *   master -= lr * ((m / bc1) / (sqrt(v / bc2) + eps) + wd * master)
- *   param = bf16(master)             (the working copy the next forward reads)
+ *   param = act(master)              (the 16-bit working copy the next forward reads)
  * with bc1 = 1 - b1^step, bc2 = 1 - b2^step computed once on the host in double.  Master weights
- * and both moments stay fp32; the bf16 copy is rounded to nearest even once per step from the
- * fp32 master, never updated in bf16, which is what keeps small updates from vanishing.  Each
- * element is independent, so a grid-stride loop with plain 4-byte coalesced accesses runs at
- * memory bandwidth; nothing here reduces, so nothing can depend on scheduling.  The one-launch
- * AdamW gives a segment marked lr_mult (the word embedding) lr * lr_mult: --embedding-lr-mult. */
+ * and both moments stay fp32; the bf16 or fp16 copy is rounded to nearest even once per step from
+ * the fp32 master, never updated in 16 bits, which is what keeps small updates from vanishing
+ * (Megatron's fp16 and bf16 optimizers alike).  Each element is independent, so a grid-stride
+ * loop with plain 4-byte coalesced accesses runs at memory bandwidth; nothing here reduces, so
+ * nothing can depend on scheduling.  The one-launch AdamW gives a segment marked lr_mult (the
+ * word embedding) lr * lr_mult: --embedding-lr-mult. */
 #include <math.h>
 
 #include "train/cuda/common.h"
@@ -27,9 +28,10 @@ __global__ void scale_k(float *x, float s, size_t n)
 		x[i] *= s;
 }
 
-/* One element of AdamW: master, m, v updated in place, the bf16 copy written when p is set.
+/* One element of AdamW: master, m, v updated in place, the 16-bit copy written when p is set.
  * Shared by the per-tensor and the multi-tensor kernels so both round the same way. */
-__device__ __forceinline__ void adamw_elem(float *master, bf16 *p, float g, float *m, float *v,
+template <typename A>
+__device__ __forceinline__ void adamw_elem(float *master, A *p, float g, float *m, float *v,
 					   float lr, float b1, float b2, float eps, float wd,
 					   float gscale, float bc1, float bc2)
 {
@@ -42,11 +44,12 @@ __device__ __forceinline__ void adamw_elem(float *master, bf16 *p, float g, floa
 	*v = vi;
 	*master = w;
 	if (p)
-		*p = __float2bfloat16(w);
+		*p = f_act<A>(w);
 }
 
-/* master, m, v (n) fp32 updated in place; param (n) bf16 written when not NULL */
-__global__ void adamw_k(float *master, bf16 *param, const float *g, float *m, float *v, size_t n,
+/* master, m, v (n) fp32 updated in place; param (n) written when not NULL */
+template <typename A>
+__global__ void adamw_k(float *master, A *param, const float *g, float *m, float *v, size_t n,
 			float lr, float b1, float b2, float eps, float wd, float gscale, float bc1,
 			float bc2)
 {
@@ -62,7 +65,8 @@ __global__ void adamw_k(float *master, bf16 *param, const float *g, float *m, fl
  * shared memory), and each thread walks forward from there over its elements of the chunk:
  * a chunk spans few tensors, so the walk costs nothing next to the memory traffic. */
 #define MULTI_CHUNK 4096
-__global__ void adamw_multi_k(float *master, bf16 *param, const float *g, float *m, float *v,
+template <typename A>
+__global__ void adamw_multi_k(float *master, A *param, const float *g, float *m, float *v,
 			      const struct adam_seg *seg, int nseg, size_t total, float lr,
 			      float lr_mult, float b1, float b2, float eps, float wd, float gscale,
 			      float bc1, float bc2)
@@ -116,9 +120,9 @@ void cu_adamw(float *master, void *param, const float *g, float *m, float *v, si
 		       "1 - b^step)", step);
 	float bc1 = (float)(1.0 - pow((double)b1, step));
 	float bc2 = (float)(1.0 - pow((double)b2, step));
-	bf16 *p = param == (void *)master ? NULL : (bf16 *)param;
-	cu_launch(adamw_k, cu_grid(n, OPT_T), OPT_T, 0, cu.stream, master, p, g, m, v, n, lr, b1,
-		b2, eps, wd, gscale, bc1, bc2);
+	void *p = param == (void *)master ? NULL : param;
+	CU_ACT(A, cu_launch(adamw_k<A>, cu_grid(n, OPT_T), OPT_T, 0, cu.stream, master, (A *)p, g,
+			    m, v, n, lr, b1, b2, eps, wd, gscale, bc1, bc2));
 	CU_LAUNCHED("adamw");
 }
 
@@ -134,10 +138,11 @@ void cu_adamw_multi(float *master, void *param, const float *g, float *m, float 
 		       "1 - b^step)", step);
 	float bc1 = (float)(1.0 - pow((double)b1, step));
 	float bc2 = (float)(1.0 - pow((double)b2, step));
-	bf16 *p = param == (void *)master ? NULL : (bf16 *)param;
+	void *p = param == (void *)master ? NULL : param;
 	size_t nchunk = (total + MULTI_CHUNK - 1) / MULTI_CHUNK;
-	cu_launch(adamw_multi_k, cu_grid(nchunk, 1), OPT_T, 0, cu.stream, master, p, g, m, v, seg,
-		  nseg, total, lr, lr_mult, b1, b2, eps, wd, gscale, bc1, bc2);
+	CU_ACT(A, cu_launch(adamw_multi_k<A>, cu_grid(nchunk, 1), OPT_T, 0, cu.stream, master,
+			    (A *)p, g, m, v, seg, nseg, total, lr, lr_mult, b1, b2, eps, wd, gscale,
+			    bc1, bc2));
 	CU_LAUNCHED("adamw_multi");
 }
 
@@ -169,7 +174,8 @@ __global__ void lamb_update_k(float *u, const float *master, const float *g, flo
 }
 
 /* nscale != 0: --lamb-layerwise-noise, element i's draw keyed by its global index (ops.h) */
-__global__ void lamb_apply_k(float *master, bf16 *param, const float *m, const float *v, size_t n,
+template <typename A>
+__global__ void lamb_apply_k(float *master, A *param, const float *m, const float *v, size_t n,
 			     float eps, float wd, float ratio, float bc1, float bc2, float nscale,
 			     uint64_t nkey, uint64_t e0, uint64_t base, uint64_t cols,
 			     uint64_t stride)
@@ -184,11 +190,12 @@ __global__ void lamb_apply_k(float *master, bf16 *param, const float *m, const f
 		w -= ratio * u;
 		master[i] = w;
 		if (param)
-			param[i] = __float2bfloat16(w);
+			param[i] = f_act<A>(w);
 	}
 }
 
-__global__ void sgd_k(float *master, bf16 *param, const float *g, float *buf, size_t n, float lr,
+template <typename A>
+__global__ void sgd_k(float *master, A *param, const float *g, float *buf, size_t n, float lr,
 		      float momentum, float wd, float gscale, int first)
 {
 	for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
@@ -202,7 +209,7 @@ __global__ void sgd_k(float *master, bf16 *param, const float *g, float *buf, si
 		w -= lr * d;
 		master[i] = w;
 		if (param)
-			param[i] = __float2bfloat16(w);
+			param[i] = f_act<A>(w);
 	}
 }
 
@@ -240,11 +247,11 @@ void cu_lamb_apply(float *master, void *param, const float *m, const float *v, s
 	CU_ENTER();
 	if (!n)
 		return;
-	bf16 *p = param == (void *)master ? NULL : (bf16 *)param;
+	void *p = param == (void *)master ? NULL : param;
 	struct lamb_noise z = nz ? *nz : (struct lamb_noise){0, 0, 0, 1, 0, 0.0f};
-	cu_launch(lamb_apply_k, cu_grid(n, OPT_T), OPT_T, 0, cu.stream, master, p, m, v, n, eps, wd,
-		  ratio, lamb_bc(b1, step), lamb_bc(b2, step), z.scale, z.key, z.e0, z.base, z.cols,
-		  z.stride);
+	CU_ACT(A, cu_launch(lamb_apply_k<A>, cu_grid(n, OPT_T), OPT_T, 0, cu.stream, master,
+			    (A *)p, m, v, n, eps, wd, ratio, lamb_bc(b1, step), lamb_bc(b2, step),
+			    z.scale, z.key, z.e0, z.base, z.cols, z.stride));
 	CU_LAUNCHED("lamb_apply");
 }
 
@@ -254,8 +261,8 @@ void cu_sgd(float *master, void *param, const float *g, float *buf, size_t n, fl
 	CU_ENTER();
 	if (!n)
 		return;
-	bf16 *p = param == (void *)master ? NULL : (bf16 *)param;
-	cu_launch(sgd_k, cu_grid(n, OPT_T), OPT_T, 0, cu.stream, master, p, g, buf, n, lr, momentum,
-		  wd, gscale, first);
+	void *p = param == (void *)master ? NULL : param;
+	CU_ACT(A, cu_launch(sgd_k<A>, cu_grid(n, OPT_T), OPT_T, 0, cu.stream, master, (A *)p, g,
+			    buf, n, lr, momentum, wd, gscale, first));
 	CU_LAUNCHED("sgd");
 }

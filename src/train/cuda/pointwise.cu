@@ -1,10 +1,11 @@
 /* pointwise - element-wise kernels: GeLU (tanh and erf), tanh, residual add with dropout,
- * dropout, add, bias add, strided rows (BERT's pooler) and the fp32 <-> bf16 conversions.
+ * dropout, add, bias add, strided rows (BERT's pooler) and the fp32 <-> activation (bf16 or fp16)
+ * conversions.
  *
  * All are memory-bound, so the only design question is access width: a thread handles "units" of
- * V elements, V = 8 (one 16-byte load per bf16 operand) when n is a multiple of 8 and every
+ * V elements, V = 8 (one 16-byte load per activation operand) when n is a multiple of 8 and every
  * pointer is 16-byte aligned, else V = 1; grid-stride loops with the grid capped at 32 blocks per
- * SM.  Arithmetic is fp32 with one rounding to bf16 at the store.
+ * SM.  Arithmetic is fp32 with one rounding to the activation type at the store.
  *
  * Dropout draws element i's mask with philox_keep(seed, i, p) from philox.h, the same function
  * the CPU backend calls, so both backends drop the same elements, and the backward regenerates
@@ -29,7 +30,7 @@
 	     u += (size_t)gridDim.x * blockDim.x)
 
 /* out(n) = gelu(inp(n)) */
-template <int V> __global__ void gelu_fwd_k(bf16 *out, const bf16 *inp, size_t units)
+template <int V, typename A> __global__ void gelu_fwd_k(A *out, const A *inp, size_t units)
 {
 	FOR_UNITS(u, units)
 	{
@@ -46,8 +47,8 @@ template <int V> __global__ void gelu_fwd_k(bf16 *out, const bf16 *inp, size_t u
 }
 
 /* dinp(n) = dout(n) * gelu'(inp(n)) */
-template <int V>
-__global__ void gelu_bwd_k(bf16 *dinp, const bf16 *inp, const bf16 *dout, size_t units)
+template <int V, typename A>
+__global__ void gelu_bwd_k(A *dinp, const A *inp, const A *dout, size_t units)
 {
 	FOR_UNITS(u, units)
 	{
@@ -68,7 +69,7 @@ __global__ void gelu_bwd_k(bf16 *dinp, const bf16 *inp, const bf16 *dout, size_t
 
 /* BERT's heads: the exact GeLU x Phi(x) (torch.nn.functional.gelu, erf) and tanh, forward and
  * backward; the backward of tanh from its output */
-template <int V> __global__ void gelu_erf_fwd_k(bf16 *out, const bf16 *inp, size_t units)
+template <int V, typename A> __global__ void gelu_erf_fwd_k(A *out, const A *inp, size_t units)
 {
 	FOR_UNITS(u, units)
 	{
@@ -81,8 +82,8 @@ template <int V> __global__ void gelu_erf_fwd_k(bf16 *out, const bf16 *inp, size
 	}
 }
 
-template <int V>
-__global__ void gelu_erf_bwd_k(bf16 *dinp, const bf16 *inp, const bf16 *dout, size_t units)
+template <int V, typename A>
+__global__ void gelu_erf_bwd_k(A *dinp, const A *inp, const A *dout, size_t units)
 {
 	FOR_UNITS(u, units)
 	{
@@ -100,7 +101,7 @@ __global__ void gelu_erf_bwd_k(bf16 *dinp, const bf16 *inp, const bf16 *dout, si
 	}
 }
 
-template <int V> __global__ void tanh_fwd_k(bf16 *out, const bf16 *inp, size_t units)
+template <int V, typename A> __global__ void tanh_fwd_k(A *out, const A *inp, size_t units)
 {
 	FOR_UNITS(u, units)
 	{
@@ -113,8 +114,8 @@ template <int V> __global__ void tanh_fwd_k(bf16 *out, const bf16 *inp, size_t u
 	}
 }
 
-template <int V>
-__global__ void tanh_bwd_k(bf16 *dinp, const bf16 *out, const bf16 *dout, size_t units)
+template <int V, typename A>
+__global__ void tanh_bwd_k(A *dinp, const A *out, const A *dout, size_t units)
 {
 	FOR_UNITS(u, units)
 	{
@@ -129,24 +130,26 @@ __global__ void tanh_bwd_k(bf16 *dinp, const bf16 *out, const bf16 *dout, size_t
 }
 
 /* out(rows,C) = inp[r*stride + c]; and dinp[r*stride + c] += dout(r,c): each element once */
-__global__ void gather_rows_k(bf16 *out, const bf16 *inp, int C, size_t stride, size_t n)
+template <typename A>
+__global__ void gather_rows_k(A *out, const A *inp, int C, size_t stride, size_t n)
 {
 	FOR_UNITS(i, n)
 	out[i] = inp[i / (size_t)C * stride + i % (size_t)C];
 }
 
-__global__ void scatter_add_rows_k(bf16 *dinp, const bf16 *dout, int C, size_t stride, size_t n)
+template <typename A>
+__global__ void scatter_add_rows_k(A *dinp, const A *dout, int C, size_t stride, size_t n)
 {
 	FOR_UNITS(i, n)
 	{
-		bf16 *d = dinp + i / (size_t)C * stride + i % (size_t)C;
-		*d = __float2bfloat16(__bfloat162float(*d) + __bfloat162float(dout[i]));
+		A *d = dinp + i / (size_t)C * stride + i % (size_t)C;
+		*d = f_act<A>(act_f(*d) + act_f(dout[i]));
 	}
 }
 
 /* out(n) = res(n) + x(n) * keep(seed, off + i, p) */
-template <int V>
-__global__ void residual_fwd_k(bf16 *out, const bf16 *res, const bf16 *x, size_t units, float p,
+template <int V, typename A>
+__global__ void residual_fwd_k(A *out, const A *res, const A *x, size_t units, float p,
 			       uint64_t seed, uint64_t off)
 {
 	FOR_UNITS(u, units)
@@ -164,8 +167,8 @@ __global__ void residual_fwd_k(bf16 *out, const bf16 *res, const bf16 *x, size_t
 }
 
 /* dst(n) = src(n) * keep(seed, off + i, p); dst may be src */
-template <int V>
-__global__ void dropout_k(bf16 *dst, const bf16 *src, size_t units, float p, uint64_t seed,
+template <int V, typename A>
+__global__ void dropout_k(A *dst, const A *src, size_t units, float p, uint64_t seed,
 			  uint64_t off)
 {
 	FOR_UNITS(u, units)
@@ -180,7 +183,7 @@ __global__ void dropout_k(bf16 *dst, const bf16 *src, size_t units, float p, uin
 }
 
 /* acc(n) += x(n) */
-template <int V> __global__ void add_k(bf16 *acc, const bf16 *x, size_t units)
+template <int V, typename A> __global__ void add_k(A *acc, const A *x, size_t units)
 {
 	FOR_UNITS(u, units)
 	{
@@ -194,8 +197,8 @@ template <int V> __global__ void add_k(bf16 *acc, const bf16 *x, size_t units)
 	}
 }
 
-/* dst(n) = bf16(src(n)), round to nearest even */
-template <int V> __global__ void f32_to_act_k(bf16 *dst, const float *src, size_t units)
+/* dst(n) = src(n) in the activation type, rounded to nearest even (fp16: beyond 65504 to inf) */
+template <int V, typename A> __global__ void f32_to_act_k(A *dst, const float *src, size_t units)
 {
 	FOR_UNITS(u, units)
 	{
@@ -206,7 +209,7 @@ template <int V> __global__ void f32_to_act_k(bf16 *dst, const float *src, size_
 }
 
 /* dst(n) = float(src(n)), exact */
-template <int V> __global__ void act_to_f32_k(float *dst, const bf16 *src, size_t units)
+template <int V, typename A> __global__ void act_to_f32_k(float *dst, const A *src, size_t units)
 {
 	FOR_UNITS(u, units)
 	{
@@ -217,24 +220,23 @@ template <int V> __global__ void act_to_f32_k(float *dst, const bf16 *src, size_
 }
 
 /* out(N,OC) += bias(OC) broadcast over rows (the cublasGemmEx fallback of matmul_fwd) */
-__global__ void bias_add_k(bf16 *out, const bf16 *bias, size_t n, int OC)
+template <typename A> __global__ void bias_add_k(A *out, const A *bias, size_t n, int OC)
 {
 	FOR_UNITS(i, n)
 	{
-		float v = __bfloat162float(out[i]) + __bfloat162float(bias[i % (size_t)OC]);
-		out[i] = __float2bfloat16(v);
+		float v = act_f(out[i]) + act_f(bias[i % (size_t)OC]);
+		out[i] = f_act<A>(v);
 	}
 }
 
-/* Launches kern<8> when vec, else kern<1>, over `units` work items (n/8 or n). */
+/* Launches kern<8, A> when vec, else kern<1, A>, over `units` work items (n/8 or n), for the
+ * backend's activation type A; the arguments name A for their casts. */
 #define PW_LAUNCH(kern, vec, units, ...)                                                           \
-	do {                                                                                       \
-		if (vec)                                                                           \
-			cu_launch(kern<8>, cu_grid(units, PW_T), PW_T, 0, cu.stream, __VA_ARGS__); \
-		else                                                                               \
-			cu_launch(kern<1>, cu_grid(units, PW_T), PW_T, 0, cu.stream, __VA_ARGS__); \
-		CU_LAUNCHED(#kern);                                                                \
-	} while (0)
+	CU_ACT(A, if (vec) cu_launch(kern<8, A>, cu_grid(units, PW_T), PW_T, 0, cu.stream,         \
+				     __VA_ARGS__);                                               \
+		  else cu_launch(kern<1, A>, cu_grid(units, PW_T), PW_T, 0, cu.stream,           \
+				 __VA_ARGS__);                                                   \
+		  CU_LAUNCHED(#kern))
 
 void cu_gelu_fwd(void *out, const void *inp, size_t n)
 {
@@ -243,7 +245,7 @@ void cu_gelu_fwd(void *out, const void *inp, size_t n)
 		return;
 	int v = cu_vec8(n, out, inp);
 	size_t units = v ? n / 8 : n;
-	PW_LAUNCH(gelu_fwd_k, v, units, (bf16 *)out, (const bf16 *)inp, units);
+	PW_LAUNCH(gelu_fwd_k, v, units, (A *)out, (const A *)inp, units);
 }
 
 void cu_gelu_bwd(void *dinp, const void *inp, const void *dout, size_t n)
@@ -253,7 +255,7 @@ void cu_gelu_bwd(void *dinp, const void *inp, const void *dout, size_t n)
 		return;
 	int v = cu_vec8(n, dinp, inp, dout);
 	size_t units = v ? n / 8 : n;
-	PW_LAUNCH(gelu_bwd_k, v, units, (bf16 *)dinp, (const bf16 *)inp, (const bf16 *)dout, units);
+	PW_LAUNCH(gelu_bwd_k, v, units, (A *)dinp, (const A *)inp, (const A *)dout, units);
 }
 
 void cu_gelu_erf_fwd(void *out, const void *inp, size_t n)
@@ -263,7 +265,7 @@ void cu_gelu_erf_fwd(void *out, const void *inp, size_t n)
 		return;
 	int v = cu_vec8(n, out, inp);
 	size_t units = v ? n / 8 : n;
-	PW_LAUNCH(gelu_erf_fwd_k, v, units, (bf16 *)out, (const bf16 *)inp, units);
+	PW_LAUNCH(gelu_erf_fwd_k, v, units, (A *)out, (const A *)inp, units);
 }
 
 void cu_gelu_erf_bwd(void *dinp, const void *inp, const void *dout, size_t n)
@@ -273,8 +275,7 @@ void cu_gelu_erf_bwd(void *dinp, const void *inp, const void *dout, size_t n)
 		return;
 	int v = cu_vec8(n, dinp, inp, dout);
 	size_t units = v ? n / 8 : n;
-	PW_LAUNCH(gelu_erf_bwd_k, v, units, (bf16 *)dinp, (const bf16 *)inp, (const bf16 *)dout,
-		  units);
+	PW_LAUNCH(gelu_erf_bwd_k, v, units, (A *)dinp, (const A *)inp, (const A *)dout, units);
 }
 
 void cu_tanh_fwd(void *out, const void *inp, size_t n)
@@ -284,7 +285,7 @@ void cu_tanh_fwd(void *out, const void *inp, size_t n)
 		return;
 	int v = cu_vec8(n, out, inp);
 	size_t units = v ? n / 8 : n;
-	PW_LAUNCH(tanh_fwd_k, v, units, (bf16 *)out, (const bf16 *)inp, units);
+	PW_LAUNCH(tanh_fwd_k, v, units, (A *)out, (const A *)inp, units);
 }
 
 void cu_tanh_bwd(void *dinp, const void *out, const void *dout, size_t n)
@@ -294,7 +295,7 @@ void cu_tanh_bwd(void *dinp, const void *out, const void *dout, size_t n)
 		return;
 	int v = cu_vec8(n, dinp, out, dout);
 	size_t units = v ? n / 8 : n;
-	PW_LAUNCH(tanh_bwd_k, v, units, (bf16 *)dinp, (const bf16 *)out, (const bf16 *)dout, units);
+	PW_LAUNCH(tanh_bwd_k, v, units, (A *)dinp, (const A *)out, (const A *)dout, units);
 }
 
 void cu_gather_rows(void *out, const void *inp, int rows, int C, size_t stride)
@@ -303,8 +304,8 @@ void cu_gather_rows(void *out, const void *inp, int rows, int C, size_t stride)
 	size_t n = (size_t)rows * C;
 	if (!n)
 		return;
-	cu_launch(gather_rows_k, cu_grid(n, PW_T), PW_T, 0, cu.stream, (bf16 *)out,
-		  (const bf16 *)inp, C, stride, n);
+	CU_ACT(A, cu_launch(gather_rows_k<A>, cu_grid(n, PW_T), PW_T, 0, cu.stream, (A *)out,
+			    (const A *)inp, C, stride, n));
 	CU_LAUNCHED("gather_rows");
 }
 
@@ -314,8 +315,8 @@ void cu_scatter_add_rows(void *dinp, const void *dout, int rows, int C, size_t s
 	size_t n = (size_t)rows * C;
 	if (!n)
 		return;
-	cu_launch(scatter_add_rows_k, cu_grid(n, PW_T), PW_T, 0, cu.stream, (bf16 *)dinp,
-		  (const bf16 *)dout, C, stride, n);
+	CU_ACT(A, cu_launch(scatter_add_rows_k<A>, cu_grid(n, PW_T), PW_T, 0, cu.stream, (A *)dinp,
+			    (const A *)dout, C, stride, n));
 	CU_LAUNCHED("scatter_add_rows");
 }
 
@@ -327,7 +328,7 @@ void cu_residual_fwd(void *out, const void *res, const void *x, size_t n, float 
 		return;
 	int v = cu_vec8(n, out, res, x);
 	size_t units = v ? n / 8 : n;
-	PW_LAUNCH(residual_fwd_k, v, units, (bf16 *)out, (const bf16 *)res, (const bf16 *)x, units,
+	PW_LAUNCH(residual_fwd_k, v, units, (A *)out, (const A *)res, (const A *)x, units,
 		  p, seed, off);
 }
 
@@ -338,13 +339,13 @@ void cu_dropout_bwd(void *dx, const void *dout, size_t n, float p, uint64_t seed
 		return;
 	if (p <= 0.0f) { /* mask of all ones: a copy */
 		if (dx != dout)
-			CU_CHECK(cudaMemcpyAsync(dx, dout, n * sizeof(bf16),
+			CU_CHECK(cudaMemcpyAsync(dx, dout, n * 2 /* bf16, f16 */,
 						 cudaMemcpyDeviceToDevice, cu.stream));
 		return;
 	}
 	int v = cu_vec8(n, dx, dout);
 	size_t units = v ? n / 8 : n;
-	PW_LAUNCH(dropout_k, v, units, (bf16 *)dx, (const bf16 *)dout, units, p, seed, off);
+	PW_LAUNCH(dropout_k, v, units, (A *)dx, (const A *)dout, units, p, seed, off);
 }
 
 void cu_dropout_fwd(void *x, size_t n, float p, uint64_t seed, uint64_t off)
@@ -354,7 +355,7 @@ void cu_dropout_fwd(void *x, size_t n, float p, uint64_t seed, uint64_t off)
 		return;
 	int v = cu_vec8(n, x);
 	size_t units = v ? n / 8 : n;
-	PW_LAUNCH(dropout_k, v, units, (bf16 *)x, (const bf16 *)x, units, p, seed, off);
+	PW_LAUNCH(dropout_k, v, units, (A *)x, (const A *)x, units, p, seed, off);
 }
 
 void cu_add(void *acc, const void *x, size_t n)
@@ -364,7 +365,7 @@ void cu_add(void *acc, const void *x, size_t n)
 		return;
 	int v = cu_vec8(n, acc, x);
 	size_t units = v ? n / 8 : n;
-	PW_LAUNCH(add_k, v, units, (bf16 *)acc, (const bf16 *)x, units);
+	PW_LAUNCH(add_k, v, units, (A *)acc, (const A *)x, units);
 }
 
 void cu_f32_to_act(void *dst, const float *src, size_t n)
@@ -374,7 +375,7 @@ void cu_f32_to_act(void *dst, const float *src, size_t n)
 		return;
 	int v = cu_vec8(n, dst, src);
 	size_t units = v ? n / 8 : n;
-	PW_LAUNCH(f32_to_act_k, v, units, (bf16 *)dst, src, units);
+	PW_LAUNCH(f32_to_act_k, v, units, (A *)dst, src, units);
 }
 
 void cu_act_to_f32(float *dst, const void *src, size_t n)
@@ -384,7 +385,7 @@ void cu_act_to_f32(float *dst, const void *src, size_t n)
 		return;
 	int v = cu_vec8(n, dst, src);
 	size_t units = v ? n / 8 : n;
-	PW_LAUNCH(act_to_f32_k, v, units, dst, (const bf16 *)src, units);
+	PW_LAUNCH(act_to_f32_k, v, units, dst, (const A *)src, units);
 }
 
 void cu_bias_add(void *out, const void *bias, int N, int OC)
@@ -392,7 +393,7 @@ void cu_bias_add(void *out, const void *bias, int N, int OC)
 	size_t n = (size_t)N * OC;
 	if (!n)
 		return;
-	cu_launch(bias_add_k, cu_grid(n, PW_T), PW_T, 0, cu.stream, (bf16 *)out, (const bf16 *)bias,
-		n, OC);
+	CU_ACT(A, cu_launch(bias_add_k<A>, cu_grid(n, PW_T), PW_T, 0, cu.stream, (A *)out,
+			    (const A *)bias, n, OC));
 	CU_LAUNCHED("bias_add");
 }

@@ -1,7 +1,9 @@
 /* ptx.h - the tensor-core instructions of the attention kernels, which CUDA C++ reaches only
- * through inline assembly: mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 (a 16 x 16 bf16
- * tile times a 16 x 8 one, fp32 accumulate) and ldmatrix.sync.aligned.m8n8.x{1,2,4}{.trans}
- * .shared.b16 (8 x 8 tiles of 16-bit elements from shared memory into the fragments mma takes).
+ * through inline assembly: mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 and its fp16
+ * twin ...f32.f16.f16.f32 (a 16 x 16 tile times a 16 x 8 one, fp32 accumulate; the fragments
+ * have the same layout, only the 16-bit format differs) and ldmatrix.sync.aligned.m8n8.x{1,2,4}
+ * {.trans}.shared.b16 (8 x 8 tiles of 16-bit elements from shared memory into the fragments mma
+ * takes, whatever their format).
  *
  * For nvcc they are the assembly itself (sm_80 and later); for the host compiler, which builds
  * the same sources into the CPU executor (tests/cuda-exec), they are the executor's functions of
@@ -22,6 +24,17 @@ __device__ __forceinline__ void ptx_mma_m16n8k16_bf16(float (&d)[4], const uint3
 						      const uint32_t (&b)[2], const float (&c)[4])
 {
 	asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, "
+		     "{%4,%5,%6,%7}, {%8,%9}, {%10,%11,%12,%13};\n"
+		     : "=f"(d[0]), "=f"(d[1]), "=f"(d[2]), "=f"(d[3])
+		     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]),
+		       "f"(c[0]), "f"(c[1]), "f"(c[2]), "f"(c[3]));
+}
+
+/* The same with fp16 A and B (--fp16) */
+__device__ __forceinline__ void ptx_mma_m16n8k16_f16(float (&d)[4], const uint32_t (&a)[4],
+						     const uint32_t (&b)[2], const float (&c)[4])
+{
+	asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, "
 		     "{%4,%5,%6,%7}, {%8,%9}, {%10,%11,%12,%13};\n"
 		     : "=f"(d[0]), "=f"(d[1]), "=f"(d[2]), "=f"(d[3])
 		     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]),

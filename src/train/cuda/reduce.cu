@@ -5,15 +5,15 @@
  * so a run repeats bit for bit and a test can compare gradients for equality.  Both reductions
  * work in two passes.
  *
- * Column sums of a (N,C) bf16 matrix: the rows are cut into S slices of R consecutive rows (S and
- * R depend only on N).  Pass one launches a (channel tile, slice) grid; a block is 32 x 8 threads,
- * each thread owning V consecutive channels (V = 8 with 16-byte loads, else 1) and summing every
- * 8th row of the slice in increasing order; the 8 row-lanes are then added in order through
- * shared memory and the block writes one fp32 partial per channel and slice.  Pass two adds the S
- * partials of each channel in slice order into the destination (+=).  The layer-norm variant sums
- * dy * xhat next to dy in the same pass, recomputing xhat from the saved mean and rstd instead of
- * storing it.  Reading a row slice per block keeps loads coalesced along channels; the partials
- * cost S * C floats of scratch (S <= 256).
+ * Column sums of a (N,C) activation matrix: the rows are cut into S slices of R consecutive rows
+ * (S and R depend only on N).  Pass one launches a (channel tile, slice) grid; a block is 32 x 8
+ * threads, each thread owning V consecutive channels (V = 8 with 16-byte loads, else 1) and
+ * summing every 8th row of the slice in increasing order; the 8 row-lanes are then added in order
+ * through shared memory and the block writes one fp32 partial per channel and slice.  Pass two
+ * adds the S partials of each channel in slice order into the destination (+=).  The layer-norm
+ * variant sums dy * xhat next to dy in the same pass, recomputing xhat from the saved mean and
+ * rstd instead of storing it.  Reading a row slice per block keeps loads coalesced along
+ * channels; the partials cost S * C floats of scratch (S <= 256).
  *
  * Sum of squares: a grid whose size depends only on n accumulates x*x in fp64 per thread
  * (grid-stride), reduces each block in a fixed tree, and a one-thread pass adds the block
@@ -31,9 +31,9 @@
 
 /* part(S,C) = per-slice column sums of dy(N,C); with LN also part(S..2S, C) of dy * xhat.
  * grid (ceil(C / (32 V)), S), block (32, 8). */
-template <int V, bool LN>
-__global__ __launch_bounds__(CS_TX *CS_TY) void colsum_part_k(float *part, const bf16 *dy,
-							      const bf16 *x, const float *mean,
+template <int V, bool LN, typename A>
+__global__ __launch_bounds__(CS_TX *CS_TY) void colsum_part_k(float *part, const A *dy,
+							      const A *x, const float *mean,
 							      const float *rstd, int N, int C,
 							      int R, int S)
 {
@@ -106,17 +106,17 @@ __global__ void colsum_fin_k(float *d0, float *d1, const float *part, int C, int
 	}
 }
 
-template <int V, bool LN>
-static void colsum_launch(float *part, const bf16 *dy, const bf16 *x, const float *mean,
+template <int V, bool LN, typename A>
+static void colsum_launch(float *part, const void *dy, const void *x, const float *mean,
 			  const float *rstd, int N, int C, int R, int S)
 {
 	dim3 grid((unsigned)((C + CS_TX * V - 1) / (CS_TX * V)), (unsigned)S), block(CS_TX, CS_TY);
-	cu_launch(colsum_part_k<V, LN>, grid, block, 0, cu.stream, part, dy, x, mean, rstd, N, C, R,
-		S);
+	cu_launch(colsum_part_k<V, LN, A>, grid, block, 0, cu.stream, part, (const A *)dy,
+		  (const A *)x, mean, rstd, N, C, R, S);
 	CU_LAUNCHED("colsum_part");
 }
 
-void cu_colsum(float *d0, float *d1, const bf16 *dy, const bf16 *x, const float *mean,
+void cu_colsum(float *d0, float *d1, const void *dy, const void *x, const float *mean,
 	       const float *rstd, int N, int C)
 {
 	int ln = x && d1;
@@ -128,14 +128,10 @@ void cu_colsum(float *d0, float *d1, const bf16 *dy, const bf16 *x, const float 
 	int R = (N + S - 1) / S;
 	float *part = (float *)cu_scratch((size_t)S * C * (ln ? 2 : 1) * sizeof(float));
 	int v8 = cu_vec8((size_t)C, dy, ln ? x : nullptr);
-	if (ln && v8)
-		colsum_launch<8, true>(part, dy, x, mean, rstd, N, C, R, S);
-	else if (ln)
-		colsum_launch<1, true>(part, dy, x, mean, rstd, N, C, R, S);
-	else if (v8)
-		colsum_launch<8, false>(part, dy, x, mean, rstd, N, C, R, S);
-	else
-		colsum_launch<1, false>(part, dy, x, mean, rstd, N, C, R, S);
+	CU_ACT(A, if (ln && v8) colsum_launch<8, true, A>(part, dy, x, mean, rstd, N, C, R, S);
+		  else if (ln) colsum_launch<1, true, A>(part, dy, x, mean, rstd, N, C, R, S);
+		  else if (v8) colsum_launch<8, false, A>(part, dy, x, mean, rstd, N, C, R, S);
+		  else colsum_launch<1, false, A>(part, dy, x, mean, rstd, N, C, R, S));
 	cu_launch(colsum_fin_k, (C + 255) / 256, 256, 0, cu.stream, d0, ln ? d1 : nullptr, part, C,
 		S);
 	CU_LAUNCHED("colsum_fin");

@@ -1,6 +1,6 @@
 /* xent - fused softmax cross-entropy: loss and logit gradient in one kernel, in place.
  *
- * The logits (N,Vp) are the largest activation of a GPT step (8192 x 50304 bf16 = 824 MB for
+ * The logits (N,Vp) are the largest activation of a GPT step (8192 x 50304 x 2 bytes = 824 MB for
  * GPT-2 at B*T = 8192), so they are never copied or converted: one block per row reads its row
  * twice - once for the log-sum-exp over the first V columns, once to overwrite it with the
  * gradient - and the second read mostly hits L2.
@@ -10,7 +10,10 @@
  * (warp butterfly, then thread 0 over the warps' pairs in order), so lse = m + log(l) is the same
  * bits every run.  The row's loss is lse - x[target].  Pass two writes, for every column c < Vp,
  *   (exp(x_c - lse) - [c == target]) * dscale   for c < V,   0 for the padded columns,
- * rounded once to bf16.  All arithmetic is fp32.
+ * rounded once to the activation type.  All arithmetic is fp32 (as Megatron's fused
+ * cross-entropy, which never does softmax in fp16).  In fp16 the gradient is the first tensor the
+ * loss scale reaches: with a scale too large for it, (softmax - 1) * dscale overflows to -inf
+ * right here, and the scaler's overflow check sees it.
  *
  * A target outside [0, V) (a corrupt index, a padded id) is counted with an integer atomicAdd into
  * *bad - integer addition is exact, so the count is deterministic - and its row gets loss 0 and a
@@ -41,7 +44,7 @@ __device__ __forceinline__ struct ml ml_combine(struct ml a, struct ml b)
 /* The (max, sum of exp(x - max)) of x[0..Vv) for the whole block; every thread gets the result.
  * x is one row, V-aligned (V = 8 needs Vp % 8 == 0 so a chunk never leaves the row).
  * Max -inf and sum 0 when Vv is 0.  Must be called by all threads of the block. */
-template <int V> __device__ struct ml row_ml(const bf16 *x, int Vv)
+template <int V, typename A> __device__ struct ml row_ml(const A *x, int Vv)
 {
 	__shared__ struct ml wred[XENT_T / 32];
 	__shared__ struct ml total;
@@ -86,8 +89,8 @@ template <int V> __device__ struct ml row_ml(const bf16 *x, int Vv)
 
 /* x[c] <- (exp(x[c] - lse) - [c == tgt]) * dscale for c < Vv, 0 for Vv <= c < Vp; all 0 when
  * zero_all.  tgt < 0: no one-hot term. */
-template <int V>
-__device__ void row_grad(bf16 *x, int Vv, int Vp, float lse, int tgt, float dscale, bool zero_all)
+template <int V, typename A>
+__device__ void row_grad(A *x, int Vv, int Vp, float lse, int tgt, float dscale, bool zero_all)
 {
 	for (int c = threadIdx.x * V; c < Vp; c += XENT_T * V) {
 		float v[V];
@@ -105,16 +108,16 @@ __device__ void row_grad(bf16 *x, int Vv, int Vp, float lse, int tgt, float dsca
 }
 
 /* losses(N) = lse - logit[target]; logits(N,Vp) <- dloss/dlogits * dscale.  Block per row. */
-template <int V>
-__global__ __launch_bounds__(XENT_T) void xent_k(float *losses, bf16 *logits,
+template <int V, typename A>
+__global__ __launch_bounds__(XENT_T) void xent_k(float *losses, A *logits,
 						 const int32_t *targets, int Vv, int Vp,
 						 float dscale, int *bad)
 {
 	int n = blockIdx.x;
-	bf16 *x = logits + (size_t)n * Vp;
+	A *x = logits + (size_t)n * Vp;
 	int tgt = targets[n];
 	bool valid = tgt >= 0 && tgt < Vv;
-	float xt = valid ? __bfloat162float(x[tgt]) : 0.0f; /* read before row_grad overwrites it */
+	float xt = valid ? act_f(x[tgt]) : 0.0f; /* read before row_grad overwrites it */
 	struct ml t = row_ml<V>(x, Vv);
 	float lse = t.m + logf(t.l);
 	if (threadIdx.x == 0) {
@@ -127,25 +130,25 @@ __global__ __launch_bounds__(XENT_T) void xent_k(float *losses, bf16 *logits,
 
 /* mx, se, zt (N): this slice's max, sum of exp(z - max) over logits(N, 0..Vv), and the logit of
  * tl[n] (0 when tl[n] < 0).  Block per row; the logits are only read. */
-template <int V>
+template <int V, typename A>
 __global__ __launch_bounds__(XENT_T) void xent_stats_k(float *mx, float *se, float *zt,
-						       const bf16 *logits, const int32_t *tl,
+						       const A *logits, const int32_t *tl,
 						       int Vv, int Vp)
 {
 	int n = blockIdx.x;
-	const bf16 *x = logits + (size_t)n * Vp;
+	const A *x = logits + (size_t)n * Vp;
 	struct ml t = row_ml<V>(x, Vv);
 	if (threadIdx.x == 0) {
 		int tg = tl[n];
 		mx[n] = t.m;
 		se[n] = t.l;
-		zt[n] = tg >= 0 ? __bfloat162float(x[tg]) : 0.0f;
+		zt[n] = tg >= 0 ? act_f(x[tg]) : 0.0f;
 	}
 }
 
 /* logits(N,Vp) <- (softmax - onehot(tl)) * dscale with the global lse(N).  Block per row. */
-template <int V>
-__global__ __launch_bounds__(XENT_T) void xent_grad_k(bf16 *logits, const float *lse,
+template <int V, typename A>
+__global__ __launch_bounds__(XENT_T) void xent_grad_k(A *logits, const float *lse,
 						      const int32_t *tl, int Vv, int Vp,
 						      float dscale)
 {
@@ -159,12 +162,11 @@ void cu_xent_fwd_bwd(float *losses, void *logits, const int32_t *targets, int N,
 	CU_ENTER();
 	if (N <= 0 || Vp <= 0)
 		return;
-	if (cu_vec8((size_t)Vp, logits))
-		cu_launch(xent_k<8>, (unsigned)N, XENT_T, 0, cu.stream, losses, (bf16 *)logits,
-			targets, V, Vp, dscale, bad);
-	else
-		cu_launch(xent_k<1>, (unsigned)N, XENT_T, 0, cu.stream, losses, (bf16 *)logits,
-			targets, V, Vp, dscale, bad);
+	int v8 = cu_vec8((size_t)Vp, logits);
+	CU_ACT(A, if (v8) cu_launch(xent_k<8, A>, (unsigned)N, XENT_T, 0, cu.stream, losses,
+				    (A *)logits, targets, V, Vp, dscale, bad);
+		  else cu_launch(xent_k<1, A>, (unsigned)N, XENT_T, 0, cu.stream, losses,
+				 (A *)logits, targets, V, Vp, dscale, bad));
 	CU_LAUNCHED("xent");
 }
 
@@ -174,13 +176,11 @@ void cu_xent_stats(float *mx, float *se, float *zt, const void *logits,
 	CU_ENTER();
 	if (N <= 0 || Vp <= 0)
 		return;
-	const bf16 *x = (const bf16 *)logits;
-	if (cu_vec8((size_t)Vp, logits))
-		cu_launch(xent_stats_k<8>, (unsigned)N, XENT_T, 0, cu.stream, mx, se, zt, x,
-			targets_local, Vvalid, Vp);
-	else
-		cu_launch(xent_stats_k<1>, (unsigned)N, XENT_T, 0, cu.stream, mx, se, zt, x,
-			targets_local, Vvalid, Vp);
+	int v8 = cu_vec8((size_t)Vp, logits);
+	CU_ACT(A, if (v8) cu_launch(xent_stats_k<8, A>, (unsigned)N, XENT_T, 0, cu.stream, mx, se,
+				    zt, (const A *)logits, targets_local, Vvalid, Vp);
+		  else cu_launch(xent_stats_k<1, A>, (unsigned)N, XENT_T, 0, cu.stream, mx, se, zt,
+				 (const A *)logits, targets_local, Vvalid, Vp));
 	CU_LAUNCHED("xent_stats");
 }
 
@@ -190,12 +190,10 @@ void cu_xent_grad(void *logits, const float *lse, const int32_t *targets_local, 
 	CU_ENTER();
 	if (N <= 0 || Vp <= 0)
 		return;
-	bf16 *x = (bf16 *)logits;
-	if (cu_vec8((size_t)Vp, logits))
-		cu_launch(xent_grad_k<8>, (unsigned)N, XENT_T, 0, cu.stream, x, lse, targets_local,
-			Vvalid, Vp, dscale);
-	else
-		cu_launch(xent_grad_k<1>, (unsigned)N, XENT_T, 0, cu.stream, x, lse, targets_local,
-			Vvalid, Vp, dscale);
+	int v8 = cu_vec8((size_t)Vp, logits);
+	CU_ACT(A, if (v8) cu_launch(xent_grad_k<8, A>, (unsigned)N, XENT_T, 0, cu.stream,
+				    (A *)logits, lse, targets_local, Vvalid, Vp, dscale);
+		  else cu_launch(xent_grad_k<1, A>, (unsigned)N, XENT_T, 0, cu.stream, (A *)logits,
+				 lse, targets_local, Vvalid, Vp, dscale));
 	CU_LAUNCHED("xent_grad");
 }

@@ -39,7 +39,8 @@ int ops_cuda_devices(char *err, size_t errlen)
 	return n > 0 ? n : 0;
 }
 
-const struct ops *ops_open(const char *device, int threads, char *err, size_t errlen)
+const struct ops *ops_open(const char *device, int threads, enum ops_prec prec, char *err,
+			   size_t errlen)
 {
 	int want_cuda = strcmp(device, "cuda") == 0 || strncmp(device, "cuda:", 5) == 0;
 	if (strcmp(device, "cpu") == 0)
@@ -53,7 +54,7 @@ const struct ops *ops_open(const char *device, int threads, char *err, size_t er
 	if (h) {
 		ops_cuda_fn fn = (ops_cuda_fn)dlsym(h, OPS_CUDA_SYMBOL);
 		int idx = strncmp(device, "cuda:", 5) == 0 ? atoi(device + 5) : 0;
-		const struct ops *o = fn ? fn(idx, why, sizeof why) : NULL;
+		const struct ops *o = fn ? fn(idx, (int)prec, why, sizeof why) : NULL;
 		if (!fn)
 			snprintf(why, sizeof why, "train-cuda.so lacks %s", OPS_CUDA_SYMBOL);
 		if (o)

@@ -1,15 +1,17 @@
 /* ops - the math of one GPT/BLOOM training step, behind one interface with two backends.
  *
  * model.c says what to compute; a backend says how.  cpu/ (fp32, OpenBLAS GEMMs, OpenMP loops)
- * and cuda/ (bf16 activations and working weights, fp32 master weights and gradients, cuBLAS
- * GEMMs, hand-written kernels) fill the same table of function pointers, so the model code never
- * names a device and never says #ifdef.  The CUDA backend lives in a shared object that train
- * loads only when asked for a GPU (ops_open()), so a CPU-only machine needs no CUDA libraries.
+ * and cuda/ (bf16 or fp16 activations and working weights, fp32 master weights and gradients,
+ * cuBLAS GEMMs, hand-written kernels) fill the same table of function pointers, so the model code
+ * never names a device and never says #ifdef.  The CUDA backend lives in a shared object that
+ * train loads only when asked for a GPU (ops_open()), so a CPU-only machine needs no CUDA
+ * libraries.
  *
  * Memory conventions, which both backends follow:
  * - every pointer is device memory of the backend (the CPU backend's device is the host);
  * - "act" buffers hold activations and activation gradients in the backend's activation type
- *   (act_size bytes: 4 on CPU, 2 for bf16 on CUDA); they are passed as void *;
+ *   (act_size bytes: 4 on CPU, 2 for bf16 or fp16 on CUDA; act_type names it); they are passed
+ *   as void *;
  * - "param" buffers are the working weights the forward reads, also in the activation type;
  * - gradients, master weights, Adam moments and statistics (layer-norm mean/rstd, attention
  *   log-sum-exp, per-token losses) are always fp32 (float *);
@@ -69,7 +71,8 @@ struct ops {
 	const char *name;          /* "cpu", "cuda" */
 	const char *device;        /* human description: "2 threads, OpenBLAS 0.3.21", "NVIDIA H100 ..." */
 	size_t act_size;           /* bytes per activation / working-weight element */
-	double peak_flops;         /* dense fp32 (cpu) or bf16 (cuda) peak of the device, FLOP/s; 0 unknown */
+	const char *act_type;      /* and its type: "fp32" (cpu), "bf16" or "fp16" (cuda) */
+	double peak_flops;         /* dense fp32 (cpu), bf16/fp16 (cuda) peak, FLOP/s; 0: unknown */
 
 	/* --- memory --- */
 	void *(*alloc)(size_t bytes);                      /* zeroed; NULL when out of memory */
@@ -269,10 +272,16 @@ struct ops {
 		       float lr, float b1, float b2, float eps, float wd, float gscale, int step);
 };
 
+/* The activation type asked of a backend that has a choice: the CUDA backend computes in bf16
+ * (OPS_BF16) or IEEE fp16 (OPS_FP16, train --fp16); the CPU backend in fp32 either way. */
+enum ops_prec { OPS_BF16 = 0, OPS_FP16 = 1 };
+
 /* The backend for --device cpu|cuda|auto.  "auto" is cuda when the CUDA backend loads and sees
  * a GPU, else cpu.  NULL + err when the named backend cannot be used (no GPU, plugin missing),
- * naming what is missing. */
-const struct ops *ops_open(const char *device, int threads, char *err, size_t errlen);
+ * naming what is missing.  The CUDA backend is process-wide: one device and one activation
+ * type per process. */
+const struct ops *ops_open(const char *device, int threads, enum ops_prec prec, char *err,
+			   size_t errlen);
 
 /* The CPU backend (cpu/ops_cpu.c).  threads <= 0: all online CPUs. */
 const struct ops *ops_cpu(int threads);
@@ -285,7 +294,7 @@ int ops_cuda_devices(char *err, size_t errlen);
 void *ops_cuda_symbol(const char *name, char *err, size_t errlen);
 
 /* The symbols the CUDA plugin (train-cuda.so) exports. */
-typedef const struct ops *(*ops_cuda_fn)(int device, char *err, size_t errlen);
+typedef const struct ops *(*ops_cuda_fn)(int device, int prec, char *err, size_t errlen);
 #define OPS_CUDA_SYMBOL "lmtk_ops_cuda"
 typedef int (*ops_cuda_count_fn)(void);
 #define OPS_CUDA_COUNT_SYMBOL "lmtk_cuda_devices"

@@ -72,8 +72,10 @@ int optim_step(struct optim *o, struct model *m, float lr, double *grad_norm)
 	}
 	double norm = sqrt(ss) / o->loss_scale;
 	*grad_norm = norm;
-	/* fp16: Megatron's fp16 gradients overflow beyond 65504; lmtk's are fp32 (bf16 on a GPU),
-	 * so an element that fp16 could not hold is the overflow Megatron's scaler would see */
+	/* fp16: Megatron's fp16 gradients overflow beyond 65504; lmtk's weight gradients are fp32
+	 * (on a GPU under --fp16 summed from fp16 activation gradients, whose own overflows arrive
+	 * here as inf or NaN), so an element that fp16 could not hold is the overflow Megatron's
+	 * scaler would also see */
 	int over = !isfinite(norm);
 	if (o->fp16 && !over)
 		over = !ops->all_within(m->grads, m->nparams, FP16_MAX);

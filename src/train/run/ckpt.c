@@ -57,10 +57,14 @@ static json_t *model_json(const struct model_config *c)
 			 "layernorm_epsilon", (double)c->eps, "init_method_std", (double)c->init_std,
 			 "hidden_dropout", (double)c->hidden_dropout, "attention_dropout",
 			 (double)c->attention_dropout, "seed", (json_int_t)c->seed);
+	/* what an export needs to know of the block (ckpt-merge-tp --format hf) */
+	json_object_set_new(j, "apply_residual_connection_post_layernorm",
+			    json_boolean(c->post_ln_residual));
 	if (c->arch == MODEL_BERT) {   /* absent: a GPT */
 		json_object_set_new(j, "model_type", json_string("bert"));
 		json_object_set_new(j, "num_tokentypes", json_integer(c->num_tokentypes));
 		json_object_set_new(j, "binary_head", json_boolean(c->binary_head));
+		json_object_set_new(j, "openai_gelu", json_boolean(c->head_gelu_tanh));
 	}
 	if (c->arch == MODEL_T5) {   /* seq_length is the encoder's, as Megatron's args.seq_length */
 		json_object_set_new(j, "model_type", json_string("t5"));

@@ -470,11 +470,13 @@ static void startup_notes(const struct train_args *a, const struct ops *ops)
 		out("train: accepted, no effect here: %s\n", nofx);
 	free(nofx);
 	if ((a->bf16 || a->fp16) && cpu)
-		out("train: --%s: the cpu backend computes in fp32 (bf16 is the cuda backend's type)%s\n",
-		    a->bf16 ? "bf16" : "fp16", a->fp16 ? "; fp16's loss scaling runs as Megatron's" : "");
+		out("train: --%s: the cpu backend computes in fp32 (%s is the cuda backend's type)%s\n",
+		    a->bf16 ? "bf16" : "fp16", a->bf16 ? "bf16" : "fp16",
+		    a->fp16 ? "; fp16's loss scaling runs as Megatron's" : "");
 	else if (a->fp16 && !cpu)
-		out("train: --fp16: the %s backend computes in bf16; fp16's loss scaling runs as "
-		    "Megatron's\n", ops->name);
+		out("train: --fp16: the %s backend computes in %s (half activations and working "
+		    "weights, fp32 master weights and accumulation, as Megatron's fp16); the loss "
+		    "scaler skips the steps that overflow fp16\n", ops->name, ops->act_type);
 	if (a->ds_act_keys[0])
 		out("train: --deepspeed_config %s: activation_checkpointing's %s: one device per rank "
 		    "keeps each checkpointed chunk input whole in its own memory - nothing to partition, "
@@ -552,7 +554,9 @@ static int setup(struct run *r, char *err, size_t errlen)
 	} else if (world > 1 && strncmp(device, "cuda:", 5) == 0) {
 		snprintf(bind_line, sizeof bind_line, "%s, as --device says", device);
 	}
-	const struct ops *ops = ops_open(device, threads, err, errlen);
+	/* --fp16 asks the CUDA backend for real fp16 arithmetic; the CPU computes in fp32 anyway */
+	const struct ops *ops = ops_open(device, threads, a->fp16 ? OPS_FP16 : OPS_BF16, err,
+					 errlen);
 	if (!ops)
 		return -1;
 	if (a->profile && !ops->profiler)
@@ -1242,7 +1246,10 @@ int run_train(const struct train_args *a, const struct plan *p, const char *cmdl
 		} else {
 			st->skipped_total++;
 			log_skipped++;
-			if (nonfinite || !isfinite(grad_norm)) {
+			/* under --fp16 an infinite gradient is the scaler's overflow (real fp16
+			 * arithmetic overflows at 65504), which Megatron does not count as a nan
+			 * iteration: only a loss that is not finite is one there */
+			if (nonfinite || (!isfinite(grad_norm) && !a->fp16)) {
 				st->nan_total++;
 				log_nan++;
 			}

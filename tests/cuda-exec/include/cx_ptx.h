@@ -7,6 +7,7 @@
  * one contract:
  *
  *   ptx_mma_m16n8k16_bf16(d, a, b, c)  mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32
+ *   ptx_mma_m16n8k16_f16(d, a, b, c)   mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32
  *   ptx_ldmatrix(r, p)                 ldmatrix.sync.aligned.m8n8.x{1,2,4}.shared.b16
  *   ptx_ldmatrix_trans(r, p)           the same with .trans
  *
@@ -24,7 +25,9 @@
  *   ldmatrix: lane 8m+i gives the 16-byte aligned shared-memory address of row i of matrix m
  *   (lanes past the last matrix give none); r[m] = row g of matrix m, elements 2t and 2t+1, or
  *   with .trans elements (2t, g) and (2t+1, g).
- * D = A B + C: the products of bf16 are exact; the executor adds the 16 of an element and C in
+ * The two mma variants share the fragment layout; A and B hold bf16 or IEEE fp16 (subnormals
+ * included: the tensor cores do not flush fp16 inputs).  D = A B + C: the products of two bf16
+ * or two fp16 values are exact in double; the executor adds the 16 of an element and C in
  * double and rounds once to fp32.  The device's order and intermediate precision inside a k16
  * step are not documented, so its low bits may differ (as the host libm's do from the device's
  * fast math); D may be the same array as C. */
@@ -36,6 +39,8 @@
 extern "C" {
 void cx_mma_bf16(float *d, const uint32_t *a, const uint32_t *b, const float *c, const char *file,
 		 int line);
+void cx_mma_f16(float *d, const uint32_t *a, const uint32_t *b, const float *c, const char *file,
+		int line);
 void cx_ldmatrix(uint32_t *r, int num, int trans, const void *p, const char *file, int line);
 }
 
@@ -44,6 +49,13 @@ static inline void ptx_mma_m16n8k16_bf16(float (&d)[4], const uint32_t (&a)[4],
 					 const char *f = __builtin_FILE(), int l = __builtin_LINE())
 {
 	cx_mma_bf16(d, a, b, c, f, l);
+}
+
+static inline void ptx_mma_m16n8k16_f16(float (&d)[4], const uint32_t (&a)[4],
+					const uint32_t (&b)[2], const float (&c)[4],
+					const char *f = __builtin_FILE(), int l = __builtin_LINE())
+{
+	cx_mma_f16(d, a, b, c, f, l);
 }
 
 template <int N>
