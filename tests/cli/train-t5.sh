@@ -21,6 +21,7 @@
 #   - ckpt-merge-tp merges the TP=2 checkpoint and the merged one resumes as TP=2 does, re-split
 #     to TP=2 too; ckpt-sync-ln checks its replicated tensors; --format hf is refused (exit 2,
 #     saying why), --target-pp 2 too
+#   - bin/train on the CUDA executor, bf16 and fp16: the CPU's losses
 #   - --dry-run's parameter count is the model's; misuse exits 2 naming the flag
 . "$(dirname "$0")/../lib.sh"
 PY=/usr/bin/python3
@@ -149,7 +150,10 @@ M=(--model-type t5 --tokenizer-type BertWordPieceLowerCase --vocab-file vocab.tx
 	--max-position-embeddings 32 --micro-batch-size 4 --global-batch-size 8 --device cpu
 	--threads 1)
 t5() { "$TR" "${M[@]}" "$@"; }
-losses() { grep '^ iteration ' "$1" | sed 's/.*iteration *\([0-9]*\)\/.*lm loss: \([^ ]*\) | grad norm: \([^ ]*\) .*/\1 \2 \3/'; }
+losses() {   # iteration, lm loss, grad norm (fp16 puts the loss scale between them)
+	grep '^ iteration ' "$1" |
+		sed 's/.*iteration *\([0-9]*\)\/.*lm loss: \([^ ]*\) |.* grad norm: \([^ ]*\) .*/\1 \2 \3/'
+}
 
 t5 --train-iters 60 --lr 5e-3 --lr-decay-style constant --log-interval 10 --eval-interval 60 \
 	--eval-iters 2 --tensorboard-dir tb >learn.out 2>&1
@@ -251,6 +255,27 @@ PYEOF
 	expect_rc t5_pipeline_resplit_is_refused 2 "$BIN/ckpt-merge-tp" ctp2 --output pp --target-pp 2
 else
 	skip t5_parallel_layouts "no mpirun or no build/lib/lmtk/train-mpi.so"
+fi
+
+# --- bin/train's T5 on the CUDA backend through the executor, bf16 and fp16: the CPU's losses -----
+if [ -s "$EXEC" ]; then
+	t5 --train-iters 4 --lr 3e-3 --log-interval 1 --eval-interval 4 --eval-iters 1 >c1.out 2>&1
+	for prec in bf16 fp16; do
+		flags=(--bf16)
+		[ $prec = fp16 ] && flags=(--fp16 --initial-loss-scale 1024)
+		LMTK_CUDA_PLUGIN=$EXEC t5 --train-iters 4 --lr 3e-3 --log-interval 1 --eval-interval 4 \
+			--eval-iters 1 --device cuda "${flags[@]}" >"c$prec.out" 2>&1
+		if "$PY" - <(losses c1.out) <(losses "c$prec.out") <<'PYEOF' 2>"c$prec.err"
+import sys
+a = [l.split() for l in open(sys.argv[1])]; b = [l.split() for l in open(sys.argv[2])]
+assert len(a) == len(b) == 4, (a, b)
+for x, y in zip(a, b):
+    for u, v in zip(x[1:], y[1:]):
+        assert abs(float(u) - float(v)) <= 2e-2 * abs(float(u)), (x, y)
+PYEOF
+		then ok "exec_cuda_${prec}_t5_run_matches_cpu"
+		else fail "exec_cuda_${prec}_t5_run_matches_cpu" "$(tail -1 "c$prec.err") $(tail -2 "c$prec.out")"; fi
+	done
 fi
 
 # --- the plan and misuse --------------------------------------------------------------------------
