@@ -34,7 +34,17 @@ const char *hf_class(const struct sh_ckpt *in, char *err, size_t errlen)
 		return hf_bert_class(in, err, errlen);
 	case LT_GPT:
 		break;
-	default:   /* a type layout.h knows and the export does not (yet): T5 */
+	case LT_T5:   /* what T5ForConditionalGeneration's modules are, against Megatron's T5 */
+		errf(err, errlen, "a T5 checkpoint (Megatron's T5Model) has no Hugging Face class: "
+		     "T5ForConditionalGeneration has relative position buckets instead of learned "
+		     "absolute position embeddings, RMS layer norms without a bias, linear layers "
+		     "without biases, unscaled attention scores and an output without a bias, so "
+		     "this model's position embeddings, layer-norm biases, linear biases and "
+		     "lm_head.bias have no place in it; keep the lmtk checkpoint (train --load "
+		     "resumes it, ckpt-merge-tp --format lmtk --target-tp N re-splits it; its tensors "
+		     "carry Megatron's names, lmtk-checkpoint(5))");
+		return NULL;
+	default:   /* a type layout.h knows and the export does not (yet) */
 		errf(err, errlen, "the export knows no Hugging Face class for a %s model", m->type_name);
 		return NULL;
 	}

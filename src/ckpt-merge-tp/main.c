@@ -328,6 +328,10 @@ int main(int argc, char **argv)
 			    ? "; give --padded-vocab-size" : "");
 		if (c.pp > in.m.layers)
 			die(EXIT_USAGE, "cannot write PP=%d: the model has %d layers", c.pp, in.m.layers);
+		if (c.pp > 1 && in.m.type == LT_T5)
+			die(EXIT_USAGE, "cannot write PP=%d: a T5 is not split over pipeline stages "
+			    "(train trains it with --pipeline-model-parallel-size 1); re-split its TP "
+			    "with --target-tp", c.pp);
 	}
 	if (!md) {
 		sh_close(&in);

@@ -44,18 +44,45 @@ static int add(struct lt_model *m, const char *name, int64_t d0, int64_t d1, enu
 	return m->n++;
 }
 
-static void add_layers(struct lt_model *m)
+/* T5's cross-attention, after a decoder layer's twelve (train's model/layers.c) */
+static const struct {
+	const char *name;
+	int d0, d1;             /* 1 hidden, 2 2*hidden; d1 0: 1-D */
+	enum lt_split split;
+} xlayer_spec[LT_XLAYER_TENSORS - LT_LAYER_TENSORS] = {
+	{"inter_attention.query.weight", 1, 1, LT_COLUMN},
+	{"inter_attention.query.bias", 1, 0, LT_COLUMN},
+	{"inter_attention.key_value.weight", 2, 1, LT_COLUMN},
+	{"inter_attention.key_value.bias", 2, 0, LT_COLUMN},
+	{"inter_attention.dense.weight", 1, 1, LT_ROW},
+	{"inter_attention.dense.bias", 1, 0, LT_NONE},
+	{"post_inter_attention_layernorm.weight", 1, 0, LT_NONE},
+	{"post_inter_attention_layernorm.bias", 1, 0, LT_NONE},
+};
+
+/* The layers under a prefix ("", T5's "encoder." and "decoder."), each with the
+ * cross-attention's tensors too when cross */
+static void add_stack(struct lt_model *m, const char *prefix, int cross)
 {
-	char n[64];
+	char n[64];   /* the longest: "decoder.layers.NNN.post_inter_attention_layernorm.weight" */
 	int64_t h = m->hidden;
-	m->layer0 = m->n;
 	for (int l = 0; l < m->layers; l++)
-		for (int k = 0; k < LT_LAYER_TENSORS; k++) {
-			int64_t dim[5] = {0, h, 0, 3 * h, m->ffn};
-			snprintf(n, sizeof n, "layers.%d.%s", l, layer_spec[k].name);
-			add(m, n, dim[layer_spec[k].d0], dim[layer_spec[k].d1], layer_spec[k].split,
+		for (int k = 0; k < (cross ? LT_XLAYER_TENSORS : LT_LAYER_TENSORS); k++) {
+			int64_t dim[5] = {0, h, 2 * h, 3 * h, m->ffn};
+			int x = k - LT_LAYER_TENSORS;
+			const char *name = x < 0 ? layer_spec[k].name : xlayer_spec[x].name;
+			int d0 = x < 0 ? layer_spec[k].d0 : xlayer_spec[x].d0;
+			int d1 = x < 0 ? layer_spec[k].d1 : xlayer_spec[x].d1;
+			snprintf(n, sizeof n, "%slayers.%d.%s", prefix, l, name);
+			add(m, n, dim[d0], dim[d1], x < 0 ? layer_spec[k].split : xlayer_spec[x].split,
 			    LT_LAYER, l, k);
 		}
+}
+
+static void add_layers(struct lt_model *m)
+{
+	m->layer0 = m->n;
+	add_stack(m, "", 0);
 }
 
 static int one(struct lt_model *m, const char *name, int64_t d0, int64_t d1, enum lt_split split,
@@ -107,6 +134,22 @@ static void build_bert(struct lt_model *m)
 	}
 }
 
+/* train's t5.c (Megatron's T5Model): two stacks, the LM head's bias */
+static void build_t5(struct lt_model *m)
+{
+	int64_t h = m->hidden;
+	m->wte = one(m, "word_embeddings.weight", m->padded_vocab, h, LT_VOCAB, LT_EMBED);
+	m->wpe = one(m, "position_embeddings.weight", m->max_pos, h, LT_NONE, LT_FIRST);
+	m->layer0 = m->n;
+	add_stack(m, "encoder.", 0);
+	one(m, "encoder.final_layernorm.weight", h, 0, LT_NONE, LT_LAST);
+	one(m, "encoder.final_layernorm.bias", h, 0, LT_NONE, LT_LAST);
+	add_stack(m, "decoder.", 1);
+	m->lnf_w = one(m, "decoder.final_layernorm.weight", h, 0, LT_NONE, LT_LAST);
+	m->lnf_b = one(m, "decoder.final_layernorm.bias", h, 0, LT_NONE, LT_LAST);
+	m->lm_bias = one(m, "lm_head.bias", m->padded_vocab, 0, LT_VOCAB, LT_LAST);
+}
+
 static int jbool(json_t *o, const char *k, int dflt)
 {
 	json_t *x = json_object_get(o, k);
@@ -130,17 +173,29 @@ static int fields_bert(struct lt_model *m, json_t *mo, const char *where, char *
 	return 0;
 }
 
+/* T5's fields beyond GPT's: none the table needs; its embeddings are learned and plain */
+static int fields_t5(struct lt_model *m, json_t *mo, const char *where, char *err, size_t errlen)
+{
+	(void)mo;
+	if (m->alibi || m->embed_ln)
+		return errf(err, errlen, "%s: a T5 has learned positions and no embedding layer norm "
+			    "(model.position_embedding_type, model.embed_layernorm)", where);
+	return 0;
+}
+
 /* The architectures a checkpoint can hold: model.model_type, its fields beyond the common ones,
- * its table.  Another one (T5) is another row, with its builder and fields. */
+ * its table. */
 static const struct lt_arch {
 	enum lt_type type;
 	const char *name;
 	int (*fields)(struct lt_model *m, json_t *mo, const char *where, char *err, size_t errlen);
 	void (*build)(struct lt_model *m);
-	int max_tensors;        /* beyond the layers' LT_LAYER_TENSORS each */
+	int per_layer;          /* tensors per layer index, all stacks */
+	int max_tensors;        /* beyond the layers' */
 } archs[] = {
-	{LT_GPT, "gpt", NULL, build_gpt, 6},
-	{LT_BERT, "bert", fields_bert, build_bert, 14},
+	{LT_GPT, "gpt", NULL, build_gpt, LT_LAYER_TENSORS, 6},
+	{LT_BERT, "bert", fields_bert, build_bert, LT_LAYER_TENSORS, 14},
+	{LT_T5, "t5", fields_t5, build_t5, LT_LAYER_TENSORS + LT_XLAYER_TENSORS, 7},
 };
 
 static const struct lt_arch *arch_of(enum lt_type type)
@@ -156,7 +211,7 @@ static int build(struct lt_model *m)
 	const struct lt_arch *a = arch_of(m->type);
 	if (!a)
 		return -1;
-	m->t = calloc((size_t)m->layers * LT_LAYER_TENSORS + a->max_tensors, sizeof *m->t);
+	m->t = calloc((size_t)m->layers * a->per_layer + a->max_tensors, sizeof *m->t);
 	if (!m->t)
 		return -1;
 	m->n = 0;
@@ -203,7 +258,7 @@ int lt_from_manifest(struct lt_model *m, json_t *mo, const char *where, char *er
 			arch = &archs[i];
 	if (!arch)
 		return errf(err, errlen, "%s: model type \"%.64s\" is not one this program knows "
-			    "(gpt, bert): a newer lmtk wrote it?", where, tn);
+			    "(gpt, bert, t5): a newer lmtk wrote it?", where, tn);
 	m->type = arch->type;
 	m->type_name = arch->name;
 	for (size_t i = 0; i < sizeof keys / sizeof *keys; i++)
@@ -272,6 +327,12 @@ int lt_check_tp(const struct lt_model *m, int tp, char *err, size_t errlen)
 
 int lt_find(const struct lt_model *m, const char *name)
 {
+	if (m->type == LT_T5) {   /* two stacks of prefixed names: the table is short, scan it */
+		for (int i = 0; i < m->n; i++)
+			if (strcmp(m->t[i].name, name) == 0)
+				return i;
+		return -1;
+	}
 	if (strncmp(name, "layers.", 7) == 0) {
 		char *end;
 		long l = strtol(name + 7, &end, 10);

@@ -1,7 +1,8 @@
 /* layout - the tensors of an lmtk checkpoint and how they lie across TP ranks and PP stages.
  *
  * The table is rebuilt from the manifest's "model" object, in the order and with the names of
- * train's model table (src/train/model: model.c, gpt.c, bert.c; lmtk-checkpoint(5), "Tensors").
+ * train's model table (src/train/model: model.c, gpt.c, bert.c, t5.c; lmtk-checkpoint(5),
+ * "Tensors").
  * train's model code cannot be linked here (it drags in the compute backends), so the table is
  * repeated, and the tests prove the two agree: a checkpoint written by train is read, re-split
  * and written back byte for byte.
@@ -17,6 +18,13 @@
  *         layer, final layer norm, then the heads in train's order (bert.c): pooler (with the
  *         binary head only), the LM head's dense, layer norm and vocab-parallel bias, the binary
  *         head (binary_head only)
+ *   t5    word and position embeddings; the encoder's layers (encoder.layers.L.*, twelve each)
+ *         and encoder.final_layernorm; the decoder's (decoder.layers.L.*: twelve, then the
+ *         cross-attention's inter_attention.query and .key_value - column-parallel, key_value's
+ *         rows per head [k, v] - inter_attention.dense - row-parallel - and
+ *         post_inter_attention_layernorm); decoder.final_layernorm; the LM head's
+ *         vocab-parallel lm_head.bias.  Never split over pipeline stages (train refuses), so
+ *         its layouts are TP only.
  *
  * Each tensor knows its split over TP (Megatron's tensor-parallel layout, shared/spec
  * megatron-train.md): vocab-parallel and column-parallel tensors are cut along dim 0, row-parallel
@@ -61,12 +69,14 @@ struct lt_tensor {
 	int layer, which;       /* LT_LAYER: global layer index and LT_LN1_W...; else -1 */
 };
 
-/* The architectures (model.model_type); T5 joins here and in layout.c's table. */
-enum lt_type { LT_GPT, LT_BERT };
+/* The architectures (model.model_type), each a row of layout.c's table. */
+enum lt_type { LT_GPT, LT_BERT, LT_T5 };
+/* A T5 decoder layer's tensors: the twelve, then the cross-attention's eight */
+enum { LT_XLAYER_TENSORS = LT_LAYER_TENSORS + 8 };
 
 struct lt_model {
 	enum lt_type type;
-	const char *type_name;  /* "gpt", "bert" */
+	const char *type_name;  /* "gpt", "bert", "t5" */
 	int layers, hidden, heads, ffn, max_pos, vocab, padded_vocab;
 	int alibi, embed_ln;
 	/* --apply-residual-connection-post-layernorm: 1 yes, 0 no, -1 the manifest does not say
@@ -81,6 +91,8 @@ struct lt_model {
 	/* table indices, -1 where the model has none */
 	int wte, wpe, eln_w, eln_b, tte, layer0, lnf_w, lnf_b;
 	int pool_w, pool_b, hd_w, hd_b, hd_ln_w, hd_ln_b, lm_bias, bin_w, bin_b;   /* BERT's heads */
+	/* T5: layer0 is the encoder's first layer, lnf_* the decoder's final layer norm, lm_bias
+	 * the LM head's bias */
 };
 
 /* Builds the table from the manifest's "model" object.  0, or -1 + err naming the field (or

@@ -30,12 +30,12 @@ enum {
 	O_TBNOLR, O_TBNOLS, O_LOGPATH, O_EODMASK, O_RESETPOS, O_RESETATT, O_POSTLN, O_OPENAIGELU,
 	O_DEEPSCALE, O_DSCONFIG, O_CURRICULUM, O_CCDIR, O_CCINT, O_CPUTDP, O_CKNL, O_DSACK,
 	O_PROFILE, O_PROFSTART, O_PROFEND, O_PROFRANKS, O_SGDMOM, O_EMBLRMULT, O_ALPHA, O_LAMBNOISE,
-	O_MODELTYPE, O_TOKTYPES, O_NOBINHEAD, O_MASKPROB, O_SHORTSEQ,
+	O_MODELTYPE, O_TOKTYPES, O_NOBINHEAD, O_MASKPROB, O_SHORTSEQ, O_ENCSEQ, O_DECSEQ, O_EXTRAIDS,
 };
 
 const struct opt args_opts[] = {
 	/* model */
-	{"model-type", O_MODELTYPE, "TYPE", "gpt (GPT/BLOOM decoder, the default) or bert (Megatron's BertModel, pretrain_bert.py)"},
+	{"model-type", O_MODELTYPE, "TYPE", "gpt (GPT/BLOOM decoder, the default), bert (Megatron's BertModel, pretrain_bert.py) or t5 (T5Model, pretrain_t5.py)"},
 	{"num-tokentypes", O_TOKTYPES, "N", "bert: token-type embeddings (default 2, as pretrain_bert.py; 0 none)"},
 	{"bert-no-binary-head", O_NOBINHEAD, NULL, "bert: no pooler, no binary (sentence-order) head, no sop loss"},
 	{"num-layers", O_LAYERS, "N", "transformer layers"},
@@ -44,6 +44,8 @@ const struct opt args_opts[] = {
 	{"num-attention-heads", O_HEADS, "N", "attention heads"},
 	{"kv-channels", O_KV, "N", "per-head size (default h / heads)"},
 	{"seq-length", O_SEQ, "N", "tokens per sample"},
+	{"encoder-seq-length", O_ENCSEQ, "N", "t5: the encoder's tokens per sample (instead of --seq-length, which it sets)"},
+	{"decoder-seq-length", O_DECSEQ, "N", "t5: the decoder's tokens per sample (required)"},
 	{"max-position-embeddings", O_MAXPOS, "N", "position table size (>= --seq-length; required, as in Megatron)"},
 	{"position-embedding-type", O_POSEMB, "TYPE", "absolute (learned, default), alibi or rotary"},
 	{"embed-layernorm", O_EMBLN, NULL, "LayerNorm after the word embedding (BLOOM)"},
@@ -104,8 +106,9 @@ const struct opt args_opts[] = {
 	{"merge-file", O_MERGES, "FILE", "GPT-2 merges.txt (must exist)"},
 	{"tokenizer-name-or-path", O_TOKPATH, "PATH", "tokenizer.json, or a directory with one: vocab + added tokens"},
 	{"dataloader-type", O_DATALOADER, "TYPE", "single (Megatron's pretraining sampler; cyclic is refused)"},
-	{"mask-prob", O_MASKPROB, "F", "bert: fraction of the tokens masked for the LM loss (default 0.15)"},
-	{"short-seq-prob", O_SHORTSEQ, "F", "bert: probability of a shorter target length (default 0.1)"},
+	{"mask-prob", O_MASKPROB, "F", "bert, t5: fraction of the tokens masked for the LM loss (default 0.15)"},
+	{"short-seq-prob", O_SHORTSEQ, "F", "bert, t5: probability of a shorter target length (default 0.1)"},
+	{"vocab-extra-ids", O_EXTRAIDS, "N", "t5: sentinel tokens <extra_id_0>... added to the vocabulary (T5's spans; required)"},
 	{"eod-mask-loss", O_EODMASK, NULL, "no loss on positions whose input token is the end of document"},
 	{"reset-position-ids", O_RESETPOS, NULL, "positions restart after each end-of-document token"},
 	{"reset-attention-mask", O_RESETATT, NULL, "no attention across an end-of-document token"},
@@ -194,7 +197,8 @@ const struct opt args_opts[] = {
  * does not do it, so the run stops before it starts (exit 2) saying what to use instead. */
 #define NOFX(n, v, why) {n, v, ARG_NOEFFECT, why}
 #define REFUSE(n, v, why) {n, v, ARG_REFUSED, why}
-#define NOT_GPT "a T5/ICT/ViT flag: train trains GPT, BLOOM and BERT models; drop it"
+#define NOT_GPT "an ICT/ViT/retriever flag: train trains GPT, BLOOM, BERT and T5 models; drop it"
+#define T5_NOISE "a T5/ICT/ViT flag of a later Megatron-LM's span corruption: --model-type t5 corrupts spans as T5Dataset did in 2021-22 (--mask-prob, geometric span lengths of mean 3); drop it"
 #define MEMORY_ONLY "where or when the checkpointed inputs are kept, partitioned or synchronized: lmtk keeps each whole in its rank's memory, the recomputation is the same"
 #define ZERO3 "a ZeRO-2/3 or offload setting: lmtk has ZeRO-1 (--zero-stage)"
 #define FUSION "a kernel-fusion switch: the same math either way"
@@ -255,10 +259,9 @@ const struct args_other args_other[] = {
 	REFUSE("no-bias-gelu-fusion", 0, "without the fusion Megatron uses the exact erf GeLU, which is not implemented; drop it (the tanh GeLU), or add --openai-gelu"),
 	REFUSE("loss-on-targets-only", 0, "prefix-LM losses are not implemented; drop it"),
 	REFUSE("reweight-loss-based-on-position-frequency", 0, "prefix-LM loss weighting is not implemented; drop it"),
-	REFUSE("vocab-extra-ids", 1, NOT_GPT),
-	REFUSE("encoder-seq-length", 1, NOT_GPT), REFUSE("decoder-seq-length", 1, NOT_GPT),
+	REFUSE("pipeline-model-parallel-split-rank", 1, "the pipeline stage where T5's decoder begins: T5 is not split over pipeline stages here; train it with --pipeline-model-parallel-size 1 (TP and DP)"),
 	REFUSE("retriever-seq-length", 1, NOT_GPT), REFUSE("sample-rate", 1, NOT_GPT),
-	REFUSE("noise-density", 1, NOT_GPT), REFUSE("mean-noise-span-length", 1, NOT_GPT),
+	REFUSE("noise-density", 1, T5_NOISE), REFUSE("mean-noise-span-length", 1, T5_NOISE),
 	REFUSE("ict-head-size", 1, NOT_GPT), REFUSE("biencoder-projection-dim", 1, NOT_GPT),
 	REFUSE("biencoder-shared-query-context-model", 0, NOT_GPT), REFUSE("ict-load", 1, NOT_GPT),
 	REFUSE("bert-load", 1, NOT_GPT), REFUSE("titles-data-path", 1, NOT_GPT),
@@ -287,6 +290,7 @@ void args_init(struct train_args *a)
 	memset(a, 0, sizeof *a);
 	a->num_layers = a->hidden_size = a->ffn_hidden_size = a->num_attention_heads = -1;
 	a->kv_channels = a->seq_length = a->max_position_embeddings = -1;
+	a->decoder_seq_length = a->vocab_extra_ids = -1;
 	a->make_vocab_size_divisible_by = 128;
 	a->pad_vocab_size_to = -1;
 	a->init_method_std = 0.02;
@@ -459,7 +463,9 @@ int args_opt(void *ctx, int key, const char *arg, char *err, size_t errlen)
 	case O_FFN: return pos_int(arg, &a->ffn_hidden_size, err, errlen);
 	case O_HEADS: return pos_int(arg, &a->num_attention_heads, err, errlen);
 	case O_KV: return pos_int(arg, &a->kv_channels, err, errlen);
-	case O_SEQ: return pos_int(arg, &a->seq_length, err, errlen);
+	case O_SEQ:
+		a->seq_given = 1;
+		return pos_int(arg, &a->seq_length, err, errlen);
 	case O_MAXPOS: return pos_int(arg, &a->max_position_embeddings, err, errlen);
 	case O_POSEMB:
 		if (strcmp(arg, "absolute") == 0 || strcmp(arg, "learned") == 0)
@@ -722,23 +728,35 @@ int args_opt(void *ctx, int key, const char *arg, char *err, size_t errlen)
 			a->model_type = MT_GPT;
 		else if (strcmp(arg, "bert") == 0)
 			a->model_type = MT_BERT;
+		else if (strcmp(arg, "t5") == 0)
+			a->model_type = MT_T5;
 		else
-			return errf(err, errlen, "'%s' is not one of gpt, bert", arg);
+			return errf(err, errlen, "'%s' is not one of gpt, bert, t5", arg);
 		return 0;
 	case O_TOKTYPES:
 		a->bert_flag = "--num-tokentypes";
 		return nonneg_int(arg, &a->num_tokentypes, err, errlen);
 	case O_NOBINHEAD: a->bert_flag = "--bert-no-binary-head"; a->bert_no_binary_head = 1; return 0;
 	case O_MASKPROB:
-		a->bert_flag = "--mask-prob";
+		a->masklm_flag = "--mask-prob";
 		if (num(arg, &a->mask_prob, 0, 0, err, errlen) < 0 || a->mask_prob > 1)
 			return errf(err, errlen, "'%s' is not a probability", arg);
 		return 0;
 	case O_SHORTSEQ:
-		a->bert_flag = "--short-seq-prob";
+		a->masklm_flag = "--short-seq-prob";
 		if (num(arg, &a->short_seq_prob, 0, 0, err, errlen) < 0 || a->short_seq_prob > 1)
 			return errf(err, errlen, "'%s' is not a probability", arg);
 		return 0;
+	case O_ENCSEQ:
+		a->t5_flag = "--encoder-seq-length";
+		a->encoder_seq_given = 1;
+		return pos_int(arg, &a->seq_length, err, errlen);
+	case O_DECSEQ:
+		a->t5_flag = "--decoder-seq-length";
+		return pos_int(arg, &a->decoder_seq_length, err, errlen);
+	case O_EXTRAIDS:
+		a->t5_flag = "--vocab-extra-ids";
+		return nonneg_int(arg, &a->vocab_extra_ids, err, errlen);
 	}
 	return errf(err, errlen, "unhandled option");
 }

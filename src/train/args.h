@@ -37,7 +37,7 @@
 #define ARGS_SEP "\x1f"
 
 enum pos_emb { POS_LEARNED, POS_ALIBI, POS_ROTARY };
-enum model_type { MT_GPT, MT_BERT };
+enum model_type { MT_GPT, MT_BERT, MT_T5 };
 enum fmt { FMT_TEXT, FMT_JSON };
 
 struct train_args {
@@ -45,8 +45,14 @@ struct train_args {
 	enum model_type model_type;    /* --model-type (lmtk's: Megatron picks by script) */
 	int64_t num_tokentypes;        /* bert: -1 not given (2) */
 	int bert_no_binary_head;
-	double mask_prob, short_seq_prob;   /* bert's data (bertdata.h) */
+	double mask_prob, short_seq_prob;   /* bert's and t5's data (bertdata.h) */
 	const char *bert_flag;         /* the last BERT-only flag given (an error without bert) */
+	const char *masklm_flag;       /* --mask-prob or --short-seq-prob: BERT's and T5's data */
+	/* t5: --encoder-seq-length sets seq_length (Megatron's args.seq_length, exclusive with
+	 * --seq-length); --decoder-seq-length (-1 not given); the sentinels --vocab-extra-ids */
+	int encoder_seq_given, seq_given;   /* which of the two set seq_length */
+	int64_t decoder_seq_length, vocab_extra_ids;
+	const char *t5_flag;           /* the last T5-only flag given (an error without t5) */
 	int64_t num_layers, hidden_size, ffn_hidden_size, num_attention_heads, kv_channels;
 	int64_t seq_length, max_position_embeddings;
 	enum pos_emb pos_emb;

@@ -39,13 +39,13 @@ int main(int argc, char **argv)
 	noeffect = args_other_list(ARG_NOEFFECT, 80, 2);
 	refused = args_other_list(ARG_REFUSED, 80, 2);
 	if (asprintf(&about,
-		     "Train a GPT-2, BLOOM or BERT (--model-type bert) model with Megatron-DeepSpeed's\n"
-		     "flags, data order, log line, TensorBoard tags and checkpoint semantics, on the\n"
-		     "CPU or a GPU, in one process or as DP x TP x PP ranks under srun/mpirun; or, with\n"
-		     "--dry-run, plan the run instead: parameters, the batch-size ramp-up, the\n"
-		     "schedule, memory per GPU, checkpoint sizes and days.  Every violated constraint\n"
-		     "is an error naming its flags.  SIGUSR1/SIGTERM or the kill switch: finish the\n"
-		     "iteration, save, exit 0.\n"
+		     "Train a GPT-2, BLOOM, BERT (--model-type bert) or T5 (--model-type t5) model with\n"
+		     "Megatron-DeepSpeed's flags, data order, log line, TensorBoard tags and checkpoint\n"
+		     "semantics, on the CPU or a GPU, in one process or as DP x TP x PP ranks under\n"
+		     "srun/mpirun; or, with --dry-run, plan the run instead: parameters, the batch-size\n"
+		     "ramp-up, the schedule, memory per GPU, checkpoint sizes and days.  Every violated\n"
+		     "constraint is an error naming its flags.  SIGUSR1/SIGTERM or the kill switch:\n"
+		     "finish the iteration, save, exit 0.\n"
 		     "Exit 0 done or stopped on purpose, 2 usage or bad data, 3 I/O or a failed run.\n\n"
 		     "Multi-value flags take their values after one flag (--rampup-batch-size 16 16\n"
 		     "9_765_625); numbers may use '_'; flags may be abbreviated to a unique prefix.\n\n"

@@ -159,14 +159,14 @@ else
 	skip bert_tp2_pp2_round_trips "no mpirun or no build/lib/lmtk/train-mpi.so"
 fi
 
-# --- unknown model types are refused by name ---
-cp -r bert t5
-sed -i 's/"model_type": "bert"/"model_type": "t5"/' t5/global_step4/manifest.json
-expect_rc merge_refuses_an_unknown_model_type 2 "$MT" t5 --output t5.m1 &&
-	contains unknown_model_type_is_named_with_the_file "$T/err" 't5/global_step4/manifest.json: model type "t5" is not one'
-expect_rc sync_ln_refuses_an_unknown_model_type 2 "$SL" t5 --check &&
-	contains sync_ln_names_the_unknown_type "$T/err" '"t5"'
-[ ! -e t5.m1 ] && ok unknown_type_leaves_no_output || fail unknown_type_leaves_no_output "$(ls)"
+# --- unknown model types are refused by name (T5 is known: tests/cli/train-t5.sh) ---
+cp -r bert vit
+sed -i 's/"model_type": "bert"/"model_type": "vit"/' vit/global_step4/manifest.json
+expect_rc merge_refuses_an_unknown_model_type 2 "$MT" vit --output vit.m1 &&
+	contains unknown_model_type_is_named_with_the_file "$T/err" 'vit/global_step4/manifest.json: model type "vit" is not one'
+expect_rc sync_ln_refuses_an_unknown_model_type 2 "$SL" vit --check &&
+	contains sync_ln_names_the_unknown_type "$T/err" '"vit"'
+[ ! -e vit.m1 ] && ok unknown_type_leaves_no_output || fail unknown_type_leaves_no_output "$(ls)"
 cp -r bert gptless
 "$PY" - gptless/global_step4/manifest.json <<'EOF'
 import json, sys

@@ -519,6 +519,79 @@ static int case_matmul_gelu(int N, int IC, int OC, int misalign)
 	return ok;
 }
 
+/* Cross-attention (T5's inter_attention): q(B,Tq,NH,HD) against kv(B,Tk,NH,2,HD), every query
+ * seeing its sample's first kl[b] keys; the tolerances as the self-attention's below. */
+static int case_xattn(int B, int Tq, int Tk, int NH, int HD, float p, int head0, int heads)
+{
+	char name[128];
+	snprintf(name, sizeof name, "xattn B%d Tq%d Tk%d NH%d HD%d p%g", B, Tq, Tk, NH, HD, p);
+	size_t nq = (size_t)B * Tq * NH * HD, nkv = (size_t)B * Tk * NH * 2 * HD;
+	size_t nl = (size_t)B * NH * Tq;
+	float *q = randn(nq, 1.0f, 60), *kv = randn(nkv, 1.0f, 61), *dout = randn(nq, 1, 62);
+	int32_t kl[B];
+	for (int b = 0; b < B; b++)
+		kl[b] = b == 0 ? Tk : 1 + (int)(philox_u32(63, b) % Tk);
+	float *out[2], *lse[2], *dq[2], *dkv[2];
+	const struct ops *os[2] = {cpu, cu};
+	float *ref_out = NULL, *ref_lse = NULL;
+	for (int k = 0; k < 2; k++) {
+		const struct ops *o = os[k];
+		int32_t *dkl = up_i32(o, kl, B);
+		struct ops_attn a = {NULL, NULL, p, 78, 5, head0, heads, 1, dkl};
+		void *dQ = up_act(o, q, nq), *dKV = up_act(o, kv, nkv), *dO = o->alloc(nq * o->act_size);
+		float *dl = up_f32(o, NULL, nl);
+		o->xattn_fwd(dO, dl, dQ, dKV, B, Tq, Tk, NH, HD, a);
+		out[k] = zeros(nq), lse[k] = zeros(nl);
+		down_act(o, out[k], dO, nq);
+		down_f32(o, lse[k], dl, nl);
+		if (k == 0) {
+			ref_out = copyf(out[0], nq);
+			for (size_t i = 0; i < nq; i++)
+				ref_out[i] = actr(ref_out[i]);
+			ref_lse = lse[0];
+		}
+		void *rO = up_act(o, ref_out, nq), *g = up_act(o, dout, nq);
+		float *rl = up_f32(o, ref_lse, nl);
+		void *gq = o->alloc(nq * o->act_size), *gkv = o->alloc(nkv * o->act_size);
+		o->xattn_bwd(gq, gkv, g, dQ, dKV, rO, rl, B, Tq, Tk, NH, HD, a);
+		dq[k] = zeros(nq), dkv[k] = zeros(nkv);
+		down_act(o, dq[k], gq, nq);
+		down_act(o, dkv[k], gkv, nkv);
+		o->free(dkl), o->free(dQ), o->free(dKV), o->free(dO), o->free(dl), o->free(rO);
+		o->free(g), o->free(rl), o->free(gq), o->free(gkv);
+	}
+	int ok = 1;
+	char wn[160];
+	snprintf(wn, sizeof wn, "%s out", name);
+	ok &= near(wn, out[1], out[0], nq, TOL_ACT);
+	snprintf(wn, sizeof wn, "%s lse", name);
+	ok &= near(wn, lse[1], lse[0], nl, 1e-5);
+	snprintf(wn, sizeof wn, "%s dq", name);
+	ok &= near_floor(wn, dq[1], dq[0], nq, 2 * TOL_ACT, 1e-2);
+	const char *part[2] = {"dk", "dv"};
+	for (int c = 0; c < 2; c++) {
+		size_t m = nkv / 2;
+		float *a = malloc(m * sizeof *a), *b = malloc(m * sizeof *b);
+		for (size_t r = 0; r < (size_t)B * Tk * NH; r++)
+			for (int d = 0; d < HD; d++) {
+				a[r * HD + d] = dkv[1][(r * 2 + c) * HD + d];
+				b[r * HD + d] = dkv[0][(r * 2 + c) * HD + d];
+			}
+		snprintf(wn, sizeof wn, "%s %s", name, part[c]);
+		ok &= near_floor(wn, a, b, m, 2 * TOL_ACT, 1e-2);
+		free(a), free(b);
+	}
+	/* keys past a sample's klen: exactly 0 on both */
+	for (int b = 0; b < B; b++)
+		for (int j = kl[b]; j < Tk; j++)
+			for (size_t e = 0; e < (size_t)NH * 2 * HD; e++)
+				ok &= dkv[1][((size_t)b * Tk + j) * NH * 2 * HD + e] == 0.0f;
+	for (int k = 0; k < 2; k++)
+		free(out[k]), free(lse[k]), free(dq[k]), free(dkv[k]);
+	free(ref_out), free(q), free(kv), free(dout);
+	return ok;
+}
+
 /* ALiBi: nh heads of a model with `heads` heads, from head0; document starts every few tokens.
  *
  * Tolerances.  The CUDA kernels multiply on tensor cores, bf16 x bf16 (fp16 x fp16) with fp32
@@ -1237,6 +1310,12 @@ int main(int argc, char **argv)
 		T_ASSERT(case_attention(2, 67, 3, 16, 1, 1, 0.0f, 0, 3));
 		T_ASSERT(case_attention(2, 40, 5, 32, 1, 1, 0.2f, 2, 12));
 		T_ASSERT(case_attention(1, 9, 1, 7, 0, 0, 0.5f, 0, 1)); /* odd head dim */
+	}
+	CASE("cuda_cross_attention_matches_cpu_other_query_and_key_lengths") {
+		T_ASSERT(case_xattn(3, 70, 130, 2, 64, 0.0f, 0, 2));   /* keys over three tiles */
+		T_ASSERT(case_xattn(2, 130, 20, 3, 32, 0.2f, 1, 4));   /* queries over three */
+		T_ASSERT(case_xattn(2, 9, 67, 2, 40, 0.1f, 0, 2));     /* HD not a multiple of 16 */
+		T_ASSERT(case_xattn(1, 1, 1, 1, 16, 0.0f, 0, 1));
 	}
 	CASE("cuda_attention_matches_cpu_bidirectional_with_key_lengths") {
 		/* BERT's padding mask: sample 0 whole, the others' keys cut anywhere (1 key, a tile

@@ -293,18 +293,28 @@ static void cpu_matmul_bwd(void *dinp_, float *dw, float *dbias, const void *dou
 
 /* ---- attention ---- */
 
-/* Scores of query rows [i0,i1) against keys [0,nk) of one (b,h) into S (rows x nk, ld T),
+/* One (b, h) of an attention call: its query, key and value rows (row strides ldq, ldk; v has
+ * k's), its output rows (stride C) and gradients (dq stride ldq, dk and dv stride ldk).  The
+ * self-attention's are columns of one qkv tensor; the cross-attention's, q and kv tensors of
+ * their own lengths. */
+struct att_head {
+	const float *Q, *K, *V;
+	float *dQ, *dK, *dV;
+	int ldq, ldk, Tq, Tk;
+};
+
+/* Scores of query rows [i0,i1) against keys [0,nk) of one (b,h) into S (rows x nk, ld Tk),
  * turned into probabilities with the saved (or here computed) log-sum-exp.  Causal (kl < 0):
  * nk = i1 and row i sees keys [ks[i], i] (ks NULL: [0, i]); bidirectional: nk = kl and every
  * row sees keys [0, kl).  Masked entries are 0. */
-SIMD_CLONES static void att_probs(float *S, float *lse, int compute_lse, const float *Q, const float *K,
-		      int ld, int T, int HD, int i0, int i1, float slope, int alibi,
-		      const int32_t *ks, int kl)
+SIMD_CLONES static void att_probs(float *S, float *lse, int compute_lse, const struct att_head *x,
+				  int HD, int i0, int i1, float slope, int alibi, const int32_t *ks,
+				  int kl)
 {
 	float scale = 1.0f / sqrtf((float)HD);
-	int nk = kl >= 0 ? kl : i1;
+	int nk = kl >= 0 ? kl : i1, T = x->Tk;
 	cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, i1 - i0, nk, HD, scale,
-		    Q + (size_t)i0 * ld, ld, K, ld, 0.0f, S, T);
+		    x->Q + (size_t)i0 * x->ldq, x->ldq, x->K, x->ldk, 0.0f, S, T);
 	for (int i = i0; i < i1; i++) {
 		float *s = S + (size_t)(i - i0) * T;
 		int j0 = ks ? ks[i] : 0, je = kl >= 0 ? kl - 1 : i;
@@ -331,12 +341,95 @@ SIMD_CLONES static void att_probs(float *S, float *lse, int compute_lse, const f
 	}
 }
 
+/* The forward of one (b, h): O (Tq rows, stride C), L (Tq) */
+static void att_head_fwd(float *S, const struct att_head *x, float *O, int C, float *L, int HD,
+			 float slope, int alibi, const int32_t *ks, int kl, float p, uint64_t seed,
+			 uint64_t base)
+{
+	int Tq = x->Tq, T = x->Tk;
+	for (int i0 = 0; i0 < Tq; i0 += ATT_BLOCK) {
+		int i1 = i0 + ATT_BLOCK < Tq ? i0 + ATT_BLOCK : Tq;
+		int nk = kl >= 0 ? kl : i1;
+		att_probs(S, L, 1, x, HD, i0, i1, slope, alibi, ks, kl);
+		if (p > 0)
+			for (int i = i0; i < i1; i++)
+				for (int j = 0, je = kl >= 0 ? kl - 1 : i; j <= je; j++)
+					S[(size_t)(i - i0) * T + j] *= philox_keep(
+						seed, base + (uint64_t)i * T + j, p);
+		cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, i1 - i0, HD, nk, 1.0f, S, T,
+			    x->V, x->ldk, 0.0f, O + (size_t)i0 * C, C);
+	}
+}
+
+/* The backward of one (b, h): dQ, dK, dV from dO and O (stride C), L; P, dP (ATT_BLOCK x Tk)
+ * and D (Tq) scratch */
+static void att_head_bwd(float *P, float *dP, float *D, const struct att_head *x, const float *O,
+			 const float *dO, int C, const float *L, int HD, float slope, int alibi,
+			 const int32_t *ks, int kl, float p, uint64_t seed, uint64_t base)
+{
+	int Tq = x->Tq, T = x->Tk, ldq = x->ldq, ldk = x->ldk;
+	float scale = 1.0f / sqrtf((float)HD);
+	for (int i = 0; i < Tq; i++) {
+		float d = 0;
+		for (int c = 0; c < HD; c++)
+			d += dO[(size_t)i * C + c] * O[(size_t)i * C + c];
+		D[i] = d;
+		memset(x->dQ + (size_t)i * ldq, 0, HD * sizeof *x->dQ);
+	}
+	for (int j = 0; j < T; j++) {
+		memset(x->dK + (size_t)j * ldk, 0, HD * sizeof *x->dK);
+		memset(x->dV + (size_t)j * ldk, 0, HD * sizeof *x->dV);
+	}
+	for (int i0 = 0; i0 < Tq; i0 += ATT_BLOCK) {
+		int i1 = i0 + ATT_BLOCK < Tq ? i0 + ATT_BLOCK : Tq, n = i1 - i0;
+		int nk = kl >= 0 ? kl : i1;
+		att_probs(P, (float *)L, 0, x, HD, i0, i1, slope, alibi, ks, kl);
+		/* dPd = dO V^T over keys [0,nk) */
+		cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, n, nk, HD, 1.0f,
+			    dO + (size_t)i0 * C, C, x->V, ldk, 0.0f, dP, T);
+		for (int i = i0; i < i1; i++) {
+			float *pr = P + (size_t)(i - i0) * T, *dr = dP + (size_t)(i - i0) * T;
+			int je = kl >= 0 ? kl - 1 : i;
+			for (int j = 0; j <= je; j++) {
+				float keep = p > 0 ? philox_keep(seed, base + (uint64_t)i * T + j, p) : 1.0f;
+				float pd = pr[j] * keep;   /* the dropped probability V saw */
+				float dpj = dr[j] * keep;  /* gradient wrt the probability */
+				dr[j] = pr[j] * (dpj - D[i]) * scale;
+				pr[j] = pd;
+			}
+			for (int j = je + 1; j < nk; j++)
+				dr[j] = 0.0f;
+		}
+		/* dV += Pd^T dO, dQ = dS K, dK += dS^T Q */
+		cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, nk, HD, n, 1.0f, P, T,
+			    dO + (size_t)i0 * C, C, 1.0f, x->dV, ldk);
+		cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, HD, nk, 1.0f, dP, T, x->K,
+			    ldk, 0.0f, x->dQ + (size_t)i0 * ldq, ldq);
+		cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, nk, HD, n, 1.0f, dP, T,
+			    x->Q + (size_t)i0 * ldq, ldq, 1.0f, x->dK, ldk);
+	}
+}
+
+/* The first key each query of sample b sees (causal), and the keys every query sees
+ * (bidirectional; -1 causal) */
+static const int32_t *att_kstart(const struct ops_attn *k, int b, int T)
+{
+	return !k->bidir && k->kstart ? k->kstart + (size_t)b * T : NULL;
+}
+
+static int att_klen(const struct ops_attn *k, int b, int Tk)
+{
+	return k->bidir ? (k->klen ? k->klen[b] : Tk) : -1;
+}
+
+static uint64_t att_base(const struct ops_attn *k, int b, int h, int Tq, int Tk)
+{
+	return ((k->sample0 + b) * k->heads + k->head0 + h) * (uint64_t)Tq * (uint64_t)Tk;
+}
+
 static void cpu_attention_fwd(void *out_, float *lse, const void *qkv_, int B, int T, int NH,
 			      int HD, struct ops_attn k)
 {
-	const float *slopes = k.slopes;
-	float p = k.p;
-	uint64_t seed = k.seed;
 	float *out = out_;
 	const float *qkv = qkv_;
 	int C = NH * HD, ld = 3 * C;
@@ -349,25 +442,12 @@ static void cpu_attention_fwd(void *out_, float *lse, const void *qkv_, int B, i
 		for (int b = 0; b < B; b++)
 			for (int h = 0; h < NH; h++) {
 				const float *Q = qkv + (size_t)b * T * ld + (size_t)h * 3 * HD;
-				const float *K = Q + HD, *V = Q + 2 * HD;
-				float *O = out + (size_t)b * T * C + (size_t)h * HD;
-				float *L = lse + ((size_t)b * NH + h) * T;
-				const int32_t *ks = !k.bidir && k.kstart ? k.kstart + (size_t)b * T : NULL;
-				int kl = k.bidir ? (k.klen ? k.klen[b] : T) : -1;
-				uint64_t base = ((k.sample0 + b) * k.heads + k.head0 + h) * T * T;
-				for (int i0 = 0; i0 < T; i0 += ATT_BLOCK) {
-					int i1 = i0 + ATT_BLOCK < T ? i0 + ATT_BLOCK : T;
-					int nk = kl >= 0 ? kl : i1;
-					att_probs(S, L, 1, Q, K, ld, T, HD, i0, i1,
-						  slopes ? slopes[h] : 0, slopes != NULL, ks, kl);
-					if (p > 0)
-						for (int i = i0; i < i1; i++)
-							for (int j = 0, je = kl >= 0 ? kl - 1 : i; j <= je; j++)
-								S[(size_t)(i - i0) * T + j] *= philox_keep(
-									seed, base + (uint64_t)i * T + j, p);
-					cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, i1 - i0, HD,
-						    nk, 1.0f, S, T, V, ld, 0.0f, O + (size_t)i0 * C, C);
-				}
+				struct att_head x = {Q, Q + HD, Q + 2 * HD, NULL, NULL, NULL, ld, ld, T, T};
+				att_head_fwd(S, &x, out + (size_t)b * T * C + (size_t)h * HD, C,
+					     lse + ((size_t)b * NH + h) * T, HD,
+					     k.slopes ? k.slopes[h] : 0, k.slopes != NULL,
+					     att_kstart(&k, b, T), att_klen(&k, b, T), k.p, k.seed,
+					     att_base(&k, b, h, T, T));
 			}
 		free(S);
 	}
@@ -377,13 +457,9 @@ static void cpu_attention_bwd(void *dqkv_, const void *dout_, const void *qkv_,
 			      const void *out_, const float *lse, int B, int T, int NH, int HD,
 			      struct ops_attn k)
 {
-	const float *slopes = k.slopes;
-	float p = k.p;
-	uint64_t seed = k.seed;
 	float *dqkv = dqkv_;
 	const float *dout = dout_, *qkv = qkv_, *out = out_;
 	int C = NH * HD, ld = 3 * C;
-	float scale = 1.0f / sqrtf((float)HD);
 #pragma omp parallel
 	{
 		float *P = malloc((size_t)ATT_BLOCK * T * sizeof *P);
@@ -396,51 +472,72 @@ static void cpu_attention_bwd(void *dqkv_, const void *dout_, const void *qkv_,
 			for (int h = 0; h < NH; h++) {
 				size_t tok0 = (size_t)b * T;
 				const float *Q = qkv + tok0 * ld + (size_t)h * 3 * HD;
-				const float *K = Q + HD, *V = Q + 2 * HD;
 				float *dQ = dqkv + tok0 * ld + (size_t)h * 3 * HD;
-				float *dK = dQ + HD, *dV = dQ + 2 * HD;
-				const float *O = out + tok0 * C + (size_t)h * HD;
-				const float *dO = dout + tok0 * C + (size_t)h * HD;
-				const float *L = lse + ((size_t)b * NH + h) * T;
-				const int32_t *ks = !k.bidir && k.kstart ? k.kstart + (size_t)b * T : NULL;
-				int kl = k.bidir ? (k.klen ? k.klen[b] : T) : -1;
-				uint64_t base = ((k.sample0 + b) * k.heads + k.head0 + h) * T * T;
-				for (int i = 0; i < T; i++) {
-					float d = 0;
-					for (int c = 0; c < HD; c++)
-						d += dO[(size_t)i * C + c] * O[(size_t)i * C + c];
-					D[i] = d;
-					memset(dQ + (size_t)i * ld, 0, 3 * HD * sizeof *dQ);
-				}
-				for (int i0 = 0; i0 < T; i0 += ATT_BLOCK) {
-					int i1 = i0 + ATT_BLOCK < T ? i0 + ATT_BLOCK : T, n = i1 - i0;
-					int nk = kl >= 0 ? kl : i1;
-					att_probs(P, (float *)L, 0, Q, K, ld, T, HD, i0, i1,
-						  slopes ? slopes[h] : 0, slopes != NULL, ks, kl);
-					/* dPd = dO V^T over keys [0,nk) */
-					cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, n, nk, HD, 1.0f,
-						    dO + (size_t)i0 * C, C, V, ld, 0.0f, dP, T);
-					for (int i = i0; i < i1; i++) {
-						float *pr = P + (size_t)(i - i0) * T, *dr = dP + (size_t)(i - i0) * T;
-						int je = kl >= 0 ? kl - 1 : i;
-						for (int j = 0; j <= je; j++) {
-							float keep = p > 0 ? philox_keep(seed, base + (uint64_t)i * T + j, p) : 1.0f;
-							float pd = pr[j] * keep;   /* the dropped probability V saw */
-							float dpj = dr[j] * keep;  /* gradient wrt the probability */
-							dr[j] = pr[j] * (dpj - D[i]) * scale;
-							pr[j] = pd;
-						}
-						for (int j = je + 1; j < nk; j++)
-							dr[j] = 0.0f;
-					}
-					/* dV += Pd^T dO, dQ = dS K, dK += dS^T Q */
-					cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, nk, HD, n, 1.0f,
-						    P, T, dO + (size_t)i0 * C, C, 1.0f, dV, ld);
-					cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, HD, nk, 1.0f,
-						    dP, T, K, ld, 0.0f, dQ + (size_t)i0 * ld, ld);
-					cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, nk, HD, n, 1.0f,
-						    dP, T, Q + (size_t)i0 * ld, ld, 1.0f, dK, ld);
-				}
+				struct att_head x = {Q, Q + HD, Q + 2 * HD, dQ, dQ + HD, dQ + 2 * HD,
+						     ld, ld, T, T};
+				att_head_bwd(P, dP, D, &x, out + tok0 * C + (size_t)h * HD,
+					     dout + tok0 * C + (size_t)h * HD, C,
+					     lse + ((size_t)b * NH + h) * T, HD,
+					     k.slopes ? k.slopes[h] : 0, k.slopes != NULL,
+					     att_kstart(&k, b, T), att_klen(&k, b, T), k.p, k.seed,
+					     att_base(&k, b, h, T, T));
+			}
+		free(P);
+		free(dP);
+		free(D);
+	}
+}
+
+/* Cross-attention: q(B,Tq,NH,HD) against kv(B,Tk,NH,2,HD), bidirectional over klen */
+static void cpu_xattn_fwd(void *out_, float *lse, const void *q_, const void *kv_, int B, int Tq,
+			  int Tk, int NH, int HD, struct ops_attn k)
+{
+	float *out = out_;
+	const float *q = q_, *kv = kv_;
+	int C = NH * HD;
+#pragma omp parallel
+	{
+		float *S = malloc((size_t)ATT_BLOCK * Tk * sizeof *S);
+		if (!S)
+			abort();
+#pragma omp for schedule(dynamic, 1) collapse(2)
+		for (int b = 0; b < B; b++)
+			for (int h = 0; h < NH; h++) {
+				const float *K = kv + (size_t)b * Tk * 2 * C + (size_t)h * 2 * HD;
+				struct att_head x = {q + (size_t)b * Tq * C + (size_t)h * HD, K, K + HD,
+						     NULL, NULL, NULL, C, 2 * C, Tq, Tk};
+				att_head_fwd(S, &x, out + (size_t)b * Tq * C + (size_t)h * HD, C,
+					     lse + ((size_t)b * NH + h) * Tq, HD, 0, 0, NULL,
+					     att_klen(&k, b, Tk), k.p, k.seed, att_base(&k, b, h, Tq, Tk));
+			}
+		free(S);
+	}
+}
+
+static void cpu_xattn_bwd(void *dq_, void *dkv_, const void *dout_, const void *q_,
+			  const void *kv_, const void *out_, const float *lse, int B, int Tq, int Tk,
+			  int NH, int HD, struct ops_attn k)
+{
+	float *dq = dq_, *dkv = dkv_;
+	const float *dout = dout_, *q = q_, *kv = kv_, *out = out_;
+	int C = NH * HD;
+#pragma omp parallel
+	{
+		float *P = malloc((size_t)ATT_BLOCK * Tk * sizeof *P);
+		float *dP = malloc((size_t)ATT_BLOCK * Tk * sizeof *dP);
+		float *D = malloc((size_t)Tq * sizeof *D);
+		if (!P || !dP || !D)
+			abort();
+#pragma omp for schedule(dynamic, 1) collapse(2)
+		for (int b = 0; b < B; b++)
+			for (int h = 0; h < NH; h++) {
+				size_t qo = (size_t)b * Tq * C + (size_t)h * HD;
+				size_t ko = (size_t)b * Tk * 2 * C + (size_t)h * 2 * HD;
+				struct att_head x = {q + qo, kv + ko, kv + ko + HD, dq + qo, dkv + ko,
+						     dkv + ko + HD, C, 2 * C, Tq, Tk};
+				att_head_bwd(P, dP, D, &x, out + qo, dout + qo, C,
+					     lse + ((size_t)b * NH + h) * Tq, HD, 0, 0, NULL,
+					     att_klen(&k, b, Tk), k.p, k.seed, att_base(&k, b, h, Tq, Tk));
 			}
 		free(P);
 		free(dP);
@@ -852,6 +949,8 @@ static struct ops cpu_ops = {
 	.matmul_bwd = cpu_matmul_bwd,
 	.attention_fwd = cpu_attention_fwd,
 	.attention_bwd = cpu_attention_bwd,
+	.xattn_fwd = cpu_xattn_fwd,
+	.xattn_bwd = cpu_xattn_bwd,
 	.gelu_fwd = cpu_gelu_fwd,
 	.gelu_bwd = cpu_gelu_bwd,
 	.gelu_erf_fwd = cpu_gelu_erf_fwd,

@@ -14,6 +14,14 @@
  * diagonal, the dK/dV kernel every query tile for keys below klen (the others' gradient is 0),
  * and the masks of every kernel are one predicate, at_sees.
  *
+ * Cross-attention (T5's inter_attention, ops.h xattn_*) is the same kernels over other
+ * operands: queries from q(B,Tq,NH,HD), keys and values from kv(B,Tk,NH,2,HD), Tq != Tk, in the
+ * bidirectional mode over the encoder's klen.  Where the rows of q, k, v, their gradients and
+ * the output lie is one struct (at_io: base pointers, row and head strides, Tq, Tk), so the
+ * self-attention's qkv columns and the cross-attention's two tensors go through one code path;
+ * with Tq = Tk = T and qkv's strides the instructions are those of the self-attention before
+ * at_io existed.  Dropout element (b, h, i, j) is ((g*heads+H)*Tq+i)*Tk+j.
+ *
  * Tile products.  Every product of two tiles is mma.sync m16n8k16 (inputs in the activation type,
  * .bf16 or, under --fp16, .f16, with fp32 accumulate; ptx.h), its operands loaded from shared
  * memory with ldmatrix (.trans where the tile's rows are the product's k index).  A block is 4
@@ -65,8 +73,9 @@
  * Speed, as the step model prices it (tests/bench/gpu-model.py, at 25% of an H100's dense bf16
  * peak; not yet measured on a GPU): for GPT-2 124M at B x T = 16 x 1024, attention goes from
  * 62.6% of the step with the fp32 SIMT kernels this file had before to 19.2%, and the predicted
- * MFU from 21.3% to 45.9%.  ptxas (CUDA 13, sm_90): 102 / 167 / 168 registers at HDM 64 for the
- * forward / dQ / dK-dV kernels, a 12-byte spill in dK-dV. */
+ * MFU from 21.3% to 45.9%.  ptxas (CUDA 13.0.88, sm_90, bf16) at HDM 64, forward / dQ / dK-dV:
+ * 104 / 153 / 195 registers before at_io, 128 / 155 / 209 with it, no spill - the same blocks
+ * per SM (4 / 3 / 2 at 128 threads), so the generality costs the self-attention no occupancy. */
 #include <math.h>
 
 #include "train/cuda/common.h"
@@ -78,6 +87,24 @@
 #define AT_T (32 * AT_W)  /* threads per block */
 #define AT_LOG2E 1.4426950408889634f
 #define AT_LN2 0.69314718055994531f
+
+/* Where an attention call's operands lie (elements): q's rows (and dq's; out's and dout's have
+ * stride NH*HD) and k's (and dk's); head h of sample b starts at (b*T + row)*rs + h*hs of its
+ * tensor, and v (dv) is always k (dk) + HD - qkv's [q, k, v] and kv's [k, v] of a head alike.
+ * The self-attention's are qkv's columns, the cross-attention's q and kv (see the top).  Kept
+ * small: every kernel holds it in registers. */
+template <typename A> struct at_io {
+	const A *q, *k;
+	A *dq, *dk;
+	int qrs, krs, qhs, khs;      /* row and head strides of q (dq) and of k, v (dk, dv) */
+	int Tq, Tk;
+};
+
+/* head h of sample b's row 0 in a tensor of T rows */
+__device__ __forceinline__ size_t at_row0(int b, int T, int rs, int h, int hs)
+{
+	return ((size_t)b * (size_t)T) * (size_t)rs + (size_t)h * (size_t)hs;
+}
 
 /* Rows [r0, r0+64) of one head's q, k, v or dout into sm[64][HDM+8]; src points at row 0 of that
  * head, rs is the distance between rows (elements).  Zero past T and past HD.  vec: HD is a
@@ -226,9 +253,9 @@ __device__ __forceinline__ float at_score(float dot, float sc2, float sl2, int j
 	return fmaf(sl2, (float)j, dot * sc2);
 }
 
-__device__ __forceinline__ uint64_t at_elem(uint64_t bh, int T, int i, int j)
+__device__ __forceinline__ uint64_t at_elem(uint64_t bh, int Tq, int Tk, int i, int j)
 {
-	return (bh * (uint64_t)T + (uint64_t)i) * (uint64_t)T + (uint64_t)j;
+	return (bh * (uint64_t)Tq + (uint64_t)i) * (uint64_t)Tk + (uint64_t)j;
 }
 
 /* The dropout stream's (sample, head) of local (b, h): global coordinates (ops.h). */
@@ -250,7 +277,7 @@ __device__ __forceinline__ int at_klen(const struct ops_attn &k, int b, int T)
 }
 
 /* Whether query i sees key j: causal from its first key ks to itself, or bidirectional below
- * kl; never a query past T. */
+ * kl; never a query past T (Tq). */
 __device__ __forceinline__ bool at_sees(int i, int j, int T, int kl, int ks)
 {
 	return i < T && (kl >= 0 ? j < kl : j <= i && j >= ks);
@@ -261,7 +288,8 @@ __device__ __forceinline__ bool at_sees(int i, int j, int T, int kl, int ks)
  * One philox draw per score (as philox_keep), in a loop kept rolled so that the generator's
  * registers are needed once rather than 32 times; scores above the diagonal or past T (masked in
  * every kernel) are not drawn. */
-__device__ __forceinline__ uint32_t at_keepbits(uint64_t seed, uint64_t dbh, int T, int r0, int r1,
+__device__ __forceinline__ uint32_t at_keepbits(uint64_t seed, uint64_t dbh, int Tq, int Tk, int r0,
+						int r1,
 						int c0, int keys_rows, float p, int kl)
 {
 	uint32_t bits = 0;
@@ -269,7 +297,8 @@ __device__ __forceinline__ uint32_t at_keepbits(uint64_t seed, uint64_t dbh, int
 	for (int x = 0; x < 32; x++) {
 		int r = (x & 2) ? r1 : r0, c = c0 + (x >> 2) * 8 + (x & 1);
 		int i = keys_rows ? c : r, j = keys_rows ? r : c;
-		if (at_sees(i, j, T, kl, 0) && philox_keep(seed, at_elem(dbh, T, i, j), p) != 0.0f)
+		if (at_sees(i, j, Tq, kl, 0) &&
+		    philox_keep(seed, at_elem(dbh, Tq, Tk, i, j), p) != 0.0f)
 			bits |= 1u << x;
 	}
 	return bits;
@@ -282,10 +311,11 @@ __device__ __forceinline__ int at_chunks_upto(int last, int k0)
 	return last < k0 ? 0 : min(4, (last - k0) / 16 + 1);
 }
 
-/* out(B,T,NH,HD), lse(B,NH,T) from qkv(B,T,NH,3,HD).  grid (ceil(T/64), NH, B), block 128.
- * Block x handles query tile ceil(T/64)-1-x (longest rows first); warp w its rows 16w..16w+15. */
+/* out(B,Tq,NH,HD), lse(B,NH,Tq) from the operands of io.  grid (ceil(Tq/64), NH, B), block
+ * 128.  Block x handles query tile ceil(Tq/64)-1-x (longest rows first); warp w its rows
+ * 16w..16w+15. */
 template <int HDM, typename A>
-__global__ __launch_bounds__(AT_T) void attn_fwd_mma_k(A *out, float *lse, const A *qkv, int T,
+__global__ __launch_bounds__(AT_T) void attn_fwd_mma_k(A *out, float *lse, struct at_io<A> io,
 						       int NH, int HD, float scale, int vec,
 						       struct ops_attn k)
 {
@@ -295,15 +325,15 @@ __global__ __launch_bounds__(AT_T) void attn_fwd_mma_k(A *out, float *lse, const
 
 	int q0 = (gridDim.x - 1 - blockIdx.x) * AT_B, h = blockIdx.y, b = blockIdx.z;
 	int lane = threadIdx.x & 31, w0 = (threadIdx.x >> 5) * 16, g = lane >> 2, t = lane & 3;
-	int nk = (HD + 15) / 16;
-	size_t rs = (size_t)NH * 3 * HD;
-	const A *base = qkv + (size_t)b * T * rs + (size_t)h * 3 * HD;
+	int nk = (HD + 15) / 16, T = io.Tq, Tk = io.Tk;
+	const A *qb = io.q + at_row0(b, T, io.qrs, h, io.qhs);
+	const A *kb = io.k + at_row0(b, Tk, io.krs, h, io.khs);
 	uint64_t bh = (uint64_t)b * NH + h, dbh = at_bh(k, b, h);
 	float sc2 = scale * AT_LOG2E, sl2 = (k.slopes ? k.slopes[h] : 0.0f) * AT_LOG2E, p = k.p;
 	float keep1 = 1.0f / (1.0f - p); /* a kept score's factor, as philox_keep's */
 	uint64_t seed = k.seed;
 
-	at_load<HDM>(Qs, base, rs, q0, T, HD, vec);
+	at_load<HDM>(Qs, qb, io.qrs, q0, T, HD, vec);
 	int ir[2] = {q0 + w0 + g, q0 + w0 + g + 8}; /* this lane's rows */
 	int ks[2] = {at_kstart(k, b, T, ir[0]), at_kstart(k, b, T, ir[1])};
 	float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f}; /* l: this lane's part */
@@ -311,17 +341,17 @@ __global__ __launch_bounds__(AT_T) void attn_fwd_mma_k(A *out, float *lse, const
 #pragma unroll
 	for (int c = 0; c < ND; c++)
 		o[c][0] = o[c][1] = o[c][2] = o[c][3] = 0.0f;
-	int kl = at_klen(k, b, T);
+	int kl = at_klen(k, b, Tk);
 	/* the last key the warp's rows see: its last row (causal) or kl - 1; none past T */
 	int last = q0 + w0 >= T ? -1 : kl >= 0 ? kl - 1 : min(q0 + w0 + 15, T - 1);
 
-	/* key tiles up to the diagonal (causal), or up to kl */
+	/* key tiles up to the diagonal (causal, where Tk = T), or up to kl */
 	int nkt = kl >= 0 ? (kl + AT_B - 1) / AT_B : min(q0 + AT_B - 1, T - 1) / AT_B + 1;
 	for (int kt = 0; kt < nkt; kt++) {
 		int k0 = kt * AT_B;
 		__syncthreads(); /* the previous tile's Ks, Vs are consumed */
-		at_load<HDM>(Ks, base + HD, rs, k0, T, HD, vec);
-		at_load<HDM>(Vs, base + 2 * HD, rs, k0, T, HD, vec);
+		at_load<HDM>(Ks, kb, io.krs, k0, Tk, HD, vec);
+		at_load<HDM>(Vs, kb + HD, io.krs, k0, Tk, HD, vec);
 		__syncthreads();
 
 		int hi = at_chunks_upto(last, k0);
@@ -353,7 +383,8 @@ __global__ __launch_bounds__(AT_T) void attn_fwd_mma_k(A *out, float *lse, const
 				o[c][2 * r + 1] *= alpha;
 			}
 		}
-		uint32_t kb = p > 0.0f ? at_keepbits(seed, dbh, T, ir[0], ir[1], k0 + 2 * t, 0, p, kl) : 0;
+		uint32_t kbits = p > 0.0f ? at_keepbits(seed, dbh, T, Tk, ir[0], ir[1], k0 + 2 * t, 0,
+							  p, kl) : 0;
 #pragma unroll
 		for (int n = 0; n < 8; n++)
 #pragma unroll
@@ -362,7 +393,7 @@ __global__ __launch_bounds__(AT_T) void attn_fwd_mma_k(A *out, float *lse, const
 				float pr = exp2f(s[n][e] - ref[r]); /* masked: exp2(-inf) = 0 */
 				l[r] += pr;
 				if (p > 0.0f)
-					pr *= (kb >> (4 * n + e) & 1) ? keep1 : 0.0f;
+					pr *= (kbits >> (4 * n + e) & 1) ? keep1 : 0.0f;
 				s[n][e] = pr;
 			}
 		at_accum<HDM>(o, s, Vs, nk, 0, hi, lane);
@@ -412,14 +443,14 @@ __global__ void attn_dsum_k(float *Dsum, const A *dout, const A *out, int T, int
 	}
 }
 
-/* dK, dV parts of dqkv(B,T,NH,3,HD) for one key tile.  grid (ceil(T/64), NH, B), block 128;
- * block x owns keys [64x, 64x+64) and walks query tiles x..end (tile 0, the longest, first);
- * warp w owns keys 16w..16w+15 of the tile. */
+/* dK, dV (io.dk, io.dk + HD) for one key tile.  grid (ceil(Tk/64), NH, B), block 128; block x
+ * owns keys [64x, 64x+64) and walks query tiles x..end (causal; all of them bidirectionally;
+ * tile 0, the longest, first); warp w owns keys 16w..16w+15 of the tile. */
 template <int HDM, typename A>
-__global__ __launch_bounds__(AT_T) void attn_bwd_dkv_mma_k(A *dqkv, const A *dout, const A *qkv,
-							   const float *lse,
-							   const float *Dsum, int T, int NH, int HD,
-							   float scale, int vec, struct ops_attn k)
+__global__ __launch_bounds__(AT_T) void attn_bwd_dkv_mma_k(struct at_io<A> io, const A *dout,
+							   const float *lse, const float *Dsum,
+							   int NH, int HD, float scale, int vec,
+							   struct ops_attn k)
 {
 	constexpr int LD = HDM + 8, ND = HDM / 8;
 	extern __shared__ __align__(16) unsigned char at_smem[];
@@ -431,17 +462,18 @@ __global__ __launch_bounds__(AT_T) void attn_bwd_dkv_mma_k(A *dqkv, const A *dou
 	int kt = blockIdx.x, h = blockIdx.y, b = blockIdx.z;
 	int k0 = kt * AT_B;
 	int lane = threadIdx.x & 31, w0 = (threadIdx.x >> 5) * 16, g = lane >> 2, t = lane & 3;
-	int nk = (HD + 15) / 16;
-	size_t rs = (size_t)NH * 3 * HD, ors = (size_t)NH * HD;
-	const A *base = qkv + (size_t)b * T * rs + (size_t)h * 3 * HD;
+	int nk = (HD + 15) / 16, T = io.Tq, Tk = io.Tk;
+	size_t ors = (size_t)NH * HD;
+	const A *qb = io.q + at_row0(b, T, io.qrs, h, io.qhs);
+	const A *kb = io.k + at_row0(b, Tk, io.krs, h, io.khs);
 	const A *obase = dout + (size_t)b * T * ors + (size_t)h * HD;
 	uint64_t bh = (uint64_t)b * NH + h, dbh = at_bh(k, b, h);
 	float sc2 = scale * AT_LOG2E, sl2 = (k.slopes ? k.slopes[h] : 0.0f) * AT_LOG2E, p = k.p;
 	float keep1 = 1.0f / (1.0f - p); /* a kept score's factor, as philox_keep's */
 	uint64_t seed = k.seed;
 
-	at_load<HDM>(Ks, base + HD, rs, k0, T, HD, vec);
-	at_load<HDM>(Vs, base + 2 * HD, rs, k0, T, HD, vec);
+	at_load<HDM>(Ks, kb, io.krs, k0, Tk, HD, vec);
+	at_load<HDM>(Vs, kb + HD, io.krs, k0, Tk, HD, vec);
 	int jr[2] = {k0 + w0 + g, k0 + w0 + g + 8}; /* this lane's keys */
 	float dk[ND][4], dv[ND][4];
 #pragma unroll
@@ -450,13 +482,13 @@ __global__ __launch_bounds__(AT_T) void attn_bwd_dkv_mma_k(A *dqkv, const A *dou
 		for (int e = 0; e < 4; e++)
 			dk[c][e] = dv[c][e] = 0.0f;
 
-	int nqt = (T + AT_B - 1) / AT_B, kl = at_klen(k, b, T);
+	int nqt = (T + AT_B - 1) / AT_B, kl = at_klen(k, b, Tk);
 	/* the query tiles that see a key of the tile: from its diagonal (causal), all (bidirectional;
 	 * keys at or past kl are seen by none: their gradient is 0) */
 	for (int qt = kl >= 0 ? (k0 < kl ? 0 : nqt) : kt; qt < nqt; qt++) {
 		int q0 = qt * AT_B;
 		__syncthreads(); /* the previous tile's Qs, dOs, lse_s, D_s, ks_s are consumed */
-		at_load<HDM>(Qs, base, rs, q0, T, HD, vec);
+		at_load<HDM>(Qs, qb, io.qrs, q0, T, HD, vec);
 		at_load<HDM>(dOs, obase, ors, q0, T, HD, vec);
 		if (threadIdx.x < AT_B) {
 			int i = q0 + threadIdx.x;
@@ -469,11 +501,12 @@ __global__ __launch_bounds__(AT_T) void attn_bwd_dkv_mma_k(A *dqkv, const A *dou
 		/* 16-query chunks that can see one of the warp's keys: queries >= its first key (causal),
 		 * < T; none when the warp's keys are all past T (or kl) */
 		int lo = kl >= 0 ? 0 : max(0, (k0 + w0 - q0) / 16);
-		int hi = k0 + w0 >= (kl >= 0 ? kl : T) ? 0 : at_chunks_upto(T - 1, q0);
+		int hi = k0 + w0 >= (kl >= 0 ? kl : Tk) ? 0 : at_chunks_upto(T - 1, q0);
 		float st[8][4], dp[8][4]; /* [key g, g+8][query 8n + 2t, +1] */
 		at_scores<HDM>(st, Ks, w0, Qs, nk, lo, hi, lane);
 		at_scores<HDM>(dp, Vs, w0, dOs, nk, lo, hi, lane);
-		uint32_t kb = p > 0.0f ? at_keepbits(seed, dbh, T, jr[0], jr[1], q0 + 2 * t, 1, p, kl) : 0;
+		uint32_t kbits = p > 0.0f ? at_keepbits(seed, dbh, T, Tk, jr[0], jr[1], q0 + 2 * t, 1,
+							  p, kl) : 0;
 #pragma unroll
 		for (int n = 0; n < 8; n++)
 #pragma unroll
@@ -483,7 +516,7 @@ __global__ __launch_bounds__(AT_T) void attn_bwd_dkv_mma_k(A *dqkv, const A *dou
 				float P = ok ? exp2f(at_score(st[n][e], sc2, sl2, j) - lse_s[ii]) : 0.0f;
 				float keep = 1.0f;
 				if (p > 0.0f)
-					keep = (kb >> (4 * n + e) & 1) ? keep1 : 0.0f;
+					keep = (kbits >> (4 * n + e) & 1) ? keep1 : 0.0f;
 				st[n][e] = P * keep;                     /* (P M)^T */
 				dp[n][e] = P * (dp[n][e] * keep - D_s[ii]); /* dS^T */
 			}
@@ -494,30 +527,30 @@ __global__ __launch_bounds__(AT_T) void attn_bwd_dkv_mma_k(A *dqkv, const A *dou
 #pragma unroll
 	for (int r = 0; r < 2; r++) {
 		int j = jr[r];
-		if (j >= T)
+		if (j >= Tk)
 			continue;
-		A *dst = dqkv + (((size_t)b * T + j) * NH + h) * 3 * HD;
+		A *dkd = io.dk + at_row0(b, Tk, io.krs, h, io.khs) + (size_t)j * io.krs, *dvd = dkd + HD;
 #pragma unroll
 		for (int c = 0; c < ND; c++)
 #pragma unroll
 			for (int x = 0; x < 2; x++) {
 				int d = c * 8 + 2 * t + x;
 				if (d < HD) {
-					dst[HD + d] = f_act<A>(dk[c][2 * r + x] * scale);
-					dst[2 * HD + d] = f_act<A>(dv[c][2 * r + x]);
+					dkd[d] = f_act<A>(dk[c][2 * r + x] * scale);
+					dvd[d] = f_act<A>(dv[c][2 * r + x]);
 				}
 			}
 	}
 }
 
-/* dQ part of dqkv(B,T,NH,3,HD) for one query tile.  grid (ceil(T/64), NH, B), block 128;
- * block x owns query tile ceil(T/64)-1-x and walks key tiles 0..diagonal; warp w owns queries
+/* dQ (io.dq) for one query tile.  grid (ceil(Tq/64), NH, B), block 128; block x owns query
+ * tile ceil(Tq/64)-1-x and walks key tiles 0..diagonal (or up to klen); warp w owns queries
  * 16w..16w+15 of the tile. */
 template <int HDM, typename A>
-__global__ __launch_bounds__(AT_T) void attn_bwd_dq_mma_k(A *dqkv, const A *dout, const A *qkv,
-							  const float *lse,
-							  const float *Dsum, int T, int NH, int HD,
-							  float scale, int vec, struct ops_attn k)
+__global__ __launch_bounds__(AT_T) void attn_bwd_dq_mma_k(struct at_io<A> io, const A *dout,
+							  const float *lse, const float *Dsum,
+							  int NH, int HD, float scale, int vec,
+							  struct ops_attn k)
 {
 	constexpr int LD = HDM + 8, ND = HDM / 8;
 	extern __shared__ __align__(16) unsigned char at_smem[];
@@ -526,16 +559,17 @@ __global__ __launch_bounds__(AT_T) void attn_bwd_dq_mma_k(A *dqkv, const A *dout
 
 	int q0 = (gridDim.x - 1 - blockIdx.x) * AT_B, h = blockIdx.y, b = blockIdx.z;
 	int lane = threadIdx.x & 31, w0 = (threadIdx.x >> 5) * 16, g = lane >> 2, t = lane & 3;
-	int nk = (HD + 15) / 16;
-	size_t rs = (size_t)NH * 3 * HD, ors = (size_t)NH * HD;
-	const A *base = qkv + (size_t)b * T * rs + (size_t)h * 3 * HD;
+	int nk = (HD + 15) / 16, T = io.Tq, Tk = io.Tk;
+	size_t ors = (size_t)NH * HD;
+	const A *qb = io.q + at_row0(b, T, io.qrs, h, io.qhs);
+	const A *kb = io.k + at_row0(b, Tk, io.krs, h, io.khs);
 	const A *obase = dout + (size_t)b * T * ors + (size_t)h * HD;
 	uint64_t bh = (uint64_t)b * NH + h, dbh = at_bh(k, b, h);
 	float sc2 = scale * AT_LOG2E, sl2 = (k.slopes ? k.slopes[h] : 0.0f) * AT_LOG2E, p = k.p;
 	float keep1 = 1.0f / (1.0f - p); /* a kept score's factor, as philox_keep's */
 	uint64_t seed = k.seed;
 
-	at_load<HDM>(Qs, base, rs, q0, T, HD, vec);
+	at_load<HDM>(Qs, qb, io.qrs, q0, T, HD, vec);
 	at_load<HDM>(dOs, obase, ors, q0, T, HD, vec);
 	int ir[2] = {q0 + w0 + g, q0 + w0 + g + 8};
 	int ks[2];
@@ -550,22 +584,23 @@ __global__ __launch_bounds__(AT_T) void attn_bwd_dq_mma_k(A *dqkv, const A *dout
 #pragma unroll
 	for (int c = 0; c < ND; c++)
 		dq[c][0] = dq[c][1] = dq[c][2] = dq[c][3] = 0.0f;
-	int kl = at_klen(k, b, T);
+	int kl = at_klen(k, b, Tk);
 	int last = q0 + w0 >= T ? -1 : kl >= 0 ? kl - 1 : min(q0 + w0 + 15, T - 1);
 
 	int nkt = kl >= 0 ? (kl + AT_B - 1) / AT_B : min(q0 + AT_B - 1, T - 1) / AT_B + 1;
 	for (int kt = 0; kt < nkt; kt++) {
 		int k0 = kt * AT_B;
 		__syncthreads(); /* the previous tile's Ks, Vs are consumed */
-		at_load<HDM>(Ks, base + HD, rs, k0, T, HD, vec);
-		at_load<HDM>(Vs, base + 2 * HD, rs, k0, T, HD, vec);
+		at_load<HDM>(Ks, kb, io.krs, k0, Tk, HD, vec);
+		at_load<HDM>(Vs, kb + HD, io.krs, k0, Tk, HD, vec);
 		__syncthreads();
 
 		int hi = at_chunks_upto(last, k0);
 		float s[8][4], dp[8][4]; /* [query g, g+8][key 8n + 2t, +1] */
 		at_scores<HDM>(s, Qs, w0, Ks, nk, 0, hi, lane);
 		at_scores<HDM>(dp, dOs, w0, Vs, nk, 0, hi, lane);
-		uint32_t kb = p > 0.0f ? at_keepbits(seed, dbh, T, ir[0], ir[1], k0 + 2 * t, 0, p, kl) : 0;
+		uint32_t kbits = p > 0.0f ? at_keepbits(seed, dbh, T, Tk, ir[0], ir[1], k0 + 2 * t, 0,
+							  p, kl) : 0;
 #pragma unroll
 		for (int n = 0; n < 8; n++)
 #pragma unroll
@@ -575,7 +610,7 @@ __global__ __launch_bounds__(AT_T) void attn_bwd_dq_mma_k(A *dqkv, const A *dout
 				float P = ok ? exp2f(at_score(s[n][e], sc2, sl2, j) - lse2[r]) : 0.0f;
 				float keep = 1.0f;
 				if (p > 0.0f)
-					keep = (kb >> (4 * n + e) & 1) ? keep1 : 0.0f;
+					keep = (kbits >> (4 * n + e) & 1) ? keep1 : 0.0f;
 				s[n][e] = P * (dp[n][e] * keep - D[r]); /* dS */
 			}
 		at_accum<HDM>(dq, s, Ks, nk, 0, hi, lane);
@@ -586,7 +621,7 @@ __global__ __launch_bounds__(AT_T) void attn_bwd_dq_mma_k(A *dqkv, const A *dout
 		int i = ir[r];
 		if (i >= T)
 			continue;
-		A *dst = dqkv + (((size_t)b * T + i) * NH + h) * 3 * HD;
+		A *dst = io.dq + at_row0(b, T, io.qrs, h, io.qhs) + (size_t)i * io.qrs;
 #pragma unroll
 		for (int c = 0; c < ND; c++)
 #pragma unroll
@@ -625,35 +660,35 @@ template <typename K> static void allow_smem(K kernel, size_t bytes, int *done)
 }
 
 template <int HDM, typename A>
-static void fwd_launch(void *out, float *lse, const void *qkv, int B, int T, int NH, int HD,
+static void fwd_launch(void *out, float *lse, const struct at_io<A> &io, int B, int NH, int HD,
 		       float scale, struct ops_attn k)
 {
 	static int ready;
 	size_t sm = smem_fwd<HDM>();
 	allow_smem(attn_fwd_mma_k<HDM, A>, sm, &ready);
-	dim3 grid((unsigned)((T + AT_B - 1) / AT_B), (unsigned)NH, (unsigned)B);
-	int vec = HD % 8 == 0 && cu_aligned16(qkv);
-	cu_launch(attn_fwd_mma_k<HDM, A>, grid, AT_T, sm, cu.stream, (A *)out, lse, (const A *)qkv,
-		  T, NH, HD, scale, vec, k);
+	dim3 grid((unsigned)((io.Tq + AT_B - 1) / AT_B), (unsigned)NH, (unsigned)B);
+	int vec = HD % 8 == 0 && cu_aligned16(io.q) && cu_aligned16(io.k);
+	cu_launch(attn_fwd_mma_k<HDM, A>, grid, AT_T, sm, cu.stream, (A *)out, lse, io, NH, HD,
+		  scale, vec, k);
 	CU_LAUNCHED("attention_fwd");
 }
 
 template <int HDM, typename A>
-static void bwd_launch(void *dqkv, const void *dout, const void *qkv, const float *lse,
-		       const float *Dsum, int B, int T, int NH, int HD, float scale,
-		       struct ops_attn k)
+static void bwd_launch(const struct at_io<A> &io, const void *dout, const float *lse,
+		       const float *Dsum, int B, int NH, int HD, float scale, struct ops_attn k)
 {
 	static int ready_dkv, ready_dq;
 	size_t sm1 = smem_dkv<HDM>(), sm2 = smem_dq<HDM>();
 	allow_smem(attn_bwd_dkv_mma_k<HDM, A>, sm1, &ready_dkv);
 	allow_smem(attn_bwd_dq_mma_k<HDM, A>, sm2, &ready_dq);
-	dim3 grid((unsigned)((T + AT_B - 1) / AT_B), (unsigned)NH, (unsigned)B);
-	int vec = HD % 8 == 0 && cu_aligned16(qkv) && cu_aligned16(dout);
-	cu_launch(attn_bwd_dkv_mma_k<HDM, A>, grid, AT_T, sm1, cu.stream, (A *)dqkv,
-		  (const A *)dout, (const A *)qkv, lse, Dsum, T, NH, HD, scale, vec, k);
+	dim3 gk((unsigned)((io.Tk + AT_B - 1) / AT_B), (unsigned)NH, (unsigned)B);
+	dim3 gq((unsigned)((io.Tq + AT_B - 1) / AT_B), (unsigned)NH, (unsigned)B);
+	int vec = HD % 8 == 0 && cu_aligned16(io.q) && cu_aligned16(io.k) && cu_aligned16(dout);
+	cu_launch(attn_bwd_dkv_mma_k<HDM, A>, gk, AT_T, sm1, cu.stream, io, (const A *)dout, lse,
+		  Dsum, NH, HD, scale, vec, k);
 	CU_LAUNCHED("attention_bwd_dkv");
-	cu_launch(attn_bwd_dq_mma_k<HDM, A>, grid, AT_T, sm2, cu.stream, (A *)dqkv, (const A *)dout,
-		  (const A *)qkv, lse, Dsum, T, NH, HD, scale, vec, k);
+	cu_launch(attn_bwd_dq_mma_k<HDM, A>, gq, AT_T, sm2, cu.stream, io, (const A *)dout, lse,
+		  Dsum, NH, HD, scale, vec, k);
 	CU_LAUNCHED("attention_bwd_dq");
 }
 
@@ -666,6 +701,56 @@ static void check_shape(const char *op, int B, int T, int NH, int HD)
 	(void)T;
 }
 
+/* The self-attention's operands: columns of qkv(B,T,NH,3,HD) (and of dqkv) */
+template <typename A>
+static struct at_io<A> io_self(const void *qkv, void *dqkv, int T, int NH, int HD)
+{
+	const A *x = (const A *)qkv;
+	A *d = (A *)dqkv;
+	int rs = NH * 3 * HD;
+	return {x, x + HD, d, d ? d + HD : NULL, rs, rs, 3 * HD, 3 * HD, T, T};
+}
+
+/* The cross-attention's: q(B,Tq,NH,HD) and kv(B,Tk,NH,2,HD) (and their gradients) */
+template <typename A>
+static struct at_io<A> io_cross(const void *q, const void *kv, void *dq, void *dkv, int Tq,
+				int Tk, int NH, int HD)
+{
+	return {(const A *)q, (const A *)kv, (A *)dq, (A *)dkv, NH * HD, NH * 2 * HD, HD, 2 * HD, Tq,
+		Tk};
+}
+
+template <typename A>
+static void attn_fwd(void *out, float *lse, const struct at_io<A> &io, int B, int NH, int HD,
+		     struct ops_attn k)
+{
+	float scale = 1.0f / sqrtf((float)HD);
+	if (HD <= 32)
+		fwd_launch<32, A>(out, lse, io, B, NH, HD, scale, k);
+	else if (HD <= 64)
+		fwd_launch<64, A>(out, lse, io, B, NH, HD, scale, k);
+	else
+		fwd_launch<128, A>(out, lse, io, B, NH, HD, scale, k);
+}
+
+template <typename A>
+static void attn_bwd(const struct at_io<A> &io, const void *dout, const void *out,
+		     const float *lse, int B, int NH, int HD, struct ops_attn k)
+{
+	float scale = 1.0f / sqrtf((float)HD);
+	size_t rows = (size_t)B * io.Tq * NH;
+	float *Dsum = (float *)cu_scratch(rows * sizeof(float));
+	cu_launch(attn_dsum_k<A>, (unsigned)((rows + 7) / 8), 256, 0, cu.stream, Dsum,
+		  (const A *)dout, (const A *)out, io.Tq, NH, HD, rows);
+	CU_LAUNCHED("attention_dsum");
+	if (HD <= 32)
+		bwd_launch<32, A>(io, dout, lse, Dsum, B, NH, HD, scale, k);
+	else if (HD <= 64)
+		bwd_launch<64, A>(io, dout, lse, Dsum, B, NH, HD, scale, k);
+	else
+		bwd_launch<128, A>(io, dout, lse, Dsum, B, NH, HD, scale, k);
+}
+
 void cu_attention_fwd(void *out, float *lse, const void *qkv, int B, int T, int NH, int HD,
 		      struct ops_attn k)
 {
@@ -673,10 +758,7 @@ void cu_attention_fwd(void *out, float *lse, const void *qkv, int B, int T, int 
 	if (B <= 0 || T <= 0 || NH <= 0)
 		return;
 	check_shape("attention_fwd", B, T, NH, HD);
-	float scale = 1.0f / sqrtf((float)HD);
-	CU_ACT(A, if (HD <= 32) fwd_launch<32, A>(out, lse, qkv, B, T, NH, HD, scale, k);
-		  else if (HD <= 64) fwd_launch<64, A>(out, lse, qkv, B, T, NH, HD, scale, k);
-		  else fwd_launch<128, A>(out, lse, qkv, B, T, NH, HD, scale, k));
+	CU_ACT(A, attn_fwd<A>(out, lse, io_self<A>(qkv, NULL, T, NH, HD), B, NH, HD, k));
 }
 
 void cu_attention_bwd(void *dqkv, const void *dout, const void *qkv, const void *out,
@@ -686,16 +768,33 @@ void cu_attention_bwd(void *dqkv, const void *dout, const void *qkv, const void 
 	if (B <= 0 || T <= 0 || NH <= 0)
 		return;
 	check_shape("attention_bwd", B, T, NH, HD);
-	float scale = 1.0f / sqrtf((float)HD);
-	size_t rows = (size_t)B * T * NH;
-	float *Dsum = (float *)cu_scratch(rows * sizeof(float));
-	CU_ACT(A, cu_launch(attn_dsum_k<A>, (unsigned)((rows + 7) / 8), 256, 0, cu.stream, Dsum,
-			    (const A *)dout, (const A *)out, T, NH, HD, rows);
-		  CU_LAUNCHED("attention_dsum");
-		  if (HD <= 32)
-			  bwd_launch<32, A>(dqkv, dout, qkv, lse, Dsum, B, T, NH, HD, scale, k);
-		  else if (HD <= 64)
-			  bwd_launch<64, A>(dqkv, dout, qkv, lse, Dsum, B, T, NH, HD, scale, k);
-		  else
-			  bwd_launch<128, A>(dqkv, dout, qkv, lse, Dsum, B, T, NH, HD, scale, k));
+	CU_ACT(A, attn_bwd<A>(io_self<A>(qkv, dqkv, T, NH, HD), dout, out, lse, B, NH, HD, k));
+}
+
+void cu_xattn_fwd(void *out, float *lse, const void *q, const void *kv, int B, int Tq, int Tk,
+		  int NH, int HD, struct ops_attn k)
+{
+	CU_ENTER();
+	if (B <= 0 || Tq <= 0 || Tk <= 0 || NH <= 0)
+		return;
+	check_shape("xattn_fwd", B, Tq, NH, HD);
+	if (!k.bidir || k.slopes || k.kstart)
+		cu_die("xattn_fwd: the cross-attention is bidirectional, without ALiBi or kstart");
+	CU_ACT(A, attn_fwd<A>(out, lse, io_cross<A>(q, kv, NULL, NULL, Tq, Tk, NH, HD), B, NH, HD,
+			      k));
+}
+
+void cu_xattn_bwd(void *dq, void *dkv, const void *dout, const void *q, const void *kv,
+		  const void *out, const float *lse, int B, int Tq, int Tk, int NH, int HD,
+		  struct ops_attn k)
+{
+	CU_ENTER();
+	if (B <= 0 || Tq <= 0 || Tk <= 0 || NH <= 0)
+		return;
+	check_shape("xattn_bwd", B, Tq, NH, HD);
+	if (!k.bidir || k.slopes || k.kstart)
+		cu_die("xattn_bwd: the cross-attention is bidirectional, without ALiBi or kstart");
+	/* keys no query sees (at or past klen) get a zero gradient from the dK/dV kernel */
+	CU_ACT(A, attn_bwd<A>(io_cross<A>(q, kv, dq, dkv, Tq, Tk, NH, HD), dout, out, lse, B, NH,
+			      HD, k));
 }

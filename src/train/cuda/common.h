@@ -308,6 +308,11 @@ void cu_attention_fwd(void *out, float *lse, const void *qkv, int B, int T, int 
 		      struct ops_attn k);
 void cu_attention_bwd(void *dqkv, const void *dout, const void *qkv, const void *out,
 		      const float *lse, int B, int T, int NH, int HD, struct ops_attn k);
+void cu_xattn_fwd(void *out, float *lse, const void *q, const void *kv, int B, int Tq, int Tk,
+		  int NH, int HD, struct ops_attn k);
+void cu_xattn_bwd(void *dq, void *dkv, const void *dout, const void *q, const void *kv,
+		  const void *out, const float *lse, int B, int Tq, int Tk, int NH, int HD,
+		  struct ops_attn k);
 
 /* embed.cu */
 void cu_embed_fwd(void *out, const int32_t *tok, const void *wte, const void *wpe, int B, int T,

@@ -234,6 +234,8 @@ static void fill_table(void)
 	o->matmul_dgelu_bwd = cu_matmul_dgelu_bwd;
 	o->attention_fwd = cu_attention_fwd;
 	o->attention_bwd = cu_attention_bwd;
+	o->xattn_fwd = cu_xattn_fwd;
+	o->xattn_bwd = cu_xattn_bwd;
 	o->gelu_fwd = cu_gelu_fwd;
 	o->gelu_bwd = cu_gelu_bwd;
 	o->residual_fwd = cu_residual_fwd;

@@ -223,18 +223,23 @@ static int groups_of(const struct train_args *a, int split, char ***out, int *n,
 	return 0;
 }
 
-/* --model-type bert: BertDataset over each split of the one sentence dataset.  A split without
- * documents (or asked for no samples) is an empty set, as Megatron builds no dataset for it. */
+/* --model-type bert: BertDataset over each split of the one sentence dataset (t5: T5Dataset).  A
+ * split without documents (or asked for no samples) is an empty set, as Megatron builds no
+ * dataset for it. */
 static int open_bert(struct feed *f, const struct train_args *a, const int64_t samples[3],
 		     int seq, void (*say)(const char *), char *err, size_t errlen)
 {
 	char why[1024], line[1200];
+	int t5 = a->model_type == MT_T5;
+	const char *kind = t5 ? "T5" : "BERT";
 	if (a->ndata_path != 1)
-		return errf(err, errlen, "--model-type bert: --data-path takes one sentence dataset "
-			    "PREFIX (blends are not implemented for BERT)");
-	if (bertdata_vocab_load(&f->bvocab, a->vocab_file, 0, err, errlen) < 0)
+		return errf(err, errlen, "--model-type %s: --data-path takes one sentence dataset "
+			    "PREFIX (blends are not implemented for %s)", t5 ? "t5" : "bert", kind);
+	if (bertdata_vocab_load(&f->bvocab, a->vocab_file, t5 ? (int32_t)a->vocab_extra_ids : 0,
+				err, errlen) < 0)
 		return -1;
 	f->bert = 1;
+	f->t5 = t5;
 	for (int s = 0; s < 3; s++) {
 		struct feed_set *set = calloc(1, sizeof *set);
 		if (!set)
@@ -244,7 +249,7 @@ static int open_bert(struct feed *f, const struct train_args *a, const int64_t s
 		if (samples[s] <= 0)
 			continue;
 		struct bertdata_config c;
-		bertdata_config_default(&c, BERTDATA_BERT);
+		bertdata_config_default(&c, t5 ? BERTDATA_T5 : BERTDATA_BERT);
 		c.split = a->split ? a->split : "969, 30, 1";
 		c.which = s;
 		c.num_samples = (uint64_t)samples[s];
@@ -252,7 +257,9 @@ static int open_bert(struct feed *f, const struct train_args *a, const int64_t s
 		c.mask_prob = a->mask_prob;
 		c.short_seq_prob = a->short_seq_prob;
 		c.seed = (int32_t)a->seed;
-		c.binary_head = !a->bert_no_binary_head;
+		c.binary_head = !t5 && !a->bert_no_binary_head;
+		if (t5)
+			c.dec_seq_length = (int32_t)a->decoder_seq_length;
 		if (bertdata_open(&f->bd[s], a->data_path[0], &c, &f->bvocab, why, sizeof why) < 0) {
 			if (s > 0 && strstr(why, "has no documents"))
 				continue;   /* Megatron: no valid/test dataset */
@@ -260,18 +267,21 @@ static int open_bert(struct feed *f, const struct train_args *a, const int64_t s
 		}
 		f->bd_open[s] = 1;
 		set->size = f->bd[s].n;
-		snprintf(line, sizeof line, "%s: %s split, documents [%lld, %lld): %lld BERT samples of "
-			 "%d tokens for the %lld asked (Megatron's samples mapping, seed %lld)",
+		char len[64];
+		snprintf(len, sizeof len, t5 ? "%d + %lld" : "%d", seq, (long long)a->decoder_seq_length);
+		snprintf(line, sizeof line, "%s: %s split, documents [%lld, %lld): %lld %s samples of "
+			 "%s tokens for the %lld asked (Megatron's samples mapping, seed %lld)",
 			 a->data_path[0], split_names[s], (long long)f->bd[s].split[s],
-			 (long long)f->bd[s].split[s + 1], (long long)set->size, seq,
+			 (long long)f->bd[s].split[s + 1], (long long)set->size, kind, len,
 			 (long long)samples[s], (long long)a->seed);
 		say(line);
 	}
 	return 0;
 }
 
-int feed_get_bert(struct feed *f, int split, int64_t i, struct bert_sample *s, char *err,
-		  size_t errlen)
+/* sample i of a split's BertDataset or T5Dataset, wrapped around its size: -1 + err when the
+ * split is empty */
+static int64_t masked_index(struct feed *f, int split, int64_t i, char *err, size_t errlen)
 {
 	if (!f->bd_open[split] || f->sets[split][0].size == 0)
 		return errf(err, errlen, "the %s split is empty: check --split", split_names[split]);
@@ -283,7 +293,23 @@ int feed_get_bert(struct feed *f, int split, int64_t i, struct bert_sample *s, c
 			     split_names[split], (long long)n, (long long)i);
 		i %= n;
 	}
+	return i;
+}
+
+int feed_get_bert(struct feed *f, int split, int64_t i, struct bert_sample *s, char *err,
+		  size_t errlen)
+{
+	if ((i = masked_index(f, split, i, err, errlen)) < 0)
+		return -1;
 	return bertdata_bert_get(&f->bd[split], i, s, err, errlen);
+}
+
+int feed_get_t5(struct feed *f, int split, int64_t i, struct t5_sample *s, char *err,
+		size_t errlen)
+{
+	if ((i = masked_index(f, split, i, err, errlen)) < 0)
+		return -1;
+	return bertdata_t5_get(&f->bd[split], i, s, err, errlen);
 }
 
 int feed_open(struct feed *f, const struct train_args *a, const int64_t samples[3], int seq,
@@ -293,7 +319,7 @@ int feed_open(struct feed *f, const struct train_args *a, const int64_t samples[
 	memset(f, 0, sizeof *f);
 	f->seq = seq;
 	f->cache_dir = a->data_cache_path;
-	if (a->model_type == MT_BERT)
+	if (a->model_type == MT_BERT || a->model_type == MT_T5)
 		return open_bert(f, a, samples, seq, say, err, errlen);
 	if (a->weighted_split_paths || a->wsplit[1] || a->wsplit[2]) {
 		if (a->ndata_path)

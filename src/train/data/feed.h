@@ -18,7 +18,9 @@
  * --model-type bert: one sentence dataset (--data-path PREFIX, ..._text_sentence) and Megatron's
  * BertDataset over each split (bertdata.h: the samples mapping for the split's samples, masking
  * with --mask-prob, targets shortened with --short-seq-prob, the binary head's segment order),
- * read with feed_get_bert(); the sets are one per split, as with --data-path. */
+ * read with feed_get_bert(); the sets are one per split, as with --data-path.  --model-type t5
+ * likewise with Megatron's T5Dataset (span corruption over --encoder-seq-length and
+ * --decoder-seq-length, the --vocab-extra-ids sentinels), read with feed_get_t5(). */
 #ifndef TRAIN_FEED_H
 #define TRAIN_FEED_H
 
@@ -50,7 +52,8 @@ struct feed {
 	struct feed_set *sets[3];
 	int nsets[3];
 	int wrapped;
-	int bert;                         /* --model-type bert: the sets are bd[split] */
+	int bert;                         /* --model-type bert or t5: the sets are bd[split] */
+	int t5;                           /* ... of T5 samples */
 	struct bertdata_vocab bvocab;
 	struct bertdata bd[3];
 	int bd_open[3];
@@ -65,6 +68,9 @@ int feed_get(struct feed *f, int split, int set, int64_t i, int32_t *tokens, cha
 /* BERT's sample i of a split into s (bert_sample_alloc'd for seq): 0, or -1 + err */
 int feed_get_bert(struct feed *f, int split, int64_t i, struct bert_sample *s, char *err,
 		  size_t errlen);
+/* T5's sample i of a split into s (t5_sample_alloc'd): 0, or -1 + err */
+int feed_get_t5(struct feed *f, int split, int64_t i, struct t5_sample *s, char *err,
+		size_t errlen);
 void feed_close(struct feed *f);
 
 #endif

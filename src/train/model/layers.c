@@ -61,17 +61,17 @@ int model_add_tensor(struct model *m, const char *name, int64_t d0, int64_t d1, 
 	return m->ntensors++;
 }
 
-void block_add_tensors(struct model *m, int l)
+void stack_add_layer(struct model *m, const char *prefix, int l, int cross)
 {
 	const struct model_config *c = &m->cfg;
 	float std = c->init_std, out_std = c->init_std / sqrtf(2.0f * c->layers);
 	static const struct {
 		const char *name;
-		int d0, d1;     /* 1 C, 3 3C, 4 F */
+		int d0, d1;     /* 1 C, 2 2C, 3 3C, 4 F */
 		int decay;
 		enum split split;
 		int init;       /* 0 zero, -1 one, 1 std, 2 output std */
-	} spec[LAYER_TENSORS] = {
+	} spec[XLAYER_TENSORS] = {
 		{"input_layernorm.weight", 1, 0, 0, SPLIT_NONE, -1},
 		{"input_layernorm.bias", 1, 0, 0, SPLIT_NONE, 0},
 		{"attention.query_key_value.weight", 3, 1, 1, SPLIT_COLUMN, 1},
@@ -84,16 +84,32 @@ void block_add_tensors(struct model *m, int l)
 		{"mlp.dense_h_to_4h.bias", 4, 0, 0, SPLIT_COLUMN, 0},
 		{"mlp.dense_4h_to_h.weight", 1, 4, 1, SPLIT_ROW, 2},
 		{"mlp.dense_4h_to_h.bias", 1, 0, 0, SPLIT_NONE, 0},
+		/* Megatron's inter_attention (T5's decoder): ColumnParallelLinear query and key_value
+		 * (rows per head [k, v]), the RowParallelLinear dense with the output init, and the
+		 * layer norm that feeds the MLP */
+		{"inter_attention.query.weight", 1, 1, 1, SPLIT_COLUMN, 1},
+		{"inter_attention.query.bias", 1, 0, 0, SPLIT_COLUMN, 0},
+		{"inter_attention.key_value.weight", 2, 1, 1, SPLIT_COLUMN, 1},
+		{"inter_attention.key_value.bias", 2, 0, 0, SPLIT_COLUMN, 0},
+		{"inter_attention.dense.weight", 1, 1, 1, SPLIT_ROW, 2},
+		{"inter_attention.dense.bias", 1, 0, 0, SPLIT_NONE, 0},
+		{"post_inter_attention_layernorm.weight", 1, 0, 0, SPLIT_NONE, -1},
+		{"post_inter_attention_layernorm.bias", 1, 0, 0, SPLIT_NONE, 0},
 	};
 	char n[64];
-	for (int k = 0; k < LAYER_TENSORS; k++) {
-		int64_t dim[5] = {0, c->hidden, 0, 3 * (int64_t)c->hidden, c->ffn};
+	for (int k = 0; k < (cross ? XLAYER_TENSORS : LAYER_TENSORS); k++) {
+		int64_t dim[5] = {0, c->hidden, 2 * (int64_t)c->hidden, 3 * (int64_t)c->hidden, c->ffn};
 		float init = spec[k].init == 1 ? std : spec[k].init == 2 ? out_std : spec[k].init;
-		snprintf(n, sizeof n, "layers.%d.%s", l, spec[k].name);
+		snprintf(n, sizeof n, "%slayers.%d.%s", prefix, l, spec[k].name);
 		int i = model_add_tensor(m, n, dim[spec[k].d0], dim[spec[k].d1], spec[k].decay,
 					 spec[k].split, init);
 		m->tensors[i].qkv = k == QKV_W || k == QKV_B;
 	}
+}
+
+void block_add_tensors(struct model *m, int l)
+{
+	stack_add_layer(m, "", l, 0);
 }
 
 uint64_t layers_site(uint64_t rng, int layer, int which)
@@ -143,7 +159,7 @@ void embedding_fwd(struct model *m, struct model_acts *a, const int32_t *tokens,
 {
 	const struct ops *o = m->ops;
 	const struct model_config *c = &m->cfg;
-	int B = m->B, T = m->Tcur, N = B * T, C = c->hidden, tp = c->tp;
+	int B = m->B, T = a->stk->T, N = B * T, C = c->hidden, tp = c->tp;
 	size_t NC = (size_t)N * C;
 	float hd = m->eval_mode ? 0 : c->hidden_dropout;
 	int tpar = tp > 1;
@@ -182,7 +198,7 @@ void embedding_fwd(struct model *m, struct model_acts *a, const int32_t *tokens,
 		o->embed_fwd(a->dbtc, a->types, model_param(m, m->tte), NULL, B, T, C);
 		o->add(a->encoded, a->dbtc, NC);
 	}
-	o->dropout_fwd(a->encoded, NC, hd, site(a->rng, -1, SITE_EMBED), off);
+	o->dropout_fwd(a->encoded, NC, hd, site(a->rng, a->stk->l0 - 1, SITE_EMBED), off);
 }
 
 /* a->dres = d encoded: back through dropout, token types, positions, the embedding LN, the
@@ -191,13 +207,13 @@ void embedding_bwd(struct model *m, struct model_acts *a)
 {
 	const struct ops *o = m->ops;
 	const struct model_config *c = &m->cfg;
-	int B = m->B, T = m->Tcur, N = B * T, C = c->hidden, tp = c->tp;
+	int B = m->B, T = a->stk->T, N = B * T, C = c->hidden, tp = c->tp;
 	size_t NC = (size_t)N * C;
 	float hd = m->eval_mode ? 0 : c->hidden_dropout;
 	int tpar = tp > 1;
 	uint64_t off = a->sample0 * (uint64_t)T * (uint64_t)C;
 
-	o->dropout_bwd(a->dres, a->dres, NC, hd, site(a->rng, -1, SITE_EMBED), off);
+	o->dropout_bwd(a->dres, a->dres, NC, hd, site(a->rng, a->stk->l0 - 1, SITE_EMBED), off);
 	if (m->tte >= 0)
 		o->embed_bwd(model_grad(m, m->tte), NULL, a->dres, a->types, B, T, C);
 	const int32_t *words = tpar ? a->tokens_local : a->tokens;
@@ -224,17 +240,32 @@ void embedding_bwd(struct model *m, struct model_acts *a)
 static struct ops_attn attn_keys(const struct model *m, const struct model_acts *a, int layer,
 				 float p)
 {
-	int nh = m->cfg.heads / m->cfg.tp;
+	int nh = m->cfg.heads / m->cfg.tp, bidir = a->stk->mask == ATTN_BIDIR;
 	return (struct ops_attn){.slopes = m->slopes,
 				 .kstart = m->cfg.reset_attention_mask ? a->kstart : NULL,
 				 .p = p, .seed = site(a->rng, layer, SITE_ATTN), .sample0 = a->sample0,
 				 .head0 = m->cfg.tp_rank * nh, .heads = m->cfg.heads,
-				 .bidir = m->attn_mask == ATTN_BIDIR,
-				 .klen = m->attn_mask == ATTN_BIDIR ? a->klen : NULL};
+				 .bidir = bidir, .klen = bidir ? a->klen : NULL};
 }
 
-#define P(which) model_param(m, model_layer_tensor(m, l, which))
-#define G(which) model_grad(m, model_layer_tensor(m, l, which))
+/* The cross-attention's: every query sees the encoder's first klen[b] keys */
+static struct ops_attn xattn_keys(const struct model *m, const struct model_acts *a, int layer,
+				  float p)
+{
+	int nh = m->cfg.heads / m->cfg.tp;
+	return (struct ops_attn){.p = p, .seed = site(a->rng, layer, SITE_XATTN),
+				 .sample0 = a->sample0, .head0 = m->cfg.tp_rank * nh,
+				 .heads = m->cfg.heads, .bidir = 1, .klen = a->klen};
+}
+
+/* Table index of tensor `which` of local layer l of the activations' stack */
+static int layer_tensor(const struct model_acts *a, int l, int which)
+{
+	return a->stk->t0 + l * a->stk->per + which;
+}
+
+#define P(which) model_param(m, layer_tensor(a, l, which))
+#define G(which) model_grad(m, layer_tensor(a, l, which))
 
 /* Whether layer l starts a chunk of --checkpoint-num-layers (or the stage): its first layer
  * norm is computed on its own, as a recompute starts there.  The fused residual add + layer
@@ -247,18 +278,90 @@ static int starts_chunk(const struct model *m, int l)
 	return l == 0 || (n > 0 && l % n == 0);
 }
 
+/* The cross-attention sub-block of decoder layer l (Megatron's inter_attention and what
+ * follows it): from y->ln2 (the queries' input) and res (the residual: res2, or ln2 under
+ * the post-LN residual) to y->xres = res + dropout(dense(attention(q, kv))) and y->xln =
+ * LN(y->xres), the MLP's input.  Under TP each rank holds its heads' query and key/value
+ * columns, the dense's rows of them; the dense's partial sums are all-reduced, its bias added
+ * once. */
+static void xattn_fwd(struct model *m, struct model_acts *a, int l, const void *res)
+{
+	const struct ops *o = m->ops;
+	const struct model_config *c = &m->cfg;
+	int B = m->B, T = a->stk->T, Tk = a->xT, N = B * T, C = c->hidden, tp = c->tp;
+	int NH = c->heads / tp, HD = C / c->heads;
+	size_t NC = (size_t)N * C;
+	float hd = m->eval_mode ? 0 : c->hidden_dropout, ad = m->eval_mode ? 0 : c->attention_dropout;
+	uint64_t off = a->sample0 * (uint64_t)T * (uint64_t)C;
+	struct block_acts *y = &a->l[l];
+	int gl = a->stk->l0 + l;
+
+	o->matmul_fwd(y->xq, y->ln2, P(XQ_W), P(XQ_B), N, C, C / tp);
+	o->matmul_fwd(y->xkv, a->xsrc, P(XKV_W), P(XKV_B), B * Tk, C, 2 * C / tp);
+	o->xattn_fwd(y->xatty, y->xlse, y->xq, y->xkv, B, T, Tk, NH, HD, xattn_keys(m, a, gl, ad));
+	o->matmul_fwd(y->xproj, y->xatty, P(XPROJ_W), c->tp_rank ? NULL : P(XPROJ_B), N, C / tp, C);
+	if (tp > 1)
+		tp_sum(m, y->xproj, NC);
+	if (o->residual_layernorm_fwd) {
+		o->residual_layernorm_fwd(y->xres, y->xln, y->xln_mean, y->xln_rstd, res, y->xproj,
+					  P(XLN_W), P(XLN_B), N, C, c->eps, hd,
+					  site(a->rng, gl, SITE_RESX), off);
+	} else {
+		o->residual_fwd(y->xres, res, y->xproj, NC, hd, site(a->rng, gl, SITE_RESX), off);
+		o->layernorm_fwd(y->xln, y->xln_mean, y->xln_rstd, y->xres, P(XLN_W), P(XLN_B), N, C,
+				 c->eps);
+	}
+}
+
+/* Its backward, from a->dbtc = d xln (the MLP's input gradient, the post-LN residual's part
+ * added) and a->dres = d xres's identity part: a->dres becomes d xres, a->dbtc d ln2 (summed
+ * over the TP ranks); the key/value input gradient is added to a->dxsrc (this rank's part) */
+static void xattn_bwd(struct model *m, struct model_acts *a, int l)
+{
+	const struct ops *o = m->ops;
+	const struct model_config *c = &m->cfg;
+	int B = m->B, T = a->stk->T, Tk = a->xT, N = B * T, C = c->hidden, tp = c->tp;
+	int NH = c->heads / tp, HD = C / c->heads;
+	size_t NC = (size_t)N * C;
+	float hd = m->eval_mode ? 0 : c->hidden_dropout, ad = m->eval_mode ? 0 : c->attention_dropout;
+	uint64_t off = a->sample0 * (uint64_t)T * (uint64_t)C;
+	struct block_acts *y = &a->l[l];
+	int gl = a->stk->l0 + l;
+
+	/* dres = d xres, dbtc = d xproj through the residual dropout */
+	if (o->layernorm_bwd_dropout) {
+		o->layernorm_bwd_dropout(a->dres, a->dbtc, G(XLN_W), G(XLN_B), a->dbtc, y->xres,
+					 P(XLN_W), y->xln_mean, y->xln_rstd, N, C, hd,
+					 site(a->rng, gl, SITE_RESX), off);
+	} else {
+		o->layernorm_bwd(a->dres, G(XLN_W), G(XLN_B), a->dbtc, y->xres, P(XLN_W), y->xln_mean,
+				 y->xln_rstd, N, C);
+		o->dropout_bwd(a->dbtc, a->dres, NC, hd, site(a->rng, gl, SITE_RESX), off);
+	}
+	o->matmul_bwd(a->dbtc2, G(XPROJ_W), G(XPROJ_B), a->dbtc, y->xatty, P(XPROJ_W), N, C / tp, C);
+	/* dq into dqkv's first N*C/tp, dkv into dxkv */
+	o->xattn_bwd(a->dqkv, a->dxkv, a->dbtc2, y->xq, y->xkv, y->xatty, y->xlse, B, T, Tk, NH, HD,
+		     xattn_keys(m, a, gl, ad));
+	o->matmul_bwd(a->dbtc, G(XQ_W), G(XQ_B), a->dqkv, y->ln2, P(XQ_W), N, C, C / tp);
+	if (tp > 1)
+		tp_sum(m, a->dbtc, NC);
+	o->matmul_bwd(a->dxin, G(XKV_W), G(XKV_B), a->dxkv, a->xsrc, P(XKV_W), B * Tk, C, 2 * C / tp);
+	o->add(a->dxsrc, a->dxin, (size_t)B * Tk * C);
+}
+
 void block_fwd(struct model *m, struct model_acts *a, int l, const void *res)
 {
 	const struct ops *o = m->ops;
 	const struct model_config *c = &m->cfg;
-	int B = m->B, T = m->Tcur, N = B * T, C = c->hidden, tp = c->tp;
+	const struct model_stack *sk = a->stk;
+	int B = m->B, T = sk->T, N = B * T, C = c->hidden, tp = c->tp;
 	int NH = c->heads / tp, HD = C / c->heads, F = c->ffn / tp;
 	size_t NC = (size_t)N * C;
 	float hd = m->eval_mode ? 0 : c->hidden_dropout, ad = m->eval_mode ? 0 : c->attention_dropout;
 	int tpar = tp > 1, fuse = o->residual_layernorm_fwd != NULL;
 	uint64_t rng = a->rng, off = a->sample0 * (uint64_t)T * (uint64_t)C;
 	struct block_acts *y = &a->l[l];
-	int gl = m->l0 + l;   /* dropout keys by global layer: any pipeline split, same masks */
+	int gl = sk->l0 + l;   /* dropout keys by global layer: any pipeline split, same masks */
 
 	if (!fuse || starts_chunk(m, l))   /* else the layer below's residual add computed it */
 		o->layernorm_fwd(y->ln1, y->ln1_mean, y->ln1_rstd, res, P(LN1_W), P(LN1_B), N, C,
@@ -281,25 +384,31 @@ void block_fwd(struct model *m, struct model_acts *a, int l, const void *res)
 		o->layernorm_fwd(y->ln2, y->ln2_mean, y->ln2_rstd, y->res2, P(LN2_W), P(LN2_B), N, C,
 				 c->eps);
 	}
+	/* the MLP's input and residual: post_attention_layernorm's, or in a decoder layer
+	 * post_inter_attention_layernorm's after the cross-attention */
+	const void *mlp_in = y->ln2, *mlp_res = c->post_ln_residual ? y->ln2 : y->res2;
+	if (sk->cross) {
+		xattn_fwd(m, a, l, mlp_res);
+		mlp_in = y->xln;
+		mlp_res = c->post_ln_residual ? y->xln : y->xres;
+	}
 	if (o->matmul_gelu_fwd) {   /* one pass: the GEMM's epilogue applies the GeLU */
-		o->matmul_gelu_fwd(y->fchg, y->fch, y->ln2, P(FC_W), P(FC_B), N, C, F);
+		o->matmul_gelu_fwd(y->fchg, y->fch, mlp_in, P(FC_W), P(FC_B), N, C, F);
 	} else {
-		o->matmul_fwd(y->fch, y->ln2, P(FC_W), P(FC_B), N, C, F);
+		o->matmul_fwd(y->fch, mlp_in, P(FC_W), P(FC_B), N, C, F);
 		o->gelu_fwd(y->fchg, y->fch, (size_t)N * F);
 	}
 	o->matmul_fwd(y->fcproj, y->fchg, P(FCPROJ_W), c->tp_rank ? NULL : P(FCPROJ_B), N, F, C);
 	if (tpar)
 		tp_sum(m, y->fcproj, NC);
-	if (fuse && l + 1 < m->nl && !starts_chunk(m, l + 1)) {   /* with the next layer's LN1 */
+	if (fuse && l + 1 < sk->nl && !starts_chunk(m, l + 1)) {   /* with the next layer's LN1 */
 		struct block_acts *z = &a->l[l + 1];
-		o->residual_layernorm_fwd(y->res3, z->ln1, z->ln1_mean, z->ln1_rstd,
-					  c->post_ln_residual ? y->ln2 : y->res2, y->fcproj,
-					  model_param(m, model_layer_tensor(m, l + 1, LN1_W)),
-					  model_param(m, model_layer_tensor(m, l + 1, LN1_B)), N, C,
+		o->residual_layernorm_fwd(y->res3, z->ln1, z->ln1_mean, z->ln1_rstd, mlp_res,
+					  y->fcproj, model_param(m, layer_tensor(a, l + 1, LN1_W)),
+					  model_param(m, layer_tensor(a, l + 1, LN1_B)), N, C,
 					  c->eps, hd, site(rng, gl, SITE_RES3), off);
 	} else {
-		o->residual_fwd(y->res3, c->post_ln_residual ? y->ln2 : y->res2, y->fcproj, NC, hd,
-				site(rng, gl, SITE_RES3), off);
+		o->residual_fwd(y->res3, mlp_res, y->fcproj, NC, hd, site(rng, gl, SITE_RES3), off);
 	}
 }
 
@@ -307,19 +416,21 @@ void block_bwd(struct model *m, struct model_acts *a, int l)
 {
 	const struct ops *o = m->ops;
 	const struct model_config *c = &m->cfg;
-	int B = m->B, T = m->Tcur, N = B * T, C = c->hidden, tp = c->tp;
+	const struct model_stack *sk = a->stk;
+	int B = m->B, T = sk->T, N = B * T, C = c->hidden, tp = c->tp;
 	int NH = c->heads / tp, HD = C / c->heads, F = c->ffn / tp;
 	size_t NC = (size_t)N * C;
 	float hd = m->eval_mode ? 0 : c->hidden_dropout, ad = m->eval_mode ? 0 : c->attention_dropout;
 	int tpar = tp > 1, fuse = o->layernorm_bwd_dropout != NULL;
 	uint64_t rng = a->rng, off = a->sample0 * (uint64_t)T * (uint64_t)C;
 	struct block_acts *y = &a->l[l];
-	int gl = m->l0 + l;
+	int gl = sk->l0 + l;
 	void *res = l ? a->l[l - 1].res3 : a->encoded;
+	const void *mlp_in = sk->cross ? y->xln : y->ln2;
 
 	/* dres = d res3: through the MLP branch; the identity path keeps dres as it is (the layer
 	 * above's fused layer-norm backward already did it, within a chunk) */
-	if (!fuse || l == m->nl - 1 || starts_chunk(m, l + 1))
+	if (!fuse || l == sk->nl - 1 || starts_chunk(m, l + 1))
 		o->dropout_bwd(a->dbtc, a->dres, NC, hd, site(rng, gl, SITE_RES3), off);
 	if (o->matmul_dgelu_bwd) {
 		o->matmul_dgelu_bwd(a->dbtf, G(FCPROJ_W), G(FCPROJ_B), a->dbtc, y->fchg, P(FCPROJ_W),
@@ -328,12 +439,19 @@ void block_bwd(struct model *m, struct model_acts *a, int l)
 		o->matmul_bwd(a->dbtf, G(FCPROJ_W), G(FCPROJ_B), a->dbtc, y->fchg, P(FCPROJ_W), N, F, C);
 		o->gelu_bwd(a->dbtf, y->fch, a->dbtf, (size_t)N * F);
 	}
-	o->matmul_bwd(a->dbtc, G(FC_W), G(FC_B), a->dbtf, y->ln2, P(FC_W), N, C, F);
+	o->matmul_bwd(a->dbtc, G(FC_W), G(FC_B), a->dbtf, mlp_in, P(FC_W), N, C, F);
 	if (tpar)   /* column-parallel: the input gradient is a sum over the ranks */
 		tp_sum(m, a->dbtc, NC);
 	if (c->post_ln_residual) {   /* the identity path enters at the LN's output */
 		o->add(a->dbtc, a->dres, NC);
 		o->zero(a->dres, NC * o->act_size);
+	}
+	if (sk->cross) {   /* dres = d xres, dbtc = d ln2 */
+		xattn_bwd(m, a, l);
+		if (c->post_ln_residual) {
+			o->add(a->dbtc, a->dres, NC);
+			o->zero(a->dres, NC * o->act_size);
+		}
 	}
 	/* dres = d res2, then through attention's dropout */
 	if (fuse) {
@@ -367,7 +485,7 @@ void block_bwd(struct model *m, struct model_acts *a, int l)
 void stack_fwd(struct model *m, struct model_acts *a)
 {
 	void *res = a->encoded;
-	for (int l = 0; l < m->nl; l++) {
+	for (int l = 0; l < a->stk->nl; l++) {
 		block_fwd(m, a, l, res);
 		res = a->l[l].res3;
 	}
@@ -375,20 +493,22 @@ void stack_fwd(struct model *m, struct model_acts *a)
 
 void *stack_out(struct model *m, struct model_acts *a)
 {
-	return m->nl ? a->l[m->nl - 1].res3 : a->encoded;
+	(void)m;
+	return a->stk->nl ? a->l[a->stk->nl - 1].res3 : a->encoded;
 }
 
 void stack_bwd(struct model *m, struct model_acts *a)
 {
+	int nl = a->stk->nl;
 	if (!m->cfg.ckpt_layers) {
-		for (int l = m->nl - 1; l >= 0; l--)
+		for (int l = nl - 1; l >= 0; l--)
 			block_bwd(m, a, l);
 		return;
 	}
 	/* chunk by chunk from the last: recompute its layers from its input (the previous chunk's
 	 * kept output, or the stage's input), then their backward */
 	int n = m->cfg.ckpt_layers;
-	for (int hi = m->nl; hi > 0;) {
+	for (int hi = nl; hi > 0;) {
 		int lo = (hi - 1) / n * n;
 		for (int l = lo; l < hi; l++)
 			block_fwd(m, a, l, l ? a->l[l - 1].res3 : a->encoded);
@@ -453,10 +573,11 @@ void dense_bwd(struct model *m, void *dinp, void *dpre, const void *dout, const 
  * (max, sum of exponentials, the target's logit where it owns the target) are combined into
  * the global log-sum-exp on the host - B*T numbers - and each rank then writes the gradient of
  * its slice.  Targets outside the real vocabulary get loss 0 and gradient 0 (lse = +inf). */
-static void vocab_parallel_xent(struct model *m, const int32_t *targets, float dscale, int *bad)
+static void vocab_parallel_xent(struct model *m, struct model_acts *a, const int32_t *targets,
+				float dscale, int *bad)
 {
 	const struct ops *o = m->ops;
-	int N = m->B * m->Tcur, Vp = m->cfg.padded_vocab / m->cfg.tp;
+	int N = m->B * a->stk->T, Vp = m->cfg.padded_vocab / m->cfg.tp;
 	float *mx = m->host_stats, *se = mx + N, *zt = se + N, *lse = zt + N;
 	*bad = 0;
 	for (int i = 0; i < N; i++) {
@@ -467,7 +588,7 @@ static void vocab_parallel_xent(struct model *m, const int32_t *targets, float d
 					 ? t - m->vocab_start : -1;
 	}
 	o->to_device(m->targets_local, m->host_ids, (size_t)N * sizeof *m->host_ids);
-	o->xent_stats(m->dev_stats, m->dev_stats + N, m->dev_stats + 2 * N, m->act[m->slot].logits,
+	o->xent_stats(m->dev_stats, m->dev_stats + N, m->dev_stats + 2 * N, a->logits,
 		      m->targets_local, N, m->vocab_valid, Vp);
 	o->to_host(mx, m->dev_stats, (size_t)3 * N * sizeof *mx);
 	memcpy(lse, mx, N * sizeof *lse);
@@ -483,8 +604,7 @@ static void vocab_parallel_xent(struct model *m, const int32_t *targets, float d
 	}
 	o->to_device(m->losses, mx, (size_t)N * sizeof *mx);
 	o->to_device(m->dev_stats + 3 * N, lse, (size_t)N * sizeof *lse);
-	o->xent_grad(m->act[m->slot].logits, m->dev_stats + 3 * N, m->targets_local, N, m->vocab_valid, Vp,
-		     dscale);
+	o->xent_grad(a->logits, m->dev_stats + 3 * N, m->targets_local, N, m->vocab_valid, Vp, dscale);
 }
 
 double lm_xent_fwd(struct model *m, struct model_acts *a, const void *x, int bias,
@@ -493,7 +613,7 @@ double lm_xent_fwd(struct model *m, struct model_acts *a, const void *x, int bia
 {
 	const struct ops *o = m->ops;
 	const struct model_config *c = &m->cfg;
-	int N = m->B * m->Tcur, C = c->hidden, tp = c->tp, Vp = c->padded_vocab / tp;
+	int N = m->B * a->stk->T, C = c->hidden, tp = c->tp, Vp = c->padded_vocab / tp;
 	/* a masked target is -1 (loss 0 and gradient 0 in the cross-entropy), and the mean is
 	 * over the rest, so each kept token weighs 1/kept as in Megatron's sum(loss*mask) /
 	 * sum(mask) */
@@ -519,7 +639,7 @@ double lm_xent_fwd(struct model *m, struct model_acts *a, const void *x, int bia
 	}
 	o->zero(m->bad_targets, sizeof *m->bad_targets);
 	if (tp > 1) {
-		vocab_parallel_xent(m, targets, tscale, bad);
+		vocab_parallel_xent(m, a, targets, tscale, bad);
 	} else {
 		o->xent_fwd_bwd(m->losses, a->logits, m->targets, N, c->vocab, Vp, tscale,
 				m->bad_targets);
@@ -540,7 +660,7 @@ void lm_logits_bwd(struct model *m, struct model_acts *a, void *dx, const void *
 {
 	const struct ops *o = m->ops;
 	const struct model_config *c = &m->cfg;
-	int N = m->B * m->Tcur, C = c->hidden, tp = c->tp, Vp = c->padded_vocab / tp;
+	int N = m->B * a->stk->T, C = c->hidden, tp = c->tp, Vp = c->padded_vocab / tp;
 	/* logits already hold dloss/dlogits (fused into the forward's cross-entropy) */
 	o->matmul_bwd(dx, model_grad(m, m->wte), bias >= 0 ? model_grad(m, bias) : NULL, a->logits,
 		      x, model_param(m, m->wte), N, C, Vp);

@@ -1,16 +1,17 @@
 /* layers - the pieces every architecture is built from, over the ops interface, once.
  *
  * model.c owns what all architectures share - the tensor table, the one-allocation buffers, the
- * activation slots, initialisation, the optimizer layout - and an architecture (gpt.c, bert.c)
- * is a short file that lists its tensors and composes a forward and a backward from the pieces
- * here:
+ * activation slots, initialisation, the optimizer layout - and an architecture (gpt.c, bert.c,
+ * t5.c) is a short file that lists its tensors and composes a forward and a backward from the
+ * pieces here:
  *   embedding     words (vocab-parallel under TP) [-> layer norm] [+ learned positions]
  *                 [+ token types] -> dropout                       embedding_fwd / _bwd
  *   block         one transformer layer: pre-LN (or Megatron's post-LN residual) attention
  *                 and MLP sub-blocks with bias-dropout-add, TP's column/row split
  *                 and all-reduces; the attention's mask is the block's ATTN_* mode
  *                 (causal, causal within documents, bidirectional over each sample's first
- *                 klen[b] keys)                                    block_fwd / _bwd
+ *                 klen[b] keys); a decoder stack's layers add a cross-attention sub-block
+ *                 (below)                                          block_fwd / _bwd
  *   stack         a stage's blocks with activation checkpointing   stack_fwd / _bwd
  *   layer norm    the final one, and any head's                    ln_fwd / _bwd
  *   LM logits     hidden (N,C) x tied word embeddings [+ vocab-parallel bias], the
@@ -22,12 +23,16 @@
  * live in the slot's struct model_acts, carved once by model.c (layers' part) and by the
  * architecture (its heads' part, arch->carve).
  *
- * An attention sub-block today reads its keys and values from its own input (self-attention).
- * T5's decoder adds cross-attention - queries from the decoder's stream, keys and values from
- * the encoder's output, bidirectional over the encoder's klen - which needs an ops attention
- * over separate q and kv tensors of different lengths; the mask modes above are already the
- * three T5 needs (encoder: bidirectional + klen; decoder self: causal + klen; cross:
- * bidirectional over the encoder's klen). */
+ * Stacks.  The blocks come in stacks (model.h struct model_stack): a run of layers over one
+ * sequence, with its own length, mask mode and place in the table.  GPT and BERT have one; T5
+ * has two, the encoder (bidirectional over each sample's klen) and the decoder (causal), each
+ * with its own set of activations (struct model_acts names its stack).  A decoder layer adds a
+ * cross-attention sub-block between the self-attention and the MLP - Megatron's inter_attention:
+ * queries from the decoder's stream after post_attention_layernorm, keys and values from the
+ * encoder's output (a->xsrc, (B,Tk,C)), every query seeing the encoder's first klen[b] keys,
+ * then bias-dropout-add and post_inter_attention_layernorm, which feeds the MLP.  Its backward
+ * accumulates the gradient of the encoder's output into a->dxsrc, summed over the TP ranks by
+ * the caller once the decoder is done (each rank's key/value columns contribute). */
 #ifndef TRAIN_MODEL_LAYERS_H
 #define TRAIN_MODEL_LAYERS_H
 
@@ -38,17 +43,29 @@
 
 /* Activations for micro-batch (B,T).  act type unless noted; N = B*T. */
 struct model_acts {
+	const struct model_stack *stk;   /* the stack these activations are for (model.c) */
 	void *emb;                  /* (N,C) word embeddings before the embedding LN (embed_ln) */
 	float *eln_mean, *eln_rstd; /* (N) */
 	void *encoded;              /* (N,C) the residual stream entering layer 0 */
 	struct block_acts {
 		void *ln1, *qkv, *atty, *attproj, *res2, *ln2, *fch, *fchg, *fcproj, *res3;
 		float *ln1_mean, *ln1_rstd, *lse, *ln2_mean, *ln2_rstd;
+		/* cross-attention (stk->cross): q (N,C/tp), kv (B*Tk, 2C/tp) in Megatron's per-head
+		 * [k, v] order, its output (N,C/tp), the dense's (N,C), the residual and the layer
+		 * norm after it (N,C); lse (B,NH/tp,T) */
+		void *xq, *xkv, *xatty, *xproj, *xres, *xln;
+		float *xlse, *xln_mean, *xln_rstd;
 	} *l;
 	void *lnf, *logits;         /* (N,C), (N,Vp) */
 	float *lnf_mean, *lnf_rstd;
 	/* gradient scratch */
 	void *dres, *dbtc, *dbtc2, *dqkv, *dbtf;
+	/* cross-attention (T5's decoder): the encoder's output its layers read (B,Tk,C) and that
+	 * output's gradient, accumulated over the layers (B,Tk,C); scratch for the key/value
+	 * gradient (B*Tk, 2C/tp) and its input gradient (B*Tk, C) */
+	const void *xsrc;
+	void *dxsrc, *dxkv, *dxin;
+	int xT;                     /* Tk: the encoder's length */
 	int32_t *tokens, *tokens_local;   /* (B,T) device: the embedding backward needs this slot's */
 	int32_t *positions;         /* (B,T) device: t, or t - its document's start (reset_position_ids) */
 	int32_t *kstart;            /* (B,T) device: the first key each query sees (reset_attention_mask) */
@@ -87,18 +104,28 @@ struct model_arch {
 	double (*forward)(struct model *m, const struct model_batch *b, float dscale, uint64_t rng,
 			  uint64_t sample0, float *logits_out, int *bad);
 	void (*backward)(struct model *m);
-	int max_tensors;   /* beyond the layers' LAYER_TENSORS each */
+	int max_tensors;   /* beyond the layers' */
+	int layer_tensors; /* tensors per layer index over all stacks (0: LAYER_TENSORS) */
+	/* lays out the stacks (m->stk, m->nstk) once the table is built (NULL: one stack of the
+	 * model's layers from m->layer0, masked by m->attn_mask, over the micro-batch's T) */
+	void (*stacks)(struct model *m);
 };
-extern const struct model_arch model_arch_gpt, model_arch_bert;
+extern const struct model_arch model_arch_gpt, model_arch_bert, model_arch_t5;
 
 /* The table: one tensor appended (d1 = 0: 1-D), returns its index; a layer's LAYER_TENSORS. */
 int model_add_tensor(struct model *m, const char *name, int64_t d0, int64_t d1, int decay,
 		     enum split split, float init);
 void block_add_tensors(struct model *m, int layer);
+/* The same under a prefix ("encoder.", "decoder."), with the cross-attention's tensors after the
+ * layer's LAYER_TENSORS when cross (XQ_W ... XLN_B) */
+void stack_add_layer(struct model *m, const char *prefix, int layer, int cross);
 
 /* Dropout sites of one micro-batch: the embedding, and per layer attention probabilities and
- * the two residual adds. */
-enum { SITE_EMBED, SITE_ATTN, SITE_RES2, SITE_RES3 };
+ * the two residual adds (a decoder layer's cross-attention: its probabilities and its residual
+ * add too).  A stack's embedding is layer stk->l0 - 1's SITE_EMBED (-1 for the first stack,
+ * as before stacks; T5's decoder, l0 = the encoder's layers, takes the encoder's last layer's
+ * SITE_EMBED, which no layer uses). */
+enum { SITE_EMBED, SITE_ATTN, SITE_RES2, SITE_RES3, SITE_XATTN, SITE_RESX };
 uint64_t layers_site(uint64_t rng, int layer, int which);
 /* Sum over the tensor-parallel group, in place (dist.h). */
 void layers_tp_sum(struct model *m, void *x, size_t n);

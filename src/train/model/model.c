@@ -1,8 +1,8 @@
 /* model - see model.h.  What every architecture shares: the tensor table and the buffers of
  * the same layout (working weights, fp32 master, gradients, optimizer state), initialisation,
  * the optimizer's layout and ZeRO-1 shards, the activation slots and the recompute workspace,
- * the pipeline stage's hand-over points.  The architecture (gpt.c, bert.c; layers.h) lists its
- * tensors and composes the forward and backward. */
+ * the pipeline stage's hand-over points.  The architecture (gpt.c, bert.c, t5.c; layers.h) lists
+ * its tensors and composes the forward and backward. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -221,24 +221,26 @@ void model_zero_optim(struct model *m)
  * or (checkpointing) only each chunk's output; or the recompute workspace, ckpt_layers layers. */
 enum carve_kind { CARVE_SLOT, CARVE_WS };
 
-static int chunk_end(const struct model *m, int l)
+static int chunk_end(const struct model *m, const struct model_stack *sk, int l)
 {
 	int n = m->cfg.ckpt_layers;
-	return (l + 1) % n == 0 || l == m->nl - 1;
+	return (l + 1) % n == 0 || l == sk->nl - 1;
 }
 
-/* Carves the activation blocks: sizes first (ptr == NULL), then pointers.  *layer_bytes gets
- * the part --dry-run's activation figure counts (layers, chunk outputs, logits). */
+/* Carves the activation blocks of a stack: sizes first (ptr == NULL), then pointers.
+ * *layer_bytes gets the part --dry-run's activation figure counts (layers, chunk outputs,
+ * logits).  The sizes are the stack's full length's (stk->T: GPT's and BERT's m->T). */
 static void carve(struct model *m, struct model_acts *a, enum carve_kind kind, size_t *act_elems,
 		  size_t *f32_elems, size_t *layer_bytes)
 {
 	const struct model_config *c = &m->cfg;
-	size_t N = (size_t)m->B * m->T, C = c->hidden, F = c->ffn / c->tp, C3 = 3 * C / c->tp;
-	size_t Cl = C / c->tp, NHl = c->heads / c->tp;
+	const struct model_stack *sk = a->stk;
+	size_t N = (size_t)m->B * sk->T, C = c->hidden, F = c->ffn / c->tp, C3 = 3 * C / c->tp;
+	size_t Cl = C / c->tp, NHl = c->heads / c->tp, Nk = (size_t)m->B * a->xT;
 	size_t la = 0, lf = 0;
 	struct carver k = {.ab = a->act_block, .fb = a->f32_block, .as = m->ops->act_size};
 	int ck = c->ckpt_layers > 0;
-	int nl = kind == CARVE_WS ? (c->ckpt_layers < m->nl ? c->ckpt_layers : m->nl) : m->nl;
+	int nl = kind == CARVE_WS ? (c->ckpt_layers < sk->nl ? c->ckpt_layers : sk->nl) : sk->nl;
 	if (kind == CARVE_SLOT) {
 		if (c->embed_ln && m->first) {
 			a->emb = carve_act(&k, N * C);
@@ -252,7 +254,7 @@ static void carve(struct model *m, struct model_acts *a, enum carve_kind kind, s
 	for (int l = 0; l < nl; l++) {
 		struct block_acts *y = &a->l[l];
 		if (kind == CARVE_SLOT && ck) {   /* the chunk outputs only: the next chunk's input */
-			if (chunk_end(m, l))
+			if (chunk_end(m, sk, l))
 				y->res3 = carve_act(&k, N * C);
 			continue;
 		}
@@ -261,7 +263,7 @@ static void carve(struct model *m, struct model_acts *a, enum carve_kind kind, s
 		y->ln1_rstd = carve_f32(&k, N);
 		y->qkv = carve_act(&k, N * C3);
 		y->atty = carve_act(&k, N * Cl);
-		y->lse = carve_f32(&k, (size_t)m->B * NHl * m->T);
+		y->lse = carve_f32(&k, (size_t)m->B * NHl * sk->T);
 		y->attproj = carve_act(&k, N * C);
 		y->res2 = carve_act(&k, N * C);
 		y->ln2 = carve_act(&k, N * C);
@@ -271,6 +273,17 @@ static void carve(struct model *m, struct model_acts *a, enum carve_kind kind, s
 		y->fchg = carve_act(&k, N * F);
 		y->fcproj = carve_act(&k, N * C);
 		y->res3 = carve_act(&k, N * C);
+		if (sk->cross) {
+			y->xq = carve_act(&k, N * Cl);
+			y->xkv = carve_act(&k, Nk * 2 * Cl);
+			y->xatty = carve_act(&k, N * Cl);
+			y->xlse = carve_f32(&k, (size_t)m->B * NHl * sk->T);
+			y->xproj = carve_act(&k, N * C);
+			y->xres = carve_act(&k, N * C);
+			y->xln = carve_act(&k, N * C);
+			y->xln_mean = carve_f32(&k, N);
+			y->xln_rstd = carve_f32(&k, N);
+		}
 	}
 	la = k.na - la;
 	lf = k.nf - lf;
@@ -282,6 +295,11 @@ static void carve(struct model *m, struct model_acts *a, enum carve_kind kind, s
 		a->dbtc2 = carve_act(&k, N * C);
 		a->dqkv = carve_act(&k, N * C3);
 		a->dbtf = carve_act(&k, N * F);
+		if (sk->cross) {
+			a->dxsrc = carve_act(&k, Nk * C);
+			a->dxkv = carve_act(&k, Nk * 2 * Cl);
+			a->dxin = carve_act(&k, Nk * C);
+		}
 	}
 	*act_elems = k.na;
 	*f32_elems = k.nf;
@@ -292,10 +310,10 @@ static void carve(struct model *m, struct model_acts *a, enum carve_kind kind, s
 static void link_workspace(struct model *m, struct model_acts *a)
 {
 	int n = m->cfg.ckpt_layers;
-	for (int l = 0; l < m->nl; l++) {
+	for (int l = 0; l < a->stk->nl; l++) {
 		void *keep = a->l[l].res3;
 		a->l[l] = m->ws->l[l % n];
-		if (chunk_end(m, l))
+		if (chunk_end(m, a->stk, l))
 			a->l[l].res3 = keep;
 	}
 }
@@ -314,6 +332,8 @@ static void *dalloc(struct model *m, size_t bytes, int act)
 	return p;
 }
 
+static int set_positions(struct model *m, struct model_acts *set, int len);
+
 int model_init(struct model *m, const struct model_config *cfg, const struct ops *ops, int B,
 	       int T, char *err, size_t errlen)
 {
@@ -325,8 +345,11 @@ int model_init(struct model *m, const struct model_config *cfg, const struct ops
 	m->ops = ops;
 	m->B = B;
 	m->T = T;
-	m->arch = c->arch == MODEL_BERT ? &model_arch_bert : &model_arch_gpt;
+	m->arch = c->arch == MODEL_BERT ? &model_arch_bert : c->arch == MODEL_T5 ? &model_arch_t5
+									 : &model_arch_gpt;
 	m->attn_mask = c->arch == MODEL_BERT ? ATTN_BIDIR : ATTN_CAUSAL;
+	if (c->arch == MODEL_T5 && c->dec_seq > T)   /* host scratch for either stack's rows */
+		m->T = c->dec_seq;
 	if (c->tp < 1)
 		m->cfg.tp = 1;
 	if (c->layers < 1 || c->hidden < 1 || c->heads < 1 || c->ffn < 1 || c->vocab < 1 || B < 1 ||
@@ -378,6 +401,24 @@ int model_init(struct model *m, const struct model_config *cfg, const struct ops
 			 c->max_pos);
 		return -1;
 	}
+	if (c->arch == MODEL_T5) {
+		const char *why = c->dec_seq < 1 ? "needs a decoder length (--decoder-seq-length)"
+				  : c->dec_seq > c->max_pos ? "--decoder-seq-length exceeds "
+				  "--max-position-embeddings"
+				  : c->alibi || c->embed_ln || c->eod_mask_loss || c->reset_position_ids ||
+				  c->reset_attention_mask || c->num_tokentypes || c->bnb
+				  ? "has learned positions and no ALiBi, embedding layer norm, token "
+				  "types, StableEmbedding or document masks (its masks are the padding "
+				  "masks)"
+				  : c->pp > 1 ? "is not split over pipeline stages here (Megatron's T5 needs "
+				  "--pipeline-model-parallel-split-rank)"
+				  : !ops->xattn_fwd || !ops->xattn_bwd ? "needs cross-attention, which "
+				  "this backend lacks" : NULL;
+		if (why) {
+			snprintf(err, errlen, "a T5 model %s", why);
+			return -1;
+		}
+	}
 	if (m->cfg.pp <= 1) {
 		m->cfg.pp = 1;
 		m->cfg.pp_rank = 0;
@@ -392,20 +433,38 @@ int model_init(struct model *m, const struct model_config *cfg, const struct ops
 	m->last = m->cfg.pp_rank == m->cfg.pp - 1;
 	m->l0 = m->cfg.stage_l0;
 	m->nl = m->cfg.stage_nl;
-	m->tensors = calloc(m->arch->max_tensors + (size_t)m->nl * LAYER_TENSORS,
-			    sizeof *m->tensors);
-	m->act = calloc(m->cfg.slots, sizeof *m->act);
-	if (!m->tensors || !m->act)
+	int per = m->arch->layer_tensors ? m->arch->layer_tensors : LAYER_TENSORS;
+	m->tensors = calloc(m->arch->max_tensors + (size_t)m->nl * per, sizeof *m->tensors);
+	if (!m->tensors)
 		goto oom;
-	for (int k = 0; k < m->cfg.slots; k++)
-		if (!(m->act[k].l = calloc(m->nl ? m->nl : 1, sizeof *m->act[k].l)))
-			goto oom;
 	m->ntensors = 0;
 	m->nparams = 0;
 	m->wte = m->wpe = m->eln_w = m->eln_b = m->lnf_w = m->lnf_b = m->tte = -1;
 	m->hd_w = m->hd_b = m->hd_ln_w = m->hd_ln_b = m->lm_bias = -1;
 	m->pool_w = m->pool_b = m->bin_w = m->bin_b = -1;
+	m->elnf_w = m->elnf_b = -1;
 	m->arch->build_table(m);
+	if (m->arch->stacks) {
+		m->arch->stacks(m);
+	} else {   /* one stack: the stage's layers */
+		m->nstk = 1;
+		m->stk[0] = (struct model_stack){.t0 = m->layer0, .per = LAYER_TENSORS, .nl = m->nl,
+						 .l0 = m->l0, .mask = m->attn_mask, .T = T};
+	}
+	/* a set of activations per stack and slot: the last stack's in act, T5's encoder's in
+	 * xact */
+	for (int s = 0; s < m->nstk; s++) {
+		struct model_acts **set = s == m->nstk - 1 ? &m->act : &m->xact;
+		if (!(*set = calloc(m->cfg.slots, sizeof **set)))
+			goto oom;
+		for (int k = 0; k < m->cfg.slots; k++) {
+			struct model_acts *a = &(*set)[k];
+			a->stk = &m->stk[s];
+			a->xT = m->stk[s].cross ? m->stk[0].T : 0;
+			if (!(a->l = calloc(m->stk[s].nl ? m->stk[s].nl : 1, sizeof *a->l)))
+				goto oom;
+		}
+	}
 
 	size_t P = m->nparams * sizeof(float), n32, n8, nblk;
 	m->opt_lo = 0;
@@ -463,22 +522,32 @@ int model_init(struct model *m, const struct model_config *cfg, const struct ops
 		goto oom;
 
 	size_t na = 0, nf = 0, lb = 0;
-	size_t NB = (size_t)B * T * sizeof(int32_t);
+	size_t NB = (size_t)B * m->T * sizeof(int32_t);
 	m->mem_act_layers = 0;
-	if (m->cfg.ckpt_layers && m->nl) {   /* one recompute workspace for every slot */
-		int wl = m->cfg.ckpt_layers < m->nl ? m->cfg.ckpt_layers : m->nl;
-		if (!(m->ws = calloc(1, sizeof *m->ws)) || !(m->ws->l = calloc(wl, sizeof *m->ws->l)))
+	for (int s = 0; s < m->nstk; s++) {
+		const struct model_stack *sk = &m->stk[s];
+		struct model_acts **ws = s == m->nstk - 1 ? &m->ws : &m->xws;
+		if (!m->cfg.ckpt_layers || !sk->nl)
+			continue;
+		/* one recompute workspace for every slot */
+		int wl = m->cfg.ckpt_layers < sk->nl ? m->cfg.ckpt_layers : sk->nl;
+		if (!(*ws = calloc(1, sizeof **ws)) || !((*ws)->l = calloc(wl, sizeof *(*ws)->l)))
 			goto oom;
-		carve(m, m->ws, CARVE_WS, &na, &nf, &lb);
-		m->ws->act_block = dalloc(m, na * ops->act_size, 1);
-		m->ws->f32_block = dalloc(m, nf * sizeof(float), 1);
-		if (!m->ws->act_block || !m->ws->f32_block)
+		(*ws)->stk = sk;
+		(*ws)->xT = sk->cross ? m->stk[0].T : 0;
+		carve(m, *ws, CARVE_WS, &na, &nf, &lb);
+		(*ws)->act_block = dalloc(m, na * ops->act_size, 1);
+		(*ws)->f32_block = dalloc(m, nf * sizeof(float), 1);
+		if (!(*ws)->act_block || !(*ws)->f32_block)
 			goto oom;
-		carve(m, m->ws, CARVE_WS, &na, &nf, &lb);
+		carve(m, *ws, CARVE_WS, &na, &nf, &lb);
 		m->mem_act_layers += lb;
 	}
-	for (int k = 0; k < m->cfg.slots; k++) {
-		struct model_acts *a = &m->act[k];
+	for (int k = 0; k < m->cfg.slots * m->nstk; k++) {
+		int s = k / m->cfg.slots;
+		struct model_acts *a = s == m->nstk - 1 ? &m->act[k % m->cfg.slots]
+							 : &m->xact[k % m->cfg.slots];
+		struct model_acts *ws = s == m->nstk - 1 ? m->ws : m->xws;
 		carve(m, a, CARVE_SLOT, &na, &nf, &lb);
 		a->act_block = dalloc(m, na * ops->act_size, 1);
 		a->f32_block = dalloc(m, nf * sizeof(float), 1);
@@ -491,24 +560,29 @@ int model_init(struct model *m, const struct model_config *cfg, const struct ops
 			goto oom;
 		if (m->tte >= 0 && !(a->types = dalloc(m, NB, 1)))
 			goto oom;
-		if (m->attn_mask == ATTN_BIDIR && !(a->klen = dalloc(m, (size_t)B * sizeof(int32_t), 1)))
+		if ((a->stk->mask == ATTN_BIDIR || a->stk->cross) &&
+		    !(a->klen = dalloc(m, (size_t)B * sizeof(int32_t), 1)))
 			goto oom;
 		carve(m, a, CARVE_SLOT, &na, &nf, &lb);
 		m->mem_act_layers += lb;
-		if (m->ws)
+		if (ws) {
+			struct model_acts *keep = m->ws;
+			m->ws = ws;   /* link_workspace's */
 			link_workspace(m, a);
+			m->ws = keep;
+		}
 	}
-	m->tokens = dalloc(m, (size_t)B * T * sizeof *m->tokens, 1);
-	m->targets = dalloc(m, (size_t)B * T * sizeof *m->targets, 1);
-	m->losses = dalloc(m, (size_t)B * T * sizeof *m->losses, 1);
+	m->tokens = dalloc(m, (size_t)B * m->T * sizeof *m->tokens, 1);
+	m->targets = dalloc(m, (size_t)B * m->T * sizeof *m->targets, 1);
+	m->losses = dalloc(m, (size_t)B * m->T * sizeof *m->losses, 1);
 	m->bad_targets = dalloc(m, sizeof *m->bad_targets, 1);
-	m->tokens_local = dalloc(m, (size_t)B * T * sizeof *m->tokens_local, 1);
-	m->targets_local = dalloc(m, (size_t)B * T * sizeof *m->targets_local, 1);
-	m->dev_stats = dalloc(m, (size_t)4 * B * T * sizeof *m->dev_stats, 1);
-	m->host_ids = malloc((size_t)B * T * sizeof *m->host_ids);
-	m->host_tgt = malloc((size_t)B * T * sizeof *m->host_tgt);
-	m->host_stats = malloc((size_t)4 * B * T * sizeof *m->host_stats);
-	m->host_mask = malloc((size_t)B * T);
+	m->tokens_local = dalloc(m, (size_t)B * m->T * sizeof *m->tokens_local, 1);
+	m->targets_local = dalloc(m, (size_t)B * m->T * sizeof *m->targets_local, 1);
+	m->dev_stats = dalloc(m, (size_t)4 * B * m->T * sizeof *m->dev_stats, 1);
+	m->host_ids = malloc((size_t)B * m->T * sizeof *m->host_ids);
+	m->host_tgt = malloc((size_t)B * m->T * sizeof *m->host_tgt);
+	m->host_stats = malloc((size_t)4 * B * m->T * sizeof *m->host_stats);
+	m->host_mask = malloc((size_t)B * m->T);
 	if (!m->tokens_local || !m->targets_local || !m->dev_stats || !m->host_ids || !m->host_stats ||
 	    !m->host_tgt || !m->host_mask)
 		goto oom;
@@ -518,8 +592,14 @@ int model_init(struct model *m, const struct model_config *cfg, const struct ops
 	m->acts_bytes = m->mem_act;
 
 	m->Tcur = 0;
-	if (model_set_seq(m, T) < 0)
+	if (m->nstk > 1) {   /* T5: each stack's positions 0..T-1, once (no curriculum) */
+		for (int s = 0; s < m->nstk; s++)
+			if (set_positions(m, s == m->nstk - 1 ? m->act : m->xact, m->stk[s].T) < 0)
+				goto oom;
+		m->Tcur = T;
+	} else if (model_set_seq(m, T) < 0) {
 		goto oom;
+	}
 	if (c->alibi) {
 		int nh = c->heads / m->cfg.tp;
 		float all[c->heads];
@@ -570,24 +650,28 @@ void model_free(struct model *m)
 	free(m->host_tgt);
 	free(m->host_stats);
 	free(m->host_mask);
-	for (int k = 0; m->act && k < m->cfg.slots; k++) {
-		o->free(m->act[k].act_block);
-		o->free(m->act[k].f32_block);
-		o->free(m->act[k].tokens);
-		o->free(m->act[k].tokens_local);
-		o->free(m->act[k].positions);
-		o->free(m->act[k].kstart);
-		o->free(m->act[k].types);
-		o->free(m->act[k].klen);
-		free(m->act[k].l);
-	}
-	if (m->ws) {
-		o->free(m->ws->act_block);
-		o->free(m->ws->f32_block);
-		free(m->ws->l);
-		free(m->ws);
+	for (int s = 0; s < 2; s++) {
+		struct model_acts *set = s ? m->xact : m->act, *ws = s ? m->xws : m->ws;
+		for (int k = 0; set && k < m->cfg.slots; k++) {
+			o->free(set[k].act_block);
+			o->free(set[k].f32_block);
+			o->free(set[k].tokens);
+			o->free(set[k].tokens_local);
+			o->free(set[k].positions);
+			o->free(set[k].kstart);
+			o->free(set[k].types);
+			o->free(set[k].klen);
+			free(set[k].l);
+		}
+		if (ws) {
+			o->free(ws->act_block);
+			o->free(ws->f32_block);
+			free(ws->l);
+			free(ws);
+		}
 	}
 	free(m->act);
+	free(m->xact);
 	free(m->tensors);
 	memset(m, 0, sizeof *m);
 }
@@ -602,21 +686,30 @@ void *model_stage_output(struct model *m)
 void *model_stage_dout(struct model *m) { return m->act[m->slot].dres; }
 void *model_stage_dinput(struct model *m) { return m->act[m->slot].dres; }
 
-int model_set_seq(struct model *m, int len)
+/* Positions 0..len-1 of every sample, into each slot's set of a stack's activations */
+static int set_positions(struct model *m, struct model_acts *set, int len)
 {
-	if (len < 1 || len > m->T)
-		return -1;
-	if (len == m->Tcur)
-		return 0;
 	int32_t *pos = malloc((size_t)m->B * len * sizeof *pos);
 	if (!pos)
 		return -1;
 	for (int i = 0; i < m->B * len; i++)
 		pos[i] = i % len;
 	for (int k = 0; k < m->cfg.slots; k++)
-		m->ops->to_device(m->act[k].positions, pos, (size_t)m->B * len * sizeof *pos);
+		m->ops->to_device(set[k].positions, pos, (size_t)m->B * len * sizeof *pos);
 	free(pos);
+	return 0;
+}
+
+int model_set_seq(struct model *m, int len)
+{
+	if (len < 1 || len > m->T)
+		return -1;
+	if (len == m->Tcur)
+		return 0;
+	if (m->nstk > 1 || set_positions(m, m->act, len) < 0)   /* T5: its lengths are fixed */
+		return -1;
 	m->Tcur = len;
+	m->stk[0].T = len;
 	return 0;
 }
 
@@ -656,6 +749,19 @@ void model_backward(struct model *m)
 double model_flops_per_token(const struct model_config *c)
 {
 	double L = c->layers, C = c->hidden, F = c->ffn, V = c->padded_vocab, T = c->seq;
+	if (c->arch == MODEL_T5) {
+		/* Per sample, forward, 2 FLOPs a multiply-add, the attention matrices whole (as GPT's
+		 * below): each stack's layers (QKV, dense, MLP) over its own tokens, the encoder's
+		 * scores and weighted sums Te x Te, the decoder's Td x Td, the cross-attention's query
+		 * and dense over Td, its key/value over Te and its Td x Te; the logits over Td.  The
+		 * backward twice that.  Per token of the encoder: Megatron counts samples x
+		 * --seq-length tokens, and T5's seq_length is the encoder's. */
+		double Te = c->seq, Td = c->dec_seq, layer = 2 * (4 * C * C + 2 * C * F);
+		double fwd = L * Te * (layer + 4 * Te * C) +
+			     L * Td * (layer + 4 * C * C + 4 * Td * C + 4 * Te * C) +
+			     L * Te * 4 * C * C + Td * 2 * V * C;
+		return 3 * fwd / Te;
+	}
 	double n = L * (4 * C * C + 2 * C * F) + V * C;   /* matmul weights, lm head included */
 	if (c->arch == MODEL_BERT)
 		n += C * C;   /* the LM head's dense (the pooler's is per sample) */

@@ -1,5 +1,5 @@
-/* model - the models Megatron builds (GPT/BLOOM decoder: gpt.c; BERT: bert.c), over the ops
- * interface, from the pieces of layers.h.
+/* model - the models Megatron builds (GPT/BLOOM decoder: gpt.c; BERT: bert.c; T5: t5.c), over
+ * the ops interface, from the pieces of layers.h.
  *
  * Layout (llm.c style): the parameters are one allocation, described by a table of named
  * tensors (model_tensor) in a fixed order - the embeddings (words, positions, token types,
@@ -28,16 +28,19 @@
 #include "train/dist/dist.h"
 #include "train/model/ops.h"
 
-enum model_kind { MODEL_GPT, MODEL_BERT };
+enum model_kind { MODEL_GPT, MODEL_BERT, MODEL_T5 };
 
 struct model_config {
-	int arch;                            /* MODEL_GPT (GPT/BLOOM), MODEL_BERT */
+	int arch;                            /* MODEL_GPT (GPT/BLOOM), MODEL_BERT, MODEL_T5 */
 	/* BERT (Megatron's BertModel): --num-tokentypes token-type embeddings (0: none); the
 	 * pooler and binary (sentence-order) head unless --bert-no-binary-head; the LM head's GeLU
 	 * is torch's erf GeLU, the tanh one with --openai-gelu (head_gelu_tanh) */
 	int num_tokentypes, binary_head, head_gelu_tanh;
 	int layers, hidden, heads, ffn;      /* L, C, NH, F */
 	int seq, max_pos;                    /* T, learned positions available */
+	/* T5 (Megatron's T5Model): an encoder of `layers` layers over seq (--encoder-seq-length)
+	 * tokens and a decoder of as many over dec_seq (--decoder-seq-length) */
+	int dec_seq;
 	int vocab, padded_vocab;             /* V (real), Vp (padded: softmax over V only) */
 	int alibi, embed_ln;                 /* BLOOM: ALiBi instead of learned positions; LN after the embedding */
 	float eps, init_std;
@@ -96,6 +99,9 @@ struct model_ostate {
  * (is_random). */
 struct model_batch {
 	const int32_t *tokens, *targets;   /* (B,T) */
+	/* T5: tokens are the encoder's input (B, seq) and lens its real tokens; dec_tokens the
+	 * decoder's input, targets and loss_mask its labels (B, dec_seq) */
+	const int32_t *dec_tokens;
 	const int32_t *types;              /* (B,T), NULL without token types */
 	const uint8_t *loss_mask;          /* (B,T), NULL: every target counts */
 	const int32_t *lens;               /* (B), NULL: T each */
@@ -105,6 +111,19 @@ struct model_batch {
 /* The per-layer tensors, in table order. */
 enum { LN1_W, LN1_B, QKV_W, QKV_B, PROJ_W, PROJ_B, LN2_W, LN2_B, FC_W, FC_B, FCPROJ_W, FCPROJ_B,
        LAYER_TENSORS };
+/* A T5 decoder layer's cross-attention (Megatron's inter_attention and the layer norm after it),
+ * after its LAYER_TENSORS */
+enum { XQ_W = LAYER_TENSORS, XQ_B, XKV_W, XKV_B, XPROJ_W, XPROJ_B, XLN_W, XLN_B, XLAYER_TENSORS };
+
+/* A stack of transformer layers over one sequence (layers.h): GPT's and BERT's one, T5's encoder
+ * and decoder.  Its layers' tensors are `per` consecutive table entries each from t0. */
+struct model_stack {
+	int t0, per;              /* first local layer's first tensor; tensors per layer */
+	int nl, l0;               /* local layers; global index of the first (dropout keys) */
+	int mask;                 /* ATTN_CAUSAL or ATTN_BIDIR (layers.h) */
+	int cross;                /* its layers attend to another stack's output (T5's decoder) */
+	int T;                    /* its sequence length now */
+};
 
 struct model_arch;
 struct model {
@@ -128,7 +147,9 @@ struct model {
 	int ntensors;
 	int wte, wpe, eln_w, eln_b, lnf_w, lnf_b, layer0;   /* table indices (-1 absent) */
 	int tte;                           /* BERT: token types */
-	int hd_w, hd_b, hd_ln_w, hd_ln_b, lm_bias;   /* BERT's LM head: transform, output bias */
+	int hd_w, hd_b, hd_ln_w, hd_ln_b, lm_bias;   /* BERT's LM head: transform, output bias
+							(T5's: the bias only) */
+	int elnf_w, elnf_b;                /* T5: the encoder's final layer norm (lnf: the decoder's) */
 	int pool_w, pool_b, bin_w, bin_b;  /* BERT's pooler and binary head */
 	int first, last, nl, l0;           /* pipeline stage: holds the input / the output; layers */
 	size_t nparams;                    /* elements in every parameter-shaped buffer */
@@ -150,7 +171,12 @@ struct model {
 	size_t opt_bytes;                  /* optimizer-state bytes allocated on this rank */
 	float *slopes;                     /* ALiBi slopes of this rank's heads (device) */
 
-	struct model_acts *act;            /* activations (model.c), one set per slot */
+	struct model_stack stk[2];         /* the stacks: [0] GPT's, BERT's, T5's encoder; [1] T5's
+					      decoder */
+	int nstk;
+	struct model_acts *act;            /* activations (model.c), one set per slot (T5: the
+					      decoder's) */
+	struct model_acts *xact;           /* T5: the encoder's, one set per slot; else NULL */
 	int slot;                          /* the set forward/backward use (model_use_slot) */
 	size_t acts_bytes;
 	/* allocation accounting, bytes on the backend's device: everything the model allocates now
@@ -159,6 +185,7 @@ struct model {
 	 * figure counts (the layers' activations, the checkpointed chunk outputs, the logits) */
 	size_t mem_now, mem_peak, mem_act, mem_act_layers;
 	struct model_acts *ws;             /* the recompute workspace (ckpt_layers > 0), else NULL */
+	struct model_acts *xws;            /* T5: the encoder's, else NULL */
 	int32_t *tokens, *targets;         /* (B,T) device */
 	float *losses;                     /* (B,T) device */
 	int *bad_targets;                  /* device int */
@@ -257,7 +284,9 @@ void model_put(struct model *m, float *buf, int i, const float *in);
 void model_sync_params(struct model *m);
 
 /* FLOPs of one training step over `tokens` tokens, model FLOPs (6N + attention, no recompute),
- * for MFU; and Megatron's hardware-FLOPs formula for the TFLOPs field of the log line. */
+ * for MFU; and Megatron's hardware-FLOPs formula for the TFLOPs field of the log line.  T5: the
+ * same accounting over both stacks, the cross-attention and the logits, per encoder token
+ * (model.c has the formula). */
 double model_flops_per_token(const struct model_config *c);
 
 /* A transient device buffer (counted in the peak), for the step's rare host copies. */

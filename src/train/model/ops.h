@@ -124,6 +124,19 @@ struct ops {
 	void (*attention_bwd)(void *dqkv, const void *dout, const void *qkv, const void *out,
 			      const float *lse, int B, int T, int NH, int HD, struct ops_attn k);
 
+	/* Cross-attention (T5's inter_attention): queries q(B,Tq,NH,HD) against keys and values
+	 * kv(B,Tk,NH,2,HD) (Megatron's key_value projection: per head [k, v]) -> out(B,Tq,NH,HD),
+	 * lse(B,NH,Tq).  Every query of sample b - padded ones too - sees keys [0, k.klen[b]) (klen
+	 * NULL: Tk); k.bidir must be set; no ALiBi, no kstart.  Attention dropout of probability
+	 * (b, h, i, j) draws philox_keep(seed, ((sample0 + b) * heads + head0 + h) * Tq * Tk +
+	 * i * Tk + j, p): the self-attention's rule where Tq = Tk.  NULL: no cross-attention. */
+	void (*xattn_fwd)(void *out, float *lse, const void *q, const void *kv, int B, int Tq,
+			  int Tk, int NH, int HD, struct ops_attn k);
+	/* dq(B,Tq,NH,HD) and dkv(B,Tk,NH,2,HD) overwritten */
+	void (*xattn_bwd)(void *dq, void *dkv, const void *dout, const void *q, const void *kv,
+			  const void *out, const float *lse, int B, int Tq, int Tk, int NH, int HD,
+			  struct ops_attn k);
+
 	/* The MLP's first linear layer and its GeLU in one pass, when a backend fuses them (NULL:
 	 * the model calls matmul_fwd + gelu_fwd, and matmul_bwd + gelu_bwd): pre(N,OC) = inp w^T +
 	 * bias, out = gelu(pre), pre kept for the backward; and dinp(N,IC) = (dout w) * gelu'(pre)

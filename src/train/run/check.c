@@ -34,9 +34,14 @@ static void resolve_vocab(struct plan *p)
 		plan_error(p, "--model-type bert needs --tokenizer-type BertWordPieceLowerCase or "
 			   "BertWordPieceCase with --vocab-file vocab.txt (BertDataset's [CLS], [SEP], "
 			   "[MASK] and \"##\" pieces)");
-	if (wordpiece && a->model_type != MT_BERT)
-		plan_error(p, "--tokenizer-type %s is for --model-type bert (Megatron's BERT tokenizer "
-			   "has no end-of-document token for a GPT)", a->tokenizer_type);
+	if (a->model_type == MT_T5 && !wordpiece)
+		plan_error(p, "--model-type t5 needs --tokenizer-type BertWordPieceLowerCase or "
+			   "BertWordPieceCase with --vocab-file vocab.txt (T5Dataset's [MASK], [BOS], "
+			   "[EOS], sentinels and \"##\" pieces; pretrain_t5.py's default is "
+			   "BertWordPieceLowerCase)");
+	if (wordpiece && a->model_type == MT_GPT)
+		plan_error(p, "--tokenizer-type %s is for --model-type bert or t5 (Megatron's BERT "
+			   "tokenizer has no end-of-document token for a GPT)", a->tokenizer_type);
 	if (wordpiece) {
 		struct bertdata_vocab v;
 		if (!a->vocab_file) {
@@ -47,17 +52,21 @@ static void resolve_vocab(struct plan *p)
 		} else if (a->tokenizer_name_or_path) {
 			plan_error(p, "--tokenizer-name-or-path is PretrainedFromHF's; %s reads --vocab-file",
 				   a->tokenizer_type);
-		} else if (bertdata_vocab_load(&v, a->vocab_file, 0, err, sizeof err) < 0) {
+		} else if (bertdata_vocab_load(&v, a->vocab_file, a->model_type == MT_T5 &&
+					       a->vocab_extra_ids > 0 ? (int32_t)a->vocab_extra_ids : 0,
+					       err, sizeof err) < 0) {
 			plan_error(p, "--vocab-file: %s", err);
 		} else {
-			/* Megatron's _BertWordPieceTokenizer: vocab.txt and the [BOS], [EOS] it adds */
+			/* Megatron's _BertWordPieceTokenizer: vocab.txt and the [BOS], [EOS] it adds
+			 * (and T5's --vocab-extra-ids sentinels) */
 			p->vocab = v.size;
 			p->vocab_from = "--vocab-file";
 			bertdata_vocab_free(&v);
 			if (a->vocab_size > 0 && a->vocab_size != p->vocab)
 				plan_error(p, "--vocab-size %lld contradicts --vocab-file %s, which gives %lld "
-				           "tokens ([BOS] and [EOS] included)", LL(a->vocab_size),
-				           a->vocab_file, LL(p->vocab));
+				           "tokens ([BOS] and [EOS]%s included)", LL(a->vocab_size),
+				           a->vocab_file, LL(p->vocab), a->model_type == MT_T5 ?
+					   ", and the --vocab-extra-ids sentinels" : "");
 		}
 		return;
 	}
@@ -136,6 +145,46 @@ static void check_schedule_flags(struct plan *p)
 			   "give --save-keep too");
 }
 
+/* --model-type t5: pretrain_t5.py's T5Model and T5Dataset (src/train/model/t5.c) */
+static void check_t5(struct plan *p)
+{
+	const struct train_args *a = p->a;
+	/* what Megatron's T5Model has not: refused rather than ignored */
+	const char *gpt = a->pos_emb == POS_ALIBI ? "--position-embedding-type alibi"
+			  : a->pos_emb == POS_ROTARY ? "--position-embedding-type rotary"
+			  : a->embed_layernorm ? "--embed-layernorm"
+			  : a->use_bnb_optimizer ? "--use-bnb-optimizer (its StableEmbedding)"
+			  : a->eod_mask_loss ? "--eod-mask-loss"
+			  : a->reset_position_ids ? "--reset-position-ids"
+			  : a->reset_attention_mask ? "--reset-attention-mask"
+			  : a->curriculum_flag || a->curriculum.enabled ? "the sequence-length curriculum"
+			  : a->weighted_split_paths || a->wsplit[1] || a->wsplit[2]
+			  ? "--{train,valid,test}-weighted-split-paths" : NULL;
+	if (gpt)
+		plan_error(p, "%s is not in Megatron's T5 (learned positions, the padding masks, one "
+			   "sentence dataset): drop it with --model-type t5", gpt);
+	if (a->ndata_path > 1)
+		plan_error(p, "--model-type t5 reads one sentence dataset (--data-path PREFIX); blends "
+			   "are not implemented for T5");
+	if (a->seq_given && a->encoder_seq_given)
+		plan_error(p, "--seq-length and --encoder-seq-length: give one (Megatron asserts "
+			   "--encoder-seq-length is None when --seq-length is given)");
+	if (a->decoder_seq_length <= 0)
+		plan_error(p, "--model-type t5 needs --decoder-seq-length (T5Dataset's decoder length)");
+	else if (a->max_position_embeddings > 0 &&
+		 a->max_position_embeddings < a->decoder_seq_length)
+		plan_error(p, "--max-position-embeddings %lld is smaller than --decoder-seq-length %lld",
+			   LL(a->max_position_embeddings), LL(a->decoder_seq_length));
+	if (a->vocab_extra_ids <= 0)
+		plan_error(p, "--model-type t5 needs --vocab-extra-ids N > 0: T5Dataset replaces each "
+			   "masked span by a sentinel <extra_id_K> (Megatron's T5 scripts give 100)");
+	if (a->pp > 1)
+		plan_error(p, "--pipeline-model-parallel-size %lld: T5 is not split over pipeline "
+			   "stages here (Megatron's T5 places its encoder and decoder with "
+			   "--pipeline-model-parallel-split-rank, which lmtk does not implement); use "
+			   "--pipeline-model-parallel-size 1 with TP and DP", LL(a->pp));
+}
+
 /* Every check that needs only the flags.  Returns 1 if the plan cannot be computed. */
 int check_flags(struct plan *p)
 {
@@ -151,7 +200,8 @@ int check_flags(struct plan *p)
 	};
 	for (size_t i = 0; i < sizeof required / sizeof *required; i++)
 		if (*(const int64_t *)((const char *)a + required[i].off) <= 0) {
-			plan_error(p, "%s is required", required[i].flag);
+			plan_error(p, "%s is required", a->model_type == MT_T5 && i == 3
+				   ? "--encoder-seq-length (or --seq-length)" : required[i].flag);
 			blocking = 1;
 		}
 	if (a->pos_emb == POS_ROTARY && a->max_position_embeddings > 0)
@@ -183,6 +233,13 @@ int check_flags(struct plan *p)
 		plan_error(p, "--bf16 and --fp16: give one");
 	if (a->model_type != MT_BERT && a->bert_flag)
 		plan_error(p, "%s is a BERT flag: add --model-type bert, or drop it", a->bert_flag);
+	if (a->model_type == MT_GPT && a->masklm_flag)
+		plan_error(p, "%s is a BERT and T5 flag (their datasets' masking): add --model-type "
+			   "bert or t5, or drop it", a->masklm_flag);
+	if (a->model_type != MT_T5 && a->t5_flag)
+		plan_error(p, "%s is a T5 flag: add --model-type t5, or drop it", a->t5_flag);
+	if (a->model_type == MT_T5)
+		check_t5(p);
 	if (a->model_type == MT_BERT) {
 		/* what Megatron's BertModel has not: refused rather than ignored */
 		const char *gpt = a->pos_emb == POS_ALIBI ? "--position-embedding-type alibi"

@@ -66,6 +66,10 @@ static json_t *model_json(const struct model_config *c)
 		json_object_set_new(j, "binary_head", json_boolean(c->binary_head));
 		json_object_set_new(j, "openai_gelu", json_boolean(c->head_gelu_tanh));
 	}
+	if (c->arch == MODEL_T5) {   /* seq_length is the encoder's, as Megatron's args.seq_length */
+		json_object_set_new(j, "model_type", json_string("t5"));
+		json_object_set_new(j, "decoder_seq_length", json_integer(c->dec_seq));
+	}
 	return j;
 }
 
@@ -621,7 +625,11 @@ static int load_manifest(json_t *man, const char *path, struct model *m, struct 
 				    "another model", path, mf[i].flag, (long long)got, (long long)mf[i].want);
 	}
 	const char *mt = json_string_value(json_object_get(mo, "model_type"));
-	int bert = mt && strcmp(mt, "bert") == 0;
+	int bert = mt && strcmp(mt, "bert") == 0, t5 = mt && strcmp(mt, "t5") == 0;
+	if (t5 != (c->arch == MODEL_T5))
+		return errf(err, errlen, "%s: the checkpoint's model is %s, this run's %s: it is "
+			    "another model", path, t5 ? "a T5" : bert ? "a BERT" : "a GPT",
+			    c->arch == MODEL_T5 ? "a T5" : c->arch == MODEL_BERT ? "a BERT" : "a GPT");
 	int64_t types = 0;
 	jint(mo, "num_tokentypes", &types);
 	int bin = json_is_true(json_object_get(mo, "binary_head"));

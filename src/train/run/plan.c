@@ -79,8 +79,15 @@ static void count_params(struct plan *p)
 		p->p_heads = h * h + h + 2 * h + p->vocab_padded +
 			     (a->bert_no_binary_head ? 0 : h * h + h + 2 * h + 2);
 	}
+	if (a->model_type == MT_T5) {   /* two stacks, the decoder's cross-attention, the LM bias */
+		p->p_xlayer = 4 * p->proj * h + 3 * p->proj + 3 * h;
+		p->p_xlayer_rank = (4 * p->proj * h + 3 * p->proj) / p->tp + 3 * h;
+		p->p_heads = p->vocab_padded;
+	}
 	p->p_total = p->p_word + p->p_pos + p->p_emb_ln + p->L * p->p_layer + p->p_final_ln +
 		     p->p_types + p->p_heads;
+	if (a->model_type == MT_T5)
+		p->p_total += p->L * (p->p_layer + p->p_xlayer) + p->p_final_ln;
 	p->p_sanity = p->L * (12 * h * h + 13 * h) + p->vocab * h + p->s * h;
 	p->params_used = a->assumed_params > 0 ? a->assumed_params : (double)p->p_total;
 }
@@ -274,6 +281,27 @@ static double bnb_stage_bytes(const struct plan *p, const struct plan_stage *s)
 	return b;
 }
 
+/* T5's activations (one stage: PP = 1): each stack's layers over its own length - the
+ * encoder's as act_layer, the decoder's at its length with the cross-attention's on top (q,
+ * its output 2p/t, the dense's output, residual and layer norm 3h over the decoder's tokens;
+ * k/v 2p/t over the encoder's; fp32 statistics and log-sum-exp) - and the logits over the
+ * decoder's; checkpointed, each stack's chunk outputs and one chunk of each recomputed. */
+static void t5_memory(const struct plan *p, struct plan_stage *s)
+{
+	double b = (double)p->mbs, tp = (double)p->tp, h = (double)p->h, e = p->abytes;
+	double se = (double)p->s * b, sd = (double)p->dec_s * b;
+	double dlayer = e * sd * (6.0 * h + (4.0 * (double)p->proj + 2.0 * (double)p->f) / tp) +
+			4.0 * sd * (4.0 + (double)p->heads / tp) +
+			e * (sd * (3.0 * h + 2.0 * (double)p->proj / tp) + se * 2.0 * (double)p->proj / tp) +
+			4.0 * sd * (2.0 + (double)p->heads / tp);
+	int64_t L = s->layers, n = p->ckpt_layers < L ? p->ckpt_layers : L;
+	int64_t chunks = n ? (L + n - 1) / n : 0;
+	s->logits = sd * (double)p->vocab_padded / tp * 4;
+	s->act = (double)L * (p->act_layer + dlayer) + s->logits;
+	s->act_ckpt = (double)chunks * e * h * (se + sd) + (double)n * (p->act_layer + dlayer) +
+		      s->logits;
+}
+
 static void memory(struct plan *p)
 {
 	const struct train_args *a = p->a;
@@ -309,6 +337,8 @@ static void memory(struct plan *p)
 		if (s->last)   /* BERT's heads: replicated but for the LM bias, split with the vocab */
 			prm += p->p_final_ln + (p->pp > 1 ? p->p_word / p->tp : 0) +
 			       (p->p_heads ? p->p_heads - p->vocab_padded + p->vocab_padded / p->tp : 0);
+		if (a->model_type == MT_T5)   /* PP = 1: the decoder too */
+			prm += p->L * (p->p_layer_rank + p->p_xlayer_rank) + p->p_final_ln;
 		s->params = prm;
 		s->weights = (double)prm * p->wbytes;
 		s->grads = (double)prm * p->gbytes;
@@ -323,12 +353,15 @@ static void memory(struct plan *p)
 		if (s->last && a->model_type == MT_BERT)   /* the LM head's dense, GeLU and LN outputs */
 			s->logits += 3.0 * sbh * p->abytes;
 		s->act = (double)s->layers * p->act_layer * (double)s->inflight + s->logits;
+
 		/* checkpointed: each chunk's output per micro-batch in flight, and one chunk's
 		 * full activations, the recompute workspace all micro-batches share */
 		int64_t n = p->ckpt_layers < s->layers ? p->ckpt_layers : s->layers;
 		int64_t chunks = n ? (s->layers + n - 1) / n : 0;
 		s->act_ckpt = (double)chunks * p->abytes * sbh * (double)s->inflight +
 			      (double)n * p->act_layer + s->logits;
+		if (a->model_type == MT_T5)
+			t5_memory(p, s);
 		s->total = s->weights + s->grads + (p->zero1 ? s->optim_zero : s->optim) +
 			   (a->checkpoint_activations ? s->act_ckpt : s->act);
 		if (s->total > p->st[p->worst].total)
@@ -497,6 +530,12 @@ static void timing(struct plan *p)
 	double T = a->assumed_tflops * 1e12, P = p->params_used, total = 0, ramp_s = 0;
 	int64_t ramp_tokens = 0;
 
+	if (a->assumed_tflops <= 0 && a->model_type == MT_T5) {   /* the step model is GPT's */
+		if (a->gpu_model)
+			plan_error(p, "--gpu-model %s: the step model prices a GPT's operations, not a "
+				   "T5's; give --assumed-tflops for its days", a->gpu_model);
+		return;
+	}
 	if (a->assumed_tflops <= 0) {
 		model_timing(p);
 		return;
@@ -505,6 +544,13 @@ static void timing(struct plan *p)
 		plan_note(p, "--gpu-model %s: not used, --assumed-tflops gives the speed", a->gpu_model);
 	p->have_time = 1;
 	p->flops_factor = a->checkpoint_activations ? 8 : 6;
+	if (a->model_type == MT_T5) {   /* the model's count per token, not F x params */
+		struct model_config c = {.arch = MODEL_T5, .layers = (int)p->L, .hidden = (int)p->h,
+					 .ffn = (int)p->f, .padded_vocab = (int)p->vocab_padded,
+					 .seq = (int)p->s, .dec_seq = (int)p->dec_s};
+		p->flops_token = model_flops_per_token(&c) * p->flops_factor / 6.0;
+		P = p->flops_token / p->flops_factor;   /* the "params" of the GPT formula below */
+	}
 	p->t_iter = (double)p->gbs * (double)p->s * p->flops_factor * P / ((double)p->world * T);
 	p->t_slot = p->t_iter / (double)(p->m_full + p->pp - 1);
 	p->days = (double)p->tokens * p->flops_factor * P / ((double)p->world * T * 86400);
@@ -592,6 +638,7 @@ int plan_make(struct plan *p, const struct train_args *a)
 	p->kv = a->kv_channels > 0 ? a->kv_channels : p->h / p->heads;
 	p->proj = p->kv * p->heads;
 	p->s = a->seq_length;
+	p->dec_s = a->model_type == MT_T5 ? a->decoder_seq_length : 0;
 	p->maxpos = a->max_position_embeddings;
 	p->vocab_padded = plan_pad_vocab(p->vocab, a->make_vocab_size_divisible_by, p->tp,
 					 a->pad_vocab_size_to);

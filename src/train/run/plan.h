@@ -9,7 +9,13 @@
  *   vocab), learned position embeddings max_pos*h (none with alibi/rotary), the embedding
  *   LayerNorm 2h, per layer 4ph + 2fh + 3p + f + 6h (p = heads * kv-channels, f = ffn size;
  *   12h^2 + 13h for p = h, f = 4h), the final LayerNorm 2h; output weights tied to the
- *   embedding.  BERT adds token types K*h and its heads (p_heads below).  Per GPU: column/row-parallel weights and the embedding are split over TP, layer
+ *   embedding.  BERT adds token types K*h and its heads (p_heads below).  T5: an encoder and a
+ *   decoder of L layers each, a decoder layer adding its cross-attention (query [p, h] + p,
+ *   key_value [2p, h] + 2p, dense [h, p] + h, layer norm 2h: 4ph + 3p + 3h), a final layer norm
+ *   per stack and the LM head's vocab-parallel bias Vp; its activations are each stack's over its
+ *   own length, the cross-attention's on top (model.c), the logits over the decoder's length.
+ * T5's time: FLOPs per token from the model (model_flops_per_token, per encoder token), times
+ *   4/3 with --checkpoint-activations, instead of F x params.  Per GPU: column/row-parallel weights and the embedding are split over TP, layer
  *   norms and row-parallel biases replicated; each pipeline stage holds its layers, the first also
  *   the embeddings and the last the final norm and a tied copy of the word embedding.  The runs'
  *   sanity formula l*(12h^2 + 13h) + V*h + s*h (unpadded V) is shown beside the exact count.
@@ -89,6 +95,10 @@ struct plan {
 	 * dense h^2 + h, layer norm 2h and vocab-parallel bias Vp, with the binary head also the
 	 * pooler h^2 + h and the binary head 2h + 2 */
 	int64_t p_types, p_heads;
+	/* --model-type t5: the decoder's length, a decoder layer's cross-attention (whole, one TP
+	 * rank's); p_heads is then the LM head's bias Vp, p_final_ln each stack's */
+	int64_t dec_s, p_xlayer, p_xlayer_rank;
+	double flops_token;       /* t5: training FLOPs per token (have_time) */
 	double params_used;       /* for time and checkpoint size: --assumed-params or p_total */
 
 	/* per pipeline stage, and the one that needs the most memory */

@@ -81,6 +81,10 @@ static void text_model(const struct plan *p, FILE *f)
 	if (a->model_type == MT_BERT)
 		row(f, "architecture", "BERT", a->bert_no_binary_head ? "Megatron's BertModel, "
 		    "--bert-no-binary-head" : "Megatron's BertModel with the binary head");
+	if (a->model_type == MT_T5)
+		row(f, "architecture", "T5", fmt("Megatron's T5Model: encoder of %lld and decoder of "
+						 "%lld tokens, --num-layers each", LL(p->s),
+						 LL(p->dec_s)));
 	row(f, "vocabulary", num(p->vocab), fmt("from %s", p->vocab_from));
 	row(f, "padded vocabulary", num(p->vocab_padded), a->pad_vocab_size_to > 0 ?
 	    "--pad-vocab-size-to" : fmt("multiple of --make-vocab-size-divisible-by %lld x TP %lld",
@@ -99,16 +103,27 @@ static void text_model(const struct plan *p, FILE *f)
 		    fmt("--num-tokentypes %lld x h", LL(p->p_types / p->h)));
 	row(f, "  per transformer layer", num(p->p_layer), classic ? "12h^2 + 13h" :
 	    "4ph + 2fh + 3p + f + 6h (p = heads x kv-channels, f = ffn)");
-	row(f, "  transformer layers", num(p->L * p->p_layer), fmt("%lld layers", LL(p->L)));
-	row(f, "  final layer norm", num(p->p_final_ln), "2h");
+	if (a->model_type == MT_T5) {
+		row(f, "  encoder layers", num(p->L * p->p_layer), fmt("%lld layers", LL(p->L)));
+		row(f, "  cross-attention per decoder layer", num(p->p_xlayer), classic ?
+		    "4h^2 + 6h: query, key_value, dense, layer norm" : "4ph + 3p + 3h");
+		row(f, "  decoder layers", num(p->L * (p->p_layer + p->p_xlayer)),
+		    fmt("%lld layers", LL(p->L)));
+		row(f, "  final layer norms", num(2 * p->p_final_ln), "2h each stack");
+		row(f, "  LM head bias", num(p->p_heads), "Vp, split with the vocabulary");
+	} else {
+		row(f, "  transformer layers", num(p->L * p->p_layer), fmt("%lld layers", LL(p->L)));
+		row(f, "  final layer norm", num(p->p_final_ln), "2h");
+	}
 	if (a->model_type == MT_BERT)
 		row(f, "  heads", num(p->p_heads), a->bert_no_binary_head ?
 		    "LM head: dense h^2 + h, layer norm 2h, bias Vp" :
 		    "LM head h^2 + 3h + Vp; pooler h^2 + h; binary head 2h + 2");
 	row(f, "  non-embedding", num(p->p_total - p->p_word - p->p_pos - p->p_types), "");
-	row(f, "runs' sanity formula", num(p->p_sanity),
-	    fmt("%s: l*(12h^2 + 13h) + V*h + s*h, V = %s unpadded", billions((double)p->p_sanity),
-		num(p->vocab)));
+	if (a->model_type != MT_T5)   /* a GPT's */
+		row(f, "runs' sanity formula", num(p->p_sanity),
+		    fmt("%s: l*(12h^2 + 13h) + V*h + s*h, V = %s unpadded",
+			billions((double)p->p_sanity), num(p->vocab)));
 	row(f, "hidden/layers", ratio(p->h, p->L), p->h % p->L ? fmt("int %lld", LL(p->h / p->L)) : "");
 	row(f, "hidden/heads", ratio(p->h, p->heads), p->h % p->heads ?
 	    fmt("int %lld", LL(p->h / p->heads)) : "");
@@ -384,6 +399,13 @@ static void text_time(const struct plan *p, FILE *f)
 	row(f, "tokens", num(p->tokens), "");
 	if (p->time_model) {
 		row(f, "days", fmt("%.2f", p->days), "tokens at the full batch's time per token");
+	} else if (a->model_type == MT_T5) {
+		row(f, "FLOPs per token", fmt("%.4g", p->flops_token), p->flops_factor == 8 ?
+		    "the encoder-decoder's count (train(1)) x 4/3: forward, backward, recompute" :
+		    "the encoder-decoder's count (train(1)): forward and backward");
+		row(f, fmt("iteration at GBS %lld", LL(p->gbs)), duration(p->t_iter), "");
+		row(f, "days", fmt("%.2f", p->days),
+		    "tokens x FLOPs per token / (GPUs x TFLOPs x 1e12 x 86400)");
 	} else {
 		row(f, "FLOPs per token per parameter", fmt("%d", p->flops_factor),
 		    p->flops_factor == 8 ? "6 forward and backward + 2 recompute" : "6 forward and backward");
@@ -505,7 +527,16 @@ static json_t *jmodel(const struct plan *p)
 			 "hidden_per_layer_int", (json_int_t)(p->h / p->L),
 			 "hidden_per_head", (double)p->h / (double)p->heads,
 			 "hidden_per_head_int", (json_int_t)(p->h / p->heads));
-	json_object_set_new(j, "model_type", json_string(a->model_type == MT_BERT ? "bert" : "gpt"));
+	json_object_set_new(j, "model_type", json_string(a->model_type == MT_BERT ? "bert" :
+							 a->model_type == MT_T5 ? "t5" : "gpt"));
+	if (a->model_type == MT_T5) {
+		json_t *prm = json_object_get(j, "params");
+		json_object_set_new(prm, "cross_attention_per_decoder_layer", json_integer(p->p_xlayer));
+		json_object_set_new(prm, "decoder_layers", json_integer(p->L * (p->p_layer + p->p_xlayer)));
+		json_object_set_new(prm, "lm_head_bias", json_integer(p->p_heads));
+		json_object_set_new(j, "encoder_seq_length", json_integer(p->s));
+		json_object_set_new(j, "decoder_seq_length", json_integer(p->dec_s));
+	}
 	if (a->model_type == MT_BERT) {
 		json_t *prm = json_object_get(j, "params");
 		json_object_set_new(prm, "tokentype_embeddings", json_integer(p->p_types));
@@ -640,6 +671,10 @@ static json_t *jtime(const struct plan *p)
 	json_object_set_new(o, "assumed_tflops", p->time_model ? json_null()
 							       : json_real(p->a->assumed_tflops));
 	json_object_set_new(o, "step_model", p->time_model ? jstep_model(p) : json_null());
+	if (p->a->model_type == MT_T5) {   /* the encoder-decoder's count, not F x params */
+		json_object_del(o, "flops_per_token_per_param");
+		json_object_set_new(o, "flops_per_token", json_real(p->flops_token));
+	}
 	return o;
 }
 

@@ -56,6 +56,13 @@ struct run {
 	int32_t *types, *lens, *sop;
 	uint8_t *lmask;
 	struct bert_sample bs;
+	/* --model-type t5: the decoder's input beside tok (the encoder's), tgt and lmask its labels
+	 * and loss mask (B, dseq), lens the encoder's real tokens; one T5Dataset sample */
+	int t5;
+	int64_t dseq;
+	int32_t *dtok;
+	struct t5_sample ts;
+	int64_t t5_nonprefix;          /* samples with a masked (id 0) position inside them */
 	struct model_batch mb;         /* the micro-batch load_micro filled, for model_forward_batch */
 	double it_lm, it_sop;          /* the last iteration's lm and sop losses (step_grads) */
 	double peak;                   /* FLOP/s, for MFU; 0 unknown */
@@ -168,9 +175,78 @@ harmless:   /* so that every stage can still run the step in lockstep */
 	return -1;
 }
 
+/* The last real position + 1 of a T5 sample's validity vector (Megatron's id >= 1), counting
+ * the samples whose vector is not a prefix: their masked inner positions are real keys here
+ * (model/t5.c), which only a vocabulary with a word at id 0 and [PAD] elsewhere makes. */
+static int32_t t5_prefix(const uint8_t *valid, int n, int *inner)
+{
+	int last = 0;
+	for (int t = 0; t < n; t++)
+		if (valid[t])
+			last = t + 1;
+	for (int t = 0; t < last; t++)
+		*inner |= !valid[t];
+	return last;
+}
+
+/* T5's micro-batch k, as load_micro_bert's */
+static int load_micro_t5(struct run *r, int split, int64_t first, int k)
+{
+	char err[512];
+	int Te = (int)r->seq, Td = (int)r->dseq, V = r->m.cfg.vocab;
+	for (int b = 0; b < r->mbs; b++) {
+		int64_t i = first + (int64_t)k * r->mbs * r->dist.dp + (int64_t)r->dist.dp_rank * r->mbs + b;
+		struct t5_sample *s = &r->ts;
+		int inner = 0, bad = -1;
+		if (feed_get_t5(&r->feed, split, i, s, err, sizeof err) < 0) {
+			warn("%s", err);
+			goto harmless;
+		}
+		for (int t = 0; t < Te; t++)
+			if (s->text_enc[t] < 0 || s->text_enc[t] >= V)
+				bad = s->text_enc[t];
+		for (int t = 0; t < Td; t++)
+			if (s->text_dec[t] < 0 || s->text_dec[t] >= V ||
+			    (s->loss_mask[t] && (s->labels[t] < 0 || s->labels[t] >= V)))
+				bad = s->text_dec[t] < 0 || s->text_dec[t] >= V ? s->text_dec[t] : s->labels[t];
+		if (bad != -1) {
+			warn("%s sample %lld holds token id %d, outside the vocabulary of %d: the data was "
+			     "not tokenized with this --vocab-file and --vocab-extra-ids", split == FEED_TRAIN
+			     ? "training" : split == FEED_VALID ? "validation" : "test", (long long)i, bad,
+			     V);
+			r->bad_data = 1;
+			goto harmless;
+		}
+		memcpy(r->tok + (size_t)b * Te, s->text_enc, Te * sizeof *r->tok);
+		memcpy(r->dtok + (size_t)b * Td, s->text_dec, Td * sizeof *r->dtok);
+		for (int t = 0; t < Td; t++) {
+			r->tgt[(size_t)b * Td + t] = s->loss_mask[t] ? s->labels[t] : -1;
+			r->lmask[(size_t)b * Td + t] = s->loss_mask[t];
+		}
+		r->lens[b] = t5_prefix(s->enc_valid, Te, &inner);
+		t5_prefix(s->dec_valid, Td, &inner);
+		if (inner && !r->t5_nonprefix++)
+			warn("warning: %s sample %lld has a token of id 0 among its real tokens: Megatron's "
+			     "T5 masks would hide it as padding, lmtk's attention sees it (train(1), "
+			     "--model-type t5); counted, not warned again", split == FEED_TRAIN ?
+			     "training" : "held-out", (long long)i);
+	}
+	return 0;
+harmless:   /* so that every rank can still run the step in lockstep */
+	memset(r->tok, 0, r->mbs * Te * sizeof *r->tok);
+	memset(r->dtok, 0, r->mbs * Td * sizeof *r->dtok);
+	memset(r->tgt, 0xff, r->mbs * Td * sizeof *r->tgt);
+	memset(r->lmask, 0, r->mbs * Td);
+	for (int b = 0; b < r->mbs; b++)
+		r->lens[b] = Te;
+	return -1;
+}
+
 static int load_micro(struct run *r, int split, int set, int64_t first, int k)
 {
 	char err[512];
+	if (r->t5)
+		return load_micro_t5(r, split, first, k);
 	if (r->bert)
 		return load_micro_bert(r, split, first, k);
 	for (int b = 0; b < r->mbs; b++) {
@@ -217,6 +293,9 @@ static void tb_scalar(struct run *r, const char *tag, int64_t step, double v)
 static double hw_tflops(const struct run *r, int64_t gbs, double secs)
 {
 	const struct model_config *c = &r->m.cfg;
+	if (c->arch == MODEL_T5)   /* Megatron-DeepSpeed has no T5 formula: the model's count (model.h) */
+		return model_flops_per_token(c) * (c->ckpt_layers ? 4.0 / 3.0 : 1.0) * (double)gbs *
+		       (double)r->cur / (secs * r->dist.world * 1e12);
 	double s = (double)r->cur, h = c->hidden, L = c->layers, V = c->padded_vocab;
 	double coeff = r->a->glu_activation ? 32 : 24, act = c->ckpt_layers ? 4 : 3;
 	double f = coeff * act * gbs * s * L * h * h * (1 + s / (6 * h) + V / (16 * L * h));
@@ -498,6 +577,12 @@ static int setup(struct run *r, char *err, size_t errlen)
 		.seed = (uint64_t)a->seed, .tp = 1, .eod = -1,
 	};
 	r->bert = a->model_type == MT_BERT;
+	r->t5 = a->model_type == MT_T5;
+	if (r->t5) {   /* pretrain_t5.py's T5Model: --num-layers each, seq the encoder's */
+		c.arch = MODEL_T5;
+		c.dec_seq = (int)a->decoder_seq_length;
+		r->dseq = a->decoder_seq_length;
+	}
 	if (r->bert) {   /* pretrain_bert.py's BertModel */
 		c.arch = MODEL_BERT;
 		c.num_tokentypes = a->num_tokentypes >= 0 ? (int)a->num_tokentypes : 2;
@@ -604,19 +689,26 @@ static int setup(struct run *r, char *err, size_t errlen)
 	if (model_init(&r->m, &c, ops, (int)r->mbs, (int)r->seq, err, errlen) < 0)
 		return -1;
 	r->m.dist = &r->dist;
+	int64_t rows = r->dseq > r->seq ? r->dseq : r->seq;   /* T5: the longer of its two */
 	r->sample = malloc((r->seq + 1) * sizeof *r->sample);
 	r->tok = malloc(r->mbs * r->seq * sizeof *r->tok);
-	r->tgt = malloc(r->mbs * r->seq * sizeof *r->tgt);
+	r->tgt = malloc(r->mbs * rows * sizeof *r->tgt);
 	r->types = calloc(r->mbs * r->seq, sizeof *r->types);
-	r->lmask = calloc(r->mbs * r->seq, 1);
+	r->lmask = calloc(r->mbs * rows, 1);
 	r->lens = calloc(r->mbs, sizeof *r->lens);
 	r->sop = calloc(r->mbs, sizeof *r->sop);
-	if (!r->sample || !r->tok || !r->tgt || !r->types || !r->lmask || !r->lens || !r->sop)
+	r->dtok = calloc(r->mbs * (r->dseq > 0 ? r->dseq : 1), sizeof *r->dtok);
+	if (!r->sample || !r->tok || !r->tgt || !r->types || !r->lmask || !r->lens || !r->sop ||
+	    !r->dtok)
 		return errf(err, errlen, "out of memory");
 	r->mb = (struct model_batch){.tokens = r->tok, .targets = r->tgt};
 	if (r->bert)
 		r->mb = (struct model_batch){.tokens = r->tok, .targets = r->tgt, .types = r->types,
 					     .loss_mask = r->lmask, .lens = r->lens, .sop = r->sop};
+	if (r->t5)
+		r->mb = (struct model_batch){.tokens = r->tok, .dec_tokens = r->dtok,
+					     .targets = r->tgt, .loss_mask = r->lmask,
+					     .lens = r->lens};
 	r->peak = a->peak_tflops > 0 ? a->peak_tflops * 1e12
 		  : ops->peak_flops > 0 ? ops->peak_flops : cpu_peak(threads);
 	char kind[96];
@@ -624,6 +716,9 @@ static int setup(struct run *r, char *err, size_t errlen)
 	if (r->bert)
 		snprintf(kind, sizeof kind, "BERT (%s, %d token types)", c.binary_head ?
 			 "binary head" : "no binary head", c.num_tokentypes);
+	if (r->t5)
+		snprintf(kind, sizeof kind, "T5 (encoder of %d and decoder of %d tokens, %d layers "
+			 "each)", c.seq, c.dec_seq, c.layers);
 	out("train: %s model, %lld parameters (%lld layers, hidden %lld, %lld heads, vocab %lld "
 	       "padded to %lld) on %s\n", kind,
 	       (long long)p->p_total, (long long)p->L, (long long)p->h, (long long)p->heads,
@@ -693,6 +788,8 @@ static int setup(struct run *r, char *err, size_t errlen)
 	if (r->feed.nsets[FEED_TRAIN] == 0 || r->feed.sets[FEED_TRAIN][0].size == 0)
 		return errf(err, errlen, "the train split is empty: check --split and --data-path");
 	if (r->bert && bert_sample_alloc(&r->feed.bd[FEED_TRAIN], &r->bs) < 0)
+		return errf(err, errlen, "out of memory");
+	if (r->t5 && t5_sample_alloc(&r->feed.bd[FEED_TRAIN], &r->ts) < 0)
 		return errf(err, errlen, "out of memory");
 
 	/* the schedule, in samples (tokens with --lr-decay-tokens) */
@@ -1316,6 +1413,14 @@ int run_train(const struct train_args *a, const struct plan *p, const char *cmdl
 		tfevents_close(r.tb);
 	if (r.bert)
 		bert_sample_free(&r.bs);
+	if (r.t5) {
+		t5_sample_free(&r.ts);
+		if (r.t5_nonprefix)
+			warn("warning: %lld T5 samples had a token of id 0 among their real tokens, "
+			     "seen by lmtk's attention where Megatron's masks hide it",
+			     (long long)r.t5_nonprefix);
+	}
+	free(r.dtok);
 	feed_close(&r.feed);
 	model_free(&r.m);
 	if (r.dist.finish)
