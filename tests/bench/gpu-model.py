@@ -45,6 +45,7 @@ tests/cli/train-gpu-model.sh can compare the two operation by operation.
 import argparse
 import json
 import math
+import re
 import sys
 from collections import defaultdict
 
@@ -78,11 +79,25 @@ SYNC = 10e-6        # per host synchronisation inside the step (a DtoH copy the 
 TILE = (128, 256)   # cuBLAS's usual bf16 tile on these parts, for wave quantisation
 
 
+# a kernel's name without the activation type it was instantiated for ("ln_fwd_k<8, __half>" ->
+# "ln_fwd_k<8>", "adamw_multi_k<__nv_bfloat16>" -> "adamw_multi_k"): bf16 and fp16 move the same
+# bytes, and train --dry-run's twin (src/train/run/gpumodel.c) names kernels that way
+ACT_ARG = re.compile(r"(, )?\b(__nv_bfloat16|__half)\b(, )?")
+
+
+def kernel_name(n):
+    n = ACT_ARG.sub(lambda m: ", " if m.group(1) and m.group(3) else "", n)
+    return n[:-2] if n.endswith("<>") else n
+
+
 def load(path):
     ops = []
     with open(path) as f:
         for line in f:
-            ops.append(json.loads(line))
+            o = json.loads(line)
+            if o.get("op") == "kernel":
+                o["name"] = kernel_name(o["name"])
+            ops.append(o)
     if not ops:
         sys.exit(f"gpu-model: {path}: empty profile (did train run with --profile?)")
     return ops
