@@ -145,21 +145,29 @@ static void check_schedule_flags(struct plan *p)
 			   "give --save-keep too");
 }
 
+/* The first GPT-only option given (ALiBi, rotary, BLOOM's embedding layer norm, 8-bit Adam's
+ * StableEmbedding, the document masks, the curriculum, weighted split paths), or NULL: what
+ * Megatron's BertModel and T5Model do not have */
+static const char *gpt_only_flag(const struct train_args *a)
+{
+	return a->pos_emb == POS_ALIBI ? "--position-embedding-type alibi"
+	       : a->pos_emb == POS_ROTARY ? "--position-embedding-type rotary"
+	       : a->embed_layernorm ? "--embed-layernorm"
+	       : a->use_bnb_optimizer ? "--use-bnb-optimizer (its StableEmbedding)"
+	       : a->eod_mask_loss ? "--eod-mask-loss"
+	       : a->reset_position_ids ? "--reset-position-ids"
+	       : a->reset_attention_mask ? "--reset-attention-mask"
+	       : a->curriculum_flag || a->curriculum.enabled ? "the sequence-length curriculum"
+	       : a->weighted_split_paths || a->wsplit[1] || a->wsplit[2]
+	       ? "--{train,valid,test}-weighted-split-paths" : NULL;
+}
+
 /* --model-type t5: pretrain_t5.py's T5Model and T5Dataset (src/train/model/t5.c) */
 static void check_t5(struct plan *p)
 {
 	const struct train_args *a = p->a;
 	/* what Megatron's T5Model has not: refused rather than ignored */
-	const char *gpt = a->pos_emb == POS_ALIBI ? "--position-embedding-type alibi"
-			  : a->pos_emb == POS_ROTARY ? "--position-embedding-type rotary"
-			  : a->embed_layernorm ? "--embed-layernorm"
-			  : a->use_bnb_optimizer ? "--use-bnb-optimizer (its StableEmbedding)"
-			  : a->eod_mask_loss ? "--eod-mask-loss"
-			  : a->reset_position_ids ? "--reset-position-ids"
-			  : a->reset_attention_mask ? "--reset-attention-mask"
-			  : a->curriculum_flag || a->curriculum.enabled ? "the sequence-length curriculum"
-			  : a->weighted_split_paths || a->wsplit[1] || a->wsplit[2]
-			  ? "--{train,valid,test}-weighted-split-paths" : NULL;
+	const char *gpt = gpt_only_flag(a);
 	if (gpt)
 		plan_error(p, "%s is not in Megatron's T5 (learned positions, the padding masks, one "
 			   "sentence dataset): drop it with --model-type t5", gpt);
@@ -242,16 +250,7 @@ int check_flags(struct plan *p)
 		check_t5(p);
 	if (a->model_type == MT_BERT) {
 		/* what Megatron's BertModel has not: refused rather than ignored */
-		const char *gpt = a->pos_emb == POS_ALIBI ? "--position-embedding-type alibi"
-				  : a->pos_emb == POS_ROTARY ? "--position-embedding-type rotary"
-				  : a->embed_layernorm ? "--embed-layernorm"
-				  : a->use_bnb_optimizer ? "--use-bnb-optimizer (its StableEmbedding)"
-				  : a->eod_mask_loss ? "--eod-mask-loss"
-				  : a->reset_position_ids ? "--reset-position-ids"
-				  : a->reset_attention_mask ? "--reset-attention-mask"
-				  : a->curriculum_flag || a->curriculum.enabled ? "the sequence-length curriculum"
-				  : a->weighted_split_paths || a->wsplit[1] || a->wsplit[2]
-				  ? "--{train,valid,test}-weighted-split-paths" : NULL;
+		const char *gpt = gpt_only_flag(a);
 		if (gpt)
 			plan_error(p, "%s is not in Megatron's BERT (learned positions, the padding mask, "
 				   "one sentence dataset): drop it with --model-type bert", gpt);
