@@ -14,7 +14,7 @@
 enum {
 	O_LAYERS = 1000, O_HIDDEN,   /* >= 128: long options only, no accidental -A */ O_FFN, O_HEADS, O_KV, O_SEQ, O_MAXPOS, O_POSEMB, O_EMBLN, O_BNB, O_DIVBY,
 	O_PADTO, O_INITSTD, O_LNEPS, O_HDROP, O_ADROP, O_GLU,
-	O_TP, O_PP, O_PPMETHOD, O_ZERO, O_DEEPSPEED, O_CKPT, O_MBS, O_GBS, O_RAMPUP, O_TSAMPLES,
+	O_TP, O_PP, O_PPMETHOD, O_ZERO, O_OVERLAP, O_BUCKET, O_DEEPSPEED, O_CKPT, O_MBS, O_GBS, O_RAMPUP, O_TSAMPLES,
 	O_TITERS, O_TTOKENS,
 	O_LR, O_MINLR, O_DECAYSTYLE, O_WSAMPLES, O_WITERS, O_WFRAC, O_DSAMPLES, O_DITERS, O_DTOKENS,
 	O_BF16, O_FP16, O_ACCFP32,
@@ -63,6 +63,8 @@ const struct opt args_opts[] = {
 	{"pipeline-model-parallel-size", O_PP, "N", "pipeline-parallel size PP (default 1)"},
 	{"pp-partition-method", O_PPMETHOD, "M", "'type:transformer' (default) or 'type:transformer|embedding'"},
 	{"zero-stage", O_ZERO, "N", "ZeRO stage 0 or 1 (default 1 with --deepspeed, else 0); under --deepspeed a config's stage wins"},
+	{"overlap-grad-reduce", O_OVERLAP, NULL, "DP: reduce the gradients in buckets during the last micro-batch's backward, on a second stream (Megatron-LM's; --deepspeed: the config's overlap_comm)"},
+	{"ddp-bucket-size", O_BUCKET, "N", "elements per gradient bucket, at least (default max(4e7, 1e6 x DP), Megatron-LM's; --deepspeed: the config's reduce_bucket_size, default 5e8)"},
 	{"deepspeed", O_DEEPSPEED, NULL, "the DeepSpeed engine: ZeRO, and with --bf16 its ZeRO-1-like BF16 optimizer"},
 	{"deepscale", O_DEEPSCALE, NULL, "DeepSpeed's old name for --deepspeed"},
 	{"deepspeed_config", O_DSCONFIG, "FILE", "DeepSpeed's JSON config; under --deepspeed its batch, clipping, ZeRO, fp16/bf16 apply (train(1))"},
@@ -241,7 +243,7 @@ const struct args_other args_other[] = {
 	NOFX("profile-backward", 0, "DeepSpeed's timing of checkpointed layers, a profiling switch"),
 	NOFX("zero-reduce-scatter", 0, ZERO3),
 	NOFX("zero-contigious-gradients", 0, ZERO3),
-	NOFX("zero-reduce-bucket-size", 1, ZERO3),
+	NOFX("zero-reduce-bucket-size", 1, "DeepSpeed's engine takes its bucket from the config's zero_optimization.reduce_bucket_size, which applies here under --deepspeed; without it, --ddp-bucket-size"),
 	NOFX("zero-allgather-bucket-size", 1, ZERO3),
 	NOFX("remote-device", 1, ZERO3),
 	NOFX("use-pin-memory", 0, ZERO3),
@@ -495,6 +497,8 @@ int args_opt(void *ctx, int key, const char *arg, char *err, size_t errlen)
 			return 0;
 		}
 		return errf(err, errlen, "'%s': the plan models ZeRO stages 0 and 1", arg);
+	case O_OVERLAP: a->overlap_grad_reduce = 1; return 0;
+	case O_BUCKET: return pos_int(arg, &a->ddp_bucket_size, err, errlen);
 	case O_DEEPSPEED: a->deepspeed = 1; return 0;
 	case O_CKPT: a->checkpoint_activations = 1; return 0;
 	case O_CKNL: return pos_int(arg, &a->checkpoint_num_layers, err, errlen);

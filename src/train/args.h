@@ -67,6 +67,11 @@ struct train_args {
 	const char *pp_partition_method;
 	int pp_embedding;              /* --pp-partition-method counts embeddings as layers */
 	int zero_stage;                /* -1: not given */
+	/* --overlap-grad-reduce (under --deepspeed: zero_optimization.overlap_comm): DP gradient
+	 * buckets reduced during the last backward; --ddp-bucket-size (under --deepspeed:
+	 * reduce_bucket_size) elements per bucket, 0 not given (Megatron-LM's max(4e7, 1e6 x DP)) */
+	int overlap_grad_reduce;
+	int64_t ddp_bucket_size;
 	int deepspeed;
 	int checkpoint_activations;    /* recompute each chunk of layers in the backward */
 	int64_t checkpoint_num_layers; /* layers per checkpointed chunk; -1 not given (1) */

@@ -15,6 +15,7 @@
 #define DS_LOSS_SCALE_WINDOW 1000
 #define DS_HYSTERESIS 2
 #define DS_MIN_LOSS_SCALE 1.0
+#define DS_REDUCE_BUCKET_SIZE 500000000   /* zero_optimization.reduce_bucket_size, elements */
 
 /* Top-level keys refused, with what to do instead.  Any other unknown key is refused too. */
 static const struct {
@@ -51,8 +52,7 @@ static const struct {
 
 /* zero_optimization keys that only tune DeepSpeed's communication and memory */
 static const char *zero_inert[] = {
-	"allgather_partitions", "allgather_bucket_size", "reduce_scatter", "reduce_bucket_size",
-	"overlap_comm", "contiguous_gradients", "round_robin_gradients", "elastic_checkpoint",
+	"allgather_partitions", "allgather_bucket_size", "reduce_scatter", "contiguous_gradients", "round_robin_gradients", "elastic_checkpoint",
 	"load_from_fp32_weights", "ignore_unused_parameters", "cpu_offload", NULL,
 };
 
@@ -158,6 +158,20 @@ static int read_zero(const char *path, json_t *o, struct train_args *a, struct d
 					      "and 3 are not implemented; use stage 1 (the optimizer state "
 					      "sharded over DP) or 0", (long long)n);
 			c->zero_stage = (int)n;
+			continue;
+		}
+		if (strcmp(k, "overlap_comm") == 0) {   /* DeepSpeed's default: false */
+			if (!json_is_boolean(v))
+				return ds_err(err, errlen, path, "zero_optimization.overlap_comm: not true "
+					      "or false");
+			c->overlap_comm = json_is_true(v);
+			continue;
+		}
+		if (strcmp(k, "reduce_bucket_size") == 0) {   /* elements; default 5e8 */
+			if (get_int(v, 1, &n) < 0)
+				return ds_err(err, errlen, path, "zero_optimization.reduce_bucket_size: not "
+					      "a positive whole number of elements");
+			c->reduce_bucket_size = n;
 			continue;
 		}
 		for (int i = 0; zero_inert[i]; i++)
@@ -441,7 +455,8 @@ int dsconfig_apply(struct train_args *a, struct dsconfig *c, char *err, size_t e
 {
 	const char *path = a->deepspeed_config;
 	*c = (struct dsconfig){.train_batch_size = -1, .micro_batch = -1, .grad_acc = -1,
-			       .gradient_clipping = 0, .zero_stage = -1, .fp16 = -1, .bf16 = -1,
+			       .gradient_clipping = 0, .zero_stage = -1, .overlap_comm = -1,
+			       .reduce_bucket_size = -1, .fp16 = -1, .bf16 = -1,
 			       .loss_scale = 0, .initial_scale_power = DS_INITIAL_SCALE_POWER,
 			       .loss_scale_window = DS_LOSS_SCALE_WINDOW, .hysteresis = DS_HYSTERESIS,
 			       .min_loss_scale = DS_MIN_LOSS_SCALE};
@@ -477,6 +492,21 @@ int dsconfig_apply(struct train_args *a, struct dsconfig *c, char *err, size_t e
 				  "applies", path, stage, c->zero_stage < 0 ? " (absent: DeepSpeed's "
 				  "default)" : "");
 	a->zero_stage = stage;
+	/* the DP gradient buckets likewise: ZeRO's overlap_comm (DeepSpeed's default false) and
+	 * reduce_bucket_size (elements, default 5e8) in place of Megatron-LM's flags */
+	int overlap = c->overlap_comm == 1;
+	if (a->overlap_grad_reduce && !overlap)
+		args_noeffect_add(a, "overlap-grad-reduce", "under --deepspeed %s's "
+				  "zero_optimization.overlap_comm = false%s applies", path,
+				  c->overlap_comm < 0 ? " (absent: DeepSpeed's default)" : "");
+	a->overlap_grad_reduce = overlap;
+	int64_t bucket = c->reduce_bucket_size > 0 ? c->reduce_bucket_size : DS_REDUCE_BUCKET_SIZE;
+	if (a->ddp_bucket_size > 0 && a->ddp_bucket_size != bucket)
+		args_noeffect_add(a, "ddp-bucket-size", "under --deepspeed %s's "
+				  "zero_optimization.reduce_bucket_size = %lld%s applies", path,
+				  (long long)bucket, c->reduce_bucket_size < 0 ? " (absent: DeepSpeed's "
+				  "default)" : "");
+	a->ddp_bucket_size = bucket;
 
 	/* the curriculum: "enabled": true, or --curriculum-learning with a block that does not
 	 * say "enabled" */

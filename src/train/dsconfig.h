@@ -41,6 +41,8 @@ struct dsconfig {
 	int64_t train_batch_size, micro_batch, grad_acc;
 	double gradient_clipping;
 	int zero_stage;
+	int overlap_comm;                    /* zero_optimization.overlap_comm: 1, 0, -1 absent */
+	int64_t reduce_bucket_size;          /* zero_optimization.reduce_bucket_size, -1 absent */
 	int fp16, bf16;                      /* enabled: 1, 0, or -1 absent */
 	double loss_scale;                   /* fp16.loss_scale: 0 dynamic */
 	int initial_scale_power;

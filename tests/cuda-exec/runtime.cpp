@@ -543,6 +543,13 @@ static cudaError_t enqueue(CUstream_st *s, const char *what, std::function<void(
 	} else if (!(s->flags & cudaStreamNonBlocking)) {
 		flush(&g_null_stream);
 	}
+	if (cfg.trace) {   /* when the host queues it, and where: streams numbered from 1 as created */
+		int id = 0;
+		for (size_t i = 0; i < g_streams.size() && s != &g_null_stream; i++)
+			if (g_streams[i] == s)
+				id = (int)i + 1;
+		fprintf(stderr, "cuda-exec: queued %s on stream %d\n", what, id);
+	}
 	s->q.push_back(Op{std::move(fn), what});
 	return cudaSuccess;
 }

@@ -53,6 +53,14 @@ struct nccl_state {
 	int size[DIST_GROUPS], rank[DIST_GROUPS];
 	void *stage;                    /* device staging for the host-memory collectives */
 	size_t stage_size;
+	/* gradient buckets: their stream, one event per bucket of the step (the compute stream's
+	 * point the bucket waits for), and the comm stream's last point the compute stream waits
+	 * for; `used` events of this step, `inflight` buckets not yet waited for */
+	cudaStream_t comm_stream;
+	std::vector<cudaEvent_t> *ev;
+	cudaEvent_t done;
+	size_t used;
+	int inflight;
 	struct dist_boot *boot;
 };
 static struct nccl_state nc;
@@ -77,7 +85,8 @@ static void nc_die(ncclResult_t r, const char *what, enum dist_group g)
 /* --- the backend's memory -------------------------------------------------------------------- */
 
 /* x(n) summed over group g in place, the same bits on every member (see the top of the file) */
-static void allsum(enum dist_group g, void *x, size_t n, ncclDataType_t t, size_t esz)
+static void allsum_on(enum dist_group g, void *x, size_t n, ncclDataType_t t, size_t esz,
+		      cudaStream_t st)
 {
 	CU_ENTER();
 	size_t P = (size_t)nc.size[g];
@@ -87,13 +96,18 @@ static void allsum(enum dist_group g, void *x, size_t n, ncclDataType_t t, size_
 	size_t per = n / P, body = per * P;
 	char *p = (char *)x, *mine = p + (size_t)nc.rank[g] * per * esz, *tail = p + body * esz;
 	if (per) {
-		NC_CHECK(ncclReduceScatter(p, mine, per, t, ncclSum, c, cu.stream), "ncclReduceScatter", g);
-		NC_CHECK(ncclAllGather(mine, p, per, t, c, cu.stream), "ncclAllGather", g);
+		NC_CHECK(ncclReduceScatter(p, mine, per, t, ncclSum, c, st), "ncclReduceScatter", g);
+		NC_CHECK(ncclAllGather(mine, p, per, t, c, st), "ncclAllGather", g);
 	}
 	if (n > body) {
-		NC_CHECK(ncclReduce(tail, tail, n - body, t, ncclSum, 0, c, cu.stream), "ncclReduce", g);
-		NC_CHECK(ncclBroadcast(tail, tail, n - body, t, 0, c, cu.stream), "ncclBroadcast", g);
+		NC_CHECK(ncclReduce(tail, tail, n - body, t, ncclSum, 0, c, st), "ncclReduce", g);
+		NC_CHECK(ncclBroadcast(tail, tail, n - body, t, 0, c, st), "ncclBroadcast", g);
 	}
+}
+
+static void allsum(enum dist_group g, void *x, size_t n, ncclDataType_t t, size_t esz)
+{
+	allsum_on(g, x, n, t, esz, cu.stream);
 }
 
 static void nc_sum_f32(struct dist *d, enum dist_group g, float *x, size_t n)
@@ -124,6 +138,73 @@ static void nc_allgatherv_f32(struct dist *d, enum dist_group g, float *x, const
 			NC_CHECK(ncclBroadcast(x + displs[r], x + displs[r], (size_t)counts[r],
 					       ncclFloat32, r, nc.comm[g], cu.stream), "ncclBroadcast", g);
 	NC_CHECK(ncclGroupEnd(), "ncclGroupEnd (ZeRO-1's all-gather)", g);
+}
+
+/* Gradient buckets (dist.h).  The comm stream waits for the compute stream's work so far (an
+ * event per bucket, so a later bucket's record never moves an earlier bucket's wait), then sums;
+ * bucket_wait makes the compute stream wait for the comm stream's last sum.  The buckets go out
+ * in the order the run calls them, the same on every rank, so the bits are the same every run. */
+static cudaStream_t bucket_begin(void)
+{
+	if (!nc.comm_stream) {
+		CU_CHECK(cudaStreamCreateWithFlags(&nc.comm_stream, cudaStreamNonBlocking));
+		CU_CHECK(cudaEventCreateWithFlags(&nc.done, cudaEventDisableTiming));
+		nc.ev = new std::vector<cudaEvent_t>;
+	}
+	if (nc.used == nc.ev->size()) {
+		cudaEvent_t e;
+		CU_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
+		nc.ev->push_back(e);
+	}
+	cudaEvent_t e = (*nc.ev)[nc.used++];
+	CU_CHECK(cudaEventRecord(e, cu.stream));
+	CU_CHECK(cudaStreamWaitEvent(nc.comm_stream, e, 0));
+	nc.inflight++;
+	return nc.comm_stream;
+}
+
+static void nc_bucket_sum_f32(struct dist *d, enum dist_group g, float *x, size_t n)
+{
+	(void)d;
+	CU_ENTER();
+	if (nc.size[g] <= 1 || n == 0)
+		return;
+	allsum_on(g, x, n, ncclFloat32, sizeof *x, bucket_begin());
+}
+
+/* ZeRO-1: each shard's part of the bucket summed onto its owner only - ncclReduce per (bucket x
+ * shard) in one group call.  Not ncclReduceScatter: its equal chunks would be of the bucket, not
+ * the run's shards (model_zero_range's cuts, which under bnb move to block boundaries), and
+ * padding every bucket to P equal parts would move the shard boundaries bucket by bucket. */
+static void nc_bucket_reduce_f32(struct dist *d, enum dist_group g, float *x, size_t lo, size_t hi,
+				 const size_t *cut)
+{
+	(void)d;
+	CU_ENTER();
+	int P = nc.size[g];
+	if (P <= 1 || hi <= lo)
+		return;
+	cudaStream_t st = bucket_begin();
+	NC_CHECK(ncclGroupStart(), "ncclGroupStart", g);
+	for (int r = 0; r < P; r++) {
+		size_t a = cut[r] > lo ? cut[r] : lo, b = cut[r + 1] < hi ? cut[r + 1] : hi;
+		if (a < b)
+			NC_CHECK(ncclReduce(x + a, x + a, b - a, ncclFloat32, ncclSum, r, nc.comm[g], st),
+				 "ncclReduce", g);
+	}
+	NC_CHECK(ncclGroupEnd(), "ncclGroupEnd (ZeRO-1's gradient reduce)", g);
+}
+
+static void nc_bucket_wait(struct dist *d)
+{
+	(void)d;
+	CU_ENTER();
+	if (!nc.inflight)
+		return;
+	CU_CHECK(cudaEventRecord(nc.done, nc.comm_stream));
+	CU_CHECK(cudaStreamWaitEvent(cu.stream, nc.done, 0));
+	nc.inflight = 0;
+	nc.used = 0;
 }
 
 static void nc_p2p(struct dist *d, const void *sbuf, size_t sb, int to, void *rbuf, size_t rb,
@@ -164,6 +245,7 @@ static void host_reduce(enum dist_group g, void *x, size_t n, ncclDataType_t t, 
 	CU_ENTER();
 	if (nc.size[g] <= 1 || n == 0)
 		return;
+	nc_bucket_wait(NULL);   /* every rank syncs after the same buckets (see the top) */
 	char *s = staging(n * esz);
 	CU_CHECK(cudaMemcpyAsync(s, x, n * esz, cudaMemcpyHostToDevice, cu.stream));
 	if (op == ncclSum)
@@ -203,6 +285,7 @@ static void nc_allgather(struct dist *d, enum dist_group g, const void *in, size
 	}
 	if (!bytes)
 		return;
+	nc_bucket_wait(NULL);
 	char *s = staging(P * bytes), *mine = s + (size_t)nc.rank[g] * bytes;
 	CU_CHECK(cudaMemcpyAsync(mine, in, bytes, cudaMemcpyHostToDevice, cu.stream));
 	NC_CHECK(ncclAllGather(mine, s, bytes, ncclUint8, nc.comm[g], cu.stream), "ncclAllGather", g);
@@ -216,6 +299,7 @@ static void nc_bcast(struct dist *d, enum dist_group g, void *x, size_t bytes, i
 	CU_ENTER();
 	if (nc.size[g] <= 1 || !bytes)
 		return;
+	nc_bucket_wait(NULL);
 	char *s = staging(bytes);
 	if (nc.rank[g] == root)
 		CU_CHECK(cudaMemcpyAsync(s, x, bytes, cudaMemcpyHostToDevice, cu.stream));
@@ -235,7 +319,17 @@ static void nc_finish(struct dist *d)
 {
 	CU_ENTER();
 	(void)d;
+	nc_bucket_wait(d);
 	cudaStreamSynchronize(cu.stream);
+	if (nc.comm_stream) {
+		for (cudaEvent_t e : *nc.ev)
+			cudaEventDestroy(e);
+		delete nc.ev;
+		nc.ev = NULL;
+		cudaEventDestroy(nc.done);
+		cudaStreamDestroy(nc.comm_stream);
+		nc.comm_stream = NULL;
+	}
 	for (int g = 0; g < DIST_GROUPS; g++) {
 		if (!nc.comm[g])
 			continue;
@@ -341,6 +435,9 @@ lmtk_dist_nccl(struct dist *d, int tp, int pp, struct dist_boot *boot, char *err
 	d->sum_act = nc_sum_act;
 	d->allgatherv_f32 = nc_allgatherv_f32;
 	d->p2p = nc_p2p;
+	d->bucket_sum_f32 = nc_bucket_sum_f32;
+	d->bucket_reduce_f32 = nc_bucket_reduce_f32;
+	d->bucket_wait = nc_bucket_wait;
 	d->host_sum_f32 = nc_host_sum_f32;
 	d->host_max_f32 = nc_host_max_f32;
 	d->sum_f64 = nc_sum_f64;

@@ -36,6 +36,29 @@ static void one_p2p(struct dist *d, const void *sbuf, size_t sb, int to, void *r
 	(void)d, (void)sbuf, (void)sb, (void)to, (void)rbuf, (void)rb, (void)from;
 }
 
+/* Gradient buckets for transports without a stream of their own (dist.h): summed at once, the
+ * whole of [lo, hi) on every rank (each rank's shard is a part of it) */
+static void plain_bucket_sum(struct dist *d, enum dist_group g, float *x, size_t n)
+{
+	d->sum_f32(d, g, x, n);
+}
+static void plain_bucket_reduce(struct dist *d, enum dist_group g, float *x, size_t lo, size_t hi,
+				const size_t *cut)
+{
+	(void)cut;
+	d->sum_f32(d, g, x + lo, hi - lo);
+}
+
+static void buckets_default(struct dist *d)
+{
+	if (!d->bucket_sum_f32)
+		d->bucket_sum_f32 = plain_bucket_sum;
+	if (!d->bucket_reduce_f32)
+		d->bucket_reduce_f32 = plain_bucket_reduce;
+	if (!d->bucket_wait)
+		d->bucket_wait = one_barrier;
+}
+
 /* The world size a launcher announced: mpirun (Open MPI), PMIx/PMI, or an srun job step (not
  * SLURM_NTASKS: a batch script of a multi-task job may run train directly, as one process). */
 int dist_launched_world(const char **from)
@@ -215,11 +238,13 @@ int dist_init(struct dist *d, int tp, int pp, const char *backend, const char *d
 		if (tp != 1 || pp != 1)
 			return errf(err, errlen, "TP=%d x PP=%d needs that many ranks: launch with mpirun "
 				    "-np N or srun --ntasks N (one rank per GPU)", tp, pp);
+		buckets_default(d);
 		return 0;
 	}
-	if (strcmp(backend, "cpu") == 0)
-		return mpi_open(d, tp, pp, world, from, err, errlen);
-	return nccl_open(d, tp, pp, world, from, dir, err, errlen);
+	int rc = strcmp(backend, "cpu") == 0 ? mpi_open(d, tp, pp, world, from, err, errlen)
+					      : nccl_open(d, tp, pp, world, from, dir, err, errlen);
+	buckets_default(d);
+	return rc;
 }
 
 double dist_max(struct dist *d, enum dist_group g, double v)

@@ -55,6 +55,19 @@ struct dist {
 	 * with all of them (ZeRO-1's parameter all-gather) */
 	void (*allgatherv_f32)(struct dist *d, enum dist_group g, float *x, const int *counts,
 			       const int *displs);
+	/* Gradient buckets (run.c: --overlap-grad-reduce, ZeRO-1): the backend's memory, queued
+	 * behind all the backend's work so far, on a stream of their own where the transport has
+	 * one (NCCL), so that the backward's later kernels run meanwhile; the buffer must not be
+	 * written again until bucket_wait, after which the backend's work sees every result.
+	 * bucket_sum_f32 is sum_f32 of x(n).  bucket_reduce_f32 reduces the elements [lo, hi) of
+	 * the flat buffer x for ZeRO-1's shards: group rank r gets the sum of the part of them in
+	 * [cut[r], cut[r + 1]) (its shard); the other elements of [lo, hi) are left as some partial
+	 * sum (a transport may sum them all).  dist_init gives transports without a stream of their
+	 * own these over sum_f32, at once, and a bucket_wait that does nothing. */
+	void (*bucket_sum_f32)(struct dist *d, enum dist_group g, float *x, size_t n);
+	void (*bucket_reduce_f32)(struct dist *d, enum dist_group g, float *x, size_t lo, size_t hi,
+				  const size_t *cut);
+	void (*bucket_wait)(struct dist *d);
 	/* Pipeline point-to-point: sends `sb` bytes to pipeline stage `to` and receives `rb` bytes
 	 * from stage `from` (either side skipped when its buffer is NULL), both in flight at once
 	 * so that neighbours exchanging in opposite directions never deadlock. */

@@ -497,12 +497,21 @@ void *stack_out(struct model *m, struct model_acts *a)
 	return a->stk->nl ? a->l[a->stk->nl - 1].res3 : a->encoded;
 }
 
+/* layer l's backward is queued: its tensors' gradients are final (model.h grads_ready) */
+static void layer_done(struct model *m, const struct model_stack *st, int l)
+{
+	if (m->grads_ready)
+		m->grads_ready(m, st->t0 + l * st->per, st->t0 + (l + 1) * st->per, m->grads_ctx);
+}
+
 void stack_bwd(struct model *m, struct model_acts *a)
 {
 	int nl = a->stk->nl;
 	if (!m->cfg.ckpt_layers) {
-		for (int l = nl - 1; l >= 0; l--)
+		for (int l = nl - 1; l >= 0; l--) {
 			block_bwd(m, a, l);
+			layer_done(m, a->stk, l);
+		}
 		return;
 	}
 	/* chunk by chunk from the last: recompute its layers from its input (the previous chunk's
@@ -512,8 +521,10 @@ void stack_bwd(struct model *m, struct model_acts *a)
 		int lo = (hi - 1) / n * n;
 		for (int l = lo; l < hi; l++)
 			block_fwd(m, a, l, l ? a->l[l - 1].res3 : a->encoded);
-		for (int l = hi - 1; l >= lo; l--)
+		for (int l = hi - 1; l >= lo; l--) {
 			block_bwd(m, a, l);
+			layer_done(m, a->stk, l);
+		}
 		hi = lo;
 	}
 }

@@ -191,6 +191,12 @@ struct model {
 	int *bad_targets;                  /* device int */
 	double loss_lm, loss_sop;          /* the last forward's losses (last stage; sop: BERT's
 	                                      binary head, else 0) */
+	/* Called by the backward as soon as the gradients of table entries [t0, t1) - one layer's -
+	 * are final for this micro-batch, right after that layer's backward is queued (run.c
+	 * reduces them over DP meanwhile); the other tensors' are final when the backward
+	 * returns.  NULL: no one asks. */
+	void (*grads_ready)(struct model *m, int t0, int t1, void *ctx);
+	void *grads_ctx;
 };
 
 /* Megatron's padded vocabulary: the smallest multiple of divisible_by*tp >= vocab, unless

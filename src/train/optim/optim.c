@@ -51,10 +51,19 @@ static float tensor_lr(const struct optim *o, const struct model *m, int i, floa
 	return i == m->wte ? lr * o->emb_lr_mult : lr;
 }
 
-int optim_step(struct optim *o, struct model *m, float lr, double *grad_norm)
+/* the elements of the gradient this rank holds reduced over DP: its ZeRO-1 shard, or all */
+static void held(const struct model *m, size_t *lo, size_t *hi)
+{
+	*lo = m->cfg.zero_dp > 1 ? m->opt_lo : 0;
+	*hi = m->cfg.zero_dp > 1 ? m->opt_hi : m->nparams;
+}
+
+double optim_grad_norm(const struct optim *o, struct model *m)
 {
 	const struct ops *ops = m->ops;
 	double ss = 0;
+	size_t zlo, zhi;
+	held(m, &zlo, &zhi);
 	if (m->dist && (m->dist->tp > 1 || m->dist->pp > 1)) {
 		/* each split tensor's shard once per rank, each replicated tensor once (TP rank 0's),
 		 * the tied word embeddings once (the first stage's), then over TP and PP */
@@ -63,14 +72,30 @@ int optim_step(struct optim *o, struct model *m, float lr, double *grad_norm)
 				continue;
 			if (i == m->wte && !m->first)
 				continue;
-			ss += ops->sumsq(m->grads + m->tensors[i].offset, m->tensors[i].numel);
+			size_t a = m->tensors[i].offset, b = a + m->tensors[i].numel;
+			a = a > zlo ? a : zlo;
+			b = b < zhi ? b : zhi;
+			if (a < b)
+				ss += ops->sumsq(m->grads + a, b - a);
 		}
+		if (m->cfg.zero_dp > 1)
+			m->dist->sum_f64(m->dist, DIST_DP, &ss, 1);
 		m->dist->sum_f64(m->dist, DIST_TP, &ss, 1);
 		m->dist->sum_f64(m->dist, DIST_PP, &ss, 1);
 	} else {
-		ss = ops->sumsq(m->grads, m->nparams);
+		ss = ops->sumsq(m->grads + zlo, zhi - zlo);
+		if (m->cfg.zero_dp > 1)   /* ZeRO-1: the shards' squares, summed over DP */
+			m->dist->sum_f64(m->dist, DIST_DP, &ss, 1);
 	}
-	double norm = sqrt(ss) / o->loss_scale;
+	return sqrt(ss) / o->loss_scale;
+}
+
+int optim_step(struct optim *o, struct model *m, float lr, double *grad_norm)
+{
+	const struct ops *ops = m->ops;
+	size_t zlo, zhi;
+	held(m, &zlo, &zhi);
+	double norm = optim_grad_norm(o, m);
 	*grad_norm = norm;
 	/* fp16: Megatron's fp16 gradients overflow beyond 65504; lmtk's weight gradients are fp32
 	 * (on a GPU under --fp16 summed from fp16 activation gradients, whose own overflows arrive
@@ -78,8 +103,8 @@ int optim_step(struct optim *o, struct model *m, float lr, double *grad_norm)
 	 * scaler would also see */
 	int over = !isfinite(norm);
 	if (o->fp16 && !over)
-		over = !ops->all_within(m->grads, m->nparams, FP16_MAX);
-	if (o->fp16 && m->dist && m->dist->world > 1)   /* the shards of TP and PP ranks */
+		over = !ops->all_within(m->grads + zlo, zhi - zlo, FP16_MAX);
+	if (o->fp16 && m->dist && m->dist->world > 1)   /* the shards of TP, PP (and ZeRO-1) ranks */
 		over = dist_any(m->dist, DIST_WORLD, over);
 	if (over) {
 		if (o->fp16)

@@ -61,4 +61,9 @@ void optim_init(struct optim *o, float b1, float b2, float eps, float wd, float 
  * global norm (NaN/inf when not finite). */
 int optim_step(struct optim *o, struct model *m, float lr, double *grad_norm);
 
+/* The unscaled global gradient norm optim_step takes: each split tensor's shard once per TP rank,
+ * each replicated tensor once, the tied word embedding once; under ZeRO-1 each DP rank's own
+ * shard of the gradient (the only part it holds reduced, buckets.h), summed over DP. */
+double optim_grad_norm(const struct optim *o, struct model *m);
+
 #endif

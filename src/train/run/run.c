@@ -17,6 +17,7 @@
 #include "file.h"
 #include "msg.h"
 #include "units.h"
+#include "train/run/buckets.h"
 #include "train/run/ckpt.h"
 #include "train/run/energy.h"
 #include "train/dist/dist.h"
@@ -73,6 +74,8 @@ struct run {
 	int have_energy;
 	int bad_data;                  /* a sample held ids outside the vocabulary: exit 2 */
 	int fail_code;                 /* exit status when setup fails */
+	struct buckets bk;             /* the DP gradient reduction (buckets.h) */
+	size_t *zcut;                  /* ZeRO-1: the DP + 1 shard bounds, else NULL */
 };
 
 /* Only world rank 0 prints (every rank computes the same numbers); warnings come from any rank. */
@@ -689,6 +692,19 @@ static int setup(struct run *r, char *err, size_t errlen)
 	if (model_init(&r->m, &c, ops, (int)r->mbs, (int)r->seq, err, errlen) < 0)
 		return -1;
 	r->m.dist = &r->dist;
+	if (r->dist.dp > 1) {
+		/* Megatron-LM's default bucket: max(4e7, 1e6 x DP) elements */
+		int64_t bs = a->ddp_bucket_size > 0 ? a->ddp_bucket_size
+			     : r->dist.dp * 1000000 > 40000000 ? r->dist.dp * 1000000 : 40000000;
+		if (c.zero_dp > 1) {
+			r->zcut = malloc(((size_t)c.zero_dp + 1) * sizeof *r->zcut);
+			if (!r->zcut)
+				return errf(err, errlen, "out of memory");
+			for (int q = 0; q < c.zero_dp; q++)
+				model_zero_range(&r->m, c.zero_dp, q, &r->zcut[q], &r->zcut[q + 1]);
+		}
+		buckets_init(&r->bk, &r->m, &r->dist, a->overlap_grad_reduce, (size_t)bs, r->zcut);
+	}
 	int64_t rows = r->dseq > r->seq ? r->dseq : r->seq;   /* T5: the longer of its two */
 	r->sample = malloc((r->seq + 1) * sizeof *r->sample);
 	r->tok = malloc(r->mbs * r->seq * sizeof *r->tok);
@@ -981,6 +997,8 @@ static double step_grads(struct run *r, int64_t first, int64_t micro, uint64_t k
 	} while (0)
 #define BACKWARD() do { \
 		model_use_slot(m, (int)bwd); \
+		if (bwd == micro - 1 && dd->dp > 1) /* only now are the gradients final */ \
+			buckets_arm(&r->bk); \
 		model_backward(m); \
 	} while (0)
 	model_zero_grad(m);
@@ -1043,8 +1061,9 @@ static double step_grads(struct run *r, int64_t first, int64_t micro, uint64_t k
 	struct dist *d = dd;
 	for (int q = 0; q < 3; q++)
 		v[q] /= micro;
-	if (d->dp > 1) {   /* the gradient of the global batch's mean loss, on every DP rank */
-		d->sum_f32(d, DIST_DP, r->m.grads, r->m.nparams);
+	if (d->dp > 1) {   /* the gradient of the global batch's mean loss, on every DP rank (under
+			    * ZeRO-1, of its shard): what the buckets did not reduce yet, then wait */
+		buckets_finish(&r->bk);
 		d->sum_f64(d, DIST_DP, v, 3);
 		for (int q = 0; q < 3; q++)
 			v[q] /= d->dp;
@@ -1221,16 +1240,22 @@ int run_train(const struct train_args *a, const struct plan *p, const char *cmdl
 		if (!(spike && a->spike_policy >= 1) && !nonfinite)
 			stepped = optim_step(&st->optim, &r.m, (float)lr, &grad_norm);
 		else
-			grad_norm = sqrt(r.m.ops->sumsq(r.m.grads, r.m.nparams)) / st->optim.loss_scale;
+			grad_norm = optim_grad_norm(&st->optim, &r.m);
 		if (a->log_zeros) {
 			/* count on the host: rare, only with --log-num-zeros-in-grad */
-			float *g = malloc(r.m.nparams * sizeof *g);
+			size_t zlo = r.zcut ? r.m.opt_lo : 0, zn = (r.zcut ? r.m.opt_hi : r.m.nparams) - zlo;
+			float *g = malloc((zn ? zn : 1) * sizeof *g);
 			nzeros = 0;
 			if (g) {
-				r.m.ops->to_host(g, r.m.grads, r.m.nparams * sizeof *g);
-				for (size_t i = 0; i < r.m.nparams; i++)
+				r.m.ops->to_host(g, r.m.grads + zlo, zn * sizeof *g);
+				for (size_t i = 0; i < zn; i++)
 					nzeros += g[i] == 0.0f;
 				free(g);
+			}
+			if (r.zcut) {   /* ZeRO-1: each rank holds its shard's reduced gradient */
+				double z = (double)nzeros;
+				r.dist.sum_f64(&r.dist, DIST_DP, &z, 1);
+				nzeros = (int64_t)z;
 			}
 		}
 		if (stepped) {
@@ -1422,6 +1447,8 @@ int run_train(const struct train_args *a, const struct plan *p, const char *cmdl
 	}
 	free(r.dtok);
 	feed_close(&r.feed);
+	buckets_free(&r.bk);
+	free(r.zcut);
 	model_free(&r.m);
 	if (r.dist.finish)
 		r.dist.finish(&r.dist);
