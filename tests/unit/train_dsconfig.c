@@ -273,11 +273,32 @@ int main(void)
 		config("{\"train_batch_size\": 8, \"zero_optimization\": false, \"fp16\": {\"enabled\": true}}", 1);
 		T_ASSERT(apply() == 0 && a.zero_stage == 0);
 	}
+	T_CASE("overlap_comm_and_reduce_bucket_size_set_the_dp_buckets") {
+		config("{\"train_batch_size\": 8, \"fp16\": {\"enabled\": true}, \"zero_optimization\":"
+		       " {\"stage\": 1, \"overlap_comm\": true, \"reduce_bucket_size\": 5e7}}", 1);
+		T_ASSERT(apply() == 0);
+		T_ASSERT(a.overlap_grad_reduce == 1 && a.ddp_bucket_size == 50000000);
+		T_ASSERT(!said("overlap_comm tunes") && !said("reduce_bucket_size tunes"));
+		/* absent: DeepSpeed's defaults, and Megatron-LM's flags that disagree are named */
+		config("{\"train_batch_size\": 8, \"fp16\": {\"enabled\": true}}", 1);
+		a.overlap_grad_reduce = 1;
+		a.ddp_bucket_size = 1000;
+		T_ASSERT(apply() == 0);
+		T_ASSERT(a.overlap_grad_reduce == 0 && a.ddp_bucket_size == 500000000);
+		T_ASSERT(said("--overlap-grad-reduce (under --deepspeed ") &&
+			 said("overlap_comm = false (absent: DeepSpeed's default) applies"));
+		T_ASSERT(said("--ddp-bucket-size (under --deepspeed ") &&
+			 said("reduce_bucket_size = 500000000 (absent: DeepSpeed's default) applies"));
+		config("{\"train_batch_size\": 8, \"zero_optimization\": {\"overlap_comm\": 1}}", 1);
+		T_ASSERT(apply() < 0 && has(err, "zero_optimization.overlap_comm: not true or false"));
+		config("{\"train_batch_size\": 8, \"zero_optimization\": {\"reduce_bucket_size\": 0}}", 1);
+		T_ASSERT(apply() < 0 && has(err, "zero_optimization.reduce_bucket_size: not a positive"));
+	}
 	T_CASE("zero_communication_knobs_named_offload_refused") {
 		config("{\"train_batch_size\": 8, \"fp16\": {\"enabled\": true}, \"zero_optimization\":"
-		       " {\"stage\": 1, \"overlap_comm\": true, \"reduce_bucket_size\": 5e8}}", 1);
+		       " {\"stage\": 1, \"contiguous_gradients\": true, \"allgather_bucket_size\": 5e8}}", 1);
 		T_ASSERT(apply() == 0);
-		T_ASSERT(said("zero_optimization.overlap_comm tunes") && said("zero_optimization.reduce_bucket_size"));
+		T_ASSERT(said("zero_optimization.contiguous_gradients tunes") && said("zero_optimization.allgather_bucket_size"));
 		config("{\"train_batch_size\": 8, \"zero_optimization\": {\"stage\": 1,"
 		       " \"offload_optimizer\": {\"device\": \"cpu\"}}}", 1);
 		T_ASSERT(apply() < 0 && has(err, "zero_optimization.offload_optimizer: not implemented"));
