@@ -2,7 +2,7 @@
 # train's DP gradient buckets (src/train/run/buckets.c) over the NCCL transport on the CPU executor
 # (tests/cuda-exec: ranks are processes, streams and events as CUDA's), and over MPI on the CPU:
 #  - --overlap-grad-reduce with a bucket of one element (every layer its own bucket) and three
-#    micro-batches per rank: the same losses and grad norms as one rank, and the checkpoint of the
+#    micro-batches per rank, every operation run as soon as it is queued (LMTK_CUDA_EXEC_EAGER): the same losses and grad norms as one rank, and the checkpoint of the
 #    plain DP=2 run byte for byte - a bucket reduced before the last micro-batch's backward had
 #    finished its layers would miss gradients; two such runs are bit-identical (the fixed order);
 #  - the overlap is real: in the last iteration the buckets' NCCL calls are queued on a second
@@ -87,7 +87,9 @@ last_iter() {
 
 "$TR" "${M[@]}" --device cuda --save one >one.out 2>&1 || fail one_rank_runs "$(tail -3 one.out)"
 ranks dp2 2 --save dp2 || fail dp2_runs "$(tail -3 dp2.0 dp2.1)"
-RANKS_ENV="LMTK_CUDA_EXEC_TRACE=1" ranks ov 2 "${OV[@]}" --save ov
+# EAGER: each operation runs when queued, so a bucket's sum runs before the backward's later
+# kernels, as it may on a GPU (the executor otherwise runs the second stream at the next sync)
+RANKS_ENV="LMTK_CUDA_EXEC_TRACE=1 LMTK_CUDA_EXEC_EAGER=1" ranks ov 2 "${OV[@]}" --save ov
 rc=$?
 [ $rc = 0 ] && grep -q 'DP=2 TP=1 PP=1' ov.0 && ok overlapped_dp2_runs || fail overlapped_dp2_runs "exit $rc: $(grep -v cuda-exec ov.0 | tail -3)"
 [ -n "$(curve one.out)" ] && [ "$(curve one.out)" = "$(curve ov.0)" ] &&
@@ -110,7 +112,7 @@ grep -q 'queued embed_bwd_wte_k' plain.0 && ! grep -q 'on stream 2' plain.0 &&
 	ok without_the_flag_one_stream || fail without_the_flag_one_stream "$(grep -m3 'stream 2' plain.0)"
 
 # ZeRO-1: a reduce onto each shard's owner, the same bytes
-RANKS_ENV="LMTK_CUDA_EXEC_TRACE=1" ranks z1 2 "${OV[@]}" --zero-stage 1 --save z1
+RANKS_ENV="LMTK_CUDA_EXEC_TRACE=1 LMTK_CUDA_EXEC_EAGER=1" ranks z1 2 "${OV[@]}" --zero-stage 1 --save z1
 rc=$?
 [ $rc = 0 ] && cmp -s "$(ck dp2)" "$(ck z1)" && [ "$(curve one.out)" = "$(curve z1.0)" ] &&
 	ok zero1_overlapped_checkpoint_equals_plain_dp2_byte_for_byte ||

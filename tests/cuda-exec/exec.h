@@ -24,7 +24,8 @@ struct Cfg {
 	int shadow;         /* race and uninitialised-read shadow of shared memory */
 	int devices;        /* what cudaGetDeviceCount answers */
 	size_t stack;       /* bytes per fiber stack */
-	int trace;          /* print each launch */
+	int trace;          /* print each launch, and where each operation is queued */
+	int eager;          /* run each operation as soon as it is queued */
 };
 extern Cfg cfg;
 extern cudaError_t g_sticky; /* an execution error: every later call returns it */

@@ -8,7 +8,10 @@
  * blocking copy, cudaFree, ...), so a host that reads results before synchronising sees stale
  * memory, as on a GPU.  A kernel runs its blocks one after another on the calling host thread,
  * in an order chosen by LMTK_CUDA_EXEC_ORDER (forward, reverse or random[:seed]; blocks of a grid
- * may run in any order on a GPU).  Inside a block every CUDA thread is a fiber with its own
+ * may run in any order on a GPU).  LMTK_CUDA_EXEC_EAGER=1 runs each operation as soon as it is
+ * queued instead - as legal a schedule (each stream in order, the host waiting), and the one
+ * where work queued on a second stream runs before the first stream's later work, so a missing
+ * event between them changes the results rather than hiding behind a late flush.  Inside a block every CUDA thread is a fiber with its own
  * stack (a small context switch, below).  A fiber runs until it reaches __syncthreads(), a
  * warp-synchronous call (__shfl_*_sync, __ballot_sync, __syncwarp, ...) or its end, so the code
  * between two barriers runs one thread at a time, in the same chosen order: forward (thread 0
@@ -114,6 +117,8 @@ static void config_init(void)
 		cfg.stack = 16 << 10;
 	const char *t = getenv("LMTK_CUDA_EXEC_TRACE");
 	cfg.trace = t && *t && strcmp(t, "0");
+	const char *e = getenv("LMTK_CUDA_EXEC_EAGER");
+	cfg.eager = e && *e && strcmp(e, "0");
 }
 
 /* for the executor's own tests: another thread order from now on */
@@ -551,6 +556,8 @@ static cudaError_t enqueue(CUstream_st *s, const char *what, std::function<void(
 		fprintf(stderr, "cuda-exec: queued %s on stream %d\n", what, id);
 	}
 	s->q.push_back(Op{std::move(fn), what});
+	if (cfg.eager)
+		flush(s);
 	return cudaSuccess;
 }
 
