@@ -83,6 +83,35 @@ int main(void)
 		gpumodel_free(&g);
 	}
 
+	T_CASE("zero1_reduces_onto_shards_and_overlap_hides_the_layers_buckets") {
+		/* ZeRO-1: a reduce, (g-1)/g of the bytes once, not a sum's twice */
+		struct gpumodel_cfg c = cfg(4, 1, 8, 8, layers);
+		c.zero1 = 1;
+		T_ASSERT(gpumodel_run(&g, &c, a100) == 0);
+		const struct gpumodel_row *r = find(&g, "nccl reduce DP (ZeRO-1 gradients)");
+		double P = 50304.0 * 1024 / 4 + 1024.0 * 1024 + 2 * (12.0 * 1024 * 1024 / 4 +
+			   (3.0 * 1024 + 4096) / 4 + 6 * 1024) + 2 * 1024;
+		double Pl = 2 * (12.0 * 1024 * 1024 / 4 + (3.0 * 1024 + 4096) / 4 + 6 * 1024);
+		T_ASSERT(r && near(r->bytes, 4 * P) && r->count == 1);
+		T_ASSERT(r && near(r->seconds, k->lat_net + 7.0 / 8 * 4 * P / 10e9));
+		T_ASSERT(!find(&g, "nccl sum DP (gradients)"));
+		double tail = g.t_post, full = r->seconds;
+		gpumodel_free(&g);
+		/* --overlap-grad-reduce, one layer a bucket: the layers' buckets outlast the last
+		 * layer's backward window only in part; at least the last bucket is exposed */
+		c.overlap = 1;
+		c.bucket = 1;
+		T_ASSERT(gpumodel_run(&g, &c, a100) == 0);
+		const struct gpumodel_row *b = find(&g, "nccl reduce DP (ZeRO-1 gradients, layers' buckets: exposed part)");
+		r = find(&g, "nccl reduce DP (ZeRO-1 gradients)");
+		T_ASSERT(b && near(b->bytes, 4 * Pl) && b->count == 2);
+		double layers_s = 2 * k->lat_net + 7.0 / 8 * 4 * Pl / 10e9;
+		T_ASSERT(b && b->seconds < layers_s && b->seconds >= layers_s / 2 - 1e-12);
+		T_ASSERT(r && near(r->bytes, 4 * (P - Pl)));
+		T_ASSERT(g.t_post < tail && full > r->seconds);
+		gpumodel_free(&g);
+	}
+
 	T_CASE("pipeline_iteration_is_slots_of_the_slowest_stage_and_its_tail") {
 		struct gpumodel_cfg c = cfg(1, 4, 1, 1, layers);   /* 4 stages, 4 nodes */
 		T_ASSERT(gpumodel_run(&g, &c, a100) == 0);

@@ -82,6 +82,7 @@ struct ctx {
 	int first, last, nl;
 	int64_t B, T, N, C, Cl, C3, F, NH, HD, Vl, ck;
 	double hd;
+	double t_mb;              /* the stage's micro-batch, seconds (for the DP buckets' overlap) */
 };
 
 static void add(struct ctx *x, const char *name, enum gpumodel_kind kind, double count,
@@ -225,6 +226,53 @@ static void comm_gather(struct ctx *x, const char *name, struct group gr, double
 	link_of(x, gr, &bw, &lat);
 	add(x, name, GM_KIND_COMM, 1, 0, bytes,
 	    lat + (double)(gr.g - 1) / (double)gr.g * bytes / bw);
+}
+
+/* The DP gradients (run/buckets.c): a sum (reduce-scatter + all-gather) of `bytes`, or under
+ * ZeRO-1 a reduce onto each shard's owner (a reduce-scatter's (g-1)/g of them), in `calls`
+ * buckets; seconds */
+static double dp_seconds(struct ctx *x, struct group gr, double bytes, double calls, int zero)
+{
+	double bw, lat;
+	link_of(x, gr, &bw, &lat);
+	double k = zero ? 1 : 2;
+	return k * calls * lat + k * (double)(gr.g - 1) / (double)gr.g * bytes / bw;
+}
+
+static void comm_dp(struct ctx *x, struct group gr, double P, int zero)
+{
+	const struct gpumodel_cfg *c = x->c;
+	const char *name = zero ? "nccl reduce DP (ZeRO-1 gradients)" : "nccl sum DP (gradients)";
+	int64_t h = c->h, t = c->tp, f = c->ffn;
+	/* one layer's elements, as tensors() lists them */
+	double per = (double)(6 * h + 3 * h * h / t + 3 * h / t + h * h / t + f * h / t + f / t +
+			      h * f / t);
+	double Pl = per * x->nl;
+	if (gr.g <= 1)
+		return;
+	if (!c->overlap || x->nl == 0 || Pl <= 0 || Pl > P) {
+		add(x, name, GM_KIND_COMM, zero ? 1 : 2, 0, P * 4, dp_seconds(x, gr, P * 4, 1, zero));
+		return;
+	}
+	/* --overlap-grad-reduce: buckets of k whole layers go, one after another on their own
+	 * stream, while the last backward runs the layers below them (a layer's backward taken as
+	 * its share of the micro-batch's: 2/3, or 3/4 with the recomputation); exposed is what
+	 * outlasts that window - at least the last bucket, which nothing hides - then the rest
+	 * (embeddings, final layer norm) after the backward */
+	double kl = ceil(c->bucket / per);
+	if (kl < 1)
+		kl = 1;
+	if (kl > x->nl)
+		kl = x->nl;
+	double nb = ceil(x->nl / kl), tc = dp_seconds(x, gr, Pl * 4, nb, zero);
+	double window = (x->nl - kl) * x->t_mb * (x->ck ? 0.75 : 2.0 / 3.0) / x->nl;
+	double exposed = tc - window > tc / nb ? tc - window : tc / nb;
+	add(x, zero ? "nccl reduce DP (ZeRO-1 gradients, layers' buckets: exposed part)"
+		    : "nccl sum DP (gradients, layers' buckets: exposed part)",
+	    GM_KIND_COMM, nb * (zero ? 1 : 2), 0, Pl * 4, exposed);
+	if (P > Pl)
+		add(x, name, GM_KIND_COMM, zero ? 1 : 2, 0, (P - Pl) * 4,
+		    dp_seconds(x, gr, (P - Pl) * 4, 1, zero));
 }
 
 /* a host-memory collective (dist.h): staged through the device and waited for */
@@ -604,7 +652,7 @@ static void iteration_tail(struct ctx *x)
 				 (struct group){2, (c->pp - 1) * c->tp * c->dp}, P_wte * 4);
 	}
 	if (dp > 1) {
-		comm_sum(x, "nccl sum DP (gradients)", dp_group(x), P * 4);
+		comm_dp(x, dp_group(x), P, zero);
 		host_coll(x, dp_group(x), 8);
 	}
 	if (tpar)
@@ -623,14 +671,18 @@ static void iteration_tail(struct ctx *x)
 		for (int i = 0; i < nt; i++)
 			if (!(wte[i] && !x->first))
 				sumsq(x, (double)numel[i]);
+		if (zero)
+			host_coll(x, dp_group(x), 8);
 		host_coll(x, tp_group(x), 8);
 		host_coll(x, pp_group(x), 8);
 	} else {
-		sumsq(x, P);
+		sumsq(x, zero ? P / dp : P);
+		if (zero)   /* each shard's, summed over DP */
+			host_coll(x, dp_group(x), 8);
 	}
 	if (c->fp16) {   /* the overflow check Megatron's fp16 scaler needs */
 		memset_(x, 4);
-		kernel(x, "nonfinite_k", sec(P * 4), 0);
+		kernel(x, "nonfinite_k", sec((zero ? P / dp : P) * 4), 0);
 		dtoh(x);
 		host_coll(x, world_group(x), 4);
 	}
@@ -709,6 +761,7 @@ int gpumodel_run(struct gpumodel *g, const struct gpumodel_cfg *c, const struct 
 		x.N = x.B * x.T;
 		x.l = &mb[s];
 		micro_batch(&x);
+		x.t_mb = total(&mb[s]);
 		x.l = &it[s];
 		iteration_tail(&x);
 		oom |= x.oom;

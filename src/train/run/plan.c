@@ -459,7 +459,7 @@ static void checkpoints(struct plan *p)
 
 /* Time from the step model (gpumodel.h) of the CUDA backend on --gpu-model's device: an
  * iteration of m micro-batches per pipeline takes (m + PP - 1) slots of the slowest stage's
- * micro-batch plus its tail (norm, optimizer, DP all-reduce); the TFLOPs are what train would
+ * micro-batch plus its tail (norm, optimizer, the DP gradients' exposed sum); the TFLOPs are what train would
  * log for that iteration time (run.c hw_tflops: Megatron's formula). */
 static void model_timing(struct plan *p)
 {
@@ -479,6 +479,10 @@ static void model_timing(struct plan *p)
 		.ckpt_layers = a->checkpoint_activations ? p->ckpt_layers : 0,
 		.alibi = a->pos_emb != POS_LEARNED, .embed_ln = a->embed_layernorm || a->use_bnb_optimizer,
 		.fp16 = a->fp16, .zero1 = p->zero1, .post_ln = a->post_ln_residual,
+		.overlap = a->overlap_grad_reduce,
+		/* Megatron-LM's default bucket, as run.c's */
+		.bucket = a->ddp_bucket_size > 0 ? (double)a->ddp_bucket_size
+			  : p->dp * 1e6 > 4e7 ? p->dp * 1e6 : 4e7,
 		.reset_pos = a->reset_position_ids, .reset_attn = a->reset_attention_mask,
 		.hidden_dropout = a->hidden_dropout, .sgd_momentum = a->sgd_momentum,
 		.opt = a->use_bnb_optimizer ? GM_BNB : strcmp(a->optimizer, "lamb") == 0 ? GM_LAMB

@@ -344,7 +344,7 @@ static void text_model_time(const struct plan *p, FILE *f)
 	row(f, "micro-batch slot, slowest stage", duration(g->t_slot),
 	    fmt("forward, backward%s, p2p: MBS %lld x seq %lld", a->checkpoint_activations ?
 		", recompute" : "", LL(p->mbs), LL(p->s)));
-	row(f, "after the last backward", duration(g->t_post), "gradient norm, optimizer, DP all-reduce");
+	row(f, "after the last backward", duration(g->t_post), "gradient norm, optimizer, the DP gradients' exposed sum");
 	row(f, fmt("iteration at GBS %lld", LL(p->gbs)), duration(p->t_iter),
 	    fmt("(%lld + PP %lld - 1) slots + the tail; bubble %.1f%%", LL(p->m_full), LL(p->pp),
 		100.0 * (double)(p->pp - 1) / (double)(p->m_full + p->pp - 1)));
