@@ -772,6 +772,14 @@ static int setup(struct run *r, char *err, size_t errlen)
 			out("train: ZeRO-1: this rank's optimizer shard is weights [%zu, %zu) of %zu%s\n",
 			    r->m.opt_lo, r->m.opt_hi, r->m.nparams, c.bnb ? " (cuts moved down to "
 			    "8-bit blocks' starts)" : "");
+		if (a->overlap_grad_reduce && r->dist.dp > 1)
+			out("train: DP gradients in buckets of whole layers, at least %zu elements, "
+			    "reduced during the last micro-batch's backward%s%s\n", r->bk.size,
+			    strncmp(r->dist.transport, "NCCL", 4) == 0 ? " on a second stream"
+			    : " (MPI: each summed at once)",
+			    r->zcut ? ", each shard onto its ZeRO-1 owner" : "");
+		else if (a->overlap_grad_reduce)
+			out("train: --overlap-grad-reduce: DP=1, no gradients to reduce\n");
 	}
 	startup_notes(a, ops);
 	{
@@ -973,7 +981,9 @@ static uint64_t sample0(const struct run *r, int64_t k)
  * Each exchange with a neighbour sends and receives at once (dist p2p), so stages passing
  * activations forward and gradients backward never deadlock.  Micro-batch k lives in
  * activation slot k % (pp - s): no more are ever in flight.  With one stage this is the plain
- * loop: forward k, backward k.  Returns the mean loss (on every stage), or NaN. */
+ * loop: forward k, backward k.  The DP gradient buckets (buckets.h) are armed for the last
+ * backward only, and what they did not take is reduced after the tied embedding's stage sum.
+ * Returns the mean loss (on every stage), or NaN. */
 static double step_grads(struct run *r, int64_t first, int64_t micro, uint64_t key, int *bad)
 {
 	struct model *m = &r->m;
