@@ -11,8 +11,9 @@
 #  - ZeRO-1 reduces (ncclReduce onto each shard's owner, no all-gather of gradients on the bucket
 #    stream) and still saves the plain DP=2 run's bytes; one rank's losses, and its checkpoint
 #    within fp32's order of sums;
-#  - DP=2 x PP=2 (the tied embedding's sum between stages before its DP sum) overlapped and under
-#    ZeRO-1 saves the bytes of the plain DP=2 x PP=2 run;
+#  - DP=2 x PP=2 (the tied embedding's sum between stages before its DP sum) and DP=2 x TP=2 (the
+#    replicated tensors' TP average after their DP sum) overlapped and under ZeRO-1 save the bytes
+#    of the plain runs of their layouts;
 #  - the MPI transport (CPU) with --overlap-grad-reduce gives the plain MPI run's losses exactly.
 . "$(dirname "$0")/../lib.sh"
 PY=/usr/bin/python3
@@ -130,6 +131,15 @@ rc=$?
 [ $rc = 0 ] && cmp -s "$(ck pp 0)" "$(ck ppo 0)" && cmp -s "$(ck pp 1)" "$(ck ppo 1)" &&
 	ok dp2_pp2_overlapped_zero1_checkpoint_equals_plain_byte_for_byte ||
 	fail dp2_pp2_overlapped_zero1_checkpoint_equals_plain_byte_for_byte "exit $rc: $(tail -2 ppo.0)"
+
+# DP=2 x TP=2: the replicated tensors' TP average after every bucket's DP sum, as before
+ranks tp 4 --tensor-model-parallel-size 2 --save tp || fail dp2_tp2_runs "$(tail -2 tp.0 tp.3)"
+ranks tpo 4 --tensor-model-parallel-size 2 "${OV[@]}" --zero-stage 1 --save tpo
+rc=$?
+[ $rc = 0 ] && cmp -s "$(ck tp)" "$(ck tpo)" &&
+	cmp -s tp/global_step3/rank_tp01_pp000.safetensors tpo/global_step3/rank_tp01_pp000.safetensors &&
+	ok dp2_tp2_overlapped_zero1_checkpoint_equals_plain_byte_for_byte ||
+	fail dp2_tp2_overlapped_zero1_checkpoint_equals_plain_byte_for_byte "exit $rc: $(tail -2 tpo.0)"
 
 # the MPI transport: the buckets summed at once, the same numbers
 if command -v mpirun >/dev/null && [ -s "$TOP/build/lib/lmtk/train-mpi.so" ]; then

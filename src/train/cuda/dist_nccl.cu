@@ -28,6 +28,13 @@
  * group size or another machine's topology: bits agree across the ranks of a run, not across
  * layouts.
  *
+ * Gradient buckets (dist.h bucket_*, run/buckets.h) are the one exception to the one stream: a
+ * second stream, made on first use, takes each bucket's sum (or ZeRO-1's reduce onto each
+ * shard's owner) behind an event the compute stream records as the run hands it over, so the sum
+ * runs under the rest of the backward; bucket_wait makes the compute stream wait for the last one
+ * before the gradient norm.  Every host-memory collective below waits for the buckets first, so
+ * that each rank reaches its host synchronisations with the same collectives queued before them.
+ *
  * Host memory (losses, norms, decisions, the vocabulary-parallel cross-entropy's statistics,
  * checkpoint bookkeeping) goes through a device staging buffer: copy in, collective, copy out,
  * synchronise - a few per iteration, each a few bytes to a few tens of kilobytes.
@@ -245,7 +252,7 @@ static void host_reduce(enum dist_group g, void *x, size_t n, ncclDataType_t t, 
 	CU_ENTER();
 	if (nc.size[g] <= 1 || n == 0)
 		return;
-	nc_bucket_wait(NULL);   /* every rank syncs after the same buckets (see the top) */
+	nc_bucket_wait(NULL);   /* every rank syncs after the same buckets (the top of the file) */
 	char *s = staging(n * esz);
 	CU_CHECK(cudaMemcpyAsync(s, x, n * esz, cudaMemcpyHostToDevice, cu.stream));
 	if (op == ncclSum)
