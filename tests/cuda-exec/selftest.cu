@@ -820,7 +820,7 @@ static float dgelu_ref(float x)
  * vector is overwritten (not blended by beta, which still blends D), the bias type */
 static int cublaslt_bias_gradients(void)
 {
-	const int m = 6, n = 5, k = 9;
+	const int m = 8, n = 5, k = 9;   /* m: the aux LD, a multiple of 8 */
 	std::vector<__nv_bfloat16> A(m * k), B(n * k), aux(m * n);
 	std::vector<float> D0(m * n);
 	for (int i = 0; i < m * k; i++)
