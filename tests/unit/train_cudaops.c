@@ -1270,7 +1270,7 @@ int main(int argc, char **argv)
 		T_ASSERT(case_layernorm(300, 264, 1)); /* more rows than a column-sum slice */
 		T_ASSERT(case_layernorm(1, 13, 1));
 		/* the column sums in the backward's own pass up to 1024 channels (128 unvectorised),
-		 * over slices of 64 rows, or more rows when there would be over 1024 slices; wider,
+		 * over slices of 32 rows, or more rows when there would be over 512 slices; wider,
 		 * the separate column-sum kernels */
 		T_ASSERT(case_layernorm(9, 1032, 1));
 		T_ASSERT(case_layernorm(7, 130, 1));

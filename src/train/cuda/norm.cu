@@ -14,8 +14,9 @@
  * stream's gradient accumulates here).  dw += sum_n dy*xhat and db += sum_n dy are column sums
  * over all rows, taken in the same pass (ln_bwd_k): the dinp pass reads dy and x and forms xhat
  * anyway, so each lane also adds dy and dy*xhat of its channels into registers.  A block owns a
- * slice of R consecutive rows (R = 64, more when N > 64K rows so that there are at most 1024
- * slices; R and the slices depend on N only), its warp w the rows w, w + 8, ... of the slice in
+ * slice of R consecutive rows (R = 32, more when N > 16384 rows so that there are at most 512
+ * slices; R and the slices depend on N only; the partials, 2 S C floats, are 4 MB at C = 1024,
+ * against the 96+ MB the pass moves), its warp w the rows w, w + 8, ... of the slice in
  * increasing order; at the end the 8 warps' sums meet in shared memory in warp order and the
  * block writes one fp32 partial per channel and slice, and cu_colsum_fin (reduce.cu) adds the
  * slices' partials in slice order into dw and db - fixed orders throughout, no float atomics, so
@@ -309,11 +310,11 @@ __global__ __launch_bounds__(LN_WARPS * 32) void ln_bwd_k(A *dinp, const A *dout
 	}
 }
 
-/* the fused backward's slicing: R rows a block (64, or enough for at most 1024 slices), S slices */
+/* the fused backward's slicing: R rows a block (32, or enough for at most 512 slices), S slices */
 static void ln_slices(int N, int *R, int *S)
 {
-	int r = (N + 1023) / 1024;
-	*R = r > 64 ? r : 64;
+	int r = (N + 511) / 512;
+	*R = r > 32 ? r : 32;
 	*S = (N + *R - 1) / *R;
 }
 
