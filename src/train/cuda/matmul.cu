@@ -35,6 +35,10 @@
  * call; BGRADB on FC1's own dW GEMM costs the same and keeps every bias in its own layer's call.
  * Where cuBLASLt offers no algorithm with the epilogue, the plain dW GEMM runs and cu_colsum
  * (reduce.cu) adds the column sums of dout in a fixed order, as it does on the cublasGemmEx path.
+ * Not yet timed on a GPU: the step model prices the epilogue as free, and cuBLASLt users have
+ * reported BGRAD GEMMs slower than the plain GEMM at some large shapes, so a lent GPU should time
+ * the dW GEMM with and without it (LMTK_CUDA_EXEC_LT_NOALGO only exercises the fallback on the
+ * executor).
  *
  * The MLP's GeLU rides in the epilogues, as llm.c does it: the first linear layer's forward is
  * one GEMM with CUBLASLT_EPILOGUE_GELU_AUX_BIAS (bias added, the sum stored as the auxiliary
