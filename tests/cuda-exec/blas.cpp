@@ -15,7 +15,8 @@
  * Implemented: A and B both CUDA_R_16BF or both CUDA_R_16F; C and D both of A's type or both
  * CUDA_R_32F; compute CUBLAS_COMPUTE_32F with scale type CUDA_R_32F and host alpha/beta;
  * epilogues DEFAULT, BIAS (bias of D's 16-bit type, or CUDA_R_32F), GELU, GELU_BIAS, GELU_AUX,
- * GELU_AUX_BIAS, DGELU and the bias-gradient ones BGRADA, BGRADB and DGELU_BGRAD; column order.  The GeLU epilogues follow the cuBLASLt reference:
+ * GELU_AUX_BIAS, DGELU and the bias-gradient ones BGRADA, BGRADB and DGELU_BGRAD; column order.
+ * The GeLU epilogues follow the cuBLASLt reference:
  * "apply Bias and then GELU transform", the AUX variants storing the GELU input (the sum before
  * the transform, rounded to the aux type) in the auxiliary matrix, and DGELU multiplying the
  * product by the GELU gradient at the auxiliary input.  The aux matrix has D's shape, the leading
