@@ -21,7 +21,8 @@
  * block writes one fp32 partial per channel and slice, and cu_colsum_fin (reduce.cu) adds the
  * slices' partials in slice order into dw and db - fixed orders throughout, no float atomics, so
  * the bits repeat.  The registers bound the width: a lane holds LN_NCH chunks of V channels
- * (C <= 1024 with 16-byte loads, 128 without); a wider layer norm (or one without a weight
+ * (C <= 1024 with 16-byte loads, 128 without; ptxas gives the V = 8 kernels 112-126 registers
+ * on sm_90 and no spills: two blocks an SM); a wider layer norm (or one without a weight
  * gradient) keeps the dinp-only kernel ln_bwd_dinp_k and the separate two-pass cu_colsum, which
  * reads dy and x a second time.
  *
