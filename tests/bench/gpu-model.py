@@ -19,9 +19,13 @@ term that depends on T depends on B x T only, except attention's FLOPs, which us
 
 Each operation's predicted time is the larger of its FLOPs at the pipe's peak times an
 efficiency and its compulsory bytes at HBM bandwidth times an efficiency, plus a gap per launch
-(kernels queued back to back on one stream, no CUDA graph).  The peaks are the published dense
-figures; the efficiencies are stated below and are what cuBLAS and a memory-bound kernel reach
-in practice (they are inputs of the model, not measured here).
+(kernels queued back to back on one stream, no CUDA graph).  A GEMM's epilogue is priced inside
+the GEMM: the GeLU epilogues' auxiliary matrix (the pre-activation, m x n bf16) adds its bytes; a
+bias or bias-gradient vector (BIAS; BGRADB, the column sums of dout that the weight-gradient GEMM
+writes for each bias, src/train/cuda/matmul.cu) is a few KB and adds nothing; the fp32 add of such
+a gradient into the accumulated one is its own small kernel (vec_acc_k), priced like any other.
+The peaks are the published dense figures; the efficiencies are stated below and are what cuBLAS
+and a memory-bound kernel reach in practice (they are inputs of the model, not measured here).
 
 Attention kernels are priced by name (ATTN below) on the pipe they run on.  The tensor-core
 kernels (src/train/cuda/attention.cu: mma.sync m16n8k16 bf16, ldmatrix, FlashAttention-2's

@@ -15,7 +15,8 @@
  * Implemented: A and B both CUDA_R_16BF or both CUDA_R_16F; C and D both of A's type or both
  * CUDA_R_32F; compute CUBLAS_COMPUTE_32F with scale type CUDA_R_32F and host alpha/beta;
  * epilogues DEFAULT, BIAS (bias of D's 16-bit type, or CUDA_R_32F), GELU, GELU_BIAS, GELU_AUX,
- * GELU_AUX_BIAS and DGELU; column order.  The GeLU epilogues follow the cuBLASLt reference:
+ * GELU_AUX_BIAS, DGELU and the bias-gradient ones BGRADA, BGRADB and DGELU_BGRAD; column order.
+ * The GeLU epilogues follow the cuBLASLt reference:
  * "apply Bias and then GELU transform", the AUX variants storing the GELU input (the sum before
  * the transform, rounded to the aux type) in the auxiliary matrix, and DGELU multiplying the
  * product by the GELU gradient at the auxiliary input.  The aux matrix has D's shape, the leading
@@ -24,8 +25,17 @@
  * own; others refused).
  * The GELU is the tanh approximation 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))): the
  * reference names no formula; this is the one llm.c relies on cuBLASLt's epilogue to compute, and
- * a lent GPU is where it is confirmed (README, the executor's limits).  BGRAD epilogues are not
- * implemented (they overwrite the bias gradient, which the backend accumulates).  Anything else is refused with
+ * a lent GPU is where it is confirmed (README, the executor's limits).
+ * The bias-gradient epilogues write (overwrite: never accumulate) a vector at BIAS_POINTER, of
+ * BIAS_DATA_TYPE (-1: D's type; D's 16-bit type or CUDA_R_32F), one per batch at
+ * BIAS_BATCH_STRIDE, as the reference describes them: BGRADA sums op(A) over the GEMM's k - one
+ * value per row of D (m); BGRADB sums op(B) over k - one per column of D (n); DGELU_BGRAD sums
+ * the DGELU result over the columns of D - one per row (m), the gradient of the bias a forward
+ * GELU_AUX_BIAS added.  The sums are of the inputs as read (BGRADA/B) or of D's fp32 value
+ * before its rounding (DGELU_BGRAD), in fp32 in index order; beta blends D only, the bias
+ * gradient never with what the vector held.  Whether alpha scales the gradient the reference does
+ * not say, so alpha other than 1 is refused with these epilogues.
+ * Anything else is refused with
  * CUBLAS_STATUS_NOT_SUPPORTED and a message, never computed some other way.  Shapes that
  * contradict each other, leading dimensions smaller than the rows, an in-place C == D with
  * different layouts, and buffers that do not fit in their device allocations are
@@ -151,8 +161,10 @@ struct Gemm {
 	int bias_type;
 	int64_t bias_stride;
 	int gelu;        /* 0; 1 GELU (aux: store the input when aux.p); 2 DGELU (aux: read) */
+	int bgrad;       /* 0; BG_A, BG_B: bias <- sums of op(A)/op(B) over k; BG_D: of D's rows */
 	Mat aux;
 };
+enum { BG_A = 1, BG_B, BG_D };
 
 /* GELU, tanh approximation, and its derivative, in fp32 */
 static float gelu_f(float x)
@@ -180,6 +192,12 @@ static void store(const Mat &m, int64_t off, float v)
 
 static size_t type_size(int t);
 
+/* the bias-gradient vector's element o */
+static void bias_store(const Gemm &g, int64_t o, float v)
+{
+	store(Mat{g.bias, g.bias_type, 0, 0}, o, v);
+}
+
 static void gemm_run(const Gemm &g)
 {
 	if (g_prof_on)
@@ -188,9 +206,11 @@ static void gemm_run(const Gemm &g)
 			  "\"bias\":%d,\"aux\":%d}", (long long)g.m, (long long)g.n,
 			  (long long)g.k, g.batch, type_size(g.A.type), type_size(g.B.type),
 			  g.beta != 0.0f ? type_size(g.C.type) : (size_t)0, type_size(g.D.type),
-			  g.gelu == 1 ? "gelu" : g.gelu == 2 ? "dgelu" : "none", g.bias != NULL,
+			  g.bgrad == BG_A ? "bgrada" : g.bgrad == BG_B ? "bgradb"
+			  : g.bgrad == BG_D ? "dgelu_bgrad" : g.gelu == 1 ? "gelu"
+			  : g.gelu == 2 ? "dgelu" : "none", g.bias != NULL,
 			  g.aux.p != NULL);
-	std::vector<float> a((size_t)(g.m * g.k)), b((size_t)(g.k * g.n));
+	std::vector<float> a((size_t)(g.m * g.k)), b((size_t)(g.k * g.n)), rowsum;
 	for (int bt = 0; bt < g.batch; bt++) {
 		/* a: op(A) row-major m x k, b: op(B) column-major (column j contiguous) */
 		for (int64_t i = 0; i < g.m; i++)
@@ -201,6 +221,17 @@ static void gemm_run(const Gemm &g)
 			for (int64_t p = 0; p < g.k; p++)
 				b[j * g.k + p] = load(g.B, bt * g.B.stride +
 							       (g.tb ? j + p * g.B.ld : p + j * g.B.ld));
+		if (g.bgrad == BG_A || g.bgrad == BG_B) {   /* sums over k, in order of k */
+			int64_t len = g.bgrad == BG_A ? g.m : g.n;
+			const std::vector<float> &x = g.bgrad == BG_A ? a : b;
+			for (int64_t i = 0; i < len; i++) {
+				float t = 0.0f;
+				for (int64_t p = 0; p < g.k; p++)
+					t += x[i * g.k + p];
+				bias_store(g, bt * g.bias_stride + i, t);
+			}
+		}
+		rowsum.assign((size_t)g.m, 0.0f);
 		for (int64_t j = 0; j < g.n; j++)
 			for (int64_t i = 0; i < g.m; i++) {
 				const float *ar = &a[i * g.k], *bc = &b[j * g.k];
@@ -218,7 +249,7 @@ static void gemm_run(const Gemm &g)
 				float v = g.alpha * acc;
 				if (g.beta != 0.0f)
 					v += g.beta * load(g.C, bt * g.C.stride + i + j * g.C.ld);
-				if (g.bias) {
+				if (g.bias && !g.bgrad) {
 					int64_t bo = bt * g.bias_stride + i;
 					v += g.bias_type == CUDA_R_16BF
 						     ? cx_bf2f(((const __nv_bfloat16 *)g.bias)[bo].__x)
@@ -236,8 +267,13 @@ static void gemm_run(const Gemm &g)
 						v = gelu_f(v);
 					}
 				}
+				if (g.bgrad == BG_D)
+					rowsum[i] += v;   /* j increasing: in order of the columns */
 				store(g.D, bt * g.D.stride + i + j * g.D.ld, v);
 			}
+		if (g.bgrad == BG_D)
+			for (int64_t i = 0; i < g.m; i++)
+				bias_store(g, bt * g.bias_stride + i, rowsum[i]);
 	}
 }
 
@@ -441,9 +477,11 @@ extern "C" cublasStatus_t cublasLtMatmulDescSetAttribute(cublasLtMatmulDesc_t d,
 		if (v != CUBLASLT_EPILOGUE_DEFAULT && v != CUBLASLT_EPILOGUE_BIAS &&
 		    v != CUBLASLT_EPILOGUE_GELU && v != CUBLASLT_EPILOGUE_GELU_BIAS &&
 		    v != CUBLASLT_EPILOGUE_GELU_AUX && v != CUBLASLT_EPILOGUE_GELU_AUX_BIAS &&
-		    v != CUBLASLT_EPILOGUE_DGELU)
+		    v != CUBLASLT_EPILOGUE_DGELU && v != CUBLASLT_EPILOGUE_DGELU_BGRAD &&
+		    v != CUBLASLT_EPILOGUE_BGRADA && v != CUBLASLT_EPILOGUE_BGRADB)
 			return refuse(CUBLAS_STATUS_NOT_SUPPORTED, what, "epilogue %d; implemented: "
-				      "DEFAULT, BIAS, GELU, GELU_BIAS, GELU_AUX, GELU_AUX_BIAS, DGELU", v);
+				      "DEFAULT, BIAS, GELU, GELU_BIAS, GELU_AUX, GELU_AUX_BIAS, DGELU, "
+				      "DGELU_BGRAD, BGRADA, BGRADB", v);
 		d->epilogue = v;
 		return CUBLAS_STATUS_SUCCESS;
 	case CUBLASLT_MATMUL_DESC_BIAS_POINTER:
@@ -616,11 +654,14 @@ static cublasStatus_t lt_problem(const char *what, cublasLtMatmulDesc_t d, cubla
 				      "stride %lld", "ABCD"[i], ls[i]->batch, (long long)ls[i]->stride);
 	}
 	int epi = d->epilogue;
+	int bgrad = epi == CUBLASLT_EPILOGUE_BGRADA ? BG_A : epi == CUBLASLT_EPILOGUE_BGRADB ? BG_B
+		    : epi == CUBLASLT_EPILOGUE_DGELU_BGRAD ? BG_D : 0;
 	int bias = epi == CUBLASLT_EPILOGUE_BIAS || epi == CUBLASLT_EPILOGUE_GELU_BIAS ||
-		   epi == CUBLASLT_EPILOGUE_GELU_AUX_BIAS;
-	int gelu = epi == CUBLASLT_EPILOGUE_DGELU ? 2 : (epi & CUBLASLT_EPILOGUE_GELU) ? 1 : 0;
+		   epi == CUBLASLT_EPILOGUE_GELU_AUX_BIAS || bgrad;
+	int gelu = epi == CUBLASLT_EPILOGUE_DGELU || epi == CUBLASLT_EPILOGUE_DGELU_BGRAD ? 2
+		   : (epi & CUBLASLT_EPILOGUE_GELU) ? 1 : 0;
 	int aux = epi == CUBLASLT_EPILOGUE_GELU_AUX || epi == CUBLASLT_EPILOGUE_GELU_AUX_BIAS ||
-		  epi == CUBLASLT_EPILOGUE_DGELU;
+		  epi == CUBLASLT_EPILOGUE_DGELU || epi == CUBLASLT_EPILOGUE_DGELU_BGRAD;
 	if (aux) {
 		if (d->aux_type != -1 && d->aux_type != dl->type)
 			return refuse(CUBLAS_STATUS_NOT_SUPPORTED, what, "aux type %s with D of %s",
@@ -650,6 +691,7 @@ static cublasStatus_t lt_problem(const char *what, cublasLtMatmulDesc_t d, cubla
 	g->D = Mat{NULL, dl->type, dl->ld, dl->stride};
 	g->bias = bias ? (const void *)1 : NULL; /* set by the caller */
 	g->gelu = gelu;
+	g->bgrad = bgrad;
 	g->aux = Mat{aux ? (const void *)1 : NULL, dl->type, d->aux_ld, d->aux_stride}; /* ditto */
 	return CUBLAS_STATUS_SUCCESS;
 }
@@ -708,14 +750,17 @@ extern "C" cublasStatus_t cublasLtMatmul(cublasLtHandle_t h, cublasLtMatmulDesc_
 			      "layouts: ldc %lld, ldd %lld", (long long)cdesc->ld,
 			      (long long)ddesc->ld);
 	if (g.bias && !d->bias)
-		return refuse(CUBLAS_STATUS_INVALID_VALUE, what, "the BIAS epilogue without "
-			      "CUBLASLT_MATMUL_DESC_BIAS_POINTER");
+		return refuse(CUBLAS_STATUS_INVALID_VALUE, what, "epilogue %d without "
+			      "CUBLASLT_MATMUL_DESC_BIAS_POINTER", d->epilogue);
 	if (g.aux.p && !d->aux)
 		return refuse(CUBLAS_STATUS_INVALID_VALUE, what, "epilogue %d without "
 			      "CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER", d->epilogue);
 	g.aux.p = g.aux.p ? d->aux : NULL;
 	g.alpha = *(const float *)alpha;
 	g.beta = *(const float *)beta;
+	if (g.bgrad && g.alpha != 1.0f)   /* whether alpha scales the gradient: not documented */
+		return refuse(CUBLAS_STATUS_NOT_SUPPORTED, what, "epilogue %d with alpha %g; "
+			      "implemented: alpha 1", d->epilogue, (double)g.alpha);
 	g.A.p = A, g.B.p = B, g.C.p = C, g.D.p = D;
 	g.bias = g.bias ? d->bias : NULL;
 	int64_t ar = (int64_t)adesc->rows, ac = (int64_t)adesc->cols;
@@ -727,7 +772,8 @@ extern "C" cublasStatus_t cublasLtMatmul(cublasLtHandle_t h, cublasLtMatmulDesc_
 	    (g.beta != 0.0f &&
 	     !mat_fits(what, "C", C, cdesc->type, g.m, g.n, cdesc->ld, g.batch, cdesc->stride)) ||
 	    !mat_fits(what, "D", D, ddesc->type, g.m, g.n, ddesc->ld, g.batch, ddesc->stride) ||
-	    (g.bias && !cx_device_range(g.bias, (size_t)((g.batch - 1) * g.bias_stride + g.m) *
+	    (g.bias && !cx_device_range(g.bias, (size_t)((g.batch - 1) * g.bias_stride +
+							 (g.bgrad == BG_B ? g.n : g.m)) *
 							 type_size(g.bias_type), what, "bias")) ||
 	    (g.aux.p && !mat_fits(what, "aux", g.aux.p, g.aux.type, g.m, g.n, g.aux.ld, g.batch,
 				  g.aux.stride)) ||

@@ -732,10 +732,9 @@ static int cublaslt_gemm(void)
 					ok = 0;
 				}
 			}
-	/* refused: an epilogue it does not implement (BGRAD overwrites a bias gradient the backend
-	 * accumulates), row order, contradicting shapes */
-	int32_t bgrad = CUBLASLT_EPILOGUE_BGRADB, row = CUBLASLT_ORDER_ROW;
-	ok &= cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &bgrad, 4) ==
+	/* refused: an epilogue it does not implement, row order, contradicting shapes */
+	int32_t relu = CUBLASLT_EPILOGUE_RELU, row = CUBLASLT_ORDER_ROW;
+	ok &= cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &relu, 4) ==
 	      CUBLAS_STATUS_NOT_SUPPORTED;
 	ok &= cublasLtMatrixLayoutSetAttribute(la, CUBLASLT_MATRIX_LAYOUT_ORDER, &row, 4) ==
 	      CUBLAS_STATUS_NOT_SUPPORTED;
@@ -772,6 +771,148 @@ static int cublaslt_gemm(void)
 	cublasLtMatrixLayoutDestroy(ld), cublasLtMatrixLayoutDestroy(bad);
 	cublasLtMatrixLayoutDestroy(big);
 	cublasLtMatmulDescDestroy(desc);
+	cublasLtDestroy(lt);
+	cudaDeviceReset();
+	return ok;
+}
+
+/* One bias-gradient GEMM on the executor: D(m x n) = op(A) op(B) + beta D, A stored m x k (N),
+ * B stored n x k (T), the epilogue writing bias; aux (DGELU_BGRAD) m x n, ld m. */
+static int lt_bgrad(cublasLtHandle_t lt, int32_t epi, int m, int n, int k, const void *dA,
+		    const void *dB, void *dD, cudaDataType_t dtype, float beta, void *dbias,
+		    int32_t btype, const void *daux, float alpha)
+{
+	cublasLtMatmulDesc_t desc;
+	cublasLtMatrixLayout_t la, lb, ld;
+	int32_t t = CUBLAS_OP_T;
+	int64_t ald = m;
+	int ok = cublasLtMatmulDescCreate(&desc, CUBLAS_COMPUTE_32F, CUDA_R_32F) == 0;
+	ok &= cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSB, &t, 4) == 0;
+	ok &= cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, 4) == 0;
+	ok &= cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &btype, 4) == 0;
+	ok &= cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &dbias,
+					     sizeof dbias) == 0;
+	if (daux) {
+		ok &= cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER,
+						     &daux, sizeof daux) == 0;
+		ok &= cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, &ald,
+						     8) == 0;
+	}
+	ok &= cublasLtMatrixLayoutCreate(&la, CUDA_R_16BF, m, k, m) == 0;
+	ok &= cublasLtMatrixLayoutCreate(&lb, CUDA_R_16BF, n, k, n) == 0;
+	ok &= cublasLtMatrixLayoutCreate(&ld, dtype, m, n, m) == 0;
+	cublasStatus_t s = cublasLtMatmul(lt, desc, &alpha, dA, la, dB, lb, &beta, dD, ld, dD, ld,
+					  NULL, NULL, 0, 0);
+	cublasLtMatrixLayoutDestroy(la), cublasLtMatrixLayoutDestroy(lb);
+	cublasLtMatrixLayoutDestroy(ld);
+	cublasLtMatmulDescDestroy(desc);
+	return ok ? (int)s : -1;
+}
+
+static float dgelu_ref(float x)
+{
+	const float s = 0.7978845608028654f;
+	float t = tanhf(s * (x + 0.044715f * x * x * x));
+	return 0.5f * (1.0f + t) + 0.5f * x * (1.0f - t * t) * s * (1.0f + 3.0f * 0.044715f * x * x);
+}
+
+/* BGRADA, BGRADB and DGELU_BGRAD against plain loops: which dimension each reduces, that the
+ * vector is overwritten (not blended by beta, which still blends D), the bias type */
+static int cublaslt_bias_gradients(void)
+{
+	const int m = 8, n = 5, k = 9;   /* m: the aux LD, a multiple of 8 */
+	std::vector<__nv_bfloat16> A(m * k), B(n * k), aux(m * n);
+	std::vector<float> D0(m * n);
+	for (int i = 0; i < m * k; i++)
+		A[i] = __float2bfloat16((float)((i * 7) % 13) * 0.25f - 1.5f);
+	for (int i = 0; i < n * k; i++)
+		B[i] = __float2bfloat16((float)((i * 5) % 11) * 0.5f - 2.0f);
+	for (int i = 0; i < m * n; i++) {
+		aux[i] = __float2bfloat16((float)((i * 3) % 7) * 0.4f - 1.2f);
+		D0[i] = (float)(i % 4) - 1.5f;
+	}
+	auto a = [&](int i, int p) { return __bfloat162float(A[i + p * m]); };
+	auto b = [&](int p, int j) { return __bfloat162float(B[j + p * n]); };   /* op(B) = B^T */
+	auto prod = [&](int i, int j) {
+		float t = 0;
+		for (int p = 0; p < k; p++)
+			t += a(i, p) * b(p, j);
+		return t;
+	};
+	__nv_bfloat16 *dA = dalloc<__nv_bfloat16>(A.size()), *dB = dalloc<__nv_bfloat16>(B.size());
+	__nv_bfloat16 *daux = dalloc<__nv_bfloat16>(aux.size()), *dD16 = dalloc<__nv_bfloat16>(m * n);
+	float *dD = dalloc<float>(m * n), *dbias = dalloc<float>(m > n ? m : n);
+	__nv_bfloat16 *dbias16 = dalloc<__nv_bfloat16>(m > n ? m : n);
+	cudaMemcpy(dA, A.data(), A.size() * 2, cudaMemcpyHostToDevice);
+	cudaMemcpy(dB, B.data(), B.size() * 2, cudaMemcpyHostToDevice);
+	cudaMemcpy(daux, aux.data(), aux.size() * 2, cudaMemcpyHostToDevice);
+	std::vector<float> junk(m > n ? m : n, 1000.0f);
+	cublasLtHandle_t lt;
+	int ok = cublasLtCreate(&lt) == 0;
+	auto near = [&](const char *what, int i, float got, float want, float tol) {
+		if (fabsf(got - want) > tol) {
+			printf("# %s[%d] = %g, want %g\n", what, i, got, want);
+			ok = 0;
+		}
+	};
+	/* BGRADB, D fp32 += (beta 1), as a weight gradient: the bias is the columns' sums of op(B) */
+	cudaMemcpy(dD, D0.data(), m * n * 4, cudaMemcpyHostToDevice);
+	cudaMemcpy(dbias, junk.data(), junk.size() * 4, cudaMemcpyHostToDevice);
+	ok &= lt_bgrad(lt, CUBLASLT_EPILOGUE_BGRADB, m, n, k, dA, dB, dD, CUDA_R_32F, 1.0f, dbias,
+		       CUDA_R_32F, NULL, 1.0f) == 0;
+	std::vector<float> D = fetch(dD, m * n), bias = fetch(dbias, m > n ? m : n);
+	for (int j = 0; j < n; j++) {
+		float t = 0;
+		for (int p = 0; p < k; p++)
+			t += b(p, j);
+		near("BGRADB bias", j, bias[j], t, 1e-5f);
+		for (int i = 0; i < m; i++)
+			near("BGRADB D", i + j * m, D[i + j * m], prod(i, j) + D0[i + j * m], 1e-4f);
+	}
+	near("BGRADB past n", n, bias[n], 1000.0f, 0.0f);
+	/* BGRADA: the rows' sums of op(A), one per row of D */
+	cudaMemcpy(dbias, junk.data(), junk.size() * 4, cudaMemcpyHostToDevice);
+	ok &= lt_bgrad(lt, CUBLASLT_EPILOGUE_BGRADA, m, n, k, dA, dB, dD, CUDA_R_32F, 0.0f, dbias,
+		       CUDA_R_32F, NULL, 1.0f) == 0;
+	bias = fetch(dbias, m > n ? m : n);
+	for (int i = 0; i < m; i++) {
+		float t = 0;
+		for (int p = 0; p < k; p++)
+			t += a(i, p);
+		near("BGRADA bias", i, bias[i], t, 1e-5f);
+	}
+	/* DGELU_BGRAD, D bf16: D = prod * gelu'(aux); the bias, fp32 or bf16, the rows' sums of D */
+	for (int bf = 0; bf < 2; bf++) {
+		void *vb = bf ? (void *)dbias16 : (void *)dbias;
+		ok &= lt_bgrad(lt, CUBLASLT_EPILOGUE_DGELU_BGRAD, m, n, k, dA, dB, dD16, CUDA_R_16BF,
+			       0.0f, vb, bf ? CUDA_R_16BF : CUDA_R_32F, daux, 1.0f) == 0;
+		std::vector<__nv_bfloat16> D16(m * n), b16(m);
+		cudaMemcpy(D16.data(), dD16, m * n * 2, cudaMemcpyDeviceToHost);
+		if (bf)
+			cudaMemcpy(b16.data(), dbias16, m * 2, cudaMemcpyDeviceToHost);
+		else
+			bias = fetch(dbias, m > n ? m : n);
+		for (int i = 0; i < m; i++) {
+			float t = 0;
+			for (int j = 0; j < n; j++) {
+				float v = prod(i, j) * dgelu_ref(__bfloat162float(aux[i + j * m]));
+				t += v;
+				near("DGELU_BGRAD D", i + j * m, __bfloat162float(D16[i + j * m]), v,
+				     fabsf(v) / 128 + 1e-6f);
+			}
+			near(bf ? "DGELU_BGRAD bf16 bias" : "DGELU_BGRAD bias", i,
+			     bf ? __bfloat162float(b16[i]) : bias[i], t,
+			     bf ? fabsf(t) / 128 + 1e-6f : 1e-4f);
+		}
+	}
+	/* refused: alpha other than 1 (undocumented for the gradient), a bias type of neither D's
+	 * 16-bit type nor fp32, no bias pointer */
+	ok &= lt_bgrad(lt, CUBLASLT_EPILOGUE_BGRADB, m, n, k, dA, dB, dD, CUDA_R_32F, 1.0f, dbias,
+		       CUDA_R_32F, NULL, 2.0f) == CUBLAS_STATUS_NOT_SUPPORTED;
+	ok &= lt_bgrad(lt, CUBLASLT_EPILOGUE_BGRADB, m, n, k, dA, dB, dD, CUDA_R_32F, 1.0f, dbias,
+		       CUDA_R_16BF, NULL, 1.0f) == CUBLAS_STATUS_NOT_SUPPORTED;
+	ok &= lt_bgrad(lt, CUBLASLT_EPILOGUE_BGRADB, m, n, k, dA, dB, dD, CUDA_R_32F, 1.0f, NULL,
+		       CUDA_R_32F, NULL, 1.0f) == CUBLAS_STATUS_INVALID_VALUE;
 	cublasLtDestroy(lt);
 	cudaDeviceReset();
 	return ok;
@@ -987,6 +1128,8 @@ int main(int argc, char **argv)
 	T_CASE("streams_and_events_are_asynchronous") T_ASSERT(streams_are_asynchronous());
 	T_CASE("bf16_and_half_conversions_round_as_documented") T_ASSERT(conversions());
 	T_CASE("cublaslt_batched_transposed_gemm_with_bias_and_refusals") T_ASSERT(cublaslt_gemm());
+	T_CASE("cublaslt_bgrada_bgradb_dgelu_bgrad_match_plain_loops")
+		T_ASSERT(cublaslt_bias_gradients());
 	T_CASE("cub_radix_sort_is_stable_with_signed_keys") T_ASSERT(radix_sort());
 	T_CASE("mma_m16n8k16_bf16_and_f16_fragments_per_the_ptx_table_match_an_fp32_loop")
 		T_ASSERT(mma_matches_fp32_loop());

@@ -1269,11 +1269,18 @@ int main(int argc, char **argv)
 		T_ASSERT(case_layernorm(9, 20, 1));
 		T_ASSERT(case_layernorm(300, 264, 1)); /* more rows than a column-sum slice */
 		T_ASSERT(case_layernorm(1, 13, 1));
+		/* the column sums in the backward's own pass up to 1024 channels (128 unvectorised),
+		 * over slices of 32 rows, or more rows when there would be over 512 slices; wider,
+		 * the separate column-sum kernels */
+		T_ASSERT(case_layernorm(9, 1032, 1));
+		T_ASSERT(case_layernorm(7, 130, 1));
+		T_ASSERT(case_layernorm(70001, 8, 1));
 	}
 	CASE("cuda_residual_layernorm_fused_is_separate") {
 		T_ASSERT(case_residual_layernorm(37, 64, 0.0f));
 		T_ASSERT(case_residual_layernorm(21, 96, 0.1f));   /* vectorised, dropout */
 		T_ASSERT(case_residual_layernorm(9, 50, 0.3f));    /* C not a multiple of 8 */
+		T_ASSERT(case_residual_layernorm(5, 1040, 0.1f));  /* wider than the fused sums */
 	}
 	CASE("cuda_matmul_gelu_matches_cpu") {
 		T_ASSERT(case_matmul_gelu(37, 64, 96, 0));   /* both fused */

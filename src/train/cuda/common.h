@@ -278,6 +278,11 @@ __device__ __forceinline__ float warp_sum(float v)
  * Deterministic. */
 void cu_colsum(float *d0, float *d1, const void *dy, const void *x, const float *mean,
 	       const float *rstd, int N, int C);
+/* reduce.cu: d0(C) += sum over s < S of part(s, C); d1(C) += sum of part(S + s, C) - the second
+ * pass of cu_colsum, for kernels that write such per-slice partials themselves (norm.cu). */
+void cu_colsum_fin(float *d0, float *d1, const float *part, int C, int S);
+/* reduce.cu: d(n) += s(n), fp32 */
+void cu_vec_acc(float *d, const float *s, int n);
 double cu_sumsq(const float *g, size_t n);
 int cu_all_within(const float *g, size_t n, float limit);
 

@@ -20,9 +20,25 @@
  * 1), so micro-batches accumulate in fp32 without a 16-bit round trip.  The bias is added in the
  * GEMM epilogue (CUBLASLT_EPILOGUE_BIAS, bias in the output's type) before the single rounding
  * to the output type; in fp16 a sum beyond 65504 becomes inf there, the overflow the loss
- * scaler is for.  dbias is not taken from the
- * BGRADB epilogue, which overwrites rather than accumulates: cu_colsum (reduce.cu) adds the column
- * sums of dout in a fixed order.
+ * scaler is for.
+ *
+ * Bias gradients ride in the weight gradient's GEMM: dbias(OC) = sum over the N rows of dout is
+ * what CUBLASLT_EPILOGUE_BGRADB computes - the sum of op(B) over the GEMM's k (= N), one value
+ * per column of D (n = OC) - while the GEMM reads dout for dW anyway, so no separate pass reads
+ * dout again.  The epilogue overwrites its vector (beta blends D only), and the gradient must
+ * accumulate over micro-batches in fp32, so the vector is an fp32 scratch (BIAS_DATA_TYPE
+ * CUDA_R_32F, D's type) that cu_vec_acc (reduce.cu, one small launch) then adds into dbias,
+ * element by element - deterministic, as the GEMM's algorithm is fixed per shape.  The MLP's
+ * first bias could equally come from CUBLASLT_EPILOGUE_DGELU_BGRAD on the dinp GEMM above it
+ * (the sum of the DGELU output over D's columns), but that sums the fp32 values before their
+ * rounding while dW uses the rounded ones, and it would move the gradient into another op's
+ * call; BGRADB on FC1's own dW GEMM costs the same and keeps every bias in its own layer's call.
+ * Where cuBLASLt offers no algorithm with the epilogue, the plain dW GEMM runs and cu_colsum
+ * (reduce.cu) adds the column sums of dout in a fixed order, as it does on the cublasGemmEx path.
+ * Not yet timed on a GPU: the step model prices the epilogue as free, and cuBLASLt users have
+ * reported BGRAD GEMMs slower than the plain GEMM at some large shapes, so a lent GPU should time
+ * the dW GEMM with and without it (LMTK_CUDA_EXEC_LT_NOALGO only exercises the fallback on the
+ * executor).
  *
  * The MLP's GeLU rides in the epilogues, as llm.c does it: the first linear layer's forward is
  * one GEMM with CUBLASLT_EPILOGUE_GELU_AUX_BIAS (bias added, the sum stored as the auxiliary
@@ -49,7 +65,7 @@
 
 #include "train/cuda/common.h"
 
-enum { MM_FWD, MM_DINP, MM_DW, MM_FWD_GELU, MM_DINP_DGELU };
+enum { MM_FWD, MM_DINP, MM_DW, MM_FWD_GELU, MM_DINP_DGELU, MM_DW_BGRAD };
 
 struct mm_plan {
 	int used;
@@ -128,9 +144,11 @@ static struct mm_plan *plan_get(int kind, cublasOperation_t ta, cublasOperation_
 		BLAS_CHECK(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD,
 							  &ld, sizeof ld));
 	}
-	if (bias) {
-		cublasLtEpilogue_t epi = aux ? CUBLASLT_EPILOGUE_GELU_AUX_BIAS : CUBLASLT_EPILOGUE_BIAS;
-		int32_t btype = cu_act_dtype();
+	if (bias) {   /* MM_DW_BGRAD: the bias gradient (fp32, D's type) is written, not read */
+		cublasLtEpilogue_t epi = kind == MM_DW_BGRAD ? CUBLASLT_EPILOGUE_BGRADB
+					 : aux		     ? CUBLASLT_EPILOGUE_GELU_AUX_BIAS
+							     : CUBLASLT_EPILOGUE_BIAS;
+		int32_t btype = kind == MM_DW_BGRAD ? (int32_t)CUDA_R_32F : (int32_t)cu_act_dtype();
 		BLAS_CHECK(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_EPILOGUE,
 							  &epi, sizeof epi));
 		BLAS_CHECK(cublasLtMatmulDescSetAttribute(
@@ -172,8 +190,8 @@ static struct mm_plan *plan_get(int kind, cublasOperation_t ta, cublasOperation_
 }
 
 /* D (m x n, type dtype) = alpha op(A) op(B) + beta D (+ bias per row of D).  With aux (the
- * GeLU kinds, cuBLASLt only): returns 0 when cuBLASLt could not, leaving the caller to run the
- * unfused kernels; otherwise 1. */
+ * GeLU kinds) or MM_DW_BGRAD (bias: the column sums of op(B) written there), cuBLASLt only:
+ * returns 0 when cuBLASLt could not, leaving the caller to run the unfused kernels; else 1. */
 static int gemm_lt(int kind, cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k,
 		   const void *A, int lda, const void *B, int ldb, void *D, cudaDataType_t dtype,
 		   int ldd, float beta, const void *bias, const void *aux)
@@ -198,7 +216,7 @@ static int gemm_lt(int kind, cublasOperation_t ta, cublasOperation_t tb, int m, 
 			       cublasLtGetStatusString(s));
 		p->ok = 0; /* this shape goes through cublasGemmEx from now on */
 	}
-	if (aux)
+	if (aux || kind == MM_DW_BGRAD)
 		return 0;
 	BLAS_CHECK(cublasGemmEx(cu.blas, ta, tb, m, n, k, &alpha, A, cu_act_dtype(), lda, B,
 				cu_act_dtype(), ldb, &beta, D, dtype, ldd, CUBLAS_COMPUTE_32F,
@@ -236,6 +254,14 @@ void cu_matmul_bwd(void *dinp, float *dw, float *dbias, const void *dout, const 
 	if (dinp)
 		gemm(MM_DINP, CUBLAS_OP_N, CUBLAS_OP_N, IC, N, OC, w, IC, dout, OC, dinp,
 		     cu_act_dtype(), IC, 0.0f, NULL);
+	if (dw && dbias) {   /* dbias from the dW GEMM's BGRADB epilogue, then added */
+		float *tmp = (float *)cu_scratch((size_t)OC * sizeof(float));
+		if (gemm_lt(MM_DW_BGRAD, CUBLAS_OP_N, CUBLAS_OP_T, IC, OC, N, inp, IC, dout, OC, dw,
+			    CUDA_R_32F, IC, 1.0f, tmp, NULL)) {
+			cu_vec_acc(dbias, tmp, OC);
+			return;
+		}
+	}
 	if (dw)
 		gemm(MM_DW, CUBLAS_OP_N, CUBLAS_OP_T, IC, OC, N, inp, IC, dout, OC, dw, CUDA_R_32F,
 		     IC, 1.0f, NULL);

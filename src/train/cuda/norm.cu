@@ -12,9 +12,19 @@
  *   dinp += rstd * (dy*w - mean(dy*w) - xhat * mean(dy*w * xhat)),
  * again warp-per-row, reading dinp, adding in fp32 and writing it once (the residual
  * stream's gradient accumulates here).  dw += sum_n dy*xhat and db += sum_n dy are column sums
- * over all rows; they go to cu_colsum (reduce.cu), whose fixed two-pass slicing makes them
- * deterministic without float atomics.  The price is reading dy and x a second time, which is
- * cheap next to the GEMMs around a layer norm.
+ * over all rows, taken in the same pass (ln_bwd_k): the dinp pass reads dy and x and forms xhat
+ * anyway, so each lane also adds dy and dy*xhat of its channels into registers.  A block owns a
+ * slice of R consecutive rows (R = 32, more when N > 16384 rows so that there are at most 512
+ * slices; R and the slices depend on N only; the partials, 2 S C floats, are 4 MB at C = 1024,
+ * against the 96+ MB the pass moves), its warp w the rows w, w + 8, ... of the slice in
+ * increasing order; at the end the 8 warps' sums meet in shared memory in warp order and the
+ * block writes one fp32 partial per channel and slice, and cu_colsum_fin (reduce.cu) adds the
+ * slices' partials in slice order into dw and db - fixed orders throughout, no float atomics, so
+ * the bits repeat.  The registers bound the width: a lane holds LN_NCH chunks of V channels
+ * (C <= 1024 with 16-byte loads, 128 without; ptxas gives the V = 8 kernels 112-126 registers
+ * on sm_90 and no spills: two blocks an SM); a wider layer norm (or one without a weight
+ * gradient) keeps the dinp-only kernel ln_bwd_dinp_k and the separate two-pass cu_colsum, which
+ * reads dy and x a second time.
  *
  * Fused with the residual stream (cu_residual_layernorm_fwd, cu_layernorm_bwd_dropout): the
  * residual add (res + dropout(x)) that precedes every layer norm is done by the same warp in its
@@ -199,6 +209,148 @@ __global__ __launch_bounds__(LN_WARPS * 32) void ln_bwd_dinp_k(A *dinp, const A 
 	}
 }
 
+#define LN_NCH 4   /* channel chunks of 32 V a lane holds column sums for in ln_bwd_k */
+
+/* ln_bwd_dinp_k's dinp (and DROP's dx) for the rows of slice blockIdx.x (R rows, warp w takes
+ * rows w, w + LN_WARPS, ...), and the slice's column sums: part(s, C) = sum of dy, part(S + s, C)
+ * = sum of dy * xhat.  C <= 32 V LN_NCH. */
+template <int V, bool DROP, typename A>
+__global__ __launch_bounds__(LN_WARPS * 32) void ln_bwd_k(A *dinp, const A *dout, const A *inp,
+							  const A *w, const float *mean,
+							  const float *rstd, int N, int C, int R,
+							  int S, float *part, A *dxo, float p,
+							  uint64_t seed, uint64_t off)
+{
+	__shared__ float red[LN_WARPS][32 * V];
+	int lane = threadIdx.x & 31, wp = threadIdx.x >> 5;
+	int s = blockIdx.x;
+	int r0 = s * R, r1 = min(N, r0 + R);
+	float ag[LN_NCH][V], ax[LN_NCH][V];   /* this lane's sums of dy and dy * xhat */
+#pragma unroll
+	for (int j = 0; j < LN_NCH; j++)
+#pragma unroll
+		for (int k = 0; k < V; k++)
+			ag[j][k] = ax[j][k] = 0.0f;
+
+	for (int row = r0 + wp; row < r1; row += LN_WARPS) {
+		const A *x = inp + (size_t)row * C, *dy = dout + (size_t)row * C;
+		A *dx = dinp + (size_t)row * C;
+		float mu = mean[row], rs = rstd[row];
+		float s1 = 0.0f, s2 = 0.0f;
+#pragma unroll
+		for (int j = 0; j < LN_NCH; j++) {
+			int c = (j * 32 + lane) * V;
+			if (c < C) {
+				float xv[V], gv[V], wv[V];
+				ld_act<V>(xv, x + c);
+				ld_act<V>(gv, dy + c);
+				ld_act<V>(wv, w + c);
+#pragma unroll
+				for (int k = 0; k < V; k++) {
+					float xhat = (xv[k] - mu) * rs;
+					float dn = gv[k] * wv[k];
+					s1 += dn;
+					s2 += dn * xhat;
+					ag[j][k] += gv[k];
+					ax[j][k] += gv[k] * xhat;
+				}
+			}
+		}
+		s1 = warp_sum(s1) / (float)C;
+		s2 = warp_sum(s2) / (float)C;
+#pragma unroll
+		for (int j = 0; j < LN_NCH; j++) {
+			int c = (j * 32 + lane) * V;
+			if (c < C) {
+				float xv[V], gv[V], wv[V], dv[V];
+				ld_act<V>(xv, x + c);
+				ld_act<V>(gv, dy + c);
+				ld_act<V>(wv, w + c);
+				ld_act<V>(dv, dx + c);
+#pragma unroll
+				for (int k = 0; k < V; k++) {
+					float xhat = (xv[k] - mu) * rs;
+					dv[k] += rs * (gv[k] * wv[k] - s1 - xhat * s2);
+				}
+				st_act<V>(dx + c, dv);
+				if constexpr (DROP) {
+					ld_act<V>(dv, dx + c);   /* rounded, as cu_dropout_bwd reads it */
+#pragma unroll
+					for (int k = 0; k < V; k++)
+						dv[k] *= p > 0.0f ? philox_keep(seed, off + (size_t)row * C +
+										    c + k, p)
+								  : 1.0f;
+					st_act<V>(dxo + (size_t)row * C + c, dv);
+				}
+			}
+		}
+	}
+
+	/* the warps' sums, chunk by chunk, added in warp order: one partial per channel */
+#pragma unroll
+	for (int j = 0; j < LN_NCH; j++) {
+		if (j * 32 * V >= C)
+			break;   /* the same for every thread */
+#pragma unroll
+		for (int q = 0; q < 2; q++) {
+#pragma unroll
+			for (int k = 0; k < V; k++)
+				red[wp][lane * V + k] = q ? ax[j][k] : ag[j][k];
+			__syncthreads();
+			for (int t = threadIdx.x; t < 32 * V; t += LN_WARPS * 32) {
+				int c = j * 32 * V + t;
+				if (c < C) {
+					float v = 0.0f;
+					for (int y = 0; y < LN_WARPS; y++)
+						v += red[y][t];
+					part[(size_t)(q * S + s) * C + c] = v;
+				}
+			}
+			__syncthreads();
+		}
+	}
+}
+
+/* the fused backward's slicing: R rows a block (32, or enough for at most 512 slices), S slices */
+static void ln_slices(int N, int *R, int *S)
+{
+	int r = (N + 511) / 512;
+	*R = r > 32 ? r : 32;
+	*S = (N + *R - 1) / *R;
+}
+
+/* dinp (and dx, drop) and the column sums into dw, db in one pass plus cu_colsum_fin; returns 0
+ * (nothing launched) when the layer is too wide for it or has no weight gradient */
+static int ln_bwd_fused(void *dinp, void *dx, float *dw, float *db, const void *dout,
+			const void *inp, const void *w, const float *mean, const float *rstd, int N,
+			int C, int drop, float p, uint64_t seed, uint64_t off)
+{
+	int v8 = cu_vec8((size_t)C, dinp, dout, inp, w) && (!drop || cu_vec8((size_t)C, dx));
+	if (!dinp || !dw || C > 32 * (v8 ? 8 : 1) * LN_NCH)
+		return 0;
+	int R, S;
+	ln_slices(N, &R, &S);
+	float *part = (float *)cu_scratch((size_t)2 * S * C * sizeof(float));
+	CU_ACT(A, if (v8 && drop) cu_launch(ln_bwd_k<8, true, A>, S, LN_WARPS * 32, 0, cu.stream,
+					    (A *)dinp, (const A *)dout, (const A *)inp,
+					    (const A *)w, mean, rstd, N, C, R, S, part, (A *)dx,
+					    p, seed, off);
+		  else if (v8) cu_launch(ln_bwd_k<8, false, A>, S, LN_WARPS * 32, 0, cu.stream,
+					 (A *)dinp, (const A *)dout, (const A *)inp, (const A *)w,
+					 mean, rstd, N, C, R, S, part, (A *)nullptr, 0.0f,
+					 (uint64_t)0, (uint64_t)0);
+		  else if (drop) cu_launch(ln_bwd_k<1, true, A>, S, LN_WARPS * 32, 0, cu.stream,
+					   (A *)dinp, (const A *)dout, (const A *)inp,
+					   (const A *)w, mean, rstd, N, C, R, S, part, (A *)dx, p,
+					   seed, off);
+		  else cu_launch(ln_bwd_k<1, false, A>, S, LN_WARPS * 32, 0, cu.stream, (A *)dinp,
+				 (const A *)dout, (const A *)inp, (const A *)w, mean, rstd, N, C, R,
+				 S, part, (A *)nullptr, 0.0f, (uint64_t)0, (uint64_t)0));
+	CU_LAUNCHED("layernorm_bwd");
+	cu_colsum_fin(db, dw, part, C, S);
+	return 1;
+}
+
 void cu_layernorm_fwd(void *out, float *mean, float *rstd, const void *inp, const void *w,
 		      const void *b, int N, int C, float eps)
 {
@@ -220,6 +372,8 @@ void cu_layernorm_bwd(void *dinp, float *dw, float *db, const void *dout, const 
 {
 	CU_ENTER();
 	if (N <= 0 || C <= 0)
+		return;
+	if (ln_bwd_fused(dinp, nullptr, dw, db, dout, inp, w, mean, rstd, N, C, 0, 0.0f, 0, 0))
 		return;
 	if (dinp) {
 		unsigned grid = (unsigned)((N + LN_WARPS - 1) / LN_WARPS);
@@ -263,6 +417,8 @@ void cu_layernorm_bwd_dropout(void *dinp, void *dx, float *dw, float *db, const 
 {
 	CU_ENTER();
 	if (N <= 0 || C <= 0)
+		return;
+	if (ln_bwd_fused(dinp, dx, dw, db, dout, inp, w, mean, rstd, N, C, 1, p, seed, off))
 		return;
 	/* the column sums first: dx may be dout, which the fused kernel overwrites */
 	cu_colsum(db, dw, dout, inp, mean, rstd, N, C);

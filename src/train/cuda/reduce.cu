@@ -1,4 +1,5 @@
-/* reduce - deterministic reductions: column sums (bias and layer-norm weight gradients) and the
+/* reduce - deterministic reductions: column sums (bias and layer-norm weight gradients, where no
+ * GEMM epilogue or layer-norm kernel computes them on the way: matmul.cu, norm.cu) and the
  * whole-array sum of squares and finiteness check the optimizer needs.
  *
  * No float atomics anywhere: the order in which partial sums meet is fixed by the problem size,
@@ -132,9 +133,31 @@ void cu_colsum(float *d0, float *d1, const void *dy, const void *x, const float 
 		  else if (ln) colsum_launch<1, true, A>(part, dy, x, mean, rstd, N, C, R, S);
 		  else if (v8) colsum_launch<8, false, A>(part, dy, x, mean, rstd, N, C, R, S);
 		  else colsum_launch<1, false, A>(part, dy, x, mean, rstd, N, C, R, S));
-	cu_launch(colsum_fin_k, (C + 255) / 256, 256, 0, cu.stream, d0, ln ? d1 : nullptr, part, C,
-		S);
+	cu_colsum_fin(d0, ln ? d1 : nullptr, part, C, S);
+}
+
+void cu_colsum_fin(float *d0, float *d1, const float *part, int C, int S)
+{
+	if (C <= 0 || !(d0 || d1))
+		return;
+	cu_launch(colsum_fin_k, (C + 255) / 256, 256, 0, cu.stream, d0, d1, part, C, S);
 	CU_LAUNCHED("colsum_fin");
+}
+
+/* d(n) += s(n), one thread an element: a bias gradient a GEMM epilogue wrote (matmul.cu) */
+__global__ void vec_acc_k(float *d, const float *s, int n)
+{
+	int i = blockIdx.x * blockDim.x + threadIdx.x;
+	if (i < n)
+		d[i] += s[i];
+}
+
+void cu_vec_acc(float *d, const float *s, int n)
+{
+	if (n <= 0)
+		return;
+	cu_launch(vec_acc_k, (n + 255) / 256, 256, 0, cu.stream, d, s, n);
+	CU_LAUNCHED("vec_acc");
 }
 
 /* --- sum of squares, finiteness --- */

@@ -354,11 +354,25 @@ static void colsum(struct ctx *x, int64_t width, int ln)
 }
 
 /* layer norm backward: dinp += (read and written), column sums of dy and dy * xhat; drop: the
- * fused version that also writes the dropout of the result (cu_layernorm_bwd_dropout) */
+ * fused version that also writes the dropout of the result (cu_layernorm_bwd_dropout).  Up to
+ * 1024 channels (128 when C % 8) norm.cu's ln_bwd_k takes the column sums in the same pass,
+ * writing per-slice partials (slices of 32 rows, at most 512 slices) that colsum_fin_k adds;
+ * wider, the dinp kernel and the separate cu_colsum. */
 static void ln_bwd(struct ctx *x, int drop)
 {
 	char n[40];
 	double nc = sec(x->N * x->C * 2);
+	if (x->C <= (x->C % 8 == 0 ? 8 : 1) * 32 * 4) {
+		int64_t R = (x->N + 511) / 512, S;
+		if (R < 32)
+			R = 32;
+		S = (x->N + R - 1) / R;
+		double part = sec((double)S * x->C * 4 * 2);
+		snprintf(n, sizeof n, "ln_bwd_k<%s, %s>", v8(x->C), drop ? "true" : "false");
+		kernel(x, n, 3 * nc + sec(x->C * 2) + 2 * sec(x->N * 4), (drop ? 2 : 1) * nc + part);
+		kernel(x, "colsum_fin_k", part + 2 * sec(x->C * 4), 2 * sec(x->C * 4));
+		return;
+	}
 	if (drop)
 		colsum(x, x->C, 1);
 	snprintf(n, sizeof n, "ln_bwd_dinp_k<%s, %s>", v8(x->C), drop ? "true" : "false");
@@ -374,15 +388,15 @@ static void pointwise(struct ctx *x, const char *base, int64_t n, int reads, int
 	kernel(x, name, reads * sec(n * 2), writes * sec(n * 2));
 }
 
-/* cu_matmul_bwd: dinp (when asked), dW += (fp32, read and written), dbias by column sums
- * (when the layer has a bias) */
+/* cu_matmul_bwd: dinp (when asked), dW += (fp32, read and written); with a bias its gradient
+ * from the dW GEMM's BGRADB epilogue into an fp32 scratch vector that vec_acc_k adds to dbias */
 static void matmul_bwd(struct ctx *x, int64_t IC, int64_t OC, int dinp, int bias)
 {
 	if (dinp)
 		gemm(x, IC, x->N, OC, 0, 2, "none", 0, 0);
-	gemm(x, IC, OC, x->N, 4, 4, "none", 0, 0);
+	gemm(x, IC, OC, x->N, 4, 4, bias ? "bgradb" : "none", bias, 0);
 	if (bias)
-		colsum(x, OC, 0);
+		kernel(x, "vec_acc_k", 2 * sec(OC * 4), sec(OC * 4));
 }
 
 /* --- one stage ----------------------------------------------------------------------------- */
