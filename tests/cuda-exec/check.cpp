@@ -113,6 +113,23 @@ void smem_kernel_start(void)
 		g_shadow.resize(g_tls_size);
 }
 
+void smem_save(std::vector<char> &bytes, std::vector<char> &shadow)
+{
+	bytes.assign((const char *)g_tls_lo, (const char *)g_tls_lo + g_tls_size);
+	shadow.clear();
+	if (cfg.shadow && g_tls_size)
+		shadow.assign((const char *)g_shadow.data(),
+			      (const char *)(g_shadow.data() + g_tls_size));
+}
+
+void smem_restore(const std::vector<char> &bytes, const std::vector<char> &shadow)
+{
+	if (!bytes.empty())
+		memcpy((void *)g_tls_lo, bytes.data(), bytes.size());
+	if (!shadow.empty())
+		memcpy((void *)g_shadow.data(), shadow.data(), shadow.size());
+}
+
 /* A block's shared memory starts out as garbage. */
 void smem_block_start(size_t dyn_bytes)
 {
@@ -349,6 +366,7 @@ static void gshadow_access(Thr *t, Alloc *al, uintptr_t a, size_t n, int write)
 static void access_slow(uintptr_t a, size_t n, int write, int aligned)
 {
 	Thr *t = g_cur;
+	g_progress += (uint64_t)write;
 	const char *rw = write ? "writes" : "reads";
 	if (aligned && n > 1 && (a & (n - 1)))
 		kfail(cudaErrorMisalignedAddress, t, "%s %zu bytes at %p: misaligned (a %zu-byte "
@@ -428,6 +446,7 @@ extern "C" void cx_atomic_begin(const void *p, int size, const char *file, int l
 		kfail(cudaErrorMisalignedAddress, g_cur, "atomic on %d bytes at %p (%s:%d): "
 		      "misaligned", size, p, file, line);
 	g_in_atomic = 1; /* atomics race with nothing: the shadow ignores them */
+	g_progress++;
 	access(p, (size_t)size, 1, 1);
 }
 

@@ -119,6 +119,9 @@ extern int g_nthr;
  * an interval of this launch (g_epoch - g_launch_epoch) to its block's linear index. */
 extern uint32_t g_epoch, g_block_epoch, g_launch_epoch;
 extern std::vector<uint32_t> g_epoch_block;
+/* Counts the writes of CUDA threads to shared and global memory, atomics included: a thread
+ * spinning in __nanosleep() while it stays put waits for nothing that can happen (sched.cpp). */
+extern uint64_t g_progress;
 
 static inline unsigned lane_bit(const Thr *t)
 {
@@ -137,7 +140,10 @@ void smem_kernel_start(void);          /* where shared memory is, in this host t
 void gshadow_free(Alloc *a);
 void shadows_reset(void);              /* forget every access (epochs start again) */
 void smem_block_start(size_t dyn_bytes);
-int smem_contains(const void *p, size_t n);  /* [p, p+n) is the block's shared memory */
+int smem_contains(const void *p, size_t n);
+/* A parked block's shared memory and its shadow, out of the way of the next block and back */
+void smem_save(std::vector<char> &bytes, std::vector<char> &shadow);
+void smem_restore(const std::vector<char> &bytes, const std::vector<char> &shadow);  /* [p, p+n) is the block's shared memory */
 /* An access the executor makes for the running thread (ldmatrix's rows): checked as if the
  * thread's own code had made it. */
 void thread_access(const void *p, size_t n, int write);

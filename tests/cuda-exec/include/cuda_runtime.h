@@ -87,6 +87,7 @@ void cx_atomic_begin(const void *p, int size, const char *file, int line);
 void cx_atomic_end(void);
 void cx_trap(const char *file, int line) __attribute__((noreturn));
 void cx_fence(void);
+void cx_nanosleep(unsigned ns, const char *file, int line);
 long long cx_clock(void);
 }
 
@@ -112,6 +113,8 @@ static inline void __threadfence(void) { cx_fence(); }
 static inline void __threadfence_block(void) { cx_fence(); }
 static inline void __threadfence_system(void) { cx_fence(); }
 static inline void __trap(void) { cx_trap(__FILE__, __LINE__); }
+/* a spin-wait's pause: the thread yields, so that what it waits for can happen (sched.cpp) */
+#define __nanosleep(ns) cx_nanosleep((ns), __FILE__, __LINE__)
 static inline long long clock64(void) { return cx_clock(); }
 static inline unsigned __activemask(void) { return cx_activemask(); }
 
