@@ -71,7 +71,8 @@ EFF = dict(
 # attention kernels by name: causal tile products (units of B x heads x T^2 x head_dim FLOPs,
 # one causal T x T x D product) and the pipe they run on
 ATTN = {
-    "attn_fwd_mma_k": (2, "tc"), "attn_bwd_dkv_mma_k": (4, "tc"), "attn_bwd_dq_mma_k": (3, "tc"),
+    "attn_fwd_mma_k": (2, "tc"), "attn_bwd_mma_k": (5, "tc"),
+    "attn_bwd_dkv_mma_k": (4, "tc"), "attn_bwd_dq_mma_k": (3, "tc"),
     "attn_fwd_k": (2, "simt"), "attn_bwd_dkv_k": (4, "simt"), "attn_bwd_dq_k": (3, "simt"),
 }
 GAP = 2.5e-6        # per launch: the GPU front end between dependent kernels, no CUDA graph
