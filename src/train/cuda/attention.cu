@@ -10,9 +10,9 @@
  * batch and H the global head: the same draw as the CPU backend's, in any layout.
  * lse_i = log sum_j exp(s_ij) is saved (dropout does not enter it).  The bidirectional mode
  * (k.bidir, BERT's padding mask) lets every query of sample b - padded ones too - see keys
- * [0, klen[b]): the forward and dQ kernels walk the key tiles up to klen instead of the
- * diagonal, the dK/dV kernel every query tile for keys below klen (the others' gradient is 0),
- * and the masks of every kernel are one predicate, at_sees.
+ * [0, klen[b]): the forward walks the key tiles up to klen instead of the diagonal, the
+ * backward every query tile for keys below klen (the others' gradient is 0), and the masks of
+ * both are one predicate, at_sees.
  *
  * Cross-attention (T5's inter_attention, ops.h xattn_*) is the same kernels over other
  * operands: queries from q(B,Tq,NH,HD), keys and values from kv(B,Tk,NH,2,HD), Tq != Tk, in the
@@ -52,30 +52,44 @@
  * (which equals sum_j P_ij M_ij dPd_ij, so dropout needs no extra term),
  *   dV_j = sum_i P_ij M_ij dO_i,  dS_ij = P_ij (M_ij dO_i.v_j - D_i),
  *   dK_j = scale sum_i dS_ij q_i,  dQ_i = scale sum_j dS_ij k_j.
- * The usual single kernel accumulates dQ with float atomics, which would make the gradient
- * differ between runs.  Here dK/dV and dQ are two kernels - one owns a key tile and walks the
- * query tiles below it, the other owns a query tile and walks the key tiles - each writing its
- * outputs exactly once.  The price is recomputing S and dP in both (7 tile products instead of
- * 5), the gain is bit-reproducible gradients with no scratch beyond D (B,NH,T).  The dK/dV
- * kernel's warps own 16 keys each and compute S^T = K Q^T and dP^T = V dO^T, whose accumulators
- * are directly the A operands of (P M)^T dO and dS^T Q.  The forward and the dQ kernel compute
- * S = Q K^T with the same instructions in the same order, so dQ's scores are the forward's bit
- * for bit; S^T multiplies the same pairs in the same k order (bit-identical in the executor,
- * which adds them in k order; the device's adder order within a k16 step is not documented).
+ * The usual single kernel accumulates dQ with float atomics in whatever order the blocks get
+ * there, which makes the gradient differ between runs.  Here one kernel does all of it with 5
+ * tile products, and dQ is still bit-reproducible (FlashAttention-3's deterministic mode): a
+ * block owns a key tile, walks the query tiles that see it from the last one down, and per query
+ * tile computes S^T = K Q^T and dP^T = V dO^T (its warps own 16 keys each, so the accumulators
+ * are directly the A operands of (P M)^T dO and dS^T Q for dV and dK), writes dS (rounded to
+ * the activation type, as dK's operand is) into shared memory, and computes this key tile's part
+ * of dQ, dS K, with each warp owning 16 queries.  The parts are added in a fixed order, key tile
+ * 0, 1, ..., through an fp32 sum per (b, h, query tile) and a semaphore counting the parts in:
+ * the block of key tile j waits until the count is j, adds its part (atomicAdd, so the adds need
+ * no ordering from the memory model beyond the semaphore's), fences, and counts one more; the
+ * last part (the diagonal tile; bidirectionally the last tile below klen) reads the sum instead,
+ * writes dQ = scale (sum + part) in the activation type and clears the sum and the semaphore, so
+ * the scratch (B x NH x Tq fp32 rows of HD, and a semaphore per 64 of them) is allocated once
+ * and zero between calls.  A block waits only for blocks of its own (b, h) with a lower index,
+ * which the device starts first, so the waits end (the CUDA executor checks it: tests/cuda-exec
+ * parks a waiting block and runs the lower ones).  Walking the query tiles from the last, every
+ * key tile reaches a given query tile at about the same step, so a block waits for the adds of
+ * the tiles before it, not for their whole work.  S^T multiplies the same pairs as the
+ * forward's S = Q K^T in the same k order (bit-identical in the executor, which adds them in k
+ * order; the device's adder order within a k16 step is not documented).
  *
  * HD up to 128: kernels are instantiated for HDM = 32, 64, 128 and handle any HD <= HDM by
  * zero padding (k steps and output columns past HD rounded up to 16 are skipped).  Shared
- * memory at HDM 128: 51 KiB (forward), 69 KiB (dK/dV), 68 KiB (dQ), within the opt-in limit of
- * A100 (163 KiB) and H100 (227 KiB).  Any T works (tiles are masked at the end); heavy tiles
+ * memory at HDM 128: 51 KiB (forward), 78 KiB (backward), within the opt-in limit of A100
+ * (163 KiB) and H100 (227 KiB).  Any T works (tiles are masked at the end); heavy tiles
  * (long causal rows) are launched first to shorten the tail.  Loads from global memory are
  * 16 bytes wide when HD is a multiple of 8 (single-buffered: the next step is cp.async).
  *
  * Speed, as the step model prices it (tests/bench/gpu-model.py, at 25% of an H100's dense bf16
  * peak; not yet measured on a GPU): for GPT-2 124M at B x T = 16 x 1024, attention goes from
- * 62.6% of the step with the fp32 SIMT kernels this file had before to 19.2%, and the predicted
- * MFU from 21.3% to 45.9%.  ptxas (CUDA 13.0.88, sm_90, bf16) at HDM 64, forward / dQ / dK-dV:
- * 104 / 153 / 195 registers before at_io, 128 / 155 / 209 with it, no spill - the same blocks
- * per SM (4 / 3 / 2 at 128 threads), so the generality costs the self-attention no occupancy. */
+ * 62.6% of the step with the fp32 SIMT kernels this file had before to 19.2% with the two-kernel
+ * backward (dK/dV, then dQ: 7 tile products), and the predicted MFU from 21.3% to 45.9%
+ * (45.6% later).  The one-kernel backward (5 products, the fp32 sums' bytes counted) takes the
+ * 124M step from 31.0 to 29.7 ms (MFU 45.6% to 47.6%) and the 350M step (24 x 1024, 16 heads)
+ * from 78.8 to 75.4 ms (50.9% to 53.2%).  ptxas (CUDA 13.0.88, sm_90, bf16), registers at HDM
+ * 32 / 64 / 128: forward - / 128 / 168, backward 159 / 228 / 254, no spill: 2 backward blocks
+ * per SM at HDM 64, as the dK/dV kernel had (209 registers). */
 #include <math.h>
 
 #include "train/cuda/common.h"
