@@ -27,7 +27,10 @@
  * while a block of lower index that has not started yet runs - the next one in the launch's
  * order - after which it is resumed.  Stuck with no such block left is a deadlock on the device
  * too (it waits for a later block, or for nothing), reported with the spinning line instead of
- * hanging.  Blocks that ran while another was parked are not checked for races against it. */
+ * hanging.  What blocks hand each other goes through atomics: the race shadow knows no acquire
+ * or release, so a plain store one block makes and another reads after the wait is a race to
+ * it.  The race shadow tells blocks apart by block, so the blocks that ran while one was
+ * parked are checked against it as any two blocks are. */
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>

@@ -201,6 +201,24 @@ __global__ void ordered_add_k(float *sum, int *sem, int *seq, const float *vals)
 	}
 }
 
+/* Block 1 waits for block 0's flag, then reads what block 0 wrote with a plain store: a race to
+ * the shadow, which knows no acquire or release (data between blocks goes through atomics) -
+ * also when block 1 ran first and was parked while block 0 ran. */
+__global__ void wait_then_read_k(int *flag, float *x, float *out)
+{
+	if (threadIdx.x != 0)
+		return;
+	if (blockIdx.x == 0) {
+		x[0] = 1.0f;
+		__threadfence();
+		atomicExch(flag, 1);
+	} else {
+		while (*(volatile int *)flag == 0)
+			__nanosleep(20);
+		out[0] = x[0];
+	}
+}
+
 /* Block 0 waits for block `from` to set the flag: from 0 waits for nothing, from 1 for a later
  * block - deadlocks on the device. */
 __global__ void wait_flag_k(int *flag, int from)
@@ -559,6 +577,14 @@ static int spin_waits(void)
 		for (int i = 0; i < n; i++)
 			ok &= q[i] == i;
 	}
+	cx_test_set_order(1, 1); /* block 1 first: it parks, block 0 runs, block 1 reads */
+	int *fl = dalloc<int>(1);
+	float *x = dalloc<float>(2);
+	cudaMemset(fl, 0, 4);
+	ok &= fails_with(launch(wait_then_read_k, 2, 32, 0, fl, x, x + 1), cudaErrorLaunchFailure,
+			 {"wait_then_read_k", "block (1,0,0)", "read-after-write race on global memory",
+			  "block (0,0,0)", "blocks of a grid are not ordered"});
+	cudaDeviceReset();
 	cx_test_set_order(0, 1);
 	int *flag = dalloc<int>(1);
 	cudaMemset(flag, 0, 4);
