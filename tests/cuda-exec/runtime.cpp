@@ -8,7 +8,9 @@
  * blocking copy, cudaFree, ...), so a host that reads results before synchronising sees stale
  * memory, as on a GPU.  A kernel runs its blocks one after another on the calling host thread,
  * in an order chosen by LMTK_CUDA_EXEC_ORDER (forward, reverse or random[:seed]; blocks of a grid
- * may run in any order on a GPU).  Inside a block every CUDA thread is a fiber with its own
+ * may run in any order on a GPU).  A block that spin-waits (__nanosleep in the loop) for a block
+ * of lower index, which the device starts first, is set aside while that block runs; a wait
+ * nothing can end is reported as a deadlock (sched.cpp).  Inside a block every CUDA thread is a fiber with its own
  * stack (a small context switch, below).  A fiber runs until it reaches __syncthreads(), a
  * warp-synchronous call (__shfl_*_sync, __ballot_sync, __syncwarp, ...) or its end, so the code
  * between two barriers runs one thread at a time, in the same chosen order: forward (thread 0

@@ -13,7 +13,8 @@
  * memory here too).  Each block runs on the calling host thread with every CUDA thread a fiber;
  * a fiber runs until it reaches a barrier or a warp-synchronous call, so between two barriers
  * the threads of a block run one after another in a chosen order (LMTK_CUDA_EXEC_ORDER=forward,
- * reverse or random[:seed]), and code that depends on the order is code with a race.
+ * reverse or random[:seed]), and code that depends on the order is code with a race.  A spin-wait
+ * yields in __nanosleep(), so a block can wait for another block's atomics (sched.cpp).
  *
  * Device memory is a region of host address space that host code cannot touch (it is
  * PROT_NONE except while the device works): a host dereference of a device pointer faults as it
