@@ -468,7 +468,11 @@ extern "C" void cx_atomic_end(void)
 	extern "C" void __tsan_write##n(void *p) { access(p, n, 1, 1); }                           \
 	extern "C" void __tsan_unaligned_read##n(void *p) { access(p, n, 0, 0); }                  \
 	extern "C" void __tsan_unaligned_write##n(void *p) { access(p, n, 1, 0); }                 \
-	extern "C" void __tsan_volatile_read##n(void *p) { access(p, n, 0, 1); }                   \
+	extern "C" void __tsan_volatile_read##n(void *p)                                           \
+	{                                                                                          \
+		access(p, n, 0, 1);                                                                \
+		volatile_poll(p);                                                                  \
+	}                                                                                          \
 	extern "C" void __tsan_volatile_write##n(void *p) { access(p, n, 1, 1); }
 HOOKS(1)
 HOOKS(2)

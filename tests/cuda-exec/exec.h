@@ -76,6 +76,10 @@ struct Thr {
 	const char *cfile;
 	int cline;
 	void *cbuf; /* a matrix instruction's operands, in the lane's locals (sched.cpp) */
+	/* the volatile location it last read, with g_progress then, and how often in a row */
+	const void *vaddr;
+	uint64_t vprog;
+	int vcount;
 };
 enum { T_RUN, T_BAR, T_WARP, T_DONE };
 enum { C_SHFL, C_VOTE, C_MATCH, C_REDUCE, C_SYNCWARP, C_MMA, C_LDSM };
@@ -122,6 +126,9 @@ extern std::vector<uint32_t> g_epoch_block;
 /* Counts the writes of CUDA threads to shared and global memory, atomics included: a thread
  * spinning in __nanosleep() while it stays put waits for nothing that can happen (sched.cpp). */
 extern uint64_t g_progress;
+/* A volatile load of p by the running CUDA thread: the same location read again and again with
+ * no write in between is a spin-wait without __nanosleep(), which yields as that does. */
+void volatile_poll(const void *p);
 
 static inline unsigned lane_bit(const Thr *t)
 {

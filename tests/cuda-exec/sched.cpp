@@ -20,7 +20,8 @@
  * the thread and the source line, and becomes the context's sticky error.
  *
  * Spin-waits.  A block may wait for another block's writes (a flag or counter in global memory,
- * polled with __nanosleep() in the loop) if that block has a lower linear index: the device
+ * polled with __nanosleep() in the loop, or a volatile load alone: one location read 64 times
+ * in a row with no write in between counts as a spin) if that block has a lower linear index: the device
  * starts blocks in index order, so those are running or done.  Here __nanosleep() yields the
  * thread; when every runnable thread of the block has spun without any write of the launch in
  * between, the block is stuck, and it is parked (its fibers, stacks and shared memory set aside)
@@ -783,6 +784,26 @@ extern "C" void cx_nanosleep(unsigned ns, const char *file, int line)
 	to_sched(t);
 }
 
+void volatile_poll(const void *p)
+{
+	Thr *t = g_cur;
+	if (!g_running || !t)
+		return;
+	uintptr_t fa = (uintptr_t)__builtin_frame_address(0);
+	if (fa - (uintptr_t)t->stk_lo >= (uintptr_t)(t->stk_hi - t->stk_lo))
+		return; /* another host thread */
+	if (p != t->vaddr || g_progress != t->vprog) {
+		t->vaddr = p;
+		t->vprog = g_progress;
+		t->vcount = 0;
+		return;
+	}
+	if (++t->vcount < 64)
+		return;
+	t->vcount = 0;
+	cx_nanosleep(0, "a volatile load polled with no __nanosleep()", 0);
+}
+
 extern "C" long long cx_clock(void)
 {
 	static long long c;
@@ -849,6 +870,8 @@ static void start_block(const Launch *L, uint3 b)
 		t.state = T_RUN;
 		t.cres = 0;
 		t.cpred = 0;
+		t.vaddr = NULL;
+		t.vcount = 0;
 		fiber_init(&t, g_stacks[i]);
 	}
 	smem_block_start(L->smem);
@@ -949,10 +972,14 @@ static void run_block(const Launch *L, const std::vector<size_t> &order, std::ve
 				break;
 			}
 		if (j == (size_t)-1) {
-			kfail(cudaErrorLaunchFailure, NULL, "deadlock: spins at %s:%d (__nanosleep) "
-			      "waiting for a write that no thread of this block and no block of lower "
-			      "index (all done) will make; a block may wait only for blocks that start "
-			      "before it", g_spin_file, g_spin_line);
+			char at[300];
+			if (g_spin_line)
+				snprintf(at, sizeof at, "%s:%d (__nanosleep)", g_spin_file, g_spin_line);
+			else
+				snprintf(at, sizeof at, "%s", g_spin_file);
+			kfail(cudaErrorLaunchFailure, NULL, "deadlock: spins at %s waiting for a write "
+			      "that no thread of this block and no block of lower index (all done) will "
+			      "make; a block may wait only for blocks that start before it", at);
 			return;
 		}
 		Parked p = {};

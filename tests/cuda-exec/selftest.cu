@@ -219,15 +219,28 @@ __global__ void wait_then_read_k(int *flag, float *x, float *out)
 	}
 }
 
+/* ordered_add_k's wait without __nanosleep(): the volatile load alone */
+__global__ void ordered_poll_k(int *sem, int *seq)
+{
+	if (threadIdx.x != 0)
+		return;
+	while (*(volatile int *)sem != (int)blockIdx.x) {
+	}
+	seq[blockIdx.x] = atomicAdd(sem + 1, 1);
+	__threadfence();
+	atomicAdd(sem, 1);
+}
+
 /* Block 0 waits for block `from` to set the flag: from 0 waits for nothing, from 1 for a later
  * block - deadlocks on the device. */
-__global__ void wait_flag_k(int *flag, int from)
+__global__ void wait_flag_k(int *flag, int from, int nap)
 {
 	if (blockIdx.x == 1)
 		atomicExch(flag, 1);
 	if (blockIdx.x == 0 && threadIdx.x == 0 && from >= 0)
 		while (*(volatile int *)flag == 0)
-			__nanosleep(20);
+			if (nap)
+				__nanosleep(20);
 }
 
 /* thread 0 reads what thread 1 writes to global memory: with and without a barrier */
@@ -577,6 +590,14 @@ static int spin_waits(void)
 		for (int i = 0; i < n; i++)
 			ok &= q[i] == i;
 	}
+	for (int order = 1; order < 3; order++) {
+		cx_test_set_order(order, 3);
+		cudaMemset(sem, 0, 8);
+		ok &= launch(ordered_poll_k, n, 32, 0, sem, seq) == cudaSuccess;
+		std::vector<int> q = fetch(seq, n);
+		for (int i = 0; i < n; i++)
+			ok &= q[i] == i;
+	}
 	cx_test_set_order(1, 1); /* block 1 first: it parks, block 0 runs, block 1 reads */
 	int *fl = dalloc<int>(1);
 	float *x = dalloc<float>(2);
@@ -588,12 +609,17 @@ static int spin_waits(void)
 	cx_test_set_order(0, 1);
 	int *flag = dalloc<int>(1);
 	cudaMemset(flag, 0, 4);
-	ok &= fails_with(launch(wait_flag_k, 2, 32, 0, flag, 1), cudaErrorLaunchFailure,
+	ok &= fails_with(launch(wait_flag_k, 2, 32, 0, flag, 1, 1), cudaErrorLaunchFailure,
 			 {"wait_flag_k", "block (0,0,0)", "deadlock: spins at", "selftest.cu"});
 	cudaDeviceReset();
 	flag = dalloc<int>(1);
 	cudaMemset(flag, 0, 4);
-	ok &= fails_with(launch(wait_flag_k, 1, 32, 0, flag, 0), cudaErrorLaunchFailure,
+	ok &= fails_with(launch(wait_flag_k, 2, 32, 0, flag, 1, 0), cudaErrorLaunchFailure,
+			 {"wait_flag_k", "block (0,0,0)", "deadlock: spins at a volatile load polled"});
+	cudaDeviceReset();
+	flag = dalloc<int>(1);
+	cudaMemset(flag, 0, 4);
+	ok &= fails_with(launch(wait_flag_k, 1, 32, 0, flag, 0, 1), cudaErrorLaunchFailure,
 			 {"wait_flag_k", "deadlock: spins at"});
 	cudaDeviceReset();
 	return ok;
