@@ -39,8 +39,10 @@ CUDA_SO_SRC := $(if $(NCCL_H),$(CUDA_SRC),$(filter-out %/dist_nccl.cu,$(CUDA_SRC
 EXEC_DIR    := tests/cuda-exec
 EXEC_SO     := $(if $(CUDA_SRC),$(PLUGINS)/train-cuda-exec.so)
 EXEC_FLAGS  := -O2 -g -std=c++17 -fPIC -pthread -fno-strict-aliasing -Wall -Wextra -Wno-unknown-pragmas -I$(EXEC_DIR)/include -Isrc -Isrc/lib
-# every access reported to the executor; misaligned typed accesses trap (see runtime.cpp)
-EXEC_CUFLAGS := -fsanitize=thread --param=tsan-instrument-func-entry-exit=0 -fno-extern-tls-init \
+# every access reported to the executor, volatile ones as such (a spin-wait on one yields:
+# sched.cpp); misaligned typed accesses trap (see runtime.cpp)
+EXEC_CUFLAGS := -fsanitize=thread --param=tsan-instrument-func-entry-exit=0 \
+  --param=tsan-distinguish-volatile=1 -fno-extern-tls-init \
   -fsanitize=alignment -fsanitize-undefined-trap-on-error
 EXEC_CU_OBJ := $(patsubst src/train/cuda/%.cu,$(BUILD)/cuda-exec/%.o,$(CUDA_SRC))
 EXEC_RT_OBJ := $(patsubst $(EXEC_DIR)/%.cpp,$(BUILD)/cuda-exec/rt/%.o,$(wildcard $(EXEC_DIR)/*.cpp))

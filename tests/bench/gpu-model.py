@@ -73,9 +73,13 @@ EFF = dict(
     net=0.80,       # an NCCL ring, of the link's bandwidth (gpumodel.c only)
 )
 # attention kernels by name: causal tile products (units of B x heads x T^2 x head_dim FLOPs,
-# one causal T x T x D product) and the pipe they run on
+# one causal T x T x D product) and the pipe they run on.  attn_bwd_mma_k is the one-kernel
+# backward; its bytes (the profile's) include the fp32 dQ sums once read and once written (the
+# last contributor of a query tile reads and clears them), not the atomic adds between, which
+# stay in L2.  The two-kernel backward's names stay for older profiles.
 ATTN = {
-    "attn_fwd_mma_k": (2, "tc"), "attn_bwd_dkv_mma_k": (4, "tc"), "attn_bwd_dq_mma_k": (3, "tc"),
+    "attn_fwd_mma_k": (2, "tc"), "attn_bwd_mma_k": (5, "tc"),
+    "attn_bwd_dkv_mma_k": (4, "tc"), "attn_bwd_dq_mma_k": (3, "tc"),
     "attn_fwd_k": (2, "simt"), "attn_bwd_dkv_k": (4, "simt"), "attn_bwd_dq_k": (3, "simt"),
 }
 GAP = 2.5e-6        # per launch: the GPU front end between dependent kernels, no CUDA graph

@@ -113,6 +113,23 @@ void smem_kernel_start(void)
 		g_shadow.resize(g_tls_size);
 }
 
+void smem_save(std::vector<char> &bytes, std::vector<char> &shadow)
+{
+	bytes.assign((const char *)g_tls_lo, (const char *)g_tls_lo + g_tls_size);
+	shadow.clear();
+	if (cfg.shadow && g_tls_size)
+		shadow.assign((const char *)g_shadow.data(),
+			      (const char *)(g_shadow.data() + g_tls_size));
+}
+
+void smem_restore(const std::vector<char> &bytes, const std::vector<char> &shadow)
+{
+	if (!bytes.empty())
+		memcpy((void *)g_tls_lo, bytes.data(), bytes.size());
+	if (!shadow.empty())
+		memcpy((void *)g_shadow.data(), shadow.data(), shadow.size());
+}
+
 /* A block's shared memory starts out as garbage. */
 void smem_block_start(size_t dyn_bytes)
 {
@@ -291,6 +308,14 @@ static void gthread_str(char *b, size_t n, uint32_t epoch, int thr)
 		 thr / (bd.x * bd.y), blk % g.x, blk / g.x % g.y, blk / (g.x * g.y));
 }
 
+/* Whether interval ep of this launch (>= g_launch_epoch) was another block's than the current
+ * one: by block, not by interval number, since a parked block's intervals (sched.cpp) have
+ * other blocks' between them. */
+static inline int other_block(uint32_t ep)
+{
+	return g_epoch_block[ep - g_launch_epoch] != g_epoch_block[g_epoch - g_launch_epoch];
+}
+
 static void grace(Thr *t, const Alloc *al, uintptr_t a, size_t n, int write, const char *kind,
 		  uint32_t epoch, int other, int other_wrote)
 {
@@ -301,7 +326,7 @@ static void grace(Thr *t, const Alloc *al, uintptr_t a, size_t n, int write, con
 	      "device allocation #%llu (%zu bytes), which %s %s in this launch with nothing ordering "
 	      "the two (%s)", kind, write ? "writes" : "reads", n, (size_t)(a - al->base),
 	      (unsigned long long)al->serial, al->size, o, other_wrote ? "wrote" : "read",
-	      epoch < g_block_epoch ? "blocks of a grid are not ordered"
+	      other_block(epoch) ? "blocks of a grid are not ordered"
 				    : "no __syncthreads() between them");
 }
 
@@ -316,14 +341,14 @@ static void gshadow_access(Thr *t, Alloc *al, uintptr_t a, size_t n, int write)
 	}
 	GShadow *sh = al->sh + (a - al->base);
 	uint16_t me = (uint16_t)t->lin;
-	uint32_t L0 = g_launch_epoch, B0 = g_block_epoch, e = g_epoch;
+	uint32_t L0 = g_launch_epoch, e = g_epoch;
 	for (size_t i = 0; i < n; i++) {
 		GShadow &s = sh[i];
-		if (s.we >= L0 && (s.we < B0 || (s.we == e && s.wt != me)))
+		if (s.we >= L0 && (other_block(s.we) || (s.we == e && s.wt != me)))
 			grace(t, al, a, n, write, write ? "write-after-write" : "read-after-write", s.we,
 			      s.wt, 1);
 		if (write && s.re >= L0) {
-			if (s.rfirst < B0)
+			if (s.rfirst >= L0 && other_block(s.rfirst))
 				grace(t, al, a, n, write, "write-after-read", s.rfirst, RT_MANY, 0);
 			if (s.re == e && s.rt != me)
 				grace(t, al, a, n, write, "write-after-read", s.re, s.rt, 0);
@@ -349,6 +374,7 @@ static void gshadow_access(Thr *t, Alloc *al, uintptr_t a, size_t n, int write)
 static void access_slow(uintptr_t a, size_t n, int write, int aligned)
 {
 	Thr *t = g_cur;
+	g_progress += (uint64_t)write;
 	const char *rw = write ? "writes" : "reads";
 	if (aligned && n > 1 && (a & (n - 1)))
 		kfail(cudaErrorMisalignedAddress, t, "%s %zu bytes at %p: misaligned (a %zu-byte "
@@ -428,6 +454,7 @@ extern "C" void cx_atomic_begin(const void *p, int size, const char *file, int l
 		kfail(cudaErrorMisalignedAddress, g_cur, "atomic on %d bytes at %p (%s:%d): "
 		      "misaligned", size, p, file, line);
 	g_in_atomic = 1; /* atomics race with nothing: the shadow ignores them */
+	g_progress++;
 	access(p, (size_t)size, 1, 1);
 }
 
@@ -441,7 +468,11 @@ extern "C" void cx_atomic_end(void)
 	extern "C" void __tsan_write##n(void *p) { access(p, n, 1, 1); }                           \
 	extern "C" void __tsan_unaligned_read##n(void *p) { access(p, n, 0, 0); }                  \
 	extern "C" void __tsan_unaligned_write##n(void *p) { access(p, n, 1, 0); }                 \
-	extern "C" void __tsan_volatile_read##n(void *p) { access(p, n, 0, 1); }                   \
+	extern "C" void __tsan_volatile_read##n(void *p)                                           \
+	{                                                                                          \
+		access(p, n, 0, 1);                                                                \
+		volatile_poll(p);                                                                  \
+	}                                                                                          \
 	extern "C" void __tsan_volatile_write##n(void *p) { access(p, n, 1, 1); }
 HOOKS(1)
 HOOKS(2)

@@ -77,6 +77,10 @@ struct Thr {
 	const char *cfile;
 	int cline;
 	void *cbuf; /* a matrix instruction's operands, in the lane's locals (sched.cpp) */
+	/* the volatile location it last read, with g_progress then, and how often in a row */
+	const void *vaddr;
+	uint64_t vprog;
+	int vcount;
 };
 enum { T_RUN, T_BAR, T_WARP, T_DONE };
 enum { C_SHFL, C_VOTE, C_MATCH, C_REDUCE, C_SYNCWARP, C_MMA, C_LDSM };
@@ -120,6 +124,12 @@ extern int g_nthr;
  * an interval of this launch (g_epoch - g_launch_epoch) to its block's linear index. */
 extern uint32_t g_epoch, g_block_epoch, g_launch_epoch;
 extern std::vector<uint32_t> g_epoch_block;
+/* Counts the writes of CUDA threads to shared and global memory, atomics included: a thread
+ * spinning in __nanosleep() while it stays put waits for nothing that can happen (sched.cpp). */
+extern uint64_t g_progress;
+/* A volatile load of p by the running CUDA thread: the same location read again and again with
+ * no write in between is a spin-wait without __nanosleep(), which yields as that does. */
+void volatile_poll(const void *p);
 
 static inline unsigned lane_bit(const Thr *t)
 {
@@ -138,7 +148,10 @@ void smem_kernel_start(void);          /* where shared memory is, in this host t
 void gshadow_free(Alloc *a);
 void shadows_reset(void);              /* forget every access (epochs start again) */
 void smem_block_start(size_t dyn_bytes);
-int smem_contains(const void *p, size_t n);  /* [p, p+n) is the block's shared memory */
+int smem_contains(const void *p, size_t n);
+/* A parked block's shared memory and its shadow, out of the way of the next block and back */
+void smem_save(std::vector<char> &bytes, std::vector<char> &shadow);
+void smem_restore(const std::vector<char> &bytes, const std::vector<char> &shadow);  /* [p, p+n) is the block's shared memory */
 /* An access the executor makes for the running thread (ldmatrix's rows): checked as if the
  * thread's own code had made it. */
 void thread_access(const void *p, size_t n, int write);

@@ -11,7 +11,10 @@
  * may run in any order on a GPU).  LMTK_CUDA_EXEC_EAGER=1 runs each operation as soon as it is
  * queued instead - as legal a schedule (each stream in order, the host waiting), and the one
  * where work queued on a second stream runs before the first stream's later work, so a missing
- * event between them changes the results rather than hiding behind a late flush.  Inside a block every CUDA thread is a fiber with its own
+ * event between them changes the results rather than hiding behind a late flush.  A block that
+ * spin-waits (__nanosleep in the loop) for a block of lower index, which the device starts
+ * first, is set aside while that block runs; a wait nothing can end is reported as a deadlock
+ * (sched.cpp).  Inside a block every CUDA thread is a fiber with its own
  * stack (a small context switch, below).  A fiber runs until it reaches __syncthreads(), a
  * warp-synchronous call (__shfl_*_sync, __ballot_sync, __syncwarp, ...) or its end, so the code
  * between two barriers runs one thread at a time, in the same chosen order: forward (thread 0

@@ -17,7 +17,21 @@
  * own value, the matrix fragments' per-lane tables, and so on).  A lane that exits or waits at
  * a barrier while others wait for it, a mask that leaves out the caller or names an exited lane,
  * and a shuffle reading a lane outside its mask (an undefined value) are errors.  Every error stops the kernel with a message naming the kernel, the block,
- * the thread and the source line, and becomes the context's sticky error. */
+ * the thread and the source line, and becomes the context's sticky error.
+ *
+ * Spin-waits.  A block may wait for another block's writes (a flag or counter in global memory,
+ * polled with __nanosleep() in the loop, or a volatile load alone: one location read 64 times
+ * in a row with no write in between counts as a spin) if that block has a lower linear index: the device
+ * starts blocks in index order, so those are running or done.  Here __nanosleep() yields the
+ * thread; when every runnable thread of the block has spun without any write of the launch in
+ * between, the block is stuck, and it is parked (its fibers, stacks and shared memory set aside)
+ * while a block of lower index that has not started yet runs - the next one in the launch's
+ * order - after which it is resumed.  Stuck with no such block left is a deadlock on the device
+ * too (it waits for a later block, or for nothing), reported with the spinning line instead of
+ * hanging.  What blocks hand each other goes through atomics: the race shadow knows no acquire
+ * or release, so a plain store one block makes and another reads after the wait is a race to
+ * it.  The race shadow tells blocks apart by block, so the blocks that ran while one was
+ * parked are checked against it as any two blocks are. */
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -84,6 +98,10 @@ static int g_ndone, g_bar_count;
 static const char *g_bar_file;
 static int g_bar_line, g_bar_first;
 uint32_t g_epoch, g_block_epoch, g_launch_epoch;
+uint64_t g_progress;
+static int g_spun;               /* the thread that just switched out spun in __nanosleep() */
+static const char *g_spin_file;
+static int g_spin_line;
 std::vector<uint32_t> g_epoch_block;
 
 static void epoch_advance(void)
@@ -753,6 +771,39 @@ extern "C" unsigned cx_lanemask_lt(void)
 
 extern "C" void cx_fence(void) {}
 
+extern "C" void cx_nanosleep(unsigned ns, const char *file, int line)
+{
+	(void)ns;
+	Thr *t = g_cur;
+	if (!t)
+		return;
+	g_spun = 1;
+	g_spin_file = file;
+	g_spin_line = line;
+	g_runq.push_back(t->lin); /* runnable again, after the others */
+	to_sched(t);
+}
+
+void volatile_poll(const void *p)
+{
+	Thr *t = g_cur;
+	if (!g_running || !t)
+		return;
+	uintptr_t fa = (uintptr_t)__builtin_frame_address(0);
+	if (fa - (uintptr_t)t->stk_lo >= (uintptr_t)(t->stk_hi - t->stk_lo))
+		return; /* another host thread */
+	if (p != t->vaddr || g_progress != t->vprog) {
+		t->vaddr = p;
+		t->vprog = g_progress;
+		t->vcount = 0;
+		return;
+	}
+	if (++t->vcount < 64)
+		return;
+	t->vcount = 0;
+	cx_nanosleep(0, "a volatile load polled with no __nanosleep()", 0);
+}
+
 extern "C" long long cx_clock(void)
 {
 	static long long c;
@@ -788,9 +839,10 @@ extern "C" void cx_fiber_main(Thr *t)
 	__builtin_unreachable();
 }
 
-static void run_block(const Launch *L, uint3 b)
+static void start_block(const Launch *L, uint3 b)
 {
 	int n = (int)(L->block.x * L->block.y * L->block.z);
+	stacks_reserve(n);
 	g_block = b;
 	g_nthr = n;
 	g_ndone = 0;
@@ -818,19 +870,43 @@ static void run_block(const Launch *L, uint3 b)
 		t.state = T_RUN;
 		t.cres = 0;
 		t.cpred = 0;
+		t.vaddr = NULL;
+		t.vcount = 0;
 		fiber_init(&t, g_stacks[i]);
 	}
 	smem_block_start(L->smem);
 	g_runq.clear();
 	new_order(n);
 	resume_all_in_order();
+}
+
+/* Runs the block's threads until they all finish (1) or it is stuck spinning (0): every
+ * runnable thread has spun twice with no write in between. */
+static int run_threads(void)
+{
+	uint64_t seen = g_progress;
+	size_t idle = 0;
 	while (!g_runq.empty() && !g_abort) {
 		int i = g_runq.front();
 		g_runq.pop_front();
 		if (g_thr[i].state != T_RUN)
 			continue;
+		g_spun = 0;
 		to_thread(&g_thr[i]);
+		if (g_spun && g_progress == seen) {
+			if (++idle > 2 * g_runq.size())
+				return 0;
+		} else {
+			idle = 0;
+			seen = g_progress;
+		}
 	}
+	return 1;
+}
+
+static void end_block(void)
+{
+	int n = g_nthr;
 	if (!g_abort && g_ndone < n) {
 		int shown = 0;
 		char list[600] = "";
@@ -847,12 +923,89 @@ static void run_block(const Launch *L, uint3 b)
 	}
 }
 
+/* A block set aside while it waits (see the top): everything run_block's globals hold. */
+struct Parked {
+	uint3 b;
+	std::vector<Thr> thr;
+	std::vector<char *> stacks;
+	std::vector<Warp> warps;
+	std::deque<int> runq;
+	std::vector<int> perm;
+	int nthr, ndone, bar_count, bar_line, bar_first;
+	const char *bar_file;
+	uint32_t block_epoch;
+	std::vector<char> smem, shadow;
+};
+static std::vector<std::vector<char *>> g_spare_stacks;
+
+static void park_swap(Parked &p)
+{
+	std::swap(p.b, g_block);
+	std::swap(p.thr, g_thr);
+	std::swap(p.stacks, g_stacks);
+	std::swap(p.warps, g_warps);
+	std::swap(p.runq, g_runq);
+	std::swap(p.perm, g_perm);
+	std::swap(p.nthr, g_nthr);
+	std::swap(p.ndone, g_ndone);
+	std::swap(p.bar_count, g_bar_count);
+	std::swap(p.bar_line, g_bar_line);
+	std::swap(p.bar_first, g_bar_first);
+	std::swap(p.bar_file, g_bar_file);
+	std::swap(p.block_epoch, g_block_epoch);
+}
+
+/* Runs block i (linear index) of the launch to its end; a stuck block waits for the pending
+ * blocks of lower index, in the launch's order (see the top). */
+static void run_block(const Launch *L, const std::vector<size_t> &order, std::vector<char> &started,
+		      size_t i)
+{
+	started[i] = 1;
+	uint3 b = {(unsigned)(i % L->grid.x), (unsigned)(i / L->grid.x % L->grid.y),
+		   (unsigned)(i / ((size_t)L->grid.x * L->grid.y))};
+	start_block(L, b);
+	while (!run_threads()) {
+		size_t j = (size_t)-1;
+		for (size_t k : order)
+			if (k < i && !started[k]) {
+				j = k;
+				break;
+			}
+		if (j == (size_t)-1) {
+			char at[300];
+			if (g_spin_line)
+				snprintf(at, sizeof at, "%s:%d (__nanosleep)", g_spin_file, g_spin_line);
+			else
+				snprintf(at, sizeof at, "%s", g_spin_file);
+			kfail(cudaErrorLaunchFailure, NULL, "deadlock: spins at %s waiting for a write "
+			      "that no thread of this block and no block of lower index (all done) will "
+			      "make; a block may wait only for blocks that start before it", at);
+			return;
+		}
+		Parked p = {};
+		park_swap(p); /* p holds the block, the globals are empty */
+		smem_save(p.smem, p.shadow);
+		if (!g_spare_stacks.empty()) {
+			g_stacks.swap(g_spare_stacks.back());
+			g_spare_stacks.pop_back();
+		}
+		run_block(L, order, started, j);
+		g_spare_stacks.push_back(std::vector<char *>());
+		g_spare_stacks.back().swap(g_stacks);
+		park_swap(p);
+		smem_restore(p.smem, p.shadow);
+		epoch_advance(); /* a new interval of this block */
+		if (g_abort)
+			return;
+	}
+	end_block();
+}
+
 void run_kernel(const Launch *L)
 {
 	g_launch = L;
 	g_abort = 0;
 	g_rng = cfg.seed * 0x2545F4914F6CDD1Dull + L->serial;
-	stacks_reserve((int)(L->block.x * L->block.y * L->block.z));
 	smem_kernel_start();
 	if (g_epoch > 0xf0000000u) /* numbers for another 2^28 intervals at least */
 		shadows_reset();
@@ -866,21 +1019,17 @@ void run_kernel(const Launch *L)
 			(unsigned long long)L->serial, L->name, L->grid.x, L->grid.y, L->grid.z,
 			L->block.x, L->block.y, L->block.z, L->smem);
 	size_t nb = (size_t)L->grid.x * L->grid.y * L->grid.z;
-	std::vector<size_t> order;
-	if (cfg.order == 2) {
-		order.resize(nb);
-		for (size_t i = 0; i < nb; i++)
-			order[i] = i;
+	std::vector<size_t> order(nb);
+	for (size_t i = 0; i < nb; i++)
+		order[i] = cfg.order == 1 ? nb - 1 - i : i;
+	if (cfg.order == 2)
 		for (size_t i = nb - 1; i > 0 && nb > 1; i--)
 			std::swap(order[i], order[rng_next() % (i + 1)]);
-	}
+	std::vector<char> started(nb, 0);
 	g_running = 1;
-	for (size_t k = 0; k < nb && !g_abort; k++) {
-		size_t i = cfg.order == 0 ? k : cfg.order == 1 ? nb - 1 - k : order[k];
-		uint3 b = {(unsigned)(i % L->grid.x), (unsigned)(i / L->grid.x % L->grid.y),
-			   (unsigned)(i / ((size_t)L->grid.x * L->grid.y))};
-		run_block(L, b);
-	}
+	for (size_t k = 0; k < nb && !g_abort; k++)
+		if (!started[order[k]])
+			run_block(L, order, started, order[k]);
 	g_running = 0;
 	g_cur = NULL;
 	if (g_prof_on) {

@@ -179,6 +179,70 @@ __global__ void flag_atomic_k(int *flag)
 		atomicExch(flag, 1);
 }
 
+/* Block i adds vals[i] to *sum after blocks 0..i-1 (FlashAttention-3's deterministic dQ): thread
+ * 0 spins on the counter, the block's shared memory must survive the wait, and seq[i] records
+ * the place the block got. */
+__global__ void ordered_add_k(float *sum, int *sem, int *seq, const float *vals)
+{
+	__shared__ float mine[32];
+	int i = blockIdx.x;
+	mine[threadIdx.x] = vals[i] + (float)threadIdx.x;
+	if (threadIdx.x == 0) {
+		while (*(volatile int *)sem != i)
+			__nanosleep(20);
+		__threadfence();
+	}
+	__syncthreads();
+	if (threadIdx.x == 0) {
+		atomicAdd(sum, mine[0] + (mine[31] - 31.0f) * 0.0f);
+		seq[i] = atomicAdd(sem + 1, 1);
+		__threadfence();
+		atomicAdd(sem, 1);
+	}
+}
+
+/* Block 1 waits for block 0's flag, then reads what block 0 wrote with a plain store: a race to
+ * the shadow, which knows no acquire or release (data between blocks goes through atomics) -
+ * also when block 1 ran first and was parked while block 0 ran. */
+__global__ void wait_then_read_k(int *flag, float *x, float *out)
+{
+	if (threadIdx.x != 0)
+		return;
+	if (blockIdx.x == 0) {
+		x[0] = 1.0f;
+		__threadfence();
+		atomicExch(flag, 1);
+	} else {
+		while (*(volatile int *)flag == 0)
+			__nanosleep(20);
+		out[0] = x[0];
+	}
+}
+
+/* ordered_add_k's wait without __nanosleep(): the volatile load alone */
+__global__ void ordered_poll_k(int *sem, int *seq)
+{
+	if (threadIdx.x != 0)
+		return;
+	while (*(volatile int *)sem != (int)blockIdx.x) {
+	}
+	seq[blockIdx.x] = atomicAdd(sem + 1, 1);
+	__threadfence();
+	atomicAdd(sem, 1);
+}
+
+/* Block 0 waits for block `from` to set the flag: from 0 waits for nothing, from 1 for a later
+ * block - deadlocks on the device. */
+__global__ void wait_flag_k(int *flag, int from, int nap)
+{
+	if (blockIdx.x == 1)
+		atomicExch(flag, 1);
+	if (blockIdx.x == 0 && threadIdx.x == 0 && from >= 0)
+		while (*(volatile int *)flag == 0)
+			if (nap)
+				__nanosleep(20);
+}
+
 /* thread 0 reads what thread 1 writes to global memory: with and without a barrier */
 __global__ void global_neighbour_k(float *buf, int sync)
 {
@@ -500,6 +564,64 @@ static int global_races(void)
 	ok &= launch(global_neighbour_k, 1, 64, 0, b, 1) == cudaSuccess;
 	ok &= fails_with(launch(global_neighbour_k, 1, 64, 0, b, 0), cudaErrorLaunchFailure,
 			 {"global_neighbour_k", "race on global memory", "no __syncthreads()"});
+	return ok;
+}
+
+static int spin_waits(void)
+{
+	int ok = 1, n = 9;
+	std::vector<float> v(n);
+	for (int i = 0; i < n; i++)
+		v[i] = i % 3 == 0 ? 1e8f : i % 3 == 1 ? 3.0f : -1e8f; /* order-sensitive in fp32 */
+	float want = 0.0f;
+	for (int i = 0; i < n; i++)
+		want += v[i];
+	float *dv = dalloc<float>(n), *sum = dalloc<float>(1);
+	int *sem = dalloc<int>(2), *seq = dalloc<int>(n);
+	cudaMemcpy(dv, v.data(), n * 4, cudaMemcpyHostToDevice);
+	for (int order = 0; order < 3; order++) {
+		cx_test_set_order(order, 7);
+		cudaMemset(sum, 0, 4);
+		cudaMemset(sem, 0, 8);
+		ok &= launch(ordered_add_k, n, 32, 0, sum, sem, seq, (const float *)dv) == cudaSuccess;
+		float got = fetch(sum, 1)[0];
+		ok &= memcmp(&got, &want, 4) == 0;
+		std::vector<int> q = fetch(seq, n);
+		for (int i = 0; i < n; i++)
+			ok &= q[i] == i;
+	}
+	for (int order = 1; order < 3; order++) {
+		cx_test_set_order(order, 3);
+		cudaMemset(sem, 0, 8);
+		ok &= launch(ordered_poll_k, n, 32, 0, sem, seq) == cudaSuccess;
+		std::vector<int> q = fetch(seq, n);
+		for (int i = 0; i < n; i++)
+			ok &= q[i] == i;
+	}
+	cx_test_set_order(1, 1); /* block 1 first: it parks, block 0 runs, block 1 reads */
+	int *fl = dalloc<int>(1);
+	float *x = dalloc<float>(2);
+	cudaMemset(fl, 0, 4);
+	ok &= fails_with(launch(wait_then_read_k, 2, 32, 0, fl, x, x + 1), cudaErrorLaunchFailure,
+			 {"wait_then_read_k", "block (1,0,0)", "read-after-write race on global memory",
+			  "block (0,0,0)", "blocks of a grid are not ordered"});
+	cudaDeviceReset();
+	cx_test_set_order(0, 1);
+	int *flag = dalloc<int>(1);
+	cudaMemset(flag, 0, 4);
+	ok &= fails_with(launch(wait_flag_k, 2, 32, 0, flag, 1, 1), cudaErrorLaunchFailure,
+			 {"wait_flag_k", "block (0,0,0)", "deadlock: spins at", "selftest.cu"});
+	cudaDeviceReset();
+	flag = dalloc<int>(1);
+	cudaMemset(flag, 0, 4);
+	ok &= fails_with(launch(wait_flag_k, 2, 32, 0, flag, 1, 0), cudaErrorLaunchFailure,
+			 {"wait_flag_k", "block (0,0,0)", "deadlock: spins at a volatile load polled"});
+	cudaDeviceReset();
+	flag = dalloc<int>(1);
+	cudaMemset(flag, 0, 4);
+	ok &= fails_with(launch(wait_flag_k, 1, 32, 0, flag, 0, 1), cudaErrorLaunchFailure,
+			 {"wait_flag_k", "deadlock: spins at"});
+	cudaDeviceReset();
 	return ok;
 }
 
@@ -1121,6 +1243,8 @@ int main(int argc, char **argv)
 	T_CASE("shared_memory_races_and_uninitialised_reads_are_reported") T_ASSERT(races());
 	T_CASE("global_memory_races_between_blocks_and_threads_are_reported") T_ASSERT(global_races());
 	T_CASE("barrier_divergence_and_bad_member_masks_are_reported") T_ASSERT(divergence());
+	T_CASE("blocks_waiting_for_lower_blocks_run_in_every_order_and_other_waits_are_deadlocks")
+		T_ASSERT(spin_waits());
 	T_CASE("out_of_bounds_host_pointers_use_after_free_and_misalignment_are_reported")
 		T_ASSERT(memory_checks());
 	T_CASE("launches_beyond_the_h100s_limits_fail_as_on_the_device") T_ASSERT(launch_limits());

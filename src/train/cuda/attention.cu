@@ -10,9 +10,9 @@
  * batch and H the global head: the same draw as the CPU backend's, in any layout.
  * lse_i = log sum_j exp(s_ij) is saved (dropout does not enter it).  The bidirectional mode
  * (k.bidir, BERT's padding mask) lets every query of sample b - padded ones too - see keys
- * [0, klen[b]): the forward and dQ kernels walk the key tiles up to klen instead of the
- * diagonal, the dK/dV kernel every query tile for keys below klen (the others' gradient is 0),
- * and the masks of every kernel are one predicate, at_sees.
+ * [0, klen[b]): the forward walks the key tiles up to klen instead of the diagonal, the
+ * backward every query tile for keys below klen (the others' gradient is 0), and the masks of
+ * both are one predicate, at_sees.
  *
  * Cross-attention (T5's inter_attention, ops.h xattn_*) is the same kernels over other
  * operands: queries from q(B,Tq,NH,HD), keys and values from kv(B,Tk,NH,2,HD), Tq != Tk, in the
@@ -52,30 +52,44 @@
  * (which equals sum_j P_ij M_ij dPd_ij, so dropout needs no extra term),
  *   dV_j = sum_i P_ij M_ij dO_i,  dS_ij = P_ij (M_ij dO_i.v_j - D_i),
  *   dK_j = scale sum_i dS_ij q_i,  dQ_i = scale sum_j dS_ij k_j.
- * The usual single kernel accumulates dQ with float atomics, which would make the gradient
- * differ between runs.  Here dK/dV and dQ are two kernels - one owns a key tile and walks the
- * query tiles below it, the other owns a query tile and walks the key tiles - each writing its
- * outputs exactly once.  The price is recomputing S and dP in both (7 tile products instead of
- * 5), the gain is bit-reproducible gradients with no scratch beyond D (B,NH,T).  The dK/dV
- * kernel's warps own 16 keys each and compute S^T = K Q^T and dP^T = V dO^T, whose accumulators
- * are directly the A operands of (P M)^T dO and dS^T Q.  The forward and the dQ kernel compute
- * S = Q K^T with the same instructions in the same order, so dQ's scores are the forward's bit
- * for bit; S^T multiplies the same pairs in the same k order (bit-identical in the executor,
- * which adds them in k order; the device's adder order within a k16 step is not documented).
+ * The usual single kernel accumulates dQ with float atomics in whatever order the blocks get
+ * there, which makes the gradient differ between runs.  Here one kernel does all of it with 5
+ * tile products, and dQ is still bit-reproducible (FlashAttention-3's deterministic mode): a
+ * block owns a key tile, walks the query tiles that see it from the last one down, and per query
+ * tile computes S^T = K Q^T and dP^T = V dO^T (its warps own 16 keys each, so the accumulators
+ * are directly the A operands of (P M)^T dO and dS^T Q for dV and dK), writes dS (rounded to
+ * the activation type, as dK's operand is) into shared memory, and computes this key tile's part
+ * of dQ, dS K, with each warp owning 16 queries.  The parts are added in a fixed order, key tile
+ * 0, 1, ..., through an fp32 sum per (b, h, query tile) and a semaphore counting the parts in:
+ * the block of key tile j waits until the count is j, adds its part (atomicAdd, so the adds need
+ * no ordering from the memory model beyond the semaphore's), fences, and counts one more; the
+ * last part (the diagonal tile; bidirectionally the last tile below klen) reads the sum instead,
+ * writes dQ = scale (sum + part) in the activation type and clears the sum and the semaphore, so
+ * the scratch (B x NH x Tq fp32 rows of HD, and a semaphore per 64 of them) is allocated once
+ * and zero between calls.  A block waits only for blocks of its own (b, h) with a lower index,
+ * which the device starts first, so the waits end (the CUDA executor checks it: tests/cuda-exec
+ * parks a waiting block and runs the lower ones).  Walking the query tiles from the last, every
+ * key tile reaches a given query tile at about the same step, so a block waits for the adds of
+ * the tiles before it, not for their whole work.  S^T multiplies the same pairs as the
+ * forward's S = Q K^T in the same k order (bit-identical in the executor, which adds them in k
+ * order; the device's adder order within a k16 step is not documented).
  *
  * HD up to 128: kernels are instantiated for HDM = 32, 64, 128 and handle any HD <= HDM by
  * zero padding (k steps and output columns past HD rounded up to 16 are skipped).  Shared
- * memory at HDM 128: 51 KiB (forward), 69 KiB (dK/dV), 68 KiB (dQ), within the opt-in limit of
- * A100 (163 KiB) and H100 (227 KiB).  Any T works (tiles are masked at the end); heavy tiles
+ * memory at HDM 128: 51 KiB (forward), 78 KiB (backward), within the opt-in limit of A100
+ * (163 KiB) and H100 (227 KiB).  Any T works (tiles are masked at the end); heavy tiles
  * (long causal rows) are launched first to shorten the tail.  Loads from global memory are
  * 16 bytes wide when HD is a multiple of 8 (single-buffered: the next step is cp.async).
  *
  * Speed, as the step model prices it (tests/bench/gpu-model.py, at 25% of an H100's dense bf16
  * peak; not yet measured on a GPU): for GPT-2 124M at B x T = 16 x 1024, attention goes from
- * 62.6% of the step with the fp32 SIMT kernels this file had before to 19.2%, and the predicted
- * MFU from 21.3% to 45.9%.  ptxas (CUDA 13.0.88, sm_90, bf16) at HDM 64, forward / dQ / dK-dV:
- * 104 / 153 / 195 registers before at_io, 128 / 155 / 209 with it, no spill - the same blocks
- * per SM (4 / 3 / 2 at 128 threads), so the generality costs the self-attention no occupancy. */
+ * 62.6% of the step with the fp32 SIMT kernels this file had before to 19.2% with the two-kernel
+ * backward (dK/dV, then dQ: 7 tile products), and the predicted MFU from 21.3% to 45.9%
+ * (45.6% later).  The one-kernel backward (5 products, the fp32 sums' bytes counted) takes the
+ * 124M step from 31.0 to 29.7 ms (MFU 45.6% to 47.6%) and the 350M step (24 x 1024, 16 heads)
+ * from 78.8 to 75.4 ms (50.9% to 53.2%).  ptxas (CUDA 13.0.88, sm_90, bf16), registers at HDM
+ * 32 / 64 / 128: forward - / 128 / 168, backward 159 / 228 / 254, no spill: 2 backward blocks
+ * per SM at HDM 64, as the dK/dV kernel had (209 registers). */
 #include <math.h>
 
 #include "train/cuda/common.h"
@@ -443,20 +457,45 @@ __global__ void attn_dsum_k(float *Dsum, const A *dout, const A *out, int T, int
 	}
 }
 
-/* dK, dV (io.dk, io.dk + HD) for one key tile.  grid (ceil(Tk/64), NH, B), block 128; block x
- * owns keys [64x, 64x+64) and walks query tiles x..end (causal; all of them bidirectionally;
- * tile 0, the longest, first); warp w owns keys 16w..16w+15 of the tile. */
-template <int HDM, typename A>
-__global__ __launch_bounds__(AT_T) void attn_bwd_dkv_mma_k(struct at_io<A> io, const A *dout,
-							   const float *lse, const float *Dsum,
-							   int NH, int HD, float scale, int vec,
-							   struct ops_attn k)
+/* The deterministic dQ protocol's scratch (see the top): per (b, h, query tile) a semaphore (the
+ * number of key tiles whose contributions are in) and 64 x HD fp32 partial sums, both zero
+ * between calls (the last contributor of a query tile clears its own). */
+struct at_dq {
+	int *sem;    /* (B, NH, nqt) */
+	float *acc;  /* (B, NH, nqt, 64, HD) */
+};
+
+/* Thread 0 waits until `want` key tiles have added into a query tile's sum, then the block goes
+ * on: only ever lower-index blocks of the grid (key tiles before this one) are waited for, and
+ * those are dispatched first, so the wait ends.  The volatile load sees other SMs' atomics; the
+ * fence orders it before the block's own reads of the sum. */
+__device__ __forceinline__ void at_dq_wait(const int *sem, int want)
 {
-	constexpr int LD = HDM + 8, ND = HDM / 8;
+	if (threadIdx.x == 0) {
+		while (*(const volatile int *)sem != want)
+			__nanosleep(32);
+		__threadfence();
+	}
+	__syncthreads();
+}
+
+/* dK, dV (io.dk, io.dk + HD) for one key tile and its part of dQ (io.dq).  grid (ceil(Tk/64),
+ * NH, B), block 128; block x owns keys [64x, 64x+64) and walks the query tiles that see them
+ * from the last down to x (causal; all of them bidirectionally, none for a tile at or past klen);
+ * warp w owns keys 16w..16w+15 of the tile for dK, dV and queries 16w..16w+15 of the query tile
+ * for dQ.  Query tile qt's contributions are added in the order of the key tiles (0, 1, ...); the
+ * last one (the diagonal tile, or the last below klen) writes dQ itself. */
+template <int HDM, typename A>
+__global__ __launch_bounds__(AT_T) void attn_bwd_mma_k(struct at_io<A> io, const A *dout,
+						       const float *lse, const float *Dsum,
+						       struct at_dq dqs, int NH, int HD,
+						       float scale, int vec, struct ops_attn k)
+{
+	constexpr int LD = HDM + 8, ND = HDM / 8, LS = AT_B + 8;
 	extern __shared__ __align__(16) unsigned char at_smem[];
 	A *Ks = (A *)at_smem, *Vs = Ks + AT_B * LD, *Qs = Vs + AT_B * LD;
-	A *dOs = Qs + AT_B * LD;
-	float *lse_s = (float *)(dOs + AT_B * LD), *D_s = lse_s + AT_B; /* lse in log2 units */
+	A *dOs = Qs + AT_B * LD, *dSs = dOs + AT_B * LD; /* dSs: dS[query][key], stride LS */
+	float *lse_s = (float *)(dSs + AT_B * LS), *D_s = lse_s + AT_B; /* lse in log2 units */
 	int *ks_s = (int *)(D_s + AT_B);
 
 	int kt = blockIdx.x, h = blockIdx.y, b = blockIdx.z;
@@ -466,6 +505,7 @@ __global__ __launch_bounds__(AT_T) void attn_bwd_dkv_mma_k(struct at_io<A> io, c
 	size_t ors = (size_t)NH * HD;
 	const A *qb = io.q + at_row0(b, T, io.qrs, h, io.qhs);
 	const A *kb = io.k + at_row0(b, Tk, io.krs, h, io.khs);
+	A *dqb = io.dq + at_row0(b, T, io.qrs, h, io.qhs);
 	const A *obase = dout + (size_t)b * T * ors + (size_t)h * HD;
 	uint64_t bh = (uint64_t)b * NH + h, dbh = at_bh(k, b, h);
 	float sc2 = scale * AT_LOG2E, sl2 = (k.slopes ? k.slopes[h] : 0.0f) * AT_LOG2E, p = k.p;
@@ -483,11 +523,18 @@ __global__ __launch_bounds__(AT_T) void attn_bwd_dkv_mma_k(struct at_io<A> io, c
 			dk[c][e] = dv[c][e] = 0.0f;
 
 	int nqt = (T + AT_B - 1) / AT_B, kl = at_klen(k, b, Tk);
-	/* the query tiles that see a key of the tile: from its diagonal (causal), all (bidirectional;
-	 * keys at or past kl are seen by none: their gradient is 0) */
-	for (int qt = kl >= 0 ? (k0 < kl ? 0 : nqt) : kt; qt < nqt; qt++) {
+	/* key tiles that add to every query tile they see: 0..qt (causal), those below kl */
+	int nkt = (Tk + AT_B - 1) / AT_B;
+	int ncon = kl >= 0 ? min(nkt, (kl + AT_B - 1) / AT_B) : nkt;
+	if (ncon == 0 && kt == 0) {
+		/* bidirectional with klen 0: no key adds to dQ, which is 0 */
+		for (int idx = threadIdx.x; idx < T * HD; idx += AT_T)
+			dqb[(size_t)(idx / HD) * io.qrs + idx % HD] = f_act<A>(0.0f);
+	}
+	int qfirst = kl >= 0 ? (kt < ncon ? 0 : nqt) : kt;
+	for (int qt = nqt - 1; qt >= qfirst; qt--) {
 		int q0 = qt * AT_B;
-		__syncthreads(); /* the previous tile's Qs, dOs, lse_s, D_s, ks_s are consumed */
+		__syncthreads(); /* the previous tile's Qs, dOs, dSs, lse_s, D_s, ks_s are consumed */
 		at_load<HDM>(Qs, qb, io.qrs, q0, T, HD, vec);
 		at_load<HDM>(dOs, obase, ors, q0, T, HD, vec);
 		if (threadIdx.x < AT_B) {
@@ -519,9 +566,73 @@ __global__ __launch_bounds__(AT_T) void attn_bwd_dkv_mma_k(struct at_io<A> io, c
 					keep = (kbits >> (4 * n + e) & 1) ? keep1 : 0.0f;
 				st[n][e] = P * keep;                     /* (P M)^T */
 				dp[n][e] = P * (dp[n][e] * keep - D_s[ii]); /* dS^T */
+				/* dS, rounded as the A operand of dK's product is */
+				dSs[ii * LS + w0 + g + (e >> 1) * 8] = f_act<A>(dp[n][e]);
 			}
 		at_accum<HDM>(dv, st, dOs, nk, lo, hi, lane);
 		at_accum<HDM>(dk, dp, Qs, nk, lo, hi, lane);
+		__syncthreads(); /* dSs is whole */
+
+		/* this key tile's part of dQ for queries q0+w0..+15: dS(16 x 64) K(64 x HD), over the
+		 * 16-key chunks that hold a key the warp's queries can see */
+		int kend = kl >= 0 ? min(kl, Tk) : min(q0 + w0 + 16, T);
+		int qhi = q0 + w0 >= T || kend <= k0 ? 0 : min(4, (kend - k0 + 15) / 16);
+		float dq[ND][4];
+#pragma unroll
+		for (int c = 0; c < ND; c++)
+			dq[c][0] = dq[c][1] = dq[c][2] = dq[c][3] = 0.0f;
+#pragma unroll
+		for (int c = 0; c < 4; c++) {
+			if (c >= qhi)
+				break;
+			uint32_t a[4];
+			at_frag_a<LS>(a, dSs, w0, c * 16, lane);
+#pragma unroll
+			for (int dc = 0; dc < HDM / 16; dc++) {
+				if (dc >= nk)
+					break;
+				uint32_t b0[2], b1[2];
+				at_frag_b<LD>(b0, b1, Ks, c * 16, dc * 16, lane);
+				AT_MMA(A, dq[2 * dc], a, b0);
+				AT_MMA(A, dq[2 * dc + 1], a, b1);
+			}
+		}
+
+		/* add it to the query tile's sum in key-tile order */
+		size_t tq = bh * (size_t)nqt + (size_t)qt;
+		int *sem = dqs.sem + tq;
+		float *acc = dqs.acc + tq * AT_B * (size_t)HD;
+		int last = kl >= 0 ? ncon - 1 : qt;
+		at_dq_wait(sem, kt);
+#pragma unroll
+		for (int r = 0; r < 2; r++) {
+			int ii = w0 + g + 8 * r, i = q0 + ii;
+#pragma unroll
+			for (int c = 0; c < ND; c++)
+#pragma unroll
+				for (int x = 0; x < 2; x++) {
+					int d = c * 8 + 2 * t + x;
+					if (d >= HD || i >= T)
+						continue;
+					float *ap = acc + (size_t)ii * HD + d, v = dq[c][2 * r + x];
+					if (kt == last) {
+						/* the whole sum: write dQ, leave the scratch zero */
+						dqb[(size_t)i * io.qrs + d] = f_act<A>((__ldcg(ap) + v) * scale);
+						*ap = 0.0f;
+					} else {
+						atomicAdd(ap, v);
+					}
+				}
+		}
+		if (kt != last)
+			__threadfence(); /* the adds are in before the next tile may start */
+		__syncthreads();
+		if (threadIdx.x == 0) {
+			if (kt == last)
+				atomicExch(sem, 0);
+			else
+				atomicAdd(sem, 1);
+		}
 	}
 
 #pragma unroll
@@ -543,96 +654,6 @@ __global__ __launch_bounds__(AT_T) void attn_bwd_dkv_mma_k(struct at_io<A> io, c
 	}
 }
 
-/* dQ (io.dq) for one query tile.  grid (ceil(Tq/64), NH, B), block 128; block x owns query
- * tile ceil(Tq/64)-1-x and walks key tiles 0..diagonal (or up to klen); warp w owns queries
- * 16w..16w+15 of the tile. */
-template <int HDM, typename A>
-__global__ __launch_bounds__(AT_T) void attn_bwd_dq_mma_k(struct at_io<A> io, const A *dout,
-							  const float *lse, const float *Dsum,
-							  int NH, int HD, float scale, int vec,
-							  struct ops_attn k)
-{
-	constexpr int LD = HDM + 8, ND = HDM / 8;
-	extern __shared__ __align__(16) unsigned char at_smem[];
-	A *Qs = (A *)at_smem, *dOs = Qs + AT_B * LD, *Ks = dOs + AT_B * LD;
-	A *Vs = Ks + AT_B * LD;
-
-	int q0 = (gridDim.x - 1 - blockIdx.x) * AT_B, h = blockIdx.y, b = blockIdx.z;
-	int lane = threadIdx.x & 31, w0 = (threadIdx.x >> 5) * 16, g = lane >> 2, t = lane & 3;
-	int nk = (HD + 15) / 16, T = io.Tq, Tk = io.Tk;
-	size_t ors = (size_t)NH * HD;
-	const A *qb = io.q + at_row0(b, T, io.qrs, h, io.qhs);
-	const A *kb = io.k + at_row0(b, Tk, io.krs, h, io.khs);
-	const A *obase = dout + (size_t)b * T * ors + (size_t)h * HD;
-	uint64_t bh = (uint64_t)b * NH + h, dbh = at_bh(k, b, h);
-	float sc2 = scale * AT_LOG2E, sl2 = (k.slopes ? k.slopes[h] : 0.0f) * AT_LOG2E, p = k.p;
-	float keep1 = 1.0f / (1.0f - p); /* a kept score's factor, as philox_keep's */
-	uint64_t seed = k.seed;
-
-	at_load<HDM>(Qs, qb, io.qrs, q0, T, HD, vec);
-	at_load<HDM>(dOs, obase, ors, q0, T, HD, vec);
-	int ir[2] = {q0 + w0 + g, q0 + w0 + g + 8};
-	int ks[2];
-	float lse2[2], D[2], dq[ND][4];
-#pragma unroll
-	for (int r = 0; r < 2; r++) {
-		int i = ir[r];
-		ks[r] = at_kstart(k, b, T, i);
-		lse2[r] = i < T ? lse[bh * T + i] * AT_LOG2E : 0.0f;
-		D[r] = i < T ? Dsum[bh * T + i] : 0.0f;
-	}
-#pragma unroll
-	for (int c = 0; c < ND; c++)
-		dq[c][0] = dq[c][1] = dq[c][2] = dq[c][3] = 0.0f;
-	int kl = at_klen(k, b, Tk);
-	int last = q0 + w0 >= T ? -1 : kl >= 0 ? kl - 1 : min(q0 + w0 + 15, T - 1);
-
-	int nkt = kl >= 0 ? (kl + AT_B - 1) / AT_B : min(q0 + AT_B - 1, T - 1) / AT_B + 1;
-	for (int kt = 0; kt < nkt; kt++) {
-		int k0 = kt * AT_B;
-		__syncthreads(); /* the previous tile's Ks, Vs are consumed */
-		at_load<HDM>(Ks, kb, io.krs, k0, Tk, HD, vec);
-		at_load<HDM>(Vs, kb + HD, io.krs, k0, Tk, HD, vec);
-		__syncthreads();
-
-		int hi = at_chunks_upto(last, k0);
-		float s[8][4], dp[8][4]; /* [query g, g+8][key 8n + 2t, +1] */
-		at_scores<HDM>(s, Qs, w0, Ks, nk, 0, hi, lane);
-		at_scores<HDM>(dp, dOs, w0, Vs, nk, 0, hi, lane);
-		uint32_t kbits = p > 0.0f ? at_keepbits(seed, dbh, T, Tk, ir[0], ir[1], k0 + 2 * t, 0,
-							  p, kl) : 0;
-#pragma unroll
-		for (int n = 0; n < 8; n++)
-#pragma unroll
-			for (int e = 0; e < 4; e++) {
-				int r = e >> 1, i = ir[r], j = k0 + n * 8 + 2 * t + (e & 1);
-				bool ok = at_sees(i, j, T, kl, ks[r]);
-				float P = ok ? exp2f(at_score(s[n][e], sc2, sl2, j) - lse2[r]) : 0.0f;
-				float keep = 1.0f;
-				if (p > 0.0f)
-					keep = (kbits >> (4 * n + e) & 1) ? keep1 : 0.0f;
-				s[n][e] = P * (dp[n][e] * keep - D[r]); /* dS */
-			}
-		at_accum<HDM>(dq, s, Ks, nk, 0, hi, lane);
-	}
-
-#pragma unroll
-	for (int r = 0; r < 2; r++) {
-		int i = ir[r];
-		if (i >= T)
-			continue;
-		A *dst = io.dq + at_row0(b, T, io.qrs, h, io.qhs) + (size_t)i * io.qrs;
-#pragma unroll
-		for (int c = 0; c < ND; c++)
-#pragma unroll
-			for (int x = 0; x < 2; x++) {
-				int d = c * 8 + 2 * t + x;
-				if (d < HD)
-					dst[d] = f_act<A>(dq[c][2 * r + x] * scale);
-			}
-	}
-}
-
 /* --- host side --- */
 
 /* shared memory bytes; activations are 2 bytes in both types */
@@ -640,13 +661,10 @@ template <int HDM> static size_t smem_fwd()
 {
 	return 3 * AT_B * (HDM + 8) * 2;
 }
-template <int HDM> static size_t smem_dkv()
+template <int HDM> static size_t smem_bwd()
 {
-	return 4 * AT_B * (HDM + 8) * 2 + 2 * AT_B * sizeof(float) + AT_B * sizeof(int);
-}
-template <int HDM> static size_t smem_dq()
-{
-	return 4 * AT_B * (HDM + 8) * 2;
+	return 4 * AT_B * (HDM + 8) * 2 + AT_B * (AT_B + 8) * 2 + 2 * AT_B * sizeof(float) +
+	       AT_B * sizeof(int);
 }
 
 /* Kernels using more than 48 KB of dynamic shared memory must say so once. */
@@ -675,21 +693,44 @@ static void fwd_launch(void *out, float *lse, const struct at_io<A> &io, int B, 
 
 template <int HDM, typename A>
 static void bwd_launch(const struct at_io<A> &io, const void *dout, const float *lse,
-		       const float *Dsum, int B, int NH, int HD, float scale, struct ops_attn k)
+		       const float *Dsum, struct at_dq dqs, int B, int NH, int HD, float scale,
+		       struct ops_attn k)
 {
-	static int ready_dkv, ready_dq;
-	size_t sm1 = smem_dkv<HDM>(), sm2 = smem_dq<HDM>();
-	allow_smem(attn_bwd_dkv_mma_k<HDM, A>, sm1, &ready_dkv);
-	allow_smem(attn_bwd_dq_mma_k<HDM, A>, sm2, &ready_dq);
-	dim3 gk((unsigned)((io.Tk + AT_B - 1) / AT_B), (unsigned)NH, (unsigned)B);
-	dim3 gq((unsigned)((io.Tq + AT_B - 1) / AT_B), (unsigned)NH, (unsigned)B);
+	static int ready;
+	size_t sm = smem_bwd<HDM>();
+	allow_smem(attn_bwd_mma_k<HDM, A>, sm, &ready);
+	dim3 grid((unsigned)((io.Tk + AT_B - 1) / AT_B), (unsigned)NH, (unsigned)B);
 	int vec = HD % 8 == 0 && cu_aligned16(io.q) && cu_aligned16(io.k) && cu_aligned16(dout);
-	cu_launch(attn_bwd_dkv_mma_k<HDM, A>, gk, AT_T, sm1, cu.stream, io, (const A *)dout, lse,
-		  Dsum, NH, HD, scale, vec, k);
-	CU_LAUNCHED("attention_bwd_dkv");
-	cu_launch(attn_bwd_dq_mma_k<HDM, A>, gq, AT_T, sm2, cu.stream, io, (const A *)dout, lse,
-		  Dsum, NH, HD, scale, vec, k);
-	CU_LAUNCHED("attention_bwd_dq");
+	cu_launch(attn_bwd_mma_k<HDM, A>, grid, AT_T, sm, cu.stream, io, (const A *)dout, lse,
+		  Dsum, dqs, NH, HD, scale, vec, k);
+	CU_LAUNCHED("attention_bwd");
+}
+
+/* The dQ protocol's scratch for B x NH x Tq at head dim HD: one buffer for every shape, grown
+ * (and zeroed) when a larger one comes and otherwise left zero by each backward, so nothing is
+ * allocated or cleared inside a step after the first. */
+static struct at_dq dq_scratch(int B, int NH, int Tq, int HD)
+{
+	static void *buf;
+	static size_t have;
+	size_t tiles = (size_t)B * NH * ((Tq + AT_B - 1) / AT_B);
+	size_t semb = cu_round256(tiles * sizeof(int));
+	size_t need = semb + tiles * AT_B * (size_t)HD * sizeof(float);
+	if (need > have) {
+		CU_CHECK(cudaStreamSynchronize(cu.stream)); /* the old buffer may still be in use */
+		if (buf)
+			CU_CHECK(cudaFree(buf));
+		buf = NULL;
+		have = 0;
+		if (cudaMalloc(&buf, need) != cudaSuccess) {
+			(void)cudaGetLastError();
+			cu_die("attention_bwd: out of GPU memory for %zu bytes of dQ accumulator; "
+			       "try a smaller --micro-batch-size", need);
+		}
+		CU_CHECK(cudaMemsetAsync(buf, 0, need, cu.stream));
+		have = need;
+	}
+	return {(int *)buf, (float *)((char *)buf + semb)};
 }
 
 static void check_shape(const char *op, int B, int T, int NH, int HD)
@@ -743,12 +784,13 @@ static void attn_bwd(const struct at_io<A> &io, const void *dout, const void *ou
 	cu_launch(attn_dsum_k<A>, (unsigned)((rows + 7) / 8), 256, 0, cu.stream, Dsum,
 		  (const A *)dout, (const A *)out, io.Tq, NH, HD, rows);
 	CU_LAUNCHED("attention_dsum");
+	struct at_dq dqs = dq_scratch(B, NH, io.Tq, HD);
 	if (HD <= 32)
-		bwd_launch<32, A>(io, dout, lse, Dsum, B, NH, HD, scale, k);
+		bwd_launch<32, A>(io, dout, lse, Dsum, dqs, B, NH, HD, scale, k);
 	else if (HD <= 64)
-		bwd_launch<64, A>(io, dout, lse, Dsum, B, NH, HD, scale, k);
+		bwd_launch<64, A>(io, dout, lse, Dsum, dqs, B, NH, HD, scale, k);
 	else
-		bwd_launch<128, A>(io, dout, lse, Dsum, B, NH, HD, scale, k);
+		bwd_launch<128, A>(io, dout, lse, Dsum, dqs, B, NH, HD, scale, k);
 }
 
 void cu_attention_fwd(void *out, float *lse, const void *qkv, int B, int T, int NH, int HD,

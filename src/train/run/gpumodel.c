@@ -463,8 +463,13 @@ static void layer_bwd(struct ctx *x, int l)
 	ln_bwd(x, 1);
 	matmul_bwd(x, x->Cl, x->C, 1, 1);
 	kernel(x, "attn_dsum_k", 2 * o, lse);
-	attention(x, "attn_bwd_dkv_mma_k", 4, qkv + o + 2 * lse + attn_extra(x), 2 * o);
-	attention(x, "attn_bwd_dq_mma_k", 3, qkv + o + 2 * lse + attn_extra(x), o);
+	/* one kernel, 5 tile products; dQ is summed in fp32 (B,NH,T,HD) in key-tile order, each
+	 * query tile's semaphore read: the sums are read (the first adds fetch the zeros, the last
+	 * contributor the total) and written back (cleared) once; the atomic adds between stay in
+	 * L2 */
+	double acc = sec(x->N * x->Cl * 4), sem = sec(x->B * x->NH * ((x->T + 63) / 64) * 4);
+	attention(x, "attn_bwd_mma_k", 5, qkv + o + 2 * lse + attn_extra(x) + acc + sem,
+		  3 * o + acc);
 	matmul_bwd(x, x->C, x->C3, 1, 1);
 	comm_sum(x, "nccl sum TP (activations)", tp_group(x), nc);
 	if (x->c->post_ln) {

@@ -13,7 +13,8 @@
  * memory here too).  Each block runs on the calling host thread with every CUDA thread a fiber;
  * a fiber runs until it reaches a barrier or a warp-synchronous call, so between two barriers
  * the threads of a block run one after another in a chosen order (LMTK_CUDA_EXEC_ORDER=forward,
- * reverse or random[:seed]), and code that depends on the order is code with a race.
+ * reverse or random[:seed]), and code that depends on the order is code with a race.  A spin-wait
+ * yields in __nanosleep(), so a block can wait for another block's atomics (sched.cpp).
  *
  * Device memory is a region of host address space that host code cannot touch (it is
  * PROT_NONE except while the device works): a host dereference of a device pointer faults as it
@@ -87,6 +88,7 @@ void cx_atomic_begin(const void *p, int size, const char *file, int line);
 void cx_atomic_end(void);
 void cx_trap(const char *file, int line) __attribute__((noreturn));
 void cx_fence(void);
+void cx_nanosleep(unsigned ns, const char *file, int line);
 long long cx_clock(void);
 }
 
@@ -112,6 +114,8 @@ static inline void __threadfence(void) { cx_fence(); }
 static inline void __threadfence_block(void) { cx_fence(); }
 static inline void __threadfence_system(void) { cx_fence(); }
 static inline void __trap(void) { cx_trap(__FILE__, __LINE__); }
+/* a spin-wait's pause: the thread yields, so that what it waits for can happen (sched.cpp) */
+#define __nanosleep(ns) cx_nanosleep((ns), __FILE__, __LINE__)
 static inline long long clock64(void) { return cx_clock(); }
 static inline unsigned __activemask(void) { return cx_activemask(); }
 
