@@ -73,18 +73,25 @@ void prof_line(const char *fmt, ...)
 	fputc('\n', g_prof);
 }
 
+extern int g_sync_range;       /* runtime.cpp: LMTK_CUDA_EXEC_SYNCS records in the range */
+void cx_flush_all(void);
+
 extern "C" cudaError_t cudaProfilerStart(void)
 {
-	cudaError_t e = cudaDeviceSynchronize();
+	cx_flush_all();   /* the profiler's own synchronisation, not the program's */
+	cudaError_t e = g_sticky;
 	prof_init();
 	if (g_prof)
 		g_prof_on = 1;
+	g_sync_range = 1;
 	return e;
 }
 
 extern "C" cudaError_t cudaProfilerStop(void)
 {
-	cudaError_t e = cudaDeviceSynchronize();
+	g_sync_range = 0;
+	cx_flush_all();
+	cudaError_t e = g_sticky;
 	prof_init();
 	if (g_prof)
 		fflush(g_prof);
