@@ -63,6 +63,8 @@ struct cuda_state {
 	size_t scratch_size;
 	void *dsmall;               /* 256 device bytes: sumsq's double, all_within's flag */
 	void *hsmall;               /* 256 pinned host bytes: where those come back */
+	struct ops_step *hstep;     /* 2 pinned structs: step_fetch's slots */
+	cudaEvent_t step_ev[2];     /* recorded after each slot's copy */
 };
 extern struct cuda_state cu;
 
@@ -280,6 +282,8 @@ void cu_colsum(float *d0, float *d1, const void *dy, const void *x, const float 
 	       const float *rstd, int N, int C);
 double cu_sumsq(const float *g, size_t n);
 int cu_all_within(const float *g, size_t n, float limit);
+void cu_sumsq_acc(double *acc, const float *g, size_t n);
+void cu_loss_acc(double *acc, const float *losses, int N, int kept);
 
 /* matmul.cu */
 void cu_matmul_fwd(void *out, const void *inp, const void *w, const void *bias, int N, int IC,
@@ -359,6 +363,10 @@ void cu_sgd(float *master, void *param, const float *g, float *buf, size_t n, fl
 void cu_adamw_multi(float *master, void *param, const float *g, float *m, float *v,
 		    const struct adam_seg *seg, int nseg, size_t total, float lr, float lr_mult,
 		    float b1, float b2, float eps, float wd, float gscale, int step);
+void cu_adamw_multi_step(float *master, void *param, const float *g, float *m, float *v,
+			 const struct adam_seg *seg, int nseg, size_t total, float lr_mult,
+			 float b1, float b2, float eps, float wd, const struct ops_step *s);
+void cu_step_decide(struct ops_step *s, const struct ops_step *prev, const int *bad);
 
 /* bnb.cu: --use-bnb-optimizer's 8-bit and 32-bit Adam (ops.h adam8bit, adam32) */
 void cu_adam8bit(float *master, void *param, const float *g, uint8_t *c1, uint8_t *c2,

@@ -165,6 +165,22 @@ static void cuda_profiler(int on)
 	CU_CHECK(on ? cudaProfilerStart() : cudaProfilerStop());
 }
 
+/* step scalars (ops.h step_fetch / step_wait): a copy into a pinned slot and an event after it,
+ * so the host waits for that copy and not for the work queued behind it */
+static void cuda_step_fetch(const struct ops_step *s, int slot)
+{
+	CU_ENTER();
+	CU_CHECK(cudaMemcpyAsync(&cu.hstep[slot], s, sizeof *s, cudaMemcpyDeviceToHost, cu.stream));
+	CU_CHECK(cudaEventRecord(cu.step_ev[slot], cu.stream));
+}
+
+static const struct ops_step *cuda_step_wait(int slot)
+{
+	CU_ENTER();
+	CU_CHECK(cudaEventSynchronize(cu.step_ev[slot]));
+	return &cu.hstep[slot];
+}
+
 static void cuda_sync(void)
 {
 	CU_ENTER();
@@ -197,6 +213,11 @@ static void close_partial(void)
 		cudaFree(cu.dsmall);
 	if (cu.hsmall)
 		cudaFreeHost(cu.hsmall);
+	if (cu.hstep)
+		cudaFreeHost(cu.hstep);
+	for (int i = 0; i < 2; i++)
+		if (cu.step_ev[i])
+			cudaEventDestroy(cu.step_ev[i]);
 	if (cu.lt)
 		cublasLtDestroy(cu.lt);
 	if (cu.blas)
@@ -262,6 +283,12 @@ static void fill_table(void)
 	o->profiler = cuda_profiler;
 	o->adam8bit = cu_adam8bit;
 	o->adam32 = cu_adam32;
+	o->loss_acc = cu_loss_acc;
+	o->sumsq_acc = cu_sumsq_acc;
+	o->step_decide = cu_step_decide;
+	o->adamw_multi_step = cu_adamw_multi_step;
+	o->step_fetch = cuda_step_fetch;
+	o->step_wait = cuda_step_wait;
 }
 
 #define OPEN_FAIL(...)                                                                             \
@@ -349,7 +376,10 @@ lmtk_ops_cuda(int device, int prec, char *err, size_t errlen)
 	cu.lt_ws_size = (size_t)32 << 20; /* what cuBLAS itself reserves on Hopper */
 	if ((e = cudaMalloc(&cu.lt_ws, cu.lt_ws_size)) != cudaSuccess ||
 	    (e = cudaMalloc(&cu.dsmall, 256)) != cudaSuccess ||
-	    (e = cudaMallocHost(&cu.hsmall, 256)) != cudaSuccess)
+	    (e = cudaMallocHost(&cu.hsmall, 256)) != cudaSuccess ||
+	    (e = cudaMallocHost(&cu.hstep, 2 * sizeof *cu.hstep)) != cudaSuccess ||
+	    (e = cudaEventCreateWithFlags(&cu.step_ev[0], cudaEventDisableTiming)) != cudaSuccess ||
+	    (e = cudaEventCreateWithFlags(&cu.step_ev[1], cudaEventDisableTiming)) != cudaSuccess)
 		OPEN_FAIL("cuda: GPU %d: %s", device, cudaGetErrorString(e));
 
 	snprintf(device_desc, sizeof device_desc, "%.200s, %.1f GiB, sm_%d%d, %d SMs, driver %d.%d",
