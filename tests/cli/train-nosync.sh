@@ -1,0 +1,75 @@
+#!/usr/bin/env bash
+# A training step without host synchronisation (src/train/run/run.c, struct ops_step), on the
+# CUDA executor:
+#  - inside the --profile range, every host synchronisation train makes leaves work queued on the
+#    device (the executor's LMTK_CUDA_EXEC_SYNCS log: "CALL QUEUED"): the host reads iteration
+#    k's scalars while iteration k+1 runs, and nothing in a step waits for the device to drain -
+#    the same run made synchronous (LMTK_TRAIN_SYNC_STEP=1) drains it several times a step,
+#    which shows the log sees such waits;
+#  - the deferred read-back changes nothing a user sees: with gradient accumulation (2
+#    micro-batches) and clipping active (--clip-grad below the norm), the log lines, the
+#    TensorBoard scalars and every checkpoint (saved at iterations 3, 6 and 7) equal the
+#    synchronous run's.
+. "$(dirname "$0")/../lib.sh"
+EXEC=$TOP/build/lib/lmtk/train-cuda-exec.so
+if [ ! -s "$EXEC" ]; then
+	skip train_nosync "the executor plugin is not built (no CUDA toolkit headers)"
+	exit 0
+fi
+cd "$T" || exit 3
+python3 "$TOP/tests/ref/rand-dataset.py" rand 64 200 20000 3 || exit 3
+run() {   # run NAME [flags]: env passes through
+	local name=$1
+	shift
+	LMTK_CUDA_PLUGIN=$EXEC "$BIN/train" --num-layers 2 --hidden-size 64 \
+		--num-attention-heads 4 --seq-length 32 --max-position-embeddings 32 \
+		--micro-batch-size 2 --global-batch-size 4 --lr 1e-3 --bf16 --data-path rand \
+		--vocab-file vocab.json --merge-file merges.txt --split 1000,0,0 --eval-iters 0 \
+		--log-interval 1 --device cuda --clip-grad 0.05 "$@" >"$name.log" 2>&1
+}
+
+# no synchronisation inside a step: iterations 3..5 profiled
+prof="--train-iters 6 --profile --profile-step-start 2 --profile-step-end 5"
+if LMTK_CUDA_EXEC_SYNCS=$T/syncs-deferred run prof-deferred $prof &&
+   LMTK_TRAIN_SYNC_STEP=1 LMTK_CUDA_EXEC_SYNCS=$T/syncs-sync run prof-sync $prof; then
+	n=$(wc -l <syncs-deferred)
+	idle=$(awk '$NF == 0' syncs-deferred | wc -l)
+	idle_sync=$(awk '$NF == 0' syncs-sync | wc -l)
+	if [ "$idle" -eq 0 ] && [ "$n" -le 3 ] && [ "$idle_sync" -ge 3 ]; then
+		ok step_makes_no_host_sync_that_drains_the_device
+	else
+		fail step_makes_no_host_sync_that_drains_the_device \
+			"deferred: $n syncs in 3 iterations, $idle with nothing queued: $(head -5 syncs-deferred | tr '\n' ';'); synchronous: $idle_sync draining"
+	fi
+else
+	fail step_makes_no_host_sync_that_drains_the_device "train failed: $(tail -3 prof-deferred.log prof-sync.log)"
+fi
+
+# the deferred read-back is invisible: logs, TensorBoard, checkpoints
+strip() {   # the log lines without the wall-clock fields
+	grep -E '^ iteration|^train: done|skipped' "$1" | sed -E 's/[0-9.]+ s$//;
+		s/(elapsed time per iteration \(s\)|samples per second|TFLOPs|MFU): [0-9.%]+//g'
+}
+if run same-deferred --train-iters 7 --save-interval 3 --save ck-deferred --tensorboard-dir tb-deferred &&
+   LMTK_TRAIN_SYNC_STEP=1 run same-sync --train-iters 7 --save-interval 3 --save ck-sync --tensorboard-dir tb-sync; then
+	strip same-deferred.log >a.txt
+	strip same-sync.log >b.txt
+	python3 "$TOP/tests/ref/tfevents-read.py" tb-deferred | grep -v -e '^TEXT' -e iteration-time >ta.txt
+	python3 "$TOP/tests/ref/tfevents-read.py" tb-sync | grep -v -e '^TEXT' -e iteration-time >tb.txt
+	same=1
+	for s in 3 6 7; do
+		cmp -s ck-deferred/global_step$s/rank_tp00_pp000.safetensors \
+			ck-sync/global_step$s/rank_tp00_pp000.safetensors || same=0
+	done
+	clipped=$(grep -c 'grad norm: [1-9]' a.txt)
+	if [ "$same" = 1 ] && [ "$(grep -c iteration a.txt)" -ge 7 ] && [ "$clipped" -ge 7 ] &&
+	   [ -s ta.txt ] && cmp -s a.txt b.txt && cmp -s ta.txt tb.txt; then
+		ok deferred_readback_gives_the_synchronous_logs_tfevents_and_checkpoints
+	else
+		fail deferred_readback_gives_the_synchronous_logs_tfevents_and_checkpoints \
+			"checkpoints same: $same, clipped iterations $clipped; $(diff a.txt b.txt | head -4; diff ta.txt tb.txt | head -4)"
+	fi
+else
+	fail deferred_readback_gives_the_synchronous_logs_tfevents_and_checkpoints \
+		"train failed: $(tail -3 same-deferred.log same-sync.log)"
+fi
