@@ -12,6 +12,8 @@
  *    "epilogue":"none"|"gelu"|"dgelu","bias":0|1,"aux":0|1}   a..d: element bytes (0: unused C)
  *   {"op":"nccl","call":"AllReduce","count":N,"bytes":B,"ranks":R}
  *   {"op":"copy","kind":"HtoD"|"DtoH"|"DtoD","bytes":B}     {"op":"memset","bytes":B}
+ *   {"op":"sync","call":"cudaStreamSynchronize","queued":Q}   a host synchronisation (runtime.cpp),
+ *       Q the operations still queued when it returned: 0, the device ran dry
  * Nothing is written between cudaProfilerStop() and the next cudaProfilerStart(), and nothing
  * before the first cudaProfilerStart() when LMTK_CUDA_EXEC_PROFILE_CAPTURE=api (nsys's
  * --capture-range=cudaProfilerApi); both synchronise the device first, so the range holds

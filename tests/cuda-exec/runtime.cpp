@@ -622,6 +622,8 @@ static void sync_note(const char *call)
 	}
 	if (g_sync_log && g_sync_range)
 		fprintf(g_sync_log, "%s %zu\n", call, queued_ops());
+	if (g_prof_on)
+		prof_line("{\"op\":\"sync\",\"call\":\"%s\",\"queued\":%zu}", call, queued_ops());
 }
 
 /* Runs the queued work of s (all of it, or until *until is done). */

@@ -27,7 +27,8 @@ const struct gpumodel_consts gpumodel_k = {
 	.hbm = 0.85,          /* a streaming memory-bound kernel */
 	.net = 0.80,          /* an NCCL ring, of the link's bandwidth */
 	.gap = 2.5e-6,        /* per launch: the front end between dependent kernels, no CUDA graph */
-	.sync = 10e-6,        /* per host synchronisation (a device-to-host copy waited for) */
+	.sync = 10e-6,        /* per host synchronisation that drains the device (a read-back the
+			       * step waits for; a deferred one, behind the next step, costs none) */
 	.tile_m = 128,        /* cuBLAS's usual bf16 tile on these parts, for wave quantisation */
 	.tile_n = 256,
 	.lat_nvlink = 10e-6,  /* per NCCL call inside a node */
@@ -453,14 +454,19 @@ static void micro_batch(struct ctx *x)
 		htod(x, n4);
 		ln_fwd(x);
 		gemm(x, x->Vl, x->N, x->C, 0, 2, "none", 0, 0);
-		memset_(x, 4);
 		char n[32];
-		if (!tpar) {
+		if (!tpar && c->deferred) {   /* the loss stays on the device (layers.c) */
+			snprintf(n, sizeof n, "xent_k<%s>", v8(x->Vl));
+			kernel(x, n, logits + n4, logits + n4);
+			kernel(x, "loss_acc_k", n4 + 32, 32);   /* + the accumulator's sector */
+		} else if (!tpar) {
+			memset_(x, 4);
 			snprintf(n, sizeof n, "xent_k<%s>", v8(x->Vl));
 			kernel(x, n, logits + n4, logits + n4);
 			dtoh(x);   /* the losses */
 			dtoh(x);   /* the count of bad targets */
-		} else {   /* model.c vocab_parallel_xent */
+		} else {
+			memset_(x, 4);   /* model.c vocab_parallel_xent */
 			htod(x, n4);
 			snprintf(n, sizeof n, "xent_stats_k<%s>", v8(x->Vl));
 			kernel(x, n, logits + n4, 3 * n4);
@@ -575,6 +581,22 @@ static void sumsq(struct ctx *x, double n)   /* reduce.cu cu_sumsq: two kernels,
 	dtoh(x);
 }
 
+/* run.c iter_queue after the micro-batches: the sum of squares added into the step's struct
+ * (ops_step: one 256-byte slot per parity), the decision, nothing read back - the struct's copy
+ * to pinned memory is waited for only once the next step is queued */
+static void deferred_tail(struct ctx *x, double P)
+{
+	double G = ceil(P / 4096);
+	if (G > 1024)
+		G = 1024;
+	htod(x, 88);   /* the struct's inputs (sizeof struct ops_step) */
+	htod(x, 4);    /* the masked targets' count */
+	kernel(x, "sumsq_part_k", sec(P * 4), sec(G * 8));
+	kernel(x, "sumsq_fin_k", sec(G * 8) + 32, 32);   /* reads the accumulator too */
+	/* the struct's first two sectors, the previous one's `taken`, the bad-target count */
+	kernel(x, "step_decide_k", 128, 32);
+}
+
 /* run.c step_grads after the micro-batches, and optim.c optim_step */
 static void iteration_tail(struct ctx *x)
 {
@@ -596,6 +618,8 @@ static void iteration_tail(struct ctx *x)
 	}
 	int dp = (int)c->dp, tpar = c->tp > 1, zero = c->zero1 && dp > 1;
 
+	if (c->deferred)
+		memset_(x, 4);   /* the bad-target count, once per step */
 	memset_(x, P * 4);   /* model_zero_grad, before the first micro-batch */
 	if (c->pp > 1) {
 		host_coll(x, pp_group(x), 8);   /* the loss */
@@ -619,7 +643,9 @@ static void iteration_tail(struct ctx *x)
 		host_coll(x, world_group(x), 4);
 
 	/* the gradient norm: per tensor with TP or PP (each shard once), else the one buffer */
-	if (tpar || c->pp > 1) {
+	if (c->deferred) {
+		deferred_tail(x, P);
+	} else if (tpar || c->pp > 1) {
 		for (int i = 0; i < nt; i++)
 			if (!(wte[i] && !x->first))
 				sumsq(x, (double)numel[i]);
@@ -642,7 +668,8 @@ static void iteration_tail(struct ctx *x)
 			nseg += numel[i] > 0;
 		if (zero)   /* the shard holds a contiguous slice of the tensors */
 			nseg = nseg / dp + 2;
-		kernel(x, "adamw_multi_k", 16 * Po + sec(nseg * 32.0), 14 * Po);
+		/* deferred: + the struct's sector with the decision */
+		kernel(x, "adamw_multi_k", 16 * Po + sec(nseg * 32.0) + (c->deferred ? 32 : 0), 14 * Po);
 		break;
 	}
 	case GM_LAMB:

@@ -66,6 +66,7 @@ struct gpumodel_cfg {
 	int64_t ckpt_layers;                /* 0: no activation checkpointing */
 	int alibi, embed_ln, fp16, zero1, post_ln, reset_pos, reset_attn;
 	double hidden_dropout, sgd_momentum;   /* attention dropout launches nothing more */
+	int deferred;                       /* run.c: the step's scalars stay on the device */
 	enum gpumodel_opt opt;
 };
 

@@ -73,7 +73,8 @@ struct run {
 	int have_energy;
 	int bad_data;                  /* a sample held ids outside the vocabulary: exit 2 */
 	int fail_code;                 /* exit status when setup fails */
-	struct ops_step *dsteps;       /* 2 (device): the deferred iterations' scalars, by parity */
+	void *dsteps;                  /* device: the deferred iterations' scalars by parity, one
+				        * struct ops_step per DSTEP_BYTES (the same sectors for both) */
 };
 
 /* Only world rank 0 prints (every rank computes the same numbers); warnings come from any rank. */
@@ -1149,6 +1150,13 @@ struct loop {   /* run_train's state between log lines, and how it ends */
 	const char *why_stop;
 };
 
+#define DSTEP_BYTES 256
+
+static struct ops_step *dstep(const struct run *r, int slot)
+{
+	return (struct ops_step *)((char *)r->dsteps + (size_t)slot * DSTEP_BYTES);
+}
+
 /* NULL when this run's steps can keep their scalars on the device, else why not */
 static const char *defer_blocker(const struct run *r)
 {
@@ -1283,7 +1291,7 @@ static int iter_queue(struct run *r, struct loop *L, struct iter *q, const struc
 	in.loss_scale = op->loss_scale;
 	in.clip = op->clip;
 	in.prev_pending = prev != NULL;
-	struct ops_step *ds = r->dsteps + q->slot;
+	struct ops_step *ds = dstep(r, q->slot);
 	o->to_device(ds, &in, sizeof in);
 	o->zero(m->bad_targets, sizeof *m->bad_targets);
 	m->dstep = ds;
@@ -1303,7 +1311,7 @@ static int iter_queue(struct run *r, struct loop *L, struct iter *q, const struc
 	int32_t masked = m->dstep_masked;
 	o->to_device(&ds->masked, &masked, sizeof masked);
 	o->sumsq_acc(&ds->sumsq, m->grads, m->nparams);
-	o->step_decide(ds, r->dsteps + (q->slot ^ 1), m->bad_targets);
+	o->step_decide(ds, dstep(r, q->slot ^ 1), m->bad_targets);
 	o->adamw_multi_step(m->master, m->params, m->grads, m->adam_m, m->adam_v, m->aseg,
 			    m->naseg, m->aseg_total, op->emb_lr_mult, op->b1, op->b2, op->eps,
 			    op->wd, ds);
@@ -1556,7 +1564,8 @@ int run_train(const struct train_args *a, const struct plan *p, const char *cmdl
 			 .rc = EXIT_OK};   /* a resumed run has nothing new to save yet */
 	const char *blocker = defer_blocker(&r);
 	int deferred = blocker == NULL;
-	if (deferred && !(r.dsteps = r.m.ops->alloc(2 * sizeof *r.dsteps))) {
+	_Static_assert(sizeof(struct ops_step) <= DSTEP_BYTES, "DSTEP_BYTES");
+	if (deferred && !(r.dsteps = r.m.ops->alloc(2 * DSTEP_BYTES))) {
 		warn("train: out of memory for the step scalars");
 		deferred = 0;
 	}
