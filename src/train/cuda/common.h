@@ -64,6 +64,15 @@ struct cuda_state {
 	void *dsmall;               /* 256 device bytes: sumsq's double, all_within's flag */
 	void *hsmall;               /* 256 pinned host bytes: where those come back */
 	struct ops_step *hstep;     /* 2 pinned structs: step_fetch's slots */
+	/* --cuda-graph (ops.h graph_mode): the mode, its slot, the two graphs; the step's host
+	 * inputs as recorded (destination, size, offset in a slot's staging), each slot's pinned
+	 * staging of stage_total bytes, and the next copy's index */
+	int graph_mode, graph_slot;
+	cudaGraphExec_t graph_exec[2];
+	struct cu_stage { void *dst; size_t bytes, off; } *stage;
+	int nstage, stage_cap, stage_next;
+	size_t stage_total;
+	char *stage_buf[2];
 	cudaEvent_t step_ev[2];     /* recorded after each slot's copy */
 };
 extern struct cuda_state cu;
@@ -128,6 +137,8 @@ template <typename... P, typename... A>
 static inline void cu_launch(void (*kernel)(P...), dim3 grid, dim3 block, size_t smem,
 			     cudaStream_t stream, A... args)
 {
+	if (cu.graph_mode == OPS_GRAPH_FILL)   /* the host only computes the step's inputs */
+		return;
 #ifdef __CUDACC__
 	kernel<<<grid, block, smem, stream>>>(args...);
 #else

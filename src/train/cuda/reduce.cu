@@ -214,12 +214,12 @@ __global__ __launch_bounds__(RED_T) void loss_acc_k(double *acc, const float *lo
 {
 	__shared__ double part[RED_T];
 	double t = 0.0;
-	for (int i = threadIdx.x; i < N; i += RED_T)
+	for (int i = (int)threadIdx.x; i < N; i += RED_T)
 		t += losses[i];
 	part[threadIdx.x] = t;
 	__syncthreads();
 	for (int h = RED_T / 2; h > 0; h >>= 1) {
-		if (threadIdx.x < h)
+		if ((int)threadIdx.x < h)
 			part[threadIdx.x] += part[threadIdx.x + h];
 		__syncthreads();
 	}

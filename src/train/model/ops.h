@@ -319,7 +319,21 @@ struct ops {
 	 * for that copy alone (not for work queued after it) and returns the buffer */
 	void (*step_fetch)(const struct ops_step *s, int slot);
 	const struct ops_step *(*step_wait)(int slot);
+
+	/* --- a step as a CUDA graph (train --cuda-graph); NULL: the backend has none ---
+	 * graph_mode(OPS_GRAPH_SIZE, -): the ops run as usual and to_device records its copies'
+	 *   destinations and sizes in order (a warm-up step: the graph's host inputs);
+	 * graph_mode(OPS_GRAPH_CAPTURE, slot): the ops are captured into graph slot (0 or 1), not
+	 *   run; to_device's k-th copy goes through entry k of the slot's pinned staging;
+	 * graph_mode(OPS_GRAPH_FILL, slot): the ops do nothing but fill the slot's staging: the host
+	 *   walks the same step to compute its inputs (tokens, targets, the step's struct);
+	 * graph_launch(slot) ends a capture or a fill and queues graph slot.  A copy that differs
+	 * from the recorded ones in number, destination or size, or a capture the runtime refuses
+	 * (a host synchronisation or an allocation inside the step), ends the program (exit 3). */
+	void (*graph_mode)(int mode, int slot);
+	void (*graph_launch)(int slot);
 };
+enum { OPS_GRAPH_OFF, OPS_GRAPH_SIZE, OPS_GRAPH_CAPTURE, OPS_GRAPH_FILL };
 
 /* The activation type asked of a backend that has a choice: the CUDA backend computes in bf16
  * (OPS_BF16) or IEEE fp16 (OPS_FP16, train --fp16); the CPU backend in fp32 either way. */
