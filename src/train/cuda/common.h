@@ -69,7 +69,7 @@ struct cuda_state {
 	 * staging of stage_total bytes, and the next copy's index */
 	int graph_mode, graph_slot;
 	cudaGraphExec_t graph_exec[2];
-	struct cu_stage { void *dst; size_t bytes, off; } *stage;
+	struct cu_stage { void *dst[2]; size_t bytes, off; } *stage;   /* dst: per slot */
 	int nstage, stage_cap, stage_next;
 	size_t stage_total;
 	char *stage_buf[2];

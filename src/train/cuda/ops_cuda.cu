@@ -153,14 +153,16 @@ static void stage_copy(void *dst, const void *src, size_t bytes)
 			cu.stage = n;
 			cu.stage_cap = cap;
 		}
-		cu.stage[cu.nstage] = {dst, bytes, cu.stage_total};
+		cu.stage[cu.nstage] = {{NULL, NULL}, bytes, cu.stage_total};
 		cu.nstage++;
 		cu.stage_total += cu_round256(bytes);
 		CU_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, cu.stream));
 		return;
 	}
-	int k = cu.stage_next++;
-	if (k >= cu.nstage || cu.stage[k].dst != dst || cu.stage[k].bytes != bytes)
+	int k = cu.stage_next++, s = cu.graph_slot;
+	if (k < cu.nstage && cu.graph_mode == OPS_GRAPH_CAPTURE)
+		cu.stage[k].dst[s] = dst;   /* the graphs differ in the step's struct slot */
+	if (k >= cu.nstage || cu.stage[k].dst[s] != dst || cu.stage[k].bytes != bytes)
 		cu_die("--cuda-graph: the step's host input %d (%zu bytes) is not the captured "
 		       "step's (%d inputs); its shapes are not static", k + 1, bytes, cu.nstage);
 	char *st = cu.stage_buf[cu.graph_slot] + cu.stage[k].off;

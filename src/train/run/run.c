@@ -73,6 +73,7 @@ struct run {
 	int have_energy;
 	int bad_data;                  /* a sample held ids outside the vocabulary: exit 2 */
 	int fail_code;                 /* exit status when setup fails */
+	int64_t graph_first;           /* --cuda-graph: the first iteration this process queued */
 	void *dsteps;                  /* device: the deferred iterations' scalars by parity, one
 				        * struct ops_step per DSTEP_BYTES (the same sectors for both) */
 };
@@ -1182,6 +1183,39 @@ static const char *defer_blocker(const struct run *r)
 	return NULL;
 }
 
+/* --cuda-graph: NULL when the step can be captured once and replayed, else why not.  A replay
+ * repeats the captured kernels with their captured arguments; only the host copies (tokens,
+ * targets, the step's struct) are refreshed, through the backend's staging.  So the step must
+ * read nothing back (defer_blocker), keep its shapes (no batch-size ramp, no curriculum) and pass
+ * no per-iteration value as a kernel argument: the dropout masks' seed is one (keyed by the
+ * iteration's data position), and so is the loss's 1/kept when a loss mask changes the kept
+ * count per micro-batch; the per-sample attention masks and position ids of
+ * --reset-attention-mask and --reset-position-ids are host copies whose number depends on the
+ * data.  T5 and BERT take loss masks from the data. */
+static const char *graph_blocker(const struct run *r)
+{
+	const struct train_args *a = r->a;
+	const char *why = defer_blocker(r);
+	if (!r->m.ops->graph_mode)
+		return "the backend has no CUDA graphs (use --device cuda)";
+	if (why)
+		return why;
+	if (r->p->ramp.on)
+		return "--rampup-batch-size changes the step's shapes";
+	if (r->cl.enabled)
+		return "curriculum learning changes the step's shapes";
+	if (a->hidden_dropout > 0 || a->attention_dropout > 0)
+		return "dropout's seed changes every iteration (set --hidden-dropout 0 and "
+		       "--attention-dropout 0)";
+	if (a->eod_mask_loss)
+		return "--eod-mask-loss changes the loss's scale per micro-batch";
+	if (a->reset_attention_mask || a->reset_position_ids)
+		return "--reset-attention-mask and --reset-position-ids copy per-sample masks";
+	if (r->t5)
+		return "--model-type t5 (its loss mask comes from the data)";
+	return NULL;
+}
+
 /* the iteration must be read back before the next one is queued (see above) */
 static int drain_after(const struct run *r, int64_t it)
 {
@@ -1292,6 +1326,17 @@ static int iter_queue(struct run *r, struct loop *L, struct iter *q, const struc
 	in.clip = op->clip;
 	in.prev_pending = prev != NULL;
 	struct ops_step *ds = dstep(r, q->slot);
+	/* --cuda-graph: the first iteration runs as usual and sizes the graph's host inputs, the
+	 * next two are captured (one graph per parity: the struct slot differs), the rest replayed:
+	 * the host walks the step only to fill the inputs (ops.h graph_mode) */
+	int gm = OPS_GRAPH_OFF;
+	if (r->a->cuda_graph) {
+		if (!r->graph_first)
+			r->graph_first = q->it;
+		gm = q->it == r->graph_first ? OPS_GRAPH_SIZE
+		   : q->it <= r->graph_first + 2 ? OPS_GRAPH_CAPTURE : OPS_GRAPH_FILL;
+		o->graph_mode(gm, q->slot);
+	}
 	o->to_device(ds, &in, sizeof in);
 	o->zero(m->bad_targets, sizeof *m->bad_targets);
 	m->dstep = ds;
@@ -1305,6 +1350,9 @@ static int iter_queue(struct run *r, struct loop *L, struct iter *q, const struc
 	}
 	st->data_position += q->gbs;
 	if (isnan(l)) {   /* a micro-batch could not be read: the step's loss is NaN, as before */
+		if (gm != OPS_GRAPH_OFF)   /* an extra host copy no graph holds */
+			die(EXIT_FAILED, "iteration %lld: a micro-batch could not be read; a "
+			    "--cuda-graph run stops there", (long long)q->it);
 		double nan = NAN;
 		o->to_device(&ds->loss[0], &nan, sizeof nan);
 	}
@@ -1315,7 +1363,11 @@ static int iter_queue(struct run *r, struct loop *L, struct iter *q, const struc
 	o->adamw_multi_step(m->master, m->params, m->grads, m->adam_m, m->adam_v, m->aseg,
 			    m->naseg, m->aseg_total, op->emb_lr_mult, op->b1, op->b2, op->eps,
 			    op->wd, ds);
-	o->step_fetch(ds, q->slot);
+	if (gm == OPS_GRAPH_SIZE)
+		o->graph_mode(OPS_GRAPH_OFF, 0);
+	else if (gm != OPS_GRAPH_OFF)
+		o->graph_launch(q->slot);
+	o->step_fetch(ds, q->slot);   /* outside the graph: its event is waited for */
 	return 0;
 }
 
@@ -1542,6 +1594,13 @@ int run_train(const struct train_args *a, const struct plan *p, const char *cmdl
 	if (setup(&r, err, sizeof err) < 0) {
 		warn("%s", err);
 		return strstr(err, "out of memory") ? EXIT_FAILED : r.fail_code;
+	}
+	if (a->cuda_graph) {
+		const char *why = graph_blocker(&r);
+		if (why) {
+			warn("train: --cuda-graph cannot replay this run's step: %s", why);
+			return EXIT_USAGE;
+		}
 	}
 
 	/* skip ranges: sorted, merged */
