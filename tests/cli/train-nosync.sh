@@ -9,7 +9,13 @@
 #  - the deferred read-back changes nothing a user sees: with gradient accumulation (2
 #    micro-batches) and clipping active (--clip-grad below the norm), the log lines, the
 #    TensorBoard scalars and every checkpoint (saved at iterations 3, 6 and 7) equal the
-#    synchronous run's.
+#    synchronous run's;
+#  - train --cuda-graph (a warm-up step, two captured steps, the rest replayed) gives the eager
+#    run's logs, TensorBoard scalars and checkpoints bit for bit over 8 iterations with the same
+#    accumulation and clipping; the captures themselves succeed under the executor's rule that
+#    refuses any host synchronisation while a stream captures;
+#  - --cuda-graph is refused (exit 2, naming why) on the cpu backend, with dropout (its seed is a
+#    per-iteration kernel argument), and where the step reads values back (LMTK_TRAIN_SYNC_STEP).
 . "$(dirname "$0")/../lib.sh"
 EXEC=$TOP/build/lib/lmtk/train-cuda-exec.so
 if [ ! -s "$EXEC" ]; then
@@ -73,3 +79,47 @@ else
 	fail deferred_readback_gives_the_synchronous_logs_tfevents_and_checkpoints \
 		"train failed: $(tail -3 same-deferred.log same-sync.log)"
 fi
+
+# --cuda-graph against the eager run
+nodrop="--hidden-dropout 0 --attention-dropout 0 --train-iters 8 --save-interval 4"
+if run graph $nodrop --cuda-graph --save ck-graph --tensorboard-dir tb-graph &&
+   run eager $nodrop --save ck-eager --tensorboard-dir tb-eager; then
+	strip graph.log >a.txt
+	strip eager.log >b.txt
+	python3 "$TOP/tests/ref/tfevents-read.py" tb-graph | grep -v -e '^TEXT' -e iteration-time >ta.txt
+	python3 "$TOP/tests/ref/tfevents-read.py" tb-eager | grep -v -e '^TEXT' -e iteration-time >tb.txt
+	same=1
+	for s in 4 8; do
+		cmp -s ck-graph/global_step$s/rank_tp00_pp000.safetensors \
+			ck-eager/global_step$s/rank_tp00_pp000.safetensors || same=0
+	done
+	if [ "$same" = 1 ] && [ "$(grep -c iteration a.txt)" -ge 8 ] && [ -s ta.txt ] &&
+	   cmp -s a.txt b.txt && cmp -s ta.txt tb.txt; then
+		ok cuda_graph_replays_give_the_eager_run_bit_for_bit
+	else
+		fail cuda_graph_replays_give_the_eager_run_bit_for_bit \
+			"checkpoints same: $same; $(diff a.txt b.txt | head -4; diff ta.txt tb.txt | head -4)"
+	fi
+else
+	fail cuda_graph_replays_give_the_eager_run_bit_for_bit "train failed: $(tail -3 graph.log eager.log)"
+fi
+
+refused() {   # refused NAME NEEDLE [env] -- flags
+	local name=$1 needle=$2
+	shift 2
+	"$@" >"$name.log" 2>&1
+	local rc=$?
+	if [ $rc = 2 ] && grep -q -- "--cuda-graph cannot replay.*$needle" "$name.log"; then
+		ok "cuda_graph_refused_$name"
+	else
+		fail "cuda_graph_refused_$name" "exit $rc: $(tail -2 "$name.log")"
+	fi
+}
+base="--num-layers 1 --hidden-size 64 --num-attention-heads 4 --seq-length 32
+	--max-position-embeddings 32 --micro-batch-size 2 --global-batch-size 4 --lr 1e-3
+	--data-path rand --vocab-file vocab.json --merge-file merges.txt --split 1000,0,0
+	--eval-iters 0 --train-iters 2 --cuda-graph"
+refused on_cpu "has no CUDA graphs" "$BIN/train" $base --device cpu --hidden-dropout 0 --attention-dropout 0
+refused with_dropout "dropout's seed" env LMTK_CUDA_PLUGIN="$EXEC" "$BIN/train" $base --device cuda --bf16
+refused when_values_are_read_back "LMTK_TRAIN_SYNC_STEP" env LMTK_TRAIN_SYNC_STEP=1 \
+	LMTK_CUDA_PLUGIN="$EXEC" "$BIN/train" $base --device cuda --bf16 --hidden-dropout 0 --attention-dropout 0
