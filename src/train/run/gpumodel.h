@@ -48,6 +48,7 @@ struct gpumodel_device {
 struct gpumodel_consts {
 	double gemm, simt, hbm, net;   /* shares of a peak */
 	double gap, sync;              /* seconds per launch, per host synchronisation */
+	double gap_graph;              /* seconds per launch replayed from a CUDA graph */
 	int tile_m, tile_n;
 	double lat_nvlink, lat_net;    /* seconds per NCCL call */
 };
@@ -67,6 +68,7 @@ struct gpumodel_cfg {
 	int alibi, embed_ln, fp16, zero1, post_ln, reset_pos, reset_attn;
 	double hidden_dropout, sgd_momentum;   /* attention dropout launches nothing more */
 	int deferred;                       /* run.c: the step's scalars stay on the device */
+	int graph;                          /* --cuda-graph: the step replayed as a CUDA graph */
 	enum gpumodel_opt opt;
 };
 

@@ -485,6 +485,7 @@ static void model_timing(struct plan *p)
 		.deferred = p->tp * p->pp * p->dp == 1 && !a->fp16 && a->model_type != MT_BERT &&
 			    !a->use_bnb_optimizer && strcmp(a->optimizer, "adam") == 0 &&
 			    !a->spike_policy && !a->log_zeros,
+		.graph = a->cuda_graph,
 		.opt = a->use_bnb_optimizer ? GM_BNB : strcmp(a->optimizer, "lamb") == 0 ? GM_LAMB
 		       : strcmp(a->optimizer, "sgd") == 0 ? GM_SGD : GM_ADAMW,
 	};
