@@ -123,3 +123,36 @@ refused on_cpu "has no CUDA graphs" "$BIN/train" $base --device cpu --hidden-dro
 refused with_dropout "dropout's seed" env LMTK_CUDA_PLUGIN="$EXEC" "$BIN/train" $base --device cuda --bf16
 refused when_values_are_read_back "LMTK_TRAIN_SYNC_STEP" env LMTK_TRAIN_SYNC_STEP=1 \
 	LMTK_CUDA_PLUGIN="$EXEC" "$BIN/train" $base --device cuda --bf16 --hidden-dropout 0 --attention-dropout 0
+
+# the step model (train --dry-run): no host sync in the deferred step, four per step without it
+# (--fp16: each micro-batch's losses and bad count, the norm, the overflow check); --cuda-graph
+# prices every launch at gpu-model.py's GAP_GRAPH instead of GAP
+dryrun() {   # dryrun OUT [flags]
+	local out=$1
+	shift
+	"$BIN/train" --dry-run --format json --num-layers 3 --hidden-size 64 --num-attention-heads 4 \
+		--seq-length 32 --max-position-embeddings 32 --micro-batch-size 3 \
+		--global-batch-size 3 --train-iters 3 --lr 1e-4 --data-path rand \
+		--vocab-file vocab.json --merge-file merges.txt --split 1000,0,0 --nodes 1 \
+		--gpus-per-node 1 --gpu-model h100 "$@" >"$out" 2>"$out.err"
+}
+if dryrun d-eager.json --bf16 && dryrun d-graph.json --bf16 --cuda-graph && dryrun d-fp16.json --fp16; then
+	python3 - "$TOP/tests/bench/gpu-model.py" d-eager.json d-graph.json d-fp16.json <<'PYEOF' &&
+import importlib.util, json, sys
+spec = importlib.util.spec_from_file_location("gm", sys.argv[1])
+gm = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(gm)
+e, g, f = (json.load(open(x))["time"]["step_model"] for x in sys.argv[2:])
+syncs = lambda s: [o["count"] for o in s["ops"] if o["op"].startswith("host syncs")][0]
+saved = e["iteration_seconds"] - g["iteration_seconds"]
+want = e["launches"] * (gm.GAP - gm.GAP_GRAPH)
+ok = syncs(e) == 0 and syncs(g) == 0 and syncs(f) == 4 and e["launches"] == g["launches"] > 0
+ok &= abs(saved - want) < 1e-9 * e["iteration_seconds"] + 1e-12
+if not ok:
+    print("# syncs %s %s %s; graph saves %.3g s, want %.3g" % (syncs(e), syncs(g), syncs(f), saved, want))
+sys.exit(0 if ok else 1)
+PYEOF
+	ok step_model_has_no_host_sync_and_graph_launch_gaps || fail step_model_has_no_host_sync_and_graph_launch_gaps "see above"
+else
+	fail step_model_has_no_host_sync_and_graph_launch_gaps "$(cat d-*.err)"
+fi
