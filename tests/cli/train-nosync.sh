@@ -14,6 +14,10 @@
 #    run's logs, TensorBoard scalars and checkpoints bit for bit over 8 iterations with the same
 #    accumulation and clipping; the captures themselves succeed under the executor's rule that
 #    refuses any host synchronisation while a stream captures;
+#  - --fp16 keeps Megatron's loss scaler on the host and reads each step back once, at its end
+#    (the next step's scale and learning rate hang on the overflow flag): one wait per step, for
+#    the step's own scalars, none inside it; with a scale that doubles and overflows (skipped
+#    steps) the logs, TensorBoard and checkpoints equal the synchronous run's;
 #  - --cuda-graph is refused (exit 2, naming why) on the cpu backend, with dropout (its seed is a
 #    per-iteration kernel argument), and where the step reads values back (LMTK_TRAIN_SYNC_STEP).
 . "$(dirname "$0")/../lib.sh"
@@ -25,11 +29,12 @@ fi
 cd "$T" || exit 3
 python3 "$TOP/tests/ref/rand-dataset.py" rand 64 200 20000 3 || exit 3
 run() {   # run NAME [flags]: env passes through
-	local name=$1
+	local name=$1 prec=--bf16
 	shift
+	case " $* " in *" --fp16 "*) prec= ;; esac
 	LMTK_CUDA_PLUGIN=$EXEC "$BIN/train" --num-layers 2 --hidden-size 64 \
 		--num-attention-heads 4 --seq-length 32 --max-position-embeddings 32 \
-		--micro-batch-size 2 --global-batch-size 4 --lr 1e-3 --bf16 --data-path rand \
+		--micro-batch-size 2 --global-batch-size 4 --lr 1e-3 $prec --data-path rand \
 		--vocab-file vocab.json --merge-file merges.txt --split 1000,0,0 --eval-iters 0 \
 		--log-interval 1 --device cuda --clip-grad 0.05 "$@" >"$name.log" 2>&1
 }
@@ -80,6 +85,35 @@ else
 		"train failed: $(tail -3 same-deferred.log same-sync.log)"
 fi
 
+# --fp16: the scaler's state machine on the host, one read-back at each step's end
+f16="--fp16 --initial-loss-scale 65536 --loss-scale-window 2 --hysteresis 1 --train-iters 10 --save-interval 5"
+if LMTK_CUDA_EXEC_SYNCS=$T/syncs-fp16 run fp16-deferred $f16 --save ck-f16d --tensorboard-dir tb-f16d \
+	--profile --profile-step-start 5 --profile-step-end 8 &&
+   LMTK_TRAIN_SYNC_STEP=1 run fp16-sync $f16 --save ck-f16s --tensorboard-dir tb-f16s; then
+	strip fp16-deferred.log >a.txt
+	strip fp16-sync.log >b.txt
+	python3 "$TOP/tests/ref/tfevents-read.py" tb-f16d | grep -v -e '^TEXT' -e iteration-time >ta.txt
+	python3 "$TOP/tests/ref/tfevents-read.py" tb-f16s | grep -v -e '^TEXT' -e iteration-time >tb.txt
+	same=1
+	for s in 5 10; do
+		cmp -s ck-f16d/global_step$s/rank_tp00_pp000.safetensors \
+			ck-f16s/global_step$s/rank_tp00_pp000.safetensors || same=0
+	done
+	waits=$(grep -c '^cudaEventSynchronize ' syncs-fp16)
+	others=$(grep -vc '^cudaEventSynchronize ' syncs-fp16)
+	skipped=$(grep -c 'skipped iterations: *1 ' a.txt)
+	if [ "$same" = 1 ] && [ "$waits" = 3 ] && [ "$others" = 0 ] && [ "$skipped" -ge 1 ] &&
+	   grep -q 'loss scale: 524288' a.txt && cmp -s a.txt b.txt && cmp -s ta.txt tb.txt; then
+		ok fp16_reads_each_step_back_once_at_its_end_as_the_synchronous_run
+	else
+		fail fp16_reads_each_step_back_once_at_its_end_as_the_synchronous_run \
+			"checkpoints same: $same, waits $waits, other syncs $others, skipped $skipped; $(diff a.txt b.txt | head -4)"
+	fi
+else
+	fail fp16_reads_each_step_back_once_at_its_end_as_the_synchronous_run \
+		"train failed: $(tail -3 fp16-deferred.log fp16-sync.log)"
+fi
+
 # --cuda-graph against the eager run
 nodrop="--hidden-dropout 0 --attention-dropout 0 --train-iters 8 --save-interval 4"
 if run graph $nodrop --cuda-graph --save ck-graph --tensorboard-dir tb-graph &&
@@ -124,8 +158,9 @@ refused with_dropout "dropout's seed" env LMTK_CUDA_PLUGIN="$EXEC" "$BIN/train" 
 refused when_values_are_read_back "LMTK_TRAIN_SYNC_STEP" env LMTK_TRAIN_SYNC_STEP=1 \
 	LMTK_CUDA_PLUGIN="$EXEC" "$BIN/train" $base --device cuda --bf16 --hidden-dropout 0 --attention-dropout 0
 
-# the step model (train --dry-run): no host sync in the deferred step, four per step without it
-# (--fp16: each micro-batch's losses and bad count, the norm, the overflow check); --cuda-graph
+# the step model (train --dry-run): no host sync in the deferred step, one with --fp16 (at the
+# end), three without the device's step (SGD: the micro-batch's losses and bad count, the norm);
+# --cuda-graph
 # prices every launch at gpu-model.py's GAP_GRAPH instead of GAP
 dryrun() {   # dryrun OUT [flags]
 	local out=$1
@@ -136,20 +171,23 @@ dryrun() {   # dryrun OUT [flags]
 		--vocab-file vocab.json --merge-file merges.txt --split 1000,0,0 --nodes 1 \
 		--gpus-per-node 1 --gpu-model h100 "$@" >"$out" 2>"$out.err"
 }
-if dryrun d-eager.json --bf16 && dryrun d-graph.json --bf16 --cuda-graph && dryrun d-fp16.json --fp16; then
-	python3 - "$TOP/tests/bench/gpu-model.py" d-eager.json d-graph.json d-fp16.json <<'PYEOF' &&
+if dryrun d-eager.json --bf16 && dryrun d-graph.json --bf16 --cuda-graph && dryrun d-fp16.json --fp16 &&
+   dryrun d-sgd.json --bf16 --optimizer sgd; then
+	python3 - "$TOP/tests/bench/gpu-model.py" d-eager.json d-graph.json d-fp16.json d-sgd.json <<'PYEOF' &&
 import importlib.util, json, sys
 spec = importlib.util.spec_from_file_location("gm", sys.argv[1])
 gm = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(gm)
-e, g, f = (json.load(open(x))["time"]["step_model"] for x in sys.argv[2:])
+e, g, f, sg = (json.load(open(x))["time"]["step_model"] for x in sys.argv[2:])
 syncs = lambda s: [o["count"] for o in s["ops"] if o["op"].startswith("host syncs")][0]
 saved = e["iteration_seconds"] - g["iteration_seconds"]
 want = e["launches"] * (gm.GAP - gm.GAP_GRAPH)
-ok = syncs(e) == 0 and syncs(g) == 0 and syncs(f) == 4 and e["launches"] == g["launches"] > 0
+ok = syncs(e) == 0 and syncs(g) == 0 and syncs(f) == 1 and syncs(sg) == 3
+ok &= e["launches"] == g["launches"] > 0
 ok &= abs(saved - want) < 1e-9 * e["iteration_seconds"] + 1e-12
 if not ok:
-    print("# syncs %s %s %s; graph saves %.3g s, want %.3g" % (syncs(e), syncs(g), syncs(f), saved, want))
+    print("# syncs %s %s %s %s; graph saves %.3g s, want %.3g" % (syncs(e), syncs(g), syncs(f),
+                                                             syncs(sg), saved, want))
 sys.exit(0 if ok else 1)
 PYEOF
 	ok step_model_has_no_host_sync_and_graph_launch_gaps || fail step_model_has_no_host_sync_and_graph_launch_gaps "see above"

@@ -990,6 +990,7 @@ static int case_step_scalars(void)
 			in.bc2_if[k] = (float)(1.0 - pow((double)0.95f, 2 + k));
 		}
 		in.loss_scale = 1.0f;
+		in.gscale_scale = 1.0f;
 		in.clip = sc[c][5] ? 0.5f : 0.0f;
 		in.masked = sc[c][4];
 		in.prev_pending = sc[c][0];

@@ -294,6 +294,7 @@ void cu_colsum(float *d0, float *d1, const void *dy, const void *x, const float 
 double cu_sumsq(const float *g, size_t n);
 int cu_all_within(const float *g, size_t n, float limit);
 void cu_sumsq_acc(double *acc, const float *g, size_t n);
+void cu_within_acc(int32_t *flag, const float *g, size_t n, float limit);
 void cu_loss_acc(double *acc, const float *losses, int N, int kept);
 
 /* matmul.cu */

@@ -365,6 +365,7 @@ static void fill_table(void)
 	o->adam32 = cu_adam32;
 	o->loss_acc = cu_loss_acc;
 	o->sumsq_acc = cu_sumsq_acc;
+	o->within_acc = cu_within_acc;
 	o->step_decide = cu_step_decide;
 	o->adamw_multi_step = cu_adamw_multi_step;
 	o->step_fetch = cuda_step_fetch;

@@ -176,8 +176,8 @@ __global__ void step_decide_k(struct ops_step *s, const struct ops_step *prev, c
 	s->bad = *bad - s->masked;
 	double norm = sqrt(s->sumsq) / (double)s->loss_scale;
 	int finite = isfinite(s->loss[0]) && isfinite(s->loss[1]) && isfinite(norm);
-	s->taken = finite && s->bad == 0;
-	float gscale = 1.0f / s->loss_scale;
+	s->taken = finite && s->bad == 0 && !s->overflow;
+	float gscale = 1.0f / s->gscale_scale;
 	if (s->clip > 0) {
 		double coeff = (double)s->clip / (norm + 1e-6);
 		if (coeff < 1.0)

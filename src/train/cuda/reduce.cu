@@ -245,6 +245,15 @@ __global__ void nonfinite_k(int *flag, const float *g, size_t n, float limit)
 			atomicExch(flag, 1);
 }
 
+void cu_within_acc(int32_t *flag, const float *g, size_t n, float limit)
+{
+	CU_ENTER();
+	if (n)
+		cu_launch(nonfinite_k, cu_grid(n, RED_T), RED_T, 0, cu.stream, (int *)flag, g, n,
+			  limit);
+	CU_LAUNCHED("nonfinite");
+}
+
 int cu_all_within(const float *g, size_t n, float limit)
 {
 	CU_ENTER();

@@ -79,6 +79,8 @@ struct ops_step {
 	float lr_if[2];            /* the learning rate */
 	float bc1_if[2], bc2_if[2];   /* 1 - b1^step, 1 - b2^step (rounded from double) */
 	float loss_scale;          /* 1 without fp16 */
+	float gscale_scale;        /* what gscale divides by: the loss scale after a clean step's
+				    * scaler update (optim.c: it may double first) */
 	float clip;                /* --clip-grad; 0: none */
 	int32_t masked;            /* targets masked out (-1): counted by the cross-entropy, not bad */
 	int32_t prev_pending;      /* 1: index the pairs above by the previous struct's `taken` */
@@ -86,6 +88,7 @@ struct ops_step {
 	double loss[2];            /* sum over micro-batches of each one's mean lm and sop loss */
 	double sumsq;              /* the gradients' sum of squares (loss-scaled) */
 	int32_t bad;               /* target tokens outside the vocabulary (ops.xent_fwd_bwd's count) */
+	int32_t overflow;          /* fp16: a gradient beyond fp16's range (ops.within_acc) */
 	/* decided by ops.step_decide */
 	int32_t taken;             /* 1: the optimizer updates; 0: skipped (non-finite loss or
 				    * gradient norm, or bad targets) */
@@ -304,10 +307,13 @@ struct ops {
 	void (*loss_acc)(double *acc, const float *losses, int N, int kept);
 	/* *acc += sum of squares of g(n), as sumsq computes it */
 	void (*sumsq_acc)(double *acc, const float *g, size_t n);
+	/* *flag = 1 when some element of g(n) is not finite or beyond limit (never cleared): the
+	 * fp16 overflow check of all_within, left on the device */
+	void (*within_acc)(int32_t *flag, const float *g, size_t n, float limit);
 	/* s->bad = *bad - s->masked; the norm = sqrt(s->sumsq) / s->loss_scale; taken = the loss
-	 * and the norm finite and no bad target; gscale = 1/loss_scale times min(1, clip / (norm +
-	 * 1e-6)) when clip > 0 (optim.c's arithmetic); lr, bc1, bc2 = entry prev->taken of their
-	 * pairs when s->prev_pending, else entry 0 */
+	 * and the norm finite, no overflow and no bad target; gscale = 1/gscale_scale times min(1,
+	 * clip / (norm + 1e-6)) when clip > 0 (optim.c's arithmetic); lr, bc1, bc2 = entry
+	 * prev->taken of their pairs when s->prev_pending, else entry 0 */
 	void (*step_decide)(struct ops_step *s, const struct ops_step *prev, const int *bad);
 	/* adamw_multi with lr, gscale and the bias corrections from s, doing nothing unless
 	 * s->taken */

@@ -44,6 +44,19 @@ static void scaler_update(struct optim *o, int overflow)
 	}
 }
 
+void optim_scaler(struct optim *o, int overflow)
+{
+	if (o->fp16)
+		scaler_update(o, overflow);
+}
+
+float optim_scale_after_clean(const struct optim *o)
+{
+	struct optim t = *o;
+	optim_scaler(&t, 0);
+	return t.loss_scale;
+}
+
 /* tensor i's learning rate: the word embedding's (either copy) times --embedding-lr-mult, as a
  * float product (what adamw_multi computes for it on the device) */
 static float tensor_lr(const struct optim *o, const struct model *m, int i, float lr)

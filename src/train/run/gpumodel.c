@@ -665,7 +665,9 @@ static void iteration_tail(struct ctx *x)
 	} else {
 		sumsq(x, P);
 	}
-	if (c->fp16) {   /* the overflow check Megatron's fp16 scaler needs */
+	if (c->fp16 && c->deferred) {   /* the overflow check, into the step's struct */
+		kernel(x, "nonfinite_k", sec(P * 4), 0);
+	} else if (c->fp16) {   /* the overflow check Megatron's fp16 scaler needs */
 		memset_(x, 4);
 		kernel(x, "nonfinite_k", sec(P * 4), 0);
 		dtoh(x);
@@ -710,6 +712,8 @@ static void iteration_tail(struct ctx *x)
 		}
 		break;
 	}
+	if (c->fp16 && c->deferred)   /* the next step's loss scale waits for this one's flag */
+		dtoh(x);
 	if (zero) {   /* every DP rank gets the others' updated shards, then the bf16 copy */
 		comm_gather(x, "nccl all-gather DP (ZeRO-1)", dp_group(x), P * 4);
 		kernel(x, (int64_t)P % 8 ? "f32_to_act_k<1>" : "f32_to_act_k<8>", sec(P * 4), sec(P * 2));

@@ -1142,6 +1142,8 @@ struct iter {
 	double loss, lm, sop, grad_norm;
 	int stepped, nonfinite, spike, bad;
 	int64_t nzeros;
+	int read;                  /* deferred: s holds its struct, read back */
+	struct ops_step s;
 };
 
 struct loop {   /* run_train's state between log lines, and how it ends */
@@ -1168,8 +1170,6 @@ static const char *defer_blocker(const struct run *r)
 		return "the backend reads every value back at once";
 	if (e && *e && strcmp(e, "0") != 0)
 		return "LMTK_TRAIN_SYNC_STEP is set";
-	if (a->fp16)
-		return "--fp16 (the loss scaler decides on the host)";
 	if (r->dist.world > 1)
 		return "more than one rank";
 	if (r->bert)
@@ -1213,6 +1213,8 @@ static const char *graph_blocker(const struct run *r)
 		return "--reset-attention-mask and --reset-position-ids copy per-sample masks";
 	if (r->t5)
 		return "--model-type t5 (its loss mask comes from the data)";
+	if (a->fp16)
+		return "--fp16 (the loss scale, a kernel argument, changes with the scaler)";
 	return NULL;
 }
 
@@ -1220,7 +1222,7 @@ static const char *graph_blocker(const struct run *r)
 static int drain_after(const struct run *r, int64_t it)
 {
 	const struct train_args *a = r->a;
-	return it >= r->iters || (a->eval_interval > 0 && it % a->eval_interval == 0) ||
+	return it >= r->iters || a->fp16 || (a->eval_interval > 0 && it % a->eval_interval == 0) ||
 	       (a->save && a->save_interval > 0 && it % a->save_interval == 0) ||
 	       (a->exit_interval > 0 && it % a->exit_interval == 0) ||
 	       (a->log_params_norm && it % a->log_interval == 0);
@@ -1323,6 +1325,7 @@ static int iter_queue(struct run *r, struct loop *L, struct iter *q, const struc
 		in.bc2_if[k] = (float)(1.0 - pow((double)op->b2, step));
 	}
 	in.loss_scale = op->loss_scale;
+	in.gscale_scale = optim_scale_after_clean(op);
 	in.clip = op->clip;
 	in.prev_pending = prev != NULL;
 	struct ops_step *ds = dstep(r, q->slot);
@@ -1359,6 +1362,8 @@ static int iter_queue(struct run *r, struct loop *L, struct iter *q, const struc
 	int32_t masked = m->dstep_masked;
 	o->to_device(&ds->masked, &masked, sizeof masked);
 	o->sumsq_acc(&ds->sumsq, m->grads, m->nparams);
+	if (op->fp16)   /* beyond 65504: what fp16 gradients could not hold (optim.c) */
+		o->within_acc(&ds->overflow, m->grads, m->nparams, 65504.0f);
 	o->step_decide(ds, dstep(r, q->slot ^ 1), m->bad_targets);
 	o->adamw_multi_step(m->master, m->params, m->grads, m->adam_m, m->adam_v, m->aseg,
 			    m->naseg, m->aseg_total, op->emb_lr_mult, op->b1, op->b2, op->eps,
@@ -1371,14 +1376,24 @@ static int iter_queue(struct run *r, struct loop *L, struct iter *q, const struc
 	return 0;
 }
 
+/* a deferred iteration's struct, read back (once) */
+static void iter_read(struct run *r, struct iter *q)
+{
+	if (q->deferred && !q->read) {
+		q->s = *r->m.ops->step_wait(q->slot);
+		q->read = 1;
+	}
+}
+
 /* An iteration's bookkeeping, once its scalars are known: the scheduler, the counters, the
  * log line, TensorBoard, evaluation, saving, the stop decisions.  0, or -1: stop with L->rc. */
 static int iter_finish(struct run *r, struct loop *L, struct iter *q)
 {
 	const struct train_args *a = r->a;
 	struct ckpt_state *st = &r->st;
+	iter_read(r, q);
 	if (q->deferred) {
-		const struct ops_step *s = r->m.ops->step_wait(q->slot);
+		const struct ops_step *s = &q->s;
 		q->loss = s->loss[0] / q->micro;
 		q->lm = q->loss;
 		q->sop = s->loss[1] / q->micro;
@@ -1394,6 +1409,10 @@ static int iter_finish(struct run *r, struct loop *L, struct iter *q)
 		}
 		if (q->stepped)
 			st->optim.step++;   /* the device's count, mirrored for checkpoints */
+		/* the scaler as optim_step runs it: not on a non-finite loss (no step was tried),
+		 * else an overflow (a non-finite norm, or a gradient beyond fp16's range) halves */
+		if (isfinite(q->loss))
+			optim_scaler(&st->optim, !q->stepped);
 		q->spike = spike_check(r, q->it, q->loss, &q->nonfinite);
 		r->it_lm = q->lm;
 		r->it_sop = q->sop;
@@ -1682,7 +1701,8 @@ int run_train(const struct train_args *a, const struct plan *p, const char *cmdl
 			break;
 		if (qrc > 0)
 			continue;
-		if (profiling && it == a->profile_step_end)
+		int drain = !deferred || L.stop || drain_after(&r, it);
+		if (profiling && it == a->profile_step_end && !drain)
 			r.m.ops->profiler(0);
 		if (have_pend) {   /* iteration it is queued: now read it - 1 */
 			have_pend = 0;
@@ -1690,7 +1710,12 @@ int run_train(const struct train_args *a, const struct plan *p, const char *cmdl
 				break;
 			/* a stop decided there comes after q, already applied: finished below */
 		}
-		if (!deferred || L.stop || drain_after(&r, it)) {
+		if (drain || L.stop) {
+			/* a read-back that drains the device is part of the profiled step */
+			if (profiling && it == a->profile_step_end) {
+				iter_read(&r, &q);
+				r.m.ops->profiler(0);
+			}
 			if (iter_finish(&r, &L, &q) < 0)
 				break;
 		} else {
