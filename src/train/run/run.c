@@ -1128,11 +1128,16 @@ static int rollback(struct run *r, int64_t iteration, double loss, char *err, si
  * iteration, --log-params-norm's log line, a --skip-train-iteration-range - reads that
  * iteration back before the next one is queued (drain_after).
  *
+ * fp16: the next step's loss scale (a kernel argument: the loss gradient's scale) and learning
+ * rate hang on this step's overflow flag, as in Megatron (found_inf.item()).  The host keeps
+ * Megatron's scaler state machine (optim.c) and reads each fp16 step back once, at its end,
+ * after the optimizer is queued (drain_after): one wait per step, none inside it; the overflow
+ * check itself runs on the device into the struct (ops.within_acc).  Keeping the state machine
+ * on the device as well would save that wait but put the hysteresis, the window and the
+ * scheduler's skip into kernels for a path Megatron itself syncs on.
+ *
  * The synchronous path (every value read at once, as before) remains where a value is needed
- * on the host inside the step (defer_blocker says which): fp16 - its loss scale and the
- * scheduler's advance on the next step hang on the overflow flag, and Megatron syncs there too
- * (found_inf.item()), so fp16 keeps the host's scaler state machine; the synchronisation comes
- * at the step's end, after the optimizer is queued -, --spike-policy skip/rollback (a host
+ * on the host inside the step (defer_blocker says which): --spike-policy skip/rollback (a host
  * decision before the update), BERT (the sentence-order loss comes back per micro-batch), more
  * than one rank (host collectives of the loss), optimizers other than the one-launch AdamW, and
  * --log-num-zeros-in-grad.  LMTK_TRAIN_SYNC_STEP=1 forces it, to compare the two. */
