@@ -173,10 +173,11 @@ void cu_adamw_multi_step(float *master, void *param, const float *g, float *m, f
  * types, so a deferred step decides what a synchronous one would. */
 __global__ void step_decide_k(struct ops_step *s, const struct ops_step *prev, const int *bad)
 {
-	s->bad = *bad - s->masked;
+	/* every read before the first write (the step model counts the struct's sectors so) */
+	int nbad = *bad - s->masked;
 	double norm = sqrt(s->sumsq) / (double)s->loss_scale;
 	int finite = isfinite(s->loss[0]) && isfinite(s->loss[1]) && isfinite(norm);
-	s->taken = finite && s->bad == 0 && !s->overflow;
+	int taken = finite && nbad == 0 && !s->overflow;
 	float gscale = 1.0f / s->gscale_scale;
 	if (s->clip > 0) {
 		double coeff = (double)s->clip / (norm + 1e-6);
@@ -184,10 +185,13 @@ __global__ void step_decide_k(struct ops_step *s, const struct ops_step *prev, c
 			gscale *= (float)coeff;
 	}
 	int k = s->prev_pending && prev->taken ? 1 : 0;
+	float lr = s->lr_if[k], bc1 = s->bc1_if[k], bc2 = s->bc2_if[k];
+	s->bad = nbad;
+	s->taken = taken;
 	s->gscale = gscale;
-	s->lr = s->lr_if[k];
-	s->bc1 = s->bc1_if[k];
-	s->bc2 = s->bc2_if[k];
+	s->lr = lr;
+	s->bc1 = bc1;
+	s->bc2 = bc2;
 }
 
 void cu_step_decide(struct ops_step *s, const struct ops_step *prev, const int *bad)

@@ -1,10 +1,12 @@
 #include "train/run/gpumodel.h"
 
 #include <math.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "train/model/ops.h"
 #include "train/optim/bnb.h"
 
 /* --- the one table: tests/bench/gpu-model.py has the same numbers and they must agree -------
@@ -595,17 +597,25 @@ static void sumsq(struct ctx *x, double n)   /* reduce.cu cu_sumsq: two kernels,
 /* run.c iter_queue after the micro-batches: the sum of squares added into the step's struct
  * (ops_step: one 256-byte slot per parity), the decision, nothing read back - the struct's copy
  * to pinned memory is waited for only once the next step is queued */
+/* the 32-byte sectors of the struct's bytes [lo, hi) (a slot starts a sector) */
+static double span(size_t lo, size_t hi)
+{
+	return 32.0 * (double)((hi + 31) / 32 - lo / 32);
+}
+
 static void deferred_tail(struct ctx *x, double P)
 {
 	double G = ceil(P / 4096);
 	if (G > 1024)
 		G = 1024;
-	htod(x, 88);   /* the struct's inputs (sizeof struct ops_step) */
-	htod(x, 4);    /* the masked targets' count */
+	htod(x, sizeof(struct ops_step));   /* the struct's inputs */
+	htod(x, 4);                         /* the masked targets' count */
 	kernel(x, "sumsq_part_k", sec(P * 4), sec(G * 8));
 	kernel(x, "sumsq_fin_k", sec(G * 8) + 32, 32);   /* reads the accumulator too */
-	/* the struct's first two sectors, the previous one's `taken`, the bad-target count */
-	kernel(x, "step_decide_k", 128, 32);
+	/* reads the inputs and the sums (then writes the decision), the previous struct's `taken`,
+	 * the bad-target count */
+	kernel(x, "step_decide_k", span(0, offsetof(struct ops_step, taken)) + 64,
+	       span(offsetof(struct ops_step, bad), sizeof(struct ops_step)));
 }
 
 /* run.c step_grads after the micro-batches, and optim.c optim_step */
@@ -682,7 +692,9 @@ static void iteration_tail(struct ctx *x)
 		if (zero)   /* the shard holds a contiguous slice of the tensors */
 			nseg = nseg / dp + 2;
 		/* deferred: + the struct's sector with the decision */
-		kernel(x, "adamw_multi_k", 16 * Po + sec(nseg * 32.0) + (c->deferred ? 32 : 0), 14 * Po);
+		double dec = c->deferred ? span(offsetof(struct ops_step, taken),
+						 offsetof(struct ops_step, bc2) + sizeof(float)) : 0;
+		kernel(x, "adamw_multi_k", 16 * Po + sec(nseg * 32.0) + dec, 14 * Po);
 		break;
 	}
 	case GM_LAMB:
