@@ -1152,8 +1152,8 @@ struct iter {
 };
 
 struct loop {   /* run_train's state between log lines, and how it ends */
-	double t_start, t_log, loss_sum, sop_sum, grad_norm;
-	int64_t log_iters, log_skipped, log_nan, loss_n, last_saved, nzeros;
+	double t_start, t_log, loss_sum, sop_sum;
+	int64_t log_iters, log_skipped, log_nan, loss_n, last_saved;
 	int rc, stop;
 	const char *why_stop;
 };
@@ -1577,13 +1577,11 @@ out:
 	L->t_log = t_log;
 	L->loss_sum = loss_sum;
 	L->sop_sum = sop_sum;
-	L->grad_norm = grad_norm;
 	L->log_iters = log_iters;
 	L->log_skipped = log_skipped;
 	L->log_nan = log_nan;
 	L->loss_n = loss_n;
 	L->last_saved = last_saved;
-	L->nzeros = nzeros;
 	if (why_stop) {
 		L->why_stop = why_stop;
 		L->stop = 1;   /* saved below, then said: Megatron saves before it says it exits */
