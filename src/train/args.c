@@ -29,7 +29,7 @@ enum {
 	O_OPTIMIZER, O_DATALOADER, O_EVALONLY, O_FINETUNE, O_NOLOADOPT, O_LOSSSCALE, O_TBLOGINT,
 	O_TBNOLR, O_TBNOLS, O_LOGPATH, O_EODMASK, O_RESETPOS, O_RESETATT, O_POSTLN, O_OPENAIGELU,
 	O_DEEPSCALE, O_DSCONFIG, O_CURRICULUM, O_CCDIR, O_CCINT, O_CPUTDP, O_CKNL, O_DSACK,
-	O_PROFILE, O_PROFSTART, O_PROFEND, O_PROFRANKS, O_SGDMOM, O_EMBLRMULT, O_ALPHA, O_LAMBNOISE,
+	O_CUDAGRAPH, O_PROFILE, O_PROFSTART, O_PROFEND, O_PROFRANKS, O_SGDMOM, O_EMBLRMULT, O_ALPHA, O_LAMBNOISE,
 	O_MODELTYPE, O_TOKTYPES, O_NOBINHEAD, O_MASKPROB, O_SHORTSEQ, O_ENCSEQ, O_DECSEQ, O_EXTRAIDS,
 };
 
@@ -166,6 +166,7 @@ const struct opt args_opts[] = {
 	/* stopping */
 	{"exit-interval", O_EXITINT, "N", "save and exit 0 when the iteration is a multiple of N"},
 	{"exit-duration-in-mins", O_EXITDUR, "M", "save and exit 0 after M minutes"},
+	{"cuda-graph", O_CUDAGRAPH, NULL, "after a warm-up step, capture the training step as a CUDA graph and replay it (one GPU, static shapes; see train(1))"},
 	{"profile", O_PROFILE, NULL, "bracket iterations [--profile-step-start, --profile-step-end) with cudaProfilerStart/Stop (nsys --capture-range=cudaProfilerApi)"},
 	{"profile-step-start", O_PROFSTART, "N", "first profiled iteration, counted from 0 as Megatron-LM (default 10)"},
 	{"profile-step-end", O_PROFEND, "N", "profiling stops before this iteration (default 12)"},
@@ -637,6 +638,7 @@ int args_opt(void *ctx, int key, const char *arg, char *err, size_t errlen)
 	case O_EXITDUR: return num(arg, &a->exit_duration_mins, 0, 1, err, errlen);
 	case O_KILL: a->kill_switch_path = arg; return 0;
 	case O_PROFILE: a->profile = 1; return 0;
+	case O_CUDAGRAPH: a->cuda_graph = 1; return 0;
 	case O_PROFSTART:
 		a->profile_range_given = 1;
 		return nonneg_int(arg, &a->profile_step_start, err, errlen);

@@ -123,6 +123,7 @@ struct train_args {
 	int tb_timers, tb_batch, tb_ppl, log_zeros, log_params_norm;
 	int64_t skip[ARGS_MAX_SKIP][2];
 	int nskip;
+	int cuda_graph;                /* --cuda-graph: the step replayed as a CUDA graph */
 	int profile;                   /* --profile: cudaProfilerStart/Stop around */
 	int64_t profile_step_start, profile_step_end;   /* iterations [start, end), from 0 */
 	int64_t profile_ranks[ARGS_MAX_PROFRANKS];

@@ -83,7 +83,9 @@ ATTN = {
     "attn_fwd_k": (2, "simt"), "attn_bwd_dkv_k": (4, "simt"), "attn_bwd_dq_k": (3, "simt"),
 }
 GAP = 2.5e-6        # per launch: the GPU front end between dependent kernels, no CUDA graph
-SYNC = 10e-6        # per host synchronisation inside the step (a DtoH copy the host waits for)
+GAP_GRAPH = 1.0e-6  # per launch replayed from a CUDA graph (train --cuda-graph): an assumption
+                    # until measured on a GPU (gpumodel.c gap_graph says why)
+SYNC = 10e-6        # per host synchronisation inside the step (one that drains the device)
 TILE = (128, 256)   # cuBLAS's usual bf16 tile on these parts, for wave quantisation
 
 
@@ -225,11 +227,14 @@ def main():
     ap.add_argument("--b2", type=int, default=2)
     ap.add_argument("profiles", nargs=4, help="L1 b1, L2 b1, L1 b2, L2 b2")
     ap.add_argument("--json", help="write the predictions here too")
+    ap.add_argument("--cuda-graph", action="store_true",
+                    help="price each launch at GAP_GRAPH: the step replayed as a CUDA graph")
     ap.add_argument("--check", metavar="PROFILE",
                     help="instead of predicting: extend the four runs to --layers and --batch at "
                     "--seq = --run-seq and compare with this profile of that run (the kernels' "
                     "launches and GEMM calls exactly, their bytes within 5%%); exit 1 if they differ")
     a = ap.parse_args()
+    gap = GAP_GRAPH if a.cuda_graph else GAP
     p11, p21, p12, p22 = (load(f) for f in a.profiles)
     L, B, T, C, H = a.layers, a.batch, a.seq, a.hidden, a.heads
     D = C // H
@@ -265,7 +270,9 @@ def main():
     if a.check:
         sys.exit(check(a, kern, gemm_calls, rep))
 
-    syncs = sum(1 for o in p11 if o["op"] == "copy" and o["kind"] == "DtoH")
+    # a host wait that left the device with nothing queued (a read-back of the iteration in
+    # flight while the next one is queued costs the device nothing)
+    syncs = sum(1 for o in p11 if o["op"] == "sync" and o["queued"] == 0)
     # host-to-device bytes (token ids, targets) are per token: extended like a kernel's
     htod = [bilinear(*(sum(o["bytes"] for o in p if o["op"] == "copy" and o["kind"] == "HtoD")
                        for p in (p11, p21, p12, p22)), L, x)]
@@ -286,14 +293,14 @@ def main():
                 tm = max(tm, flops / (dev[pipe] * eff))
             kind = "attention" if base.startswith("attn") else "other"
             rows.append(dict(op=n, kind=kind, count=k["count"], per_layer=k["per_layer"],
-                             flops=flops, bytes=byts, time=tm + GAP * k["count"]))
+                             flops=flops, bytes=byts, time=tm + gap * k["count"]))
         for key, cnt in gemm_calls.items():
             o = rep[key]
             tm, fl, by = gemm_time(o, dev)
             epi = o["epilogue"] + ("+bias" if o["bias"] else "") + ("+aux" if o["aux"] else "")
             rows.append(dict(op=f"gemm {o['m']}x{o['n']}x{o['k']} {epi}", kind="gemm", count=cnt,
                              per_layer=0, flops=fl * cnt, bytes=by * cnt,
-                             time=(tm + GAP) * cnt))
+                             time=(tm + gap) * cnt))
         sync_t = syncs * SYNC + sum(htod) / dev["pcie"]
         rows.append(dict(op="host syncs + HtoD copies", kind="other", count=syncs, per_layer=0,
                          flops=0, bytes=sum(htod), time=sync_t))
@@ -301,7 +308,7 @@ def main():
         att = sum(r["time"] for r in rows if r["kind"] == "attention")
         gem = sum(r["time"] for r in rows if r["kind"] == "gemm")
         attn_flops = sum(r["flops"] for r in rows if r["kind"] == "attention")
-        best = step - att + attn_flops / (dev["tc"] * EFF["best"]) + GAP * sum(
+        best = step - att + attn_flops / (dev["tc"] * EFF["best"]) + gap * sum(
             r["count"] for r in rows if r["kind"] == "attention")
         res = dict(step_s=step, tokens_per_s=tok_target / step,
                    mfu=model_flops / step / dev["tc"], gemm_share=gem / step,

@@ -12,6 +12,8 @@
  *    "epilogue":"none"|"gelu"|"dgelu","bias":0|1,"aux":0|1}   a..d: element bytes (0: unused C)
  *   {"op":"nccl","call":"AllReduce","count":N,"bytes":B,"ranks":R}
  *   {"op":"copy","kind":"HtoD"|"DtoH"|"DtoD","bytes":B}     {"op":"memset","bytes":B}
+ *   {"op":"sync","call":"cudaStreamSynchronize","queued":Q}   a host synchronisation (runtime.cpp),
+ *       Q the operations still queued when it returned: 0, the device ran dry
  * Nothing is written between cudaProfilerStop() and the next cudaProfilerStart(), and nothing
  * before the first cudaProfilerStart() when LMTK_CUDA_EXEC_PROFILE_CAPTURE=api (nsys's
  * --capture-range=cudaProfilerApi); both synchronise the device first, so the range holds
@@ -73,18 +75,25 @@ void prof_line(const char *fmt, ...)
 	fputc('\n', g_prof);
 }
 
+extern int g_sync_range;       /* runtime.cpp: LMTK_CUDA_EXEC_SYNCS records in the range */
+void cx_flush_all(void);
+
 extern "C" cudaError_t cudaProfilerStart(void)
 {
-	cudaError_t e = cudaDeviceSynchronize();
+	cx_flush_all();   /* the profiler's own synchronisation, not the program's */
+	cudaError_t e = g_sticky;
 	prof_init();
 	if (g_prof)
 		g_prof_on = 1;
+	g_sync_range = 1;
 	return e;
 }
 
 extern "C" cudaError_t cudaProfilerStop(void)
 {
-	cudaError_t e = cudaDeviceSynchronize();
+	g_sync_range = 0;
+	cx_flush_all();
+	cudaError_t e = g_sticky;
 	prof_init();
 	if (g_prof)
 		fflush(g_prof);

@@ -179,6 +179,9 @@ extern "C" const char *cudaGetErrorName(cudaError_t e)
 	N(cudaErrorInvalidResourceHandle) N(cudaErrorNotReady) N(cudaErrorIllegalAddress)
 	N(cudaErrorLaunchOutOfResources) N(cudaErrorAssert) N(cudaErrorIllegalInstruction)
 	N(cudaErrorMisalignedAddress) N(cudaErrorLaunchFailure) N(cudaErrorUnknown)
+	N(cudaErrorIllegalState) N(cudaErrorStreamCaptureUnsupported)
+	N(cudaErrorStreamCaptureInvalidated) N(cudaErrorStreamCaptureIsolation)
+	N(cudaErrorStreamCaptureImplicit) N(cudaErrorCapturedEvent)
 #undef N
 	}
 	return "cudaErrorUnknown";
@@ -208,6 +211,17 @@ extern "C" const char *cudaGetErrorString(cudaError_t e)
 	case cudaErrorIllegalInstruction: return "an illegal instruction was encountered";
 	case cudaErrorMisalignedAddress: return "misaligned address";
 	case cudaErrorLaunchFailure: return "unspecified launch failure";
+	case cudaErrorIllegalState: return "operation not permitted in the current state";
+	case cudaErrorStreamCaptureUnsupported:
+		return "operation not permitted when stream is capturing";
+	case cudaErrorStreamCaptureInvalidated:
+		return "operation failed due to a previous error during capture";
+	case cudaErrorStreamCaptureIsolation:
+		return "dependency created on uncaptured work in another stream";
+	case cudaErrorStreamCaptureImplicit:
+		return "operation would make the legacy stream depend on a capturing blocking stream";
+	case cudaErrorCapturedEvent:
+		return "operation not permitted on an event last recorded in a capturing stream";
 	default: return "unknown error";
 	}
 }
@@ -407,12 +421,16 @@ int cx_device_range(const void *p, size_t bytes, const char *what, const char *a
 	return 0;
 }
 
+static int malloc_refused(void);   /* a capture in the global mode is active */
+
 extern "C" cudaError_t cudaMalloc(void **p, size_t bytes)
 {
 	API_ENTER();
 	if (!p)
 		return ret(cudaErrorInvalidValue);
 	*p = NULL;
+	if (malloc_refused())
+		return ret(cudaErrorStreamCaptureUnsupported);
 	if (arena_init() < 0)
 		return ret(cudaErrorMemoryAllocation);
 	if (bytes == 0)
@@ -481,10 +499,25 @@ struct Op {
 	const char *what;
 };
 
+/* A captured graph, and its instantiation: the operations in the order they were queued.  A
+ * kernel keeps the argument values of its launch (the heap copy cx_launch made), a copy its
+ * pointers, a cuBLASLt call its descriptors: a launch of the graph queues them all again, in
+ * order, on the launch's stream - what a captured single-stream graph's nodes do on a GPU. */
+struct CUgraph_st {
+	std::vector<Op> ops;
+};
+struct CUgraphExec_st {
+	std::vector<Op> ops;
+	int live;
+};
+
 struct CUstream_st {
 	std::deque<Op> q;
 	unsigned flags;
 	int live;
+	CUgraph_st *cap;                /* capturing into it (cudaStreamBeginCapture), or NULL */
+	int cap_mode;                   /* cudaStreamCaptureMode */
+	int cap_bad;                    /* invalidated: cudaStreamEndCapture fails */
 };
 
 struct CUevent_st {
@@ -493,9 +526,10 @@ struct CUevent_st {
 	int done;
 	double t;        /* seconds, when reached */
 	int live;
+	int captured;    /* last recorded into a capture: waits on it are errors outside it */
 };
 
-static CUstream_st g_null_stream = {{}, 0, 1};
+static CUstream_st g_null_stream = {{}, 0, 1, NULL, 0, 0};
 static std::vector<CUstream_st *> g_streams; /* created ones, live or not */
 
 static double now(void)
@@ -513,6 +547,91 @@ static CUstream_st *stream_of(cudaStream_t s)
 		if (x == s)
 			return x->live ? x : NULL;
 	return NULL;
+}
+
+/* ---- host synchronisation and stream capture ----
+ *
+ * A host synchronisation (cudaStreamSynchronize, cudaDeviceSynchronize, cudaEventSynchronize,
+ * cudaStreamQuery / cudaEventQuery, a blocking cudaMemcpy, cudaMemcpyAsync to pageable memory,
+ * cudaFree, cudaFreeHost) is what the CUDA runtime refuses while a stream captures: with a
+ * capture in cudaStreamCaptureModeGlobal (or ThreadLocal: the executor has one host thread that
+ * matters) every such call fails with cudaErrorStreamCaptureUnsupported and invalidates the
+ * capture, so cudaStreamEndCapture then fails with cudaErrorStreamCaptureInvalidated - the
+ * "potentially unsafe API calls" of the Programming Guide's stream-capture section.  In
+ * cudaStreamCaptureModeRelaxed only a synchronisation that covers the capturing stream (that
+ * stream's, the device's, the legacy stream's) is refused.  cudaMalloc is refused in the global
+ * mode too, and a copy from or to pageable host memory is refused while capturing in any mode
+ * (a graph cannot stage pageable memory at each launch).
+ *
+ * LMTK_CUDA_EXEC_SYNCS=FILE appends one line per host synchronisation made between
+ * cudaProfilerStart() and cudaProfilerStop() (the training step range train --profile marks):
+ * "CALL QUEUED", QUEUED the operations still queued on every stream when it returned - 0 means
+ * the device ran dry while the host waited, which a synchronisation inside a step does. */
+static int g_capturing;                 /* streams capturing now */
+int g_sync_range;                       /* profile.cpp: inside cudaProfilerStart..Stop */
+static FILE *g_sync_log;
+
+static void capture_invalidate(CUstream_st *only)
+{
+	for (CUstream_st *x : g_streams)
+		if (x->cap && (!only || x == only))
+			x->cap_bad = 1;
+}
+
+/* 0 when the host may wait for `target` (NULL: the whole device) now; else the refusal */
+static cudaError_t sync_allowed(const char *call, CUstream_st *target)
+{
+	if (!g_capturing)
+		return cudaSuccess;
+	for (CUstream_st *x : g_streams) {
+		if (!x->cap || !x->live)
+			continue;
+		if (x->cap_mode != cudaStreamCaptureModeRelaxed || !target || target == x ||
+		    target == &g_null_stream) {
+			cx_say(call, "a host synchronisation while a stream is capturing: the capture "
+			       "is invalidated (cudaStreamEndCapture will fail)");
+			capture_invalidate(x->cap_mode == cudaStreamCaptureModeRelaxed ? x : NULL);
+			return ret(cudaErrorStreamCaptureUnsupported);
+		}
+	}
+	return cudaSuccess;
+}
+
+static int malloc_refused(void)
+{
+	for (CUstream_st *x : g_streams)
+		if (x->cap && x->cap_mode != cudaStreamCaptureModeRelaxed) {
+			cx_say("cudaMalloc", "cudaMalloc while a stream is capturing (global mode)");
+			capture_invalidate(NULL);
+			return 1;
+		}
+	return 0;
+}
+
+static size_t queued_ops(void)
+{
+	size_t n = g_null_stream.q.size();
+	for (CUstream_st *x : g_streams)
+		if (x->live)
+			n += x->q.size();
+	return n;
+}
+
+static void sync_note(const char *call)
+{
+	static int init;
+	if (!init) {
+		init = 1;
+		const char *f = getenv("LMTK_CUDA_EXEC_SYNCS");
+		if (f && *f && !(g_sync_log = fopen(f, "a")))
+			fprintf(stderr, "cuda-exec: LMTK_CUDA_EXEC_SYNCS=%s: cannot open it\n", f);
+		if (g_sync_log)
+			setvbuf(g_sync_log, NULL, _IOLBF, 0);
+	}
+	if (g_sync_log && g_sync_range)
+		fprintf(g_sync_log, "%s %zu\n", call, queued_ops());
+	if (g_prof_on)
+		prof_line("{\"op\":\"sync\",\"call\":\"%s\",\"queued\":%zu}", call, queued_ops());
 }
 
 /* Runs the queued work of s (all of it, or until *until is done). */
@@ -544,6 +663,20 @@ static void flush_all(void)
  * the order between them. */
 static cudaError_t enqueue(CUstream_st *s, const char *what, std::function<void()> fn)
 {
+	if (s->cap) {   /* captured: recorded into the graph, not run */
+		if (s->cap_bad)
+			return ret(cudaErrorStreamCaptureInvalidated);
+		s->cap->ops.push_back(Op{std::move(fn), what});
+		return cudaSuccess;
+	}
+	if (s == &g_null_stream && g_capturing) {
+		for (CUstream_st *x : g_streams)
+			if (x->cap && !(x->flags & cudaStreamNonBlocking)) {
+				cx_say(what, "the legacy stream would wait for a capturing blocking stream");
+				capture_invalidate(x);
+				return ret(cudaErrorStreamCaptureImplicit);
+			}
+	}
 	if (s == &g_null_stream) {
 		for (CUstream_st *x : g_streams)
 			if (x->live && !(x->flags & cudaStreamNonBlocking))
@@ -578,7 +711,7 @@ extern "C" cudaError_t cudaStreamCreateWithFlags(cudaStream_t *ps, unsigned flag
 	API_ENTER();
 	if (!ps || (flags & ~1u))
 		return ret(cudaErrorInvalidValue);
-	CUstream_st *s = new CUstream_st{{}, flags, 1};
+	CUstream_st *s = new CUstream_st{{}, flags, 1, NULL, 0, 0};
 	g_streams.push_back(s);
 	*ps = s;
 	return cudaSuccess;
@@ -595,6 +728,8 @@ extern "C" cudaError_t cudaStreamDestroy(cudaStream_t st)
 	CUstream_st *s = stream_of(st);
 	if (!s || s == &g_null_stream)
 		return ret(cudaErrorInvalidResourceHandle);
+	if (s->cap)
+		return ret(cudaErrorStreamCaptureUnsupported);
 	flush(s); /* queued work still completes */
 	s->live = 0;
 	return cudaSuccess;
@@ -606,10 +741,14 @@ extern "C" cudaError_t cudaStreamSynchronize(cudaStream_t st)
 	CUstream_st *s = stream_of(st);
 	if (!s)
 		return ret(cudaErrorInvalidResourceHandle);
+	cudaError_t e = sync_allowed("cudaStreamSynchronize", s);
+	if (e)
+		return e;
 	if (s == &g_null_stream)
 		flush_all();
 	else
 		flush(s);
+	sync_note("cudaStreamSynchronize");
 	return g_sticky != cudaSuccess ? g_sticky : cudaSuccess;
 }
 
@@ -619,11 +758,128 @@ extern "C" cudaError_t cudaStreamQuery(cudaStream_t st)
 	return cudaStreamSynchronize(st);
 }
 
+/* for the executor itself (cudaProfilerStart/Stop): the device's work, done, not counted */
+void cx_flush_all(void)
+{
+	std::lock_guard<std::recursive_mutex> l(g_mu);
+	flush_all();
+}
+
 extern "C" cudaError_t cudaDeviceSynchronize(void)
 {
 	API_ENTER();
+	cudaError_t e = sync_allowed("cudaDeviceSynchronize", NULL);
+	if (e)
+		return e;
 	flush_all();
+	sync_note("cudaDeviceSynchronize");
 	return g_sticky;
+}
+
+/* ---- graphs ---- */
+
+extern "C" cudaError_t cudaStreamBeginCapture(cudaStream_t st, enum cudaStreamCaptureMode mode)
+{
+	API_ENTER();
+	CUstream_st *s = stream_of(st);
+	if (!s)
+		return ret(cudaErrorInvalidResourceHandle);
+	if (s == &g_null_stream) {
+		cx_say("cudaStreamBeginCapture", "the legacy stream cannot be captured");
+		return ret(cudaErrorStreamCaptureUnsupported);
+	}
+	if (s->cap)
+		return ret(cudaErrorIllegalState);
+	if (mode != cudaStreamCaptureModeGlobal && mode != cudaStreamCaptureModeThreadLocal &&
+	    mode != cudaStreamCaptureModeRelaxed)
+		return ret(cudaErrorInvalidValue);
+	s->cap = new CUgraph_st;
+	s->cap_mode = mode;
+	s->cap_bad = 0;
+	g_capturing++;
+	return cudaSuccess;
+}
+
+extern "C" cudaError_t cudaStreamEndCapture(cudaStream_t st, cudaGraph_t *g)
+{
+	API_ENTER();
+	CUstream_st *s = stream_of(st);
+	if (!s || !g)
+		return ret(!s ? cudaErrorInvalidResourceHandle : cudaErrorInvalidValue);
+	if (!s->cap)
+		return ret(cudaErrorIllegalState);
+	CUgraph_st *graph = s->cap;
+	int bad = s->cap_bad;
+	s->cap = NULL;
+	s->cap_bad = 0;
+	g_capturing--;
+	if (bad) {
+		delete graph;
+		*g = NULL;
+		return ret(cudaErrorStreamCaptureInvalidated);
+	}
+	*g = graph;
+	return cudaSuccess;
+}
+
+extern "C" cudaError_t cudaStreamIsCapturing(cudaStream_t st, enum cudaStreamCaptureStatus *status)
+{
+	API_ENTER();
+	CUstream_st *s = stream_of(st);
+	if (!s || !status)
+		return ret(!s ? cudaErrorInvalidResourceHandle : cudaErrorInvalidValue);
+	*status = !s->cap ? cudaStreamCaptureStatusNone
+	        : s->cap_bad ? cudaStreamCaptureStatusInvalidated : cudaStreamCaptureStatusActive;
+	return cudaSuccess;
+}
+
+extern "C" cudaError_t cudaGraphInstantiateWithFlags(cudaGraphExec_t *x, cudaGraph_t g,
+						     unsigned long long flags)
+{
+	API_ENTER();
+	if (!x || !g || flags)   /* no flag (auto-free, upload, device launch) is implemented */
+		return ret(cudaErrorInvalidValue);
+	*x = new CUgraphExec_st{g->ops, 1};
+	return cudaSuccess;
+}
+
+extern "C" cudaError_t cudaGraphInstantiate(cudaGraphExec_t *x, cudaGraph_t g,
+					    unsigned long long flags)
+{
+	return cudaGraphInstantiateWithFlags(x, g, flags);
+}
+
+extern "C" cudaError_t cudaGraphLaunch(cudaGraphExec_t x, cudaStream_t st)
+{
+	API_ENTER();
+	CUstream_st *s = stream_of(st);
+	if (!x || !x->live || !s)
+		return ret(cudaErrorInvalidResourceHandle);
+	for (const Op &op : x->ops) {
+		cudaError_t e = enqueue(s, op.what, op.fn);
+		if (e)
+			return e;
+	}
+	return cudaSuccess;
+}
+
+extern "C" cudaError_t cudaGraphExecDestroy(cudaGraphExec_t x)
+{
+	API_ENTER();
+	if (!x || !x->live)
+		return ret(cudaErrorInvalidResourceHandle);
+	x->live = 0;   /* kept: a launch already queued holds copies of its operations */
+	x->ops.clear();
+	return cudaSuccess;
+}
+
+extern "C" cudaError_t cudaGraphDestroy(cudaGraph_t g)
+{
+	API_ENTER();
+	if (!g)
+		return ret(cudaErrorInvalidResourceHandle);
+	delete g;
+	return cudaSuccess;
 }
 
 extern "C" cudaError_t cudaEventCreateWithFlags(cudaEvent_t *pe, unsigned flags)
@@ -631,7 +887,7 @@ extern "C" cudaError_t cudaEventCreateWithFlags(cudaEvent_t *pe, unsigned flags)
 	API_ENTER();
 	if (!pe || (flags & ~7u))
 		return ret(cudaErrorInvalidValue);
-	*pe = new CUevent_st{NULL, 0, 0, 0.0, 1};
+	*pe = new CUevent_st{NULL, 0, 0, 0.0, 1, 0};
 	return cudaSuccess;
 }
 
@@ -656,8 +912,9 @@ extern "C" cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t st)
 	if (!e || !e->live || !s)
 		return ret(cudaErrorInvalidResourceHandle);
 	e->s = s;
-	e->pending = 1;
+	e->pending = !s->cap;
 	e->done = 0;
+	e->captured = s->cap != NULL;
 	return enqueue(s, "cudaEventRecord", [e]() {
 		e->done = 1;
 		e->pending = 0;
@@ -670,8 +927,14 @@ extern "C" cudaError_t cudaEventSynchronize(cudaEvent_t e)
 	API_ENTER();
 	if (!e || !e->live)
 		return ret(cudaErrorInvalidResourceHandle);
+	if (e->captured)
+		return ret(cudaErrorCapturedEvent);
+	cudaError_t r = sync_allowed("cudaEventSynchronize", e->pending ? e->s : NULL);
+	if (r)
+		return r;
 	if (e->pending)
 		flush(e->s, &e->done);
+	sync_note("cudaEventSynchronize");
 	return g_sticky;
 }
 
@@ -686,6 +949,18 @@ extern "C" cudaError_t cudaStreamWaitEvent(cudaStream_t st, cudaEvent_t e, unsig
 	CUstream_st *s = stream_of(st);
 	if (!e || !e->live || !s || flags)
 		return ret(cudaErrorInvalidResourceHandle);
+	if (e->captured && e->s == s && s->cap)
+		return cudaSuccess;   /* recorded earlier in this capture: the order holds it */
+	if (e->captured || (s->cap && e->pending)) {
+		/* joining streams into a capture (fork and join) is not implemented here; work
+		 * outside a capture cannot be waited for inside it */
+		cx_say("cudaStreamWaitEvent", "%s", e->captured ? "an event of another capture or "
+		       "stream: capture across streams is not implemented by the executor"
+		       : "a capturing stream cannot wait for uncaptured work");
+		capture_invalidate(NULL);
+		return ret(e->captured ? cudaErrorStreamCaptureUnsupported
+				       : cudaErrorStreamCaptureIsolation);
+	}
 	if (!e->pending)
 		return cudaSuccess; /* never recorded, or already reached: nothing to wait for */
 	CUstream_st *src = e->s;
@@ -766,6 +1041,13 @@ extern "C" cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t bytes,
 	cudaError_t e = copy_check(dst, src, bytes, kind, &kd, &ks, "cudaMemcpyAsync");
 	if (e)
 		return e;
+	if (s->cap && (ks == MEM_HOST || kd == MEM_HOST)) {
+		cx_say("cudaMemcpyAsync", "a copy %s pageable host memory %p while the stream is "
+		       "capturing (use pinned memory)", ks == MEM_HOST ? "from" : "to",
+		       ks == MEM_HOST ? src : dst);
+		capture_invalidate(s);
+		return ret(cudaErrorStreamCaptureUnsupported);
+	}
 	if (ks == MEM_HOST && kd == MEM_DEVICE) {
 		/* From pageable memory the runtime stages the data before returning: the caller
 		 * may reuse src at once. */
@@ -778,7 +1060,10 @@ extern "C" cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t bytes,
 	}
 	if (kd == MEM_HOST && ks == MEM_DEVICE) {
 		/* to pageable memory: returns once the copy is done */
+		if ((e = sync_allowed("cudaMemcpyAsync to pageable memory", s)))
+			return e;
 		flush(s);
+		sync_note("cudaMemcpyAsync(DtoH pageable)");
 		if (g_sticky)
 			return g_sticky;
 		prof_copy(kd, ks, bytes);
@@ -802,7 +1087,10 @@ extern "C" cudaError_t cudaMemcpy(void *dst, const void *src, size_t bytes, cuda
 	cudaError_t e = copy_check(dst, src, bytes, kind, &kd, &ks, "cudaMemcpy");
 	if (e)
 		return e;
+	if ((e = sync_allowed("cudaMemcpy", &g_null_stream)))
+		return e;
 	flush_all(); /* synchronous with respect to the host and the legacy stream */
+	sync_note("cudaMemcpy");
 	if (g_sticky)
 		return g_sticky;
 	prof_copy(kd, ks, bytes);
@@ -855,7 +1143,11 @@ extern "C" cudaError_t cudaFree(void *p)
 		       (unsigned long long)al->serial);
 		return ret(cudaErrorInvalidValue);
 	}
+	cudaError_t e = sync_allowed("cudaFree", NULL);
+	if (e)
+		return e;
 	flush_all(); /* cudaFree synchronises the device */
+	sync_note("cudaFree");
 	if (g_sticky)
 		return g_sticky;
 	Alloc *w = &g_dev[al - g_dev.data()];
@@ -876,7 +1168,11 @@ extern "C" cudaError_t cudaFreeHost(void *p)
 	auto it = g_pinned.find((uintptr_t)p);
 	if (it == g_pinned.end())
 		return ret(cudaErrorInvalidValue);
+	cudaError_t e = sync_allowed("cudaFreeHost", NULL);
+	if (e)
+		return e;
 	flush_all();
+	sync_note("cudaFreeHost");
 	free(p);
 	g_pinned.erase(it);
 	return cudaSuccess;
@@ -997,8 +1293,14 @@ extern "C" cudaError_t cudaDeviceReset(void)
 {
 	std::lock_guard<std::recursive_mutex> l(g_mu);
 	g_null_stream.q.clear();
-	for (CUstream_st *x : g_streams)
+	for (CUstream_st *x : g_streams) {
 		x->q.clear();
+		if (x->cap)
+			delete x->cap;
+		x->cap = NULL;
+		x->cap_bad = 0;
+	}
+	g_capturing = 0;
 	for (Alloc &a : g_dev)
 		if (a.live) {
 			a.live = 0;
@@ -1143,12 +1445,17 @@ extern "C" cudaError_t cx_launch(const void *kernel, cx_invoke_fn invoke, void *
 		return ret(cudaErrorMemoryAllocation);
 	}
 	static uint64_t serial;
-	Launch *L = new Launch{kernel, name, invoke, args, grid, block, smem, ++serial};
+	Launch *L = new Launch{kernel, name, invoke, args, grid, block, smem, 0};
 	std::shared_ptr<Launch> sp(L, [destroy](Launch *x) {
 		destroy(x->args);
 		delete x;
 	});
-	return enqueue(s, name, [sp]() { run_kernel(sp.get()); });
+	/* numbered when it runs: a captured launch runs once per graph launch, each a launch of
+	 * its own to the profile and the thread-order seed */
+	return enqueue(s, name, [sp]() {
+		sp->serial = ++serial;
+		run_kernel(sp.get());
+	});
 }
 
 /* Where a CUDA thread that trapped continues: the kernel fails like any other. */

@@ -762,6 +762,81 @@ static int streams_are_asynchronous(void)
 	return ok;
 }
 
+__global__ void add_k(int *p, int v)
+{
+	p[threadIdx.x] += v;
+}
+
+/* A captured stream records instead of running; a graph launch replays the operations with the
+ * argument values of their capture; a host synchronisation while capturing is refused
+ * (cudaErrorStreamCaptureUnsupported) and invalidates the capture, as the runtime documents. */
+static int graphs_replay_captures_and_refuse_host_syncs(void)
+{
+	int *d = dalloc<int>(32), *pinned = NULL, host[32] = {0};
+	cudaMallocHost((void **)&pinned, 32 * sizeof(int));
+	memset(pinned, 0, 32 * sizeof(int));
+	cudaStream_t s, other;
+	cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking);
+	cudaStreamCreateWithFlags(&other, cudaStreamNonBlocking);
+	int ok = 1;
+	cudaStreamCaptureStatus st;
+	ok &= cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal) == cudaSuccess;
+	ok &= cudaStreamIsCapturing(s, &st) == cudaSuccess && st == cudaStreamCaptureStatusActive;
+	cx_launch_kernel(add_k, 1, 32, 0, s, d, 5);
+	cx_launch_kernel(add_k, 1, 32, 0, s, d, 2);
+	cudaMemcpyAsync(pinned, d, 32 * sizeof(int), cudaMemcpyDeviceToHost, s);
+	cudaGraph_t g = NULL, g2 = NULL;
+	ok &= cudaStreamEndCapture(s, &g) == cudaSuccess && g;
+	ok &= cudaStreamSynchronize(s) == cudaSuccess && pinned[3] == 0;   /* nothing ran */
+	cudaGraphExec_t x = NULL;
+	ok &= cudaGraphInstantiate(&x, g, 0) == cudaSuccess;
+	ok &= cudaGraphLaunch(x, s) == cudaSuccess && cudaGraphLaunch(x, s) == cudaSuccess;
+	int before = pinned[3];   /* queued, not run */
+	ok &= cudaStreamSynchronize(s) == cudaSuccess && before == 0 && pinned[3] == 14 &&
+	      pinned[31] == 14;
+	/* a synchronisation inside a capture */
+	ok &= cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal) == cudaSuccess;
+	cx_launch_kernel(add_k, 1, 32, 0, s, d, 100);
+	ok &= cudaStreamSynchronize(s) == cudaErrorStreamCaptureUnsupported;
+	ok &= cudaDeviceSynchronize() == cudaErrorStreamCaptureUnsupported;
+	ok &= cudaMemcpy(host, d, sizeof(int), cudaMemcpyDeviceToHost) ==
+	      cudaErrorStreamCaptureUnsupported;
+	ok &= cudaStreamIsCapturing(s, &st) == cudaSuccess && st == cudaStreamCaptureStatusInvalidated;
+	ok &= cudaStreamEndCapture(s, &g2) == cudaErrorStreamCaptureInvalidated && !g2;
+	/* a copy from pageable memory cannot be captured; a captured event cannot be waited for */
+	ok &= cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal) == cudaSuccess;
+	ok &= cudaMemcpyAsync(d, host, sizeof host, cudaMemcpyHostToDevice, s) ==
+	      cudaErrorStreamCaptureUnsupported;
+	ok &= cudaStreamEndCapture(s, &g2) == cudaErrorStreamCaptureInvalidated;
+	cudaEvent_t e;
+	cudaEventCreate(&e);
+	ok &= cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal) == cudaSuccess;
+	ok &= cudaEventRecord(e, s) == cudaSuccess;
+	ok &= cudaEventSynchronize(e) == cudaErrorCapturedEvent;
+	ok &= cudaStreamEndCapture(s, &g2) == cudaSuccess;
+	cudaGraphDestroy(g2);
+	/* relaxed mode: another stream may be waited for */
+	ok &= cudaStreamBeginCapture(s, cudaStreamCaptureModeRelaxed) == cudaSuccess;
+	ok &= cudaStreamSynchronize(other) == cudaSuccess;
+	ok &= cudaStreamSynchronize(s) == cudaErrorStreamCaptureUnsupported;
+	ok &= cudaStreamEndCapture(s, &g2) == cudaErrorStreamCaptureInvalidated;
+	/* the refused captures ran nothing: one more replay gives 21 */
+	ok &= cudaGraphLaunch(x, s) == cudaSuccess && cudaStreamSynchronize(s) == cudaSuccess &&
+	      pinned[0] == 21;
+	if (!ok)
+		printf("# pinned[3] %d pinned[0] %d; last: %s\n", pinned[3], pinned[0],
+		       cx_last_diagnostic());
+	cudaGetLastError();
+	cudaGraphExecDestroy(x);
+	cudaGraphDestroy(g);
+	cudaEventDestroy(e);
+	cudaFreeHost(pinned);
+	cudaStreamDestroy(s);
+	cudaStreamDestroy(other);
+	cudaDeviceReset();
+	return ok;
+}
+
 static unsigned short bits(__nv_bfloat16 h) { return h.__x; }
 static unsigned short hbits(__half h) { return h.__x; }
 
@@ -1250,6 +1325,8 @@ int main(int argc, char **argv)
 	T_CASE("launches_beyond_the_h100s_limits_fail_as_on_the_device") T_ASSERT(launch_limits());
 	T_CASE("host_code_cannot_touch_device_memory") T_ASSERT(host_cannot_touch_device_memory());
 	T_CASE("streams_and_events_are_asynchronous") T_ASSERT(streams_are_asynchronous());
+	T_CASE("graphs_replay_captures_and_host_syncs_inside_a_capture_are_refused")
+		T_ASSERT(graphs_replay_captures_and_refuse_host_syncs());
 	T_CASE("bf16_and_half_conversions_round_as_documented") T_ASSERT(conversions());
 	T_CASE("cublaslt_batched_transposed_gemm_with_bias_and_refusals") T_ASSERT(cublaslt_gemm());
 	T_CASE("cublaslt_bgrada_bgradb_dgelu_bgrad_match_plain_loops")

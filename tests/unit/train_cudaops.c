@@ -952,6 +952,103 @@ static int case_adamw_multi(void)
 	return ok;
 }
 
+/* The step's scalars on the device (ops.h struct ops_step) against optim.c's host arithmetic:
+ * two micro-batches' mean losses and the sum of squares accumulate; the decision skips on a
+ * non-finite loss and on bad targets (masked ones excepted); gscale is 1/loss_scale times the
+ * clip coefficient as optim.c computes it; the learning rate and bias corrections are the
+ * entry the previous step's outcome picks; adamw_multi_step equals adamw_multi with those
+ * values bit for bit when taken and changes nothing when skipped; step_fetch/step_wait bring
+ * the struct back. */
+static int case_step_scalars(void)
+{
+	const struct ops *o = cu;
+	enum { NL = 100, KEPT = 80, P = 5000 };
+	struct adam_seg seg = {0, 0, P, 0, 1, 0};
+	float losses[NL];
+	double lsum = 0;
+	for (int i = 0; i < NL; i++) {
+		losses[i] = i < KEPT ? 1.0f + 0.01f * i : 0.0f;
+		lsum += losses[i];
+	}
+	float *g = randn(P, 1, 90), *w = randn(P, 0.5f, 91);
+	float *dl = up_f32(o, losses, NL), *dg = up_f32(o, g, P);
+	struct ops_step *d = o->alloc(2 * sizeof *d);
+	struct adam_seg *dseg = o->alloc(sizeof seg);
+	o->to_device(dseg, &seg, sizeof seg);
+	int *dbad = o->alloc(sizeof(int));
+	/* prev_pending, prev taken, a NaN loss, bad targets, masked targets, clip */
+	static const int sc[][6] = {{0, 0, 0, 0, 0, 0}, {1, 0, 0, 0, 3, 1}, {1, 1, 0, 0, 0, 1},
+				    {0, 1, 0, 0, 0, 1}, {1, 1, 1, 0, 0, 0}, {1, 1, 0, 2, 5, 0}};
+	int ok = 1;
+	for (size_t c = 0; c < sizeof sc / sizeof *sc && ok; c++) {
+		struct ops_step in, prev;
+		memset(&in, 0, sizeof in);
+		memset(&prev, 0, sizeof prev);
+		for (int k = 0; k < 2; k++) {
+			in.lr_if[k] = 1e-3f * (float)(k + 1);
+			in.bc1_if[k] = (float)(1.0 - pow((double)0.9f, 2 + k));
+			in.bc2_if[k] = (float)(1.0 - pow((double)0.95f, 2 + k));
+		}
+		in.loss_scale = 1.0f;
+		in.clip = sc[c][5] ? 0.5f : 0.0f;
+		in.masked = sc[c][4];
+		in.prev_pending = sc[c][0];
+		prev.taken = sc[c][1];
+		int nbad = sc[c][3] + sc[c][4];
+		o->to_device(d, &in, sizeof in);
+		o->to_device(d + 1, &prev, sizeof prev);
+		o->to_device(dbad, &nbad, sizeof nbad);
+		o->loss_acc(&d->loss[0], dl, NL, KEPT);
+		o->loss_acc(&d->loss[0], dl, NL, KEPT);
+		if (sc[c][2]) {
+			double nan = NAN;
+			o->to_device(&d->loss[0], &nan, sizeof nan);
+		}
+		o->sumsq_acc(&d->sumsq, dg, P);
+		o->step_decide(d, d + 1, dbad);
+		float *dw = up_f32(o, w, P), *dm = up_f32(o, NULL, P), *dv = up_f32(o, NULL, P);
+		float *rw = up_f32(o, w, P), *rm = up_f32(o, NULL, P), *rv = up_f32(o, NULL, P);
+		void *dp = o->alloc(P * o->act_size), *rp = o->alloc(P * o->act_size);
+		o->adamw_multi_step(dw, dp, dg, dm, dv, dseg, 1, P, 1.0f, 0.9f, 0.95f, 1e-8f, 0.1f, d);
+		o->step_fetch(d, 1);
+		struct ops_step h = *o->step_wait(1);
+		/* the host's view: optim.c's arithmetic on the device's sum of squares */
+		double ss = o->sumsq(dg, P), norm = sqrt(ss) / 1.0;
+		float gs = 1.0f;
+		if (in.clip > 0 && in.clip / (norm + 1e-6) < 1.0)
+			gs *= (float)(in.clip / (norm + 1e-6));
+		int k = in.prev_pending && prev.taken, taken = !sc[c][2] && !sc[c][3];
+		int good = h.sumsq == ss && h.taken == taken && h.bad == sc[c][3] &&
+			   h.gscale == gs && h.lr == in.lr_if[k] && h.bc1 == in.bc1_if[k] &&
+			   h.bc2 == in.bc2_if[k] &&
+			   (sc[c][2] ? isnan(h.loss[0]) : fabs(h.loss[0] - 2 * lsum / KEPT) < 1e-12);
+		if (!good)
+			printf("# step scalars, case %zu: taken %d (want %d), bad %d, gscale %.9g (%.9g), "
+			       "lr %g, loss %.17g (%.17g), sumsq %.17g (%.17g)\n", c, h.taken, taken,
+			       h.bad, h.gscale, gs, h.lr, h.loss[0], 2 * lsum / KEPT, h.sumsq, ss);
+		ok &= good;
+		/* AdamW: the host's values through adamw_multi (step 2 + k: the bias corrections
+		 * above), or nothing */
+		if (taken)
+			o->adamw_multi(rw, rp, dg, rm, rv, dseg, 1, P, in.lr_if[k], 1.0f, 0.9f, 0.95f,
+				       1e-8f, 0.1f, gs, 2 + k);
+		float *a = zeros(P), *b = zeros(P);
+		down_f32(o, a, dw, P);
+		down_f32(o, b, rw, P);
+		if (memcmp(a, b, P * sizeof *a) || (!taken && memcmp(a, w, P * sizeof *a))) {
+			printf("# step scalars, case %zu: adamw_multi_step's weights differ from %s\n", c,
+			       taken ? "adamw_multi's" : "the unchanged ones");
+			ok = 0;
+		}
+		free(a), free(b);
+		o->free(dw), o->free(dm), o->free(dv), o->free(rw), o->free(rm), o->free(rv);
+		o->free(dp), o->free(rp);
+	}
+	o->free(dl), o->free(dg), o->free(d), o->free(dseg), o->free(dbad);
+	free(g), free(w);
+	return ok;
+}
+
 /* LAMB's two passes and SGD, CUDA against the CPU: the update's sum of squares, both moments,
  * the weights and their 16-bit copy; three steps each, decay on and off, the last two with
  * --lamb-layerwise-noise (the same draws on both: the CPU's weights would be off by the noise,
@@ -1357,6 +1454,8 @@ int main(int argc, char **argv)
 	}
 	CASE("cuda_adamw_multi_tensor_launch_equals_per_tensor_bit_for_bit")
 		T_ASSERT(case_adamw_multi());
+	CASE("cuda_step_scalars_decide_on_the_device_as_optim_c_on_the_host")
+		T_ASSERT(case_step_scalars());
 	CASE("cuda_bnb_8bit_and_32bit_adam_match_cpu_bit_for_bit") {
 		T_ASSERT(case_bnb(5000, 0.1f));   /* two blocks and a short one */
 		T_ASSERT(case_bnb(2048, 0.0f));   /* one whole block, no decay */

@@ -63,6 +63,17 @@ struct cuda_state {
 	size_t scratch_size;
 	void *dsmall;               /* 256 device bytes: sumsq's double, all_within's flag */
 	void *hsmall;               /* 256 pinned host bytes: where those come back */
+	struct ops_step *hstep;     /* 2 pinned structs: step_fetch's slots */
+	/* --cuda-graph (ops.h graph_mode): the mode, its slot, the two graphs; the step's host
+	 * inputs as recorded (destination, size, offset in a slot's staging), each slot's pinned
+	 * staging of stage_total bytes, and the next copy's index */
+	int graph_mode, graph_slot;
+	cudaGraphExec_t graph_exec[2];
+	struct cu_stage { void *dst[2]; size_t bytes, off; } *stage;   /* dst: per slot */
+	int nstage, stage_cap, stage_next;
+	size_t stage_total;
+	char *stage_buf[2];
+	cudaEvent_t step_ev[2];     /* recorded after each slot's copy */
 };
 extern struct cuda_state cu;
 
@@ -126,6 +137,8 @@ template <typename... P, typename... A>
 static inline void cu_launch(void (*kernel)(P...), dim3 grid, dim3 block, size_t smem,
 			     cudaStream_t stream, A... args)
 {
+	if (cu.graph_mode == OPS_GRAPH_FILL)   /* the host only computes the step's inputs */
+		return;
 #ifdef __CUDACC__
 	kernel<<<grid, block, smem, stream>>>(args...);
 #else
@@ -285,6 +298,9 @@ void cu_colsum_fin(float *d0, float *d1, const float *part, int C, int S);
 void cu_vec_acc(float *d, const float *s, int n);
 double cu_sumsq(const float *g, size_t n);
 int cu_all_within(const float *g, size_t n, float limit);
+void cu_sumsq_acc(double *acc, const float *g, size_t n);
+void cu_within_acc(int32_t *flag, const float *g, size_t n, float limit);
+void cu_loss_acc(double *acc, const float *losses, int N, int kept);
 
 /* matmul.cu */
 void cu_matmul_fwd(void *out, const void *inp, const void *w, const void *bias, int N, int IC,
@@ -364,6 +380,10 @@ void cu_sgd(float *master, void *param, const float *g, float *buf, size_t n, fl
 void cu_adamw_multi(float *master, void *param, const float *g, float *m, float *v,
 		    const struct adam_seg *seg, int nseg, size_t total, float lr, float lr_mult,
 		    float b1, float b2, float eps, float wd, float gscale, int step);
+void cu_adamw_multi_step(float *master, void *param, const float *g, float *m, float *v,
+			 const struct adam_seg *seg, int nseg, size_t total, float lr_mult,
+			 float b1, float b2, float eps, float wd, const struct ops_step *s);
+void cu_step_decide(struct ops_step *s, const struct ops_step *prev, const int *bad);
 
 /* bnb.cu: --use-bnb-optimizer's 8-bit and 32-bit Adam (ops.h adam8bit, adam32) */
 void cu_adam8bit(float *master, void *param, const float *g, uint8_t *c1, uint8_t *c2,

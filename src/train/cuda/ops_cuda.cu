@@ -72,7 +72,7 @@ void cu_blas_check_(cublasStatus_t s, const char *what, const char *file, int li
 void cu_launched_(const char *kernel, const char *file, int line)
 {
 	cudaError_t e = cudaGetLastError();
-	if (e == cudaSuccess && cu.debug_sync)
+	if (e == cudaSuccess && cu.debug_sync && cu.graph_mode == OPS_GRAPH_OFF)
 		e = cudaStreamSynchronize(cu.stream);
 	if (e != cudaSuccess)
 		cu_die("kernel %s: %s (%s:%d)", kernel, cudaGetErrorString(e), file, line);
@@ -93,7 +93,8 @@ void *cu_scratch(size_t bytes)
 	size_t size = cu.scratch_size * 2 > bytes ? cu.scratch_size * 2 : bytes;
 	size = cu_round256(size);
 	CU_CHECK(cudaStreamSynchronize(cu.stream)); /* the old buffer may still be read */
-	if (cu.scratch)
+	/* a captured graph keeps the old one: its kernels were given that address */
+	if (cu.scratch && !cu.graph_exec[0] && !cu.graph_exec[1])
 		CU_CHECK(cudaFree(cu.scratch));
 	cu.scratch = NULL;
 	cu.scratch_size = 0;
@@ -136,13 +137,92 @@ static void cuda_free(void *p)
 static void cuda_zero(void *p, size_t bytes)
 {
 	CU_ENTER();
-	if (bytes)
+	if (bytes && cu.graph_mode != OPS_GRAPH_FILL)
 		CU_CHECK(cudaMemsetAsync(p, 0, bytes, cu.stream));
+}
+
+/* --cuda-graph's staging of the step's host inputs (ops.h graph_mode) */
+static void stage_copy(void *dst, const void *src, size_t bytes)
+{
+	if (cu.graph_mode == OPS_GRAPH_SIZE) {
+		if (cu.nstage == cu.stage_cap) {
+			int cap = cu.stage_cap ? 2 * cu.stage_cap : 16;
+			cuda_state::cu_stage *n = (cuda_state::cu_stage *)realloc(cu.stage, cap * sizeof *n);
+			if (!n)
+				cu_die("out of memory");
+			cu.stage = n;
+			cu.stage_cap = cap;
+		}
+		cu.stage[cu.nstage] = {{NULL, NULL}, bytes, cu.stage_total};
+		cu.nstage++;
+		cu.stage_total += cu_round256(bytes);
+		CU_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, cu.stream));
+		return;
+	}
+	int k = cu.stage_next++, s = cu.graph_slot;
+	if (k < cu.nstage && cu.graph_mode == OPS_GRAPH_CAPTURE)
+		cu.stage[k].dst[s] = dst;   /* the graphs differ in the step's struct slot */
+	if (k >= cu.nstage || cu.stage[k].dst[s] != dst || cu.stage[k].bytes != bytes)
+		cu_die("--cuda-graph: the step's host input %d (%zu bytes) is not the captured "
+		       "step's (%d inputs); its shapes are not static", k + 1, bytes, cu.nstage);
+	char *st = cu.stage_buf[cu.graph_slot] + cu.stage[k].off;
+	memcpy(st, src, bytes);
+	if (cu.graph_mode == OPS_GRAPH_CAPTURE)
+		CU_CHECK(cudaMemcpyAsync(dst, st, bytes, cudaMemcpyHostToDevice, cu.stream));
+}
+
+static void cuda_graph_mode(int mode, int slot)
+{
+	CU_ENTER();
+	if (mode == OPS_GRAPH_SIZE) {
+		cu.nstage = 0;
+		cu.stage_total = 0;
+	} else if (mode == OPS_GRAPH_CAPTURE) {
+		if (!cu.stage_buf[slot] && cu.stage_total &&
+		    cudaMallocHost(&cu.stage_buf[slot], cu.stage_total) != cudaSuccess)
+			cu_die("--cuda-graph: no pinned memory for %zu bytes of the step's inputs",
+			       cu.stage_total);
+		CU_CHECK(cudaStreamBeginCapture(cu.stream, cudaStreamCaptureModeGlobal));
+	} else if (mode == OPS_GRAPH_FILL && !cu.graph_exec[slot]) {
+		cu_die("--cuda-graph: graph %d was never captured", slot);
+	}
+	cu.graph_mode = mode;
+	cu.graph_slot = slot;
+	cu.stage_next = 0;
+}
+
+static void cuda_graph_launch(int slot)
+{
+	CU_ENTER();
+	int mode = cu.graph_mode;
+	cu.graph_mode = OPS_GRAPH_OFF;
+	if (mode == OPS_GRAPH_CAPTURE) {
+		cudaGraph_t g = NULL;
+		cudaError_t e = cudaStreamEndCapture(cu.stream, &g);
+		if (e != cudaSuccess)
+			cu_die("--cuda-graph: the step could not be captured (%s): it makes a call a "
+			       "graph cannot hold - a host synchronisation, an allocation or a copy from "
+			       "pageable memory", cudaGetErrorString(e));
+		if (cu.graph_exec[slot])
+			CU_CHECK(cudaGraphExecDestroy(cu.graph_exec[slot]));
+		CU_CHECK(cudaGraphInstantiate(&cu.graph_exec[slot], g, 0));
+		CU_CHECK(cudaGraphDestroy(g));
+	} else if (mode != OPS_GRAPH_FILL) {
+		cu_die("--cuda-graph: graph_launch without a capture or a fill");
+	}
+	if (cu.stage_next != cu.nstage)
+		cu_die("--cuda-graph: the step made %d host copies, the captured one %d; its shapes "
+		       "are not static", cu.stage_next, cu.nstage);
+	CU_CHECK(cudaGraphLaunch(cu.graph_exec[slot], cu.stream));
 }
 
 static void cuda_to_device(void *dst, const void *src, size_t bytes)
 {
 	CU_ENTER();
+	if (bytes && cu.graph_mode != OPS_GRAPH_OFF) {
+		stage_copy(dst, src, bytes);
+		return;
+	}
 	/* From pageable memory the call returns once src has been staged, so the caller may reuse
 	 * it at once; the copy itself is ordered on the stream. */
 	if (bytes)
@@ -163,6 +243,22 @@ static void cuda_profiler(int on)
 {
 	CU_ENTER();
 	CU_CHECK(on ? cudaProfilerStart() : cudaProfilerStop());
+}
+
+/* step scalars (ops.h step_fetch / step_wait): a copy into a pinned slot and an event after it,
+ * so the host waits for that copy and not for the work queued behind it */
+static void cuda_step_fetch(const struct ops_step *s, int slot)
+{
+	CU_ENTER();
+	CU_CHECK(cudaMemcpyAsync(&cu.hstep[slot], s, sizeof *s, cudaMemcpyDeviceToHost, cu.stream));
+	CU_CHECK(cudaEventRecord(cu.step_ev[slot], cu.stream));
+}
+
+static const struct ops_step *cuda_step_wait(int slot)
+{
+	CU_ENTER();
+	CU_CHECK(cudaEventSynchronize(cu.step_ev[slot]));
+	return &cu.hstep[slot];
 }
 
 static void cuda_sync(void)
@@ -197,6 +293,11 @@ static void close_partial(void)
 		cudaFree(cu.dsmall);
 	if (cu.hsmall)
 		cudaFreeHost(cu.hsmall);
+	if (cu.hstep)
+		cudaFreeHost(cu.hstep);
+	for (int i = 0; i < 2; i++)
+		if (cu.step_ev[i])
+			cudaEventDestroy(cu.step_ev[i]);
 	if (cu.lt)
 		cublasLtDestroy(cu.lt);
 	if (cu.blas)
@@ -262,6 +363,15 @@ static void fill_table(void)
 	o->profiler = cuda_profiler;
 	o->adam8bit = cu_adam8bit;
 	o->adam32 = cu_adam32;
+	o->loss_acc = cu_loss_acc;
+	o->sumsq_acc = cu_sumsq_acc;
+	o->within_acc = cu_within_acc;
+	o->step_decide = cu_step_decide;
+	o->adamw_multi_step = cu_adamw_multi_step;
+	o->step_fetch = cuda_step_fetch;
+	o->step_wait = cuda_step_wait;
+	o->graph_mode = cuda_graph_mode;
+	o->graph_launch = cuda_graph_launch;
 }
 
 #define OPEN_FAIL(...)                                                                             \
@@ -349,7 +459,10 @@ lmtk_ops_cuda(int device, int prec, char *err, size_t errlen)
 	cu.lt_ws_size = (size_t)32 << 20; /* what cuBLAS itself reserves on Hopper */
 	if ((e = cudaMalloc(&cu.lt_ws, cu.lt_ws_size)) != cudaSuccess ||
 	    (e = cudaMalloc(&cu.dsmall, 256)) != cudaSuccess ||
-	    (e = cudaMallocHost(&cu.hsmall, 256)) != cudaSuccess)
+	    (e = cudaMallocHost(&cu.hsmall, 256)) != cudaSuccess ||
+	    (e = cudaMallocHost(&cu.hstep, 2 * sizeof *cu.hstep)) != cudaSuccess ||
+	    (e = cudaEventCreateWithFlags(&cu.step_ev[0], cudaEventDisableTiming)) != cudaSuccess ||
+	    (e = cudaEventCreateWithFlags(&cu.step_ev[1], cudaEventDisableTiming)) != cudaSuccess)
 		OPEN_FAIL("cuda: GPU %d: %s", device, cudaGetErrorString(e));
 
 	snprintf(device_desc, sizeof device_desc, "%.200s, %.1f GiB, sm_%d%d, %d SMs, driver %d.%d",

@@ -69,9 +69,17 @@ template <typename A>
 __global__ void adamw_multi_k(float *master, A *param, const float *g, float *m, float *v,
 			      const struct adam_seg *seg, int nseg, size_t total, float lr,
 			      float lr_mult, float b1, float b2, float eps, float wd, float gscale,
-			      float bc1, float bc2)
+			      float bc1, float bc2, const struct ops_step *ds)
 {
 	__shared__ int k0;
+	if (ds) {   /* the device's decision (ops_step): the same for every thread */
+		if (!ds->taken)
+			return;
+		lr = ds->lr;
+		gscale = ds->gscale;
+		bc1 = ds->bc1;
+		bc2 = ds->bc2;
+	}
 	size_t nchunk = (total + MULTI_CHUNK - 1) / MULTI_CHUNK;
 	for (size_t c = blockIdx.x; c < nchunk; c += gridDim.x) {
 		size_t c0 = c * MULTI_CHUNK, c1 = c0 + MULTI_CHUNK < total ? c0 + MULTI_CHUNK : total;
@@ -142,8 +150,55 @@ void cu_adamw_multi(float *master, void *param, const float *g, float *m, float 
 	size_t nchunk = (total + MULTI_CHUNK - 1) / MULTI_CHUNK;
 	CU_ACT(A, cu_launch(adamw_multi_k<A>, cu_grid(nchunk, 1), OPT_T, 0, cu.stream, master,
 			    (A *)p, g, m, v, seg, nseg, total, lr, lr_mult, b1, b2, eps, wd, gscale,
-			    bc1, bc2));
+			    bc1, bc2, (const struct ops_step *)NULL));
 	CU_LAUNCHED("adamw_multi");
+}
+
+void cu_adamw_multi_step(float *master, void *param, const float *g, float *m, float *v,
+			 const struct adam_seg *seg, int nseg, size_t total, float lr_mult,
+			 float b1, float b2, float eps, float wd, const struct ops_step *s)
+{
+	CU_ENTER();
+	if (!total || nseg < 1)
+		return;
+	void *p = param == (void *)master ? NULL : param;
+	size_t nchunk = (total + MULTI_CHUNK - 1) / MULTI_CHUNK;
+	CU_ACT(A, cu_launch(adamw_multi_k<A>, cu_grid(nchunk, 1), OPT_T, 0, cu.stream, master,
+			    (A *)p, g, m, v, seg, nseg, total, 0.0f, lr_mult, b1, b2, eps, wd, 0.0f,
+			    1.0f, 1.0f, s));
+	CU_LAUNCHED("adamw_multi");
+}
+
+/* The update decision of ops.h step_decide, one thread: optim.c's arithmetic, in the same
+ * types, so a deferred step decides what a synchronous one would. */
+__global__ void step_decide_k(struct ops_step *s, const struct ops_step *prev, const int *bad)
+{
+	/* every read before the first write (the step model counts the struct's sectors so) */
+	int nbad = *bad - s->masked;
+	double norm = sqrt(s->sumsq) / (double)s->loss_scale;
+	int finite = isfinite(s->loss[0]) && isfinite(s->loss[1]) && isfinite(norm);
+	int taken = finite && nbad == 0 && !s->overflow;
+	float gscale = 1.0f / s->loss_scale;
+	if (s->clip > 0) {
+		double coeff = (double)s->clip / (norm + 1e-6);
+		if (coeff < 1.0)
+			gscale *= (float)coeff;
+	}
+	int k = s->prev_pending && prev->taken ? 1 : 0;
+	float lr = s->lr_if[k], bc1 = s->bc1_if[k], bc2 = s->bc2_if[k];
+	s->bad = nbad;
+	s->taken = taken;
+	s->gscale = gscale;
+	s->lr = lr;
+	s->bc1 = bc1;
+	s->bc2 = bc2;
+}
+
+void cu_step_decide(struct ops_step *s, const struct ops_step *prev, const int *bad)
+{
+	CU_ENTER();
+	cu_launch(step_decide_k, 1, 1, 0, cu.stream, s, prev, bad);
+	CU_LAUNCHED("step_decide");
 }
 
 /* --- LAMB (apex FusedLAMB) and SGD: see ops.h ---------------------------------------------------

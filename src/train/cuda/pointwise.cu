@@ -338,7 +338,7 @@ void cu_dropout_bwd(void *dx, const void *dout, size_t n, float p, uint64_t seed
 	if (!n)
 		return;
 	if (p <= 0.0f) { /* mask of all ones: a copy */
-		if (dx != dout)
+		if (dx != dout && cu.graph_mode != OPS_GRAPH_FILL)
 			CU_CHECK(cudaMemcpyAsync(dx, dout, n * 2 /* bf16, f16 */,
 						 cudaMemcpyDeviceToDevice, cu.stream));
 		return;

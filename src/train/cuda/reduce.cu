@@ -188,13 +188,26 @@ __global__ __launch_bounds__(RED_T) void sumsq_part_k(double *part, const float 
 	}
 }
 
-/* out = sum of part(G) in order; one thread */
-__global__ void sumsq_fin_k(double *out, const double *part, int G)
+/* out = sum of part(G) in order (acc: out += that sum); one thread */
+__global__ void sumsq_fin_k(double *out, const double *part, int G, int acc)
 {
 	double t = 0.0;
 	for (int i = 0; i < G; i++)
 		t += part[i];
-	*out = t;
+	*out = acc ? *out + t : t;
+}
+
+static void sumsq_queue(double *dres, const float *g, size_t n, int acc)
+{
+	size_t per_block = (size_t)RED_T * 16;
+	size_t G = (n + per_block - 1) / per_block;
+	if (G > 1024)
+		G = 1024;
+	double *part = (double *)cu_scratch(G * sizeof(double));
+	cu_launch(sumsq_part_k, (unsigned)G, RED_T, 0, cu.stream, part, g, n);
+	CU_LAUNCHED("sumsq_part");
+	cu_launch(sumsq_fin_k, 1, 1, 0, cu.stream, dres, part, (int)G, acc);
+	CU_LAUNCHED("sumsq_fin");
 }
 
 double cu_sumsq(const float *g, size_t n)
@@ -202,19 +215,48 @@ double cu_sumsq(const float *g, size_t n)
 	CU_ENTER();
 	if (n == 0)
 		return 0.0;
-	size_t per_block = (size_t)RED_T * 16;
-	size_t G = (n + per_block - 1) / per_block;
-	if (G > 1024)
-		G = 1024;
-	double *part = (double *)cu_scratch(G * sizeof(double));
 	double *dres = (double *)cu.dsmall, *hres = (double *)cu.hsmall;
-	cu_launch(sumsq_part_k, (unsigned)G, RED_T, 0, cu.stream, part, g, n);
-	CU_LAUNCHED("sumsq_part");
-	cu_launch(sumsq_fin_k, 1, 1, 0, cu.stream, dres, part, (int)G);
-	CU_LAUNCHED("sumsq_fin");
+	sumsq_queue(dres, g, n, 0);
 	CU_CHECK(cudaMemcpyAsync(hres, dres, sizeof(double), cudaMemcpyDeviceToHost, cu.stream));
 	CU_CHECK(cudaStreamSynchronize(cu.stream));
 	return *hres;
+}
+
+/* the step's sum of squares, left on the device (ops.h sumsq_acc): no synchronisation */
+void cu_sumsq_acc(double *acc, const float *g, size_t n)
+{
+	CU_ENTER();
+	if (n)
+		sumsq_queue(acc, g, n, 1);
+}
+
+/* *acc += sum(losses(N)) / kept, one block: thread t sums elements t, t + RED_T, ... in fp64,
+ * then a fixed tree - the same bits at every launch, whatever the schedule */
+__global__ __launch_bounds__(RED_T) void loss_acc_k(double *acc, const float *losses, int N,
+						     int kept)
+{
+	__shared__ double part[RED_T];
+	double t = 0.0;
+	for (int i = (int)threadIdx.x; i < N; i += RED_T)
+		t += losses[i];
+	part[threadIdx.x] = t;
+	__syncthreads();
+	for (int h = RED_T / 2; h > 0; h >>= 1) {
+		if ((int)threadIdx.x < h)
+			part[threadIdx.x] += part[threadIdx.x + h];
+		__syncthreads();
+	}
+	if (threadIdx.x == 0 && kept)
+		*acc += part[0] / kept;
+}
+
+void cu_loss_acc(double *acc, const float *losses, int N, int kept)
+{
+	CU_ENTER();
+	if (N <= 0 || !kept)
+		return;
+	cu_launch(loss_acc_k, 1, RED_T, 0, cu.stream, acc, losses, N, kept);
+	CU_LAUNCHED("loss_acc");
 }
 
 /* *flag = 1 when some g(n) is Inf or NaN (exponent bits all ones) or above limit in magnitude */
@@ -224,6 +266,15 @@ __global__ void nonfinite_k(int *flag, const float *g, size_t n, float limit)
 	     i += (size_t)gridDim.x * blockDim.x)
 		if ((__float_as_uint(g[i]) & 0x7f800000u) == 0x7f800000u || fabsf(g[i]) > limit)
 			atomicExch(flag, 1);
+}
+
+void cu_within_acc(int32_t *flag, const float *g, size_t n, float limit)
+{
+	CU_ENTER();
+	if (n)
+		cu_launch(nonfinite_k, cu_grid(n, RED_T), RED_T, 0, cu.stream, (int *)flag, g, n,
+			  limit);
+	CU_LAUNCHED("nonfinite");
 }
 
 int cu_all_within(const float *g, size_t n, float limit)

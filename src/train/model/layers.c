@@ -648,6 +648,15 @@ double lm_xent_fwd(struct model *m, struct model_acts *a, const void *x, int bia
 		o->to_host(logits_out, tmp, bytes);
 		model_free_transient(m, tmp, bytes);
 	}
+	if (m->dstep && tp == 1) {   /* nothing comes back to the host (model.h dstep) */
+		o->xent_fwd_bwd(m->losses, a->logits, m->targets, N, c->vocab, Vp, tscale,
+				m->bad_targets);
+		o->loss_acc(&m->dstep->loss[0], m->losses, N, kept);
+		m->dstep_masked += masked;
+		*bad = 0;
+		*kept_out = kept;
+		return 0.0;
+	}
 	o->zero(m->bad_targets, sizeof *m->bad_targets);
 	if (tp > 1) {
 		vocab_parallel_xent(m, a, targets, tscale, bad);

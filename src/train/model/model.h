@@ -197,6 +197,13 @@ struct model {
 	 * returns.  NULL: no one asks. */
 	void (*grads_ready)(struct model *m, int t0, int t1, void *ctx);
 	void *grads_ctx;
+	/* A step whose scalars stay on the device (train's deferred read-back; NULL: read at
+	 * once): the cross-entropy adds each micro-batch's mean loss into dstep->loss[0] (ops.h
+	 * loss_acc) and leaves its bad-target count summing in bad_targets (zeroed by the caller
+	 * once per step) instead of copying either back; the forward then returns 0 and *bad 0,
+	 * and dstep_masked counts the masked targets the caller must not call bad. */
+	struct ops_step *dstep;
+	int dstep_masked;
 };
 
 /* Megatron's padded vocabulary: the smallest multiple of divisible_by*tp >= vocab, unless

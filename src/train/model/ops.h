@@ -67,6 +67,33 @@ struct lamb_noise {
 	float scale;               /* 0: no noise, nothing drawn */
 };
 
+/* One training step's scalars in device memory, so that a step needs no host synchronisation:
+ * the host fills the inputs before it queues the step, the device accumulates the losses and the
+ * gradients' sum of squares, decides the update (ops.step_decide) and the optimizer reads that
+ * decision from here (ops.adamw_multi_step); the host reads the struct back once the next step
+ * is queued (ops.step_fetch, ops.step_wait).  A step's outcome the host does not know yet - the
+ * previous one's, still in flight - is the device's: the learning rate and Adam's bias
+ * corrections come in two versions, for the previous step skipped [0] or taken [1]. */
+struct ops_step {
+	/* inputs, from the host */
+	float lr_if[2];            /* the learning rate */
+	float bc1_if[2], bc2_if[2];   /* 1 - b1^step, 1 - b2^step (rounded from double) */
+	float loss_scale;          /* 1 without fp16 */
+	float clip;                /* --clip-grad; 0: none */
+	int32_t masked;            /* targets masked out (-1): counted by the cross-entropy, not bad */
+	int32_t prev_pending;      /* 1: index the pairs above by the previous struct's `taken` */
+	/* accumulated by the step */
+	double loss[2];            /* sum over micro-batches of each one's mean lm and sop loss */
+	double sumsq;              /* the gradients' sum of squares (loss-scaled) */
+	int32_t bad;               /* target tokens outside the vocabulary (ops.xent_fwd_bwd's count) */
+	int32_t overflow;          /* fp16: a gradient beyond fp16's range (ops.within_acc) */
+	/* decided by ops.step_decide */
+	int32_t taken;             /* 1: the optimizer updates; 0: skipped (non-finite loss or
+				    * gradient norm, or bad targets) */
+	float gscale;              /* the gradients' factor: 1/loss_scale, times the clip coefficient */
+	float lr, bc1, bc2;        /* the chosen pair entries */
+};
+
 struct ops {
 	const char *name;          /* "cpu", "cuda" */
 	const char *device;        /* human description: "2 threads, OpenBLAS 0.3.21", "NVIDIA H100 ..." */
@@ -270,7 +297,47 @@ struct ops {
 			 float b1, float b2, float eps, float wd, float gscale, int step);
 	void (*adam32)(float *master, void *param, const float *g, float *m, float *v, size_t n,
 		       float lr, float b1, float b2, float eps, float wd, float gscale, int step);
+
+	/* --- step scalars on the device (struct ops_step); all NULL in a backend without them
+	 * (the CPU's, whose device is the host: reading a value back costs it nothing), and train
+	 * then reads every value at once --- */
+	/* *acc += kept ? (sum of losses(N), in double, in a fixed order) / kept : 0 */
+	void (*loss_acc)(double *acc, const float *losses, int N, int kept);
+	/* *acc += sum of squares of g(n), as sumsq computes it */
+	void (*sumsq_acc)(double *acc, const float *g, size_t n);
+	/* *flag = 1 when some element of g(n) is not finite or beyond limit (never cleared): the
+	 * fp16 overflow check of all_within, left on the device */
+	void (*within_acc)(int32_t *flag, const float *g, size_t n, float limit);
+	/* s->bad = *bad - s->masked; the norm = sqrt(s->sumsq) / s->loss_scale; taken = the loss
+	 * and the norm finite, no overflow and no bad target; gscale = 1/loss_scale times min(1,
+	 * clip / (norm + 1e-6)) when clip > 0 (optim.c's arithmetic); lr, bc1, bc2 = entry
+	 * prev->taken of their pairs when s->prev_pending, else entry 0 */
+	void (*step_decide)(struct ops_step *s, const struct ops_step *prev, const int *bad);
+	/* adamw_multi with lr, gscale and the bias corrections from s, doing nothing unless
+	 * s->taken */
+	void (*adamw_multi_step)(float *master, void *param, const float *g, float *m, float *v,
+				 const struct adam_seg *seg, int nseg, size_t total,
+				 float lr_mult, float b1, float b2, float eps, float wd,
+				 const struct ops_step *s);
+	/* queue a copy of *s into host buffer `slot` (0 or 1) and mark it; step_wait(slot) waits
+	 * for that copy alone (not for work queued after it) and returns the buffer */
+	void (*step_fetch)(const struct ops_step *s, int slot);
+	const struct ops_step *(*step_wait)(int slot);
+
+	/* --- a step as a CUDA graph (train --cuda-graph); NULL: the backend has none ---
+	 * graph_mode(OPS_GRAPH_SIZE, -): the ops run as usual and to_device records its copies'
+	 *   destinations and sizes in order (a warm-up step: the graph's host inputs);
+	 * graph_mode(OPS_GRAPH_CAPTURE, slot): the ops are captured into graph slot (0 or 1), not
+	 *   run; to_device's k-th copy goes through entry k of the slot's pinned staging;
+	 * graph_mode(OPS_GRAPH_FILL, slot): the ops do nothing but fill the slot's staging: the host
+	 *   walks the same step to compute its inputs (tokens, targets, the step's struct);
+	 * graph_launch(slot) ends a capture or a fill and queues graph slot.  A copy that differs
+	 * from the recorded ones in number, destination or size, or a capture the runtime refuses
+	 * (a host synchronisation or an allocation inside the step), ends the program (exit 3). */
+	void (*graph_mode)(int mode, int slot);
+	void (*graph_launch)(int slot);
 };
+enum { OPS_GRAPH_OFF, OPS_GRAPH_SIZE, OPS_GRAPH_CAPTURE, OPS_GRAPH_FILL };
 
 /* The activation type asked of a backend that has a choice: the CUDA backend computes in bf16
  * (OPS_BF16) or IEEE fp16 (OPS_FP16, train --fp16); the CPU backend in fp32 either way. */

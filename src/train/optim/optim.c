@@ -44,6 +44,12 @@ static void scaler_update(struct optim *o, int overflow)
 	}
 }
 
+void optim_scaler(struct optim *o, int overflow)
+{
+	if (o->fp16)
+		scaler_update(o, overflow);
+}
+
 /* tensor i's learning rate: the word embedding's (either copy) times --embedding-lr-mult, as a
  * float product (what adamw_multi computes for it on the device) */
 static float tensor_lr(const struct optim *o, const struct model *m, int i, float lr)
@@ -111,9 +117,11 @@ int optim_step(struct optim *o, struct model *m, float lr, double *grad_norm)
 			scaler_update(o, 1);
 		return 0;
 	}
+	/* unscaled by the scale the gradients carry, then the scaler moves (Megatron: unscale,
+	 * grad_scaler.update, then clip and step) - a window's doubling is for the next step */
+	float gscale = 1.0f / o->loss_scale;
 	if (o->fp16)
 		scaler_update(o, 0);
-	float gscale = 1.0f / o->loss_scale;
 	if (o->clip > 0) {
 		double coeff = o->clip / (norm + 1e-6);
 		if (coeff < 1.0)

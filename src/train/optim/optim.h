@@ -60,6 +60,9 @@ void optim_init(struct optim *o, float b1, float b2, float eps, float wd, float 
  * non-finite gradient norm: then nothing is updated).  *grad_norm gets the unscaled, unclipped
  * global norm (NaN/inf when not finite). */
 int optim_step(struct optim *o, struct model *m, float lr, double *grad_norm);
+/* The fp16 loss scaler's update after a step decided elsewhere (run.c's device-side step):
+ * overflow 1 for an overflowing one.  Nothing without fp16. */
+void optim_scaler(struct optim *o, int overflow);
 
 /* The unscaled global gradient norm optim_step takes: each split tensor's shard once per TP rank,
  * each replicated tensor once, the tied word embedding once; under ZeRO-1 each DP rank's own

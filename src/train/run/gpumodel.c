@@ -1,10 +1,12 @@
 #include "train/run/gpumodel.h"
 
 #include <math.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "train/model/ops.h"
 #include "train/optim/bnb.h"
 
 /* --- the one table: tests/bench/gpu-model.py has the same numbers and they must agree -------
@@ -27,7 +29,13 @@ const struct gpumodel_consts gpumodel_k = {
 	.hbm = 0.85,          /* a streaming memory-bound kernel */
 	.net = 0.80,          /* an NCCL ring, of the link's bandwidth */
 	.gap = 2.5e-6,        /* per launch: the front end between dependent kernels, no CUDA graph */
-	.sync = 10e-6,        /* per host synchronisation (a device-to-host copy waited for) */
+	/* per launch of a graph's node (--cuda-graph): an assumption, not a measurement - the
+	 * graph removes the per-launch submission (the runtime call, the driver's push of each
+	 * launch) and leaves the device's resolution of each dependency; 1 us is taken until an
+	 * H100 run of train with and without --cuda-graph measures it */
+	.gap_graph = 1.0e-6,
+	.sync = 10e-6,        /* per host synchronisation that drains the device (a read-back the
+			       * step waits for; a deferred one, behind the next step, costs none) */
 	.tile_m = 128,        /* cuBLAS's usual bf16 tile on these parts, for wave quantisation */
 	.tile_n = 256,
 	.lat_nvlink = 10e-6,  /* per NCCL call inside a node */
@@ -111,9 +119,15 @@ static double mem_s(const struct ctx *x, double bytes)
 }
 
 /* a memory-bound kernel: its compulsory bytes at HBM bandwidth, plus the launch gap */
+/* the front end's time per launch: shorter when the step is a replayed CUDA graph */
+static double gap(const struct ctx *x)
+{
+	return x->c->graph ? K.gap_graph : K.gap;
+}
+
 static void kernel(struct ctx *x, const char *name, double rd, double wr)
 {
-	add(x, name, GM_KIND_OTHER, 1, 0, rd + wr, mem_s(x, rd + wr) + K.gap);
+	add(x, name, GM_KIND_OTHER, 1, 0, rd + wr, mem_s(x, rd + wr) + gap(x));
 	x->l->launches++;
 }
 
@@ -126,7 +140,7 @@ static void attention(struct ctx *x, const char *base, int units, double rd, dou
 		       (double)x->HD;
 	snprintf(name, sizeof name, "%s<%d>", base, hdm);
 	add(x, name, GM_KIND_ATTN, 1, flops, rd + wr,
-	    fmax(mem_s(x, rd + wr), flops / (x->d->tc * x->d->attn_tc)) + K.gap);
+	    fmax(mem_s(x, rd + wr), flops / (x->d->tc * x->d->attn_tc)) + gap(x));
 	x->l->launches++;
 }
 
@@ -152,19 +166,19 @@ static void gemm(struct ctx *x, int64_t m, int64_t n, int64_t k, int c, int d, c
 	double s = fmax(flops / (x->d->tc * eff), mem_s(x, bytes));
 	snprintf(name, sizeof name, "gemm %lldx%lldx%lld %s%s%s", (long long)m, (long long)n,
 		 (long long)k, epi, bias ? "+bias" : "", aux ? "+aux" : "");
-	add(x, name, GM_KIND_GEMM, 1, flops, bytes, s + K.gap);
+	add(x, name, GM_KIND_GEMM, 1, flops, bytes, s + gap(x));
 	x->l->launches++;
 }
 
 static void memset_(struct ctx *x, double bytes)
 {
-	add(x, "(memset)", GM_KIND_OTHER, 1, 0, bytes, mem_s(x, bytes) + K.gap);
+	add(x, "(memset)", GM_KIND_OTHER, 1, 0, bytes, mem_s(x, bytes) + gap(x));
 	x->l->launches++;
 }
 
 static void memcpy_dtod(struct ctx *x, double bytes)
 {
-	add(x, "(memcpy DtoD)", GM_KIND_OTHER, 1, 0, 2 * bytes, mem_s(x, 2 * bytes) + K.gap);
+	add(x, "(memcpy DtoD)", GM_KIND_OTHER, 1, 0, 2 * bytes, mem_s(x, 2 * bytes) + gap(x));
 	x->l->launches++;
 }
 
@@ -520,14 +534,19 @@ static void micro_batch(struct ctx *x)
 		htod(x, n4);
 		ln_fwd(x);
 		gemm(x, x->Vl, x->N, x->C, 0, 2, "none", 0, 0);
-		memset_(x, 4);
 		char n[32];
-		if (!tpar) {
+		if (!tpar && c->deferred) {   /* the loss stays on the device (layers.c) */
+			snprintf(n, sizeof n, "xent_k<%s>", v8(x->Vl));
+			kernel(x, n, logits + n4, logits + n4);
+			kernel(x, "loss_acc_k", n4 + 32, 32);   /* + the accumulator's sector */
+		} else if (!tpar) {
+			memset_(x, 4);
 			snprintf(n, sizeof n, "xent_k<%s>", v8(x->Vl));
 			kernel(x, n, logits + n4, logits + n4);
 			dtoh(x);   /* the losses */
 			dtoh(x);   /* the count of bad targets */
-		} else {   /* model.c vocab_parallel_xent */
+		} else {
+			memset_(x, 4);   /* model.c vocab_parallel_xent */
 			htod(x, n4);
 			snprintf(n, sizeof n, "xent_stats_k<%s>", v8(x->Vl));
 			kernel(x, n, logits + n4, 3 * n4);
@@ -642,6 +661,30 @@ static void sumsq(struct ctx *x, double n)   /* reduce.cu cu_sumsq: two kernels,
 	dtoh(x);
 }
 
+/* run.c iter_queue after the micro-batches: the sum of squares added into the step's struct
+ * (ops_step: one 256-byte slot per parity), the decision, nothing read back - the struct's copy
+ * to pinned memory is waited for only once the next step is queued */
+/* the 32-byte sectors of the struct's bytes [lo, hi) (a slot starts a sector) */
+static double span(size_t lo, size_t hi)
+{
+	return 32.0 * (double)((hi + 31) / 32 - lo / 32);
+}
+
+static void deferred_tail(struct ctx *x, double P)
+{
+	double G = ceil(P / 4096);
+	if (G > 1024)
+		G = 1024;
+	htod(x, sizeof(struct ops_step));   /* the struct's inputs */
+	htod(x, 4);                         /* the masked targets' count */
+	kernel(x, "sumsq_part_k", sec(P * 4), sec(G * 8));
+	kernel(x, "sumsq_fin_k", sec(G * 8) + 32, 32);   /* reads the accumulator too */
+	/* reads the inputs and the sums (then writes the decision), the previous struct's `taken`,
+	 * the bad-target count */
+	kernel(x, "step_decide_k", span(0, offsetof(struct ops_step, taken)) + 64,
+	       span(offsetof(struct ops_step, bad), sizeof(struct ops_step)));
+}
+
 /* run.c step_grads after the micro-batches, and optim.c optim_step */
 static void iteration_tail(struct ctx *x)
 {
@@ -663,6 +706,8 @@ static void iteration_tail(struct ctx *x)
 	}
 	int dp = (int)c->dp, tpar = c->tp > 1, zero = c->zero1 && dp > 1;
 
+	if (c->deferred)
+		memset_(x, 4);   /* the bad-target count, once per step */
 	memset_(x, P * 4);   /* model_zero_grad, before the first micro-batch */
 	if (c->pp > 1) {
 		host_coll(x, pp_group(x), 8);   /* the loss */
@@ -686,7 +731,9 @@ static void iteration_tail(struct ctx *x)
 		host_coll(x, world_group(x), 4);
 
 	/* the gradient norm: per tensor with TP or PP (each shard once), else the one buffer */
-	if (tpar || c->pp > 1) {
+	if (c->deferred) {
+		deferred_tail(x, P);
+	} else if (tpar || c->pp > 1) {
 		for (int i = 0; i < nt; i++)
 			if (!(wte[i] && !x->first))
 				sumsq(x, (double)numel[i]);
@@ -699,7 +746,9 @@ static void iteration_tail(struct ctx *x)
 		if (zero)   /* each shard's, summed over DP */
 			host_coll(x, dp_group(x), 8);
 	}
-	if (c->fp16) {   /* the overflow check Megatron's fp16 scaler needs */
+	if (c->fp16 && c->deferred) {   /* the overflow check, into the step's struct */
+		kernel(x, "nonfinite_k", sec(P * 4), 0);
+	} else if (c->fp16) {   /* the overflow check Megatron's fp16 scaler needs */
 		memset_(x, 4);
 		kernel(x, "nonfinite_k", sec((zero ? P / dp : P) * 4), 0);
 		dtoh(x);
@@ -713,7 +762,10 @@ static void iteration_tail(struct ctx *x)
 			nseg += numel[i] > 0;
 		if (zero)   /* the shard holds a contiguous slice of the tensors */
 			nseg = nseg / dp + 2;
-		kernel(x, "adamw_multi_k", 16 * Po + sec(nseg * 32.0), 14 * Po);
+		/* deferred: + the struct's sector with the decision */
+		double dec = c->deferred ? span(offsetof(struct ops_step, taken),
+						 offsetof(struct ops_step, bc2) + sizeof(float)) : 0;
+		kernel(x, "adamw_multi_k", 16 * Po + sec(nseg * 32.0) + dec, 14 * Po);
 		break;
 	}
 	case GM_LAMB:
@@ -743,6 +795,8 @@ static void iteration_tail(struct ctx *x)
 		}
 		break;
 	}
+	if (c->fp16 && c->deferred)   /* the next step's loss scale waits for this one's flag */
+		dtoh(x);
 	if (zero) {   /* every DP rank gets the others' updated shards, then the bf16 copy */
 		comm_gather(x, "nccl all-gather DP (ZeRO-1)", dp_group(x), P * 4);
 		kernel(x, (int64_t)P % 8 ? "f32_to_act_k<1>" : "f32_to_act_k<8>", sec(P * 4), sec(P * 2));

@@ -54,6 +54,7 @@ struct gpumodel_device {
 struct gpumodel_consts {
 	double gemm, simt, hbm, net;   /* shares of a peak */
 	double gap, sync;              /* seconds per launch, per host synchronisation */
+	double gap_graph;              /* seconds per launch replayed from a CUDA graph */
 	int tile_m, tile_n;
 	double lat_nvlink, lat_net;    /* seconds per NCCL call */
 };
@@ -74,6 +75,8 @@ struct gpumodel_cfg {
 	int overlap;                        /* --overlap-grad-reduce: DP buckets under the backward */
 	double bucket;                      /* their size, elements (--ddp-bucket-size) */
 	double hidden_dropout, sgd_momentum;   /* attention dropout launches nothing more */
+	int deferred;                       /* run.c: the step's scalars stay on the device */
+	int graph;                          /* --cuda-graph: the step replayed as a CUDA graph */
 	enum gpumodel_opt opt;
 };
 

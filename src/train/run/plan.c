@@ -485,6 +485,11 @@ static void model_timing(struct plan *p)
 			  : p->dp * 1e6 > 4e7 ? p->dp * 1e6 : 4e7,
 		.reset_pos = a->reset_position_ids, .reset_attn = a->reset_attention_mask,
 		.hidden_dropout = a->hidden_dropout, .sgd_momentum = a->sgd_momentum,
+		/* run.c defer_blocker's conditions, as far as the plan knows them */
+		.deferred = p->tp * p->pp * p->dp == 1 && a->model_type != MT_BERT &&
+			    !a->use_bnb_optimizer && strcmp(a->optimizer, "adam") == 0 &&
+			    !a->spike_policy && !a->log_zeros,
+		.graph = a->cuda_graph,
 		.opt = a->use_bnb_optimizer ? GM_BNB : strcmp(a->optimizer, "lamb") == 0 ? GM_LAMB
 		       : strcmp(a->optimizer, "sgd") == 0 ? GM_SGD : GM_ADAMW,
 	};

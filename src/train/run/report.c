@@ -643,7 +643,7 @@ static json_t *jstep_model(const struct plan *p)
 		"peaks", "tc", d->tc, "simt", d->simt, "hbm", d->hbm, "pcie", d->pcie, "sms", d->sms,
 		"attn_tc", d->attn_tc, "nvlink", d->nvlink, "nic", d->nic,
 		"efficiencies", "gemm", k->gemm, "simt", k->simt, "hbm", k->hbm, "net", k->net,
-		"gap_s", k->gap, "sync_s", k->sync, "tile", k->tile_m, k->tile_n,
+		"gap_s", p->a->cuda_graph ? k->gap_graph : k->gap, "sync_s", k->sync, "tile", k->tile_m, k->tile_n,
 		"nvlink_latency_s", k->lat_nvlink, "net_latency_s", k->lat_net,
 		"slowest_stage", g->stage, "slot_seconds", g->t_slot, "tail_seconds", g->t_post,
 		"iteration_seconds", g->t_iter, "bubble",

@@ -76,6 +76,9 @@ struct run {
 	int fail_code;                 /* exit status when setup fails */
 	struct buckets bk;             /* the DP gradient reduction (buckets.h) */
 	size_t *zcut;                  /* ZeRO-1: the DP + 1 shard bounds, else NULL */
+	int64_t graph_first;           /* --cuda-graph: the first iteration this process queued */
+	void *dsteps;                  /* device: the deferred iterations' scalars by parity, one
+				        * struct ops_step per DSTEP_BYTES (the same sectors for both) */
 };
 
 /* Only world rank 0 prints (every rank computes the same numbers); warnings come from any rank. */
@@ -1133,6 +1136,498 @@ static int rollback(struct run *r, int64_t iteration, double loss, char *err, si
 	return 0;
 }
 
+/* ---- one iteration: queued, then its bookkeeping ----
+ *
+ * A step needs no host synchronisation when its scalars stay on the device (ops.h struct
+ * ops_step): the losses and the gradients' sum of squares accumulate there, the device decides
+ * the update (skip on a non-finite loss or norm, or on bad targets; the clip coefficient) and
+ * AdamW reads that decision.  The host queues iteration k+1 before it reads iteration k's
+ * struct back, so the GPU always has a step queued while the host logs, and every per-iteration
+ * meaning is kept, one iteration late: the log line, the TensorBoard scalars, the skipped and
+ * nan counts, the spike statistics are iteration k's.  The learning rate and Adam's step count
+ * of k+1 depend on whether k was skipped (the scheduler and the step counter advance only on a
+ * taken step): the host sends both candidates and the device picks (ops_step's pairs).
+ *
+ * Where that changes behaviour: a stop on a signal, the kill switch or --exit-duration-in-mins
+ * is seen while the next iteration is already queued - that one is completed and counted
+ * (applied, logged, saved) before the stop, so the run stops one iteration later than a
+ * synchronous one would; targets outside the vocabulary (exit 2) skip their own update on the
+ * device and the run ends after the iteration in flight, saving nothing.  Whatever reads the
+ * weights or needs the iteration finished - an evaluation, a save, --exit-interval, the last
+ * iteration, --log-params-norm's log line, a --skip-train-iteration-range - reads that
+ * iteration back before the next one is queued (drain_after).
+ *
+ * fp16: the next step's loss scale (a kernel argument: the loss gradient's scale) and learning
+ * rate hang on this step's overflow flag, as in Megatron (found_inf.item()).  The host keeps
+ * Megatron's scaler state machine (optim.c) and reads each fp16 step back once, at its end,
+ * after the optimizer is queued (drain_after): one wait per step, none inside it; the overflow
+ * check itself runs on the device into the struct (ops.within_acc).  Keeping the state machine
+ * on the device as well would save that wait but put the hysteresis, the window and the
+ * scheduler's skip into kernels for a path Megatron itself syncs on.
+ *
+ * The synchronous path (every value read at once, as before) remains where a value is needed
+ * on the host inside the step (defer_blocker says which): --spike-policy skip/rollback (a host
+ * decision before the update), BERT (the sentence-order loss comes back per micro-batch), more
+ * than one rank (host collectives of the loss), optimizers other than the one-launch AdamW, and
+ * --log-num-zeros-in-grad.  LMTK_TRAIN_SYNC_STEP=1 forces it, to compare the two. */
+struct iter {
+	int64_t it, gbs, cur, micro;
+	int deferred, slot;
+	double loss, lm, sop, grad_norm;
+	int stepped, nonfinite, spike, bad;
+	int64_t nzeros;
+	int read;                  /* deferred: s holds its struct, read back */
+	struct ops_step s;
+};
+
+struct loop {   /* run_train's state between log lines, and how it ends */
+	double t_start, t_log, loss_sum, sop_sum;
+	int64_t log_iters, log_skipped, log_nan, loss_n, last_saved;
+	int rc, stop;
+	const char *why_stop;
+};
+
+#define DSTEP_BYTES 256
+
+static struct ops_step *dstep(const struct run *r, int slot)
+{
+	return (struct ops_step *)((char *)r->dsteps + (size_t)slot * DSTEP_BYTES);
+}
+
+/* NULL when this run's steps can keep their scalars on the device, else why not */
+static const char *defer_blocker(const struct run *r)
+{
+	const struct train_args *a = r->a;
+	const struct ops *o = r->m.ops;
+	const char *e = getenv("LMTK_TRAIN_SYNC_STEP");
+	if (!o->step_decide || !o->adamw_multi_step)
+		return "the backend reads every value back at once";
+	if (e && *e && strcmp(e, "0") != 0)
+		return "LMTK_TRAIN_SYNC_STEP is set";
+	if (r->dist.world > 1)
+		return "more than one rank";
+	if (r->bert)
+		return "--model-type bert";
+	if (!r->m.aseg || r->st.optim.kind != OPT_ADAMW)
+		return "an optimizer other than the one-launch AdamW";
+	if (a->spike_policy)
+		return "--spike-policy skip or rollback";
+	if (a->log_zeros)
+		return "--log-num-zeros-in-grad";
+	return NULL;
+}
+
+/* --cuda-graph: NULL when the step can be captured once and replayed, else why not.  A replay
+ * repeats the captured kernels with their captured arguments; only the host copies (tokens,
+ * targets, the step's struct) are refreshed, through the backend's staging.  So the step must
+ * read nothing back (defer_blocker), keep its shapes (no batch-size ramp, no curriculum) and pass
+ * no per-iteration value as a kernel argument: the dropout masks' seed is one (keyed by the
+ * iteration's data position), and so is the loss's 1/kept when a loss mask changes the kept
+ * count per micro-batch; the per-sample attention masks and position ids of
+ * --reset-attention-mask and --reset-position-ids are host copies whose number depends on the
+ * data.  T5 and BERT take loss masks from the data. */
+static const char *graph_blocker(const struct run *r)
+{
+	const struct train_args *a = r->a;
+	const char *why = defer_blocker(r);
+	if (!r->m.ops->graph_mode)
+		return "the backend has no CUDA graphs (use --device cuda)";
+	if (why)
+		return why;
+	if (r->p->ramp.on)
+		return "--rampup-batch-size changes the step's shapes";
+	if (r->cl.enabled)
+		return "curriculum learning changes the step's shapes";
+	if (a->hidden_dropout > 0 || a->attention_dropout > 0)
+		return "dropout's seed changes every iteration (set --hidden-dropout 0 and "
+		       "--attention-dropout 0)";
+	if (a->eod_mask_loss)
+		return "--eod-mask-loss changes the loss's scale per micro-batch";
+	if (a->reset_attention_mask || a->reset_position_ids)
+		return "--reset-attention-mask and --reset-position-ids copy per-sample masks";
+	if (r->t5)
+		return "--model-type t5 (its loss mask comes from the data)";
+	if (a->fp16)
+		return "--fp16 (the loss scale, a kernel argument, changes with the scaler)";
+	return NULL;
+}
+
+/* the iteration must be read back before the next one is queued (see above) */
+static int drain_after(const struct run *r, int64_t it)
+{
+	const struct train_args *a = r->a;
+	return it >= r->iters || a->fp16 || (a->eval_interval > 0 && it % a->eval_interval == 0) ||
+	       (a->save && a->save_interval > 0 && it % a->save_interval == 0) ||
+	       (a->exit_interval > 0 && it % a->exit_interval == 0) ||
+	       (a->log_params_norm && it % a->log_interval == 0);
+}
+
+/* a loss spike: counted, and said when finite */
+static int spike_check(struct run *r, int64_t it, double loss, int *nonfinite)
+{
+	const struct train_args *a = r->a;
+	struct ckpt_state *st = &r->st;
+	*nonfinite = !isfinite(loss);
+	int spike = *nonfinite || (st->loss_count >= SPIKE_WARMUP && loss > a->spike_factor * st->loss_mean);
+	if (spike) {
+		st->spikes_total++;
+		if (!*nonfinite)
+			out("loss spike at iteration %lld: lm loss %.6E is above %g x its running "
+			       "mean %.6E%s\n", (long long)it, loss, a->spike_factor, st->loss_mean,
+			       a->spike_policy == 1 ? ": update skipped" : a->spike_policy == 2 ?
+			       ": rolling back" : "");
+	}
+	return spike;
+}
+
+/* The synchronous iteration: every value read back as it is computed.  0: queued and decided,
+ * 1: rolled back (nothing to finish), -1: stop with L->rc. */
+static int iter_sync(struct run *r, struct loop *L, struct iter *q, uint64_t key)
+{
+	const struct train_args *a = r->a;
+	struct ckpt_state *st = &r->st;
+	char err[2048];
+	double lr = sched_lr(&st->sched);
+	int bad = 0;
+	double loss = step_grads(r, st->data_position, q->micro, key, &bad);
+	if (dist_any(&r->dist, DIST_WORLD, r->bad_data)) {
+		L->rc = EXIT_USAGE;
+		return -1;
+	}
+	if (bad) {
+		warn("iteration %lld: %d target tokens are outside the vocabulary of %d: the data "
+		     "does not match --vocab-file/--tokenizer-name-or-path", (long long)q->it, bad,
+		     r->m.cfg.vocab);
+		L->rc = EXIT_USAGE;
+		return -1;
+	}
+	st->data_position += q->gbs;
+	q->loss = loss;
+	q->lm = r->it_lm;
+	q->sop = r->it_sop;
+	/* spikes: a non-finite loss, or one far above the running mean */
+	q->spike = spike_check(r, q->it, loss, &q->nonfinite);
+	if (q->spike && a->spike_policy == 2 && !q->nonfinite) {
+		if (rollback(r, q->it, loss, err, sizeof err) < 0) {
+			warn("%s", err);
+			L->rc = EXIT_FAILED;
+			return -1;
+		}
+		return 1;
+	}
+	q->stepped = 0;
+	if (!(q->spike && a->spike_policy >= 1) && !q->nonfinite)
+		q->stepped = optim_step(&st->optim, &r->m, (float)lr, &q->grad_norm);
+	else
+		q->grad_norm = optim_grad_norm(&st->optim, &r->m);
+	q->nzeros = 0;
+	if (a->log_zeros) {
+		/* count on the host: rare, only with --log-num-zeros-in-grad */
+		size_t zlo = r->zcut ? r->m.opt_lo : 0;
+		size_t zn = (r->zcut ? r->m.opt_hi : r->m.nparams) - zlo;
+		float *g = malloc((zn ? zn : 1) * sizeof *g);
+		if (g) {
+			r->m.ops->to_host(g, r->m.grads + zlo, zn * sizeof *g);
+			for (size_t i = 0; i < zn; i++)
+				q->nzeros += g[i] == 0.0f;
+			free(g);
+		}
+		if (r->zcut) {   /* ZeRO-1: each rank holds its shard's reduced gradient */
+			double z = (double)q->nzeros;
+			r->dist.sum_f64(&r->dist, DIST_DP, &z, 1);
+			q->nzeros = (int64_t)z;
+		}
+	}
+	return 0;
+}
+
+/* The deferred iteration: queued whole - forward, backward, the decision, AdamW, the copy of
+ * its scalars - with nothing read back (prev: the iteration still in flight, or NULL).
+ * 0, or -1: stop with L->rc. */
+static int iter_queue(struct run *r, struct loop *L, struct iter *q, const struct iter *prev,
+		      uint64_t key)
+{
+	struct model *m = &r->m;
+	const struct ops *o = m->ops;
+	struct ckpt_state *st = &r->st;
+	struct optim *op = &st->optim;
+	struct ops_step in;
+	memset(&in, 0, sizeof in);
+	/* the learning rate and the bias corrections, if prev is skipped [0] or taken [1]: the
+	 * scheduler steps as iteration_finish will step it (Megatron: before this one's tokens) */
+	struct sched s1 = st->sched;
+	if (prev)
+		sched_step(&s1, prev->gbs, st->consumed_tokens);
+	in.lr_if[0] = (float)sched_lr(&st->sched);
+	in.lr_if[1] = (float)sched_lr(&s1);
+	for (int k = 0; k < 2; k++) {
+		int step = op->step + 1 + (prev ? k : 0);
+		in.bc1_if[k] = (float)(1.0 - pow((double)op->b1, step));
+		in.bc2_if[k] = (float)(1.0 - pow((double)op->b2, step));
+	}
+	in.loss_scale = op->loss_scale;
+	in.clip = op->clip;
+	in.prev_pending = prev != NULL;
+	struct ops_step *ds = dstep(r, q->slot);
+	/* --cuda-graph: the first iteration runs as usual and sizes the graph's host inputs, the
+	 * next two are captured (one graph per parity: the struct slot differs), the rest replayed:
+	 * the host walks the step only to fill the inputs (ops.h graph_mode) */
+	int gm = OPS_GRAPH_OFF;
+	if (r->a->cuda_graph) {
+		if (!r->graph_first)
+			r->graph_first = q->it;
+		gm = q->it == r->graph_first ? OPS_GRAPH_SIZE
+		   : q->it <= r->graph_first + 2 ? OPS_GRAPH_CAPTURE : OPS_GRAPH_FILL;
+		o->graph_mode(gm, q->slot);
+	}
+	o->to_device(ds, &in, sizeof in);
+	o->zero(m->bad_targets, sizeof *m->bad_targets);
+	m->dstep = ds;
+	m->dstep_masked = 0;
+	int bad = 0;
+	double l = step_grads(r, st->data_position, q->micro, key, &bad);
+	m->dstep = NULL;
+	if (dist_any(&r->dist, DIST_WORLD, r->bad_data)) {
+		L->rc = EXIT_USAGE;
+		return -1;
+	}
+	st->data_position += q->gbs;
+	if (isnan(l)) {   /* a micro-batch could not be read: the step's loss is NaN, as before */
+		if (gm != OPS_GRAPH_OFF)   /* an extra host copy no graph holds */
+			die(EXIT_FAILED, "iteration %lld: a micro-batch could not be read; a "
+			    "--cuda-graph run stops there", (long long)q->it);
+		double nan = NAN;
+		o->to_device(&ds->loss[0], &nan, sizeof nan);
+	}
+	int32_t masked = m->dstep_masked;
+	o->to_device(&ds->masked, &masked, sizeof masked);
+	o->sumsq_acc(&ds->sumsq, m->grads, m->nparams);
+	if (op->fp16)   /* beyond 65504: what fp16 gradients could not hold (optim.c) */
+		o->within_acc(&ds->overflow, m->grads, m->nparams, 65504.0f);
+	o->step_decide(ds, dstep(r, q->slot ^ 1), m->bad_targets);
+	o->adamw_multi_step(m->master, m->params, m->grads, m->adam_m, m->adam_v, m->aseg,
+			    m->naseg, m->aseg_total, op->emb_lr_mult, op->b1, op->b2, op->eps,
+			    op->wd, ds);
+	if (gm == OPS_GRAPH_SIZE)
+		o->graph_mode(OPS_GRAPH_OFF, 0);
+	else if (gm != OPS_GRAPH_OFF)
+		o->graph_launch(q->slot);
+	o->step_fetch(ds, q->slot);   /* outside the graph: its event is waited for */
+	return 0;
+}
+
+/* a deferred iteration's struct, read back (once) */
+static void iter_read(struct run *r, struct iter *q)
+{
+	if (q->deferred && !q->read) {
+		q->s = *r->m.ops->step_wait(q->slot);
+		q->read = 1;
+	}
+}
+
+/* An iteration's bookkeeping, once its scalars are known: the scheduler, the counters, the
+ * log line, TensorBoard, evaluation, saving, the stop decisions.  0, or -1: stop with L->rc. */
+static int iter_finish(struct run *r, struct loop *L, struct iter *q)
+{
+	const struct train_args *a = r->a;
+	struct ckpt_state *st = &r->st;
+	iter_read(r, q);
+	if (q->deferred) {
+		const struct ops_step *s = &q->s;
+		q->loss = s->loss[0] / q->micro;
+		q->lm = q->loss;
+		q->sop = s->loss[1] / q->micro;
+		q->grad_norm = sqrt(s->sumsq) / st->optim.loss_scale;
+		q->stepped = s->taken;
+		q->bad = s->bad;
+		if (q->bad) {
+			warn("iteration %lld: %d target tokens are outside the vocabulary of %d: the "
+			     "data does not match --vocab-file/--tokenizer-name-or-path",
+			     (long long)q->it, q->bad, r->m.cfg.vocab);
+			L->rc = EXIT_USAGE;
+			return -1;
+		}
+		if (q->stepped)
+			st->optim.step++;   /* the device's count, mirrored for checkpoints */
+		/* the scaler as optim_step runs it: not on a non-finite loss (no step was tried),
+		 * else an overflow (a non-finite norm, or a gradient beyond fp16's range) halves */
+		if (isfinite(q->loss))
+			optim_scaler(&st->optim, !q->stepped);
+		q->spike = spike_check(r, q->it, q->loss, &q->nonfinite);
+		r->it_lm = q->lm;
+		r->it_sop = q->sop;
+	}
+	int64_t it = q->it, gbs = q->gbs, cur_now = r->cur;
+	int stepped = q->stepped, spike = q->spike, nonfinite = q->nonfinite;
+	double loss = q->loss, t_start = L->t_start, t_log = L->t_log, loss_sum = L->loss_sum;
+	double sop_sum = L->sop_sum, grad_norm = q->grad_norm;
+	int64_t log_iters = L->log_iters, log_skipped = L->log_skipped, log_nan = L->log_nan;
+	int64_t loss_n = L->loss_n, last_saved = L->last_saved, nzeros = q->nzeros;
+	int rc = EXIT_OK;
+	const char *why_stop = NULL;
+	r->cur = q->cur;   /* the curriculum's length of this iteration, not the queued one's */
+	if (stepped) {
+		sched_step(&st->sched, gbs, st->consumed_tokens);   /* Megatron: before this one's */
+		if (!spike) {
+			st->loss_mean = st->loss_count ? st->loss_mean + SPIKE_ALPHA * (loss - st->loss_mean)
+						       : loss;
+			st->loss_count++;
+		}
+		loss_sum += r->bert ? r->it_lm : loss;   /* BERT: the lm loss, then the sop loss */
+		sop_sum += r->it_sop;
+		loss_n++;
+	} else {
+		st->skipped_total++;
+		log_skipped++;
+		/* under --fp16 an infinite gradient is the scaler's overflow (real fp16
+		 * arithmetic overflows at 65504), which Megatron does not count as a nan
+		 * iteration: only a loss that is not finite is one there */
+		if (nonfinite || (!isfinite(grad_norm) && !a->fp16)) {
+			st->nan_total++;
+			log_nan++;
+		}
+	}
+	st->iteration = it;
+	st->consumed_samples += gbs;
+	st->consumed_tokens += gbs * r->cur;
+	log_iters++;
+
+	/* TensorBoard, every --tensorboard-log-interval iterations, with Megatron's tags */
+	if (r->tb && it % a->tb_log_interval == 0) {
+		double lr_now = sched_lr(&st->sched);
+		if (!a->tb_no_lr) {
+			tb_scalar(r, "learning-rate/learning-rate", it, lr_now);
+			tb_scalar(r, "learning-rate/learning-rate vs samples", st->consumed_samples, lr_now);
+			tb_scalar(r, "learning-rate/learning-rate vs tokens", st->consumed_tokens, lr_now);
+		}
+		if (a->tb_batch) {
+			tb_scalar(r, "batch-size/batch-size", it, gbs);
+			tb_scalar(r, "batch-size/batch-size vs samples", st->consumed_samples, gbs);
+		}
+		if (stepped) {
+			double gflos = 6.0 * (r->m.nparams - r->m.tensors[r->m.wte].numel -
+					      (r->m.wpe >= 0 ? r->m.tensors[r->m.wpe].numel : 0)) *
+				       (double)st->consumed_samples * (double)r->seq / 1e9;   /* at --seq-length */
+			/* Megatron-DeepSpeed: each key of the loss dict under lm-loss-training/ */
+			double lm = r->bert ? r->it_lm : loss;
+			tb_scalar(r, "lm-loss-training/lm loss", it, lm);
+			tb_scalar(r, "lm-loss-training/lm loss vs samples", st->consumed_samples, lm);
+			tb_scalar(r, "lm-loss-training/lm loss vs tokens", st->consumed_tokens, lm);
+			tb_scalar(r, "lm-loss-training/lm loss vs gigaflos (without embeddings)",
+				  (int64_t)gflos, lm);
+			if (r->bert && r->m.cfg.binary_head) {
+				tb_scalar(r, "lm-loss-training/sop loss", it, r->it_sop);
+				tb_scalar(r, "lm-loss-training/sop loss vs samples",
+					  st->consumed_samples, r->it_sop);
+				tb_scalar(r, "lm-loss-training/sop loss vs tokens",
+					  st->consumed_tokens, r->it_sop);
+				tb_scalar(r, "lm-loss-training/sop loss vs gigaflos (without "
+					  "embeddings)", (int64_t)gflos, r->it_sop);
+			}
+		}
+		if (a->fp16 && !a->tb_no_loss_scale) {
+			tb_scalar(r, "loss-scale/loss-scale", it, st->optim.loss_scale);
+			tb_scalar(r, "loss-scale/loss-scale vs samples", st->consumed_samples,
+				  st->optim.loss_scale);
+			tb_scalar(r, "loss-scale/loss-scale vs tokens", st->consumed_tokens,
+				  st->optim.loss_scale);
+		}
+		tb_scalar(r, "grad-norm/grad-norm", it, grad_norm);
+		tb_scalar(r, "grad-norm/grad-norm vs samples", st->consumed_samples, grad_norm);
+		if (a->log_zeros)
+			tb_scalar(r, "num-zeros/num-zeros", it, (double)nzeros);
+		tb_scalar(r, "steps-vs-samples/y=steps,x=samples", st->consumed_samples, it);
+		tb_scalar(r, "steps-vs-samples/y=samples,x=steps", it, st->consumed_samples);
+		tb_scalar(r, "steps-vs-tokens/y=steps,x=tokens", st->consumed_tokens, it);
+		tb_scalar(r, "steps-vs-tokens/y=tokens,x=steps", it, st->consumed_tokens);
+		if (r->cl.enabled)
+			tb_scalar(r, "curriculum_seqlen", it, (double)r->cur);
+	}
+
+	if (it % a->log_interval == 0) {
+		double now = units_now(), per = (now - t_log) / log_iters;
+		double tfl = hw_tflops(r, gbs, per);
+		/* per GPU, as the TFLOPs: the batch's model FLOPs over every rank's peak */
+		double mfu = r->peak > 0 ? model_flops_per_token(&r->m.cfg) * gbs * r->cur / per /
+						  (r->peak * r->dist.world) : 0;
+		out(" iteration %8lld/%8lld | consumed samples: %12lld | consumed tokens: %12lld |"
+		       " elapsed time per iteration (s): %.2f | learning rate: %.3E |"
+		       " global batch size: %5lld |", (long long)it, (long long)r->iters,
+		       (long long)st->consumed_samples, (long long)st->consumed_tokens, per,
+		       sched_lr(&st->sched), (long long)gbs);
+		if (loss_n)
+			out(" lm loss: %.6E |", loss_sum / loss_n);
+		if (loss_n && r->bert && r->m.cfg.binary_head)
+			out(" sop loss: %.6E |", sop_sum / loss_n);
+		if (a->fp16)
+			out(" loss scale: %.1f |", st->optim.loss_scale);
+		out(" grad norm: %.3f | num zeros: %.1f |", grad_norm, (double)nzeros);
+		if (a->log_params_norm)
+			out(" params norm: %.3f |", sqrt(r->m.ops->sumsq(r->m.master, r->m.nparams)));
+		if (r->cl.enabled)
+			out(" curriculum seqlen: %5lld |", (long long)r->cur);
+		out(" number of skipped iterations: %3lld | number of nan iterations: %3lld |"
+		       " samples per second: %.3f | TFLOPs: %.2f |", (long long)log_skipped,
+		       (long long)log_nan, gbs / per, tfl);
+		if (mfu > 0)
+			out(" MFU: %.2f%% |", 100 * mfu);
+		out("\n");
+		fflush(stdout);
+		if (r->tb && a->tb_timers) {
+			tb_scalar(r, "iteration-time/iteration-time", it, per);
+			tb_scalar(r, "iteration-time/samples per second", it, gbs / per);
+			tb_scalar(r, "iteration-time/TFLOPs per gpu (estimated)", it, tfl);
+		}
+		energy_row(r, it);
+		t_log = now;
+		loss_sum = sop_sum = 0;
+		loss_n = log_iters = log_skipped = log_nan = 0;
+	}
+	if (a->eval_interval > 0 && it % a->eval_interval == 0) {
+		char label[64];
+		snprintf(label, sizeof label, "at iteration %lld", (long long)it);
+		evaluate(r, FEED_VALID, label, it);
+	}
+	if (a->save && a->save_interval > 0 && it % a->save_interval == 0) {
+		if (save(r) < 0) {
+			rc = EXIT_FAILED;
+			goto out;
+		}
+		last_saved = it;
+	}
+	/* decisions every rank takes together: a signal or the kill switch seen by one, the
+	 * longest elapsed time of all (Megatron's max over ranks) */
+	if (dist_any(&r->dist, DIST_WORLD, got_signal != 0))
+		why_stop = got_signal == SIGUSR1 ? "SIGUSR1" : got_signal == SIGTERM ? "SIGTERM" :
+			   got_signal == SIGINT ? "SIGINT" : "a signal on another rank";
+	else if (dist_any(&r->dist, DIST_WORLD, kill_switch(r)))
+		why_stop = "the kill switch";
+	else if (a->exit_duration_mins > 0 &&
+		 dist_max(&r->dist, DIST_WORLD, units_now() - t_start) > a->exit_duration_mins * 60)
+		why_stop = "--exit-duration-in-mins";
+	else if (a->exit_interval > 0 && it % a->exit_interval == 0)
+		why_stop = "--exit-interval";
+out:
+	r->cur = cur_now;
+	L->t_log = t_log;
+	L->loss_sum = loss_sum;
+	L->sop_sum = sop_sum;
+	L->log_iters = log_iters;
+	L->log_skipped = log_skipped;
+	L->log_nan = log_nan;
+	L->loss_n = loss_n;
+	L->last_saved = last_saved;
+	if (why_stop) {
+		L->why_stop = why_stop;
+		L->stop = 1;   /* saved below, then said: Megatron saves before it says it exits */
+	}
+	if (rc != EXIT_OK) {
+		L->rc = rc;
+		return -1;
+	}
+	return 0;
+}
+
 int run_train(const struct train_args *a, const struct plan *p, const char *cmdline)
 {
 	static struct run r;
@@ -1157,6 +1652,13 @@ int run_train(const struct train_args *a, const struct plan *p, const char *cmdl
 		warn("%s", err);
 		return strstr(err, "out of memory") ? EXIT_FAILED : r.fail_code;
 	}
+	if (a->cuda_graph) {
+		const char *why = graph_blocker(&r);
+		if (why) {
+			warn("train: --cuda-graph cannot replay this run's step: %s", why);
+			return EXIT_USAGE;
+		}
+	}
 
 	/* skip ranges: sorted, merged */
 	int64_t skip[ARGS_MAX_SKIP][2];
@@ -1174,13 +1676,15 @@ int run_train(const struct train_args *a, const struct plan *p, const char *cmdl
 	}
 
 	struct ckpt_state *st = &r.st;
-	double t_log = units_now(), loss_sum = 0, sop_sum = 0;
-	int64_t log_iters = 0, log_skipped = 0, log_nan = 0, loss_n = 0;
-	int64_t last_saved = st->iteration;   /* a resumed run has nothing new to save yet */
-	double grad_norm = 0;
-	int64_t nzeros = 0;
-	int rc = EXIT_OK, stop = 0;
-	const char *why_stop = NULL;
+	struct loop L = {.t_start = t_start, .t_log = units_now(), .last_saved = st->iteration,
+			 .rc = EXIT_OK};   /* a resumed run has nothing new to save yet */
+	const char *blocker = defer_blocker(&r);
+	int deferred = blocker == NULL;
+	_Static_assert(sizeof(struct ops_step) <= DSTEP_BYTES, "DSTEP_BYTES");
+	if (deferred && !(r.dsteps = r.m.ops->alloc(2 * DSTEP_BYTES))) {
+		warn("train: out of memory for the step scalars");
+		deferred = 0;
+	}
 
 	int profiling = 0;   /* --profile on this rank */
 	for (int i = 0; a->profile && i < a->nprofile_ranks; i++)
@@ -1188,13 +1692,22 @@ int run_train(const struct train_args *a, const struct plan *p, const char *cmdl
 	if (a->eval_only)   /* Megatron's do_train = False: straight to the final evaluation */
 		out("train: --eval-only: evaluating at iteration %lld, training nothing\n",
 		    (long long)st->iteration);
-	while (!a->eval_only && st->iteration < r.iters && !stop) {
-		int64_t it = st->iteration + 1;
+	struct iter pend, q;
+	int have_pend = 0;
+	while (!a->eval_only && !L.stop) {
+		int64_t it = (have_pend ? pend.it : st->iteration) + 1;
+		if (it > r.iters)
+			break;
 		/* ranges already skipped before a checkpoint are done: the iteration counter does not
 		 * move through a skip, so a resumed run would otherwise skip them again */
 		while (next_skip < nskip && (skip[next_skip][1] < it || skip[next_skip][1] <= st->skip_through))
 			next_skip++;
 		if (next_skip < nskip && skip[next_skip][0] <= it) {
+			if (have_pend) {   /* the counters below are the finished iterations' */
+				have_pend = 0;
+				if (iter_finish(&r, &L, &pend) < 0 || L.stop)
+					break;
+			}
 			int64_t n = 0;
 			for (int64_t k = it; k <= skip[next_skip][1]; k++)
 				n += ramp_gbs(&p->ramp, st->consumed_samples);
@@ -1206,214 +1719,53 @@ int run_train(const struct train_args *a, const struct plan *p, const char *cmdl
 			next_skip++;
 			continue;
 		}
-		if (profiling && st->iteration == a->profile_step_start)   /* Megatron-LM's points */
+		if (profiling && it - 1 == a->profile_step_start)   /* Megatron-LM's points */
 			r.m.ops->profiler(1);
-		int64_t gbs = ramp_gbs(&p->ramp, st->consumed_samples), micro = gbs / (r.mbs * r.dist.dp);
-		double lr = sched_lr(&st->sched);
+		/* the batch-size ramp counts the samples of the iteration in flight too */
+		int64_t gbs = ramp_gbs(&p->ramp, st->consumed_samples + (have_pend ? pend.gbs : 0));
+		int64_t micro = gbs / (r.mbs * r.dist.dp);
 		curriculum_at(&r, it);
-		int bad = 0;
 		uint64_t key = philox_mix(philox_mix((uint64_t)a->seed, 0x7472616e), (uint64_t)st->data_position);
-		double loss = step_grads(&r, st->data_position, micro, key, &bad);
-		if (dist_any(&r.dist, DIST_WORLD, r.bad_data)) {
-			rc = EXIT_USAGE;
+		memset(&q, 0, sizeof q);
+		q.it = it;
+		q.gbs = gbs;
+		q.cur = r.cur;
+		q.micro = micro;
+		q.deferred = deferred;
+		q.slot = (int)(it & 1);
+		int qrc = deferred ? iter_queue(&r, &L, &q, have_pend ? &pend : NULL, key)
+				   : iter_sync(&r, &L, &q, key);
+		if (qrc < 0)
 			break;
-		}
-		if (bad) {
-			warn("iteration %lld: %d target tokens are outside the vocabulary of %d: the data "
-			     "does not match --vocab-file/--tokenizer-name-or-path", (long long)it, bad,
-			     r.m.cfg.vocab);
-			rc = EXIT_USAGE;
-			break;
-		}
-		st->data_position += gbs;
-
-		/* spikes: a non-finite loss, or one far above the running mean */
-		int nonfinite = !isfinite(loss), spike = nonfinite ||
-			(st->loss_count >= SPIKE_WARMUP && loss > a->spike_factor * st->loss_mean);
-		int stepped = 0;
-		if (spike) {
-			st->spikes_total++;
-			if (!nonfinite)
-				out("loss spike at iteration %lld: lm loss %.6E is above %g x its running "
-				       "mean %.6E%s\n", (long long)it, loss, a->spike_factor, st->loss_mean,
-				       a->spike_policy == 1 ? ": update skipped" : a->spike_policy == 2 ?
-				       ": rolling back" : "");
-			if (a->spike_policy == 2 && !nonfinite) {
-				if (rollback(&r, it, loss, err, sizeof err) < 0) {
-					warn("%s", err);
-					rc = EXIT_FAILED;
-					break;
-				}
-				continue;
-			}
-		}
-		if (!(spike && a->spike_policy >= 1) && !nonfinite)
-			stepped = optim_step(&st->optim, &r.m, (float)lr, &grad_norm);
-		else
-			grad_norm = optim_grad_norm(&st->optim, &r.m);
-		if (a->log_zeros) {
-			/* count on the host: rare, only with --log-num-zeros-in-grad */
-			size_t zlo = r.zcut ? r.m.opt_lo : 0, zn = (r.zcut ? r.m.opt_hi : r.m.nparams) - zlo;
-			float *g = malloc((zn ? zn : 1) * sizeof *g);
-			nzeros = 0;
-			if (g) {
-				r.m.ops->to_host(g, r.m.grads + zlo, zn * sizeof *g);
-				for (size_t i = 0; i < zn; i++)
-					nzeros += g[i] == 0.0f;
-				free(g);
-			}
-			if (r.zcut) {   /* ZeRO-1: each rank holds its shard's reduced gradient */
-				double z = (double)nzeros;
-				r.dist.sum_f64(&r.dist, DIST_DP, &z, 1);
-				nzeros = (int64_t)z;
-			}
-		}
-		if (stepped) {
-			sched_step(&st->sched, gbs, st->consumed_tokens);   /* Megatron: before this one's */
-			if (!spike) {
-				st->loss_mean = st->loss_count ? st->loss_mean + SPIKE_ALPHA * (loss - st->loss_mean)
-							       : loss;
-				st->loss_count++;
-			}
-			loss_sum += r.bert ? r.it_lm : loss;   /* BERT: the lm loss, then the sop loss */
-			sop_sum += r.it_sop;
-			loss_n++;
-		} else {
-			st->skipped_total++;
-			log_skipped++;
-			/* under --fp16 an infinite gradient is the scaler's overflow (real fp16
-			 * arithmetic overflows at 65504), which Megatron does not count as a nan
-			 * iteration: only a loss that is not finite is one there */
-			if (nonfinite || (!isfinite(grad_norm) && !a->fp16)) {
-				st->nan_total++;
-				log_nan++;
-			}
-		}
-		st->iteration = it;
-		if (profiling && st->iteration == a->profile_step_end)
+		if (qrc > 0)
+			continue;
+		int drain = !deferred || L.stop || drain_after(&r, it);
+		if (profiling && it == a->profile_step_end && !drain)
 			r.m.ops->profiler(0);
-		st->consumed_samples += gbs;
-		st->consumed_tokens += gbs * r.cur;
-		log_iters++;
-
-		/* TensorBoard, every --tensorboard-log-interval iterations, with Megatron's tags */
-		if (r.tb && it % a->tb_log_interval == 0) {
-			double lr_now = sched_lr(&st->sched);
-			if (!a->tb_no_lr) {
-				tb_scalar(&r, "learning-rate/learning-rate", it, lr_now);
-				tb_scalar(&r, "learning-rate/learning-rate vs samples", st->consumed_samples, lr_now);
-				tb_scalar(&r, "learning-rate/learning-rate vs tokens", st->consumed_tokens, lr_now);
-			}
-			if (a->tb_batch) {
-				tb_scalar(&r, "batch-size/batch-size", it, gbs);
-				tb_scalar(&r, "batch-size/batch-size vs samples", st->consumed_samples, gbs);
-			}
-			if (stepped) {
-				double gflos = 6.0 * (r.m.nparams - r.m.tensors[r.m.wte].numel -
-						      (r.m.wpe >= 0 ? r.m.tensors[r.m.wpe].numel : 0)) *
-					       (double)st->consumed_samples * (double)r.seq / 1e9;   /* at --seq-length */
-				/* Megatron-DeepSpeed: each key of the loss dict under lm-loss-training/ */
-				double lm = r.bert ? r.it_lm : loss;
-				tb_scalar(&r, "lm-loss-training/lm loss", it, lm);
-				tb_scalar(&r, "lm-loss-training/lm loss vs samples", st->consumed_samples, lm);
-				tb_scalar(&r, "lm-loss-training/lm loss vs tokens", st->consumed_tokens, lm);
-				tb_scalar(&r, "lm-loss-training/lm loss vs gigaflos (without embeddings)",
-					  (int64_t)gflos, lm);
-				if (r.bert && r.m.cfg.binary_head) {
-					tb_scalar(&r, "lm-loss-training/sop loss", it, r.it_sop);
-					tb_scalar(&r, "lm-loss-training/sop loss vs samples",
-						  st->consumed_samples, r.it_sop);
-					tb_scalar(&r, "lm-loss-training/sop loss vs tokens",
-						  st->consumed_tokens, r.it_sop);
-					tb_scalar(&r, "lm-loss-training/sop loss vs gigaflos (without "
-						  "embeddings)", (int64_t)gflos, r.it_sop);
-				}
-			}
-			if (a->fp16 && !a->tb_no_loss_scale) {
-				tb_scalar(&r, "loss-scale/loss-scale", it, st->optim.loss_scale);
-				tb_scalar(&r, "loss-scale/loss-scale vs samples", st->consumed_samples,
-					  st->optim.loss_scale);
-				tb_scalar(&r, "loss-scale/loss-scale vs tokens", st->consumed_tokens,
-					  st->optim.loss_scale);
-			}
-			tb_scalar(&r, "grad-norm/grad-norm", it, grad_norm);
-			tb_scalar(&r, "grad-norm/grad-norm vs samples", st->consumed_samples, grad_norm);
-			if (a->log_zeros)
-				tb_scalar(&r, "num-zeros/num-zeros", it, (double)nzeros);
-			tb_scalar(&r, "steps-vs-samples/y=steps,x=samples", st->consumed_samples, it);
-			tb_scalar(&r, "steps-vs-samples/y=samples,x=steps", it, st->consumed_samples);
-			tb_scalar(&r, "steps-vs-tokens/y=steps,x=tokens", st->consumed_tokens, it);
-			tb_scalar(&r, "steps-vs-tokens/y=tokens,x=steps", it, st->consumed_tokens);
-			if (r.cl.enabled)
-				tb_scalar(&r, "curriculum_seqlen", it, (double)r.cur);
-		}
-
-		if (it % a->log_interval == 0) {
-			double now = units_now(), per = (now - t_log) / log_iters;
-			double tfl = hw_tflops(&r, gbs, per);
-			/* per GPU, as the TFLOPs: the batch's model FLOPs over every rank's peak */
-			double mfu = r.peak > 0 ? model_flops_per_token(&r.m.cfg) * gbs * r.cur / per /
-							  (r.peak * r.dist.world) : 0;
-			out(" iteration %8lld/%8lld | consumed samples: %12lld | consumed tokens: %12lld |"
-			       " elapsed time per iteration (s): %.2f | learning rate: %.3E |"
-			       " global batch size: %5lld |", (long long)it, (long long)r.iters,
-			       (long long)st->consumed_samples, (long long)st->consumed_tokens, per,
-			       sched_lr(&st->sched), (long long)gbs);
-			if (loss_n)
-				out(" lm loss: %.6E |", loss_sum / loss_n);
-			if (loss_n && r.bert && r.m.cfg.binary_head)
-				out(" sop loss: %.6E |", sop_sum / loss_n);
-			if (a->fp16)
-				out(" loss scale: %.1f |", st->optim.loss_scale);
-			out(" grad norm: %.3f | num zeros: %.1f |", grad_norm, (double)nzeros);
-			if (a->log_params_norm)
-				out(" params norm: %.3f |", sqrt(r.m.ops->sumsq(r.m.master, r.m.nparams)));
-			if (r.cl.enabled)
-				out(" curriculum seqlen: %5lld |", (long long)r.cur);
-			out(" number of skipped iterations: %3lld | number of nan iterations: %3lld |"
-			       " samples per second: %.3f | TFLOPs: %.2f |", (long long)log_skipped,
-			       (long long)log_nan, gbs / per, tfl);
-			if (mfu > 0)
-				out(" MFU: %.2f%% |", 100 * mfu);
-			out("\n");
-			fflush(stdout);
-			if (r.tb && a->tb_timers) {
-				tb_scalar(&r, "iteration-time/iteration-time", it, per);
-				tb_scalar(&r, "iteration-time/samples per second", it, gbs / per);
-				tb_scalar(&r, "iteration-time/TFLOPs per gpu (estimated)", it, tfl);
-			}
-			energy_row(&r, it);
-			t_log = now;
-			loss_sum = sop_sum = 0;
-			loss_n = log_iters = log_skipped = log_nan = 0;
-		}
-		if (a->eval_interval > 0 && it % a->eval_interval == 0) {
-			char label[64];
-			snprintf(label, sizeof label, "at iteration %lld", (long long)it);
-			evaluate(&r, FEED_VALID, label, it);
-		}
-		if (a->save && a->save_interval > 0 && it % a->save_interval == 0) {
-			if (save(&r) < 0) {
-				rc = EXIT_FAILED;
+		if (have_pend) {   /* iteration it is queued: now read it - 1 */
+			have_pend = 0;
+			if (iter_finish(&r, &L, &pend) < 0)
 				break;
-			}
-			last_saved = it;
+			/* a stop decided there comes after q, already applied: finished below */
 		}
-		/* decisions every rank takes together: a signal or the kill switch seen by one, the
-		 * longest elapsed time of all (Megatron's max over ranks) */
-		if (dist_any(&r.dist, DIST_WORLD, got_signal != 0))
-			why_stop = got_signal == SIGUSR1 ? "SIGUSR1" : got_signal == SIGTERM ? "SIGTERM" :
-				   got_signal == SIGINT ? "SIGINT" : "a signal on another rank";
-		else if (dist_any(&r.dist, DIST_WORLD, kill_switch(&r)))
-			why_stop = "the kill switch";
-		else if (a->exit_duration_mins > 0 &&
-			 dist_max(&r.dist, DIST_WORLD, units_now() - t_start) > a->exit_duration_mins * 60)
-			why_stop = "--exit-duration-in-mins";
-		else if (a->exit_interval > 0 && it % a->exit_interval == 0)
-			why_stop = "--exit-interval";
-		if (why_stop)
-			stop = 1;   /* saved below, then said: Megatron saves before it says it exits */
+		if (drain || L.stop) {
+			/* a read-back that drains the device is part of the profiled step */
+			if (profiling && it == a->profile_step_end) {
+				iter_read(&r, &q);
+				r.m.ops->profiler(0);
+			}
+			if (iter_finish(&r, &L, &q) < 0)
+				break;
+		} else {
+			pend = q;
+			have_pend = 1;
+		}
 	}
+	if (have_pend && L.rc == EXIT_OK)
+		iter_finish(&r, &L, &pend);
+	int rc = L.rc, stop = L.stop;
+	int64_t last_saved = L.last_saved;
+	const char *why_stop = L.why_stop;
 	if (rc == EXIT_OK && a->save && last_saved != st->iteration && st->iteration > 0 &&
 	    save(&r) < 0)
 		rc = EXIT_FAILED;
@@ -1459,6 +1811,8 @@ int run_train(const struct train_args *a, const struct plan *p, const char *cmdl
 	feed_close(&r.feed);
 	buckets_free(&r.bk);
 	free(r.zcut);
+	if (r.dsteps)
+		r.m.ops->free(r.dsteps);
 	model_free(&r.m);
 	if (r.dist.finish)
 		r.dist.finish(&r.dist);
