@@ -56,4 +56,17 @@ scaler h1.s 16384 2 1 2>sh.err && ok scale_follows_megatrons_scaler_hysteresis_1
 # and stays finite
 "$TR" "${M[@]}" --train-iters 6 --loss-scale-window 1 --initial-loss-scale 3e38 >huge.out 2>&1
 lacks scale_never_infinite huge.out 'loss scale: inf'
+# a window's doubling is for the next step: the gradients are unscaled by the scale they were
+# scaled with (Megatron: unscale, then grad_scaler.update).  Scaling by powers of two is exact in
+# fp32, so with SGD (an update proportional to the gradient) a run whose scale doubles every step
+# trains exactly as one whose scale never moves
+"$TR" "${M[@]}" --train-iters 6 --optimizer sgd --initial-loss-scale 4 --loss-scale-window 1 >dbl.out 2>&1
+"$TR" "${M[@]}" --train-iters 6 --optimizer sgd --initial-loss-scale 4 --loss-scale-window 1000 >fix.out 2>&1
+lossnorm() { sed -n 's/.* lm loss: \([^ ]*\) .* grad norm: \([^ ]*\) .*/\1 \2/p' "$1"; }
+if [ "$(scales dbl.out | tail -1 | cut -d" " -f1)" = 256.0 ] && [ "$(lossnorm dbl.out | wc -l)" = 6 ] &&
+   [ "$(lossnorm dbl.out)" = "$(lossnorm fix.out)" ]; then
+	ok doubling_scale_unscales_by_the_scale_used
+else
+	fail doubling_scale_unscales_by_the_scale_used "$(scales dbl.out | tr '\n' ';') | $(lossnorm dbl.out | tr '\n' ';') vs $(lossnorm fix.out | tr '\n' ';')"
+fi
 rm -rf "$T"
