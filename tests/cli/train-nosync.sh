@@ -157,6 +157,13 @@ refused on_cpu "has no CUDA graphs" "$BIN/train" $base --device cpu --hidden-dro
 refused with_dropout "dropout's seed" env LMTK_CUDA_PLUGIN="$EXEC" "$BIN/train" $base --device cuda --bf16
 refused when_values_are_read_back "LMTK_TRAIN_SYNC_STEP" env LMTK_TRAIN_SYNC_STEP=1 \
 	LMTK_CUDA_PLUGIN="$EXEC" "$BIN/train" $base --device cuda --bf16 --hidden-dropout 0 --attention-dropout 0
+# the flags' reasons stop the plan too: --dry-run neither prices a graph train would refuse
+refused dry_run_with_dropout "dropout's seed" "$BIN/train" --dry-run $base --bf16 --nodes 1 --gpus-per-node 1
+"$BIN/train" --dry-run $base --bf16 --hidden-dropout 0 --attention-dropout 0 --nodes 1 \
+	--gpus-per-node 2 --global-batch-size 4 >ranks.log 2>&1
+rc=$?
+[ $rc = 2 ] && grep -q -- "--cuda-graph: 2 ranks" ranks.log && ok cuda_graph_refused_dry_run_two_ranks ||
+	fail cuda_graph_refused_dry_run_two_ranks "exit $rc: $(tail -2 ranks.log)"
 
 # the step model (train --dry-run): no host sync in the deferred step, one with --fp16 (at the
 # end), three without the device's step (SGD: the micro-batch's losses and bad count, the norm);
@@ -169,7 +176,8 @@ dryrun() {   # dryrun OUT [flags]
 		--seq-length 32 --max-position-embeddings 32 --micro-batch-size 3 \
 		--global-batch-size 3 --train-iters 3 --lr 1e-4 --data-path rand \
 		--vocab-file vocab.json --merge-file merges.txt --split 1000,0,0 --nodes 1 \
-		--gpus-per-node 1 --gpu-model h100 "$@" >"$out" 2>"$out.err"
+		--gpus-per-node 1 --gpu-model h100 --hidden-dropout 0 --attention-dropout 0 "$@" \
+		>"$out" 2>"$out.err"
 }
 if dryrun d-eager.json --bf16 && dryrun d-graph.json --bf16 --cuda-graph && dryrun d-fp16.json --fp16 &&
    dryrun d-sgd.json --bf16 --optimizer sgd; then

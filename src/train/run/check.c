@@ -193,6 +193,38 @@ static void check_t5(struct plan *p)
 			   "--pipeline-model-parallel-size 1 with TP and DP", LL(a->pp));
 }
 
+const char *check_graph_flags(const struct train_args *a)
+{
+	if (a->device && strcmp(a->device, "cpu") == 0)
+		return "--device cpu has no CUDA graphs (use --device cuda)";
+	if (a->model_type == MT_BERT)
+		return "--model-type bert (its steps read their losses back)";
+	if (a->model_type == MT_T5)
+		return "--model-type t5 (its loss mask comes from the data)";
+	if (a->optimizer && strcmp(a->optimizer, "adam") != 0)
+		return "an optimizer other than the one-launch AdamW";
+	if (a->use_bnb_optimizer)
+		return "--use-bnb-optimizer (not the one-launch AdamW)";
+	if (a->spike_policy)
+		return "--spike-policy skip or rollback (each step's loss is read back)";
+	if (a->log_zeros)
+		return "--log-num-zeros-in-grad (each step's gradient is read back)";
+	if (a->nrampup)
+		return "--rampup-batch-size changes the step's shapes";
+	if (a->curriculum_flag || a->curriculum.enabled)
+		return "curriculum learning changes the step's shapes";
+	if (a->hidden_dropout > 0 || a->attention_dropout > 0)
+		return "dropout's seed changes every iteration (set --hidden-dropout 0 and "
+		       "--attention-dropout 0)";
+	if (a->eod_mask_loss)
+		return "--eod-mask-loss changes the loss's scale per micro-batch";
+	if (a->reset_attention_mask || a->reset_position_ids)
+		return "--reset-attention-mask and --reset-position-ids copy per-sample masks";
+	if (a->fp16)
+		return "--fp16 (the loss scale, a kernel argument, changes with the scaler)";
+	return NULL;
+}
+
 /* Every check that needs only the flags.  Returns 1 if the plan cannot be computed. */
 int check_flags(struct plan *p)
 {
@@ -212,6 +244,11 @@ int check_flags(struct plan *p)
 				   ? "--encoder-seq-length (or --seq-length)" : required[i].flag);
 			blocking = 1;
 		}
+	if (a->cuda_graph) {
+		const char *why = check_graph_flags(a);
+		if (why)
+			plan_error(p, "--cuda-graph cannot replay this run's step: %s", why);
+	}
 	if (a->pos_emb == POS_ROTARY && a->max_position_embeddings > 0)
 		plan_error(p, "--max-position-embeddings with --position-embedding-type rotary: Megatron "
 		           "asserts there is none");
@@ -325,6 +362,9 @@ void check_layout(struct plan *p)
 	int64_t units = p->L + (a->pp_embedding ? 2 : 0), mdp = p->mbs * p->dp;
 	char dp[512];
 
+	if (a->cuda_graph && p->world > 1)
+		plan_error(p, "--cuda-graph: %lld ranks (a step is captured on one GPU only; drop it for "
+			   "multi-GPU runs)", LL(p->world));
 	if (p->gbs % mdp)
 		plan_error(p, "--global-batch-size %lld is not divisible by --micro-batch-size %lld x %s = %lld",
 		           LL(p->gbs), LL(p->mbs), dp_words(p, dp, sizeof dp), LL(mdp));

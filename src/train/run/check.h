@@ -15,6 +15,10 @@
 
 /* Flag-level rules; resolves p->vocab.  Returns 1 when the plan cannot be computed. */
 int check_flags(struct plan *p);
+/* --cuda-graph: what in the flags alone keeps the step from being captured once and replayed
+ * (a value that changes per iteration is a kernel argument, or the shapes change, or the step
+ * reads values back), or NULL.  run.c adds what only the run knows (the backend, the ranks). */
+const char *check_graph_flags(const struct train_args *a);
 /* GBS vs MBS x DP, layers (and embeddings) vs PP. */
 void check_layout(struct plan *p);
 /* Every GBS the ramp-up reaches within the run vs MBS x DP; sets p->indivisible. */

@@ -18,6 +18,7 @@
 #include "msg.h"
 #include "units.h"
 #include "train/run/buckets.h"
+#include "train/run/check.h"
 #include "train/run/ckpt.h"
 #include "train/run/energy.h"
 #include "train/dist/dist.h"
@@ -1238,18 +1239,7 @@ static const char *graph_blocker(const struct run *r)
 		return "--rampup-batch-size changes the step's shapes";
 	if (r->cl.enabled)
 		return "curriculum learning changes the step's shapes";
-	if (a->hidden_dropout > 0 || a->attention_dropout > 0)
-		return "dropout's seed changes every iteration (set --hidden-dropout 0 and "
-		       "--attention-dropout 0)";
-	if (a->eod_mask_loss)
-		return "--eod-mask-loss changes the loss's scale per micro-batch";
-	if (a->reset_attention_mask || a->reset_position_ids)
-		return "--reset-attention-mask and --reset-position-ids copy per-sample masks";
-	if (r->t5)
-		return "--model-type t5 (its loss mask comes from the data)";
-	if (a->fp16)
-		return "--fp16 (the loss scale, a kernel argument, changes with the scaler)";
-	return NULL;
+	return check_graph_flags(a);   /* the rest is in the flags: refused before the run */
 }
 
 /* the iteration must be read back before the next one is queued (see above) */
