@@ -74,3 +74,24 @@ hf_encode() {
 	find "$cache" -maxdepth 1 -type f -atime +30 -delete 2>/dev/null
 	cat "$cache/$key"
 }
+
+# srun_ranks NAME NP CMD...: CMD as NP tasks of one srun step (SLURM_PROCID, SLURM_LOCALID,
+# SLURM_NTASKS, a fresh SLURM_JOB_ID each call), all at once, rank r's output in NAME.r; returns
+# the largest exit status.  RANKS_ENV (words) is added to every rank's environment.
+RANKS_JOB=${RANKS_JOB:-100}
+srun_ranks() {
+	local name=$1 np=$2 r rc=0 st pids=()
+	shift 2
+	RANKS_JOB=$((RANKS_JOB + 1))
+	for ((r = 0; r < np; r++)); do
+		env SLURM_JOB_ID=$RANKS_JOB SLURM_STEP_ID=0 SLURM_PROCID=$r SLURM_LOCALID=$r \
+			SLURM_NTASKS=$np SLURM_STEP_NUM_TASKS=$np ${RANKS_ENV:-} "$@" >"$name.$r" 2>&1 &
+		pids+=($!)
+	done
+	for r in "${pids[@]}"; do
+		st=0
+		wait "$r" || st=$?
+		[ $st -gt $rc ] && rc=$st
+	done
+	return $rc
+}

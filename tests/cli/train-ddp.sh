@@ -33,25 +33,9 @@ M=(--num-layers 2 --num-attention-heads 4 --hidden-size 64 --seq-length 32 --max
 	--vocab-file "$MEG/gpt2-tiny-vocab.json" --merge-file "$MEG/gpt2-tiny-merges.txt"
 	--log-interval 1 --eval-iters 0 --train-iters 3 --save-interval 3)
 OV=(--overlap-grad-reduce --ddp-bucket-size 1)
-JOB=200
-# ranks NAME NP FLAGS...: NP ranks as srun's tasks, rank r's output in NAME.r; the largest exit
-# status.  RANKS_ENV (words) is added to every rank's environment.
-ranks() {
-	local name=$1 np=$2 r rc=0 st pids=()
-	shift 2
-	JOB=$((JOB + 1))
-	for ((r = 0; r < np; r++)); do
-		env SLURM_JOB_ID=$JOB SLURM_STEP_ID=0 SLURM_PROCID=$r SLURM_LOCALID=$r SLURM_NTASKS=$np \
-			SLURM_STEP_NUM_TASKS=$np ${RANKS_ENV:-} "$TR" "${M[@]}" --device cuda "$@" >"$name.$r" 2>&1 &
-		pids+=($!)
-	done
-	for r in "${pids[@]}"; do
-		st=0
-		wait "$r" || st=$?
-		[ $st -gt $rc ] && rc=$st
-	done
-	return $rc
-}
+# ranks NAME NP FLAGS...: train on CUDA with M and FLAGS as NP srun tasks (tests/lib.sh
+# srun_ranks)
+ranks() { srun_ranks "$1" "$2" "$TR" "${M[@]}" --device cuda "${@:3}"; }
 curve() { sed -n 's/.*lm loss: \([^ ]*\) .*grad norm: \([^ ]*\) .*/\1 \2/p' "$1"; }
 ck() { echo "$1/global_step3/rank_tp00_pp00${2:-0}.safetensors"; }
 # near A B: every tensor within 1e-3 of its largest magnitude (one rank adds the micro-batches'

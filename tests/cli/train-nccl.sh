@@ -43,25 +43,8 @@ M=(--num-layers 2 --num-attention-heads 4 --hidden-size 64 --seq-length 32 --max
 	--micro-batch-size 2 --lr 1e-3 --data-path meg-gpt2-openwebtext_text_document
 	--vocab-file "$MEG/gpt2-tiny-vocab.json" --merge-file "$MEG/gpt2-tiny-merges.txt"
 	--log-interval 1 --eval-iters 0 --device cuda --train-iters 4 --save-interval 4)
-JOB=100
-# ranks NAME NP FLAGS...: NP ranks as srun's tasks of one step, each rank's output in NAME.R;
-# returns the largest exit status.  RANKS_ENV (words) is added to every rank's environment.
-ranks() {
-	local name=$1 np=$2 r rc=0 st pids=()
-	shift 2
-	JOB=$((JOB + 1))
-	for ((r = 0; r < np; r++)); do
-		env SLURM_JOB_ID=$JOB SLURM_STEP_ID=0 SLURM_PROCID=$r SLURM_LOCALID=$r SLURM_NTASKS=$np \
-			SLURM_STEP_NUM_TASKS=$np ${RANKS_ENV:-} "$TR" "${M[@]}" "$@" >"$name.$r" 2>&1 &
-		pids+=($!)
-	done
-	for r in "${pids[@]}"; do
-		st=0
-		wait "$r" || st=$?
-		[ $st -gt $rc ] && rc=$st
-	done
-	return $rc
-}
+# ranks NAME NP FLAGS...: train with M and FLAGS as NP srun tasks (tests/lib.sh srun_ranks)
+ranks() { srun_ranks "$1" "$2" "$TR" "${M[@]}" "${@:3}"; }
 curve() { sed -n 's/.*lm loss: \([^ ]*\) .*grad norm: \([^ ]*\) .*/\1 \2/p' "$1"; }
 # close CURVE_A CURVE_B TOL: as many iterations, each loss and grad norm within TOL (relative)
 close() {
@@ -206,10 +189,10 @@ else
 fi
 
 # --- a rank that never comes --------------------------------------------------------------------
-JOB=$((JOB + 1))
+RANKS_JOB=$((RANKS_JOB + 1))
 start=$SECONDS
 for r in 0 1; do
-	env SLURM_JOB_ID=$JOB SLURM_STEP_ID=0 SLURM_PROCID=$r SLURM_LOCALID=$r SLURM_NTASKS=3 SLURM_STEP_NUM_TASKS=3 \
+	env SLURM_JOB_ID=$RANKS_JOB SLURM_STEP_ID=0 SLURM_PROCID=$r SLURM_LOCALID=$r SLURM_NTASKS=3 SLURM_STEP_NUM_TASKS=3 \
 		LMTK_RENDEZVOUS_TIMEOUT=2 "$TR" "${M[@]}" --global-batch-size 6 >late.$r 2>&1 &
 done
 st0=0 st1=0

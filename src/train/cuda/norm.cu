@@ -152,6 +152,35 @@ __global__ __launch_bounds__(LN_WARPS * 32) void ln_res_fwd_k(A *res_out, A *out
 	}
 }
 
+/* One lane's V channels from c of a row's input gradient: dx += rs (dy w - s1 - xhat s2) (s1, s2
+ * the row's means of dy w and dy w xhat); DROP: also dxo = dx (rounded) * keep(seed, e0 + c + k,
+ * p), e0 the row's first element.  ln_bwd_dinp_k and ln_bwd_k share it, so both give the same
+ * bits. */
+template <int V, bool DROP, typename A>
+__device__ __forceinline__ void ln_dx(A *dx, const A *x, const A *dy, const A *w, int c, float mu,
+				      float rs, float s1, float s2, A *dxo, float p, uint64_t seed,
+				      uint64_t e0)
+{
+	float xv[V], gv[V], wv[V], dv[V];
+	ld_act<V>(xv, x + c);
+	ld_act<V>(gv, dy + c);
+	ld_act<V>(wv, w + c);
+	ld_act<V>(dv, dx + c);
+#pragma unroll
+	for (int k = 0; k < V; k++) {
+		float xhat = (xv[k] - mu) * rs;
+		dv[k] += rs * (gv[k] * wv[k] - s1 - xhat * s2);
+	}
+	st_act<V>(dx + c, dv);
+	if constexpr (DROP) {
+		ld_act<V>(dv, dx + c);   /* rounded, as cu_dropout_bwd would read it */
+#pragma unroll
+		for (int k = 0; k < V; k++)
+			dv[k] *= p > 0.0f ? philox_keep(seed, e0 + c + k, p) : 1.0f;
+		st_act<V>(dxo + c, dv);
+	}
+}
+
 /* dinp(N,C) += rstd * (dy*w - mean_c(dy*w) - xhat * mean_c(dy*w*xhat)).  One warp per row.
  * DROP: also dx = dinp (rounded) * keep(seed, off + element, p); dx may be dout (each element is
  * read before it is written, by the same lane). */
@@ -187,26 +216,9 @@ __global__ __launch_bounds__(LN_WARPS * 32) void ln_bwd_dinp_k(A *dinp, const A 
 	s1 = warp_sum(s1) / (float)C;
 	s2 = warp_sum(s2) / (float)C;
 
-	for (int c = lane * V; c < C; c += 32 * V) {
-		float xv[V], gv[V], wv[V], dv[V];
-		ld_act<V>(xv, x + c);
-		ld_act<V>(gv, dy + c);
-		ld_act<V>(wv, w + c);
-		ld_act<V>(dv, dx + c);
-#pragma unroll
-		for (int k = 0; k < V; k++) {
-			float xhat = (xv[k] - mu) * rs;
-			dv[k] += rs * (gv[k] * wv[k] - s1 - xhat * s2);
-		}
-		st_act<V>(dx + c, dv);
-		if constexpr (DROP) {
-			ld_act<V>(dv, dx + c);   /* rounded, as cu_dropout_bwd would read it */
-#pragma unroll
-			for (int k = 0; k < V; k++)
-				dv[k] *= p > 0.0f ? philox_keep(seed, off + (size_t)row * C + c + k, p) : 1.0f;
-			st_act<V>(dxo + (size_t)row * C + c, dv);
-		}
-	}
+	for (int c = lane * V; c < C; c += 32 * V)
+		ln_dx<V, DROP>(dx, x, dy, w, c, mu, rs, s1, s2, DROP ? dxo + (size_t)row * C : nullptr,
+			       p, seed, off + (size_t)row * C);
 }
 
 #define LN_NCH 4   /* channel chunks of 32 V a lane holds column sums for in ln_bwd_k */
@@ -261,28 +273,10 @@ __global__ __launch_bounds__(LN_WARPS * 32) void ln_bwd_k(A *dinp, const A *dout
 #pragma unroll
 		for (int j = 0; j < LN_NCH; j++) {
 			int c = (j * 32 + lane) * V;
-			if (c < C) {
-				float xv[V], gv[V], wv[V], dv[V];
-				ld_act<V>(xv, x + c);
-				ld_act<V>(gv, dy + c);
-				ld_act<V>(wv, w + c);
-				ld_act<V>(dv, dx + c);
-#pragma unroll
-				for (int k = 0; k < V; k++) {
-					float xhat = (xv[k] - mu) * rs;
-					dv[k] += rs * (gv[k] * wv[k] - s1 - xhat * s2);
-				}
-				st_act<V>(dx + c, dv);
-				if constexpr (DROP) {
-					ld_act<V>(dv, dx + c);   /* rounded, as cu_dropout_bwd reads it */
-#pragma unroll
-					for (int k = 0; k < V; k++)
-						dv[k] *= p > 0.0f ? philox_keep(seed, off + (size_t)row * C +
-										    c + k, p)
-								  : 1.0f;
-					st_act<V>(dxo + (size_t)row * C + c, dv);
-				}
-			}
+			if (c < C)
+				ln_dx<V, DROP>(dx, x, dy, w, c, mu, rs, s1, s2,
+					       DROP ? dxo + (size_t)row * C : nullptr, p, seed,
+					       off + (size_t)row * C);
 		}
 	}
 
