@@ -296,7 +296,7 @@ static void t5_memory(const struct plan *p, struct plan_stage *s)
 			4.0 * sd * (2.0 + (double)p->heads / tp);
 	int64_t L = s->layers, n = p->ckpt_layers < L ? p->ckpt_layers : L;
 	int64_t chunks = n ? (L + n - 1) / n : 0;
-	s->logits = sd * (double)p->vocab_padded / tp * 4;
+	s->logits = sd * (double)p->vocab_padded / tp * e;   /* in the activation type */
 	s->act = (double)L * (p->act_layer + dlayer) + s->logits;
 	s->act_ckpt = (double)chunks * e * h * (se + sd) + (double)n * (p->act_layer + dlayer) +
 		      s->logits;
@@ -349,7 +349,10 @@ static void memory(struct plan *p)
 		s->inflight = p->pp == 1 ? 1 : (p->pp - i < p->m_full ? p->pp - i : p->m_full);
 		if (s->inflight < 1)
 			s->inflight = 1;
-		s->logits = s->last ? sbh / (double)p->h * (double)p->vocab_padded / (double)p->tp * 4 : 0;
+		/* the logits in the activation type: the cross-entropy reads them and writes their
+		 * gradient in place, in chunks of rows, with no fp32 copy (Megatron's has one) */
+		s->logits = s->last ? sbh / (double)p->h * (double)p->vocab_padded / (double)p->tp *
+				      p->abytes : 0;
 		if (s->last && a->model_type == MT_BERT)   /* the LM head's dense, GeLU and LN outputs */
 			s->logits += 3.0 * sbh * p->abytes;
 		s->act = (double)s->layers * p->act_layer * (double)s->inflight + s->logits;

@@ -200,7 +200,7 @@ static void text_memory(const struct plan *p, FILE *f)
 	    gib(s->act), ck ? "without checkpointing" : "without checkpointing (configured)");
 	row(f, "", gib(s->act_ckpt), fmt("with --checkpoint-activations%s", ck ? " (configured)" : ""));
 	if (s->logits)
-		row(f, "  of which fp32 logits", gib(s->logits), "s x MBS x Vp/TP x 4 B");
+		row(f, "  of which logits", gib(s->logits), "s x MBS x Vp/TP x e B, no fp32 copy");
 	row(f, "total as configured", gib(s->total), fmt("of --gpu-memory %g GiB: %s", a->gpu_memory_gib,
 		p->fits ? (s->total > 0.9 * p->gpu_bytes ? "fits, tight" : "fits") : "DOES NOT FIT"));
 	row(f, "total without ZeRO-1", gib(base + s->optim + (ck ? s->act_ckpt : s->act)), "");
