@@ -61,12 +61,12 @@ fi
 	[ "$(cut -d, -f3 cc/emissions-000.csv | sort -u | wc -l)" = 3 ] && ok second_run_appends ||
 	fail second_run_appends "$(cut -d, -f1-4 cc/emissions-000.csv)"
 
-# --- RAPL: package 0 advanced at 20 W, wrapping at 100 J (about half a second into the run: a
-# counter must not wrap twice between two reads, as on real hardware); its sub-domain must not
-# count ---------
+# --- RAPL: package 0 advanced at 20 W, wrapping at 40 J - every 2 s, more than once between
+# the two rows (the run's 40 iterations take several seconds; a tenth of a second each): train must read it more often than a row (every iteration) so that it never wraps
+# twice unseen; its sub-domain must not count ---------------------------------------------------
 mkdir -p rapl/intel-rapl:0/intel-rapl:0:0 rapl/intel-rapl:0:0
-echo 100000000 >rapl/intel-rapl:0/max_energy_range_uj
-echo 88000000 >rapl/intel-rapl:0/energy_uj
+echo 40000000 >rapl/intel-rapl:0/max_energy_range_uj
+echo 38000000 >rapl/intel-rapl:0/energy_uj
 echo 30000000 >rapl/intel-rapl:0:0/max_energy_range_uj
 echo 0 >rapl/intel-rapl:0:0/energy_uj
 "$PY" - rapl <<'PYEOF' &
@@ -78,21 +78,21 @@ def put(path, v):
     os.replace(tmp, path)
 while os.path.exists(root + "/run"):
     el = time.time() - t0
-    put(root + "/intel-rapl:0/energy_uj", int(88e6 + el * 20e6) % 100000000)  # 20 W
+    put(root + "/intel-rapl:0/energy_uj", int(38e6 + el * 20e6) % 40000000)   # 20 W
     put(root + "/intel-rapl:0:0/energy_uj", int(el * 500e6) % 30000000)       # not a package
     time.sleep(0.005)
 PYEOF
 WRITER=$!
 touch rapl/run
 sleep 0.3
-LMTK_POWERCAP_DIR=$T/rapl "$TR" "${MODEL[@]}" --train-iters 40 --log-interval 20 \
+LMTK_POWERCAP_DIR=$T/rapl "$TR" "${MODEL[@]}" --train-iters 40 --log-interval 40 \
 	--codecarbon-dir rc --carbon-intensity 400 >r.out 2>r.err
 rc=$?
 rm -f rapl/run
 wait $WRITER
 [ $rc = 0 ] && ok rapl_run_exits_0 || fail rapl_run_exits_0 "exit $rc: $(tail -2 r.err)"
 contains startup_line_says_rapl r.out 'CPU by RAPL \(1 package\)'
-check_rows rc/emissions-000.csv rapl 20 3 2>rrows.err && ok rapl_energy_is_the_package_counters || fail rapl_energy_is_the_package_counters "$(tail -1 rrows.err)"
+check_rows rc/emissions-000.csv rapl 20 2 2>rrows.err && ok rapl_energy_is_the_package_counters || fail rapl_energy_is_the_package_counters "$(tail -1 rrows.err)"
 
 # --- errors ---------------------------------------------------------------------------------------
 echo x >notadir

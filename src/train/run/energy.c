@@ -169,20 +169,27 @@ const char *energy_cpu_source(const struct energy *e)
 	return s;
 }
 
+void energy_poll(struct energy *e)
+{
+	for (int i = 0; i < e->nrapl; i++) {
+		uint64_t v;
+		if (read_u64(e->rapl[i], &v) < 0)
+			continue;
+		/* the counter wraps at max_energy_range_uj */
+		uint64_t d = v >= e->rapl_last[i] ? v - e->rapl_last[i] : e->rapl_max[i] - e->rapl_last[i] + v;
+		e->rapl_j += (double)d / 1e6;
+		e->rapl_last[i] = v;
+	}
+}
+
 int energy_log(struct energy *e, char *err, size_t errlen)
 {
 	double now = units_now(), dt = now - e->t_last;
 	double cpu_j = 0, gpu_j = 0;
 	if (e->nrapl) {
-		for (int i = 0; i < e->nrapl; i++) {
-			uint64_t v;
-			if (read_u64(e->rapl[i], &v) < 0)
-				continue;
-			/* the counter wraps at max_energy_range_uj */
-			uint64_t d = v >= e->rapl_last[i] ? v - e->rapl_last[i] : e->rapl_max[i] - e->rapl_last[i] + v;
-			cpu_j += (double)d / 1e6;
-			e->rapl_last[i] = v;
-		}
+		energy_poll(e);
+		cpu_j = e->rapl_j;
+		e->rapl_j = 0;
 	} else {
 		cpu_j = e->tdp * TDP_SHARE * dt;
 	}

@@ -35,6 +35,7 @@ struct energy {
 	int nrapl;                          /* 0: the TDP fallback */
 	char rapl[ENERGY_MAX_RAPL][512];
 	uint64_t rapl_last[ENERGY_MAX_RAPL], rapl_max[ENERGY_MAX_RAPL];
+	double rapl_j;                      /* read by energy_poll since the last row */
 	void *nvml, *gpu;                   /* dlopen handle, nvmlDevice_t */
 	int gpu_index;
 	uint64_t gpu_mj_last;
@@ -50,6 +51,12 @@ int energy_open(struct energy *e, const char *dir, int rank, const char *run_id,
 
 /* How the CPU is measured, for the start-up line: "RAPL (2 packages)" or "TDP 85 W x 0.5". */
 const char *energy_cpu_source(const struct energy *e);
+
+/* Reads the RAPL counters and keeps their increase for the next row.  A package counter wraps
+ * (at max_energy_range_uj: minutes at full power on real hardware, seconds in the tests), and
+ * one that wrapped twice between two reads loses a whole range, so train polls every iteration,
+ * not only at the log interval's rows. */
+void energy_poll(struct energy *e);
 
 /* Measures since the last call and appends one row.  0, or -1 + err (the file could not be
  * written: the caller warns and stops logging energy). */

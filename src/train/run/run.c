@@ -1534,6 +1534,8 @@ static int iter_finish(struct run *r, struct loop *L, struct iter *q)
 			tb_scalar(r, "curriculum_seqlen", it, (double)r->cur);
 	}
 
+	if (r->have_energy)
+		energy_poll(&r->en);   /* every iteration: a RAPL counter must not wrap twice unseen */
 	if (it % a->log_interval == 0) {
 		double now = units_now(), per = (now - t_log) / log_iters;
 		double tfl = hw_tflops(r, gbs, per);
