@@ -507,6 +507,10 @@ int dsconfig_apply(struct train_args *a, struct dsconfig *c, char *err, size_t e
 				  (long long)bucket, c->reduce_bucket_size < 0 ? " (absent: DeepSpeed's "
 				  "default)" : "");
 	a->ddp_bucket_size = bucket;
+	if (c->reduce_bucket_size > 0 && !overlap && stage < 1)
+		args_noeffect_add(a, "deepspeed_config", "%s: zero_optimization.reduce_bucket_size: "
+				  "without overlap_comm or ZeRO-1 the DP gradients are summed once after "
+				  "the backward", path);
 
 	/* the curriculum: "enabled": true, or --curriculum-learning with a block that does not
 	 * say "enabled" */
