@@ -193,14 +193,10 @@ static void check_t5(struct plan *p)
 			   "--pipeline-model-parallel-size 1 with TP and DP", LL(a->pp));
 }
 
-const char *check_graph_flags(const struct train_args *a)
+const char *check_defer_flags(const struct train_args *a)
 {
-	if (a->device && strcmp(a->device, "cpu") == 0)
-		return "--device cpu has no CUDA graphs (use --device cuda)";
 	if (a->model_type == MT_BERT)
 		return "--model-type bert (its steps read their losses back)";
-	if (a->model_type == MT_T5)
-		return "--model-type t5 (its loss mask comes from the data)";
 	if (a->optimizer && strcmp(a->optimizer, "adam") != 0)
 		return "an optimizer other than the one-launch AdamW";
 	if (a->use_bnb_optimizer)
@@ -209,6 +205,18 @@ const char *check_graph_flags(const struct train_args *a)
 		return "--spike-policy skip or rollback (each step's loss is read back)";
 	if (a->log_zeros)
 		return "--log-num-zeros-in-grad (each step's gradient is read back)";
+	return NULL;
+}
+
+const char *check_graph_flags(const struct train_args *a)
+{
+	const char *why = check_defer_flags(a);
+	if (a->device && strcmp(a->device, "cpu") == 0)
+		return "--device cpu has no CUDA graphs (use --device cuda)";
+	if (why)
+		return why;
+	if (a->model_type == MT_T5)
+		return "--model-type t5 (its loss mask comes from the data)";
 	if (a->nrampup)
 		return "--rampup-batch-size changes the step's shapes";
 	if (a->curriculum_flag || a->curriculum.enabled)

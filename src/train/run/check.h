@@ -15,6 +15,9 @@
 
 /* Flag-level rules; resolves p->vocab.  Returns 1 when the plan cannot be computed. */
 int check_flags(struct plan *p);
+/* What in the flags alone makes each step read its values back at once (train's deferred
+ * read-back needs none of it), or NULL. */
+const char *check_defer_flags(const struct train_args *a);
 /* --cuda-graph: what in the flags alone keeps the step from being captured once and replayed
  * (a value that changes per iteration is a kernel argument, or the shapes change, or the step
  * reads values back), or NULL.  run.c adds what only the run knows (the backend, the ranks). */

@@ -1207,15 +1207,9 @@ static const char *defer_blocker(const struct run *r)
 		return "LMTK_TRAIN_SYNC_STEP is set";
 	if (r->dist.world > 1)
 		return "more than one rank";
-	if (r->bert)
-		return "--model-type bert";
 	if (!r->m.aseg || r->st.optim.kind != OPT_ADAMW)
 		return "an optimizer other than the one-launch AdamW";
-	if (a->spike_policy)
-		return "--spike-policy skip or rollback";
-	if (a->log_zeros)
-		return "--log-num-zeros-in-grad";
-	return NULL;
+	return check_defer_flags(a);
 }
 
 /* --cuda-graph: NULL when the step can be captured once and replayed, else why not.  A replay
