@@ -507,9 +507,9 @@ int dsconfig_apply(struct train_args *a, struct dsconfig *c, char *err, size_t e
 				  (long long)bucket, c->reduce_bucket_size < 0 ? " (absent: DeepSpeed's "
 				  "default)" : "");
 	a->ddp_bucket_size = bucket;
-	if (c->reduce_bucket_size > 0 && !overlap && stage < 1)
+	if (c->reduce_bucket_size > 0 && !overlap)
 		args_noeffect_add(a, "deepspeed_config", "%s: zero_optimization.reduce_bucket_size: "
-				  "without overlap_comm or ZeRO-1 the DP gradients are summed once after "
+				  "without overlap_comm the DP gradients are reduced in one call after "
 				  "the backward", path);
 
 	/* the curriculum: "enabled": true, or --curriculum-learning with a block that does not

@@ -92,11 +92,11 @@ int main(int argc, char **argv)
 	if (a.checkpoint_num_layers > 0 && !a.checkpoint_activations)
 		args_noeffect_add(&a, "checkpoint-num-layers", "without --checkpoint-activations no layer "
 				  "is checkpointed");
-	/* the bucket size cuts the overlapped sums and ZeRO-1's reduces; otherwise the gradients
-	 * are summed once after the backward (under --deepspeed dsconfig.c says it for the file) */
-	if (a.ddp_bucket_size > 0 && !a.deepspeed && !a.overlap_grad_reduce && a.zero_stage < 1)
-		args_noeffect_add(&a, "ddp-bucket-size", "without --overlap-grad-reduce or ZeRO-1 the DP "
-				  "gradients are summed once after the backward");
+	/* the bucket size cuts only the overlapped sums (buckets.c); otherwise the gradients are
+	 * reduced in one call after the backward (under --deepspeed dsconfig.c says it for the file) */
+	if (a.ddp_bucket_size > 0 && !a.deepspeed && !a.overlap_grad_reduce)
+		args_noeffect_add(&a, "ddp-bucket-size", "without --overlap-grad-reduce the DP gradients "
+				  "are reduced in one call after the backward");
 	if (a.ds_activation_checkpointing && !a.deepspeed)
 		args_noeffect_add(&a, "deepspeed-activation-checkpointing", "without --deepspeed "
 				  "Megatron-DeepSpeed does not configure DeepSpeed's checkpointing");

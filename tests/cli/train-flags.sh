@@ -72,9 +72,9 @@ n=$(grep -o -- '--num-workers' "$T/out" | wc -l)
 lacks noeffect_implemented_flags_not_listed "$T/out" 'no effect here:.*--(optimizer|dataloader-type)'
 expect_rc plain_run_exits_0 0 trn --train-iters 2
 lacks plain_run_has_no_noeffect_line "$T/out" 'no effect here'
-# a bucket size cuts only the overlapped sums and ZeRO-1's reduces
+# a bucket size cuts only the overlapped sums
 expect_rc bucket_size_alone_exits_0 0 trn --train-iters 2 --ddp-bucket-size 1000
-contains bucket_size_alone_named "$T/out" "no effect here: --ddp-bucket-size \(without --overlap-grad-reduce or ZeRO-1"
+contains bucket_size_alone_named "$T/out" "no effect here: --ddp-bucket-size \(without --overlap-grad-reduce the DP"
 expect_rc bucket_size_with_overlap_exits_0 0 trn --train-iters 2 --ddp-bucket-size 1000 --overlap-grad-reduce
 lacks bucket_size_with_overlap_not_named "$T/out" 'no effect here:.*--ddp-bucket-size'
 # --init-method-xavier-uniform: Megatron-DeepSpeed reads it only in VitModel (vit_model.py); its
