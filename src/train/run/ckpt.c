@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <jansson.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -382,6 +383,64 @@ struct shard_info {            /* what each rank reports after writing its shard
 	int32_t ok, writer, tp, pp;
 };
 
+/* The steps this process has published: a save replaces an existing step directory only when
+ * it is one of these (a rollback re-running its iterations); any other is another run's, or an
+ * earlier numbering's, and is never saved over (ckpt_check_ahead() refuses such a run before its
+ * first step). */
+static int64_t *written;
+static size_t nwritten, capwritten;
+
+static int was_written(int64_t it)
+{
+	for (size_t i = 0; i < nwritten; i++)
+		if (written[i] == it)
+			return 1;
+	return 0;
+}
+
+static void note_written(int64_t it)
+{
+	if (was_written(it))
+		return;
+	if (nwritten == capwritten) {
+		size_t cap = capwritten ? 2 * capwritten : 64;
+		int64_t *w = realloc(written, cap * sizeof *w);
+		if (!w)
+			return;   /* only makes a later re-save of this step refuse: never loses data */
+		written = w;
+		capwritten = cap;
+	}
+	written[nwritten++] = it;
+}
+
+int ckpt_check_ahead(const char *dir, int64_t from, int64_t last, char *err, size_t errlen)
+{
+	DIR *d = opendir(dir);
+	struct dirent *e;
+	int64_t first = -1;
+	if (!d)
+		return errno == ENOENT ? 0 : errf(err, errlen, "--save %s: %s", dir, strerror(errno));
+	while ((e = readdir(d))) {
+		char *end;
+		if (strncmp(e->d_name, "global_step", 11) != 0 || e->d_name[11] < '0' ||
+		    e->d_name[11] > '9')
+			continue;
+		long long n = strtoll(e->d_name + 11, &end, 10);
+		if (*end || n <= from || n > last || was_written(n))
+			continue;
+		if (first < 0 || n < first)
+			first = n;
+	}
+	closedir(d);
+	if (first < 0)
+		return 0;
+	return errf(err, errlen, "--save %s: global_step%lld is there, past iteration %lld where this "
+		    "run starts, so the run would save over it; a run never replaces a checkpoint it "
+		    "did not write. Move %s/global_step%lld aside (or give another --save), or --load "
+		    "it if it is the one to resume", dir, (long long)first, (long long)from, dir,
+		    (long long)first);
+}
+
 /* World rank 0's half of a save: the manifest over every shard, then the publish. */
 static int publish(const char *dir, const char *name, const char *tmp, const struct model *m,
 		   const struct ckpt_state *st, const struct shard_info *info, int world,
@@ -441,7 +500,10 @@ static int publish(const char *dir, const char *name, const char *tmp, const str
 	snprintf(final, sizeof final, "%s/%s", dir, name);
 	snprintf(old, sizeof old, "%s/.%s.tmp.old.%d", dir, name, (int)getpid());
 	struct stat sb;
-	if (stat(final, &sb) == 0 && rename(final, old) < 0)
+	if (lstat(final, &sb) == 0 && !was_written(st->iteration))
+		return errf(err, errlen, "%s is there and this run did not write it: a run never "
+			    "replaces a checkpoint it did not write (move it aside)", final);
+	if (lstat(final, &sb) == 0 && rename(final, old) < 0)
 		return errf(err, errlen, "%s: %s", final, strerror(errno));
 	if (rename(tmp, final) < 0)
 		return errf(err, errlen, "%s: %s", final, strerror(errno));
@@ -456,6 +518,7 @@ static int publish(const char *dir, const char *name, const char *tmp, const str
 	if (file_write_atomic(path, line, strlen(line), 0644, err, errlen) < 0)
 		return -1;
 	file_rm_tree(old);
+	note_written(st->iteration);
 	return 0;
 }
 
@@ -566,6 +629,86 @@ static int jreal(json_t *o, const char *k, double *v)
 	return 0;
 }
 
+/* A manifest is input from elsewhere (it may have been edited, or written by a broken tool):
+ * every counter is checked against its range and against the others before anything is loaded,
+ * so that a bad one is refused naming the field instead of resuming at iteration -5 (and
+ * saving over intact steps), or stepping Adam with a step count of -1 (NaN weights).  The
+ * relations hold for every manifest a run writes: each iteration adds its global batch to both
+ * the consumed samples and the data position (skipped ranges and rollbacks to the data position
+ * only); an optimizer step is at most one per iteration; skipped iterations are iterations, nan
+ * ones skipped ones. */
+#define CKPT_COUNT_MAX ((int64_t)1 << 53)   /* above this a JSON number stops being exact */
+
+static int bad_field(const char *path, const char *field, int64_t v, const char *why, char *err,
+		     size_t errlen)
+{
+	return errf(err, errlen, "%s: \"%s\" is %lld, %s: the manifest is damaged or was edited; "
+		    "refusing to load it", path, field, (long long)v, why);
+}
+
+static int check_ranges(json_t *man, const char *path, const struct ckpt_state *st,
+			const int64_t *v, double loss_scale, int64_t tp, int64_t pp, char *err,
+			size_t errlen)
+{
+	struct { const char *field; int64_t v; } nonneg[] = {
+		{"iteration", st->iteration}, {"consumed_samples", st->consumed_samples},
+		{"consumed_tokens", st->consumed_tokens}, {"data_position", st->data_position},
+		{"skipped_iterations", st->skipped_total}, {"nan_iterations", st->nan_total},
+		{"loss_spikes", st->spikes_total}, {"skip_ranges_done_through", st->skip_through},
+		{"scheduler.warmup", st->sched.warmup}, {"scheduler.decay", st->sched.decay},
+		{"scheduler.num_steps", st->sched.num_steps},
+		{"scheduler.num_tokens", st->sched.num_tokens},
+		{"scheduler.warmup_tokens", st->sched.warmup_tokens}, {"optimizer.step", v[0]},
+		{"optimizer.good_steps", v[1]}, {"optimizer.hysteresis_left", v[2]},
+		{"loss_tracker.count", st->loss_count},
+	};
+	for (size_t i = 0; i < sizeof nonneg / sizeof *nonneg; i++) {
+		if (nonneg[i].v < 0)
+			return bad_field(path, nonneg[i].field, nonneg[i].v, "below 0", err, errlen);
+		if (nonneg[i].v > CKPT_COUNT_MAX)
+			return bad_field(path, nonneg[i].field, nonneg[i].v, "above 2^53", err, errlen);
+	}
+	if (v[0] > st->iteration)
+		return errf(err, errlen, "%s: \"optimizer.step\" is %lld at iteration %lld: an optimizer "
+			    "steps at most once an iteration; the manifest is damaged or was edited; "
+			    "refusing to load it", path, (long long)v[0], (long long)st->iteration);
+	if (st->skipped_total > st->iteration || st->nan_total > st->skipped_total)
+		return errf(err, errlen, "%s: %lld skipped and %lld nan iterations at iteration %lld: "
+			    "the manifest is damaged or was edited; refusing to load it", path,
+			    (long long)st->skipped_total, (long long)st->nan_total,
+			    (long long)st->iteration);
+	if (st->consumed_samples > st->data_position)
+		return errf(err, errlen, "%s: \"consumed_samples\" %lld is past \"data_position\" %lld "
+			    "(every sample consumed was drawn): the manifest is damaged or was edited; "
+			    "refusing to load it", path, (long long)st->consumed_samples,
+			    (long long)st->data_position);
+	if (tp < 1 || tp > 65536 || pp < 1 || pp > 65536)
+		return errf(err, errlen, "%s: layout TP=%lld PP=%lld, outside 1..65536: the manifest "
+			    "is damaged or was edited; refusing to load it", path, (long long)tp,
+			    (long long)pp);
+	struct { const char *field; double v; int positive; } reals[] = {
+		{"scheduler.max_lr", st->sched.max_lr, 0}, {"scheduler.min_lr", st->sched.min_lr, 0},
+		{"optimizer.loss_scale", loss_scale, 1},
+	};
+	for (size_t i = 0; i < sizeof reals / sizeof *reals; i++)
+		if (!isfinite(reals[i].v) || reals[i].v < 0 || (reals[i].positive && reals[i].v == 0))
+			return errf(err, errlen, "%s: \"%s\" is %g, not a %s number: the manifest is "
+				    "damaged or was edited; refusing to load it", path, reals[i].field,
+				    reals[i].v, reals[i].positive ? "finite positive" : "finite, non-negative");
+	if (st->loss_count > 0 && !isfinite(st->loss_mean))
+		return errf(err, errlen, "%s: \"loss_tracker.mean\" is %g: the manifest is damaged or "
+			    "was edited; refusing to load it", path, st->loss_mean);
+	json_t *vp = json_object_get(man, "valid_positions");
+	for (size_t i = 0; json_is_array(vp) && i < json_array_size(vp); i++) {
+		json_t *x = json_array_get(vp, i);
+		if (!json_is_integer(x) || json_integer_value(x) < 0 ||
+		    json_integer_value(x) > CKPT_COUNT_MAX)
+			return errf(err, errlen, "%s: \"valid_positions\"[%zu] is not a count of samples: "
+				    "the manifest is damaged or was edited; refusing to load it", path, i);
+	}
+	return 0;
+}
+
 /* A step's manifest (path: for messages): counters, schedule and the optimizer's scalars into
  * st, the model checked against the run's, and whether the optimizer state is of another kind
  * (*other_kind; *bnb_state when not NULL: whether it is 8-bit Adam's).  layout: the step's
@@ -647,6 +790,8 @@ static int load_manifest(json_t *man, const char *path, struct model *m, struct 
 	    json_is_true(json_object_get(mo, "embed_layernorm")) != !!c->embed_ln)
 		return errf(err, errlen, "%s: --position-embedding-type or --embed-layernorm differs from "
 			    "the checkpoint's model", path);
+	if (check_ranges(man, path, st, v, d[0], tp, pp, err, errlen) < 0)
+		return -1;
 	st->optim.step = v[0];
 	st->optim.loss_scale = d[0];
 	st->optim.good_steps = v[1];
@@ -694,6 +839,18 @@ static int load_step(const char *sdir, struct model *m, struct ckpt_state *st, c
 	if (load_manifest(man, path, m, st, 1, &other, &saved_bnb, err, errlen) < 0) {
 		json_decref(man);
 		return -1;
+	}
+	/* the step's name is its iteration: a manifest that says otherwise would make the run save
+	 * other steps' numbers (and a resumed run, over them) */
+	const char *base = strrchr(sdir, '/');
+	base = base ? base + 1 : sdir;
+	char *end;
+	long long named = strncmp(base, "global_step", 11) == 0 ? strtoll(base + 11, &end, 10) : -1;
+	if (named >= 0 && !*end && named != st->iteration) {
+		json_decref(man);
+		return errf(err, errlen, "%s: \"iteration\" is %lld in a directory named %s: the "
+			    "manifest is damaged or was edited; refusing to load it", path,
+			    (long long)st->iteration, base);
 	}
 	snprintf(shard, sizeof shard, SHARD, m->cfg.tp_rank, m->cfg.pp_rank);
 	json_t *fe = json_object_get(json_object_get(man, "files"), shard);
@@ -921,7 +1078,7 @@ int ckpt_load(const char *dir, struct model *m, struct ckpt_state *st, char *loa
 	DIR *d = opendir(dir);
 	struct dirent *e;
 	if (!d)
-		return errno == ENOENT ? 0 : errf(err, errlen, "--load %s: %s", dir, strerror(errno));
+		return errno == ENOENT ? 0 : (errf(err, errlen, "--load %s: %s", dir, strerror(errno)), -3);
 	while ((e = readdir(d)) && n < 4096) {
 		char *end;
 		if (strncmp(e->d_name, "global_step", 11) == 0) {

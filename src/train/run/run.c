@@ -852,7 +852,9 @@ static int setup(struct run *r, char *err, size_t errlen)
 		ck.weights_only = a->finetune || a->no_load_optim;
 		int rc = ckpt_load(a->load, &r->m, &ck, loaded, sizeof loaded, err, errlen);
 		if (rc < 0) {
-			r->fail_code = EXIT_FAILED;
+			/* checkpoints that fail verification are bad input (train(1)); an unreadable
+			 * directory is not the flags' fault */
+			r->fail_code = rc == -3 ? EXIT_FAILED : EXIT_USAGE;
 			return -1;
 		}
 		if (rc == 0) {
@@ -910,6 +912,12 @@ static int setup(struct run *r, char *err, size_t errlen)
 				     "and dropout change from here on", (long long)a->seed, (long long)ck.seed);
 		}
 		fflush(stdout);
+	}
+	/* never save over a step this run did not write (lmtk-checkpoint(5)): refused now, not at
+	 * the save that would have replaced it */
+	if (a->save && ckpt_check_ahead(a->save, r->st.iteration, r->iters, err, errlen) < 0) {
+		r->fail_code = EXIT_USAGE;
+		return -1;
 	}
 	if (a->tensorboard_dir && r->dist.rank == 0) {
 		r->tb = tfevents_open(a->tensorboard_dir, err, errlen);
