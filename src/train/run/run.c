@@ -484,12 +484,6 @@ static void startup_notes(const struct train_args *a, const struct ops *ops)
 		out("train: --fp16: the %s backend computes in %s (half activations and working "
 		    "weights, fp32 master weights and accumulation, as Megatron's fp16); the loss "
 		    "scaler skips the steps that overflow fp16\n", ops->name, ops->act_type);
-	if (a->ds_act_keys[0])
-		out("train: --deepspeed_config %s: activation_checkpointing's %s: one device per rank "
-		    "keeps each checkpointed chunk input whole in its own memory - nothing to partition, "
-		    "lay out, move to the CPU, synchronize or profile; %s\n", a->deepspeed_config,
-		    a->ds_act_keys, a->checkpoint_activations ? "the recomputation is the same"
-		    : "and without --checkpoint-activations nothing is checkpointed");
 	if (a->loss_scale > 0 && !a->fp16)
 		out("train: --loss-scale: no effect without --fp16, as in Megatron\n");
 	if (a->profile_range_given && !a->profile)
