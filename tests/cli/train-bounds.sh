@@ -65,3 +65,8 @@ rc=$?
 expect_rc active_flags_not_named 0 "$TR" "${DRY[@]}" --fp16 --initial-loss-scale 1024 --tensorboard-dir tb \
 	--log-timers-to-tensorboard
 lacks active_flags_not_named_in_line "$T/err" 'no effect here:.*--(initial-loss-scale|log-timers-to-tensorboard)'
+
+# --- every input path a flag names exists before training: a missing --merge-file is an error ---
+expect_rc missing_merge_file_refused 2 "$TR" "${RUN[@]}" --train-iters 2 --merge-file "$T/no-such-merges.txt"
+contains missing_merge_file_named "$T/err" "--merge-file $T/no-such-merges.txt: No such file or directory"
+expect_rc missing_merge_file_dry_run_too 2 "$TR" "${RUN[@]}" --train-iters 2 --merge-file "$T/no-such-merges.txt" --dry-run --nodes 1 --gpus-per-node 1

@@ -1,9 +1,11 @@
 #include "train/run/check.h"
 
+#include <errno.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "msg.h"
 #include "train/data/vocab.h"
@@ -83,6 +85,12 @@ static void resolve_vocab(struct plan *p)
 
 	const char *file = a->tokenizer_name_or_path ? a->tokenizer_name_or_path : a->vocab_file;
 	const char *flag = a->tokenizer_name_or_path ? "--tokenizer-name-or-path" : "--vocab-file";
+	/* the merges are not needed to train on token ids, but a tokenizer named is a tokenizer
+	 * recorded (the checkpoint's, an export's): it must be the file given.  Where the vocabulary
+	 * too is not on this machine (a plan made elsewhere, --vocab-size) it is said with it. */
+	if (a->merge_file && access(a->merge_file, R_OK) != 0 &&
+	    !(a->vocab_size > 0 && a->vocab_file && access(a->vocab_file, F_OK) != 0))
+		plan_error(p, "--merge-file %s: %s", a->merge_file, strerror(errno));
 	if (file) {
 		rc = a->tokenizer_name_or_path ? vocab_hf(file, &n, err, sizeof err)
 					       : vocab_gpt2(file, &n, err, sizeof err);
