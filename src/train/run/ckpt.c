@@ -635,8 +635,9 @@ static int jreal(json_t *o, const char *k, double *v)
  * saving over intact steps), or stepping Adam with a step count of -1 (NaN weights).  The
  * relations hold for every manifest a run writes: each iteration adds its global batch to both
  * the consumed samples and the data position (skipped ranges and rollbacks to the data position
- * only); an optimizer step is at most one per iteration; skipped iterations are iterations, nan
- * ones skipped ones. */
+ * only); skipped iterations are iterations, nan ones skipped ones.  (The optimizer's step is not
+ * bound by the iteration: DeepSpeed's count runs one ahead of Megatron's iteration, and a
+ * conversion keeps it.) */
 #define CKPT_COUNT_MAX ((int64_t)1 << 53)   /* above this a JSON number stops being exact */
 
 static int bad_field(const char *path, const char *field, int64_t v, const char *why, char *err,
@@ -668,10 +669,6 @@ static int check_ranges(json_t *man, const char *path, const struct ckpt_state *
 		if (nonneg[i].v > CKPT_COUNT_MAX)
 			return bad_field(path, nonneg[i].field, nonneg[i].v, "above 2^53", err, errlen);
 	}
-	if (v[0] > st->iteration)
-		return errf(err, errlen, "%s: \"optimizer.step\" is %lld at iteration %lld: an optimizer "
-			    "steps at most once an iteration; the manifest is damaged or was edited; "
-			    "refusing to load it", path, (long long)v[0], (long long)st->iteration);
 	if (st->skipped_total > st->iteration || st->nan_total > st->skipped_total)
 		return errf(err, errlen, "%s: %lld skipped and %lld nan iterations at iteration %lld: "
 			    "the manifest is damaged or was edited; refusing to load it", path,

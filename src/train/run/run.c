@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "file.h"
+#include "memlimit.h"
 #include "msg.h"
 #include "units.h"
 #include "train/run/buckets.h"
@@ -520,6 +521,42 @@ static int write_args_file(const char *dir, const char *cmdline, char *err, size
 	return rc < 0 ? errf(err, errlen, "--log-path: %s", why) : 0;
 }
 
+/* The ranks sharing this node's memory, as the launcher says (1 when none does) */
+static int64_t local_ranks(void)
+{
+	static const char *vars[] = {"OMPI_COMM_WORLD_LOCAL_SIZE", "MPI_LOCALNRANKS",
+				     "LOCAL_WORLD_SIZE", "SLURM_NTASKS_PER_NODE"};
+	for (size_t i = 0; i < sizeof vars / sizeof *vars; i++) {
+		int64_t n;
+		const char *v = getenv(vars[i]);
+		if (v && args_int(v, &n) == 0 && n >= 1 && n <= 4096)
+			return n;
+	}
+	return 1;
+}
+
+/* The cpu backend allocates the model, its optimizer and the activations in host memory, all
+ * at once: more than the cgroup (or the machine) allows is a SIGKILL from the OOM killer and an
+ * empty log.  Compared before allocating, with the plan's figure for this rank's stage (what the
+ * model allocates, within a few per cent: train's "device memory" line shows both), times the
+ * ranks on this node.  -1 + err naming both numbers and what to change. */
+static int fits_in_memory(const struct plan *p, int stage, char *err, size_t errlen)
+{
+	const struct plan_stage *ps = &p->st[stage];
+	const double gib = 1073741824.0;
+	int64_t ranks = local_ranks();
+	double need = ps->total * (double)ranks;
+	uint64_t avail;
+	char what[600];
+	if (memlimit_available(&avail, what, sizeof what) < 0 || need <= (double)avail)
+		return 0;
+	return errf(err, errlen, "the model needs about %.2f GiB of memory%s, and this process may "
+		    "allocate %.2f GiB (%s): it would be killed by the OOM killer. Ask for more memory "
+		    "(sbatch --mem), or make it smaller: --micro-batch-size, --checkpoint-activations, "
+		    "fewer or smaller layers (train --dry-run shows the sizes)", need / gib,
+		    ranks > 1 ? " on this node" : "", (double)avail / gib, what);
+}
+
 static int setup(struct run *r, char *err, size_t errlen)
 {
 	const struct train_args *a = r->a;
@@ -687,6 +724,10 @@ static int setup(struct run *r, char *err, size_t errlen)
 	r->cl = a->curriculum;
 	r->cl_it = 0;
 	r->iters = p->iters;
+	if (strcmp(ops->name, "cpu") == 0 && fits_in_memory(p, r->dist.pp_rank, err, errlen) < 0) {
+		r->fail_code = EXIT_FAILED;
+		return -1;
+	}
 	if (model_init(&r->m, &c, ops, (int)r->mbs, (int)r->seq, err, errlen) < 0)
 		return -1;
 	r->m.dist = &r->dist;
