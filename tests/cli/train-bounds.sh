@@ -70,3 +70,14 @@ lacks active_flags_not_named_in_line "$T/err" 'no effect here:.*--(initial-loss-
 expect_rc missing_merge_file_refused 2 "$TR" "${RUN[@]}" --train-iters 2 --merge-file "$T/no-such-merges.txt"
 contains missing_merge_file_named "$T/err" "--merge-file $T/no-such-merges.txt: No such file or directory"
 expect_rc missing_merge_file_dry_run_too 2 "$TR" "${RUN[@]}" --train-iters 2 --merge-file "$T/no-such-merges.txt" --dry-run --nodes 1 --gpus-per-node 1
+
+# --- --dry-run sees every error a run would stop on, and a run reports them all at once ---
+expect_rc dry_run_reports_setup_errors 2 "$TR" "${DRY[@]}" --lamb-layerwise-noise 0.1 --spike-policy rollback \
+	--position-embedding-type rotary --kv-channels 8
+contains dry_run_names_lamb_noise_without_lamb "$T/err" "--lamb-layerwise-noise is LAMB's: it needs --optimizer lamb \(not adam\)"
+contains dry_run_names_rollback_without_save "$T/err" "--spike-policy rollback needs --save"
+contains dry_run_names_rotary "$T/err" "--position-embedding-type rotary is not implemented"
+contains dry_run_names_kv_channels "$T/err" "--kv-channels other than hidden/heads is not implemented"
+expect_rc run_reports_them_all_at_once 2 "$TR" "${RUN[@]}" --train-iters 2 --lamb-layerwise-noise 0.1 --spike-policy rollback
+contains run_names_the_second_error_too "$T/err" '--spike-policy rollback needs --save'
+contains run_counts_both "$T/err" '2 errors in the flags: nothing trained'

@@ -171,6 +171,33 @@ static const char *gpt_only_flag(const struct train_args *a)
 }
 
 /* --model-type t5: pretrain_t5.py's T5Model and T5Dataset (src/train/model/t5.c) */
+/* What a run would stop on in its setup, known from the flags alone: checked here so that
+ * --dry-run reports them with the rest (train(1): the same complete list).  What depends on the
+ * device (a backend without 8-bit Adam, LAMB or profiler ranges) is the run's to find. */
+static void check_run_flags(struct plan *p)
+{
+	const struct train_args *a = p->a;
+	int lamb = strcmp(a->optimizer, "lamb") == 0, sgd = strcmp(a->optimizer, "sgd") == 0;
+	if (a->profile && a->profile_step_end <= a->profile_step_start)
+		plan_error(p, "--profile-step-end %lld must be above --profile-step-start %lld",
+			   LL(a->profile_step_end), LL(a->profile_step_start));
+	if ((lamb || sgd) && a->use_bnb_optimizer)
+		plan_error(p, "--optimizer %s and --use-bnb-optimizer (8-bit Adam) are two optimizers: "
+			   "choose one", a->optimizer);
+	if (a->lamb_noise_given && !lamb)
+		plan_error(p, "--lamb-layerwise-noise is LAMB's: it needs --optimizer lamb (not %s)",
+			   a->optimizer);
+	if (a->pos_emb == POS_ROTARY)
+		plan_error(p, "--position-embedding-type rotary is not implemented; use absolute or alibi");
+	if (a->spike_policy == 2 && !a->save)
+		plan_error(p, "--spike-policy rollback needs --save: it rolls back to the last checkpoint");
+	if (a->glu_activation)
+		plan_error(p, "--glu-activation is not implemented: the MLP is GeLU");
+	if (a->kv_channels > 0 && a->num_attention_heads > 0 &&
+	    a->kv_channels * a->num_attention_heads != a->hidden_size)
+		plan_error(p, "--kv-channels other than hidden/heads is not implemented");
+}
+
 static void check_t5(struct plan *p)
 {
 	const struct train_args *a = p->a;
@@ -331,6 +358,7 @@ int check_flags(struct plan *p)
 		plan_error(p, "--rampup-batch-size with --train-iters: the ramp-up needs --train-samples "
 		           "(Megatron: expected no batch-size rampup for iteration-based training)");
 	check_schedule_flags(p);
+	check_run_flags(p);
 
 	if (a->nodes <= 0 || a->gpus_per_node <= 0) {
 		plan_error(p, "%s%s%s: the layout needs the GPU count (or run inside a SLURM allocation: "

@@ -601,10 +601,6 @@ static int setup(struct run *r, char *err, size_t errlen)
 		return errf(err, errlen, "--profile brackets iterations with CUDA profiler ranges; "
 			    "the %s backend has none (profile it with perf, or use --device cuda)",
 			    ops->name);
-	if (a->profile && a->profile_step_end <= a->profile_step_start)
-		return errf(err, errlen, "--profile-step-end %lld must be above "
-			    "--profile-step-start %lld", (long long)a->profile_step_end,
-			    (long long)a->profile_step_start);
 	struct model_config c = {
 		.layers = p->L, .hidden = p->h, .heads = p->heads, .ffn = p->f, .seq = p->s,
 		.max_pos = p->maxpos, .vocab = p->vocab, .padded_vocab = p->vocab_padded,
@@ -631,21 +627,9 @@ static int setup(struct run *r, char *err, size_t errlen)
 		return errf(err, errlen, "--use-bnb-optimizer: the %s backend has no 8-bit Adam kernel; "
 			    "use --device cpu, or drop the flag to train with AdamW", ops->name);
 	int lamb = strcmp(a->optimizer, "lamb") == 0, sgd = strcmp(a->optimizer, "sgd") == 0;
-	if ((lamb || sgd) && a->use_bnb_optimizer)
-		return errf(err, errlen, "--optimizer %s and --use-bnb-optimizer (8-bit Adam) are two "
-			    "optimizers: choose one", a->optimizer);
-	if (a->lamb_noise_given && !lamb)
-		return errf(err, errlen, "--lamb-layerwise-noise is LAMB's: it needs --optimizer lamb "
-			    "(not %s)", a->optimizer);
 	if ((lamb && !ops->lamb_update) || (sgd && !ops->sgd))
 		return errf(err, errlen, "--optimizer %s: the %s backend has no %s kernels in this "
 			    "build; use --device cpu", a->optimizer, ops->name, a->optimizer);
-	if (a->pos_emb == POS_ROTARY)
-		return errf(err, errlen, "--position-embedding-type rotary is not implemented; use "
-			    "absolute or alibi");
-	if (a->spike_policy == 2 && !a->save)
-		return errf(err, errlen, "--spike-policy rollback needs --save: it rolls back to the last "
-			    "checkpoint");
 	if (a->data_cache_path && file_mkdirs(a->data_cache_path, err, errlen) < 0)
 		return errf(err, errlen, "--data-cache-path %s: %s", a->data_cache_path, strerror(errno));
 	/* --save is made now, as Megatron makes it, so a typo is found before the first iteration
@@ -677,10 +661,6 @@ static int setup(struct run *r, char *err, size_t errlen)
 		c.reset_attention_mask = a->reset_attention_mask;
 	}
 	c.post_ln_residual = a->post_ln_residual;
-	if (a->glu_activation)
-		return errf(err, errlen, "--glu-activation is not implemented: the MLP is GeLU");
-	if (p->kv != p->h / p->heads)
-		return errf(err, errlen, "--kv-channels other than hidden/heads is not implemented");
 	int drc = dist_init(&r->dist, (int)p->tp, (int)p->pp, ops->name, a->save, err, errlen);
 	if (drc < 0) {
 		if (drc == DIST_NOT_MET)
