@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "msg.h"
+#include "num.h"
 #include "train/run/gpumodel.h"
 
 enum {
@@ -345,28 +346,7 @@ void args_init(struct train_args *a)
 
 int args_int(const char *s, int64_t *v)
 {
-	int64_t x = 0;
-	int digits = 0;
-	if (!s || !isdigit((unsigned char)*s))
-		return -1;
-	for (const char *p = s; *p; p++) {
-		if (*p == '_') {
-			/* Python: an underscore only between two digits */
-			if (!isdigit((unsigned char)p[-1]) || !isdigit((unsigned char)p[1]))
-				return -1;
-			continue;
-		}
-		if (!isdigit((unsigned char)*p))
-			return -1;
-		if (x > (INT64_MAX - 9) / 10)
-			return -1;
-		x = x * 10 + (*p - '0');
-		digits++;
-	}
-	if (!digits)
-		return -1;
-	*v = x;
-	return 0;
+	return num_int(s, 0, INT64_MAX, v) == NUM_OK ? 0 : -1;
 }
 
 int args_float(const char *s, double *v)
