@@ -17,6 +17,7 @@
 #include "file.h"
 #include "memlimit.h"
 #include "msg.h"
+#include "num.h"
 #include "units.h"
 #include "train/run/buckets.h"
 #include "train/run/check.h"
@@ -563,8 +564,9 @@ static int setup(struct run *r, char *err, size_t errlen)
 	const struct plan *p = r->p;
 	int threads = (int)a->threads;
 	const char *cpt = getenv("SLURM_CPUS_PER_TASK");
-	if (threads <= 0 && cpt && atoi(cpt) > 0)
-		threads = atoi(cpt);   /* what SLURM gave this task, not the whole node */
+	int64_t ncpt;
+	if (threads <= 0 && num_int(cpt, 1, 4096, &ncpt) == NUM_OK)
+		threads = (int)ncpt;   /* what SLURM gave this task, not the whole node */
 	/* Several ranks on GPUs: each binds its node-local index modulo the GPUs it sees, so
 	 * `--device cuda` means one GPU per rank whether the launcher shows every rank all of the
 	 * node's GPUs (mpirun, srun --gpu-bind=none) or one each (srun --gpus-per-task=1). */
