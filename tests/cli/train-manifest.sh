@@ -88,3 +88,11 @@ tr --train-iters 12 --save-interval 4 --load k --save k --use-checkpoint-lr-sche
 rc=$?
 [ $rc = 0 ] && [ -d k/global_step12 ] && grep -q 'resumed from k/global_step8' k.out &&
 	ok resume_into_the_same_save_works || fail resume_into_the_same_save_works "exit $rc: $(tail -2 k.err)"
+
+# --- the tools read the same manifest with the same checks (src/ckpt/manifest.c) ---
+rm -rf m && mkdir m && cp -r d/global_step4 m/ && echo global_step4 >m/latest
+edit m/global_step4 iteration -5
+"$BIN/ckpt-merge-tp" --input m --output m.out >mt.out 2>mt.err
+rc=$?
+[ $rc = 2 ] && grep -q 'm/global_step4/manifest.json: "iteration" is -5, below 0' mt.err && [ ! -e m.out ] &&
+	ok merge_tool_refuses_a_negative_iteration || fail merge_tool_refuses_a_negative_iteration "exit $rc: $(tail -2 mt.err)"

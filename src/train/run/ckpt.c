@@ -5,7 +5,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <jansson.h>
-#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,6 +14,7 @@
 #include "crc32c.h"
 #include "file.h"
 #include "msg.h"
+#include "ckpt/manifest.h"
 #include "ckpt/mds.h"
 #include "ckpt/safetensors.h"
 #include "ckpt/steplock.h"
@@ -629,83 +629,6 @@ static int jreal(json_t *o, const char *k, double *v)
 	return 0;
 }
 
-/* A manifest is input from elsewhere (it may have been edited, or written by a broken tool):
- * every counter is checked against its range and against the others before anything is loaded,
- * so that a bad one is refused naming the field instead of resuming at iteration -5 (and
- * saving over intact steps), or stepping Adam with a step count of -1 (NaN weights).  The
- * relations hold for every manifest a run writes: each iteration adds its global batch to both
- * the consumed samples and the data position (skipped ranges and rollbacks to the data position
- * only); skipped iterations are iterations, nan ones skipped ones.  (The optimizer's step is not
- * bound by the iteration: DeepSpeed's count runs one ahead of Megatron's iteration, and a
- * conversion keeps it.) */
-#define CKPT_COUNT_MAX ((int64_t)1 << 53)   /* above this a JSON number stops being exact */
-
-static int bad_field(const char *path, const char *field, int64_t v, const char *why, char *err,
-		     size_t errlen)
-{
-	return errf(err, errlen, "%s: \"%s\" is %lld, %s: the manifest is damaged or was edited; "
-		    "refusing to load it", path, field, (long long)v, why);
-}
-
-static int check_ranges(json_t *man, const char *path, const struct ckpt_state *st,
-			const int64_t *v, double loss_scale, int64_t tp, int64_t pp, char *err,
-			size_t errlen)
-{
-	struct { const char *field; int64_t v; } nonneg[] = {
-		{"iteration", st->iteration}, {"consumed_samples", st->consumed_samples},
-		{"consumed_tokens", st->consumed_tokens}, {"data_position", st->data_position},
-		{"skipped_iterations", st->skipped_total}, {"nan_iterations", st->nan_total},
-		{"loss_spikes", st->spikes_total}, {"skip_ranges_done_through", st->skip_through},
-		{"scheduler.warmup", st->sched.warmup}, {"scheduler.decay", st->sched.decay},
-		{"scheduler.num_steps", st->sched.num_steps},
-		{"scheduler.num_tokens", st->sched.num_tokens},
-		{"scheduler.warmup_tokens", st->sched.warmup_tokens}, {"optimizer.step", v[0]},
-		{"optimizer.good_steps", v[1]}, {"optimizer.hysteresis_left", v[2]},
-		{"loss_tracker.count", st->loss_count},
-	};
-	for (size_t i = 0; i < sizeof nonneg / sizeof *nonneg; i++) {
-		if (nonneg[i].v < 0)
-			return bad_field(path, nonneg[i].field, nonneg[i].v, "below 0", err, errlen);
-		if (nonneg[i].v > CKPT_COUNT_MAX)
-			return bad_field(path, nonneg[i].field, nonneg[i].v, "above 2^53", err, errlen);
-	}
-	if (st->skipped_total > st->iteration || st->nan_total > st->skipped_total)
-		return errf(err, errlen, "%s: %lld skipped and %lld nan iterations at iteration %lld: "
-			    "the manifest is damaged or was edited; refusing to load it", path,
-			    (long long)st->skipped_total, (long long)st->nan_total,
-			    (long long)st->iteration);
-	if (st->consumed_samples > st->data_position)
-		return errf(err, errlen, "%s: \"consumed_samples\" %lld is past \"data_position\" %lld "
-			    "(every sample consumed was drawn): the manifest is damaged or was edited; "
-			    "refusing to load it", path, (long long)st->consumed_samples,
-			    (long long)st->data_position);
-	if (tp < 1 || tp > 65536 || pp < 1 || pp > 65536)
-		return errf(err, errlen, "%s: layout TP=%lld PP=%lld, outside 1..65536: the manifest "
-			    "is damaged or was edited; refusing to load it", path, (long long)tp,
-			    (long long)pp);
-	struct { const char *field; double v; int positive; } reals[] = {
-		{"scheduler.max_lr", st->sched.max_lr, 0}, {"scheduler.min_lr", st->sched.min_lr, 0},
-		{"optimizer.loss_scale", loss_scale, 1},
-	};
-	for (size_t i = 0; i < sizeof reals / sizeof *reals; i++)
-		if (!isfinite(reals[i].v) || reals[i].v < 0 || (reals[i].positive && reals[i].v == 0))
-			return errf(err, errlen, "%s: \"%s\" is %g, not a %s number: the manifest is "
-				    "damaged or was edited; refusing to load it", path, reals[i].field,
-				    reals[i].v, reals[i].positive ? "finite positive" : "finite, non-negative");
-	if (st->loss_count > 0 && !isfinite(st->loss_mean))
-		return errf(err, errlen, "%s: \"loss_tracker.mean\" is %g: the manifest is damaged or "
-			    "was edited; refusing to load it", path, st->loss_mean);
-	json_t *vp = json_object_get(man, "valid_positions");
-	for (size_t i = 0; json_is_array(vp) && i < json_array_size(vp); i++) {
-		json_t *x = json_array_get(vp, i);
-		if (!json_is_integer(x) || json_integer_value(x) < 0 ||
-		    json_integer_value(x) > CKPT_COUNT_MAX)
-			return errf(err, errlen, "%s: \"valid_positions\"[%zu] is not a count of samples: "
-				    "the manifest is damaged or was edited; refusing to load it", path, i);
-	}
-	return 0;
-}
-
 /* A step's manifest (path: for messages): counters, schedule and the optimizer's scalars into
  * st, the model checked against the run's, and whether the optimizer state is of another kind
  * (*other_kind; *bnb_state when not NULL: whether it is 8-bit Adam's).  layout: the step's
@@ -719,6 +642,8 @@ static int load_manifest(json_t *man, const char *path, struct model *m, struct 
 	const char *style = json_string_value(json_object_get(sc, "style"));
 	double d[8];
 	int64_t tp = 1, pp = 1;
+	if (manifest_check(man, path, err, errlen) < 0)   /* every counter in its range first */
+		return -1;
 	if (jint(man, "iteration", &st->iteration) || jint(man, "consumed_samples", &st->consumed_samples) ||
 	    jint(man, "consumed_tokens", &st->consumed_tokens) ||
 	    jint(man, "data_position", &st->data_position) ||
@@ -787,8 +712,6 @@ static int load_manifest(json_t *man, const char *path, struct model *m, struct 
 	    json_is_true(json_object_get(mo, "embed_layernorm")) != !!c->embed_ln)
 		return errf(err, errlen, "%s: --position-embedding-type or --embed-layernorm differs from "
 			    "the checkpoint's model", path);
-	if (check_ranges(man, path, st, v, d[0], tp, pp, err, errlen) < 0)
-		return -1;
 	st->optim.step = v[0];
 	st->optim.loss_scale = d[0];
 	st->optim.good_steps = v[1];
