@@ -14,6 +14,7 @@
 #include "crc32c.h"
 #include "file.h"
 #include "msg.h"
+#include "ckpt/manifest.h"
 #include "ckpt/safetensors.h"
 #include "ckpt/steplock.h"
 
@@ -304,6 +305,8 @@ int sh_open_manifest(struct sh_ckpt *c, const char *path, char *err, size_t errl
 		return errf(err, errlen, "%s: %s", mpath, je.text), EXIT_USAGE;
 	json_t *lay = json_object_get(c->manifest, "layout"),
 	       *files = json_object_get(c->manifest, "files");
+	if (manifest_check(c->manifest, mpath, err, errlen) < 0)
+		return EXIT_USAGE;
 	if (jint(c->manifest, "iteration", &c->iteration) < 0 || c->iteration < 0)
 		return errf(err, errlen, "%s: \"iteration\" is missing or not a count", mpath), EXIT_USAGE;
 	if (jint(lay, "tp", &tp) < 0 || jint(lay, "pp", &pp) < 0 || tp < 1 || pp < 1 || tp > 1024 ||

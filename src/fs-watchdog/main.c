@@ -28,6 +28,7 @@
 
 #include "alert.h"
 #include "msg.h"
+#include "num.h"
 #include "opt.h"
 #include "tlog.h"
 #include "units.h"
@@ -103,6 +104,7 @@ static int on_opt(void *ctx, int key, const char *arg, char *err, size_t errlen)
 	struct rule *r;
 	char *rest = NULL, *save = NULL, *item;
 	int rc = 0;
+	int64_t n;
 
 	switch (key) {
 	case O_CONFIG:
@@ -114,9 +116,9 @@ static int on_opt(void *ctx, int key, const char *arg, char *err, size_t errlen)
 		c->one_fs = 1;
 		return 0;
 	case O_THREADS:
-		c->threads = atoi(arg);
-		if (c->threads < 1 || c->threads > 1024)
+		if (num_int(arg, 1, 1024, &n) != NUM_OK)
 			return errf(err, errlen, "'%s' is not a thread count (1-1024)", arg);
+		c->threads = (int)n;
 		return 0;
 	case O_CHECK:
 		if (!(r = new_rule(c, K_CHECK, arg, &rest, err, errlen)))

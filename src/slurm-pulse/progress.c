@@ -1,5 +1,6 @@
 #include "progress.h"
 
+#include <limits.h>
 #include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -9,6 +10,7 @@
 #include <unistd.h>
 
 #include "msg.h"
+#include "num.h"
 
 #define CHUNK (1 << 16)
 #define OVERLAP 128               /* longer than "iteration" + its number, for lines cut by a chunk */
@@ -28,13 +30,13 @@ static long long last_in(const char *buf, size_t n)
 			q++;
 		if (q >= end || !isdigit((unsigned char)*q))
 			continue;
-		long long v = 0;
-		while (q < end && isdigit((unsigned char)*q))
-			v = v * 10 + (*q++ - '0');
+		uint64_t v;
+		int rc = num_scan(&q, end, &v);
 		while (q < end && *q == ' ')
 			q++;
-		if (q < end && *q == '/')
-			found = v;
+		/* a number too big for a count is no iteration of a real run: not progress */
+		if (q < end && *q == '/' && rc == NUM_OK && v <= (uint64_t)LLONG_MAX)
+			found = (long long)v;
 	}
 	return found;
 }

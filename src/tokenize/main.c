@@ -23,6 +23,7 @@
 
 #include "file.h"
 #include "msg.h"
+#include "num.h"
 #include "units.h"
 #include "opt.h"
 #include "tokstream.h"
@@ -86,6 +87,7 @@ static int bert_type(const char *type)
 static int on_opt(void *ctx, int key, const char *arg, char *err, size_t errlen)
 {
 	struct cfg *c = ctx;
+	int64_t n;
 	switch (key) {
 	case O_VOCAB: c->vocab = arg; return 0;
 	case O_MERGES: c->merges = arg; return 0;
@@ -110,9 +112,9 @@ static int on_opt(void *ctx, int key, const char *arg, char *err, size_t errlen)
 	case O_APPEND: c->append_eod = 1; return 0;
 	case O_WORKERS:
 		c->workers_given = 1;
-		c->workers = atoi(arg);
-		if (c->workers < 1 || c->workers > 256)
+		if (num_int(arg, 1, 256, &n) != NUM_OK)
 			return errf(err, errlen, "'%s' is not a worker count (1-256)", arg);
+		c->workers = (int)n;
 		return 0;
 	case O_FORMAT:
 		if (strcmp(arg, "text") && strcmp(arg, "stream") && strcmp(arg, "sentences"))

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "msg.h"
+#include "num.h"
 #include "train/run/gpumodel.h"
 
 enum {
@@ -345,28 +346,7 @@ void args_init(struct train_args *a)
 
 int args_int(const char *s, int64_t *v)
 {
-	int64_t x = 0;
-	int digits = 0;
-	if (!s || !isdigit((unsigned char)*s))
-		return -1;
-	for (const char *p = s; *p; p++) {
-		if (*p == '_') {
-			/* Python: an underscore only between two digits */
-			if (!isdigit((unsigned char)p[-1]) || !isdigit((unsigned char)p[1]))
-				return -1;
-			continue;
-		}
-		if (!isdigit((unsigned char)*p))
-			return -1;
-		if (x > (INT64_MAX - 9) / 10)
-			return -1;
-		x = x * 10 + (*p - '0');
-		digits++;
-	}
-	if (!digits)
-		return -1;
-	*v = x;
-	return 0;
+	return num_int(s, 0, INT64_MAX, v) == NUM_OK ? 0 : -1;
 }
 
 int args_float(const char *s, double *v)
@@ -398,6 +378,31 @@ static int pos_int(const char *arg, int64_t *v, char *err, size_t errlen)
 		return errf(err, errlen, "'%s' is not a positive integer", arg);
 	return 0;
 }
+
+/* A size the model or the run is built from, with its limit: every product the plan and the
+ * model form of them (parameters, bytes, FLOPs: at most about 2^60) then fits in 64 bits, so no
+ * size wraps into a negative count or a division by zero.  The limits are far above any model
+ * trained (BLOOM-176B: 70 layers, hidden 14336, sequence 2048). */
+static int size_int(const char *arg, int64_t *v, int64_t max, char *err, size_t errlen)
+{
+	if (pos_int(arg, v, err, errlen) < 0)
+		return -1;
+	if (*v > max)
+		return errf(err, errlen, "%s is above the limit of %lld", arg, (long long)max);
+	return 0;
+}
+
+/* A probability: [0, 1) - a dropout of 1 or more zeroes (or inverts) every activation */
+static int prob(const char *arg, double *v, char *err, size_t errlen)
+{
+	if (args_float(arg, v) < 0 || *v < 0 || *v >= 1)
+		return errf(err, errlen, "'%s' is not a probability in [0, 1)", arg);
+	return 0;
+}
+
+/* Threads of the CPU backend: more than this machine could ever run is a mistake (OpenMP's
+ * runtime crashes sizing 100000) */
+#define ARGS_MAX_THREADS 4096
 
 static int nonneg_int(const char *arg, int64_t *v, char *err, size_t errlen)
 {
@@ -457,19 +462,28 @@ static int split_values(const char *arg, const char **v, int max)
 	return n;
 }
 
+static int given(const struct train_args *a, int key)
+{
+	unsigned k = (unsigned)(key - O_LAYERS);
+	return k < 64 * sizeof a->seen / sizeof *a->seen && (a->seen[k / 64] >> (k % 64) & 1);
+}
+
 int args_opt(void *ctx, int key, const char *arg, char *err, size_t errlen)
 {
 	struct train_args *a = ctx;
+	unsigned k = (unsigned)(key - O_LAYERS);
+	if (k < 64 * sizeof a->seen / sizeof *a->seen)
+		a->seen[k / 64] |= (uint64_t)1 << (k % 64);
 	switch (key) {
-	case O_LAYERS: return pos_int(arg, &a->num_layers, err, errlen);
-	case O_HIDDEN: return pos_int(arg, &a->hidden_size, err, errlen);
-	case O_FFN: return pos_int(arg, &a->ffn_hidden_size, err, errlen);
-	case O_HEADS: return pos_int(arg, &a->num_attention_heads, err, errlen);
-	case O_KV: return pos_int(arg, &a->kv_channels, err, errlen);
+	case O_LAYERS: return size_int(arg, &a->num_layers, 1 << 16, err, errlen);
+	case O_HIDDEN: return size_int(arg, &a->hidden_size, 1 << 20, err, errlen);
+	case O_FFN: return size_int(arg, &a->ffn_hidden_size, 1 << 22, err, errlen);
+	case O_HEADS: return size_int(arg, &a->num_attention_heads, 1 << 16, err, errlen);
+	case O_KV: return size_int(arg, &a->kv_channels, 1 << 16, err, errlen);
 	case O_SEQ:
 		a->seq_given = 1;
-		return pos_int(arg, &a->seq_length, err, errlen);
-	case O_MAXPOS: return pos_int(arg, &a->max_position_embeddings, err, errlen);
+		return size_int(arg, &a->seq_length, 1 << 24, err, errlen);
+	case O_MAXPOS: return size_int(arg, &a->max_position_embeddings, 1 << 24, err, errlen);
 	case O_POSEMB:
 		if (strcmp(arg, "absolute") == 0 || strcmp(arg, "learned") == 0)
 			a->pos_emb = POS_LEARNED;
@@ -482,15 +496,15 @@ int args_opt(void *ctx, int key, const char *arg, char *err, size_t errlen)
 		return 0;
 	case O_EMBLN: a->embed_layernorm = 1; return 0;
 	case O_BNB: a->use_bnb_optimizer = 1; return 0;
-	case O_DIVBY: return pos_int(arg, &a->make_vocab_size_divisible_by, err, errlen);
-	case O_PADTO: return pos_int(arg, &a->pad_vocab_size_to, err, errlen);
+	case O_DIVBY: return size_int(arg, &a->make_vocab_size_divisible_by, 1 << 20, err, errlen);
+	case O_PADTO: return size_int(arg, &a->pad_vocab_size_to, INT32_MAX / 2, err, errlen);
 	case O_INITSTD: return num(arg, &a->init_method_std, 0, 1, err, errlen);
 	case O_LNEPS: return num(arg, &a->layernorm_epsilon, 0, 1, err, errlen);
-	case O_HDROP: return num(arg, &a->hidden_dropout, 0, 0, err, errlen);
-	case O_ADROP: return num(arg, &a->attention_dropout, 0, 0, err, errlen);
+	case O_HDROP: return prob(arg, &a->hidden_dropout, err, errlen);
+	case O_ADROP: return prob(arg, &a->attention_dropout, err, errlen);
 	case O_GLU: a->glu_activation = arg; return 0;
-	case O_TP: return pos_int(arg, &a->tp, err, errlen);
-	case O_PP: return pos_int(arg, &a->pp, err, errlen);
+	case O_TP: return size_int(arg, &a->tp, 1 << 16, err, errlen);
+	case O_PP: return size_int(arg, &a->pp, 1 << 16, err, errlen);
 	case O_PPMETHOD: return partition_method(a, arg, err, errlen);
 	case O_ZERO:
 		if (strcmp(arg, "0") == 0 || strcmp(arg, "1") == 0) {
@@ -504,8 +518,8 @@ int args_opt(void *ctx, int key, const char *arg, char *err, size_t errlen)
 	case O_CKPT: a->checkpoint_activations = 1; return 0;
 	case O_CKNL: return pos_int(arg, &a->checkpoint_num_layers, err, errlen);
 	case O_DSACK: a->ds_activation_checkpointing = 1; return 0;
-	case O_MBS: return pos_int(arg, &a->micro_batch_size, err, errlen);
-	case O_GBS: return pos_int(arg, &a->global_batch_size, err, errlen);
+	case O_MBS: return size_int(arg, &a->micro_batch_size, 1 << 20, err, errlen);
+	case O_GBS: return size_int(arg, &a->global_batch_size, 1 << 30, err, errlen);
 	case O_RAMPUP: {
 		/* args_normalize() joined "START INCR SAMPLES" into one argument; a repeated flag
 		 * replaces the values, as in argparse */
@@ -517,9 +531,9 @@ int args_opt(void *ctx, int key, const char *arg, char *err, size_t errlen)
 				return -1;
 		return 0;
 	}
-	case O_TSAMPLES: return pos_int(arg, &a->train_samples, err, errlen);
-	case O_TITERS: return pos_int(arg, &a->train_iters, err, errlen);
-	case O_TTOKENS: return pos_int(arg, &a->train_tokens, err, errlen);
+	case O_TSAMPLES: return size_int(arg, &a->train_samples, (int64_t)1 << 40, err, errlen);
+	case O_TITERS: return size_int(arg, &a->train_iters, (int64_t)1 << 40, err, errlen);
+	case O_TTOKENS: return size_int(arg, &a->train_tokens, (int64_t)1 << 50, err, errlen);
 	case O_LR: return num(arg, &a->lr, 0, 0, err, errlen);
 	case O_MINLR: a->min_lr_set = 1; return num(arg, &a->min_lr, 0, 0, err, errlen);
 	case O_DECAYSTYLE:
@@ -595,7 +609,7 @@ int args_opt(void *ctx, int key, const char *arg, char *err, size_t errlen)
 		return 0;
 	case O_GPUMEM: return num(arg, &a->gpu_memory_gib, 0, 1, err, errlen);
 	case O_CKPTBW: return num(arg, &a->checkpoint_gbps, 0, 1, err, errlen);
-	case O_VOCABSIZE: return pos_int(arg, &a->vocab_size, err, errlen);
+	case O_VOCABSIZE: return size_int(arg, &a->vocab_size, INT32_MAX / 2, err, errlen);
 	case O_GPUMODEL:
 		if (!gpumodel_device(arg))
 			return errf(err, errlen, "'%s' is not one of h100, a100", arg);
@@ -679,7 +693,7 @@ int args_opt(void *ctx, int key, const char *arg, char *err, size_t errlen)
 	case O_OVERRIDE: a->override_lr_scheduler = 1; return 0;
 	case O_USECKPT: a->use_checkpoint_lr_scheduler = 1; return 0;
 	case O_DEVICE: a->device = arg; return 0;
-	case O_THREADS: return pos_int(arg, &a->threads, err, errlen);
+	case O_THREADS: return size_int(arg, &a->threads, ARGS_MAX_THREADS, err, errlen);
 	case O_SPIKE:
 		if (strcmp(arg, "none") && strcmp(arg, "skip") && strcmp(arg, "rollback"))
 			return errf(err, errlen, "'%s' is not one of none, skip, rollback", arg);
@@ -924,6 +938,45 @@ char *args_other_list(enum arg_class cls, int width, int indent)
 	if (fclose(f) != 0 || !s)
 		die(EXIT_FAILED, "out of memory");
 	return s;
+}
+
+/* The long name of an option of args_opts, by its key */
+static const char *name_of(int key)
+{
+	for (const struct opt *o = args_opts; o->name; o++)
+		if (o->key == key)
+			return o->name;
+	return "?";
+}
+
+void args_name_inert(struct train_args *a)
+{
+	static const int scaler[] = {O_ILS, O_MINLS, O_LSWIN, O_HYST},
+		resume[] = {O_OVERRIDE, O_USECKPT},
+		tb[] = {O_TBLOGINT, O_TBTIMERS, O_TBBATCH, O_TBPPL, O_TBNOLR, O_TBNOLS},
+		carbon[] = {O_CCINT, O_CPUTDP};
+	struct { const int *keys; size_t n; int inert; const char *why; } groups[] = {
+		{scaler, 4, !a->fp16, "without --fp16 there is no loss scaler, as in Megatron"},
+		{resume, 2, !a->load, "without --load there is no checkpoint schedule to weigh"},
+		{tb, 6, !a->tensorboard_dir, "without --tensorboard-dir nothing is written to "
+		 "TensorBoard"},
+		{carbon, 2, !a->codecarbon_dir, "without --codecarbon-dir no energy is tracked"},
+	};
+	for (size_t g = 0; g < sizeof groups / sizeof *groups; g++)
+		for (size_t i = 0; groups[g].inert && i < groups[g].n; i++)
+			if (given(a, groups[g].keys[i]))
+				args_noeffect_add(a, name_of(groups[g].keys[i]), "%s", groups[g].why);
+	if (given(a, O_SPLIT) && a->weighted_split_paths)
+		args_noeffect_add(a, "split", "the weighted split paths give each set's own split");
+	if (given(a, O_PPMETHOD) && a->pp <= 1)
+		args_noeffect_add(a, "pp-partition-method", "at PP=1 there is one stage, holding every "
+				  "layer");
+	if (a->ds_act_keys[0])
+		args_noeffect_add(a, "deepspeed_config", "%s: activation_checkpointing's %s: one device "
+				  "per rank keeps each checkpointed chunk input whole in its own memory - "
+				  "nothing to partition, lay out, move to the CPU, synchronize or profile%s",
+				  a->deepspeed_config, a->ds_act_keys, a->checkpoint_activations ? "" :
+				  "; without --checkpoint-activations nothing is checkpointed");
 }
 
 void args_noeffect_add(struct train_args *a, const char *name, const char *fmt, ...)

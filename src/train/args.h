@@ -157,6 +157,7 @@ struct train_args {
 	int curriculum_flag;           /* --curriculum-learning: the config's block must be there */
 	struct curriculum curriculum;  /* from the config's curriculum_learning block (dsconfig.h) */
 	unsigned given;                /* ARGS_GIVEN_*: flags given, where the default is not enough */
+	uint64_t seen[4];              /* every option of args_opts given, by its key (args_given) */
 	char *noeffect_more;           /* more of the start-up line: "--x (why), ..." (malloc'd) */
 
 	const char *codecarbon_dir;    /* --codecarbon-dir: energy and emissions (energy.h) */
@@ -186,6 +187,13 @@ enum arg_class { ARG_NOEFFECT, ARG_REFUSED };
 /* train_args.given: the flags a --deepspeed_config can override */
 enum { ARGS_GIVEN_CLIP = 1, ARGS_GIVEN_LOSS_SCALE = 2, ARGS_GIVEN_INITIAL_LOSS_SCALE = 4,
        ARGS_GIVEN_MIN_LOSS_SCALE = 8, ARGS_GIVEN_LOSS_SCALE_WINDOW = 16, ARGS_GIVEN_HYSTERESIS = 32 };
+
+/* Names in a's start-up line (args_noeffect_add) the flags that were given but are inert in
+ * this combination of flags - the fp16 scaler's flags without --fp16, the schedule's resume flags
+ * without --load, TensorBoard's without --tensorboard-dir, CodeCarbon's without --codecarbon-dir,
+ * --split beside weighted split paths, --pp-partition-method at PP=1, a DeepSpeed
+ * activation_checkpointing block - so that --dry-run and a run name the same ones. */
+void args_name_inert(struct train_args *a);
 
 /* Adds "--name (why)" to a's start-up line of flags without effect (printf-style why). */
 void args_noeffect_add(struct train_args *a, const char *name, const char *fmt, ...)

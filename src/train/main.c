@@ -104,6 +104,7 @@ int main(int argc, char **argv)
 		args_noeffect_add(&a, "deepspeed-activation-checkpointing", "without "
 				  "--checkpoint-activations no layer is checkpointed: it only chooses "
 				  "DeepSpeed's checkpoint function");
+	args_name_inert(&a);
 	rc = plan_make(&p, &a);
 	if (p.nerrors == 0 && dsconfig_check_batch(&a, &ds, p.dp, p.mbs, p.gbs, err, sizeof err) < 0)
 		plan_error(&p, "%s", err);

@@ -192,9 +192,12 @@ JSON
 S=("${M[@]}" --train-iters 3 --clip-grad 1.0 --deepspeed --deepspeed_config ds.json)
 "$TR" "${S[@]}" --checkpoint-activations --deepspeed-activation-checkpointing --save ds1 >ds1.out 2>&1
 n=$(grep -c '^train: .*activation_checkpointing' ds1.out)
-[ "$n" = 1 ] && grep -q "^train: --deepspeed_config ds.json: activation_checkpointing's partition_activations, cpu_checkpointing, number_checkpoints: .*nothing to partition" ds1.out &&
+[ "$n" = 1 ] && grep -q "^train: accepted, no effect here: .*--deepspeed_config (ds.json: activation_checkpointing's partition_activations, cpu_checkpointing, number_checkpoints: .*nothing to partition" ds1.out &&
 	grep -q '^ iteration *3/' ds1.out && ok ds_activation_checkpointing_block_named_in_one_startup_line ||
 	fail ds_activation_checkpointing_block_named_in_one_startup_line "$n lines: $(grep -v '^ iter' ds1.out | head -5)"
+"$TR" "${S[@]}" --checkpoint-activations --deepspeed-activation-checkpointing --dry-run >dsdry.out 2>dsdry.err
+grep -q "no effect here: .*--deepspeed_config (ds.json: activation_checkpointing's partition_activations" dsdry.err &&
+	ok ds_activation_checkpointing_block_named_by_dry_run || fail ds_activation_checkpointing_block_named_by_dry_run "$(cat dsdry.err | head -5)"
 "$TR" "${S[@]}" --save ds0 >ds0.out 2>&1
 cmp -s ds0/global_step3/rank_tp00_pp000.safetensors ds1/global_step3/rank_tp00_pp000.safetensors &&
 	ok ds_checkpointing_recomputes_to_the_same_weights || fail ds_checkpointing_recomputes_to_the_same_weights "$(tail -2 ds1.out)"

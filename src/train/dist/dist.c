@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "msg.h"
+#include "num.h"
 #include "train/model/ops.h"
 #include "train/dist/plugin.h"
 #include "train/dist/rendezvous.h"
@@ -66,10 +67,10 @@ int dist_launched_world(const char **from)
 	static const char *vars[] = {"OMPI_COMM_WORLD_SIZE", "PMIX_SIZE", "PMI_SIZE",
 				     "SLURM_STEP_NUM_TASKS"};
 	for (size_t i = 0; i < sizeof vars / sizeof *vars; i++) {
-		const char *v = getenv(vars[i]);
-		if (v && atoi(v) > 1) {
+		int64_t n;
+		if (num_int(getenv(vars[i]), 2, 1 << 24, &n) == NUM_OK) {
 			*from = vars[i];
-			return atoi(v);
+			return (int)n;
 		}
 	}
 	return 1;

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "num.h"
 #include "train/model/ops.h"
 #include "train/dist/plugin.h"
 
@@ -42,19 +43,20 @@ int ops_cuda_devices(char *err, size_t errlen)
 const struct ops *ops_open(const char *device, int threads, enum ops_prec prec, char *err,
 			   size_t errlen)
 {
-	int want_cuda = strcmp(device, "cuda") == 0 || strncmp(device, "cuda:", 5) == 0;
+	int64_t idx = 0;
+	int want_cuda = strcmp(device, "cuda") == 0 ||
+			(strncmp(device, "cuda:", 5) == 0 && num_int(device + 5, 0, 1023, &idx) == NUM_OK);
 	if (strcmp(device, "cpu") == 0)
 		return ops_cpu(threads);
 	if (!want_cuda && strcmp(device, "auto") != 0) {
-		snprintf(err, errlen, "--device %s: expected cpu, cuda, cuda:N or auto", device);
+		snprintf(err, errlen, "--device %s: expected cpu, cuda, cuda:N (N from 0 to 1023) or auto", device);
 		return NULL;
 	}
 	char why[512];
 	void *h = load_plugin(why, sizeof why);
 	if (h) {
 		ops_cuda_fn fn = (ops_cuda_fn)dlsym(h, OPS_CUDA_SYMBOL);
-		int idx = strncmp(device, "cuda:", 5) == 0 ? atoi(device + 5) : 0;
-		const struct ops *o = fn ? fn(idx, (int)prec, why, sizeof why) : NULL;
+		const struct ops *o = fn ? fn((int)idx, (int)prec, why, sizeof why) : NULL;
 		if (!fn)
 			snprintf(why, sizeof why, "train-cuda.so lacks %s", OPS_CUDA_SYMBOL);
 		if (o)

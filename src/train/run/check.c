@@ -1,9 +1,11 @@
 #include "train/run/check.h"
 
+#include <errno.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "msg.h"
 #include "train/data/vocab.h"
@@ -83,6 +85,12 @@ static void resolve_vocab(struct plan *p)
 
 	const char *file = a->tokenizer_name_or_path ? a->tokenizer_name_or_path : a->vocab_file;
 	const char *flag = a->tokenizer_name_or_path ? "--tokenizer-name-or-path" : "--vocab-file";
+	/* the merges are not needed to train on token ids, but a tokenizer named is a tokenizer
+	 * recorded (the checkpoint's, an export's): it must be the file given.  Where the vocabulary
+	 * too is not on this machine (a plan made elsewhere, --vocab-size) it is said with it. */
+	if (a->merge_file && access(a->merge_file, R_OK) != 0 &&
+	    !(a->vocab_size > 0 && a->vocab_file && access(a->vocab_file, F_OK) != 0))
+		plan_error(p, "--merge-file %s: %s", a->merge_file, strerror(errno));
 	if (file) {
 		rc = a->tokenizer_name_or_path ? vocab_hf(file, &n, err, sizeof err)
 					       : vocab_gpt2(file, &n, err, sizeof err);
@@ -163,6 +171,33 @@ static const char *gpt_only_flag(const struct train_args *a)
 }
 
 /* --model-type t5: pretrain_t5.py's T5Model and T5Dataset (src/train/model/t5.c) */
+/* What a run would stop on in its setup, known from the flags alone: checked here so that
+ * --dry-run reports them with the rest (train(1): the same complete list).  What depends on the
+ * device (a backend without 8-bit Adam, LAMB or profiler ranges) is the run's to find. */
+static void check_run_flags(struct plan *p)
+{
+	const struct train_args *a = p->a;
+	int lamb = strcmp(a->optimizer, "lamb") == 0, sgd = strcmp(a->optimizer, "sgd") == 0;
+	if (a->profile && a->profile_step_end <= a->profile_step_start)
+		plan_error(p, "--profile-step-end %lld must be above --profile-step-start %lld",
+			   LL(a->profile_step_end), LL(a->profile_step_start));
+	if ((lamb || sgd) && a->use_bnb_optimizer)
+		plan_error(p, "--optimizer %s and --use-bnb-optimizer (8-bit Adam) are two optimizers: "
+			   "choose one", a->optimizer);
+	if (a->lamb_noise_given && !lamb)
+		plan_error(p, "--lamb-layerwise-noise is LAMB's: it needs --optimizer lamb (not %s)",
+			   a->optimizer);
+	if (a->pos_emb == POS_ROTARY)
+		plan_error(p, "--position-embedding-type rotary is not implemented; use absolute or alibi");
+	if (a->spike_policy == 2 && !a->save)
+		plan_error(p, "--spike-policy rollback needs --save: it rolls back to the last checkpoint");
+	if (a->glu_activation)
+		plan_error(p, "--glu-activation is not implemented: the MLP is GeLU");
+	if (a->kv_channels > 0 && a->num_attention_heads > 0 &&
+	    a->kv_channels * a->num_attention_heads != a->hidden_size)
+		plan_error(p, "--kv-channels other than hidden/heads is not implemented");
+}
+
 static void check_t5(struct plan *p)
 {
 	const struct train_args *a = p->a;
@@ -323,6 +358,7 @@ int check_flags(struct plan *p)
 		plan_error(p, "--rampup-batch-size with --train-iters: the ramp-up needs --train-samples "
 		           "(Megatron: expected no batch-size rampup for iteration-based training)");
 	check_schedule_flags(p);
+	check_run_flags(p);
 
 	if (a->nodes <= 0 || a->gpus_per_node <= 0) {
 		plan_error(p, "%s%s%s: the layout needs the GPU count (or run inside a SLURM allocation: "

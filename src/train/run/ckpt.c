@@ -14,6 +14,7 @@
 #include "crc32c.h"
 #include "file.h"
 #include "msg.h"
+#include "ckpt/manifest.h"
 #include "ckpt/mds.h"
 #include "ckpt/safetensors.h"
 #include "ckpt/steplock.h"
@@ -382,6 +383,64 @@ struct shard_info {            /* what each rank reports after writing its shard
 	int32_t ok, writer, tp, pp;
 };
 
+/* The steps this process has published: a save replaces an existing step directory only when
+ * it is one of these (a rollback re-running its iterations); any other is another run's, or an
+ * earlier numbering's, and is never saved over (ckpt_check_ahead() refuses such a run before its
+ * first step). */
+static int64_t *written;
+static size_t nwritten, capwritten;
+
+static int was_written(int64_t it)
+{
+	for (size_t i = 0; i < nwritten; i++)
+		if (written[i] == it)
+			return 1;
+	return 0;
+}
+
+static void note_written(int64_t it)
+{
+	if (was_written(it))
+		return;
+	if (nwritten == capwritten) {
+		size_t cap = capwritten ? 2 * capwritten : 64;
+		int64_t *w = realloc(written, cap * sizeof *w);
+		if (!w)
+			return;   /* only makes a later re-save of this step refuse: never loses data */
+		written = w;
+		capwritten = cap;
+	}
+	written[nwritten++] = it;
+}
+
+int ckpt_check_ahead(const char *dir, int64_t from, int64_t last, char *err, size_t errlen)
+{
+	DIR *d = opendir(dir);
+	struct dirent *e;
+	int64_t first = -1;
+	if (!d)
+		return errno == ENOENT ? 0 : errf(err, errlen, "--save %s: %s", dir, strerror(errno));
+	while ((e = readdir(d))) {
+		char *end;
+		if (strncmp(e->d_name, "global_step", 11) != 0 || e->d_name[11] < '0' ||
+		    e->d_name[11] > '9')
+			continue;
+		long long n = strtoll(e->d_name + 11, &end, 10);
+		if (*end || n <= from || n > last || was_written(n))
+			continue;
+		if (first < 0 || n < first)
+			first = n;
+	}
+	closedir(d);
+	if (first < 0)
+		return 0;
+	return errf(err, errlen, "--save %s: global_step%lld is there, past iteration %lld where this "
+		    "run starts, so the run would save over it; a run never replaces a checkpoint it "
+		    "did not write. Move %s/global_step%lld aside (or give another --save), or --load "
+		    "it if it is the one to resume", dir, (long long)first, (long long)from, dir,
+		    (long long)first);
+}
+
 /* World rank 0's half of a save: the manifest over every shard, then the publish. */
 static int publish(const char *dir, const char *name, const char *tmp, const struct model *m,
 		   const struct ckpt_state *st, const struct shard_info *info, int world,
@@ -441,7 +500,10 @@ static int publish(const char *dir, const char *name, const char *tmp, const str
 	snprintf(final, sizeof final, "%s/%s", dir, name);
 	snprintf(old, sizeof old, "%s/.%s.tmp.old.%d", dir, name, (int)getpid());
 	struct stat sb;
-	if (stat(final, &sb) == 0 && rename(final, old) < 0)
+	if (lstat(final, &sb) == 0 && !was_written(st->iteration))
+		return errf(err, errlen, "%s is there and this run did not write it: a run never "
+			    "replaces a checkpoint it did not write (move it aside)", final);
+	if (lstat(final, &sb) == 0 && rename(final, old) < 0)
 		return errf(err, errlen, "%s: %s", final, strerror(errno));
 	if (rename(tmp, final) < 0)
 		return errf(err, errlen, "%s: %s", final, strerror(errno));
@@ -456,6 +518,7 @@ static int publish(const char *dir, const char *name, const char *tmp, const str
 	if (file_write_atomic(path, line, strlen(line), 0644, err, errlen) < 0)
 		return -1;
 	file_rm_tree(old);
+	note_written(st->iteration);
 	return 0;
 }
 
@@ -579,6 +642,8 @@ static int load_manifest(json_t *man, const char *path, struct model *m, struct 
 	const char *style = json_string_value(json_object_get(sc, "style"));
 	double d[8];
 	int64_t tp = 1, pp = 1;
+	if (manifest_check(man, path, err, errlen) < 0)   /* every counter in its range first */
+		return -1;
 	if (jint(man, "iteration", &st->iteration) || jint(man, "consumed_samples", &st->consumed_samples) ||
 	    jint(man, "consumed_tokens", &st->consumed_tokens) ||
 	    jint(man, "data_position", &st->data_position) ||
@@ -694,6 +759,18 @@ static int load_step(const char *sdir, struct model *m, struct ckpt_state *st, c
 	if (load_manifest(man, path, m, st, 1, &other, &saved_bnb, err, errlen) < 0) {
 		json_decref(man);
 		return -1;
+	}
+	/* the step's name is its iteration: a manifest that says otherwise would make the run save
+	 * other steps' numbers (and a resumed run, over them) */
+	const char *base = strrchr(sdir, '/');
+	base = base ? base + 1 : sdir;
+	char *end;
+	long long named = strncmp(base, "global_step", 11) == 0 ? strtoll(base + 11, &end, 10) : -1;
+	if (named >= 0 && !*end && named != st->iteration) {
+		json_decref(man);
+		return errf(err, errlen, "%s: \"iteration\" is %lld in a directory named %s: the "
+			    "manifest is damaged or was edited; refusing to load it", path,
+			    (long long)st->iteration, base);
 	}
 	snprintf(shard, sizeof shard, SHARD, m->cfg.tp_rank, m->cfg.pp_rank);
 	json_t *fe = json_object_get(json_object_get(man, "files"), shard);
@@ -921,7 +998,7 @@ int ckpt_load(const char *dir, struct model *m, struct ckpt_state *st, char *loa
 	DIR *d = opendir(dir);
 	struct dirent *e;
 	if (!d)
-		return errno == ENOENT ? 0 : errf(err, errlen, "--load %s: %s", dir, strerror(errno));
+		return errno == ENOENT ? 0 : (errf(err, errlen, "--load %s: %s", dir, strerror(errno)), -3);
 	while ((e = readdir(d)) && n < 4096) {
 		char *end;
 		if (strncmp(e->d_name, "global_step", 11) == 0) {

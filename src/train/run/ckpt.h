@@ -57,9 +57,17 @@ int ckpt_save(const char *dir, const struct model *m, struct dist *d,
 	      const struct ckpt_state *st, const char *args, const struct keep *keep,
 	      struct keep_report *pruned, char *err, size_t errlen);
 
+/* Before the first step of a run that saves into dir, starting after iteration `from` and
+ * ending at `last` at the latest: -1 + err (exit 2) when dir holds a global_stepN with
+ * from < N <= last that this process did not write - the run would save over another run's
+ * checkpoint (or one it fell back past).  0 when there is none (or dir does not exist yet). */
+int ckpt_check_ahead(const char *dir, int64_t from, int64_t last, char *err, size_t errlen);
+
 /* Loads the newest intact checkpoint under dir into m and st.  1 loaded (path in `loaded`),
- * 0 there is none (a fresh start), -1 + err when checkpoints exist but none can be used, or the
- * model does not match them.  Fallbacks are reported through warn(). */
+ * 0 there is none (a fresh start), -1 + err when checkpoints exist but none can be used (each
+ * failed verification, or a manifest field is out of its range), or the model does not match
+ * them: bad input, exit 2; -3 + err when the directory cannot be read at all (exit 3).
+ * Fallbacks are reported through warn(). */
 int ckpt_load(const char *dir, struct model *m, struct ckpt_state *st, char *loaded,
 	      size_t loadedlen, char *err, size_t errlen);
 

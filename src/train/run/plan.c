@@ -630,6 +630,36 @@ static void data(struct plan *p)
 	}
 }
 
+/* The run's counts - samples, tokens, the schedule's points, the iterations' samples - are
+ * 64-bit integers; each flag is bounded (args.c) but their products are not.  Checked in floating
+ * point before any is formed, so that a long run at a large batch is refused with the product
+ * instead of wrapping into a negative (or zero) schedule.  1 when every product fits. */
+static int in_64_bits(struct plan *p)
+{
+	const struct train_args *a = p->a;
+	const double lim = 0x1p62;
+	double gbs = (double)p->gbs, s = (double)(p->s > 0 ? p->s : 1);
+	struct { const char *what; double n; } c[] = {
+		{"--train-iters x --global-batch-size x --seq-length tokens",
+		 (double)(a->train_iters > 0 ? a->train_iters : 0) * gbs * s},
+		{"--lr-decay-iters x --global-batch-size samples",
+		 (double)(a->lr_decay_iters > 0 ? a->lr_decay_iters : 0) * gbs * s},
+		{"--lr-warmup-iters x --global-batch-size samples",
+		 (double)(a->lr_warmup_iters > 0 ? a->lr_warmup_iters : 0) * gbs * s},
+		{"--train-samples x --seq-length tokens",
+		 (double)(a->train_samples > 0 ? a->train_samples : 0) * s},
+		{"--lr-decay-samples x --seq-length tokens",
+		 (double)(a->lr_decay_samples > 0 ? a->lr_decay_samples : 0) * s},
+	};
+	for (size_t i = 0; i < sizeof c / sizeof *c; i++)
+		if (c[i].n > lim) {
+			plan_error(p, "%s: %.3g, beyond the 2^62 that the run's 64-bit counters hold",
+				   c[i].what, c[i].n);
+			return 0;
+		}
+	return 1;
+}
+
 int plan_make(struct plan *p, const struct train_args *a)
 {
 	int blocking;
@@ -656,7 +686,7 @@ int plan_make(struct plan *p, const struct train_args *a)
 					 a->pad_vocab_size_to);
 
 	make_ramp(p, &blocking);
-	if (blocking)
+	if (blocking || !in_64_bits(p))
 		return -1;
 	count_params(p);
 	run_length(p);

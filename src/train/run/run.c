@@ -15,7 +15,9 @@
 #include <unistd.h>
 
 #include "file.h"
+#include "memlimit.h"
 #include "msg.h"
+#include "num.h"
 #include "units.h"
 #include "train/run/buckets.h"
 #include "train/run/check.h"
@@ -484,12 +486,6 @@ static void startup_notes(const struct train_args *a, const struct ops *ops)
 		out("train: --fp16: the %s backend computes in %s (half activations and working "
 		    "weights, fp32 master weights and accumulation, as Megatron's fp16); the loss "
 		    "scaler skips the steps that overflow fp16\n", ops->name, ops->act_type);
-	if (a->ds_act_keys[0])
-		out("train: --deepspeed_config %s: activation_checkpointing's %s: one device per rank "
-		    "keeps each checkpointed chunk input whole in its own memory - nothing to partition, "
-		    "lay out, move to the CPU, synchronize or profile; %s\n", a->deepspeed_config,
-		    a->ds_act_keys, a->checkpoint_activations ? "the recomputation is the same"
-		    : "and without --checkpoint-activations nothing is checkpointed");
 	if (a->loss_scale > 0 && !a->fp16)
 		out("train: --loss-scale: no effect without --fp16, as in Megatron\n");
 	if (a->profile_range_given && !a->profile)
@@ -526,14 +522,51 @@ static int write_args_file(const char *dir, const char *cmdline, char *err, size
 	return rc < 0 ? errf(err, errlen, "--log-path: %s", why) : 0;
 }
 
+/* The ranks sharing this node's memory, as the launcher says (1 when none does) */
+static int64_t local_ranks(void)
+{
+	static const char *vars[] = {"OMPI_COMM_WORLD_LOCAL_SIZE", "MPI_LOCALNRANKS",
+				     "LOCAL_WORLD_SIZE", "SLURM_NTASKS_PER_NODE"};
+	for (size_t i = 0; i < sizeof vars / sizeof *vars; i++) {
+		int64_t n;
+		const char *v = getenv(vars[i]);
+		if (v && args_int(v, &n) == 0 && n >= 1 && n <= 4096)
+			return n;
+	}
+	return 1;
+}
+
+/* The cpu backend allocates the model, its optimizer and the activations in host memory, all
+ * at once: more than the cgroup (or the machine) allows is a SIGKILL from the OOM killer and an
+ * empty log.  Compared before allocating, with the plan's figure for this rank's stage (what the
+ * model allocates, within a few per cent: train's "device memory" line shows both), times the
+ * ranks on this node.  -1 + err naming both numbers and what to change. */
+static int fits_in_memory(const struct plan *p, int stage, char *err, size_t errlen)
+{
+	const struct plan_stage *ps = &p->st[stage];
+	const double gib = 1073741824.0;
+	int64_t ranks = local_ranks();
+	double need = ps->total * (double)ranks;
+	uint64_t avail;
+	char what[600];
+	if (memlimit_available(&avail, what, sizeof what) < 0 || need <= (double)avail)
+		return 0;
+	return errf(err, errlen, "the model needs about %.2f GiB of memory%s, and this process may "
+		    "allocate %.2f GiB (%s): it would be killed by the OOM killer. Ask for more memory "
+		    "(sbatch --mem), or make it smaller: --micro-batch-size, --checkpoint-activations, "
+		    "fewer or smaller layers (train --dry-run shows the sizes)", need / gib,
+		    ranks > 1 ? " on this node" : "", (double)avail / gib, what);
+}
+
 static int setup(struct run *r, char *err, size_t errlen)
 {
 	const struct train_args *a = r->a;
 	const struct plan *p = r->p;
 	int threads = (int)a->threads;
 	const char *cpt = getenv("SLURM_CPUS_PER_TASK");
-	if (threads <= 0 && cpt && atoi(cpt) > 0)
-		threads = atoi(cpt);   /* what SLURM gave this task, not the whole node */
+	int64_t ncpt;
+	if (threads <= 0 && num_int(cpt, 1, 4096, &ncpt) == NUM_OK)
+		threads = (int)ncpt;   /* what SLURM gave this task, not the whole node */
 	/* Several ranks on GPUs: each binds its node-local index modulo the GPUs it sees, so
 	 * `--device cuda` means one GPU per rank whether the launcher shows every rank all of the
 	 * node's GPUs (mpirun, srun --gpu-bind=none) or one each (srun --gpus-per-task=1). */
@@ -570,10 +603,6 @@ static int setup(struct run *r, char *err, size_t errlen)
 		return errf(err, errlen, "--profile brackets iterations with CUDA profiler ranges; "
 			    "the %s backend has none (profile it with perf, or use --device cuda)",
 			    ops->name);
-	if (a->profile && a->profile_step_end <= a->profile_step_start)
-		return errf(err, errlen, "--profile-step-end %lld must be above "
-			    "--profile-step-start %lld", (long long)a->profile_step_end,
-			    (long long)a->profile_step_start);
 	struct model_config c = {
 		.layers = p->L, .hidden = p->h, .heads = p->heads, .ffn = p->f, .seq = p->s,
 		.max_pos = p->maxpos, .vocab = p->vocab, .padded_vocab = p->vocab_padded,
@@ -600,21 +629,9 @@ static int setup(struct run *r, char *err, size_t errlen)
 		return errf(err, errlen, "--use-bnb-optimizer: the %s backend has no 8-bit Adam kernel; "
 			    "use --device cpu, or drop the flag to train with AdamW", ops->name);
 	int lamb = strcmp(a->optimizer, "lamb") == 0, sgd = strcmp(a->optimizer, "sgd") == 0;
-	if ((lamb || sgd) && a->use_bnb_optimizer)
-		return errf(err, errlen, "--optimizer %s and --use-bnb-optimizer (8-bit Adam) are two "
-			    "optimizers: choose one", a->optimizer);
-	if (a->lamb_noise_given && !lamb)
-		return errf(err, errlen, "--lamb-layerwise-noise is LAMB's: it needs --optimizer lamb "
-			    "(not %s)", a->optimizer);
 	if ((lamb && !ops->lamb_update) || (sgd && !ops->sgd))
 		return errf(err, errlen, "--optimizer %s: the %s backend has no %s kernels in this "
 			    "build; use --device cpu", a->optimizer, ops->name, a->optimizer);
-	if (a->pos_emb == POS_ROTARY)
-		return errf(err, errlen, "--position-embedding-type rotary is not implemented; use "
-			    "absolute or alibi");
-	if (a->spike_policy == 2 && !a->save)
-		return errf(err, errlen, "--spike-policy rollback needs --save: it rolls back to the last "
-			    "checkpoint");
 	if (a->data_cache_path && file_mkdirs(a->data_cache_path, err, errlen) < 0)
 		return errf(err, errlen, "--data-cache-path %s: %s", a->data_cache_path, strerror(errno));
 	/* --save is made now, as Megatron makes it, so a typo is found before the first iteration
@@ -646,10 +663,6 @@ static int setup(struct run *r, char *err, size_t errlen)
 		c.reset_attention_mask = a->reset_attention_mask;
 	}
 	c.post_ln_residual = a->post_ln_residual;
-	if (a->glu_activation)
-		return errf(err, errlen, "--glu-activation is not implemented: the MLP is GeLU");
-	if (p->kv != p->h / p->heads)
-		return errf(err, errlen, "--kv-channels other than hidden/heads is not implemented");
 	int drc = dist_init(&r->dist, (int)p->tp, (int)p->pp, ops->name, a->save, err, errlen);
 	if (drc < 0) {
 		if (drc == DIST_NOT_MET)
@@ -693,6 +706,10 @@ static int setup(struct run *r, char *err, size_t errlen)
 	r->cl = a->curriculum;
 	r->cl_it = 0;
 	r->iters = p->iters;
+	if (strcmp(ops->name, "cpu") == 0 && fits_in_memory(p, r->dist.pp_rank, err, errlen) < 0) {
+		r->fail_code = EXIT_FAILED;
+		return -1;
+	}
 	if (model_init(&r->m, &c, ops, (int)r->mbs, (int)r->seq, err, errlen) < 0)
 		return -1;
 	r->m.dist = &r->dist;
@@ -852,7 +869,9 @@ static int setup(struct run *r, char *err, size_t errlen)
 		ck.weights_only = a->finetune || a->no_load_optim;
 		int rc = ckpt_load(a->load, &r->m, &ck, loaded, sizeof loaded, err, errlen);
 		if (rc < 0) {
-			r->fail_code = EXIT_FAILED;
+			/* checkpoints that fail verification are bad input (train(1)); an unreadable
+			 * directory is not the flags' fault */
+			r->fail_code = rc == -3 ? EXIT_FAILED : EXIT_USAGE;
 			return -1;
 		}
 		if (rc == 0) {
@@ -910,6 +929,12 @@ static int setup(struct run *r, char *err, size_t errlen)
 				     "and dropout change from here on", (long long)a->seed, (long long)ck.seed);
 		}
 		fflush(stdout);
+	}
+	/* never save over a step this run did not write (lmtk-checkpoint(5)): refused now, not at
+	 * the save that would have replaced it */
+	if (a->save && ckpt_check_ahead(a->save, r->st.iteration, r->iters, err, errlen) < 0) {
+		r->fail_code = EXIT_USAGE;
+		return -1;
 	}
 	if (a->tensorboard_dir && r->dist.rank == 0) {
 		r->tb = tfevents_open(a->tensorboard_dir, err, errlen);
