@@ -22,7 +22,12 @@
  * flock(2) locks must be seen by every node that reads or prunes: NFSv4, GPFS and Lustre mounted
  * with -o flock are fine; Lustre's -o localflock is not (the lock holds on one node only).  Where
  * the filesystem has no flock at all (ENOSYS, ENOLCK, EOPNOTSUPP), readers read without a lock
- * and the pruner removes nothing, saying why. */
+ * and the pruner removes nothing, saying why.
+ *
+ * The locking itself is lib/lock.h's: a .lock that is a symbolic link or not a regular file is
+ * refused (STEPLOCK_ERROR, err says why); readers open it read-only, so another user's step is
+ * read under its lock, while the pruner, which opens it for writing, also wants it to be the
+ * user's own file with one link. */
 #ifndef CKPT_STEPLOCK_H
 #define CKPT_STEPLOCK_H
 

@@ -5,9 +5,10 @@
  * lacked retries, a lock, protection against syncing the scratch purge's deletions, token
  * hygiene, and re-uploaded the growing main log whole every hour.  One run:
  *
- *   1. lock .git/hub-sync.lock (flock): a run that finds it held waits --lock-wait, then exits 3
- *      naming the holder.  Cron-driven runs overlap when a sync takes longer than the period;
- *      the second one then just waits its turn (and usually finds little left to do).
+ *   1. lock .git/hub-sync.lock (lib/lock.h): a run that finds it held waits --lock-wait, then
+ *      exits 3 naming the holder.  Cron-driven runs overlap when a sync takes longer than the
+ *      period; the second one then just waits its turn (and usually finds little left to do).
+ *      A lock file that is a symbolic link, or not the user's own, is refused (exit 2).
  *   2. plan and stage (plan.c): git status over the patterns; each file as a plain blob, an
  *      LFS pointer or log segments (segment.c); deletions only with --allow-deletions.  LFS
  *      files are hashed in parallel (lfs_preclean) and each object's upload starts as soon as it
@@ -18,7 +19,7 @@
  *      failures are retried with exponential backoff; authentication failures are not.
  *
  * Exit: 0 synced or nothing to do, 2 usage or bad input (no clone, detached HEAD, credentials
- * in the remote URL), 3 could not do the job (network, authentication, rejected push, lock). */
+ * in the remote URL, an unsafe lock file), 3 could not do the job (network, authentication, rejected push, lock). */
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -28,7 +29,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/file.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -38,6 +38,7 @@
 
 #include "batch.h"
 #include "lfs.h"
+#include "lock.h"
 #include "msg.h"
 #include "opt.h"
 #include "plan.h"
@@ -182,41 +183,28 @@ static void parse_all(const struct optspec *spec, struct cfg *c, int argc, char 
 
 /* --- the lock ------------------------------------------------------------------------------ */
 
-static int lock_take(const char *gitdir, long wait_s)
+/* Held until exit.  A lock file that is a link or not the user's is a clone in a state a person
+ * must look at, as a detached HEAD is: exit 2.  Held past --lock-wait, or no flock: exit 3. */
+static void hub_lock(const char *gitdir, long wait_s)
 {
-	char path[PATH_MAX + 32], holder[256] = "", w[32];
-	struct timespec nap = {0, 200 * 1000 * 1000};
-	time_t until = time(NULL) + wait_s;
-	int fd, said = 0;
+	static struct lock l;
+	char path[PATH_MAX + 32], err[PATH_MAX + 512], w[32];
+	int rc;
 
 	snprintf(path, sizeof path, "%s/hub-sync.lock", gitdir);
-	fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-	if (fd < 0)
-		die(EXIT_FAILED, "%s: %s", path, strerror(errno));
-	while (flock(fd, LOCK_EX | LOCK_NB) < 0) {
-		if (errno != EWOULDBLOCK && errno != EINTR)
-			die(EXIT_FAILED, "%s: cannot lock: %s", path, strerror(errno));
-		ssize_t n = pread(fd, holder, sizeof holder - 1, 0);
-		holder[n > 0 ? n : 0] = '\0';
-		holder[strcspn(holder, "\n")] = '\0';
-		if (time(NULL) >= until)
-			die(EXIT_FAILED, "another hub-sync (%s) holds %s; gave up after %s",
-			    holder[0] ? holder : "pid unknown", path, units_fmt_delta(wait_s, w, sizeof w));
-		if (!said++)
-			warn("waiting for another hub-sync (%s) to finish (at most %s)",
-			     holder[0] ? holder : "pid unknown", units_fmt_delta(wait_s, w, sizeof w));
-		nanosleep(&nap, NULL);
+	rc = lock_take(&l, path, LOCK_RECORD, 0, err, sizeof err);
+	if (rc == LOCK_BUSY && wait_s > 0) {
+		warn("waiting for another hub-sync (%s) to finish (at most %s)", l.holder,
+		     units_fmt_delta(wait_s, w, sizeof w));
+		rc = lock_take(&l, path, LOCK_RECORD, (double)wait_s, err, sizeof err);
 	}
-	{
-		char host[128] = "?", stamp[32], line[256];
-		int n;
-		gethostname(host, sizeof host - 1);
-		n = snprintf(line, sizeof line, "pid %ld on %s since %s\n", (long)getpid(), host,
-			     units_fmt_time(time(NULL), stamp, sizeof stamp));
-		if (ftruncate(fd, 0) == 0 && pwrite(fd, line, (size_t)n, 0) != n)
-			warn("%s: cannot record the holder", path);
-	}
-	return fd;  /* held until exit */
+	if (rc == LOCK_BUSY)
+		die(EXIT_FAILED, "another hub-sync (%s) holds %s; gave up after %s", l.holder, path,
+		    units_fmt_delta(wait_s, w, sizeof w));
+	if (rc == LOCK_UNSAFE)
+		die(EXIT_USAGE, "%s", err);
+	if (rc != LOCK_OK)
+		die(EXIT_FAILED, "%s", err);
 }
 
 /* Objects half-written by a killed run (we hold the lock: no other hub-sync writes there). */
@@ -525,7 +513,7 @@ int main(int argc, char **argv)
 	if (!token_get() && !c.dry_run)
 		warn("no token (--token-file or HF_TOKEN): pushing without credentials");
 	if (!c.dry_run) {
-		lock_take(x.r.gitdir, c.lock_wait);
+		hub_lock(x.r.gitdir, c.lock_wait);
 		clean_stale_tmp(x.r.gitdir);
 		if (repo_tune_pack(&x.r, err, sizeof err) < 0)
 			die(EXIT_FAILED, "%s", err);

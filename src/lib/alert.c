@@ -5,11 +5,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/file.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "file.h"
+#include "lock.h"
 #include "msg.h"
 #include "tlog.h"
 #include "units.h"
@@ -92,28 +92,30 @@ struct alerts {
 	struct raised *held;   /* keys (only) that must not clear this run */
 	json_t *state;     /* {"alerts": {key: {subject, since, mailed}}, "data": {...}} */
 	struct raised *raised;
-	int lock_fd;
+	struct lock lock;
 };
 
-static int lock_state(const char *path, char *err, size_t errlen)
+/* The state's lock (lock.h), held until alerts_end.  -1 + err when it cannot be had; a
+ * filesystem without flock is watched unlocked, saying so: a watchdog that stopped would be worse
+ * than an overlapping run's lost update. */
+static int lock_state(struct alerts *a, const char *path, char *err, size_t errlen)
 {
 	char lp[4096];
-	int fd;
 
-	snprintf(lp, sizeof lp, "%s.lock", path);
-	fd = open(lp, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-	if (fd < 0)
-		return errf(err, errlen, "%s: %s", lp, strerror(errno));
+	if (snprintf(lp, sizeof lp, "%s.lock", path) >= (int)sizeof lp)
+		return errf(err, errlen, "%s: path too long", path);
 	/* an overlapping run finishes in seconds; a minute means something is stuck */
-	for (int i = 0; i < 600; i++) {
-		if (flock(fd, LOCK_EX | LOCK_NB) == 0)
-			return fd;
-		if (errno != EWOULDBLOCK)
-			break;
-		usleep(100000);
+	int rc = lock_take(&a->lock, lp, LOCK_RECORD, 60, err, errlen);
+	if (rc == LOCK_OK)
+		return 0;
+	if (rc == LOCK_NOFLOCK) {
+		warn("%s; going on without it (overlapping runs may lose an update)", err);
+		return 0;
 	}
-	close(fd);
-	return errf(err, errlen, "%s: could not take the lock (another run stuck?)", lp);
+	if (rc == LOCK_BUSY)
+		return errf(err, errlen, "%s: held by %s for over a minute (another run stuck?)", lp,
+			    a->lock.holder);
+	return -1;
 }
 
 struct alerts *alerts_begin(struct alert_cfg *cfg, char *err, size_t errlen)
@@ -126,11 +128,11 @@ struct alerts *alerts_begin(struct alert_cfg *cfg, char *err, size_t errlen)
 		return NULL;
 	}
 	a->cfg = cfg;
-	a->lock_fd = -1;
+	a->lock.fd = -1;
 	if (tlog_open(cfg->log, err, errlen) < 0)
 		goto fail;
 	if (cfg->state) {
-		if ((a->lock_fd = lock_state(cfg->state, err, errlen)) < 0)
+		if (lock_state(a, cfg->state, err, errlen) < 0)
 			goto fail;
 		if (access(cfg->state, F_OK) == 0) {
 			a->state = json_load_file(cfg->state, 0, &je);
@@ -154,8 +156,7 @@ struct alerts *alerts_begin(struct alert_cfg *cfg, char *err, size_t errlen)
 		json_object_set_new(a->state, "data", json_object());
 	return a;
 fail:
-	if (a->lock_fd >= 0)
-		close(a->lock_fd);
+	lock_release(&a->lock);
 	free(a);
 	return NULL;
 }
@@ -304,8 +305,7 @@ int alerts_end(struct alerts *a, char *err, size_t errlen)
 		free(r);
 	}
 	json_decref(a->state);
-	if (a->lock_fd >= 0)
-		close(a->lock_fd);
+	lock_release(&a->lock);
 	tlog_close();
 	free(a);
 	return rc < 0 ? -1 : failed;

@@ -116,7 +116,7 @@ const struct opt args_opts[] = {
 	{"reset-position-ids", O_RESETPOS, NULL, "positions restart after each end-of-document token"},
 	{"reset-attention-mask", O_RESETATT, NULL, "no attention across an end-of-document token"},
 	/* checkpoints */
-	{"save", O_SAVE, "DIR", "save checkpoints here (lmtk-checkpoint(5))"},
+	{"save", O_SAVE, "DIR", "save checkpoints here (lmtk-checkpoint(5)); one run at a time: it locks DIR/.lmtk-save.lock"},
 	{"load", O_LOAD, "DIR", "resume from the newest intact checkpoint in DIR, if any (lmtk's, or a Megatron-DeepSpeed checkpoint)"},
 	{"save-interval", O_SAVEINT, "N", "save every N iterations (required with --save, as in Megatron)"},
 	{"save-keep", O_SAVEKEEP, "N", "after each save keep the newest N steps in --save, remove older ones (lmtk's own)"},

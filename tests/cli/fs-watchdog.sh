@@ -142,6 +142,16 @@ sleep 0.5
 check unreadable_path_sends_no_recovered_mail [ -z "$(grep -l '^Subject: \[RECOVERED\]' "$LMTK_SMTP_DIR"/*.eml)" ]
 check unreadable_path_keeps_alert_in_state grep -q "space:$M/sub" "$S3"
 
+# the state's lock planted as a dangling symbolic link: refused, its target not created, no state
+# written; the state cannot be used, so the run exits 3 (fs-watchdog(1), EXIT STATUS)
+S4=$T/fw4.state
+ln -s "$T/made-by-fs-watchdog" "$S4.lock"
+expect_rc state_lock_symlink_exits_3 3 $FW --check "$M:space=50%" --no-mail --state-file "$S4"
+contains state_lock_symlink_says_why "$T/err" "fw4\.state\.lock: is a symbolic link; refusing"
+check state_lock_symlink_creates_nothing [ ! -e "$T/made-by-fs-watchdog" ]
+check state_lock_symlink_no_state_written [ ! -e "$S4" ]
+rm -f "$S4.lock"
+
 # --log appends the same lines
 expect_rc log_run 1 $FW --check "$M:space=50%" --log "$T/main_log.txt" --no-mail
 contains log_has_alert_line "$T/main_log.txt" '\[ALERT\] .* space at'

@@ -290,6 +290,23 @@ expect_hs lock_held_exits_3 3 "$R" "${PATS[@]}" --lock-wait 1s
 contains lock_held_names_it "$T/err" 'another hub-sync .* holds .*hub-sync.lock; gave up after'
 wait $holder
 
+# a .git/hub-sync.lock planted as a symbolic link (someone else's doing, in a shared clone): the
+# file it names is neither truncated nor overwritten with the holder, a dangling one creates
+# nothing, and the run stops before it touches the clone (exit 2: a clone a person must look at)
+new_repo lnk
+echo "keep me" >"$T/lnk/keep.txt"
+printf 'precious\n' >"$T/precious"
+ln -s "$T/precious" "$T/lnk/.git/hub-sync.lock"
+expect_hs lock_symlink_refused_exits_2 2 "$T/lnk" --patterns '*.txt'
+contains lock_symlink_names_it "$T/err" 'lnk/\.git/hub-sync\.lock: is a symbolic link; refusing'
+check lock_symlink_target_untouched [ "$(cat "$T/precious")" = precious ]
+check lock_symlink_nothing_committed [ -z "$(git -C "$T/lnk" rev-parse -q --verify HEAD)" ]
+rm "$T/lnk/.git/hub-sync.lock"
+ln -s "$T/made-by-hub-sync" "$T/lnk/.git/hub-sync.lock"
+expect_hs lock_dangling_symlink_refused_exits_2 2 "$T/lnk" --patterns '*.txt'
+check lock_dangling_symlink_creates_nothing [ ! -e "$T/made-by-hub-sync" ]
+rm "$T/lnk/.git/hub-sync.lock"
+
 check every_lfs_object_uploaded_once stored_once 11
 
 # --- slurm/hub-sync.slurm, as cron.hourly submits it -----------------------------------------------

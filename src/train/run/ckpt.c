@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <jansson.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -13,6 +14,7 @@
 
 #include "crc32c.h"
 #include "file.h"
+#include "lock.h"
 #include "msg.h"
 #include "ckpt/manifest.h"
 #include "ckpt/mds.h"
@@ -22,9 +24,77 @@
 
 #define SHARD "rank_tp%02d_pp%03d.safetensors"
 
-/* Removes stray temporaries of interrupted saves. */
+/* The --save directory's lock (ckpt_save_lock), held by world rank 0 for the run's life. */
+static struct lock save_lock = {.fd = -1};
+static char save_locked[4096];
+
+/* At exit: the holder's record cleared (the lock itself goes with the process anyway). */
+static void save_unlock(void)
+{
+	lock_release(&save_lock);
+}
+
+int ckpt_save_lock(const char *dir, char *err, size_t errlen)
+{
+	char path[4200], why[4400];
+	snprintf(path, sizeof path, "%s/" CKPT_SAVE_LOCK, dir);
+	int rc = lock_take(&save_lock, path, LOCK_RECORD, 0, why, sizeof why);
+	switch (rc) {
+	case LOCK_OK:
+		snprintf(save_locked, sizeof save_locked, "%s", dir);
+		atexit(save_unlock);
+		return CKPT_LOCK_HELD;
+	case LOCK_BUSY:
+		errf(err, errlen, "--save %s is in use by another run (%s): it holds %s; one run saves "
+		     "into a directory at a time (wait for it to end, or give this run another --save)",
+		     dir, save_lock.holder, path);
+		return CKPT_LOCK_TAKEN;
+	case LOCK_NOFLOCK:
+		errf(err, errlen, "--save %s: %s: a second run saving here is not detected, and only "
+		     "temporaries of this host's dead processes are cleaned up", dir, why);
+		return CKPT_LOCK_NONE;
+	case LOCK_UNSAFE:
+		errf(err, errlen, "--save %s", why);
+		return CKPT_LOCK_TAKEN;
+	}
+	errf(err, errlen, "--save %s: cannot take its lock: %s", dir, why);
+	return CKPT_LOCK_ERROR;
+}
+
+/* A temporary's owner: ".global_stepN.tmp.PID@HOST" (a save) or ".global_stepN.tmp.old.PID@HOST"
+ * (a re-saved step moved aside), PID being world rank 0's.  1 with *pid and *host; 0 for a name
+ * without one (an lmtk before the names had an owner). */
+static int tmp_owner(const char *name, long *pid, const char **host)
+{
+	const char *t = strstr(name, ".tmp.");
+	char *end;
+	if (!t)
+		return 0;
+	t += 5;
+	if (strncmp(t, "old.", 4) == 0)
+		t += 4;
+	if (*t < '0' || *t > '9')
+		return 0;
+	*pid = strtol(t, &end, 10);
+	if (*end != '@' || !end[1] || *pid <= 0)
+		return 0;
+	*host = end + 1;
+	return 1;
+}
+
+/* This process's owner tag for the temporaries' names, "PID@HOST". */
+static void owner_tag(char *buf, size_t len)
+{
+	snprintf(buf, len, "%ld@%s", (long)getpid(), lock_hostname());
+}
+
+/* Removes stray temporaries of interrupted saves - only those no live run owns: all of them when
+ * this process holds the --save lock (no other run saves here), else those of this host whose
+ * process is gone (the lock could not be had: a filesystem without flock).  Another run's save
+ * in progress is never taken for a leftover. */
 static void clean_tmp(const char *dir)
 {
+	int locked = save_lock.fd >= 0 && strcmp(save_locked, dir) == 0;
 	DIR *d = opendir(dir);
 	struct dirent *e;
 	char p[4096];
@@ -32,6 +102,12 @@ static void clean_tmp(const char *dir)
 		return;
 	while ((e = readdir(d)))
 		if (strncmp(e->d_name, ".global_step", 12) == 0 && strstr(e->d_name, ".tmp.")) {
+			long pid;
+			const char *host;
+			if (!locked && (!tmp_owner(e->d_name, &pid, &host) ||
+					strcmp(host, lock_hostname()) != 0 ||
+					(pid != (long)getpid() && !(kill((pid_t)pid, 0) < 0 && errno == ESRCH))))
+				continue;
 			snprintf(p, sizeof p, "%s/%s", dir, e->d_name);
 			file_rm_tree(p);
 		}
@@ -498,7 +574,9 @@ static int publish(const char *dir, const char *name, const char *tmp, const str
 
 	/* publish: an existing step directory of the same number (a re-save) is moved aside first */
 	snprintf(final, sizeof final, "%s/%s", dir, name);
-	snprintf(old, sizeof old, "%s/.%s.tmp.old.%d", dir, name, (int)getpid());
+	char owner[96];
+	owner_tag(owner, sizeof owner);
+	snprintf(old, sizeof old, "%s/.%s.tmp.old.%s", dir, name, owner);
 	struct stat sb;
 	if (lstat(final, &sb) == 0 && !was_written(st->iteration))
 		return errf(err, errlen, "%s is there and this run did not write it: a run never "
@@ -527,22 +605,19 @@ int ckpt_save(const char *dir, const struct model *m, struct dist *d,
 	      struct keep_report *pruned, char *err, size_t errlen)
 {
 	char name[64], tmp[4000], path[4200];
-	int world = d->world, pid = (int)getpid(), pid0, rc = 0;
+	char owner[96];
+	int world = d->world, rc = 0;
 	struct shard_info me = {0}, *info = calloc(world, sizeof *info);
 	if (pruned)
 		memset(pruned, 0, sizeof *pruned);
-	int *pids = calloc(world, sizeof *pids);
-	if (!info || !pids) {
-		free(info);
-		free(pids);
+	if (!info)
 		return errf(err, errlen, "out of memory");
-	}
-	/* one temporary directory for all ranks, named after world rank 0's pid */
-	d->allgather(d, DIST_WORLD, &pid, sizeof pid, pids);
-	pid0 = pids[0];
-	free(pids);
+	/* one temporary directory for all ranks, named after world rank 0's pid and host, so that
+	 * a later run can tell a leftover from another run's save in progress (clean_tmp) */
+	owner_tag(owner, sizeof owner);
+	d->bcast(d, DIST_WORLD, owner, sizeof owner, 0);
 	snprintf(name, sizeof name, "global_step%lld", (long long)st->iteration);
-	snprintf(tmp, sizeof tmp, "%s/.%s.tmp.%d", dir, name, pid0);
+	snprintf(tmp, sizeof tmp, "%s/.%s.tmp.%s", dir, name, owner);
 	if (d->rank == 0) {
 		if (mkdir(dir, 0755) < 0 && errno != EEXIST)
 			rc = errf(err, errlen, "--save %s: %s", dir, strerror(errno));

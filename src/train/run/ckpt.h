@@ -6,12 +6,20 @@
  *   SAVE/global_stepN/.lock                         the readers' lock (ckpt/steplock.h)
  *   SAVE/latest                                     "global_stepN" (DeepSpeed's name)
  *   SAVE/latest_checkpointed_iteration.txt          "N" (Megatron's name)
+ *   SAVE/.lmtk-save.lock                            the run saving here (ckpt_save_lock)
  *
  * A save builds the step directory under a temporary name, fsyncs every file and the directory,
  * renames it into place, fsyncs SAVE, and only then replaces `latest` (atomically, last).  At any
  * instant a crash leaves the previous checkpoint intact and `latest` naming a complete one; the
- * worst case is a stray .global_stepN.tmp.* (or, pruning, .global_stepN.deleting) directory,
- * removed by the next save.
+ * worst case is a stray .global_stepN.tmp.PID@HOST (or, pruning, .global_stepN.deleting)
+ * directory, removed by the next save.
+ *
+ * One run saves into a directory at a time: world rank 0 holds SAVE/.lmtk-save.lock (lib/lock.h)
+ * from start-up to exit, and a second run on the same --save is refused before it trains.  Two
+ * runs saving into one directory would otherwise each take the other's save in progress for a
+ * leftover of a crash and remove it.  The temporaries are named after their owner, world rank 0's
+ * pid and host, so that where no lock can be had (a filesystem without flock) a save removes only
+ * the leftovers of this host's dead processes.
  *
  * A load verifies before it trusts: the manifest parses, every shard has the recorded size and
  * CRC-32C of its data, every tensor the model needs is there with its shape.  If the checkpoint
@@ -46,6 +54,17 @@ struct ckpt_state {
 	int weights_only;              /* in: --finetune/--no-load-optim; the optimizer state is not
 	                                * wanted, so another optimizer kind's checkpoint loads too */
 };
+
+#define CKPT_SAVE_LOCK ".lmtk-save.lock"
+
+enum { CKPT_LOCK_HELD = 0, CKPT_LOCK_NONE = 1, CKPT_LOCK_TAKEN = -1, CKPT_LOCK_ERROR = -2 };
+
+/* Takes dir's lock, DIR/.lmtk-save.lock, for the life of the process (world rank 0, at start-up,
+ * before anything is trained): CKPT_LOCK_HELD; CKPT_LOCK_NONE + err: the filesystem cannot lock,
+ * go on saying so; CKPT_LOCK_TAKEN + err: another run holds it (err names its pid, host and start)
+ * or the lock file is not a safe one (a symbolic link, another user's) - bad input;
+ * CKPT_LOCK_ERROR + err: it could not be opened (I/O). */
+int ckpt_save_lock(const char *dir, char *err, size_t errlen);
 
 /* Saves iteration st->iteration; collective over the world: the ranks of DP rank 0 each write
  * their shard into one temporary directory, world rank 0 writes the manifest (every shard's

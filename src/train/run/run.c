@@ -670,6 +670,21 @@ static int setup(struct run *r, char *err, size_t errlen)
 		return -1;
 	}
 	quiet = r->dist.rank != 0;
+	if (a->save) {
+		/* one run per --save (ckpt.h): rank 0 holds its lock from here to exit, and every
+		 * rank learns whether it could, so that all of them stop before training if not */
+		struct { int rc; char why[1536]; } lk = {CKPT_LOCK_HELD, ""};
+		if (r->dist.rank == 0)
+			lk.rc = ckpt_save_lock(a->save, lk.why, sizeof lk.why);
+		r->dist.bcast(&r->dist, DIST_WORLD, &lk, sizeof lk, 0);
+		if (lk.rc == CKPT_LOCK_NONE && r->dist.rank == 0)
+			warn("warning: %s", lk.why);
+		if (lk.rc < 0) {
+			if (lk.rc == CKPT_LOCK_ERROR)
+				r->fail_code = EXIT_FAILED;
+			return errf(err, errlen, "%s", lk.why);
+		}
+	}
 	if (bind_line[0] && strcmp(ops->name, "cpu") != 0) {   /* every rank: which GPU is whose */
 		printf("train: rank %d of %d: GPU %s\n", r->dist.rank, r->dist.world, bind_line);
 		fflush(stdout);
