@@ -1,7 +1,6 @@
 #include "file.h"
 
 #include <errno.h>
-#include <dirent.h>
 #include <fcntl.h>
 #include <libgen.h>
 #include <stdio.h>
@@ -138,21 +137,4 @@ int file_mkdirs(const char *path, char *err, size_t errlen)
 			break;
 	}
 	return 0;
-}
-
-int file_rm_tree(const char *path)
-{
-	DIR *d = opendir(path);
-	struct dirent *e;
-	char p[4400];
-	if (!d)
-		return unlink(path);
-	while ((e = readdir(d))) {
-		if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."))
-			continue;
-		snprintf(p, sizeof p, "%s/%s", path, e->d_name);
-		file_rm_tree(p);
-	}
-	closedir(d);
-	return rmdir(path);
 }

@@ -20,9 +20,6 @@ void file_fsync_dir(const char *path);
  * naming the component that could not be made. */
 int file_mkdirs(const char *path, char *err, size_t errlen);
 
-/* Removes a file or a directory tree.  0, or -1 (errno) for the top. */
-int file_rm_tree(const char *path);
-
 /* Reads a whole file into a malloc'd NUL-terminated buffer.  0, or -1 + err (errno kept). */
 int file_read_all(const char *path, char **data, size_t *len, char *err, size_t errlen);
 

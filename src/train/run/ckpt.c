@@ -13,6 +13,7 @@
 
 #include "crc32c.h"
 #include "file.h"
+#include "fsx.h"
 #include "msg.h"
 #include "ckpt/mds.h"
 #include "ckpt/safetensors.h"
@@ -32,7 +33,7 @@ static void clean_tmp(const char *dir)
 	while ((e = readdir(d)))
 		if (strncmp(e->d_name, ".global_step", 12) == 0 && strstr(e->d_name, ".tmp.")) {
 			snprintf(p, sizeof p, "%s/%s", dir, e->d_name);
-			file_rm_tree(p);
+			fsx_rm_tree(p);
 		}
 	closedir(d);
 }
@@ -455,7 +456,7 @@ static int publish(const char *dir, const char *name, const char *tmp, const str
 	snprintf(line, sizeof line, "%lld\n", (long long)st->iteration);
 	if (file_write_atomic(path, line, strlen(line), 0644, err, errlen) < 0)
 		return -1;
-	file_rm_tree(old);
+	fsx_rm_tree(old);
 	return 0;
 }
 
@@ -535,7 +536,7 @@ int ckpt_save(const char *dir, const struct model *m, struct dist *d,
 				keep_prune(dir, keep ? keep : &none, st->iteration, pruned ? pruned : &r);
 		}
 		if (rc)
-			file_rm_tree(tmp);
+			fsx_rm_tree(tmp);
 		status[0] = rc;
 	}
 	d->allgather(d, DIST_WORLD, status, sizeof status, st_all);
