@@ -144,6 +144,23 @@ int fsx_inside(const char *root, const char *path)
 	return rc;
 }
 
+int fsx_confined(const char *root, const char *path, char *err, size_t errlen)
+{
+	int in = fsx_inside(root, path);
+	if (in == 1)
+		return 0;
+	if (in < 0) {
+		int e = errno;
+		snprintf(err, errlen, "%s", strerror(e));
+		errno = e;
+		return -1;
+	}
+	char *real = realpath(path, NULL);
+	snprintf(err, errlen, "resolves to %s, outside %s", real ? real : path, root);
+	free(real);
+	return 1;
+}
+
 int fsx_is_link(const char *path)
 {
 	struct stat sb;

@@ -17,6 +17,8 @@
 #ifndef LMTK_FSX_H
 #define LMTK_FSX_H
 
+#include <stddef.h>
+
 #define FSX_MAX_DEPTH 64
 
 /* Removes path: a file or a symlink is unlinked (a link's target is never touched, whatever it
@@ -27,6 +29,10 @@ int fsx_rm_tree(const char *path);
 /* 1 when path, resolved (realpath), lies strictly below root, resolved; 0 when it is root
  * itself or outside it; -1 (errno) when either cannot be resolved (ENOENT: not there). */
 int fsx_inside(const char *root, const char *path);
+
+/* fsx_inside() for a reader about to open path: 0 when it lies below root; 1 when it does not
+ * (err: "resolves to REAL, outside ROOT"), -1 when it cannot be resolved (err: why; errno). */
+int fsx_confined(const char *root, const char *path, char *err, size_t errlen);
 
 /* 1 when path itself (its last component) is a symbolic link, 0 when it is not, -1 (errno)
  * when it cannot be looked at. */

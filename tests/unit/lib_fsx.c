@@ -116,6 +116,24 @@ int main(void)
 		chmod(at("ro/in"), 0755);
 		T_ASSERT(fsx_rm_tree(at("ro")) == 0 && !exists("ro"));
 	}
+	T_CASE("rm_tree_does_not_empty_a_mount_point_inside") {
+		char cmd[4800];
+		dir("m"), dir("m/mnt"), put("m/f");
+		snprintf(cmd, sizeof cmd, "mount -t tmpfs -o size=1m lmtk-fsx '%s' 2>/dev/null",
+			 at("m/mnt"));
+		if (system(cmd) != 0) {
+			printf("skip rm_tree_does_not_empty_a_mount_point_inside: cannot mount a tmpfs "
+			       "here (needs root)\n");
+			break;
+		}
+		put("m/mnt/other-fs");
+		errno = 0;
+		T_ASSERT(fsx_rm_tree(at("m")) == -1 && errno == EXDEV);
+		T_ASSERT(exists("m/mnt/other-fs") && !exists("m/f"));
+		snprintf(cmd, sizeof cmd, "umount '%s'", at("m/mnt"));
+		T_ASSERT(system(cmd) == 0);
+		T_ASSERT(fsx_rm_tree(at("m")) == 0 && !exists("m"));
+	}
 	T_CASE("inside_resolves_links_and_dotdot") {
 		dir("root"), dir("root/step"), dir("elsewhere"), dir("elsewhere/step");
 		link_to("../elsewhere/step", "root/out");

@@ -947,6 +947,13 @@ int ckpt_load(const char *dir, struct model *m, struct ckpt_state *st, char *loa
 		if (tries > 0 && strcmp(latest, before) == 0)
 			break;   /* why: the step it names is not there */
 		snprintf(path, sizeof path, "%s/%s", dir, latest);
+		char w[1024];
+		if (fsx_confined(dir, path, w, sizeof w) == 1) {   /* ../other/global_step8, a link */
+			errf(err, errlen, "--load %s: %s/latest names %s, which %s: `latest` must name a "
+			     "step inside --load", dir, dir, latest, w);
+			free(latest);
+			return -2;
+		}
 		int rc = load_locked(path, m, st, why, sizeof why);
 		if (rc == 0) {
 			snprintf(loaded, loadedlen, "%s", path);
@@ -972,6 +979,10 @@ int ckpt_load(const char *dir, struct model *m, struct ckpt_state *st, char *loa
 		if (steps[i] == tried_latest)
 			continue;
 		snprintf(path, sizeof path, "%s/global_step%lld", dir, (long long)steps[i]);
+		char w[1024];
+		if (fsx_confined(dir, path, w, sizeof w) == 1)
+			return errf(err, errlen, "--load %s: %s %s: a step must lie inside --load", dir,
+				    path, w), -2;
 		if (load_locked(path, m, st, why, sizeof why) == 0) {
 			warn("warning: fell back to %s, the newest intact checkpoint", path);
 			snprintf(loaded, loadedlen, "%s", path);

@@ -17,7 +17,9 @@
  * CRC-32C of its data, every tensor the model needs is there with its shape.  If the checkpoint
  * `latest` names fails, the newest intact global_step* is loaded instead, saying why.  A step is
  * loaded under its readers' lock, so a run pruning the same directory (--save-keep, keep.h) does
- * not remove it meanwhile. */
+ * not remove it meanwhile.  A load never leaves dir: a `latest` naming "../other/global_step8",
+ * or a step that is a link to elsewhere, is refused (resolved with fsx_confined), not followed
+ * and not fallen back from - someone else's weights are not a checkpoint of this run. */
 #ifndef TRAIN_CKPT_H
 #define TRAIN_CKPT_H
 
@@ -59,7 +61,8 @@ int ckpt_save(const char *dir, const struct model *m, struct dist *d,
 
 /* Loads the newest intact checkpoint under dir into m and st.  1 loaded (path in `loaded`),
  * 0 there is none (a fresh start), -1 + err when checkpoints exist but none can be used, or the
- * model does not match them.  Fallbacks are reported through warn(). */
+ * model does not match them, -2 + err when `latest` or a step resolves outside dir (bad
+ * input).  Fallbacks are reported through warn(). */
 int ckpt_load(const char *dir, struct model *m, struct ckpt_state *st, char *loaded,
 	      size_t loadedlen, char *err, size_t errlen);
 

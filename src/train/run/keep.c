@@ -159,6 +159,13 @@ void keep_prune(const char *dir, const struct keep *k, int64_t latest, struct ke
 		if (keep[i])
 			continue;
 		snprintf(name, sizeof name, "global_step%lld", (long long)steps[i]);
+		char path[4400];
+		snprintf(path, sizeof path, "%s/%s", dir, name);
+		if (fsx_is_link(path) == 1) {   /* not ours to remove: keep.h */
+			r->linked++;
+			add_name(r->linked_names, sizeof r->linked_names, name);
+			continue;
+		}
 		int rc = remove_step(dir, name, r);
 		if (rc == 1) {
 			r->removed++;
