@@ -40,7 +40,7 @@
 #include "units.h"
 #include "ckpt/checksums.h"
 #include "ckpt/mds.h"
-#include "ckpt/outdir.h"
+#include "outdir.h"
 #include "ckpt/progress.h"
 #include "ckpt/reshard.h"
 #include "ckpt/shards.h"

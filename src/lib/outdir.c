@@ -1,5 +1,5 @@
 /* outdir - see outdir.h. */
-#include "ckpt/outdir.h"
+#include "outdir.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -122,16 +122,4 @@ int od_swap(const char *fresh, const char *old, char *err, size_t errlen)
 	file_fsync_dir(parent);
 	fsx_rm_tree(aside);
 	return 0;
-}
-
-int od_write_latest(const char *dir, const char *step, long long iteration, char *err, size_t errlen)
-{
-	char path[4200], line[96];
-	snprintf(path, sizeof path, "%s/latest", dir);
-	snprintf(line, sizeof line, "%s\n", step);
-	if (file_write_atomic(path, line, strlen(line), 0644, err, errlen) < 0)
-		return -1;
-	snprintf(path, sizeof path, "%s/latest_checkpointed_iteration.txt", dir);
-	snprintf(line, sizeof line, "%lld\n", iteration);
-	return file_write_atomic(path, line, strlen(line), 0644, err, errlen);
 }
