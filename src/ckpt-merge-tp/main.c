@@ -24,7 +24,7 @@
 #include "ckpt-merge-tp/hf_int.h"
 #include "ckpt-merge-tp/hfexport.h"
 #include "ckpt/mds.h"
-#include "ckpt/outdir.h"
+#include "outdir.h"
 #include "ckpt/progress.h"
 #include "ckpt/reshard.h"
 #include "ckpt/shards.h"

@@ -34,12 +34,13 @@
 #include <unistd.h>
 
 #include "file.h"
+#include "fsx.h"
 #include "msg.h"
 #include "opt.h"
 #include "units.h"
 #include "ckpt/checksums.h"
 #include "ckpt/mds.h"
-#include "ckpt/outdir.h"
+#include "outdir.h"
 #include "ckpt/progress.h"
 #include "ckpt/reshard.h"
 #include "ckpt/shards.h"
@@ -340,16 +341,16 @@ int main(int argc, char **argv)
 			 slash ? in.dir : ".");
 		snprintf(sdir, sizeof sdir, "%s/.%s.tmp.%d", parent, slash ? slash + 1 : in.dir,
 			 (int)getpid());
-		file_rm_tree(sdir);
+		fsx_rm_tree(sdir);
 		if (mkdir(sdir, 0755) < 0)
 			die(EXIT_FAILED, "%s: %s", sdir, strerror(errno));
 		rc = rs_write(&in, &tg, sdir, &pg, err, sizeof err);
 		if (rc) {
-			file_rm_tree(sdir);
+			fsx_rm_tree(sdir);
 			die(rc, "%s; %s left as it was", err, in.dir);
 		}
 		if (od_swap(sdir, in.dir, err, sizeof err) < 0) {
-			file_rm_tree(sdir);
+			fsx_rm_tree(sdir);
 			die(EXIT_FAILED, "%s; %s left as it was", err, in.dir);
 		}
 		warn("repaired %d replicated tensor buffer%s of %s in place in %.1f s", bad,

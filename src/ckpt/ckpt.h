@@ -48,7 +48,7 @@
 #include "ckpt/checksums.h"
 #include "ckpt/layout.h"
 #include "ckpt/mds.h"
-#include "ckpt/outdir.h"
+#include "outdir.h"
 #include "ckpt/progress.h"
 #include "ckpt/pt.h"
 #include "ckpt/reshard.h"

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "file.h"
+#include "fsx.h"
 #include "ckpt/mds_int.h"
 
 const char *const mds_buf_name[MDS_NBUFS] = {"fp32 master", "exp_avg", "exp_avg_sq",
@@ -544,6 +545,9 @@ static int resolve(struct mds *c, const char *path, char *err, size_t errlen)
 				    "mp_rank_00_model_states.pt", base, why);
 		}
 		free(tag);
+		if (fsx_confined(base, p, why, sizeof why) == 1)
+			return fail(err, errlen, "%s/latest names %s, which %s: `latest` must name a "
+				    "step inside the directory", base, p + strlen(base) + 1, why);
 		c->kind = MDS_DEEPSPEED;
 		c->dir = strdup(p);
 		return 0;
@@ -572,6 +576,9 @@ static int resolve(struct mds *c, const char *path, char *err, size_t errlen)
 			return fail(err, errlen, "%s: no mp_rank_00[_000]/model_optim_rng.pt (named by "
 				    "%s/latest_checkpointed_iteration.txt)", p, base);
 		}
+		if (fsx_confined(base, p, why, sizeof why) == 1)
+			return fail(err, errlen, "%s (named by %s/latest_checkpointed_iteration.txt) %s: "
+				    "a step must lie inside the directory", p, base, why);
 		c->kind = MDS_MEGATRON;
 		c->dir = strdup(p);
 		return 0;

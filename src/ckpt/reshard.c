@@ -10,7 +10,6 @@
 #include "crc32c.h"
 #include "file.h"
 #include "msg.h"
-#include "ckpt/outdir.h"
 #include "ckpt/safetensors.h"
 
 /* Does stage s of the target layout hold tensor t? */
@@ -206,6 +205,20 @@ out:
 	return rc;
 }
 
+/* `latest` and latest_checkpointed_iteration.txt naming step, each replaced atomically. */
+static int write_latest(const char *dir, const char *step, long long iteration, char *err,
+			size_t errlen)
+{
+	char path[4200], line[96];
+	snprintf(path, sizeof path, "%s/latest", dir);
+	snprintf(line, sizeof line, "%s\n", step);
+	if (file_write_atomic(path, line, strlen(line), 0644, err, errlen) < 0)
+		return -1;
+	snprintf(path, sizeof path, "%s/latest_checkpointed_iteration.txt", dir);
+	snprintf(line, sizeof line, "%lld\n", iteration);
+	return file_write_atomic(path, line, strlen(line), 0644, err, errlen);
+}
+
 int rs_write_checkpoint(const struct sh_ckpt *in, const struct rs_target *tg, const char *dir,
 			struct progress *pg, char *err, size_t errlen)
 {
@@ -217,7 +230,7 @@ int rs_write_checkpoint(const struct sh_ckpt *in, const struct rs_target *tg, co
 		return EXIT_FAILED;
 	}
 	int rc = rs_write(in, tg, sdir, pg, err, errlen);
-	if (!rc && od_write_latest(dir, step, (long long)in->iteration, err, errlen) < 0)
+	if (!rc && write_latest(dir, step, (long long)in->iteration, err, errlen) < 0)
 		rc = EXIT_FAILED;
 	return rc;
 }

@@ -12,6 +12,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "outfile.h"
+
 #define ST_MAX_HEADER (100u << 20)   /* the format's own limit on the JSON header */
 
 static const struct {
@@ -46,8 +48,9 @@ uint16_t st_f32_to_bf16(float f)
 /* ---- writer ---- */
 
 struct st_writer {
-	char *path, *tmp;
-	int fd;
+	char *path;
+	struct outfile out;   /* published by st_commit, dropped by st_abort */
+	int open;
 	json_t *header, *meta;
 	uint64_t declared, written;
 	int started, failed;
@@ -69,24 +72,18 @@ const char *st_werror(const struct st_writer *w) { return w->err; }
 struct st_writer *st_create(const char *path, char *err, size_t errlen)
 {
 	struct st_writer *w = calloc(1, sizeof *w);
-	const char *slash = strrchr(path, '/');
-	if (!w || !(w->path = strdup(path)) ||
-	    asprintf(&w->tmp, "%.*s.%s.tmp.XXXXXX", slash ? (int)(slash - path + 1) : 0, path,
-		     slash ? slash + 1 : path) < 0) {
+	if (!w || !(w->path = strdup(path))) {
 		snprintf(err, errlen, "%s: out of memory", path);
-		free(w ? w->path : NULL);
 		free(w);
 		return NULL;
 	}
-	w->fd = mkstemp(w->tmp);
-	if (w->fd < 0) {
-		snprintf(err, errlen, "%s: cannot create a temporary file beside it: %s", path,
-			 strerror(errno));
-		free(w->tmp);
+	if (outfile_open(&w->out, path, 1 << 20, err, errlen) < 0) {
 		free(w->path);
 		free(w);
 		return NULL;
 	}
+	w->out.mode = 0644;
+	w->open = 1;
 	w->header = json_object();
 	w->meta = json_object();
 	return w;
@@ -122,15 +119,9 @@ int st_metadata(struct st_writer *w, const char *key, const char *value)
 
 static int write_all(struct st_writer *w, const void *p, size_t n)
 {
-	const char *c = p;
-	while (n) {
-		ssize_t r = write(w->fd, c, n > (1u << 30) ? (1u << 30) : n);
-		if (r < 0 && errno == EINTR)
-			continue;
-		if (r < 0)
-			return werr(w, "%s: %s", w->path, strerror(errno));
-		c += r;
-		n -= (size_t)r;
+	if (outfile_write(&w->out, p, n, w->err, sizeof w->err) < 0) {
+		w->failed = 1;
+		return -1;
 	}
 	return 0;
 }
@@ -172,26 +163,11 @@ int st_commit(struct st_writer *w)
 	if (w->written != w->declared)
 		return werr(w, "%s: %llu of %llu declared bytes written", w->path,
 			    (unsigned long long)w->written, (unsigned long long)w->declared);
-	if (fchmod(w->fd, 0644) < 0 || fsync(w->fd) < 0 || close(w->fd) < 0) {
-		w->fd = -1;
-		return werr(w, "%s: %s", w->path, strerror(errno));
+	if (outfile_sync(&w->out, w->err, sizeof w->err) < 0 ||
+	    outfile_publish(&w->out, w->err, sizeof w->err) < 0) {
+		w->failed = 1;
+		return -1;
 	}
-	w->fd = -1;
-	if (rename(w->tmp, w->path) < 0)
-		return werr(w, "%s: %s", w->path, strerror(errno));
-	char *dir = strdup(w->path), *slash = dir ? strrchr(dir, '/') : NULL;
-	if (dir) {
-		if (slash)
-			*slash = 0;
-		int dfd = open(slash ? (*dir ? dir : "/") : ".", O_RDONLY | O_DIRECTORY);
-		if (dfd >= 0) {
-			fsync(dfd);
-			close(dfd);
-		}
-		free(dir);
-	}
-	free(w->tmp);
-	w->tmp = NULL;
 	st_abort(w);
 	return 0;
 }
@@ -200,13 +176,10 @@ void st_abort(struct st_writer *w)
 {
 	if (!w)
 		return;
-	if (w->fd >= 0)
-		close(w->fd);
-	if (w->tmp)
-		unlink(w->tmp);
+	if (w->open)
+		outfile_discard(&w->out);   /* after st_commit: only frees */
 	json_decref(w->header);
 	json_decref(w->meta);
-	free(w->tmp);
 	free(w->path);
 	free(w);
 }

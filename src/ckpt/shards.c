@@ -13,6 +13,7 @@
 
 #include "crc32c.h"
 #include "file.h"
+#include "fsx.h"
 #include "msg.h"
 #include "ckpt/manifest.h"
 #include "ckpt/safetensors.h"
@@ -55,6 +56,12 @@ int sh_step_dir(const char *path, char **dir, char *err, size_t errlen)
 			return EXIT_USAGE;
 		}
 		snprintf(p, sizeof p, "%s/%s", base, latest);
+		if (fsx_confined(base, p, why, sizeof why) == 1) {   /* a step linked to elsewhere */
+			errf(err, errlen, "%s/latest names %s, which %s: `latest` must name a step "
+			     "inside the directory", base, latest, why);
+			free(latest);
+			return EXIT_USAGE;
+		}
 		free(latest);
 		*dir = strdup(p);
 		return 0;
@@ -79,6 +86,9 @@ int sh_step_dir(const char *path, char **dir, char *err, size_t errlen)
 			    "global_stepN with a manifest)", base), EXIT_USAGE;
 	warn("%s has no 'latest': using its newest step, global_step%lld", base, best);
 	snprintf(p, sizeof p, "%s/global_step%lld", base, best);
+	if (fsx_confined(base, p, why, sizeof why) == 1)
+		return errf(err, errlen, "%s %s: a step must lie inside the directory", p, why),
+		       EXIT_USAGE;
 	*dir = strdup(p);
 	return 0;
 }

@@ -13,6 +13,7 @@
 #include <git2/sys/filter.h>
 
 #include "msg.h"
+#include "outfile.h"
 #include "sha256.h"
 
 #define SPEC_V1 "version https://git-lfs.github.com/spec/v1\n"
@@ -94,29 +95,11 @@ static int mkdirs(char *path)  /* mkdir -p of path's directory part; path is res
 	return 0;
 }
 
-static int fsync_dir_of(const char *path)
-{
-	char dir[PATH_MAX + 128];
-	char *slash;
-	int fd, rc;
-
-	snprintf(dir, sizeof dir, "%s", path);
-	slash = strrchr(dir, '/');
-	if (!slash)
-		return 0;
-	*slash = '\0';
-	fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	if (fd < 0)
-		return -1;
-	rc = fsync(fd);
-	close(fd);
-	return rc;
-}
-
-/* An object being written: bytes go to a temporary file as they are hashed. */
+/* An object being written: bytes go to an anonymous file (outfile.h) as they are hashed, and
+ * it is named by the hash once the last byte is in. */
 struct objw {
-	char tmp[PATH_MAX + 64];
-	int fd;
+	struct outfile out;
+	int open;
 	struct sha256 sha;
 	unsigned long long size;
 	char head[LFS_POINTER_MAX];  /* the first bytes: is the input already a pointer? */
@@ -125,16 +108,18 @@ struct objw {
 
 static int objw_open(struct objw *w, const char *gitdir, char *err, size_t errlen)
 {
-	w->fd = -1;
+	char tmp[PATH_MAX + 64];
+	w->open = 0;
 	w->size = 0;
 	w->nhead = 0;
 	sha256_init(&w->sha);
-	snprintf(w->tmp, sizeof w->tmp, "%s/lfs/tmp/hub-sync-XXXXXX", gitdir);
-	if (mkdirs(w->tmp) < 0)
-		return errf(err, errlen, "%s: %s", w->tmp, strerror(errno));
-	w->fd = mkostemp(w->tmp, O_CLOEXEC);
-	if (w->fd < 0)
-		return errf(err, errlen, "%s: %s", w->tmp, strerror(errno));
+	snprintf(tmp, sizeof tmp, "%s/lfs/tmp/hub-sync-object", gitdir);
+	if (mkdirs(tmp) < 0)
+		return errf(err, errlen, "%s: %s", tmp, strerror(errno));
+	if (outfile_open(&w->out, tmp, 1 << 16, err, errlen) < 0)
+		return -1;
+	w->out.mode = 0644;
+	w->open = 1;
 	return 0;
 }
 
@@ -147,25 +132,14 @@ static int objw_write(struct objw *w, const char *buf, size_t len, char *err, si
 		w->nhead += n;
 	}
 	w->size += len;
-	while (len) {
-		ssize_t n = write(w->fd, buf, len);
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n < 0)
-			return errf(err, errlen, "%s: %s", w->tmp, strerror(errno));
-		buf += n;
-		len -= (size_t)n;
-	}
-	return 0;
+	return outfile_write(&w->out, buf, len, err, errlen);
 }
 
 static void objw_abort(struct objw *w)
 {
-	if (w->fd >= 0) {
-		close(w->fd);
-		unlink(w->tmp);
-		w->fd = -1;
-	}
+	if (w->open)
+		outfile_discard(&w->out);
+	w->open = 0;
 }
 
 /* Finishes the object: fills p; *is_new = 0 if the store already had it.  Durable: the data
@@ -186,19 +160,19 @@ static int objw_commit(struct objw *w, const char *gitdir, struct lfs_pointer *p
 		objw_abort(w);
 		return 0;
 	}
-	if (fchmod(w->fd, 0644) < 0 || fdatasync(w->fd) < 0) {
-		errf(err, errlen, "%s: %s", w->tmp, strerror(errno));
+	if (outfile_sync(&w->out, err, errlen) < 0) {
 		objw_abort(w);
 		return -1;
 	}
-	close(w->fd);
-	w->fd = -1;
-	if (mkdirs(final) < 0 || rename(w->tmp, final) < 0) {
+	if (mkdirs(final) < 0) {
 		errf(err, errlen, "%s: %s", final, strerror(errno));
-		unlink(w->tmp);
+		objw_abort(w);
 		return -1;
 	}
-	fsync_dir_of(final);
+	int rc = outfile_publish_as(&w->out, final, err, errlen);
+	objw_abort(w);
+	if (rc < 0)
+		return -1;
 	*is_new = 1;
 	return 0;
 }

@@ -1,7 +1,6 @@
 #include "file.h"
 
 #include <errno.h>
-#include <dirent.h>
 #include <fcntl.h>
 #include <libgen.h>
 #include <stdio.h>
@@ -11,61 +10,19 @@
 #include <unistd.h>
 
 #include "msg.h"
-
-static void split(const char *path, char *dir, size_t dlen, const char **base)
-{
-	const char *slash = strrchr(path, '/');
-	if (!slash) {
-		snprintf(dir, dlen, ".");
-		*base = path;
-	} else if (slash == path) {
-		snprintf(dir, dlen, "/");
-		*base = slash + 1;
-	} else {
-		snprintf(dir, dlen, "%.*s", (int)(slash - path), path);
-		*base = slash + 1;
-	}
-}
+#include "outfile.h"
 
 int file_write_atomic(const char *path, const void *data, size_t len, mode_t mode,
 		 char *err, size_t errlen)
 {
-	char dir[4096], tmp[4096 + 64];
-	const char *base, *p = data;
-	int fd, e;
-
-	split(path, dir, sizeof dir, &base);
-	snprintf(tmp, sizeof tmp, "%s/.%s.tmp.XXXXXX", dir, base);
-	fd = mkstemp(tmp);
-	if (fd < 0)
-		return errf(err, errlen, "%s: cannot create a temporary file in %s: %s", path, dir,
-			    strerror(errno));
-	while (len) {
-		ssize_t w = write(fd, p, len);
-		if (w < 0 && errno == EINTR)
-			continue;
-		if (w < 0)
-			goto fail;
-		p += w;
-		len -= (size_t)w;
-	}
-	if (fchmod(fd, mode) < 0 || fsync(fd) < 0)
-		goto fail;
-	if (close(fd) < 0) {
-		fd = -1;
-		goto fail;
-	}
-	fd = -1;
-	if (rename(tmp, path) < 0)
-		goto fail;
-	file_fsync_dir(dir);
-	return 0;
-fail:
-	e = errno;
-	if (fd >= 0)
-		close(fd);
-	unlink(tmp);
-	return errf(err, errlen, "%s: %s", path, strerror(e));
+	struct outfile o;
+	if (outfile_open(&o, path, 1 << 16, err, errlen) < 0)
+		return -1;
+	o.mode = mode;
+	int rc = outfile_write(&o, data, len, err, errlen) < 0 || outfile_sync(&o, err, errlen) < 0 ||
+		 outfile_publish(&o, err, errlen) < 0 ? -1 : 0;
+	outfile_discard(&o);
+	return rc;
 }
 
 int file_read_all(const char *path, char **data, size_t *len, char *err, size_t errlen)
@@ -138,21 +95,4 @@ int file_mkdirs(const char *path, char *err, size_t errlen)
 			break;
 	}
 	return 0;
-}
-
-int file_rm_tree(const char *path)
-{
-	DIR *d = opendir(path);
-	struct dirent *e;
-	char p[4400];
-	if (!d)
-		return unlink(path);
-	while ((e = readdir(d))) {
-		if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."))
-			continue;
-		snprintf(p, sizeof p, "%s/%s", path, e->d_name);
-		file_rm_tree(p);
-	}
-	closedir(d);
-	return rmdir(path);
 }

@@ -18,8 +18,8 @@
  *
  * Writing: idx_writer streams tokens into the .bin (converted to the dtype as they come) and
  * keeps only the sizes, 4 bytes per document, in memory; the .idx is written at the end, and
- * both appear together (see outfile.h).  Merging streams the inputs' .bin bytes and rewrites
- * their .idx arrays, also without holding them. */
+ * both appear together (see outfile.h, in src/lib).  Merging streams the inputs' .bin bytes and
+ * rewrites their .idx arrays, also without holding them. */
 #ifndef MKINDEX_IDX_H
 #define MKINDEX_IDX_H
 

@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "file.h"
+#include "fsx.h"
 
 /* the steps kept, as "3 6 9 10" in the order given */
 static const char *kept(const struct keep *k, const int64_t *s, int n, int64_t latest)
@@ -180,7 +181,7 @@ int main(void)
 		T_ASSERT(reader_got == STEPLOCK_GONE);
 		T_ASSERT(steplock_shared(p, err, sizeof err) == STEPLOCK_GONE);
 		T_ASSERT(!exists("global_step10"));
-		file_rm_tree(h);
+		fsx_rm_tree(h);
 	}
 	T_CASE("steplock_created_in_a_step_without_one") {
 		char p[512], err[256];
@@ -198,6 +199,6 @@ int main(void)
 		T_ASSERT(ex >= 0);
 		steplock_release(ex);
 	}
-	file_rm_tree(root);
+	fsx_rm_tree(root);
 	T_DONE();
 }

@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "msg.h"
+#include "outfile.h"
 #include "train/data/mt19937.h"
 
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
@@ -556,21 +557,6 @@ static uint64_t gd_checksum(const unsigned char *hdr, const void *p[3], const ui
 	return gd_ck_end(&c);
 }
 
-static int gd_write_all(int fd, const void *data, uint64_t len)
-{
-	const unsigned char *p = data;
-	while (len) {
-		ssize_t w = write(fd, p, len > (1u << 30) ? (1u << 30) : (size_t)len);
-		if (w < 0 && errno == EINTR)
-			continue;
-		if (w <= 0)
-			return -1;
-		p += w;
-		len -= (uint64_t)w;
-	}
-	return 0;
-}
-
 int gptdata_cache_save(const struct gptdata_index *x, const struct gptdata_ds *ds,
 		       const char *path, char *err, size_t errlen)
 {
@@ -578,57 +564,24 @@ int gptdata_cache_save(const struct gptdata_index *x, const struct gptdata_ds *d
 	unsigned char hdr[GD_HEADER];
 	const void *p[3];
 	uint64_t len[3], padded[3], ck;
-	char *tmp = NULL, *dir = NULL;
-	const char *slash = strrchr(path, '/');
-	int fd = -1, e;
+	struct outfile o;
 
 	gd_header(hdr, x, ds);
 	gd_regions(x, p, len, padded);
 	ck = gd_checksum(hdr, p, len, padded);
 	memcpy(hdr + GD_CK_OFF, &ck, 8);
 
-	if (slash)
-		dir = strndup(path, slash == path ? 1 : (size_t)(slash - path));
-	else
-		dir = strdup(".");
-	if (!dir || asprintf(&tmp, "%s/.%s.tmp.XXXXXX", dir, slash ? slash + 1 : path) < 0)
-		die(EXIT_FAILED, "out of memory");
-	fd = mkstemp(tmp);
-	if (fd < 0) {
-		errf(err, errlen, "%s: cannot create a temporary file in %s: %s", path, dir,
-		     strerror(errno));
-		free(tmp);
-		free(dir);
+	if (outfile_open(&o, path, 1 << 16, err, errlen) < 0)
 		return -1;
-	}
-	if (gd_write_all(fd, hdr, GD_HEADER) < 0)
-		goto fail;
-	for (int i = 0; i < 3; i++)
-		if (gd_write_all(fd, p[i], len[i]) < 0 ||
-		    gd_write_all(fd, zero, padded[i] - len[i]) < 0)
-			goto fail;
-	if (fchmod(fd, 0644) < 0 || fsync(fd) < 0)
-		goto fail;
-	if (close(fd) < 0) {
-		fd = -1;
-		goto fail;
-	}
-	fd = -1;
-	if (rename(tmp, path) < 0)
-		goto fail;
-	file_fsync_dir(dir);
-	free(tmp);
-	free(dir);
-	return 0;
-fail:
-	e = errno ? errno : EIO;
-	if (fd >= 0)
-		close(fd);
-	unlink(tmp);
-	errf(err, errlen, "%s: %s", path, strerror(e));
-	free(tmp);
-	free(dir);
-	return -1;
+	o.mode = 0644;
+	int rc = outfile_write(&o, hdr, GD_HEADER, err, errlen);
+	for (int i = 0; i < 3 && !rc; i++)
+		rc = outfile_write(&o, p[i], len[i], err, errlen) ||
+		     outfile_write(&o, zero, padded[i] - len[i], err, errlen) ? -1 : 0;
+	if (!rc)
+		rc = outfile_sync(&o, err, errlen) < 0 || outfile_publish(&o, err, errlen) < 0 ? -1 : 0;
+	outfile_discard(&o);
+	return rc;
 }
 
 static int64_t gd_i64(const unsigned char *h, int off)

@@ -14,6 +14,7 @@
 
 #include "crc32c.h"
 #include "file.h"
+#include "fsx.h"
 #include "lock.h"
 #include "msg.h"
 #include "ckpt/manifest.h"
@@ -109,7 +110,7 @@ static void clean_tmp(const char *dir)
 					(pid != (long)getpid() && !(kill((pid_t)pid, 0) < 0 && errno == ESRCH))))
 				continue;
 			snprintf(p, sizeof p, "%s/%s", dir, e->d_name);
-			file_rm_tree(p);
+			fsx_rm_tree(p);
 		}
 	closedir(d);
 }
@@ -595,7 +596,7 @@ static int publish(const char *dir, const char *name, const char *tmp, const str
 	snprintf(line, sizeof line, "%lld\n", (long long)st->iteration);
 	if (file_write_atomic(path, line, strlen(line), 0644, err, errlen) < 0)
 		return -1;
-	file_rm_tree(old);
+	fsx_rm_tree(old);
 	note_written(st->iteration);
 	return 0;
 }
@@ -673,7 +674,7 @@ int ckpt_save(const char *dir, const struct model *m, struct dist *d,
 				keep_prune(dir, keep ? keep : &none, st->iteration, pruned ? pruned : &r);
 		}
 		if (rc)
-			file_rm_tree(tmp);
+			fsx_rm_tree(tmp);
 		status[0] = rc;
 	}
 	d->allgather(d, DIST_WORLD, status, sizeof status, st_all);
@@ -1098,6 +1099,13 @@ int ckpt_load(const char *dir, struct model *m, struct ckpt_state *st, char *loa
 		if (tries > 0 && strcmp(latest, before) == 0)
 			break;   /* why: the step it names is not there */
 		snprintf(path, sizeof path, "%s/%s", dir, latest);
+		char w[1024];
+		if (fsx_confined(dir, path, w, sizeof w) == 1) {   /* ../other/global_step8, a link */
+			errf(err, errlen, "--load %s: %s/latest names %s, which %s: `latest` must name a "
+			     "step inside --load", dir, dir, latest, w);
+			free(latest);
+			return -2;
+		}
 		int rc = load_locked(path, m, st, why, sizeof why);
 		if (rc == 0) {
 			snprintf(loaded, loadedlen, "%s", path);
@@ -1123,6 +1131,10 @@ int ckpt_load(const char *dir, struct model *m, struct ckpt_state *st, char *loa
 		if (steps[i] == tried_latest)
 			continue;
 		snprintf(path, sizeof path, "%s/global_step%lld", dir, (long long)steps[i]);
+		char w[1024];
+		if (fsx_confined(dir, path, w, sizeof w) == 1)
+			return errf(err, errlen, "--load %s: %s %s: a step must lie inside --load", dir,
+				    path, w), -2;
 		if (load_locked(path, m, st, why, sizeof why) == 0) {
 			warn("warning: fell back to %s, the newest intact checkpoint", path);
 			snprintf(loaded, loadedlen, "%s", path);

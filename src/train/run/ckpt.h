@@ -25,7 +25,9 @@
  * CRC-32C of its data, every tensor the model needs is there with its shape.  If the checkpoint
  * `latest` names fails, the newest intact global_step* is loaded instead, saying why.  A step is
  * loaded under its readers' lock, so a run pruning the same directory (--save-keep, keep.h) does
- * not remove it meanwhile. */
+ * not remove it meanwhile.  A load never leaves dir: a `latest` naming "../other/global_step8",
+ * or a step that is a link to elsewhere, is refused (resolved with fsx_confined), not followed
+ * and not fallen back from - someone else's weights are not a checkpoint of this run. */
 #ifndef TRAIN_CKPT_H
 #define TRAIN_CKPT_H
 
@@ -85,7 +87,7 @@ int ckpt_check_ahead(const char *dir, int64_t from, int64_t last, char *err, siz
 /* Loads the newest intact checkpoint under dir into m and st.  1 loaded (path in `loaded`),
  * 0 there is none (a fresh start), -1 + err when checkpoints exist but none can be used (each
  * failed verification, or a manifest field is out of its range), or the model does not match
- * them: bad input, exit 2; -3 + err when the directory cannot be read at all (exit 3).
+ * them, or `latest` or a step resolves outside dir: bad input, exit 2; -3 + err when the directory cannot be read at all (exit 3).
  * Fallbacks are reported through warn(). */
 int ckpt_load(const char *dir, struct model *m, struct ckpt_state *st, char *loaded,
 	      size_t loadedlen, char *err, size_t errlen);

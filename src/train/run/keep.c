@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "file.h"
+#include "fsx.h"
 #include "ckpt/steplock.h"
 
 #define DELETING ".deleting"
@@ -60,7 +61,7 @@ void keep_finish(const char *dir)
 		if (l > 12 + sl && strncmp(e->d_name, ".global_step", 12) == 0 &&
 		    strcmp(e->d_name + l - sl, DELETING) == 0) {
 			snprintf(p, sizeof p, "%s/%s", dir, e->d_name);
-			file_rm_tree(p);
+			fsx_rm_tree(p);
 		}
 	}
 	closedir(d);
@@ -99,7 +100,7 @@ static int remove_step(const char *dir, const char *name, struct keep_report *r)
 			snprintf(r->err, sizeof r->err, "%s", why);
 		return fd == STEPLOCK_NONE ? -2 : -1;
 	}
-	file_rm_tree(hidden);   /* an older leftover of the same name */
+	fsx_rm_tree(hidden);   /* an older leftover of the same name */
 	if (rename(path, hidden) < 0) {
 		if (!*r->err)
 			snprintf(r->err, sizeof r->err, "%.250s: cannot rename it to .%.40s" DELETING
@@ -109,7 +110,7 @@ static int remove_step(const char *dir, const char *name, struct keep_report *r)
 	}
 	file_fsync_dir(dir);
 	steplock_release(fd);
-	file_rm_tree(hidden);
+	fsx_rm_tree(hidden);
 	return 1;
 }
 
@@ -158,6 +159,13 @@ void keep_prune(const char *dir, const struct keep *k, int64_t latest, struct ke
 		if (keep[i])
 			continue;
 		snprintf(name, sizeof name, "global_step%lld", (long long)steps[i]);
+		char path[4400];
+		snprintf(path, sizeof path, "%s/%s", dir, name);
+		if (fsx_is_link(path) == 1) {   /* not ours to remove: keep.h */
+			r->linked++;
+			add_name(r->linked_names, sizeof r->linked_names, name);
+			continue;
+		}
 		int rc = remove_step(dir, name, r);
 		if (rc == 1) {
 			r->removed++;

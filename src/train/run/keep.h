@@ -16,6 +16,10 @@
  *   2. holding it, the step is renamed to .global_stepN.deleting, so from that instant no reader
  *      and no fallback (train's load takes global_stepN names only) can find it half removed;
  *   3. the lock is let go and the tree removed.
+ * Removal never leaves --save: a global_stepN that is itself a symbolic link (a step moved to
+ * another disk and linked back) is not a step this run made, and is kept, named in the report
+ * (the user removes the link if it should go); inside a step, a link is unlinked, never followed
+ * (fsx_rm_tree), so nothing outside the directory loses a file.
  * A kill between 2 and 3 leaves a .global_stepN.deleting directory, which the next save finishes
  * (keep_finish, also without --save-keep).  Only world rank 0 prunes, after its save is
  * published. */
@@ -32,9 +36,11 @@ struct keep {
 /* What one prune did, for the run's log. */
 struct keep_report {
 	int removed, held;
+	int linked;               /* steps the policy would remove that are symbolic links: kept */
 	int nolock;               /* the filesystem has no flock: nothing was removed */
 	char removed_names[400];  /* "global_step3 global_step4", "..." when longer */
 	char held_names[400];
+	char linked_names[400];
 	char err[600];            /* the first step that could not be removed, and why ("" none) */
 };
 

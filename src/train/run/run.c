@@ -337,6 +337,10 @@ static int save(struct run *r)
 	if (pr.held)
 		warn("%s: kept %s for now: a reader holds %s .lock; tried again after the next save",
 		     r->a->save, pr.held_names, pr.held > 1 ? "their" : "its");
+	if (pr.linked)
+		warn("%s: kept %s: %s a symbolic link, and pruning removes only step directories "
+		     "inside --save (remove the link by hand to let it go)", r->a->save, pr.linked_names,
+		     pr.linked > 1 ? "each is" : "it is");
 	if (pr.nolock)
 		warn("%s: %s removes nothing: %s", r->a->save, policy, pr.err);
 	else if (*pr.err)

@@ -1,5 +1,5 @@
 /* outdir - see outdir.h. */
-#include "ckpt/outdir.h"
+#include "outdir.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "file.h"
+#include "fsx.h"
 #include "msg.h"
 
 static void parent_of(const char *path, char *dir, size_t n)
@@ -63,7 +64,7 @@ int od_begin(struct od *o, const char *final, char *err, size_t errlen)
 	}
 	const char *base = strrchr(o->final, '/') ? strrchr(o->final, '/') + 1 : o->final;
 	snprintf(o->tmp, sizeof o->tmp, "%s/.%s.tmp.%d", parent, base, (int)getpid());
-	file_rm_tree(o->tmp);   /* left by an earlier run with our pid */
+	fsx_rm_tree(o->tmp);   /* left by an earlier run with our pid */
 	if (mkdir(o->tmp, 0755) < 0) {
 		int e = errno;
 		errf(err, errlen, "%s: %s", o->tmp, strerror(e));
@@ -92,7 +93,7 @@ int od_commit(struct od *o, char *err, size_t errlen)
 void od_abort(struct od *o)
 {
 	if (o->tmp[0])
-		file_rm_tree(o->tmp);
+		fsx_rm_tree(o->tmp);
 	o->tmp[0] = 0;
 }
 
@@ -103,7 +104,7 @@ int od_swap(const char *fresh, const char *old, char *err, size_t errlen)
 	file_fsync_dir(fresh);
 	if (renameat2(AT_FDCWD, fresh, AT_FDCWD, old, RENAME_EXCHANGE) == 0) {
 		file_fsync_dir(parent);
-		file_rm_tree(fresh);     /* now the old step */
+		fsx_rm_tree(fresh);     /* now the old step */
 		return 0;
 	}
 	if (errno != EINVAL && errno != ENOSYS && errno != ENOTSUP)
@@ -119,18 +120,6 @@ int od_swap(const char *fresh, const char *old, char *err, size_t errlen)
 		return errf(err, errlen, "%s: %s", old, strerror(e));
 	}
 	file_fsync_dir(parent);
-	file_rm_tree(aside);
+	fsx_rm_tree(aside);
 	return 0;
-}
-
-int od_write_latest(const char *dir, const char *step, long long iteration, char *err, size_t errlen)
-{
-	char path[4200], line[96];
-	snprintf(path, sizeof path, "%s/latest", dir);
-	snprintf(line, sizeof line, "%s\n", step);
-	if (file_write_atomic(path, line, strlen(line), 0644, err, errlen) < 0)
-		return -1;
-	snprintf(path, sizeof path, "%s/latest_checkpointed_iteration.txt", dir);
-	snprintf(line, sizeof line, "%lld\n", iteration);
-	return file_write_atomic(path, line, strlen(line), 0644, err, errlen);
 }

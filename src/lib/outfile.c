@@ -2,6 +2,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -17,6 +18,7 @@
 int outfile_no_tmpfile;
 static char *volatile slots[MAX_SLOTS];
 static int handlers_set;
+static pthread_mutex_t slots_lock = PTHREAD_MUTEX_INITIALIZER;   /* writers on several threads */
 
 static void on_signal(int sig)
 {
@@ -29,6 +31,7 @@ static void on_signal(int sig)
 
 static int slot_add(const char *path)
 {
+	pthread_mutex_lock(&slots_lock);
 	if (!handlers_set) {
 		struct sigaction sa;
 		memset(&sa, 0, sizeof sa);
@@ -36,26 +39,32 @@ static int slot_add(const char *path)
 		sigemptyset(&sa.sa_mask);
 		for (const int *s = (const int[]){SIGINT, SIGTERM, SIGHUP, SIGPIPE, 0}; *s; s++) {
 			struct sigaction old;
-			/* leave a signal alone if the caller ignores it (nohup) */
-			if (sigaction(*s, NULL, &old) == 0 && old.sa_handler != SIG_IGN)
+			/* leave a signal alone if the caller ignores it (nohup) or handles it */
+			if (sigaction(*s, NULL, &old) == 0 && !(old.sa_flags & SA_SIGINFO) &&
+			    old.sa_handler == SIG_DFL)
 				sigaction(*s, &sa, NULL);
 		}
 		handlers_set = 1;
 	}
+	int got = -1;
 	for (int i = 0; i < MAX_SLOTS; i++)
 		if (!slots[i]) {
 			slots[i] = strdup(path);
-			return slots[i] ? i : -1;
+			got = slots[i] ? i : -1;
+			break;
 		}
-	return -1;
+	pthread_mutex_unlock(&slots_lock);
+	return got;
 }
 
 static void slot_drop(int i)
 {
 	if (i < 0)
 		return;
+	pthread_mutex_lock(&slots_lock);
 	char *p = slots[i];
 	slots[i] = NULL;
+	pthread_mutex_unlock(&slots_lock);
 	free(p);
 }
 
@@ -160,6 +169,22 @@ unsigned char *outfile_room(struct outfile *o, size_t n, char *err, size_t errle
 int outfile_write(struct outfile *o, const void *p, size_t n, char *err, size_t errlen)
 {
 	const unsigned char *s = p;
+	if (n >= o->cap) {   /* a large piece: from the caller's memory, not through the buffer */
+		if (flush(o, err, errlen) < 0)
+			return -1;
+		while (n) {
+			ssize_t w = write(o->fd, s, n < (1u << 30) ? n : 1u << 30);
+			if (w < 0 && errno == EINTR)
+				continue;
+			if (w < 0)
+				return errf(err, errlen, "%s: write error after %llu bytes: %s", o->path,
+					    (unsigned long long)o->size, strerror(errno));
+			s += w;
+			n -= (size_t)w;
+			o->size += (uint64_t)w;
+		}
+		return 0;
+	}
 	while (n) {
 		size_t chunk = n < o->cap ? n : o->cap;
 		unsigned char *d = outfile_room(o, chunk, err, errlen);
@@ -222,46 +247,79 @@ int outfile_sync(struct outfile *o, char *err, size_t errlen)
 {
 	if (flush(o, err, errlen) < 0)
 		return -1;
-	if (!o->anon && fchmod(o->fd, file_mode()) < 0)
+	if ((o->mode || !o->anon) && fchmod(o->fd, o->mode ? (mode_t)o->mode : file_mode()) < 0)
 		return errf(err, errlen, "%s: chmod: %s", o->path, strerror(errno));
 	if (fsync(o->fd) < 0)
 		return errf(err, errlen, "%s: fsync: %s", o->path, strerror(errno));
 	return 0;
 }
 
-int outfile_publish(struct outfile *o, char *err, size_t errlen)
+/* Links or renames the synced file to path, whose directory is open at dfd. */
+static int publish_at(struct outfile *o, int dfd, const char *path, char *err, size_t errlen)
 {
 	char dir[4096], tmp[4096 + 300];
 	const char *base;
 
-	split(o->path, dir, sizeof dir, &base);
+	split(path, dir, sizeof dir, &base);
 	if (o->anon) {
 		/* linkat cannot replace a name: link under a hidden name, then rename over */
 		char proc[64];
 		snprintf(proc, sizeof proc, "/proc/self/fd/%d", o->fd);
 		for (unsigned k = 0;; k++) {
 			snprintf(tmp, sizeof tmp, ".%s.tmp.%ld.%u", base, (long)getpid(), k);
-			if (linkat(AT_FDCWD, proc, o->dirfd, tmp, AT_SYMLINK_FOLLOW) == 0)
+			if (linkat(AT_FDCWD, proc, dfd, tmp, AT_SYMLINK_FOLLOW) == 0)
 				break;
 			if (errno != EEXIST || k > 1000)
-				return errf(err, errlen, "%s: cannot link the finished file: %s", o->path,
+				return errf(err, errlen, "%s: cannot link the finished file: %s", path,
 					    strerror(errno));
 		}
-		if (renameat(o->dirfd, tmp, o->dirfd, base) < 0) {
+		if (renameat(dfd, tmp, dfd, base) < 0) {
 			int e = errno;
-			unlinkat(o->dirfd, tmp, 0);
-			return errf(err, errlen, "%s: rename: %s", o->path, strerror(e));
+			unlinkat(dfd, tmp, 0);
+			return errf(err, errlen, "%s: rename: %s", path, strerror(e));
 		}
 		o->anon = 0;
 	} else {
 		if (o->slot < 0)
-			return errf(err, errlen, "%s: already published", o->path);
-		if (rename(slots[o->slot], o->path) < 0)
-			return errf(err, errlen, "%s: rename: %s", o->path, strerror(errno));
+			return errf(err, errlen, "%s: already published", path);
+		if (rename(slots[o->slot], path) < 0)
+			return errf(err, errlen, "%s: rename: %s", path, strerror(errno));
 		slot_drop(o->slot);
 		o->slot = -1;
 	}
-	fsync(o->dirfd);  /* best effort: some filesystems refuse fsync on directories */
+	fsync(dfd);  /* best effort: some filesystems refuse fsync on directories */
+	return 0;
+}
+
+int outfile_publish(struct outfile *o, char *err, size_t errlen)
+{
+	return publish_at(o, o->dirfd, o->path, err, errlen);
+}
+
+int outfile_publish_as(struct outfile *o, const char *path, char *err, size_t errlen)
+{
+	char dir[4096];
+	const char *base;
+	char *p = strdup(path);
+	split(path, dir, sizeof dir, &base);
+	if (!p || !*base || strlen(path) >= 4096) {
+		free(p);
+		return errf(err, errlen, "%s: not a file name", path);
+	}
+	int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (dfd < 0) {
+		int e = errno;
+		free(p);
+		return errf(err, errlen, "%s: cannot write in %s: %s", path, dir, strerror(e));
+	}
+	int rc = publish_at(o, dfd, path, err, errlen);
+	close(dfd);
+	if (rc < 0) {
+		free(p);
+		return -1;
+	}
+	free(o->path);
+	o->path = p;
 	return 0;
 }
 

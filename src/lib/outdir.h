@@ -9,9 +9,13 @@
  * od_swap() replaces an existing directory by a new one in place - a checkpoint step repaired
  * where it lies - with renameat2(RENAME_EXCHANGE), one atomic step, so a reader sees the old
  * step or the new one, never none; where the filesystem cannot exchange, it falls back to two
- * renames, as train's own saves do (lmtk-checkpoint(5), "Saving", steps 3 and 4). */
-#ifndef CKPT_OUTDIR_H
-#define CKPT_OUTDIR_H
+ * renames, as train's own saves do (lmtk-checkpoint(5), "Saving", steps 3 and 4).
+ *
+ * Files inside are published one by one with outfile.h; this module publishes the directory
+ * that holds them (ckpt-merge-tp's and ckpt-sync-ln's output checkpoints).  The temporaries are
+ * removed with fsx_rm_tree, which never follows a link out of them. */
+#ifndef LMTK_OUTDIR_H
+#define LMTK_OUTDIR_H
 
 #include <stddef.h>
 
@@ -26,9 +30,5 @@ void od_abort(struct od *o);
 
 /* Puts directory `fresh` in place of `old` (same parent), then removes what was at `old`. */
 int od_swap(const char *fresh, const char *old, char *err, size_t errlen);
-
-/* Writes `latest` and latest_checkpointed_iteration.txt, atomically. */
-int od_write_latest(const char *dir, const char *step, long long iteration, char *err,
-		    size_t errlen);
 
 #endif

@@ -1,10 +1,10 @@
-/* mkindex_outfile.c - streamed output files that nobody sees half-written: the anonymous
+/* lib_outfile.c - streamed output files that nobody sees half-written: the anonymous
  * (O_TMPFILE) path, the named-temporary fallback, signals, a full filesystem. */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
 #endif
 #include "t.h"
-#include "mkindex/outfile.h"
+#include "outfile.h"
 
 #include <dirent.h>
 #include <signal.h>
@@ -14,7 +14,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-static char dir[64] = "/tmp/mkindex-outfile.XXXXXX";
+static char dir[64] = "/tmp/lib-outfile.XXXXXX";
 
 /* the names in dir, space-separated, sorted by readdir order (tests use at most one or two) */
 static const char *listing(const char *d)
@@ -51,11 +51,35 @@ static const char *content(const char *p)
 	return f ? buf : "(missing)";
 }
 
-int main(void)
+static volatile sig_atomic_t got_sig;
+static void on_term(int sig) { got_sig = sig; }
+
+/* The child of a_program_s_own_signal_handler_is_kept: its SIGTERM handler set first, then a
+ * named temporary; SIGTERM must reach the handler, and the program goes on to clean up. */
+static int own_handler(const char *p)
+{
+	char err[1024];
+	struct outfile o;
+	struct sigaction sa;
+	memset(&sa, 0, sizeof sa);
+	sa.sa_handler = on_term;
+	sigaction(SIGTERM, &sa, NULL);
+	outfile_no_tmpfile = 1;
+	if (outfile_open(&o, p, 1 << 20, err, sizeof err) < 0)
+		return 9;
+	raise(SIGTERM);
+	outfile_discard(&o);
+	return got_sig == SIGTERM ? 0 : 7;
+}
+
+int main(int argc, char **argv)
 {
 	char err[1024];
 	struct outfile o;
 	struct stat st;
+
+	if (argc == 3 && strcmp(argv[1], "--own-handler") == 0)
+		return own_handler(argv[2]);
 
 	if (!mkdtemp(dir)) {
 		perror("mkdtemp");
@@ -129,6 +153,76 @@ int main(void)
 			T_ASSERT(WIFSIGNALED(status) && WTERMSIG(status) == sigs[k]);
 			T_STREQ(listing(dir), "");
 		}
+	}
+
+	T_CASE("a_program_s_own_signal_handler_is_kept") {
+		/* train stops cleanly on SIGTERM: an output file must not replace that with "die".
+		 * A fresh process (exec), so no earlier output file has set the handlers already. */
+		pid_t pid = fork();
+		if (pid == 0) {
+			execl("/proc/self/exe", "lib_outfile", "--own-handler", path("k.bin"), (char *)NULL);
+			_exit(10);
+		}
+		int status = 0;
+		waitpid(pid, &status, 0);
+		T_ASSERT(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+		T_STREQ(listing(dir), "");
+	}
+
+	T_CASE("mode_is_the_one_asked_for_on_both_paths") {
+		for (int named = 0; named < 2; named++) {
+			outfile_no_tmpfile = named;
+			T_ASSERT(outfile_open(&o, path("m.bin"), 0, err, sizeof err) == 0);
+			o.mode = 0600;
+			T_ASSERT(outfile_write(&o, "x", 1, err, sizeof err) == 0);
+			T_ASSERT(outfile_sync(&o, err, sizeof err) == 0);
+			T_ASSERT(outfile_publish(&o, err, sizeof err) == 0);
+			outfile_discard(&o);
+			T_ASSERT(stat(path("m.bin"), &st) == 0 && (st.st_mode & 0777) == 0600);
+			unlink(path("m.bin"));
+		}
+		outfile_no_tmpfile = 0;
+	}
+
+	T_CASE("a_large_write_bypasses_the_buffer_with_the_same_bytes") {
+		static char big[3 * 4096 + 5];
+		for (size_t i = 0; i < sizeof big; i++)
+			big[i] = (char)('a' + i % 26);
+		T_ASSERT(outfile_open(&o, path("big.bin"), 4096, err, sizeof err) == 0);
+		T_ASSERT(outfile_write(&o, "<", 1, err, sizeof err) == 0);   /* buffered first */
+		T_ASSERT(outfile_write(&o, big, sizeof big, err, sizeof err) == 0);
+		T_ASSERT(outfile_write(&o, ">", 1, err, sizeof err) == 0);
+		T_ASSERT(o.size == sizeof big + 2);
+		T_ASSERT(outfile_sync(&o, err, sizeof err) == 0);
+		T_ASSERT(outfile_publish(&o, err, sizeof err) == 0);
+		outfile_discard(&o);
+		FILE *f = fopen(path("big.bin"), "rb");
+		static char back[sizeof big + 8];
+		size_t n = f ? fread(back, 1, sizeof back, f) : 0;
+		if (f)
+			fclose(f);
+		T_ASSERT(n == sizeof big + 2 && back[0] == '<' && back[n - 1] == '>' &&
+			 memcmp(back + 1, big, sizeof big) == 0);
+		unlink(path("big.bin"));
+	}
+
+	T_CASE("publish_as_names_the_file_once_written_in_another_directory") {
+		for (int named = 0; named < 2; named++) {
+			outfile_no_tmpfile = named;
+			mkdir(path("store"), 0755);
+			T_ASSERT(outfile_open(&o, path("obj"), 0, err, sizeof err) == 0);
+			T_ASSERT(outfile_write(&o, "object", 6, err, sizeof err) == 0);
+			T_ASSERT(outfile_sync(&o, err, sizeof err) == 0);
+			T_ASSERT(outfile_publish_as(&o, path("store/ab12"), err, sizeof err) == 0);
+			T_ASSERT(strcmp(o.path, path("store/ab12")) == 0);
+			outfile_discard(&o);
+			T_STREQ(listing(path("store")), "ab12");
+			T_STREQ(content(path("store/ab12")), "object");
+			T_STREQ(listing(dir), "store");
+			unlink(path("store/ab12"));
+			rmdir(path("store"));
+		}
+		outfile_no_tmpfile = 0;
 	}
 
 	T_CASE("copy_appends_a_range_of_another_file") {

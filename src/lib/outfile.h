@@ -1,22 +1,29 @@
-/* outfile - a large output file written as a stream, that no reader sees before it is complete.
+/* outfile - an output file that no reader sees before it is complete, written as a stream or
+ * in one piece.  Every program's output files go through it (DESIGN.md: "every output file is
+ * written to a temporary name, fsynced and renamed"): mkindex's .bin/.idx, train's checkpoint
+ * shards (safetensors.c) and dataset index cache, hub-sync's LFS objects, and every small file
+ * through file_write_atomic() (file.h).
  *
- * lib/file.h writes a buffer that is already in memory; mkindex streams up to a terabyte of
- * tokens, so it needs the same promise for data that arrives piece by piece.  The data goes to
- * an anonymous file in the destination's directory (O_TMPFILE): a crash or a kill -9 leaves
- * nothing behind, not even a stray temporary, and the kernel frees the space.  Where O_TMPFILE
- * is not supported (some network filesystems) or /proc is missing, a named ".NAME.tmp.XXXXXX"
- * is used instead and removed on error and on SIGINT/SIGTERM/SIGHUP/SIGPIPE (only kill -9 can
- * leave it behind).
+ * The data goes to an anonymous file in the destination's directory (O_TMPFILE): a crash or a
+ * kill -9 leaves nothing behind, not even a stray temporary, and the kernel frees the space.
+ * Where O_TMPFILE is not supported (some network filesystems) or /proc is missing, a named
+ * ".NAME.tmp.XXXXXX" is used instead and removed on error and, in a program that has not set
+ * its own handlers, on SIGINT/SIGTERM/SIGHUP/SIGPIPE (only kill -9 can leave it behind).  A
+ * program with its own handler for one of those (train stops cleanly on SIGTERM) keeps it: the
+ * temporary is then its own leftover to clean, as train's saves do.
  *
  * Writes go through one large buffer (a plain write(2) per buffer, no stdio) so that the
- * program stays disk-bound; outfile_room() lets a caller convert tokens straight into it.
+ * program stays disk-bound; outfile_room() lets a caller convert tokens straight into it, and a
+ * write larger than the buffer goes straight from the caller's memory (a checkpoint's tensors).
  *
  * Publishing is two-phase so that several files appear in a chosen order: outfile_sync() on all
  * of them (flush, fsync: the slow part, where errors like ENOSPC show up), then
  * outfile_publish() on each in order (a link or rename, plus a directory fsync).  mkindex
- * publishes .bin before .idx, so a complete-looking .idx never names a missing or half .bin. */
-#ifndef MKINDEX_OUTFILE_H
-#define MKINDEX_OUTFILE_H
+ * publishes .bin before .idx, so a complete-looking .idx never names a missing or half .bin.
+ * outfile_publish_as() gives the file a name chosen only once it is written (an LFS object is
+ * named by its hash), in another directory of the same filesystem. */
+#ifndef LMTK_OUTFILE_H
+#define LMTK_OUTFILE_H
 
 #include <stddef.h>
 #include <stdint.h>
@@ -29,6 +36,7 @@ struct outfile {
 	unsigned char *buf;    /* allocated on first use */
 	size_t len, cap;
 	uint64_t size;         /* bytes written so far, buffered ones included */
+	unsigned mode;         /* the published file's mode; 0: 0666 & ~umask (set after open) */
 };
 
 /* Set by tests to exercise the named-temporary path where O_TMPFILE works. */
@@ -49,10 +57,13 @@ static inline void outfile_advance(struct outfile *o, size_t n)
 /* Appends n bytes of fd from offset off (copy_file_range where the kernel can, else read/write). */
 int outfile_copy(struct outfile *o, int fd, uint64_t off, uint64_t n, const char *src, char *err,
 		 size_t errlen);
-/* Flush, set the mode (0666 & ~umask), fsync. */
+/* Flush, set the mode (o->mode, or 0666 & ~umask), fsync. */
 int outfile_sync(struct outfile *o, char *err, size_t errlen);
 /* Gives the synced file its name, replacing what was there; fsyncs the directory. */
 int outfile_publish(struct outfile *o, char *err, size_t errlen);
+/* outfile_publish() under another name, in a directory of the same filesystem that must
+ * exist; o->path becomes it. */
+int outfile_publish_as(struct outfile *o, const char *path, char *err, size_t errlen);
 /* Drops an unpublished file (safe after publish, and twice); frees everything. */
 void outfile_discard(struct outfile *o);
 
