@@ -78,6 +78,7 @@ else
 	for layout in "2 1 1 1" "2 2 1 2" "2 1 2 1" "2 1 2 3" "4 2 2 1"; do
 		set -- $layout
 		name=dp$(($1 / $2 / $3))_tp$2_pp$3
+		rm -rf $name.0 $name.$4   # a run never saves over another run's steps: fresh directories
 		mpirun --oversubscribe -np $1 "$TR" "${P[@]}" --tensor-model-parallel-size $2 \
 			--pipeline-model-parallel-size $3 --save $name.0 >$name.0.out 2>&1
 		mpirun --oversubscribe -np $1 "$TR" "${P[@]}" --tensor-model-parallel-size $2 \
