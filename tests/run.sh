@@ -11,7 +11,9 @@ TOP=$(cd "$(dirname "$0")/.." && pwd)
 export TOP
 cd "$TOP" || exit 3
 
-LMTK_TMP=$(mktemp -d "${TMPDIR:-/tmp}/lmtk-check.XXXXXX")
+# LMTK_CHECK_TMPDIR: where (default /tmp; tests/cli/check-interrupt.sh runs one of its own in its
+# directory).  Not TMPDIR: the fixtures' sockets must stay short (108 bytes).
+LMTK_TMP=$(mktemp -d "${LMTK_CHECK_TMPDIR:-/tmp}/lmtk-check.XXXXXX")
 export LMTK_TMP
 passed=0 failed=0 skipped=0
 failures=()

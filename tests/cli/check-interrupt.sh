@@ -39,7 +39,7 @@ pids_to_kill=()   # the sessions this test started (make's pid)
 finish() {  # this test's leftovers, by pid: only what names one of its own directories
 	local p
 	for p in "${pids_to_kill[@]+"${pids_to_kill[@]}"}"; do kill -KILL -- "-$p" 2>/dev/null; done
-	for d in "$T"/tmp.*/; do
+	for d in "$T"/r*/; do
 		[ -d "$d" ] || continue
 		for p in $(left "$d"); do kill -KILL "$p" 2>/dev/null; done
 	done
@@ -57,15 +57,17 @@ trap 'exit 143' TERM
 # scratch directory, a glob; or "test": the test running, so the fixtures are up), sends SIGNAL to
 # its process group, and checks what is left
 interrupt() {
-	local name=$1 sig=$2 when=$3 tmp=$T/tmp.$1 lmtk
+	local name=$1 sig=$2 when=$3 tmp lmtk
+	runs=$((${runs:-0} + 1))
+	tmp=$T/r$runs   # short: the run's sockets live under it
 	mkdir -p "$tmp"
 	# a background job of a script starts with INT ignored, which a shell cannot trap: make, as
 	# from a terminal, gets the default back
-	TMPDIR=$tmp MARK=$T/$name.started setsid env --default-signal=INT,QUIT make --no-print-directory \
+	LMTK_CHECK_TMPDIR=$tmp MARK=$T/$name.started setsid env --default-signal=INT,QUIT make --no-print-directory \
 		-f run.mk TOP="$TOP" LIST="$T/waits.sh" run >"$name.out" 2>&1 </dev/null &
 	local pg=$!
 	pids_to_kill+=("$pg")
-	# the run's scratch directory: run.sh makes it with mktemp under TMPDIR
+	# the run's scratch directory: run.sh makes it with mktemp under LMTK_CHECK_TMPDIR
 	reached() {
 		if [ "$when" = test ]; then [ -s "$T/$name.started" ]; else compgen -G "$lmtk/$when" >/dev/null; fi
 	}
