@@ -27,10 +27,12 @@ printf 'run:\n\t@bash $(TOP)/tests/run.sh $(LIST)\n' >run.mk
 
 # left DIR: pids of processes whose command line names DIR (never this shell's)
 left() {
-	local p
-	for p in /proc/[0-9]*; do
+	local p a
+	for p in /proc/[0-9]*; do   # no fork a process: a few hundred of them
 		[ "${p#/proc/}" = $$ ] && continue
-		{ tr '\0' '\n' <"$p/cmdline"; } 2>/dev/null | grep -qF -- "$1" && echo "${p#/proc/}"
+		a=()
+		{ mapfile -d '' -t a <"$p/cmdline"; } 2>/dev/null
+		[[ "${a[*]+${a[*]}}" == *"$1"* ]] && echo "${p#/proc/}"
 	done
 }
 # in_session SID: some process is still in that session (make, run.sh, its tests)
