@@ -156,7 +156,7 @@ FUZZ_ONLY    ?= $(FUZZ_NAMES)
 FUZZ_CFLAGS  := -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
   -std=gnu11 -D_GNU_SOURCE -pthread -Wno-unknown-pragmas -Isrc/lib -Isrc -Itests/fuzz \
   -DLMTK_VERSION='"$(VERSION)"'
-FUZZ_LIBS    := -lcurl -ljansson -lpcre2-8 -lgit2 -lzip -lm -lpthread
+FUZZ_LIBS    := -lcurl -lcrypto -ljansson -lpcre2-8 -lgit2 -lzip -lm -lpthread
 fuzz_prog_src = $(filter-out %/main.c,$(wildcard src/$(call prog_of,$1)/*.c))
 FUZZ_DEPS_train_idx := src/train/data/gptdata.c src/train/data/mt19937.c
 FUZZ_DEPS_train_cache := src/train/data/gptdata.c src/train/data/mt19937.c
