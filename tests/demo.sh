@@ -23,7 +23,13 @@ TOP=$(cd "$(dirname "$0")/.." && pwd)
 export TOP
 . "$TOP/tests/fixtures/fixtures.sh"
 D=$(mktemp -d /tmp/lmtk-demo.XXXXXX)
-trap 'fixtures_stop "$D/fx"; rm -rf "$D"' EXIT
+# on any exit: an interrupt (Ctrl-C, `timeout`) exits through the EXIT trap, which no second
+# signal cuts short (the stop scripts it runs inherit the ignoring); fixtures_stop also sweeps
+# whatever names $D/fx (tests/run.sh's cleanup does the same)
+trap 'trap "" INT TERM HUP PIPE; fixtures_stop "$D/fx"; fixtures_sweep "$D"; rm -rf "$D"' EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+trap 'exit 129' HUP
 step() { printf '\n\033[1m== %s\033[0m\n' "$*"; }
 
 CACHE=${LMTK_CACHE:-/var/tmp/lmtk-cache}

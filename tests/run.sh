@@ -11,7 +11,9 @@ TOP=$(cd "$(dirname "$0")/.." && pwd)
 export TOP
 cd "$TOP" || exit 3
 
-LMTK_TMP=$(mktemp -d /tmp/lmtk-check.XXXXXX)
+# LMTK_CHECK_TMPDIR: where (default /tmp; tests/cli/check-interrupt.sh runs one of its own in its
+# directory).  Not TMPDIR: the fixtures' sockets must stay short (108 bytes).
+LMTK_TMP=$(mktemp -d "${LMTK_CHECK_TMPDIR:-/tmp}/lmtk-check.XXXXXX")
 export LMTK_TMP
 passed=0 failed=0 skipped=0
 failures=()
@@ -19,16 +21,34 @@ failures=()
 . tests/fixtures/fixtures.sh
 declare -A pid_of=()   # running tests: pid -> index in the list
 kill_tree() { local c; for c in $(pgrep -P "$1"); do kill_tree "$c"; done; kill "$1" 2>/dev/null; }
+# Stops everything the run started, however it ends.  An interrupt (Ctrl-C: INT to make's whole
+# process group; `timeout 60 make check`: TERM to make and its group) reaches this shell, the
+# tests' subshells and a fixture script still starting, but not what runs in a process group or
+# session of its own: each test under timeout(1) (which makes one), and the daemons (setsid).  So
+# the tests are stopped by process group (OUTS/N.pg, written as each starts: its subshell may die
+# first), the fixtures by their pid files, then whatever still names LMTK_TMP on its command line
+# (a daemon forked between its start and its pid file).  A second signal (Ctrl-C pressed again,
+# or the TERM timeout sends both to make and to the group) must not cut this short: INT, TERM
+# and HUP are ignored from here on, by this shell and by the stop scripts it runs.
 cleanup() {
-	local p
+	local p f
+	trap '' INT TERM HUP PIPE
+	for f in "$LMTK_TMP"/.run/*.pg; do
+		[ -f "$f" ] && p=$(<"$f") && [ -n "$p" ] && kill -TERM -- "-$p" 2>/dev/null
+	done
 	for p in "${!pid_of[@]}"; do kill_tree "$p"; done
 	fixtures_stop "$LMTK_TMP"
+	for f in "$LMTK_TMP"/.run/*.pg; do
+		[ -f "$f" ] && p=$(<"$f") && [ -n "$p" ] && kill -KILL -- "-$p" 2>/dev/null
+	done
 	# tests mount tmpfs filesystems under LMTK_TMP; never rm -rf through a mount
 	grep -F " $LMTK_TMP/" /proc/mounts | awk '{print $2}' | sort -r | xargs -r -n1 umount -l 2>/dev/null
 	rm -rf "$LMTK_TMP"
 }
 trap cleanup EXIT
-trap 'exit 130' INT TERM
+trap 'exit 130' INT
+trap 'exit 143' TERM
+trap 'exit 129' HUP
 
 # --- fixtures ---------------------------------------------------------------------------------
 fixtures_start "$LMTK_TMP"
@@ -61,7 +81,7 @@ fi
 # into place.
 jobs_max=${LMTK_CHECK_JOBS:-2}
 uses_fixtures() {
-	case "$1" in *.sh) grep -Eq 'sbatch|srun|squeue|scontrol|salloc|sinfo|mail_|LMTK_SMTP|LMTK_GIT' "$1" ;; *) false ;; esac
+	case "$1" in *.sh) grep -Eq 'sbatch|srun|squeue|scontrol|salloc|sinfo|mail_|LMTK_SMTP|LMTK_GIT|^# lmtk-test: uses-fixtures' "$1" ;; *) false ;; esac
 }
 n=${#tests[@]}
 declare -a state=()    # index -> "" pending, "run", "done"
@@ -82,8 +102,13 @@ start_test() {  # index
 	esac
 	(
 		t0=$SECONDS
-		timeout 900 "${cmd[@]}" >"$OUTS/$i" 2>&1 </dev/null
+		# timeout(1) puts the test in a process group of its own (its pid), which an
+		# interrupt of make's group never reaches: cleanup() stops it by that
+		timeout 900 "${cmd[@]}" >"$OUTS/$i" 2>&1 </dev/null &
+		echo $! >"$OUTS/$i.pg"
+		wait $!
 		echo "__rc $?" >>"$OUTS/$i"
+		rm -f "$OUTS/$i.pg"
 		echo $((SECONDS - t0)) >"$OUTS/$i.time"
 	) &
 	pid_of[$!]=$i

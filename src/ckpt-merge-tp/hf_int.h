@@ -37,7 +37,8 @@ struct hf_switches {
 void hf_switches_of(const struct sh_ckpt *in, struct hf_switches *s);
 
 /* BERT (hfbert.c): the class or NULL + err; the items (malloc'd, *n); config.json; the
- * tokenizer files from the manifest's --vocab-file and --tokenizer-type (0, or an exit status) */
+ * tokenizer files from the manifest's recorded vocab-file and tokenizer type (0, or an exit
+ * status) */
 const char *hf_bert_class(const struct sh_ckpt *in, char *err, size_t errlen);
 struct hf_item *hf_bert_plan(const struct lt_model *m, int *n);
 json_t *hf_bert_config(const struct sh_ckpt *in, const char *cls);
@@ -52,5 +53,12 @@ int hf_arg_value(const char *args, const char *flag, char *out, size_t n);
 int hf_arg_has(const char *args, const char *flag);   /* the word --flag is there */
 int hf_write_json(const char *dir, const char *name, json_t *j, size_t flags, char *err,
 		  size_t errlen);
+/* The bytes of the tokenizer file the manifest's "tokenizer" records as `role` (train's
+ * "vocab-file", "merge-file", "tokenizer-name-or-path"; lmtk-checkpoint(5)), read from its
+ * recorded path only while that is a regular file of the recorded size and SHA-256: 1 and
+ * *data (malloc'd), 0 when not recorded or skipped (unless quiet, one line saying which and
+ * why), -1 + err out of memory.  Never a path from "args". */
+int hf_recorded_file(const struct sh_ckpt *in, const char *role, int quiet, char **data,
+		     size_t *len, char *err, size_t errlen);
 
 #endif

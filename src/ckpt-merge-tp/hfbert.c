@@ -145,14 +145,15 @@ struct hf_item *hf_bert_plan(const struct lt_model *m, int *n)
 /* vocab.txt's lines as train's BERT tokenizer reads them (Megatron's load_vocab: each line
  * stripped of ASCII white space), then the [BOS] and [EOS] Megatron's _BertWordPieceTokenizer
  * adds when vocab.txt lacks them: the model's vocabulary, id by id.  The count, or -1 + err. */
-static int read_vocab(const char *path, char ***tok, int *added, char *err, size_t errlen)
+static int read_vocab(const char *data, size_t len_in, char ***tok, int *added, char *err,
+		      size_t errlen)
 {
-	FILE *f = fopen(path, "r");
+	FILE *f = len_in ? fmemopen((void *)data, len_in, "r") : NULL;
 	char *line = NULL, **t = NULL;
 	size_t cap = 0;
 	int n = 0, room = 0, bos = 0, eos = 0;
 	if (!f)
-		return errf(err, errlen, "%s: %s", path, strerror(errno));
+		return errf(err, errlen, "vocab.txt: %s", len_in ? strerror(errno) : "empty");
 	while (getline(&line, &cap, f) > 0) {
 		char *s = line;
 		size_t len;
@@ -187,28 +188,30 @@ static int read_vocab(const char *path, char ***tok, int *added, char *err, size
 
 int hf_bert_tokenizer(const struct sh_ckpt *in, const char *dir, char *err, size_t errlen)
 {
-	const char *args = json_string_value(json_object_get(in->manifest, "args"));
-	char vf[4096], type[64];
-	char **tok = NULL;
+	json_t *rec = json_object_get(in->manifest, "tokenizer");
+	const char *type = json_string_value(json_object_get(rec, "type"));
+	char **tok = NULL, *data;
+	size_t dlen;
 	int added = 0, rc = 0;
-	if (!args || hf_arg_value(args, "--vocab-file", vf, sizeof vf) < 0)
-		return 0;   /* nothing recorded: --tokenizer-files, if any */
-	if (hf_arg_value(args, "--tokenizer-type", type, sizeof type) < 0 ||
-	    (strcmp(type, "BertWordPieceLowerCase") && strcmp(type, "BertWordPieceCase"))) {
-		warn("warning: the checkpoint's command line has no --tokenizer-type "
+	if (!type || (strcmp(type, "BertWordPieceLowerCase") && strcmp(type, "BertWordPieceCase"))) {
+		warn("warning: the checkpoint's manifest records no tokenizer type "
 		     "BertWordPieceLowerCase or BertWordPieceCase: vocab.txt not written (give it "
 		     "with --tokenizer-files)");
 		return 0;
 	}
-	int n = read_vocab(vf, &tok, &added, err, errlen);
+	if ((rc = hf_recorded_file(in, "vocab-file", 0, &data, &dlen, err, errlen)) <= 0)
+		return rc < 0 ? EXIT_FAILED : 0;   /* skipped: said why */
+	int n = read_vocab(data, dlen, &tok, &added, err, errlen);
+	free(data);
+	rc = 0;
 	if (n < 0) {
-		warn("warning: the checkpoint was trained with --vocab-file %s, which is not here: "
-		     "not copied (give it with --tokenizer-files)", vf);
+		warn("warning: the checkpoint's vocab-file: %s: not copied (give it with "
+		     "--tokenizer-files)", err);
 		return 0;
 	}
 	if (n != in->m.vocab) {
-		warn("warning: --vocab-file %s has %d tokens with [BOS] and [EOS], the model %d: "
-		     "another vocabulary; not copied (give it with --tokenizer-files)", vf, n,
+		warn("warning: the checkpoint's vocab-file has %d tokens with [BOS] and [EOS], the "
+		     "model %d: another vocabulary; not copied (give it with --tokenizer-files)", n,
 		     in->m.vocab);
 		goto out;
 	}
@@ -254,12 +257,13 @@ out:
 /* The id of [PAD] in the vocabulary train used, or 0 (BERT's) when it cannot be read. */
 static int pad_id(const struct sh_ckpt *in)
 {
-	const char *args = json_string_value(json_object_get(in->manifest, "args"));
-	char vf[4096], e[256], **tok = NULL;
+	char e[256], **tok = NULL, *data;
+	size_t dlen;
 	int added, id = 0;
-	if (!args || hf_arg_value(args, "--vocab-file", vf, sizeof vf) < 0)
+	if (hf_recorded_file(in, "vocab-file", 1, &data, &dlen, e, sizeof e) <= 0)
 		return 0;
-	int n = read_vocab(vf, &tok, &added, e, sizeof e);
+	int n = read_vocab(data, dlen, &tok, &added, e, sizeof e);
+	free(data);
 	for (int i = n - 1; i >= 0; i--) {
 		if (strcmp(tok[i], "[PAD]") == 0)
 			id = i;

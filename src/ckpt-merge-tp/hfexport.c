@@ -2,6 +2,7 @@
 #include "ckpt-merge-tp/hfexport.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <jansson.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -10,6 +11,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "digest.h"
 #include "file.h"
 #include "msg.h"
 #include "ckpt/reshard.h"
@@ -339,35 +341,99 @@ int hf_arg_has(const char *args, const char *flag)
 	return 0;
 }
 
-/* Tokenizer files: those the manifest names (if they are here), then the caller's. */
+int hf_recorded_file(const struct sh_ckpt *in, const char *role, int quiet, char **data,
+		     size_t *len, char *err, size_t errlen)
+{
+	json_t *files = json_object_get(json_object_get(in->manifest, "tokenizer"), "files"), *f;
+	const char *path = NULL, *sum = NULL;
+	json_int_t size = -1;
+	size_t i;
+	json_array_foreach(files, i, f) {
+		const char *r = json_string_value(json_object_get(f, "role"));
+		if (r && strcmp(r, role) == 0) {
+			path = json_string_value(json_object_get(f, "path"));
+			sum = json_string_value(json_object_get(f, "sha256"));
+			size = json_is_integer(json_object_get(f, "size"))
+				       ? json_integer_value(json_object_get(f, "size")) : -1;
+			break;
+		}
+	}
+	if (!f)
+		return 0;
+	char why[300] = "", hex[65];
+	struct stat sb;
+	char *b = NULL;
+	ssize_t got = 0;
+	int fd = -1;
+	if (!path || path[0] != '/' || !sum || strlen(sum) != 64 || size < 0) {
+		snprintf(why, sizeof why, "the record lacks an absolute path, a size or a sha256");
+	} else if ((fd = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC)) < 0) {
+		snprintf(why, sizeof why, "%s", errno == ELOOP ? "a symbolic link, not the file train "
+			 "read" : strerror(errno));
+	} else if (fstat(fd, &sb) < 0 || !S_ISREG(sb.st_mode)) {
+		snprintf(why, sizeof why, "not a regular file");
+	} else if (sb.st_size != size) {
+		snprintf(why, sizeof why, "%lld bytes, the manifest records %lld: not the file train "
+			 "read", (long long)sb.st_size, (long long)size);
+	} else if (!(b = malloc((size_t)size + 1))) {
+		close(fd);
+		return errf(err, errlen, "out of memory");
+	} else {
+		size_t off = 0;
+		while (off < (size_t)size && (got = read(fd, b + off, (size_t)size - off)) > 0)
+			off += (size_t)got;
+		if (got < 0 || off < (size_t)size)
+			snprintf(why, sizeof why, "%s", got < 0 ? strerror(errno) : "shorter than it was");
+		else if (digest_sha256_hex(b, off, hex), strcmp(hex, sum) != 0)
+			snprintf(why, sizeof why, "its sha256 is not the one the manifest records: not "
+				 "the file train read");
+	}
+	if (fd >= 0)
+		close(fd);
+	if (why[0]) {
+		free(b);
+		if (!quiet)
+			warn("warning: the checkpoint's %s %s: %s; not copied (give it with "
+			     "--tokenizer-files)", role, path ? path : "(no path)", why);
+		return 0;
+	}
+	b[size] = 0;
+	*data = b, *len = (size_t)size;
+	return 1;
+}
+
+/* Tokenizer files: those the manifest records (lmtk-checkpoint(5)) where they are still the
+ * files train read, then the caller's.  Never a path from the recorded command line ("args"):
+ * whoever edits a checkpoint could name any file the exporting user can read. */
 static int tokenizer(const struct sh_ckpt *in, const struct hf_opts *o, const char *dir, char *err,
 		     size_t errlen)
 {
-	const char *args = json_string_value(json_object_get(in->manifest, "args"));
-	static const struct { const char *flag, *as; } named[] = {
-		{"--vocab-file", "vocab.json"}, {"--merge-file", "merges.txt"},
-		{"--tokenizer-name-or-path", "tokenizer.json"}};
-	char v[4096], src[4200];
-	struct stat sb;
-	if (in->m.type == LT_BERT) {   /* vocab.txt and BertTokenizer's config */
+	static const struct { const char *role, *as; } named[] = {
+		{"vocab-file", "vocab.json"}, {"merge-file", "merges.txt"},
+		{"tokenizer-name-or-path", "tokenizer.json"}};
+	char path[4200], *data;
+	size_t len;
+	if (!json_is_object(json_object_get(in->manifest, "tokenizer"))) {
+		if (!o->ntokenizer_files)
+			warn("warning: the checkpoint's manifest records no tokenizer files (saved by "
+			     "an older train): no tokenizer copied; give them with --tokenizer-files");
+	} else if (in->m.type == LT_BERT) {   /* vocab.txt and BertTokenizer's config */
 		int rc = hf_bert_tokenizer(in, dir, err, errlen);
 		if (rc)
 			return rc;
-		args = NULL;
-	}
-	for (size_t i = 0; args && i < sizeof named / sizeof *named; i++) {
-		if (hf_arg_value(args, named[i].flag, v, sizeof v) < 0)
-			continue;
-		snprintf(src, sizeof src, "%s", v);
-		if (i == 2 && stat(v, &sb) == 0 && S_ISDIR(sb.st_mode))
-			snprintf(src, sizeof src, "%s/tokenizer.json", v);
-		if (access(src, R_OK) != 0) {
-			warn("warning: the checkpoint was trained with %s %s, which is not here: not "
-			     "copied (give it with --tokenizer-files)", named[i].flag, v);
-			continue;
+	} else {
+		for (size_t i = 0; i < sizeof named / sizeof *named; i++) {
+			int rc = hf_recorded_file(in, named[i].role, 0, &data, &len, err, errlen);
+			if (rc < 0)
+				return EXIT_FAILED;
+			if (!rc)
+				continue;
+			snprintf(path, sizeof path, "%s/%s", dir, named[i].as);
+			rc = file_write_atomic(path, data, len, 0644, err, errlen);
+			free(data);
+			if (rc < 0)
+				return EXIT_FAILED;
 		}
-		if (copy_file(src, dir, named[i].as, err, errlen) < 0)
-			return EXIT_FAILED;
 	}
 	for (int i = 0; i < o->ntokenizer_files; i++)
 		if (copy_file(o->tokenizer_files[i], dir, base_name(o->tokenizer_files[i]), err,

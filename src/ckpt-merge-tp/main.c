@@ -55,7 +55,7 @@ static const struct opt opts[] = {
 	{"tolerance", O_TOLERANCE, "X", "largest |difference| between copies accepted (default 0: bit-exact)"},
 	{"dtype", O_DTYPE, "T", "hf: fp32 (default) or bf16"},
 	{"max-shard-size", O_MAXSHARD, "SIZE", "hf: bytes per safetensors file (default 5GB = 5e9; 2GiB, 500MB)"},
-	{"tokenizer-files", O_TOKFILES, "F...", "hf: also copy these files (default: those the manifest names)"},
+	{"tokenizer-files", O_TOKFILES, "F...", "hf: also copy these files (default: the tokenizer files the manifest records, while unchanged)"},
 	{"padded-vocab-size", O_VOCAB, "N", "lmtk: pad the vocabulary to N rows (default: Megatron's for the target TP)"},
 	{0},
 };

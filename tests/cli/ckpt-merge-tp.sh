@@ -499,6 +499,54 @@ expect_rc no_such_checkpoint 2 "$MT" --input nothing-here --output x
 expect_rc tokenizer_files_take_several_words 0 "$MT" --input gpt --output tok.hf --format hf --tokenizer-files "$MEG/gpt2-tiny-merges.txt" "$MEG/gpt2-tiny-vocab.json" --dtype bf16
 [ -s tok.hf/gpt2-tiny-merges.txt ] && [ -s tok.hf/gpt2-tiny-vocab.json ] && ok tokenizer_files_are_copied || fail tokenizer_files_are_copied "$(ls tok.hf)"
 
+# --- the tokenizer files an export copies: only those the manifest records, still the same ---
+# train recorded them by absolute path, size and sha256 (lmtk-checkpoint(5)), hashed here by sha256sum
+"$PY" - gpt/global_step6/manifest.json "$(readlink -f "$MEG/gpt2-tiny-vocab.json")" "$(sha256sum <"$MEG/gpt2-tiny-vocab.json" | cut -c1-64)" \
+	"$(readlink -f "$MEG/gpt2-tiny-merges.txt")" "$(sha256sum <"$MEG/gpt2-tiny-merges.txt" | cut -c1-64)" <<'EOF' >rec.out 2>&1 &&
+import json, os, sys
+m = json.load(open(sys.argv[1]))
+f = {x["role"]: x for x in m["tokenizer"]["files"]}
+assert sorted(f) == ["merge-file", "vocab-file"], f
+for role, path, sha in (("vocab-file", sys.argv[2], sys.argv[3]), ("merge-file", sys.argv[4], sys.argv[5])):
+    assert f[role]["path"] == path and f[role]["sha256"] == sha and f[role]["size"] == os.path.getsize(path), f[role]
+EOF
+	ok train_records_the_tokenizer_files_by_path_size_and_sha256 || fail train_records_the_tokenizer_files_by_path_size_and_sha256 "$(tail -3 rec.out)"
+# manifest_edit DIR PYTHON: the checkpoint DIR (a copy of gpt) with its manifest m edited (f: the
+# recorded files by role)
+manifest_edit() {
+	rm -rf "$1" && cp -r gpt "$1" && "$PY" -c "import json, sys
+p = sys.argv[1] + '/global_step6/manifest.json'; m = json.load(open(p))
+f = {x['role']: x for x in m.get('tokenizer', {}).get('files', [])}
+$2
+json.dump(m, open(p, 'w'))" "$1"
+}
+# the same bytes elsewhere, private: copied, and the export's file is the export's mode (0644)
+cp "$MEG/gpt2-tiny-merges.txt" mine-merges.txt && chmod 600 mine-merges.txt
+manifest_edit tokmine "f['merge-file']['path'] = '$T/mine-merges.txt'"
+expect_rc hf_export_copies_a_recorded_tokenizer_file_that_matches 0 "$MT" --input tokmine --output tokmine.hf --format hf &&
+	cmp -s tokmine.hf/merges.txt "$MEG/gpt2-tiny-merges.txt" && [ "$(stat -c %a tokmine.hf/merges.txt)" = 644 ] &&
+	ok hf_export_writes_the_tokenizer_0644_not_the_sources_mode || fail hf_export_writes_the_tokenizer_0644_not_the_sources_mode "$(ls -l tokmine.hf 2>&1)"
+# a record (and a command line) pointing at another file: /etc/passwd is not copied, and said so
+manifest_edit tokevil "f['merge-file']['path'] = '/etc/passwd'
+m['args'] = m['args'].replace('--merge-file', '--tokenizer-name-or-path /etc/passwd --merge-file /etc/passwd --x')"
+expect_rc hf_export_with_a_tokenizer_record_naming_another_file_exits_0 0 "$MT" --input tokevil --output tokevil.hf --format hf
+[ ! -e tokevil.hf/merges.txt ] && [ ! -e tokevil.hf/tokenizer.json ] && ! grep -rqs '^root:' tokevil.hf &&
+	cmp -s tokevil.hf/vocab.json "$MEG/gpt2-tiny-vocab.json" && ok hf_export_never_copies_a_file_the_record_or_args_names_that_is_not_trains ||
+	fail hf_export_never_copies_a_file_the_record_or_args_names_that_is_not_trains "$(ls -l tokevil.hf)"
+contains hf_export_says_which_tokenizer_file_it_skipped_and_why "$T/err" "merge-file /etc/passwd: [0-9]+ bytes, the manifest records [0-9]+: not the file train read; not copied"
+# same size, other bytes
+head -c "$(stat -c %s "$MEG/gpt2-tiny-merges.txt")" /dev/zero >zeros.txt
+manifest_edit tokzero "f['merge-file']['path'] = '$T/zeros.txt'"
+expect_rc hf_export_with_a_changed_tokenizer_file_exits_0 0 "$MT" --input tokzero --output tokzero.hf --format hf
+[ ! -e tokzero.hf/merges.txt ] && ok hf_export_skips_a_tokenizer_file_whose_sha256_changed || fail hf_export_skips_a_tokenizer_file_whose_sha256_changed "$(ls tokzero.hf)"
+contains hf_export_says_the_sha256_differs "$T/err" "merge-file $T/zeros.txt: its sha256 is not the one the manifest records"
+# a checkpoint from before the record: no tokenizer, one line pointing at --tokenizer-files
+manifest_edit tokold "del m['tokenizer']"
+expect_rc hf_export_of_a_checkpoint_without_the_record_exits_0 0 "$MT" --input tokold --output tokold.hf --format hf
+[ ! -e tokold.hf/merges.txt ] && [ ! -e tokold.hf/vocab.json ] && [ "$(grep -c 'records no tokenizer files' "$T/err")" = 1 ] &&
+	grep -q 'give them with --tokenizer-files' "$T/err" && ok hf_export_without_the_record_copies_no_tokenizer_and_says_so ||
+	fail hf_export_without_the_record_copies_no_tokenizer_and_says_so "$(ls tokold.hf; cat "$T/err")"
+
 # --- --help and the man page document the same options ---
 "$MT" --help >help.txt 2>&1
 missing=

@@ -136,5 +136,6 @@ if command -v mpirun >/dev/null && [ -s "$TOP/build/lib/lmtk/train-mpi.so" ]; th
 else
 	skip mpi_overlapped_zero1_equals_plain_mpi "no mpirun or no train-mpi.so"
 fi
-[ "$(ls -A rdv | grep -c lmtk-rendezvous)" = 0 ] || fail rendezvous_files_removed "$(ls -A rdv)"
+[ "$({ ls -A rdv | grep -vxF ".lmtk-rendezvous-$(id -u)"; ls -A "rdv/.lmtk-rendezvous-$(id -u)" 2>/dev/null; } | wc -l)" = 0 ] ||
+	fail rendezvous_files_removed "$(ls -AR rdv)"
 rm -rf "$T"

@@ -79,7 +79,9 @@ for k in tied:
 print(len(same), 'tensors bit-identical; the tied embedding within 1e-4')
 PYEOF
 }
-leftovers() { ls -A rdv | grep -c lmtk-rendezvous; }
+# the files live in rdv's private subdirectory (train(1): made 0700): anything in either counts
+RDV_SUB=rdv/.lmtk-rendezvous-$(id -u)
+leftovers() { { ls -A rdv | grep -vxF "${RDV_SUB#rdv/}"; ls -A "$RDV_SUB" 2>/dev/null; } | wc -l; }
 
 # --- one rank, the reference --------------------------------------------------------------------
 "$TR" "${M[@]}" --global-batch-size 4 --save one >one.out 2>&1 || fail one_rank_runs "$(tail -3 one.out)"
@@ -106,6 +108,8 @@ ckcmp one/global_step4/rank_tp00_pp000.safetensors dp2/global_step4/rank_tp00_pp
 	ok dp2_checkpoint_equals_one_rank_bit_for_bit_but_the_tied_embedding_order ||
 	fail dp2_checkpoint_equals_one_rank_bit_for_bit_but_the_tied_embedding_order "$(tail -2 dp2.cmp)"
 [ "$(leftovers)" = 0 ] && ok rendezvous_files_removed_once_the_ranks_met || fail rendezvous_files_removed_once_the_ranks_met "$(ls -A rdv)"
+[ "$(stat -c '%a %u' "$RDV_SUB" 2>&1)" = "700 $(id -u)" ] && ok rendezvous_directory_is_the_users_own_0700 ||
+	fail rendezvous_directory_is_the_users_own_0700 "$(ls -lAd rdv/.lmtk* 2>&1)"
 
 # --- ZeRO-1 over NCCL: the same bytes -----------------------------------------------------------
 ranks z1 2 --global-batch-size 4 --zero-stage 1 --save z1 ||

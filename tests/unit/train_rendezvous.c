@@ -1,19 +1,23 @@
 /* train_rendezvous.c - the file rendezvous NCCL's ranks meet through without MPI: ranks are
- * forked processes in a fresh directory, as srun's tasks on one node would be. */
+ * forked processes in a fresh directory, as srun's tasks on one node would be.  The files live
+ * in its private subdirectory (sub); a file or directory another user laid there is refused. */
 #include "t.h"
 #include "train/dist/rendezvous.h"
 
 #include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
 #define BYTES 300
 
-static char dir[64];
+static char dir[64], sub[128];
 
 static void payload(unsigned char *b, int seed)
 {
@@ -60,7 +64,7 @@ static int status(pid_t pid)
 
 static int files_left(void)
 {
-	DIR *d = opendir(dir);
+	DIR *d = opendir(sub);
 	struct dirent *e;
 	int n = 0;
 	while (d && (e = readdir(d)))
@@ -73,7 +77,9 @@ static int files_left(void)
 static void put(const char *name, const char *text, size_t len)
 {
 	char path[256];
-	snprintf(path, sizeof path, "%s/%s", dir, name);
+	if (mkdir(sub, 0700) < 0 && errno != EEXIST)
+		abort();
+	snprintf(path, sizeof path, "%s/%s", sub, name);
 	FILE *f = fopen(path, "w");
 	if (!f || fwrite(text, 1, len, f) != len)
 		abort();
@@ -85,6 +91,7 @@ int main(void)
 	snprintf(dir, sizeof dir, "%s/rdv.XXXXXX", getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
 	if (!mkdtemp(dir))
 		return 1;
+	snprintf(sub, sizeof sub, "%s/" RENDEZVOUS_SUBDIR "%u", dir, (unsigned)geteuid());
 
 	T_CASE("every_rank_gets_rank0s_bytes_and_clean_leaves_nothing") {
 		pid_t p[5];
@@ -107,11 +114,11 @@ int main(void)
 		int n = snprintf(id, sizeof id, "lmtk-rendezvous 1 world 3 nonce 00000000000000aa bytes %d\n",
 				 BYTES);
 		memcpy(id + n, old, BYTES);
-		put(".lmtk-rendezvous-j2.0.id", id, (size_t)n + BYTES);
-		put(".lmtk-rendezvous-j2.0.ack.1", "nonce 00000000000000aa mine 0000000000000001\n", 45);
+		put("j2.0.id", id, (size_t)n + BYTES);
+		put("j2.0.ack.1", "nonce 00000000000000aa mine 0000000000000001\n", 45);
 		static const char go[] = "nonce 00000000000000aa\n0000000000000000\n0000000000000001\n"
 					 "0000000000000002\n";
-		put(".lmtk-rendezvous-j2.0.go", go, sizeof go - 1);
+		put("j2.0.go", go, sizeof go - 1);
 		pid_t p1 = rank_proc("j2.0", 1, 3, 20, 22, NULL), p2 = rank_proc("j2.0", 2, 3, 20, 22, NULL);
 		usleep(300 * 1000);
 		pid_t p0 = rank_proc("j2.0", 0, 3, 20, 22, NULL);
@@ -143,12 +150,99 @@ int main(void)
 		int n = snprintf(id, sizeof id, "lmtk-rendezvous 1 world 4 nonce 00000000000000bb bytes %d\n",
 				 BYTES);
 		memset(id + n, 0, BYTES);
-		put(".lmtk-rendezvous-j5.0.id", id, (size_t)n + BYTES);
+		put("j5.0.id", id, (size_t)n + BYTES);
 		pid_t p1 = rank_proc("j5.0", 1, 2, 0.3, 55, "is for 4 ranks, not 2");
 		T_ASSERT(status(p1) == 3);
 		rendezvous_clean(dir, "j5.0", 2);
 	}
 
+	T_CASE("the_files_live_in_a_private_directory_and_are_0600") {
+		struct stat sb, st;
+		pid_t p1 = rank_proc("j6.0", 1, 2, 20, 66, NULL), p0 = rank_proc("j6.0", 0, 2, 20, 66, NULL);
+		T_ASSERT(status(p0) == 0);
+		T_ASSERT(status(p1) == 0);
+		T_ASSERT(lstat(sub, &sb) == 0 && S_ISDIR(sb.st_mode));
+		T_ASSERT((sb.st_mode & 07777) == 0700);
+		T_ASSERT(sb.st_uid == geteuid());
+		T_ASSERT(stat(strcat(strcpy((char[256]){0}, sub), "/j6.0.id"), &st) == 0);
+		T_ASSERT((st.st_mode & 07777) == 0600);
+		T_ASSERT(stat(strcat(strcpy((char[256]){0}, sub), "/j6.0.ack.1"), &st) == 0);
+		T_ASSERT((st.st_mode & 07777) == 0600);
+		rendezvous_clean(dir, "j6.0", 2);
+		T_ASSERT(files_left() == 0);
+	}
+
+	/* another user's id: a whole, valid one for this world and size, its bytes the attacker's */
+	char id[512], path[256];
+	unsigned char evil[BYTES];
+	payload(evil, 77);
+	int n = snprintf(id, sizeof id, "lmtk-rendezvous 1 world 2 nonce 00000000000000ee bytes %d\n",
+			 BYTES);
+	memcpy(id + n, evil, BYTES);
+
+	T_CASE("a_symlinked_id_file_is_refused") {
+		char target[256];
+		snprintf(target, sizeof target, "%s/evil.id", dir);
+		FILE *f = fopen(target, "w");
+		T_ASSERT(f && fwrite(id, 1, (size_t)n + BYTES, f) == (size_t)n + BYTES);
+		fclose(f);
+		snprintf(path, sizeof path, "%s/j7.0.id", sub);
+		T_ASSERT(symlink(target, path) == 0);
+		pid_t p1 = rank_proc("j7.0", 1, 2, 5, 77, "(a symbolic link): refused");
+		T_ASSERT(status(p1) == 3);
+		unlink(path);
+		unlink(target);
+		T_ASSERT(files_left() == 0);
+	}
+
+	T_CASE("an_id_file_of_another_user_is_refused") {
+		if (geteuid() != 0) {
+			printf("skip %s: chown to another user needs root\n", t_case);
+			t_case_bad = 1;   /* no "ok" line */
+		} else {
+			put("j8.0.id", id, (size_t)n + BYTES);
+			snprintf(path, sizeof path, "%s/j8.0.id", sub);
+			T_ASSERT(chown(path, 65534, 65534) == 0);
+			pid_t p1 = rank_proc("j8.0", 1, 2, 5, 88, "is owned by another user: refused");
+			T_ASSERT(status(p1) == 3);
+			unlink(path);
+			T_ASSERT(files_left() == 0);
+		}
+	}
+
+	T_CASE("a_directory_not_the_users_own_is_refused") {
+		char other[128], link[256], osub[256];
+		snprintf(other, sizeof other, "%s/other", dir);
+		T_ASSERT(mkdir(other, 0755) == 0);
+		snprintf(osub, sizeof osub, "%s/" RENDEZVOUS_SUBDIR "%u", other, (unsigned)geteuid());
+		/* group- or world-writable: anyone could lay an id in it */
+		T_ASSERT(mkdir(osub, 0700) == 0 && chmod(osub, 0777) == 0);
+		char save[64];
+		strcpy(save, dir);
+		strcpy(dir, other);
+		pid_t p0 = rank_proc("j9.0", 0, 2, 5, 99, "is writable by group or others: refused");
+		T_ASSERT(status(p0) == 3);
+		pid_t p1 = rank_proc("j9.0", 1, 2, 5, 99, "is writable by group or others: refused");
+		T_ASSERT(status(p1) == 3);
+		/* a link to a directory elsewhere (another user's, or one they can swap) */
+		T_ASSERT(rmdir(osub) == 0);
+		snprintf(link, sizeof link, "%s/elsewhere", other);
+		T_ASSERT(mkdir(link, 0700) == 0 && symlink(link, osub) == 0);
+		p1 = rank_proc("j9.0", 1, 2, 5, 99, "not a directory of yours");
+		T_ASSERT(status(p1) == 3);
+		unlink(osub);
+		if (geteuid() == 0) {   /* owned by another user, however private */
+			T_ASSERT(mkdir(osub, 0700) == 0 && chown(osub, 65534, 65534) == 0);
+			p0 = rank_proc("j9.0", 0, 2, 5, 99, "is owned by another user: refused");
+			T_ASSERT(status(p0) == 3);
+			rmdir(osub);
+		}
+		rmdir(link);
+		strcpy(dir, save);
+		rmdir(other);
+	}
+
+	rmdir(sub);
 	rmdir(dir);
 	T_DONE();
 }

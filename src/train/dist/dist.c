@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "msg.h"
 #include "num.h"
@@ -173,7 +174,8 @@ static int file_boot_open(struct dist_boot *b, struct file_boot *f, const char *
 		 restart && *restart && strcmp(restart, "0") ? ".r" : "",
 		 restart && *restart && strcmp(restart, "0") ? restart : "");
 	f->timeout = t && *t && atof(t) > 0 ? atof(t) : 300;
-	snprintf(f->how, sizeof f->how, "files in %s", f->dir);
+	snprintf(f->how, sizeof f->how, "files in %s/" RENDEZVOUS_SUBDIR "%u", f->dir,
+		 (unsigned)geteuid());
 	b->how = f->how;
 	b->bcast = file_boot_bcast;
 	b->done = file_boot_done;

@@ -5,6 +5,12 @@
  * over; all they share is SLURM's environment (SLURM_PROCID, SLURM_NTASKS, SLURM_JOB_ID,
  * SLURM_STEP_ID) and a filesystem.  So, in a directory every rank sees (--save on a shared
  * filesystem for several nodes; /tmp is enough for one), under a name from the job and step:
+ * in its subdirectory .lmtk-rendezvous-UID, as the names are easy to guess and the directory
+ * may be a world-writable /tmp where another user could lay a file of theirs (an id of their
+ * own, or a link) for the ranks to read.  That subdirectory is made 0700 and refused unless it
+ * is a real directory of this user's that no one else may write; every file is opened
+ * relative to it, without following links, and refused unless a regular file of this user's;
+ * every file is written 0600 under a fresh temporary name (O_EXCL) and renamed into place:
  *
  *   rank 0   writes KEY.id (a fresh random nonce, the world size, the bytes) atomically
  *            (temporary name, fsync, rename), then waits for every other rank's acknowledgement;
@@ -20,15 +26,20 @@
  * before it writes, a rank that read a stale id first sees the new one appear and acknowledges
  * again, and a stale go cannot hold a nonce this run's rank made.  rendezvous_clean() (rank 0,
  * once the ranks have formed their first communicator, which proves each read the id) removes
- * the files.  Polling costs a small read every 20-200 ms per rank.  The files are hidden
- * (.lmtk-rendezvous-KEY.*) so they do not clutter a checkpoint directory. */
+ * the files (the subdirectory stays: another job's ranks may be using it).  Polling costs a
+ * small read every 20-200 ms per rank.  The subdirectory is hidden so it does not clutter a
+ * checkpoint directory. */
 #ifndef TRAIN_RENDEZVOUS_H
 #define TRAIN_RENDEZVOUS_H
 
 #include <stddef.h>
 
-/* Rank 0's `bytes` bytes of buf to every rank of `world` through DIR/.lmtk-rendezvous-KEY.*,
- * waiting at most `timeout` seconds.  0, or -1 + err. */
+/* the subdirectory of DIR, followed by the effective uid in decimal */
+#define RENDEZVOUS_SUBDIR ".lmtk-rendezvous-"
+
+/* Rank 0's `bytes` bytes of buf to every rank of `world` through DIR/.lmtk-rendezvous-UID/KEY.*,
+ * waiting at most `timeout` seconds.  0, or -1 + err (a file or directory of another user's
+ * among them: refused). */
 int rendezvous_bcast(const char *dir, const char *key, int rank, int world, double timeout,
 		     void *buf, size_t bytes, char *err, size_t errlen);
 

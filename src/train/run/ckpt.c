@@ -560,6 +560,12 @@ static int publish(const char *dir, const char *name, const char *tmp, const str
 		"model", model_json(&m->cfg),
 		"files", files,
 		"args", args ? args : "");
+	/* the tokenizer files by path, size and hash: what an export may copy (never "args") */
+	json_t *tok = st->tokenizer ? json_loads(st->tokenizer, 0, NULL) : NULL;
+	if (man && tok)
+		json_object_set_new(man, "tokenizer", tok);
+	else
+		json_decref(tok);
 	char *js = man ? json_dumps(man, JSON_INDENT(1) | JSON_PRESERVE_ORDER) : NULL;
 	json_decref(man);
 	if (!js)

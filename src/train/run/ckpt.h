@@ -55,6 +55,8 @@ struct ckpt_state {
 	int tp, pp, dp;
 	int weights_only;              /* in: --finetune/--no-load-optim; the optimizer state is not
 	                                * wanted, so another optimizer kind's checkpoint loads too */
+	const char *tokenizer;         /* in (save): the manifest's "tokenizer" object as JSON text
+	                                * (tokrec.h), NULL none */
 };
 
 #define CKPT_SAVE_LOCK ".lmtk-save.lock"

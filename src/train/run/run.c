@@ -32,6 +32,7 @@
 #include "train/optim/sched.h"
 #include "train/run/tfevents.h"
 #include "train/data/vocab.h"
+#include "train/run/tokrec.h"
 
 #define SPIKE_WARMUP 20        /* iterations before the running mean is trusted */
 #define SPIKE_ALPHA 0.02       /* running mean: exponential, about the last 50 iterations */
@@ -44,6 +45,7 @@ struct run {
 	const struct train_args *a;
 	const struct plan *p;
 	const char *cmdline;
+	char *tokrec;                  /* the manifests' "tokenizer" (tokrec.h), world rank 0's */
 	struct model m;
 	struct dist dist;
 	struct feed feed;
@@ -319,6 +321,7 @@ static int save(struct run *r)
 	double t0 = units_now();
 	struct keep k = {r->a->save_keep, r->a->save_keep_every};
 	struct keep_report pr;
+	r->st.tokenizer = r->tokrec;
 	if (ckpt_save(r->a->save, &r->m, &r->dist, &r->st, r->cmdline, &k, &pr, err, sizeof err) < 0) {
 		warn("saving checkpoint at iteration %lld failed: %s", (long long)r->st.iteration, err);
 		return -1;
@@ -689,6 +692,11 @@ static int setup(struct run *r, char *err, size_t errlen)
 			return errf(err, errlen, "%s", lk.why);
 		}
 	}
+	/* hashed now, as trained with: a file changed later no longer matches the record */
+	if (a->save && r->dist.rank == 0 &&
+	    !(r->tokrec = tokrec_json(a->tokenizer_type, a->vocab_file, a->merge_file,
+				      a->tokenizer_name_or_path)))
+		return errf(err, errlen, "out of memory");
 	if (bind_line[0] && strcmp(ops->name, "cpu") != 0) {   /* every rank: which GPU is whose */
 		printf("train: rank %d of %d: GPU %s\n", r->dist.rank, r->dist.world, bind_line);
 		fflush(stdout);
