@@ -158,7 +158,6 @@ FUZZ_CFLAGS  := -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover
   -DLMTK_VERSION='"$(VERSION)"'
 FUZZ_LIBS    := -lcurl -ljansson -lpcre2-8 -lgit2 -lzip -lm -lpthread
 fuzz_prog_src = $(filter-out %/main.c,$(wildcard src/$(call prog_of,$1)/*.c))
-FUZZ_DEPS_train_idx := src/train/data/gptdata.c src/train/data/mt19937.c
 FUZZ_DEPS_train_cache := src/train/data/gptdata.c src/train/data/mt19937.c
 FUZZ_DEPS_hub-sync_lfs := src/hub-sync/lfs.c src/hub-sync/sha256.c
 FUZZ_DEPS_hub-sync_batch := src/hub-sync/batch.c src/hub-sync/token.c src/hub-sync/sha256.c

@@ -18,7 +18,7 @@
 #include <unistd.h>
 
 #include "cmd.h"
-#include "idx.h"
+#include "mkindex/idxwrite.h"
 #include "msg.h"
 #include "tokstream.h"
 
