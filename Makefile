@@ -62,7 +62,7 @@ LIB_A    := $(BUILD)/liblmtk.a
 # Library directories other than src/lib: src/<dir>/ without a main.c, built into
 # $(BUILD)/lib<dir>.a and linked by the programs LINK_<dir> names (and by their unit tests);
 # tests/unit/<dir>_<what>.c links the library alone.  No program compiles another's sources.
-#   src/ckpt  the checkpoint format: safetensors, manifest, layouts, shards, resharding, progress;
+#   src/ckpt  the checkpoint format: safetensors, manifest, layouts, shards, resharding, stop;
 #             PyTorch .pt files (zip + a pickle reader that runs nothing); Megatron-DeepSpeed
 #             checkpoints read through them (mds)
 LIBDIRS  := ckpt
