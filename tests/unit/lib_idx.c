@@ -362,12 +362,12 @@ int main(void)
 		struct idx x;
 		char err[1024], hint[512], want[1024];
 		write_dataset(tmp("ds_text_document"), IDX_U16, sz, 1, dc, 2, 1);
-		T_ASSERT(idx_open(&x, tmp("ds"), err, sizeof err) == IDX_EIO);
+		T_ASSERT(idx_open(&x, tmp("ds"), err, sizeof err) == IDX_EBAD);   /* bad input: exit 2 */
 		snprintf(want, sizeof want, "%s.idx: No such file or directory; did you mean %s?", tmp("ds"),
 			 tmp("ds_text_document"));
 		T_ASSERT(strcmp(err, want) == 0);
 		idx_close(&x);
-		T_ASSERT(idx_open(&x, tmp("ds.bin"), err, sizeof err) == IDX_EIO && strcmp(err, want) == 0);
+		T_ASSERT(idx_open(&x, tmp("ds.bin"), err, sizeof err) == IDX_EBAD && strcmp(err, want) == 0);
 		idx_close(&x);
 		write_dataset(tmp("ds_code_sentence"), IDX_U16, sz, 1, dc, 2, 1);
 		write_dataset(tmp("ds_other"), IDX_U16, sz, 1, dc, 2, 1);   /* not a key's dataset */
