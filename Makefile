@@ -62,7 +62,7 @@ LIB_A    := $(BUILD)/liblmtk.a
 # Library directories other than src/lib: src/<dir>/ without a main.c, built into
 # $(BUILD)/lib<dir>.a and linked by the programs LINK_<dir> names (and by their unit tests);
 # tests/unit/<dir>_<what>.c links the library alone.  No program compiles another's sources.
-#   src/ckpt  the checkpoint format: safetensors, manifest, layouts, shards, resharding, progress;
+#   src/ckpt  the checkpoint format: safetensors, manifest, layouts, shards, resharding, stop;
 #             PyTorch .pt files (zip + a pickle reader that runs nothing); Megatron-DeepSpeed
 #             checkpoints read through them (mds)
 LIBDIRS  := ckpt
@@ -158,7 +158,6 @@ FUZZ_CFLAGS  := -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover
   -DLMTK_VERSION='"$(VERSION)"'
 FUZZ_LIBS    := -lcurl -lcrypto -ljansson -lpcre2-8 -lgit2 -lzip -lm -lpthread
 fuzz_prog_src = $(filter-out %/main.c,$(wildcard src/$(call prog_of,$1)/*.c))
-FUZZ_DEPS_train_idx := src/train/data/gptdata.c src/train/data/mt19937.c
 FUZZ_DEPS_train_cache := src/train/data/gptdata.c src/train/data/mt19937.c
 FUZZ_DEPS_hub-sync_lfs := src/hub-sync/lfs.c src/hub-sync/sha256.c
 FUZZ_DEPS_hub-sync_batch := src/hub-sync/batch.c src/hub-sync/token.c src/hub-sync/sha256.c

@@ -13,6 +13,7 @@
 
 #include "digest.h"
 #include "file.h"
+#include "ckpt/stop.h"
 #include "msg.h"
 #include "ckpt/reshard.h"
 #include "ckpt/safetensors.h"
@@ -156,8 +157,8 @@ static int put(struct out *o, const float *p, size_t n)
 	} else {
 		rc = st_write(o->w, p, n * sizeof *p);
 	}
-	pg_add(o->pg, n * (o->bf16 ? 2 : 4));
-	return rc < 0 ? -1 : pg_stopped() ? -2 : 0;
+	progress_add(o->pg, n * (o->bf16 ? 2 : 4));
+	return rc < 0 ? -1 : stop_requested() ? -2 : 0;
 }
 
 static int write_item(const struct sh_ckpt *in, const struct hf_item *x, int average, struct out *o,
@@ -482,7 +483,7 @@ int hf_export(const struct sh_ckpt *in, const struct hf_opts *o, const char *dir
 		rc = (errf(err, errlen, "out of memory"), EXIT_FAILED);
 		goto done;
 	}
-	pg_begin(pg, "exporting", total);
+	progress_begin(pg, "exporting", NULL, total);
 	for (int f = 0, i = 0; f < nfiles && !rc; f++) {
 		if (nfiles == 1)
 			snprintf(fname, sizeof fname, "model.safetensors");
@@ -513,7 +514,7 @@ int hf_export(const struct sh_ckpt *in, const struct hf_opts *o, const char *dir
 		if (rc)
 			st_abort(out.w);
 	}
-	pg_end(pg);
+	progress_end(pg);
 	if (rc)
 		goto done;
 	if (nfiles > 1) {

@@ -34,7 +34,7 @@
 
 #include <stddef.h>
 
-#include "ckpt/progress.h"
+#include "progress.h"
 #include "ckpt/shards.h"
 
 struct hf_opts {

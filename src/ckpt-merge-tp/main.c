@@ -25,7 +25,8 @@
 #include "ckpt-merge-tp/hfexport.h"
 #include "ckpt/mds.h"
 #include "outdir.h"
-#include "ckpt/progress.h"
+#include "progress.h"
+#include "ckpt/stop.h"
 #include "ckpt/reshard.h"
 #include "ckpt/shards.h"
 
@@ -224,7 +225,7 @@ static int report_drift(const struct sh_ckpt *in, double tolerance, int average)
 	struct progress pg;
 	int n, bad = 0;
 	struct sh_drift *d = sh_compare(in, tolerance, &pg, &n);
-	if (pg_stopped())
+	if (stop_requested())
 		die(EXIT_FAILED, "interrupted");
 	if (n < 0)
 		die(EXIT_USAGE, "%s", sh_error(in));
@@ -281,7 +282,7 @@ int main(int argc, char **argv)
 			    "go with --format lmtk");
 	if (!c.hf && (c.set_dtype || c.set_shard || c.ntokfiles))
 		usage_error(&spec, "--dtype, --max-shard-size and --tokenizer-files go with --format hf");
-	pg_signals();
+	stop_catch();
 	double t0 = units_now();   /* the summary's time: verifying, comparing, writing */
 
 	struct sh_ckpt in;

@@ -41,7 +41,8 @@
 #include "ckpt/checksums.h"
 #include "ckpt/mds.h"
 #include "outdir.h"
-#include "ckpt/progress.h"
+#include "progress.h"
+#include "ckpt/stop.h"
 #include "ckpt/reshard.h"
 #include "ckpt/shards.h"
 
@@ -154,7 +155,7 @@ static void add_rows(const struct sh_ckpt *in, double tolerance, struct progress
 {
 	int n;
 	struct sh_drift *d = sh_compare(in, tolerance, pg, &n);
-	if (pg_stopped())
+	if (stop_requested())
 		die(EXIT_FAILED, "interrupted");
 	if (n < 0)
 		die(EXIT_USAGE, "%s", sh_error(in));
@@ -241,7 +242,7 @@ int main(int argc, char **argv)
 	if (c.fix && c.mds)
 		usage_error(&spec, "--fix writes lmtk checkpoints: convert a Megatron-DeepSpeed one first "
 			    "(ckpt-merge-tp --from megatron-deepspeed --optimizer), then --fix that");
-	pg_signals();
+	stop_catch();
 	if (c.verify)
 		return verify(dir);
 	double t0 = units_now();

@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "crc32c.h"
+#include "ckpt/stop.h"
 #include "msg.h"
 #include "ckpt/safetensors.h"
 #include "ckpt/shards.h"
@@ -45,8 +46,8 @@ static int crc_of(const struct st_file *f, struct progress *pg, uint32_t *crc, u
 			if (a < end)
 				madvise((void *)a, end - a < CHUNK ? end - a : CHUNK, MADV_WILLNEED);
 			*crc = crc32c_update(*crc, p + off, len);
-			pg_add(pg, len);
-			if (pg_stopped()) {
+			progress_add(pg, len);
+			if (stop_requested()) {
 				free(t);
 				return -1;
 			}
@@ -95,7 +96,7 @@ int cs_verify_step(const char *path, struct progress *pg, struct cs_result *res,
 	json_object_foreach(files, name, v)
 		if (json_is_integer(json_object_get(v, "bytes")))
 			total += json_integer_value(json_object_get(v, "bytes"));
-	pg_begin(pg, "verifying", total);
+	progress_begin(pg, "verifying", NULL, total);
 	total = 0;
 	rc = 0;
 	json_object_foreach(files, name, v) {
@@ -137,7 +138,7 @@ int cs_verify_step(const char *path, struct progress *pg, struct cs_result *res,
 		}
 		f->ok = 1;
 	}
-	pg_end(pg);
+	progress_end(pg);
 	res->bytes = total;
 	json_decref(man);
 	steplock_release(lock);

@@ -15,7 +15,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "ckpt/progress.h"
+#include "progress.h"
 
 struct cs_file {
 	char name[256];

@@ -27,7 +27,8 @@
  *                  gathered block by block from the ranks' parts
  *   reshard.h      a step written in another TP/PP layout, streaming
  *   outdir.h       an output directory that appears complete or not at all
- *   progress.h     progress on stderr for long work; SIGINT/SIGTERM unwind cleanly
+ *   stop.h         SIGINT/SIGTERM as a request to stop, so long work unwinds cleanly (its
+ *                  progress line is lib/progress.h's)
  *   pt.h           PyTorch .pt files (torch.save's zip + pickle) read without running any
  *                  of the pickle's code: the way in for Megatron-DeepSpeed checkpoints
  *   steplock.h     the readers' lock of a step (STEPDIR/.lock), so pruning (train
@@ -49,11 +50,11 @@
 #include "ckpt/layout.h"
 #include "ckpt/mds.h"
 #include "outdir.h"
-#include "ckpt/progress.h"
 #include "ckpt/pt.h"
 #include "ckpt/reshard.h"
 #include "ckpt/safetensors.h"
 #include "ckpt/shards.h"
 #include "ckpt/steplock.h"
+#include "ckpt/stop.h"
 
 #endif

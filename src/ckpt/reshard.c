@@ -9,6 +9,7 @@
 
 #include "crc32c.h"
 #include "file.h"
+#include "ckpt/stop.h"
 #include "msg.h"
 #include "ckpt/safetensors.h"
 
@@ -61,8 +62,8 @@ static int write_part(const struct sh_ckpt *in, const struct lt_model *out,
 		*bytes += n;
 		if (st_write(w, p, n) < 0)
 			return -1;
-		pg_add(pg, n);
-		if (pg_stopped())
+		progress_add(pg, n);
+		if (stop_requested())
 			return -2;
 	}
 	return 0;
@@ -181,11 +182,11 @@ int rs_write(const struct sh_ckpt *in, const struct rs_target *tg, const char *s
 		rc = (errf(err, errlen, "out of memory"), EXIT_FAILED);
 		goto out;
 	}
-	pg_begin(pg, "writing", total);
+	progress_begin(pg, "writing", NULL, total);
 	for (int s = 0; s < tg->pp && !rc; s++)
 		for (int r = 0; r < tg->tp && !rc; r++)
 			rc = write_shard(in, &out, tg, r, s, stepdir, buf, order, files, pg, err, errlen);
-	pg_end(pg);
+	progress_end(pg);
 	if (rc)
 		goto out;
 	char *man = rs_manifest(in, tg, files);

@@ -20,7 +20,7 @@
 
 #include <stddef.h>
 
-#include "ckpt/progress.h"
+#include "progress.h"
 #include "ckpt/shards.h"
 
 #define RS_BLOCK (4u << 20)   /* floats: 16 MiB */

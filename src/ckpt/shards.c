@@ -14,6 +14,7 @@
 #include "crc32c.h"
 #include "file.h"
 #include "fsx.h"
+#include "ckpt/stop.h"
 #include "msg.h"
 #include "ckpt/manifest.h"
 #include "ckpt/safetensors.h"
@@ -270,8 +271,8 @@ static int verify_shard(struct sh_ckpt *c, int r, int s, const struct st_tensor 
 			size_t len = known[i]->nbytes - off < CHUNK ? known[i]->nbytes - off : CHUNK;
 			read_ahead(f, p + off + CHUNK, CHUNK);
 			crc = crc32c_update(crc, p + off, len);
-			pg_add(pg, len);
-			if (pg_stopped())
+			progress_add(pg, len);
+			if (stop_requested())
 				return errf(err, errlen, "interrupted"), EXIT_FAILED;
 		}
 		bytes += known[i]->nbytes;
@@ -419,7 +420,7 @@ int sh_open(struct sh_ckpt *c, const char *path, struct progress *pg, char *err,
 	for (int i = 0; i < nsh; i++)
 		for (int k = 0; k < nknown[i]; k++)
 			total += known[i][k]->nbytes;
-	pg_begin(pg, "verifying", total);
+	progress_begin(pg, "verifying", NULL, total);
 	for (int s = 0; s < c->pp; s++)
 		for (int r = 0; r < c->tp; r++) {
 			char name[64];
@@ -428,10 +429,10 @@ int sh_open(struct sh_ckpt *c, const char *path, struct progress *pg, char *err,
 					       json_object_get(files, name), pg, err, errlen)))
 				goto out;
 		}
-	pg_end(pg);
+	progress_end(pg);
 	rc = 0;
 out:
-	pg_end(pg);
+	progress_end(pg);
 	for (int i = 0; known && i < nsh; i++)
 		free(known[i]);
 	free(known);
@@ -549,7 +550,7 @@ struct sh_drift *sh_compare(const struct sh_ckpt *c, double tolerance, struct pr
 			total += (uint64_t)(c->m.t[t].split == LT_NONE ? k : k * c->tp) * LT_GROUPS *
 				 lt_numel(shp) * sizeof(float);
 	}
-	pg_begin(pg, "comparing", total);
+	progress_begin(pg, "comparing", NULL, total);
 	for (int t = 0; t < c->m.n && !failed; t++) {
 		const struct lt_tensor *T = &c->m.t[t];
 		int64_t shp[2];
@@ -592,7 +593,7 @@ struct sh_drift *sh_compare(const struct sh_ckpt *c, double tolerance, struct pr
 						add_label(c, &d, rk[i], st[i]);
 					}
 				}
-				pg_add(pg, (uint64_t)k * numel * sizeof(float));
+				progress_add(pg, (uint64_t)k * numel * sizeof(float));
 			}
 			if (failed || d.ncopies < 2)
 				continue;
@@ -607,7 +608,7 @@ struct sh_drift *sh_compare(const struct sh_ckpt *c, double tolerance, struct pr
 		}
 	}
 out:
-	pg_end(pg);
+	progress_end(pg);
 	if (failed) {
 		free(rows);
 		rows = NULL;

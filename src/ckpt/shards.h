@@ -22,7 +22,7 @@
 #include <stdint.h>
 
 #include "ckpt/layout.h"
-#include "ckpt/progress.h"
+#include "progress.h"
 
 #define SH_SHARD "rank_tp%02d_pp%03d.safetensors"
 

@@ -40,6 +40,7 @@
 #include "lfs.h"
 #include "lock.h"
 #include "msg.h"
+#include "progress.h"
 #include "opt.h"
 #include "plan.h"
 #include "repo.h"
@@ -262,35 +263,32 @@ static void url_user(const char *url, char *out, size_t len)
 		snprintf(out, len, "%.*s", (int)(at - p), p);
 }
 
-/* Progress on a terminal (never in a cron job's log): LFS bytes sent and the rate, each second. */
+/* The progress line (lib/progress.h: a terminal's, or LMTK_PROGRESS=1's): LFS bytes sent and the
+ * rate, polled by a thread of its own since the uploads run inside libcurl. */
 static struct {
 	pthread_t th;
-	int on, stop, shown;
+	int on, stop;
+	struct progress pg;
 	pthread_mutex_t mu;
 	pthread_cond_t cv;
 } ticker = {.mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER};
 
 static void *tick(void *arg)
 {
-	double last_t = units_now();
-	unsigned long long last = 0;
 	(void)arg;
 	pthread_mutex_lock(&ticker.mu);
 	while (!ticker.stop) {
 		struct timespec until;
 		clock_gettime(CLOCK_REALTIME, &until);
-		until.tv_sec += 1;
+		until.tv_nsec += (long)(PROGRESS_INTERVAL * 1e9);
+		if (until.tv_nsec >= 1000000000L) {
+			until.tv_sec++;
+			until.tv_nsec -= 1000000000L;
+		}
 		pthread_cond_timedwait(&ticker.cv, &ticker.mu, &until);
 		unsigned long long b = batch_bytes_sent();
-		double t = units_now();
-		if (!ticker.stop && b > last) {
-			char a[32], r[32];
-			fprintf(stderr, "\r%s: LFS uploads: %s sent, %s/s   ", prog_name, units_fmt_size(b, a, sizeof a),
-				units_fmt_size((unsigned long long)((double)(b - last) / (t - last_t)), r, sizeof r));
-			ticker.shown = 1;
-		}
-		last = b;
-		last_t = t;
+		if (!ticker.stop && b > 0)
+			progress_update(&ticker.pg, b);
 	}
 	pthread_mutex_unlock(&ticker.mu);
 	return NULL;
@@ -298,7 +296,8 @@ static void *tick(void *arg)
 
 static void progress(int start)
 {
-	if (start && isatty(2)) {
+	if (start && progress_wanted()) {
+		progress_begin(&ticker.pg, "LFS uploads: sent", NULL, 0);
 		ticker.on = pthread_create(&ticker.th, NULL, tick, NULL) == 0;
 	} else if (!start && ticker.on) {
 		pthread_mutex_lock(&ticker.mu);
@@ -307,8 +306,7 @@ static void progress(int start)
 		pthread_mutex_unlock(&ticker.mu);
 		pthread_join(ticker.th, NULL);
 		ticker.on = 0;
-		if (ticker.shown)
-			fputc('\n', stderr);
+		progress_end(&ticker.pg);
 	}
 }
 

@@ -14,12 +14,12 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "cmd.h"
-#include "idx.h"
+#include "mkindex/idxwrite.h"
 #include "msg.h"
+#include "progress.h"
 #include "tokstream.h"
 
 struct build {
@@ -28,6 +28,7 @@ struct build {
 	uint64_t skipped[TOKSTREAM_MAX_KEYS];
 	uint64_t pending[TOKSTREAM_MAX_KEYS];   /* sentences of key's document not yet ended */
 	uint32_t nkeys;
+	struct progress pg;                     /* bytes of the stream read */
 };
 
 static void bail(struct build *b, int code, const char *fmt, ...) __attribute__((format(printf, 3, 4), noreturn));
@@ -41,29 +42,8 @@ static void bail(struct build *b, int code, const char *fmt, ...)
 	va_end(ap);
 	for (uint32_t k = 0; k < b->nkeys; k++)
 		idx_writer_close(&b->w[k]);
-	if (isatty(2))
-		fputc('\n', stderr);  /* end the progress line */
+	progress_end(&b->pg);
 	die(code, "%s; nothing written", msg);
-}
-
-static double now(void)
-{
-	struct timespec t;
-	clock_gettime(CLOCK_MONOTONIC, &t);
-	return (double)t.tv_sec + t.tv_nsec / 1e9;
-}
-
-static void progress(const struct build *b, double t0, uint64_t total, uint64_t docs)
-{
-	double dt = now() - t0, mb = (double)b->r.offset / 1e6;
-	fprintf(stderr, "\r%s: %.0f MB read, %.0f MB/s, %llu documents", prog_name, mb,
-		dt > 0 ? mb / dt : 0, (unsigned long long)docs);
-	if (total && b->r.offset && dt > 0) {  /* stdin is a file: its size is known */
-		long eta = (long)(dt * ((double)total / (double)b->r.offset - 1));
-		fprintf(stderr, ", %.0f%%, ETA %ldm%02lds", 100.0 * (double)b->r.offset / (double)total,
-			eta / 60, eta % 60);
-	}
-	fputs("\033[K", stderr);
 }
 
 int cmd_build(const char *prefix, int dtype, uint64_t vocab)
@@ -74,8 +54,7 @@ int cmd_build(const char *prefix, int dtype, uint64_t vocab)
 	uint32_t key, n;
 	uint64_t docs = 0, total = 0;
 	struct stat st;
-	int rc, tty = isatty(2), sentences;
-	double t0 = now(), next = t0 + 1;
+	int rc, sentences;
 
 	if (isatty(0))
 		die(EXIT_USAGE, "standard input is a terminal; pipe a token stream in "
@@ -83,6 +62,7 @@ int cmd_build(const char *prefix, int dtype, uint64_t vocab)
 	if (fstat(0, &st) == 0 && S_ISREG(st.st_mode))
 		total = (uint64_t)st.st_size;
 	setvbuf(stdin, inbuf, _IOFBF, sizeof inbuf);
+	progress_begin(&b.pg, "reading", NULL, total);   /* total 0: a pipe, no ETA */
 	if (tokstream_open(&b.r, stdin, "<stdin>", err, sizeof err) < 0)
 		die(ferror(stdin) ? EXIT_FAILED : EXIT_USAGE, "%s", err);
 	sentences = b.r.h.level == TOKSTREAM_SENTENCES;
@@ -145,9 +125,9 @@ int cmd_build(const char *prefix, int dtype, uint64_t vocab)
 			b.pending[key]++;
 		else
 			docs++;
-		if (tty && now() >= next) {  /* a vDSO call: cheap next to a document */
-			progress(&b, t0, total, docs);
-			next = now() + 1;
+		if (progress_due(&b.pg)) {   /* a vDSO clock read: cheap next to a document */
+			progress_extra(&b.pg, "%llu documents", (unsigned long long)docs);
+			progress_update(&b.pg, b.r.offset);
 		}
 	}
 	if (rc < 0)
@@ -171,9 +151,7 @@ int cmd_build(const char *prefix, int dtype, uint64_t vocab)
 		if (idx_writer_publish(&b.w[k], err, sizeof err) < 0)
 			bail(&b, EXIT_FAILED, "%s", err);
 
-	double dt = now() - t0;
-	if (tty)
-		fputs("\r\033[K", stderr);
+	double dt = progress_end(&b.pg);
 	for (uint32_t k = 0; k < b.nkeys; k++) {
 		struct idx_writer *w = &b.w[k];
 		char skipped[64] = "";
@@ -188,8 +166,8 @@ int cmd_build(const char *prefix, int dtype, uint64_t vocab)
 			(unsigned long long)w->tokens, idx_dtype_name(w->dtype),
 			(unsigned long long)w->bin.size, (unsigned long long)w->idx.size);
 	}
-	fprintf(stderr, "%s: %.1f MB of token stream in %.2f s (%.0f MB/s)\n", prog_name,
-		(double)b.r.offset / 1e6, dt, dt > 0 ? (double)b.r.offset / 1e6 / dt : 0);
+	fprintf(stderr, "%s: %.1f MiB of token stream in %.2f s (%.0f MiB/s)\n", prog_name,
+		(double)b.r.offset / 1048576, dt, dt > 0 ? (double)b.r.offset / 1048576 / dt : 0);
 	for (uint32_t k = 0; k < b.nkeys; k++)
 		idx_writer_close(&b.w[k]);
 	tokstream_close(&b.r);

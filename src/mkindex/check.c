@@ -105,9 +105,11 @@ int cmd_check(const char *prefix, uint64_t vocab)
 	char err[2048], bin_err[2048] = "";
 	uint64_t problems;
 
-	if (idx_map(&x, prefix, bin_err, sizeof bin_err, err, sizeof err) < 0) {
+	int rc = idx_map(&x, prefix, bin_err, sizeof bin_err, err, sizeof err);
+	if (rc < 0) {
 		warn("%s", err);
-		return EXIT_FAILED;
+		idx_close(&x);
+		return rc == IDX_EBAD ? EXIT_USAGE : EXIT_FAILED;
 	}
 	problems = idx_verify(x.map, x.len, x.bin_fd >= 0 ? (int64_t)x.bin_len : -1, &lay,
 			      print_problem, &rep);
@@ -144,15 +146,15 @@ int cmd_check(const char *prefix, uint64_t vocab)
 
 	if (x.bin_fd < 0) {
 		if (problems)
-			printf("%s: %llu problems in the .idx\n", prefix, (unsigned long long)problems);
+			printf("%s: %llu problems in the .idx\n", x.prefix, (unsigned long long)problems);
 		warn("%s", bin_err);
 		idx_close(&x);
 		return EXIT_FAILED;
 	}
 	if (problems)
-		printf("%s: %llu problem%s\n", prefix, (unsigned long long)problems, problems == 1 ? "" : "s");
+		printf("%s: %llu problem%s\n", x.prefix, (unsigned long long)problems, problems == 1 ? "" : "s");
 	else
-		printf("%s: ok: %llu sequences, %llu documents, %llu tokens, dtype %s (%d)%s\n", prefix,
+		printf("%s: ok: %llu sequences, %llu documents, %llu tokens, dtype %s (%d)%s\n", x.prefix,
 		       (unsigned long long)lay.n, (unsigned long long)(lay.d - 1),
 		       (unsigned long long)lay.tokens, idx_dtype_name(lay.dtype), lay.dtype,
 		       vocab ? ", every id below the vocabulary size" : "");

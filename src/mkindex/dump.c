@@ -113,7 +113,7 @@ int cmd_dump(const char *prefix, int has_range, uint64_t first, uint64_t end, in
 	if (end == UINT64_MAX)  /* --range A: */
 		end = ndocs;
 	if (first > end || end > ndocs) {
-		warn("%s: documents %llu..%llu asked for, it has %llu (0..%llu)", prefix,
+		warn("%s: documents %llu..%llu asked for, it has %llu (0..%llu)", x.prefix,
 		     (unsigned long long)first, (unsigned long long)end, (unsigned long long)ndocs,
 		     (unsigned long long)(ndocs ? ndocs - 1 : 0));
 		idx_close(&x);

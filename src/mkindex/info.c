@@ -73,7 +73,7 @@ int cmd_info(const char *prefix)
 			hist[31 - __builtin_clz(s)]++;
 	}
 
-	printf("prefix       %s\n", prefix);
+	printf("prefix       %s\n", x.prefix);
 	printf("format       MMIDIDX version 1%s\n", x.lay.seqmode ?
 	       ", with a sequence-mode array (newer Megatron-LM)" : "");
 	printf("dtype        %s (%d)\n", idx_dtype_name(x.dtype), x.dtype);

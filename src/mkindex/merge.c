@@ -7,7 +7,7 @@
 #include <stdlib.h>
 
 #include "cmd.h"
-#include "idx.h"
+#include "mkindex/idxwrite.h"
 #include "msg.h"
 
 int cmd_merge(const char *out, char **in, int nin)
@@ -27,6 +27,10 @@ int cmd_merge(const char *out, char **in, int nin)
 			rc = r == IDX_EIO ? EXIT_FAILED : EXIT_USAGE;
 		}
 	}
+	char *o = idx_prefix(out);   /* "merged.bin" means the pair merged.bin/.idx */
+	if (!o)
+		die(EXIT_FAILED, "out of memory");
+	out = o;
 	if (rc == EXIT_OK) {
 		int r = idx_merge(out, x, nin, err, sizeof err);
 		if (r < 0) {
@@ -44,5 +48,6 @@ int cmd_merge(const char *out, char **in, int nin)
 	for (int k = 0; k < nin; k++)
 		idx_close(&x[k]);
 	free(x);
+	free(o);
 	return rc;
 }

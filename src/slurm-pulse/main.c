@@ -18,7 +18,7 @@
 #include "alert.h"
 #include "msg.h"
 #include "opt.h"
-#include "progress.h"
+#include "logscan.h"
 #include "slurm.h"
 #include "tlog.h"
 #include "units.h"
@@ -188,10 +188,10 @@ static void raisef(struct alerts *a, const char *key, const char *subject, const
 	free(full);
 }
 
-/* Hang detection for a running job: see progress.h for what can be known and how.
+/* Hang detection for a running job: see logscan.h for what can be known and how.
  * Returns 1 if it raised an alert. */
 struct progress {
-	int r;            /* progress_last_iteration()'s result */
+	int r;            /* logscan_last_iteration()'s result */
 	long long iter;
 	time_t mtime;
 	char err[1024];
@@ -348,7 +348,7 @@ int main(int argc, char **argv)
 		die(EXIT_FAILED, "%s", err);
 	/* read the progress log before writing anything: it is often also the --log */
 	if (c.progress_log)
-		pg.r = progress_last_iteration(c.progress_log, &pg.iter, &pg.mtime, pg.err, sizeof pg.err);
+		pg.r = logscan_last_iteration(c.progress_log, &pg.iter, &pg.mtime, pg.err, sizeof pg.err);
 
 	n = slurm_jobs(*c.users ? c.users : NULL, &jobs, err, sizeof err);
 	if (n < 0) {

@@ -18,12 +18,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "file.h"
 #include "msg.h"
 #include "num.h"
+#include "progress.h"
 #include "units.h"
 #include "opt.h"
 #include "tokstream.h"
@@ -170,7 +172,7 @@ struct pipeline {
 	unsigned long long docs, sents, tokens, bytes, bad;
 	char err[1024];
 	FILE *out;
-	double t0, last_progress;
+	struct progress pg;        /* bytes of input; the writer thread draws it */
 };
 
 static int out_reserve(struct chunk *c, size_t more)
@@ -519,31 +521,34 @@ static void *worker(void *arg)
 	return NULL;
 }
 
-static void progress(struct pipeline *pl, int final)
+/* "1000 documents, 1361845 tokens": what the progress line and the summary count */
+static void counts(const struct pipeline *pl, char *buf, size_t len)
 {
-	double t = units_now() - pl->t0, mb = (double)pl->bytes / 1e6;
-	char counts[96];
-	if (pl->cfg->quiet)
-		return;
 	if (!pl->tok)   /* --format sentences: nothing tokenized */
-		snprintf(counts, sizeof counts, "%llu documents, %llu sentences", pl->docs, pl->sents);
+		snprintf(buf, len, "%llu documents, %llu sentences", pl->docs, pl->sents);
 	else if (pl->cfg->split)
-		snprintf(counts, sizeof counts, "%llu documents, %llu sentences, %llu tokens", pl->docs, pl->sents,
+		snprintf(buf, len, "%llu documents, %llu sentences, %llu tokens", pl->docs, pl->sents,
 			 pl->tokens);
 	else
-		snprintf(counts, sizeof counts, "%llu documents, %llu tokens", pl->docs, pl->tokens);
-	if (final)
-		fprintf(stderr, "%s%s: %s, %.1f MB in %.2f s (%.1f MB/s), %llu bad lines\n", isatty(2) ? "\r\033[K" : "",
-			prog_name, counts, mb, t, t > 0 ? mb / t : 0, pl->bad);
-	else
-		fprintf(stderr, "\r\033[K%s: %s, %.1f MB, %.1f MB/s", prog_name, counts, mb, t > 0 ? mb / t : 0);
+		snprintf(buf, len, "%llu documents, %llu tokens", pl->docs, pl->tokens);
+}
+
+/* the progress line ends; the summary, in binary units as the line's (progress.h) */
+static void summary(struct pipeline *pl)
+{
+	double t = progress_end(&pl->pg), mib = (double)pl->bytes / 1048576;
+	char n[96];
+	if (pl->cfg->quiet)
+		return;
+	counts(pl, n, sizeof n);
+	fprintf(stderr, "%s: %s, %.1f MiB in %.2f s (%.1f MiB/s), %llu bad lines\n", prog_name, n, mib, t,
+		t > 0 ? mib / t : 0, pl->bad);
 }
 
 /* writes finished chunks in order; runs in its own thread */
 static void *writer(void *arg)
 {
 	struct pipeline *pl = arg;
-	int tty = isatty(2) && !pl->cfg->quiet;
 	pthread_mutex_lock(&pl->mu);
 	for (;;) {
 		while (!(pl->next_write < pl->nread && pl->slots[pl->next_write % pl->nslots].state == DONE) &&
@@ -569,14 +574,30 @@ static void *writer(void *arg)
 		}
 		c->state = FREE;
 		pl->next_write++;
-		if (tty && units_now() - pl->last_progress > 0.5) {
-			pl->last_progress = units_now();
-			progress(pl, 0);
+		if (progress_due(&pl->pg)) {
+			char n[96];
+			counts(pl, n, sizeof n);
+			progress_extra(&pl->pg, "%s", n);
+			progress_update(&pl->pg, pl->bytes);
 		}
 		pthread_cond_broadcast(&pl->cv);
 	}
 	pthread_mutex_unlock(&pl->mu);
 	return NULL;
+}
+
+/* bytes of input when every input is a regular file (for the ETA), else 0 */
+static uint64_t input_size(const struct cfg *cfg)
+{
+	uint64_t total = 0;
+	struct stat st;
+	for (int i = 0; i < (cfg->ninputs ? cfg->ninputs : 1); i++) {
+		const char *name = cfg->ninputs ? cfg->inputs[i] : "-";
+		if ((strcmp(name, "-") == 0 ? fstat(0, &st) : stat(name, &st)) < 0 || !S_ISREG(st.st_mode))
+			return 0;
+		total += (uint64_t)st.st_size;
+	}
+	return total;
 }
 
 static int run_encode(const struct cfg *cfg, const struct tok *tok)
@@ -592,7 +613,9 @@ static int run_encode(const struct cfg *cfg, const struct tok *tok)
 	pl.nslots = (size_t)cfg->workers * 2 + 2;
 	pl.slots = calloc(pl.nslots, sizeof *pl.slots);
 	pl.out = stdout;
-	pl.t0 = units_now();
+	progress_begin(&pl.pg, "reading", NULL, input_size(cfg));
+	if (cfg->quiet)
+		pl.pg.on = 0;
 	pthread_mutex_init(&pl.mu, NULL);
 	pthread_cond_init(&pl.cv, NULL);
 	if (!pl.slots)
@@ -684,14 +707,14 @@ static int run_encode(const struct cfg *cfg, const struct tok *tok)
 
 	if (pl.failed) {
 		fflush(stdout);
-		progress(&pl, 1);
+		summary(&pl);
 		die(pl.failed == 3 ? EXIT_FAILED : EXIT_USAGE, "%s", pl.err);
 	}
 	if (!cfg->text && !cfg->sentences && tokstream_write_end(stdout) < 0)
 		die(EXIT_FAILED, "writing the output: %s", strerror(errno));
 	if (fflush(stdout) != 0)
 		die(EXIT_FAILED, "writing the output: %s", strerror(errno));
-	progress(&pl, 1);
+	summary(&pl);
 	if (pl.bad)
 		warn("skipped %llu bad lines; the first: %s", pl.bad, pl.err);
 	return EXIT_OK;
@@ -878,9 +901,9 @@ static int run_train(const struct cfg *cfg)
 	if (!cfg->quiet) {
 		size_t na, nc, ns, no;
 		punkt_params_counts(p, &na, &nc, &ns, &no);
-		fprintf(stderr, "%s: Punkt parameters from %llu documents, %.1f MB of text, %llu tokens: %zu "
+		fprintf(stderr, "%s: Punkt parameters from %llu documents, %.1f MiB of text, %llu tokens: %zu "
 			"abbreviations, %zu collocations, %zu sentence starters, %zu types with orthographic contexts; "
-			"%.2f s%s%s\n", prog_name, docs, (double)len / 1e6, (unsigned long long)stats.tokens, na, nc, ns,
+			"%.2f s%s%s\n", prog_name, docs, (double)len / 1048576, (unsigned long long)stats.tokens, na, nc, ns,
 			no, units_now() - t0, cfg->output ? "; wrote " : "", cfg->output ? cfg->output : "");
 	}
 	if (bad)

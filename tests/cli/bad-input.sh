@@ -90,9 +90,14 @@ M=(--num-layers 1 --hidden-size 16 --num-attention-heads 2 --seq-length 16 --max
 	--micro-batch-size 1 --global-batch-size 1 --lr 1e-3 --vocab-file "$MEG/gpt2-tiny-vocab.json"
 	--merge-file "$MEG/gpt2-tiny-merges.txt" --device cpu --eval-iters 0 --data-cache-path "$T")
 quick 2 idx_huge_count_refused_by_train "$BIN/train" "${M[@]}" --train-iters 1 --data-path hugen
-contains idx_huge_count_named "$T/err" "hugen.idx: the header's N=1152921504606846976 and D=1001 are impossibly large for its [0-9]+ bytes"
+contains idx_huge_count_named "$T/err" 'hugen.idx: N = 1152921504606846976 and D = 1001 are impossibly large'
 quick 2 idx_huge_doc_count_refused_by_mkindex "$BIN/mkindex" info huged
 contains idx_huge_doc_count_named "$T/err" 'huged.idx: N = 1000 and D = 1152921504606846976 are impossibly large'
+# the .bin's name for the prefix trains on the pair; the prefix with a key's dataset beside it is named
+cp data.bin d_text_document.bin && cp data.idx d_text_document.idx
+quick 0 data_path_takes_the_bin_file "$BIN/train" "${M[@]}" --train-iters 1 --data-path d_text_document.bin
+quick 2 data_path_output_prefix_refused "$BIN/train" "${M[@]}" --train-iters 1 --data-path d
+contains data_path_output_prefix_suggests "$T/err" 'd\.idx: No such file or directory; did you mean d_text_document\?'
 # a checkpoint shard whose safetensors header lies: its length, a tensor's offsets, a shape whose
 # element count wraps 64 bits (2^31 x 2^31 float32 = 2^64 bytes = 0 after wrapping)
 "$BIN/train" "${M[@]}" --train-iters 2 --data-path data --save ck --save-interval 2 >ck.out 2>&1 ||

@@ -58,6 +58,19 @@ kk_code_document.idx
 kk_text_document.bin
 kk_text_document.idx" ]
 check two_keys_text_docs [ "$($MK dump kk_text_document | tr '\n' '|')" = "1 2|6|" ]
+# a file's name for the prefix; the prefix mkindex was given for the names it wrote
+expect_rc info_takes_the_idx_file 0 $MK info s1_text_document.idx
+contains info_of_the_idx_file_names_the_prefix "$T/out" '^prefix +s1_text_document$'
+check dump_takes_the_bin_file [ "$($MK dump s1_text_document.bin 2>&1)" = "$($MK dump s1_text_document)" ]
+expect_rc check_takes_the_idx_file 0 $MK check s1_text_document.idx
+contains check_of_the_idx_file_says_ok "$T/out" '^s1_text_document: ok: 3 sequences'
+expect_rc info_of_the_output_prefix_exits_2 2 $MK info s1
+contains info_of_the_output_prefix_suggests "$T/err" '^mkindex: s1\.idx: No such file or directory; did you mean s1_text_document\?$'
+expect_rc check_of_the_output_prefix_exits_2 2 $MK check kk
+contains check_of_two_keys_suggests_both "$T/err" '^mkindex: kk\.idx: No such file or directory; did you mean kk_code_document or kk_text_document\?$'
+expect_rc merge_into_a_bin_name 0 $MK merge m2.bin s1_text_document.idx kk_text_document.bin
+check merge_into_a_bin_name_writes_the_pair [ -f m2.bin -a -f m2.idx -a ! -e m2.bin.bin ]
+check merge_into_a_bin_name_has_both [ "$($MK dump m2 | tr '\n' '|')" = "1 2 3|4|65498|1 2|6|" ]
 check two_keys_code_docs [ "$($MK dump kk_code_document | tr '\n' '|')" = "3 4 5|" ]
 printf '7 8\n' | ts write --vocab 100 --keys content > content.tok
 $MK --output-prefix one < content.tok 2>/dev/null

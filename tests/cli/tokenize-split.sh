@@ -213,7 +213,7 @@ cat hard.jsonl unicode.jsonl part.jsonl > train.jsonl
 $TK --train-punkt train.jsonl > ours-part-params.json 2>err-ptrain || fail part_trains "$(cat err-ptrain)"
 ref nltk-part-params.json train.jsonl train
 same_params trained_params_equal_nltk_trainer ours-part-params.json nltk-part-params.json
-contains train_summary_counts "$T/err-ptrain" '^tokenize: Punkt parameters from 277 documents, [0-9.]+ MB of text, [0-9]+ tokens: [1-9][0-9]* abbreviations, [0-9]+ collocations, [1-9][0-9]* sentence starters'
+contains train_summary_counts "$T/err-ptrain" '^tokenize: Punkt parameters from 277 documents, [0-9.]+ MiB of text, [0-9]+ tokens: [1-9][0-9]* abbreviations, [0-9]+ collocations, [1-9][0-9]* sentence starters'
 check trained_params_are_deterministic cmp ours-part-params.json <($TK --train-punkt --quiet train.jsonl)
 $TK --train-punkt --json-keys title -o title-params.json part.jsonl 2>/dev/null
 ref nltk-title-params.json part.jsonl train --json-keys title

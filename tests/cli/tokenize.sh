@@ -35,7 +35,7 @@ if [ -n "$MEG_REF" ]; then
 		< "$MEG_REF/openwebtext-1000.jsonl" 2>"$T/tk.err" | $MK --output-prefix "$T/ref" 2>"$T/mk.err"
 	check megatron_bin_byte_identical cmp "$T/ref_text_document.bin" "$MEG_REF/meg-gpt2-openwebtext_text_document.bin"
 	check megatron_idx_byte_identical cmp "$T/ref_text_document.idx" "$MEG_REF/meg-gpt2-openwebtext_text_document.idx"
-	contains summary_line "$T/tk.err" '^tokenize: 1000 documents, 1361845 tokens, [0-9.]+ MB in [0-9.]+ s \([0-9.]+ MB/s\), 0 bad lines$'
+	contains summary_line "$T/tk.err" '^tokenize: 1000 documents, 1361845 tokens, [0-9.]+ MiB in [0-9.]+ s \([0-9.]+ MiB/s\), 0 bad lines$'
 	$TK --vocab-file "$MEG_REF/gpt2-tiny-vocab.json" --merge-file "$MEG_REF/gpt2-tiny-merges.txt" --append-eod --workers 3 \
 		< "$MEG_REF/openwebtext-1000.jsonl" 2>/dev/null | $MK --output-prefix "$T/ref3" 2>/dev/null
 	check megatron_identical_with_3_workers cmp "$T/ref3_text_document.bin" "$MEG_REF/meg-gpt2-openwebtext_text_document.bin"
@@ -45,9 +45,21 @@ fi
 # the same pipeline on the project's own documents: any worker count gives the same bytes
 $TK --vocab-file "$MEG/gpt2-tiny-vocab.json" --merge-file "$MEG/gpt2-tiny-merges.txt" --append-eod \
 	< "$MEG/openwebtext-1000.jsonl" 2>"$T/tk.err" | $MK --output-prefix "$T/meg" 2>"$T/mk.err"
-contains summary_line_counts_documents "$T/tk.err" '^tokenize: 1000 documents, [0-9]+ tokens, [0-9.]+ MB in [0-9.]+ s \([0-9.]+ MB/s\), 0 bad lines$'
+contains summary_line_counts_documents "$T/tk.err" '^tokenize: 1000 documents, [0-9]+ tokens, [0-9.]+ MiB in [0-9.]+ s \([0-9.]+ MiB/s\), 0 bad lines$'
 $TK --vocab-file "$MEG/gpt2-tiny-vocab.json" --merge-file "$MEG/gpt2-tiny-merges.txt" --append-eod --workers 3 \
 	< "$MEG/openwebtext-1000.jsonl" 2>/dev/null | $MK --output-prefix "$T/meg3" 2>/dev/null
+# the progress line (lib/progress.h): none into a file unless LMTK_PROGRESS=1 asks; then whole
+# lines with done of total, the rate and the ETA (the input's size known: a file on stdin)
+for i in 1 2 3 4; do cat "$MEG/openwebtext-1000.jsonl"; done > "$T/owt4.jsonl"
+mib=$(awk -v b="$(stat -c %s "$T/owt4.jsonl")" 'BEGIN { printf "%.2f", b / 1048576 }')
+$TK --vocab-file "$MEG/gpt2-tiny-vocab.json" --merge-file "$MEG/gpt2-tiny-merges.txt" --workers 1 \
+	< "$T/owt4.jsonl" 2>"$T/noprog.err" >/dev/null
+lacks progress_not_drawn_into_a_file "$T/noprog.err" 'reading|ETA'
+LMTK_PROGRESS=1 $TK --vocab-file "$MEG/gpt2-tiny-vocab.json" --merge-file "$MEG/gpt2-tiny-merges.txt" --workers 1 \
+	< "$T/owt4.jsonl" 2>"$T/prog.err" >/dev/null
+contains progress_forced_has_rate_and_eta "$T/prog.err" "^tokenize: reading [0-9.]+ (B|KiB|MiB) of ${mib/./\\.} MiB \\([0-9]+%\\), [0-9.]+ (B|KiB|MiB)/s, ETA [0-9]+:[0-9]{2}:[0-9]{2}, [0-9]+ documents, [0-9]+ tokens\$"
+lacks progress_forced_into_a_file_has_no_carriage_return "$T/prog.err" $'\r'
+contains progress_forced_ends_with_the_summary "$T/prog.err" '^tokenize: 4000 documents, [0-9]+ tokens, [0-9.]+ MiB in [0-9.]+ s \([0-9.]+ MiB/s\), 0 bad lines$'
 check identical_with_3_workers cmp "$T/meg3_text_document.bin" "$T/meg_text_document.bin"
 
 # --- the peers ------------------------------------------------------------------------------

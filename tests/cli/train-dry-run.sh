@@ -309,6 +309,14 @@ same tr1_13b_vocab_gpt2 "$(tv p13.txt vocabulary)" 50,257
 same tr1_13b_padded_vocab_tp2 "$(tv p13.txt 'padded vocabulary')" 50,432
 same tr1_13b_hidden_per_heads "$(tv p13.txt hidden/heads)" 160
 same tr1_13b_samples_per_increment "$(tv p13.txt 'samples per increment')" 79365.1
+# --data-path takes the .idx's (or .bin's) name for the prefix, and names the dataset meant when
+# given the prefix mkindex was run with
+expect_rc data_path_takes_the_idx_file 0 $TR --dry-run "${A13[@]}" --nodes 32 --gpus-per-node 4 --gpu-memory 32 \
+	--assumed-tflops 45 --data-path meg-gpt2_text_document.idx
+contains data_path_idx_file_reads_the_documents "$T/out" '^ +1\.0000 +1,000 +'
+expect_rc data_path_output_prefix_exits_2 2 $TR --dry-run "${A13[@]}" --nodes 32 --gpus-per-node 4 --gpu-memory 32 \
+	--data-path meg-gpt2
+contains data_path_output_prefix_suggests "$T/err" '^train: --data-path: meg-gpt2\.idx: No such file or directory; did you mean meg-gpt2_text_document\?$'
 set -- $(row p13.txt 16)
 check tr1_13b_gbs16_megatron_4961_readme_4960 [ "$3/$4" = 4,961/4,960 ]
 set -- $(row p13.txt 48)

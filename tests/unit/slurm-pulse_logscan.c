@@ -1,7 +1,7 @@
 /* slurm-pulse_logscan.c - the last iteration of a training log: Megatron's " iteration N/ M"
  * lines, a number too big for a count read as no iteration (not a wrapped, or undefined, value). */
 #include "t.h"
-#include "slurm-pulse/progress.h"
+#include "slurm-pulse/logscan.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -19,7 +19,7 @@ static int last_of(const char *text, long long *it)
 		return -9;
 	fputs(text, f);
 	fclose(f);
-	int rc = progress_last_iteration(path, it, &mt, err, sizeof err);
+	int rc = logscan_last_iteration(path, it, &mt, err, sizeof err);
 	unlink(path);
 	return rc;
 }

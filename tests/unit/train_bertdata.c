@@ -613,11 +613,11 @@ int main(int argc, char **argv)
 		c.split = "1";
 		T_ASSERT(bertdata_open(&b, "/nonexistent/x", &c, &v, err, sizeof err) == -1 &&
 			 strstr(err, "/nonexistent/x.idx"));
-		/* doc_idx that does not end at the number of sentences */
+		/* doc_idx that does not end at the number of sentences (lib/idx.c's check) */
 		int64_t wrong[3] = {0, 3, 5};
 		char *p = make_dataset("wrong", sizes, 10, toks, wrong, 3);
 		T_ASSERT(bertdata_open(&b, p, &c, &v, err, sizeof err) == -1 &&
-			 strstr(err, "not a sentence dataset"));
+			 strstr(err, "wrong.idx: doc_idx[2] (the last) = 5, expected N = 10"));
 		free(p);
 		/* T5 without sentinels */
 		struct bertdata_vocab v0;

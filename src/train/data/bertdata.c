@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "idx.h"
 #include "msg.h"
 #include "train/data/mt19937.h"
 
@@ -362,9 +363,9 @@ int bertdata_open(struct bertdata *b, const char *prefix, const struct bertdata_
 
 	/* doc_idx: D int64 after the sizes and the pointers, unaligned */
 	m = b->ds.idx_map;
-	memcpy(&d, m + 26, 8);
+	memcpy(&d, m + 26, 8);   /* D, in the header idx_open checked */
 	if (d < 2) {
-		errf(err, errlen, "%s.idx: %llu document offsets; no documents", prefix,
+		errf(err, errlen, "%s.idx: %llu document offsets; no documents", b->ds.prefix,
 		     (unsigned long long)d);
 		goto bad;
 	}
@@ -372,19 +373,8 @@ int bertdata_open(struct bertdata *b, const char *prefix, const struct bertdata_
 	b->doc_idx = malloc(d * sizeof *b->doc_idx);
 	if (!b->doc_idx)
 		die(EXIT_FAILED, "out of memory");
-	memcpy(b->doc_idx, m + 34 + 12 * (uint64_t)b->ds.n, d * 8);
-	if (b->doc_idx[0] != 0 || b->doc_idx[b->ndocs] != b->ds.n) {
-		errf(err, errlen, "%s.idx: doc_idx runs from %lld to %lld over %lld sentences; not a "
-		     "sentence dataset (Megatron asserts it ends at the number of sentences)", prefix,
-		     (long long)b->doc_idx[0], (long long)b->doc_idx[b->ndocs], (long long)b->ds.n);
-		goto bad;
-	}
-	for (int64_t i = 0; i < b->ndocs; i++)
-		if (b->doc_idx[i + 1] < b->doc_idx[i]) {
-			errf(err, errlen, "%s.idx: doc_idx decreases at document %lld", prefix,
-			     (long long)i);
-			goto bad;
-		}
+	memcpy(b->doc_idx, m + IDX_HEADER + 12 * (uint64_t)b->ds.n, d * 8);
+	/* idx_open (through gptdata_open) checked doc_idx runs from 0 to N without decreasing */
 	if (gptdata_split(cfg->split, b->ndocs, b->split, why, sizeof why) < 0) {
 		errf(err, errlen, "--split %s", why);
 		goto bad;

@@ -9,18 +9,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "idx.h"
 #include "msg.h"
-
-#define IDX_HEADER 34
-#define IDX_MAGIC "MMIDIDX\0\0"
-
-static uint64_t le64(const unsigned char *p)
-{
-	uint64_t v = 0;
-	for (int i = 7; i >= 0; i--)
-		v = v << 8 | p[i];
-	return v;
-}
 
 int data_split(const char *split, uint64_t n, uint64_t bounds[4], char *err, size_t errlen)
 {
@@ -59,93 +49,30 @@ int data_split(const char *split, uint64_t n, uint64_t bounds[4], char *err, siz
 
 int data_read(struct dataset *d, const char *prefix, const char *split, char *err, size_t errlen)
 {
-	char *path = NULL;
-	unsigned char hdr[IDX_HEADER];
-	struct stat sb;
-	int fd = -1, rc = -1;
-	uint64_t n, docs_d, want, i;
+	struct idx x;
+	int rc;
 
 	memset(d, 0, sizeof *d);
 	d->prefix = prefix;
 	d->weight = 1;
-	if (asprintf(&path, "%s.idx", prefix) < 0)
-		die(EXIT_FAILED, "out of memory");
-	fd = open(path, O_RDONLY);
-	if (fd < 0 || fstat(fd, &sb) < 0) {
-		errf(err, errlen, "%s: %s", path, strerror(errno));
-		goto out;
+	rc = idx_open_index(&x, prefix, err, errlen);
+	if (rc < 0) {
+		idx_close(&x);
+		return rc == IDX_EIO ? -1 : -2;
 	}
-	ssize_t got = read(fd, hdr, sizeof hdr);
-	if (got != (ssize_t)sizeof hdr || memcmp(hdr, IDX_MAGIC, 9) != 0) {
-		errf(err, errlen, "%s: not a Megatron index (no MMIDIDX header)", path);
-		rc = -2;
-		goto out;
+	d->dtype = x.dtype;
+	d->docs = x.n;
+	if (data_split(split, x.n, d->bounds, err, errlen) < 0) {
+		idx_close(&x);
+		return -2;
 	}
-	if (le64(hdr + 9) != 1) {
-		errf(err, errlen, "%s: index version %llu, expected 1", path,
-		     (unsigned long long)le64(hdr + 9));
-		rc = -2;
-		goto out;
+	for (uint64_t i = 0; i < x.n; i++) {
+		uint64_t sz = idx_size(&x, i);   /* idx_open checked it is not negative */
+		int s = i < d->bounds[1] ? 0 : i < d->bounds[2] ? 1 : 2;
+		d->tokens[s] += sz;
+		d->total_tokens += sz;
 	}
-	d->dtype = hdr[17];
-	n = le64(hdr + 18);
-	docs_d = le64(hdr + 26);
-	/* 34 + 12N + 8D, plus N bytes of sequence modes in newer Megatron-LM */
-	if (n > (uint64_t)sb.st_size || docs_d > (uint64_t)sb.st_size) {   /* before 12N + 8D wraps */
-		errf(err, errlen, "%s: the header's N=%llu and D=%llu are impossibly large for its %lld "
-		     "bytes; corrupt or not an index", path, (unsigned long long)n,
-		     (unsigned long long)docs_d, (long long)sb.st_size);
-		rc = -2;
-		goto out;
-	}
-	want = IDX_HEADER + 12 * n + 8 * docs_d;
-	if ((uint64_t)sb.st_size != want && (uint64_t)sb.st_size != want + n) {
-		errf(err, errlen, "%s: %lld bytes, but the header (N=%llu, D=%llu) says %llu; "
-		     "truncated or not an index", path, (long long)sb.st_size, (unsigned long long)n,
-		     (unsigned long long)docs_d, (unsigned long long)want);
-		rc = -2;
-		goto out;
-	}
-	d->docs = n;
-	if (data_split(split, n, d->bounds, err, errlen) < 0) {
-		rc = -2;
-		goto out;
-	}
-	/* stream the sizes, summing each split's share */
-	{
-		enum { CH = 1 << 16 };
-		static unsigned char buf[4 * CH];
-		for (i = 0; i < n;) {
-			size_t k = n - i < CH ? (size_t)(n - i) : CH, off = 0;
-			while (off < 4 * k) {
-				ssize_t r = read(fd, buf + off, 4 * k - off);
-				if (r <= 0) {
-					errf(err, errlen, "%s: %s", path, r < 0 ? strerror(errno) : "short read");
-					goto out;
-				}
-				off += (size_t)r;
-			}
-			for (size_t j = 0; j < k; j++, i++) {
-				const unsigned char *p = buf + 4 * j;
-				int32_t sz = (int32_t)((uint32_t)p[0] | (uint32_t)p[1] << 8 |
-						       (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24);
-				if (sz < 0) {
-					errf(err, errlen, "%s: sequence %llu has size %d", path,
-					     (unsigned long long)i, sz);
-					rc = -2;
-					goto out;
-				}
-				int s = i < d->bounds[1] ? 0 : i < d->bounds[2] ? 1 : 2;
-				d->tokens[s] += (uint64_t)sz;
-				d->total_tokens += (uint64_t)sz;
-			}
-		}
-	}
+	idx_close(&x);
 	d->ok = 1;
-	rc = 0;
-out:
-	if (fd >= 0)
-		close(fd);
-	free(path);
-	return rc;
+	return 0;
 }

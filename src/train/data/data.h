@@ -1,11 +1,9 @@
 /* data - what a plan needs to know about --data-path: tokens per dataset and per split.
  *
- * Only PREFIX.idx is read, and of it only the 34-byte header and the int32 sizes array (4 bytes
- * per sequence, streamed, never held): the .bin, the pointers and doc_idx are not touched, so a
- * dry run over a 1.2 TB dataset reads about a gigabyte for 300M documents.  The layout is
- * Megatron's MMIDIDX v1 (shared/spec/megatron-data.md, mkindex(1)); the header and the file size
- * (34 + 12N + 8D, or + N with a trailing sequence-mode array) are checked so a truncated or
- * foreign file is reported instead of counted.
+ * Only PREFIX.idx is read (lib/idx.h's idx_open_index, mapped, every field checked as mkindex
+ * check does): the .bin is not touched, so a dry run over a 1.2 TB dataset reads the .idx's
+ * 20 bytes per document and needs no .bin at hand.  A truncated or foreign file is reported
+ * instead of counted.
  *
  * Splits follow Megatron's get_train_valid_test_split_(): "949,50,1" (or "/"-separated) padded
  * to three, normalised, each boundary idx[i+1] = idx[i] + round(f_i * N) (half to even), then

@@ -14,6 +14,7 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
+#include "idx.h"
 #include "msg.h"
 #include "outfile.h"
 #include "train/data/mt19937.h"
@@ -24,20 +25,6 @@
 
 /* _build_index_mappings' cutoff_last_epoch (BigScience's; Megatron-LM's is 0.80) */
 #define GD_LAST_EPOCH_CUTOFF 0.95
-#define GD_IDX_HEADER 34
-#define GD_IDX_MAGIC "MMIDIDX\0\0"
-
-static uint64_t gd_le64(const unsigned char *p)
-{
-	uint64_t v;
-	memcpy(&v, p, 8);
-	return v;
-}
-
-static int64_t gd_mtime_ns(const struct stat *st)
-{
-	return (int64_t)st->st_mtim.tv_sec * 1000000000 + st->st_mtim.tv_nsec;
-}
 
 /* --- the data --------------------------------------------------------------------------------- */
 
@@ -73,97 +60,61 @@ static int gd_map(const char *path, void **map, size_t *len, struct stat *st, ch
 
 int gptdata_open(struct gptdata_ds *ds, const char *prefix, char *err, size_t errlen)
 {
-	char *idx_path = NULL, *bin_path = NULL;
-	struct stat ist, bst;
-	const unsigned char *m;
-	uint64_t n, d, want;
-	int rc = -1;
+	struct idx x;
+	int rc;
 
 	memset(ds, 0, sizeof *ds);
-	if (asprintf(&idx_path, "%s.idx", prefix) < 0 || asprintf(&bin_path, "%s.bin", prefix) < 0)
-		die(EXIT_FAILED, "out of memory");
-	ds->prefix = strdup(prefix);
-	if (!ds->prefix)
-		die(EXIT_FAILED, "out of memory");
-	if (gd_map(idx_path, &ds->idx_map, &ds->idx_map_len, &ist, err, errlen) < 0)
-		goto out;
-	m = ds->idx_map;
+	/* every field checked against the file's size and the .bin's: lib/idx.h */
+	rc = idx_open(&x, prefix, err, errlen);
+	if (rc < 0) {
+		idx_close(&x);
+		return rc == IDX_EIO ? -1 : -2;
+	}
 	rc = -2;
-	if (ds->idx_map_len < GD_IDX_HEADER || memcmp(m, GD_IDX_MAGIC, 9) != 0) {
-		errf(err, errlen, "%s: not a Megatron index (no MMIDIDX header)", idx_path);
+	if (x.dtype != IDX_U16 && x.dtype != IDX_I32) {
+		errf(err, errlen, "%s: dtype %s (%d); token data is uint16 (8) or int32 (4)", x.idx_path,
+		     idx_dtype_name(x.dtype), x.dtype);
 		goto out;
 	}
-	if (gd_le64(m + 9) != 1) {
-		errf(err, errlen, "%s: index version %llu, expected 1", idx_path,
-		     (unsigned long long)gd_le64(m + 9));
+	if (x.n > INT32_MAX) {  /* Megatron numbers documents with np.int32 */
+		errf(err, errlen, "%s: %llu sequences; GPT datasets number them in int32", x.idx_path,
+		     (unsigned long long)x.n);
 		goto out;
 	}
-	ds->dtype = m[17];
-	if (ds->dtype != 8 && ds->dtype != 4) {
-		errf(err, errlen, "%s: dtype code %d; token data is uint16 (8) or int32 (4)", idx_path,
-		     ds->dtype);
-		goto out;
+	ds->prefix = strdup(x.prefix);
+	ds->sizes = malloc(x.n ? 4 * x.n : 1);
+	if (!ds->prefix || !ds->sizes)
+		die(EXIT_FAILED, "out of memory");
+	memcpy(ds->sizes, x.sizes, 4 * x.n);
+	ds->dtype = x.dtype;
+	ds->itemsize = x.itemsize;
+	ds->n = (int64_t)x.n;
+	ds->bin_len = x.bin_len;
+	if (x.bin_len) {
+		void *m = mmap(NULL, (size_t)x.bin_len, PROT_READ, MAP_SHARED, x.bin_fd, 0);
+		if (m == MAP_FAILED) {
+			errf(err, errlen, "%s: mmap: %s", x.bin_path, strerror(errno));
+			rc = -1;
+			goto out;
+		}
+		ds->bin_map = m;
+		ds->bin_map_len = (size_t)x.bin_len;
 	}
-	ds->itemsize = ds->dtype == 8 ? 2 : 4;
-	n = gd_le64(m + 18);
-	d = gd_le64(m + 26);
-	/* 34 + 12N + 8D, or + N with newer Megatron-LM's sequence modes */
-	if (n > ds->idx_map_len || d > ds->idx_map_len) {   /* before 12N + 8D can wrap */
-		errf(err, errlen, "%s: the header's N=%llu and D=%llu are impossibly large for its %zu "
-		     "bytes; corrupt or not an index", idx_path, (unsigned long long)n,
-		     (unsigned long long)d, ds->idx_map_len);
-		goto out;
-	}
-	want = GD_IDX_HEADER + 12 * n + 8 * d;
-	if (ds->idx_map_len != want && ds->idx_map_len != want + n) {
-		errf(err, errlen, "%s: %zu bytes, but the header (N=%llu, D=%llu) says %llu; "
-		     "truncated or not an index", idx_path, ds->idx_map_len, (unsigned long long)n,
-		     (unsigned long long)d, (unsigned long long)want);
-		goto out;
-	}
-	if (n > INT32_MAX) {  /* Megatron numbers documents with np.int32 */
-		errf(err, errlen, "%s: %llu sequences; GPT datasets number them in int32", idx_path,
-		     (unsigned long long)n);
-		goto out;
-	}
-	ds->n = (int64_t)n;
-	ds->pointers = m + GD_IDX_HEADER + 4 * n;
-	rc = -1;
-	if (gd_map(bin_path, &ds->bin_map, &ds->bin_map_len, &bst, err, errlen) < 0)
-		goto out;
-	rc = -2;
 	ds->bin = ds->bin_map;
-	ds->bin_len = ds->bin_map_len;
-	ds->sizes = malloc(n ? 4 * n : 1);
-	if (!ds->sizes)
-		die(EXIT_FAILED, "out of memory");
-	memcpy(ds->sizes, m + GD_IDX_HEADER, 4 * n);
-	for (uint64_t i = 0; i < n; i++) {
-		uint64_t p = gd_le64(ds->pointers + 8 * i);
-		int32_t sz = ds->sizes[i];
-		if (sz < 0) {
-			errf(err, errlen, "%s: sequence %llu has size %d", idx_path,
-			     (unsigned long long)i, sz);
-			goto out;
-		}
-		if (p > ds->bin_len || (uint64_t)sz * ds->itemsize > ds->bin_len - p) {
-			errf(err, errlen, "%s: sequence %llu (%d tokens at byte %llu) lies beyond the "
-			     "%llu bytes of %s; not this index's .bin?", idx_path,
-			     (unsigned long long)i, sz, (unsigned long long)p,
-			     (unsigned long long)ds->bin_len, bin_path);
-			goto out;
-		}
-	}
-	ds->idx_size = (uint64_t)ist.st_size;
-	ds->bin_size = (uint64_t)bst.st_size;
-	ds->idx_mtime_ns = gd_mtime_ns(&ist);
-	ds->bin_mtime_ns = gd_mtime_ns(&bst);
+	/* the .idx map changes hands: pointers (and bertdata's doc_idx) are read from it */
+	ds->idx_map = (void *)x.map;
+	ds->idx_map_len = x.len;
+	ds->pointers = x.pointers;
+	x.map = NULL;
+	ds->idx_size = x.len;
+	ds->bin_size = x.bin_len;
+	ds->idx_mtime_ns = x.idx_mtime_ns;
+	ds->bin_mtime_ns = x.bin_mtime_ns;
 	rc = 0;
 out:
+	idx_close(&x);
 	if (rc < 0)
 		gptdata_close(ds);
-	free(idx_path);
-	free(bin_path);
 	return rc;
 }
 
@@ -384,7 +335,7 @@ static int gd_copy(const struct gptdata_ds *ds, int64_t seq, int64_t off, int64_
 {
 	if (seq < 0 || seq >= ds->n || off < 0 || count < 0 || off + count > ds->sizes[seq])
 		return -1;
-	const unsigned char *p = ds->bin + gd_le64(ds->pointers + 8 * seq) + off * ds->itemsize;
+	const unsigned char *p = ds->bin + idx_le64(ds->pointers + 8 * seq) + off * ds->itemsize;
 	if (ds->dtype == 8) {
 		for (int64_t t = 0; t < count; t++)
 			out[t] = (int32_t)((uint32_t)p[2 * t] | (uint32_t)p[2 * t + 1] << 8);

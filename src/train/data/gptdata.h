@@ -75,9 +75,10 @@ struct gptdata_ds {
 					 * NULL beside the data, else gptdata_cache_fallback's */
 };
 
-/* Maps PREFIX.idx and PREFIX.bin and checks every sequence lies inside the .bin, so sampling
- * needs no checks.  0; -1 + err when a file cannot be read; -2 + err when it is not a valid
- * MMIDIDX v1 index of token data or does not match its .bin. */
+/* Opens PREFIX.bin/.idx through lib/idx.h (every field checked against the file sizes, so
+ * sampling needs no checks; prefix may be the .idx's or .bin's name) and maps the .bin.  0; -1 +
+ * err when a file cannot be read; -2 + err when it is not a valid MMIDIDX v1 index of uint16 or
+ * int32 tokens matching its .bin, or names no dataset but one mkindex wrote ("did you mean"). */
 int gptdata_open(struct gptdata_ds *ds, const char *prefix, char *err, size_t errlen);
 void gptdata_close(struct gptdata_ds *ds);
 

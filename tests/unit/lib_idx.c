@@ -1,20 +1,21 @@
-/* mkindex_idx.c - the MMIDIDX reader, verifier, writer and merge, against the real Megatron file
+/* lib_idx.c - the MMIDIDX reader and verifier (lib/idx.h), against the real Megatron file
  * (CI's ../shared/data/megatron, or $LMTK_MEGATRON_DIR) and against files built byte by byte from
  * the spec.  Without the real file (a bare clone) the verifier's cases on it run on one built
  * from the spec with its shape (1000 sequences, 1001 documents, 1,361,845 uint16 tokens), so their
- * numbers stay the same; only "Megatron's own file verifies clean" is skipped. */
+ * numbers stay the same; only "Megatron's own file verifies clean" is skipped.  The writer and
+ * merge are tests/unit/mkindex_idxwrite.c's. */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
 #endif
 #include "t.h"
-#include "mkindex/idx.h"
+#include "idx.h"
 
 #include <stdarg.h>
 #include <stdlib.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
-static char dir[64] = "/tmp/mkindex-idx.XXXXXX";
+static char dir[64] = "/tmp/lib-idx.XXXXXX";
 
 static unsigned char *slurp(const char *path, size_t *len)
 {
@@ -158,15 +159,6 @@ static unsigned char *megatron_shaped_idx(size_t *len, size_t *blen)
 	return b;
 }
 
-static int collect_ids(void *ctx, const unsigned char *p, size_t ntok, uint64_t tok0)
-{
-	int64_t *out = ctx;
-	(void)p;
-	for (size_t i = 0; i < ntok; i++)
-		out[tok0 + i] = idx_token((int)out[-1], p + i * idx_dtype_size((int)out[-1]));
-	return 0;
-}
-
 int main(void)
 {
 	const char *megdir = getenv("LMTK_MEGATRON_DIR") ? getenv("LMTK_MEGATRON_DIR")
@@ -301,100 +293,91 @@ int main(void)
 		T_ASSERT(strstr(s.text, "dtype code 9 is unknown"));
 	}
 
-	T_CASE("writer_round_trips_every_integer_dtype") {
-		static const uint32_t doc0[] = {0, 1, 127}, doc1[] = {5}, doc2[] = {100, 7, 0, 126};
-		const uint32_t *docs[] = {doc0, doc1, doc2};
-		const uint32_t lens[] = {3, 1, 4};
-		for (int dt = 1; dt <= 8; dt++) {
-			if (!idx_dtype_is_int(dt))
-				continue;
-			struct idx_writer w;
-			struct idx x;
-			char err[1024];
-			const char *prefix = tmp("rt%d", dt);
-			int64_t got[1 + 8] = {dt};
-			T_ASSERT(idx_writer_open(&w, prefix, dt, 16, err, sizeof err) == 0); /* tiny buffer: flushes */
-			for (int k = 0; k < 3; k++)
-				T_ASSERT(idx_writer_add(&w, docs[k], lens[k], err, sizeof err) == 0);
-			T_ASSERT(idx_writer_finish(&w, err, sizeof err) == 0);
-			T_ASSERT(idx_writer_publish(&w, err, sizeof err) == 0);
-			idx_writer_close(&w);
-			T_ASSERT(idx_open(&x, prefix, err, sizeof err) == 0);
-			T_ASSERT(x.dtype == dt && x.n == 3 && x.d == 4 && x.tokens == 8);
-			T_ASSERT(x.bin_len == 8 * idx_dtype_size(dt) && x.len == 34 + 12 * 3 + 8 * 4);
-			T_ASSERT(idx_doc(&x, 0) == 0 && idx_doc(&x, 3) == 3 && idx_size(&x, 2) == 4);
-			T_ASSERT(idx_pointer(&x, 2) == 4 * idx_dtype_size(dt));
-			T_ASSERT(idx_scan(&x, 0, 8, collect_ids, got + 1, err, sizeof err) == 0);
-			T_ASSERT(got[1] == 0 && got[3] == 127 && got[4] == 5 && got[5] == 100 && got[8] == 126);
-			idx_close(&x);
-		}
-	}
-
-	T_CASE("writer_uint16_bytes_are_little_endian") {
-		struct idx_writer w;
-		char err[1024];
-		const uint32_t ids[] = {0x1234, 0xfffe};
+	T_CASE("open_names_the_file_and_the_field_of_a_hostile_idx") {
+		int32_t sz[2] = {3, 1};
+		int64_t dc[3] = {0, 1, 2};
+		struct idx x;
+		char err[1024], path[600];
 		size_t n;
-		T_ASSERT(idx_writer_open(&w, tmp("le"), IDX_U16, 1 << 20, err, sizeof err) == 0);
-		T_ASSERT(idx_writer_add(&w, ids, 2, err, sizeof err) == 0);
-		T_ASSERT(idx_writer_finish(&w, err, sizeof err) == 0 && idx_writer_publish(&w, err, sizeof err) == 0);
-		idx_writer_close(&w);
-		unsigned char *b = slurp(tmp("le.bin"), &n);
-		T_ASSERT(b && n == 4 && b[0] == 0x34 && b[1] == 0x12 && b[2] == 0xfe && b[3] == 0xff);
+		write_dataset(tmp("h"), IDX_U16, sz, 2, dc, 3, 1);
+		T_ASSERT(idx_open(&x, tmp("h"), err, sizeof err) == 0 && x.n == 2 && x.tokens == 4);
+		idx_close(&x);
+		snprintf(path, sizeof path, "%s", tmp("h.idx"));
+		unsigned char *b = slurp(path, &n);
+		idx_put64(b + 18, 1ull << 60);                  /* N */
+		spit(path, b, n);
+		T_ASSERT(idx_open(&x, tmp("h"), err, sizeof err) == IDX_EBAD);
+		T_ASSERT(strstr(err, "h.idx: N = 1152921504606846976 and D = 3 are impossibly large") &&
+			 strstr(err, "run 'mkindex check "));
+		idx_close(&x);
+		idx_put64(b + 18, 2);
+		idx_put32(b + 34 + 4, (uint32_t)-1);            /* sizes[1] */
+		spit(path, b, n);
+		T_ASSERT(idx_open_index(&x, tmp("h"), err, sizeof err) == IDX_EBAD);
+		T_ASSERT(strstr(err, "h.idx: sizes[1] = -1: negative"));
+		idx_close(&x);
 		free(b);
 	}
-
-	T_CASE("writer_refuses_an_id_the_dtype_cannot_hold") {
-		struct idx_writer w;
-		char err[1024];
-		const uint32_t ok[] = {255}, bad[] = {3, 256};
-		T_ASSERT(idx_writer_open(&w, tmp("fit"), IDX_U8, 1 << 20, err, sizeof err) == 0);
-		T_ASSERT(idx_writer_add(&w, ok, 1, err, sizeof err) == 0);
-		T_ASSERT(idx_writer_add(&w, bad, 2, err, sizeof err) == -2);
-		T_ASSERT(strstr(err, "id 256 (document 1, token 1) does not fit dtype uint8 (at most 255)"));
-		idx_writer_close(&w);
-		T_ASSERT(access(tmp("fit.bin"), F_OK) != 0 && access(tmp("fit.idx"), F_OK) != 0);
-	}
-
-	T_CASE("merge_extends_doc_idx_by_offset_plus_tail") {
-		/* A: 3 sequences in 3 documents, the second empty (newer Megatron's repeated entry);
-		 * B: 2 sequences in 1 document (sentence level) */
-		int32_t sa[3] = {2, 1, 3}, sb[2] = {4, 1};
-		int64_t da[4] = {0, 1, 1, 3}, db[2] = {0, 2};
-		struct idx in[2];
-		char err[1024];
-		write_dataset(tmp("ma"), IDX_U16, sa, 3, da, 4, 10);
-		write_dataset(tmp("mb"), IDX_U16, sb, 2, db, 2, 100);
-		T_ASSERT(idx_open(&in[0], tmp("ma"), err, sizeof err) == 0);
-		T_ASSERT(idx_open(&in[1], tmp("mb"), err, sizeof err) == 0);
-		T_ASSERT(idx_merge(tmp("mm"), in, 2, err, sizeof err) == 0);
-		idx_close(&in[0]);
-		idx_close(&in[1]);
-		unsigned char want[4096];
-		int32_t sm[5] = {2, 1, 3, 4, 1};
-		int64_t dm[5] = {0, 1, 1, 3, 5};
-		size_t wl = build_idx(want, IDX_U16, sm, 5, dm, 5), gl, bl;
-		unsigned char *got = slurp(tmp("mm.idx"), &gl), *bin = slurp(tmp("mm.bin"), &bl);
-		T_ASSERT(got && gl == wl && memcmp(got, want, wl) == 0);
-		T_ASSERT(bin && bl == 22 && bin[0] == 10 && bin[12] == 100 && bin[20] == 104);
-		free(got);
-		free(bin);
-	}
-
-	T_CASE("merge_refuses_mixed_dtypes_naming_the_file") {
-		int32_t sz[1] = {1};
+	T_CASE("open_index_needs_no_bin") {
+		int32_t sz[1] = {2};
 		int64_t dc[2] = {0, 1};
-		struct idx in[2];
+		struct idx x;
 		char err[1024];
-		write_dataset(tmp("d16"), IDX_U16, sz, 1, dc, 2, 1);
-		write_dataset(tmp("d32"), IDX_I32, sz, 1, dc, 2, 1);
-		T_ASSERT(idx_open(&in[0], tmp("d16"), err, sizeof err) == 0);
-		T_ASSERT(idx_open(&in[1], tmp("d32"), err, sizeof err) == 0);
-		T_ASSERT(idx_merge(tmp("dmix"), in, 2, err, sizeof err) == -2);
-		T_ASSERT(strstr(err, "d32.idx: dtype int32 (4), but ") && strstr(err, "d16.idx is uint16 (8)"));
-		T_ASSERT(access(tmp("dmix.idx"), F_OK) != 0 && access(tmp("dmix.bin"), F_OK) != 0);
-		idx_close(&in[0]);
-		idx_close(&in[1]);
+		write_dataset(tmp("nb"), IDX_U16, sz, 1, dc, 2, 1);
+		T_ASSERT(unlink(tmp("nb.bin")) == 0);
+		T_ASSERT(idx_open(&x, tmp("nb"), err, sizeof err) == IDX_EIO && strstr(err, "nb.bin: "));
+		idx_close(&x);
+		T_ASSERT(idx_open_index(&x, tmp("nb"), err, sizeof err) == 0 && x.n == 1 && x.bin_fd == -1);
+		T_ASSERT(x.tokens == 2 && idx_size(&x, 0) == 2);
+		idx_close(&x);
+	}
+	T_CASE("a_bin_or_idx_suffix_names_the_prefix") {
+		int32_t sz[1] = {2};
+		int64_t dc[2] = {0, 1};
+		struct idx x;
+		char err[1024], *p;
+		write_dataset(tmp("sx"), IDX_U16, sz, 1, dc, 2, 1);
+		p = idx_prefix(tmp("sx.idx"));
+		T_ASSERT(p && strcmp(p, tmp("sx")) == 0);
+		free(p);
+		p = idx_prefix(tmp("sx.bin"));
+		T_ASSERT(p && strcmp(p, tmp("sx")) == 0);
+		free(p);
+		p = idx_prefix(tmp("sx"));
+		T_ASSERT(p && strcmp(p, tmp("sx")) == 0);
+		free(p);
+		T_ASSERT(idx_open(&x, tmp("sx.idx"), err, sizeof err) == 0 && strcmp(x.prefix, tmp("sx")) == 0);
+		idx_close(&x);
+		T_ASSERT(idx_open(&x, tmp("sx.bin"), err, sizeof err) == 0 && x.n == 1);
+		idx_close(&x);
+		/* a dataset whose prefix really ends in .idx keeps it */
+		write_dataset(tmp("odd.idx"), IDX_U16, sz, 1, dc, 2, 1);
+		p = idx_prefix(tmp("odd.idx"));
+		T_ASSERT(p && strcmp(p, tmp("odd.idx")) == 0);
+		free(p);
+	}
+	T_CASE("a_missing_prefix_suggests_the_key_documents_beside_it") {
+		int32_t sz[1] = {2};
+		int64_t dc[2] = {0, 1};
+		struct idx x;
+		char err[1024], hint[512], want[1024];
+		write_dataset(tmp("ds_text_document"), IDX_U16, sz, 1, dc, 2, 1);
+		T_ASSERT(idx_open(&x, tmp("ds"), err, sizeof err) == IDX_EBAD);   /* bad input: exit 2 */
+		snprintf(want, sizeof want, "%s.idx: No such file or directory; did you mean %s?", tmp("ds"),
+			 tmp("ds_text_document"));
+		T_ASSERT(strcmp(err, want) == 0);
+		idx_close(&x);
+		T_ASSERT(idx_open(&x, tmp("ds.bin"), err, sizeof err) == IDX_EBAD && strcmp(err, want) == 0);
+		idx_close(&x);
+		write_dataset(tmp("ds_code_sentence"), IDX_U16, sz, 1, dc, 2, 1);
+		write_dataset(tmp("ds_other"), IDX_U16, sz, 1, dc, 2, 1);   /* not a key's dataset */
+		T_ASSERT(idx_suggest(tmp("ds"), hint, sizeof hint) == 1);
+		snprintf(want, sizeof want, "did you mean %s or %s?", tmp("ds_code_sentence"),
+			 tmp("ds_text_document"));
+		T_ASSERT(strcmp(hint, want) == 0);
+		T_ASSERT(idx_suggest(tmp("nothing"), hint, sizeof hint) == 0 && hint[0] == 0);
+		T_ASSERT(idx_open(&x, tmp("nothing"), err, sizeof err) == IDX_EIO && !strstr(err, "did you mean"));
+		idx_close(&x);
 	}
 
 	char cmd[128];

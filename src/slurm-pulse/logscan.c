@@ -1,4 +1,4 @@
-#include "progress.h"
+#include "logscan.h"
 
 #include <limits.h>
 #include <ctype.h>
@@ -41,7 +41,7 @@ static long long last_in(const char *buf, size_t n)
 	return found;
 }
 
-int progress_last_iteration(const char *path, long long *iter, time_t *mtime,
+int logscan_last_iteration(const char *path, long long *iter, time_t *mtime,
 			    char *err, size_t errlen)
 {
 	struct stat st;

@@ -1,5 +1,7 @@
+/* idx - see idx.h. */
 #include "idx.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdarg.h>
@@ -258,30 +260,115 @@ static char *cat(const char *a, const char *b)
 	return s;
 }
 
-int idx_map(struct idx *x, const char *prefix, char *bin_err, size_t bin_errlen, char *err,
-	    size_t errlen)
+static int64_t mtime_ns(const struct stat *st)
+{
+	return (int64_t)st->st_mtim.tv_sec * 1000000000 + st->st_mtim.tv_nsec;
+}
+
+static int has_suffix(const char *s, const char *suf)
+{
+	size_t n = strlen(s), k = strlen(suf);
+	return n > k && strcmp(s + n - k, suf) == 0;
+}
+
+char *idx_prefix(const char *arg)
+{
+	char *s = strdup(arg), *idx;
+	if (!s || !(has_suffix(s, ".bin") || has_suffix(s, ".idx")))
+		return s;
+	if (!(idx = cat(s, ".idx")))
+		return free(s), NULL;
+	if (access(idx, F_OK) < 0)
+		s[strlen(s) - 4] = 0;
+	free(idx);
+	return s;
+}
+
+static int cmp_str(const void *a, const void *b)
+{
+	return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+int idx_suggest(const char *prefix, char *buf, size_t len)
+{
+	const char *slash = strrchr(prefix, '/'), *base = slash ? slash + 1 : prefix;
+	char *dir = slash ? strndup(prefix, (size_t)(slash - prefix) + 1) : strdup("./");
+	char *found[4];
+	int n = 0, more = 0;
+	size_t bl = strlen(base);
+	DIR *d;
+	struct dirent *e;
+
+	if (len)
+		buf[0] = 0;
+	if (!dir || !(d = opendir(*dir ? dir : "/"))) {
+		free(dir);
+		return 0;
+	}
+	/* PREFIX_<key>_document.idx, PREFIX_<key>_sentence.idx: <key> is a JSON key, never empty */
+	while ((e = readdir(d))) {
+		const char *nm = e->d_name, *key = nm + bl + 1;
+		size_t nl = strlen(nm);
+		if (nl <= bl + 1 || strncmp(nm, base, bl) != 0 || nm[bl] != '_' || !has_suffix(nm, ".idx"))
+			continue;
+		size_t kl = nl - bl - 1 - 4;   /* "<key>_document" */
+		if (!((kl > 9 && strncmp(key + kl - 9, "_document", 9) == 0) ||
+		      (kl > 9 && strncmp(key + kl - 9, "_sentence", 9) == 0)))
+			continue;
+		if (n == 4) {
+			more++;
+			continue;
+		}
+		if ((found[n] = malloc(strlen(prefix) + kl + 2)))
+			sprintf(found[n++], "%s_%.*s", prefix, (int)kl, key);
+	}
+	closedir(d);
+	free(dir);
+	if (!n)
+		return 0;
+	qsort(found, (size_t)n, sizeof *found, cmp_str);
+	size_t at = 0;
+	at += (size_t)snprintf(buf + at, at < len ? len - at : 0, "did you mean ");
+	for (int i = 0; i < n; i++) {
+		at += (size_t)snprintf(buf + at, at < len ? len - at : 0, "%s%s", i == 0 ? "" :
+				       i + 1 == n && !more ? " or " : ", ", found[i]);
+		free(found[i]);
+	}
+	if (more)
+		at += (size_t)snprintf(buf + at, at < len ? len - at : 0, " or %d more", more);
+	snprintf(buf + at, at < len ? len - at : 0, "?");
+	return 1;
+}
+
+/* the .idx mapped into x (paths set from prefix, a file's suffix dropped); IDX_EIO + err */
+static int map_index(struct idx *x, const char *prefix, char *err, size_t errlen)
 {
 	struct stat st;
 	int fd, e;
 
 	memset(x, 0, sizeof *x);
 	x->bin_fd = -1;
-	x->prefix = strdup(prefix);
-	x->idx_path = cat(prefix, ".idx");
-	x->bin_path = cat(prefix, ".bin");
+	x->prefix = idx_prefix(prefix);
+	x->idx_path = x->prefix ? cat(x->prefix, ".idx") : NULL;
+	x->bin_path = x->prefix ? cat(x->prefix, ".bin") : NULL;
 	if (!x->prefix || !x->idx_path || !x->bin_path)
 		return errf(err, errlen, "%s: out of memory", prefix), IDX_EIO;
 	fd = open(x->idx_path, O_RDONLY | O_CLOEXEC);
 	if (fd < 0 || fstat(fd, &st) < 0) {
+		char hint[1024];
 		e = errno;
 		if (fd >= 0)
 			close(fd);
+		/* the user named the prefix mkindex was given, not one it wrote: bad input */
+		if (e == ENOENT && idx_suggest(x->prefix, hint, sizeof hint))
+			return errf(err, errlen, "%s: %s; %s", x->idx_path, strerror(e), hint), IDX_EBAD;
 		return errf(err, errlen, "%s: %s", x->idx_path, strerror(e)), IDX_EIO;
 	}
 	if (!S_ISREG(st.st_mode)) {
 		close(fd);
 		return errf(err, errlen, "%s: not a regular file", x->idx_path), IDX_EIO;
 	}
+	x->idx_mtime_ns = mtime_ns(&st);
 	x->len = (size_t)st.st_size;
 	if (x->len) {
 		void *m = mmap(NULL, x->len, PROT_READ, MAP_PRIVATE, fd, 0);
@@ -295,7 +382,18 @@ int idx_map(struct idx *x, const char *prefix, char *bin_err, size_t bin_errlen,
 		madvise(m, x->len, MADV_SEQUENTIAL);
 	}
 	close(fd);
+	return 0;
+}
 
+int idx_map(struct idx *x, const char *prefix, char *bin_err, size_t bin_errlen, char *err,
+	    size_t errlen)
+{
+	struct stat st;
+	int e;
+
+	int rc = map_index(x, prefix, err, errlen);
+	if (rc < 0)
+		return rc;
 	x->bin_fd = open(x->bin_path, O_RDONLY | O_CLOEXEC);
 	if (x->bin_fd < 0 || fstat(x->bin_fd, &st) < 0) {
 		e = errno;
@@ -312,6 +410,7 @@ int idx_map(struct idx *x, const char *prefix, char *bin_err, size_t bin_errlen,
 		return 0;
 	}
 	x->bin_len = (uint64_t)st.st_size;
+	x->bin_mtime_ns = mtime_ns(&st);
 	posix_fadvise(x->bin_fd, 0, 0, POSIX_FADV_SEQUENTIAL);
 	return 0;
 }
@@ -332,16 +431,11 @@ static int stop_at_first(void *ctx, enum idx_note kind, const char *what, const 
 	return 1;
 }
 
-int idx_open(struct idx *x, const char *prefix, char *err, size_t errlen)
+/* verifies the mapped x (bin_len < 0: without its .bin) and fills the fields the accessors use */
+static int verify(struct idx *x, int64_t bin_len, char *err, size_t errlen)
 {
-	char bin_err[1024] = "";
-	int rc = idx_map(x, prefix, bin_err, sizeof bin_err, err, errlen);
-	if (rc < 0)
-		return rc;
-	if (x->bin_fd < 0)
-		return errf(err, errlen, "%s", bin_err), IDX_EIO;
 	struct first_problem f = {err, errlen, x};
-	if (idx_verify(x->map, x->len, (int64_t)x->bin_len, &x->lay, stop_at_first, &f) > 0)
+	if (idx_verify(x->map, x->len, bin_len, &x->lay, stop_at_first, &f) > 0)
 		return IDX_EBAD;
 	x->dtype = x->lay.dtype;
 	x->itemsize = x->lay.itemsize;
@@ -355,6 +449,23 @@ int idx_open(struct idx *x, const char *prefix, char *err, size_t errlen)
 		return errf(err, errlen, "%s: dtype %d (%s) holds floats, not token ids", x->idx_path,
 			    x->dtype, idx_dtype_name(x->dtype)), IDX_EBAD;
 	return 0;
+}
+
+int idx_open(struct idx *x, const char *prefix, char *err, size_t errlen)
+{
+	char bin_err[1024] = "";
+	int rc = idx_map(x, prefix, bin_err, sizeof bin_err, err, errlen);
+	if (rc < 0)
+		return rc;
+	if (x->bin_fd < 0)
+		return errf(err, errlen, "%s", bin_err), IDX_EIO;
+	return verify(x, (int64_t)x->bin_len, err, errlen);
+}
+
+int idx_open_index(struct idx *x, const char *prefix, char *err, size_t errlen)
+{
+	int rc = map_index(x, prefix, err, errlen);
+	return rc < 0 ? rc : verify(x, -1, err, errlen);
 }
 
 void idx_close(struct idx *x)
@@ -404,273 +515,3 @@ done:
 	return rc;
 }
 
-/* --- writing ---------------------------------------------------------------------------------- */
-
-int idx_writer_open(struct idx_writer *w, const char *prefix, int dtype, size_t bufsize, char *err,
-		    size_t errlen)
-{
-	char *path;
-	int rc;
-
-	memset(w, 0, sizeof *w);
-	w->bin.fd = w->idx.fd = -1;
-	w->bin.slot = w->idx.slot = -1;
-	w->dtype = dtype;
-	w->itemsize = idx_dtype_size(dtype);
-	w->maxid = idx_dtype_max(dtype);
-	if (!(w->prefix = strdup(prefix)) || !(path = cat(prefix, ".bin")))
-		return errf(err, errlen, "%s: out of memory", prefix);
-	rc = outfile_open(&w->bin, path, bufsize, err, errlen);
-	free(path);
-	return rc;
-}
-
-/* ids -> dtype bytes at d; the fit was checked before */
-static void convert(int dtype, unsigned char *d, const uint32_t *ids, size_t n)
-{
-	size_t i;
-	switch (dtype) {
-	case IDX_U8:
-	case IDX_I8:
-		for (i = 0; i < n; i++)
-			d[i] = (unsigned char)ids[i];
-		break;
-	case IDX_U16:
-	case IDX_I16:
-#if __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
-		for (i = 0; i < n; i++) {
-			uint16_t t = (uint16_t)ids[i];
-			memcpy(d + 2 * i, &t, 2);
-		}
-#else
-		for (i = 0; i < n; i++) {
-			d[2 * i] = (unsigned char)ids[i];
-			d[2 * i + 1] = (unsigned char)(ids[i] >> 8);
-		}
-#endif
-		break;
-	case IDX_I32:
-#if __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
-		memcpy(d, ids, 4 * n);
-#else
-		for (i = 0; i < n; i++)
-			idx_put32(d + 4 * i, ids[i]);
-#endif
-		break;
-	default:
-		for (i = 0; i < n; i++)
-			idx_put64(d + 8 * i, ids[i]);
-	}
-}
-
-int idx_writer_add(struct idx_writer *w, const uint32_t *ids, uint32_t n, char *err, size_t errlen)
-{
-	if (n > INT32_MAX)
-		return errf(err, errlen, "a document of %u tokens is longer than the .idx's int32 sizes "
-			    "allow", n), -2;
-	/* every dtype's maximum is 2^k-1, so OR-ing the ids finds an overflow without a branch */
-	if (w->maxid < UINT32_MAX) {
-		uint32_t acc = 0;
-		for (uint32_t i = 0; i < n; i++)
-			acc |= ids[i];
-		if (acc > (uint32_t)w->maxid)
-			for (uint32_t i = 0; i < n; i++)
-				if (ids[i] > (uint32_t)w->maxid)
-					return errf(err, errlen, "id %u (document %llu, token %u) does not fit "
-						    "dtype %s (at most %lld)", ids[i], (ull)w->n, i,
-						    idx_dtype_name(w->dtype), (sll)w->maxid), -2;
-	}
-	if (w->n == w->cap) {
-		uint64_t cap = w->cap ? 2 * w->cap : 1 << 16;
-		uint32_t *s = realloc(w->sizes, cap * sizeof *s);
-		if (!s)
-			return errf(err, errlen, "out of memory for %llu document sizes", (ull)cap);
-		w->sizes = s;
-		w->cap = cap;
-	}
-	size_t per = w->bin.cap / w->itemsize;
-	for (uint32_t done = 0; done < n;) {
-		size_t k = n - done < per ? n - done : per;
-		unsigned char *d = outfile_room(&w->bin, k * w->itemsize, err, errlen);
-		if (!d)
-			return -1;
-		convert(w->dtype, d, ids + done, k);
-		outfile_advance(&w->bin, k * w->itemsize);
-		done += (uint32_t)k;
-	}
-	w->sizes[w->n++] = n;
-	w->tokens += n;
-	return 0;
-}
-
-int idx_writer_end_doc(struct idx_writer *w, char *err, size_t errlen)
-{
-	if (w->ndoc == w->doccap) {
-		uint64_t cap = w->doccap ? 2 * w->doccap : 1 << 14;
-		uint64_t *d = realloc(w->doc_end, cap * sizeof *d);
-		if (!d)
-			return errf(err, errlen, "out of memory for %llu document ends", (ull)cap);
-		w->doc_end = d;
-		w->doccap = cap;
-	}
-	w->by_doc = 1;
-	w->doc_end[w->ndoc++] = w->n;
-	return 0;
-}
-
-static int put_header(struct outfile *o, int dtype, uint64_t n, uint64_t d, char *err, size_t errlen)
-{
-	unsigned char h[IDX_HEADER];
-	memcpy(h, IDX_MAGIC, 9);
-	idx_put64(h + 9, 1);
-	h[17] = (unsigned char)dtype;
-	idx_put64(h + 18, n);
-	idx_put64(h + 26, d);
-	return outfile_write(o, h, sizeof h, err, errlen);
-}
-
-/* appends one little-endian u64 through the buffer */
-static int put64(struct outfile *o, uint64_t v, char *err, size_t errlen)
-{
-	unsigned char *p = outfile_room(o, 8, err, errlen);
-	if (!p)
-		return -1;
-	idx_put64(p, v);
-	outfile_advance(o, 8);
-	return 0;
-}
-
-static int open_idx(struct outfile *o, const char *prefix, char *err, size_t errlen)
-{
-	char *path = cat(prefix, ".idx");
-	if (!path)
-		return errf(err, errlen, "%s: out of memory", prefix);
-	int rc = outfile_open(o, path, 1 << 20, err, errlen);
-	free(path);
-	return rc;
-}
-
-int idx_writer_finish(struct idx_writer *w, char *err, size_t errlen)
-{
-	uint64_t off = 0;
-
-	if (w->by_doc && (!w->ndoc || w->doc_end[w->ndoc - 1] != w->n))
-		return errf(err, errlen, "%s: %llu sequences after the last document's end", w->prefix,
-			    (ull)(w->n - (w->ndoc ? w->doc_end[w->ndoc - 1] : 0)));
-	if (open_idx(&w->idx, w->prefix, err, errlen) < 0 ||
-	    put_header(&w->idx, w->dtype, w->n, w->by_doc ? w->ndoc + 1 : w->n + 1, err, errlen) < 0)
-		return -1;
-#if __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
-	if (outfile_write(&w->idx, w->sizes, 4 * w->n, err, errlen) < 0)
-		return -1;
-#else
-	for (uint64_t i = 0; i < w->n; i++) {
-		unsigned char b[4];
-		idx_put32(b, w->sizes[i]);
-		if (outfile_write(&w->idx, b, 4, err, errlen) < 0)
-			return -1;
-	}
-#endif
-	for (uint64_t i = 0; i < w->n; i++) {
-		if (put64(&w->idx, off, err, errlen) < 0)
-			return -1;
-		off += (uint64_t)w->sizes[i] * w->itemsize;
-	}
-	if (put64(&w->idx, 0, err, errlen) < 0)
-		return -1;
-	for (uint64_t i = 0; w->by_doc && i < w->ndoc; i++)
-		if (put64(&w->idx, w->doc_end[i], err, errlen) < 0)
-			return -1;
-	for (uint64_t i = 1; !w->by_doc && i <= w->n; i++)  /* one sequence per document */
-		if (put64(&w->idx, i, err, errlen) < 0)
-			return -1;
-	return outfile_sync(&w->bin, err, errlen) < 0 || outfile_sync(&w->idx, err, errlen) < 0 ? -1 : 0;
-}
-
-/* .bin first, then .idx, and an old .idx goes before either: at no moment does a complete
- * .idx sit next to a .bin it does not describe */
-static int publish_pair(struct outfile *bin, struct outfile *idx, char *err, size_t errlen)
-{
-	if (unlink(idx->path) < 0 && errno != ENOENT)
-		return errf(err, errlen, "%s: cannot replace: %s", idx->path, strerror(errno));
-	return outfile_publish(bin, err, errlen) < 0 || outfile_publish(idx, err, errlen) < 0 ? -1 : 0;
-}
-
-int idx_writer_publish(struct idx_writer *w, char *err, size_t errlen)
-{
-	return publish_pair(&w->bin, &w->idx, err, errlen);
-}
-
-void idx_writer_close(struct idx_writer *w)
-{
-	outfile_discard(&w->bin);
-	outfile_discard(&w->idx);
-	free(w->sizes);
-	free(w->doc_end);
-	free(w->prefix);
-	memset(w, 0, sizeof *w);
-	w->bin.fd = w->idx.fd = -1;
-	w->bin.slot = w->idx.slot = -1;
-}
-
-int idx_merge(const char *out, struct idx *in, int nin, char *err, size_t errlen)
-{
-	struct outfile bin, idx;
-	uint64_t n = 0, d = 1, off = 0, seq = 0;
-	char *path;
-	int rc = -1;
-
-	for (int k = 0; k < nin; k++) {
-		if (in[k].dtype != in[0].dtype)
-			return errf(err, errlen, "%s: dtype %s (%d), but %s is %s (%d): merging needs one "
-				    "dtype", in[k].idx_path, idx_dtype_name(in[k].dtype), in[k].dtype,
-				    in[0].idx_path, idx_dtype_name(in[0].dtype), in[0].dtype), -2;
-		if (in[k].lay.seqmode)
-			return errf(err, errlen, "%s: has a sequence-mode array (newer Megatron-LM, "
-				    "multimodal data), which merge would drop", in[k].idx_path), -2;
-		n += in[k].n;
-		d += in[k].d - 1;
-	}
-	memset(&idx, 0, sizeof idx);
-	idx.fd = idx.dirfd = idx.slot = -1;
-	if (!(path = cat(out, ".bin")))
-		return errf(err, errlen, "out of memory");
-	rc = outfile_open(&bin, path, 8u << 20, err, errlen);
-	free(path);
-	if (rc < 0)
-		return -1;
-	rc = -1;
-	for (int k = 0; k < nin; k++)
-		if (outfile_copy(&bin, in[k].bin_fd, 0, in[k].tokens * in[k].itemsize, in[k].bin_path, err,
-				 errlen) < 0)
-			goto fail;
-
-	if (open_idx(&idx, out, err, errlen) < 0 || put_header(&idx, in[0].dtype, n, d, err, errlen) < 0)
-		goto fail;
-	for (int k = 0; k < nin; k++)
-		if (outfile_write(&idx, in[k].sizes, 4 * in[k].n, err, errlen) < 0)
-			goto fail;
-	for (int k = 0; k < nin; k++)
-		for (uint64_t i = 0; i < in[k].n; i++) {
-			if (put64(&idx, off, err, errlen) < 0)
-				goto fail;
-			off += (uint64_t)idx_size(&in[k], i) * in[k].itemsize;
-		}
-	/* Megatron: doc_idx starts [0]; each input extends it by offset + its doc_idx[1:] */
-	if (put64(&idx, 0, err, errlen) < 0)
-		goto fail;
-	for (int k = 0; k < nin; k++) {
-		for (uint64_t j = 1; j < in[k].d; j++)
-			if (put64(&idx, seq + idx_doc(&in[k], j), err, errlen) < 0)
-				goto fail;
-		seq += in[k].n;
-	}
-	if (outfile_sync(&bin, err, errlen) < 0 || outfile_sync(&idx, err, errlen) < 0 ||
-	    publish_pair(&bin, &idx, err, errlen) < 0)
-		goto fail;
-	rc = 0;
-fail:
-	outfile_discard(&bin);
-	outfile_discard(&idx);
-	return rc;
-}

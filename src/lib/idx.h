@@ -14,20 +14,21 @@
  * Reading maps the .idx read-only and never trusts it: idx_verify() walks every field against
  * every invariant, bounded by the real file size, and reports each problem with the field, the
  * index, and what was expected; idx_open() refuses a file with any problem, so the accessors
- * below need no checks.  `mkindex check` runs the same walk and reports everything it finds.
+ * below need no checks.  `mkindex check` runs the same walk and reports everything it finds;
+ * mkindex and train (gptdata, data) both read through here, so a hostile .idx meets one set of
+ * checks and gets one set of messages, each naming the file and the field.
  *
- * Writing: idx_writer streams tokens into the .bin (converted to the dtype as they come) and
- * keeps only the sizes, 4 bytes per document, in memory; the .idx is written at the end, and
- * both appear together (see outfile.h, in src/lib).  Merging streams the inputs' .bin bytes and
- * rewrites their .idx arrays, also without holding them. */
-#ifndef MKINDEX_IDX_H
-#define MKINDEX_IDX_H
+ * Prefixes: a user who types the file (d_text_document.idx or .bin) for the prefix gets the
+ * prefix (idx_prefix), and one who types the prefix mkindex was given (d) instead of the one it
+ * wrote (d_text_document) is told which datasets exist there (idx_suggest).
+ *
+ * Writing lives in mkindex (mkindex/idxwrite.h), on top of its streaming outfile. */
+#ifndef LMTK_IDX_H
+#define LMTK_IDX_H
 
 #include <stddef.h>
 #include <stdint.h>
 #include <string.h>
-
-#include "outfile.h"
 
 #define IDX_MAGIC "MMIDIDX\0\0"
 #define IDX_HEADER 34u
@@ -96,8 +97,9 @@ struct idx {
 	char *prefix, *idx_path, *bin_path;
 	const unsigned char *map;   /* the .idx, mapped */
 	size_t len;
-	int bin_fd;
+	int bin_fd;                 /* -1 when only the .idx was opened */
 	uint64_t bin_len;
+	int64_t idx_mtime_ns, bin_mtime_ns;
 	struct idx_layout lay;
 	int dtype;
 	unsigned itemsize;
@@ -106,14 +108,27 @@ struct idx {
 };
 
 enum { IDX_EIO = -1, IDX_EBAD = -2 };
-/* 0; IDX_EIO when a file cannot be read (exit 3); IDX_EBAD when it breaks an invariant (exit 2).
- * err names the file and the problem. */
+/* 0; IDX_EIO when a file cannot be read (exit 3); IDX_EBAD when it breaks an invariant, or when
+ * PREFIX.idx does not exist but idx_suggest() knows what was meant (exit 2).  err names the file
+ * and the problem.  prefix may be the .idx's or the .bin's name (idx_prefix). */
 int idx_open(struct idx *x, const char *prefix, char *err, size_t errlen);
-/* Maps PREFIX.idx and opens PREFIX.bin without judging them (for check): IDX_EIO or 0.
+/* Maps PREFIX.idx and opens PREFIX.bin without judging them (for check): IDX_EIO, IDX_EBAD (a
+ * missing .idx with a suggestion) or 0.
  * bin_fd is -1 and bin_err says why when only the .bin is unreadable. */
 int idx_map(struct idx *x, const char *prefix, char *bin_err, size_t bin_errlen, char *err,
 	    size_t errlen);
+/* idx_open without the .bin (bin_fd -1): the .idx alone is checked, for readers that need only
+ * the sizes (a dry run over data whose .bin is elsewhere or not yet copied). */
+int idx_open_index(struct idx *x, const char *prefix, char *err, size_t errlen);
 void idx_close(struct idx *x);
+
+/* The dataset prefix a user meant by arg: arg itself, or arg less a ".bin" or ".idx" suffix when
+ * arg.idx does not exist.  malloc'd (NULL when out of memory). */
+char *idx_prefix(const char *arg);
+/* When PREFIX.idx does not exist but PREFIX_<key>_document.idx or PREFIX_<key>_sentence.idx
+ * (what mkindex and Megatron's preprocessor write for --output-prefix PREFIX) do, writes
+ * "did you mean PREFIX_text_document?" (or "... A or B?") into buf and returns 1; else 0 and "". */
+int idx_suggest(const char *prefix, char *buf, size_t len);
 
 static inline uint32_t idx_size(const struct idx *x, uint64_t i)
 {
@@ -141,41 +156,5 @@ int idx_scan(const struct idx *x, uint64_t first, uint64_t count, idx_scan_fn fn
 	     char *err, size_t errlen);
 /* the token at p (itemsize bytes, x's integer dtype) */
 int64_t idx_token(int dtype, const unsigned char *p);
-
-/* --- writing -------------------------------------------------------------------------------- */
-
-struct idx_writer {
-	char *prefix;
-	int dtype;
-	unsigned itemsize;
-	int64_t maxid;
-	struct outfile bin, idx;
-	uint32_t *sizes;           /* one per sequence */
-	uint64_t n, cap, tokens;
-	int by_doc;                /* sequences are grouped into documents by idx_writer_end_doc() */
-	uint64_t *doc_end;         /* by_doc: doc_idx[1..], each document's end (a sequence count) */
-	uint64_t ndoc, doccap;
-};
-
-/* Starts PREFIX.bin (hidden until committed).  0, or -1 + err (I/O). */
-int idx_writer_open(struct idx_writer *w, const char *prefix, int dtype, size_t bufsize, char *err,
-		    size_t errlen);
-/* Appends one sequence of n ids: a whole document, unless idx_writer_end_doc() groups them.  0;
- * -2 + err when an id does not fit the dtype or the sequence is longer than int32 sizes allow
- * (bad input); -1 + err (I/O). */
-int idx_writer_add(struct idx_writer *w, const uint32_t *ids, uint32_t n, char *err, size_t errlen);
-/* Ends a document at the sequences added so far (Megatron's end_document()), for datasets whose
- * documents have several sequences (sentences); once called, doc_idx is what these calls made,
- * instead of one document per sequence.  0, or -1 + err (out of memory). */
-int idx_writer_end_doc(struct idx_writer *w, char *err, size_t errlen);
-/* Phase one: writes the .idx and fsyncs both (see outfile.h).  0 or -1 + err. */
-int idx_writer_finish(struct idx_writer *w, char *err, size_t errlen);
-/* Phase two: .bin, then .idx, get their names. */
-int idx_writer_publish(struct idx_writer *w, char *err, size_t errlen);
-/* Discards whatever was not published and frees. */
-void idx_writer_close(struct idx_writer *w);
-
-/* Merges the inputs (all open, same dtype) into OUT.bin/.idx, published .bin first. */
-int idx_merge(const char *out, struct idx *in, int nin, char *err, size_t errlen);
 
 #endif
