@@ -39,11 +39,12 @@ static const struct opt *find_short(const struct optspec *spec, int c, const str
 	return NULL;
 }
 
-/* "KEY..." takes several values; "FILE..." several files (a file then is not an operand) */
+/* "KEY..." (or a metavar of several words, "START INCR SAMPLES") takes several values; "FILE..."
+ * several files (a file then is not an operand) */
 static int is_multi(const struct opt *o)
 {
 	size_t n = o->arg ? strlen(o->arg) : 0;
-	return n > 3 && strcmp(o->arg + n - 3, "...") == 0;
+	return (n > 3 && strcmp(o->arg + n - 3, "...") == 0) || (n && strchr(o->arg, ' '));
 }
 
 static int values_are_files(const struct opt *o)

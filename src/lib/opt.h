@@ -8,15 +8,19 @@
  * every watchdog shares, so shared options are declared and documented in exactly one place.
  *
  * Options and operands come in any order ("tokenize --json-keys text corpus.jsonl --workers 4",
- * "mkindex dump PREFIX --doc 3"); opt_parse() hands the operands back together, and "--" ends the
- * options.  A metavar ending in "..." ("KEY...") declares a flag that takes several values after
- * one flag, as argparse's nargs='+': they run up to the next option, and - unless the metavar
- * says FILE - a value that names an existing file ends them too, since that file is an operand
- * ("--json-keys text corpus.jsonl": one key, one input).  One parser, so every program gets the
- * same rules, the same --help from the table, and the same messages: "did you mean --vocab-file?"
- * for a misspelled long option (edit distance and prefixes, as git's help.c), the candidates of
- * an ambiguous abbreviation (for the programs that allow them: train, as argparse does), and a
- * program's own hints for flags that belong to another program (struct opt_hint).
+ * "mkindex dump PREFIX --doc 3"); opt_parse() hands the operands back together, and "--" ends
+ * the options.  A metavar ending in "..." ("KEY...") or of several words ("START INCR SAMPLES")
+ * declares a flag that takes several values after one flag, as argparse's nargs: they run up to
+ * the next option ("-1" is a value), and - unless the metavar says FILE - a value after the first
+ * that names an existing file ends them too, since that file is an operand ("--json-keys text
+ * corpus.jsonl": one key, one input).  The group's handler gets each value, or its opt_multi_fn
+ * the whole occurrence.
+ *
+ * One parser, so every program gets the same rules, the same --help from the table, and the
+ * same messages: "did you mean --vocab-file?" for a misspelled long option (edit distance and
+ * prefixes, as git's help.c), the candidates of an ambiguous abbreviation (for the programs that
+ * allow abbreviations: train, as argparse), and a program's own hints for flags that belong to
+ * another program (struct opt_hint).
  *
  * Errors: opt_parse() prints "prog: --flag: reason" plus the one-line usage and exits 2;
  * opt_parse_file() reports "FILE:LINE: reason" to the caller, who decides (a watchdog alerts). */

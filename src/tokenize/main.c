@@ -78,6 +78,15 @@ static const struct opt opts[] = {
 	{0},
 };
 
+/* Megatron's preprocess_data.py flags that belong to mkindex here */
+static const struct opt_hint hints[] = {
+	{"output-prefix", "PREFIX", "--output-prefix belongs to mkindex: tokenize ... | mkindex --output-prefix %s"},
+	{"dataset-impl", "IMPL", "--dataset-impl: mkindex always writes Megatron's mmap dataset (MMIDIDX); "
+	 "drop it: tokenize ... | mkindex --output-prefix PREFIX"},
+	{"log-interval", "N", "--log-interval: tokenize reports its progress on a terminal by itself; drop it"},
+	{0},
+};
+
 static int bert_type(const char *type)
 {
 	return type && (strcmp(type, "BertWordPieceLowerCase") == 0 || strcmp(type, "BertWordPieceCase") == 0);
@@ -892,7 +901,7 @@ static int run_train(const struct cfg *cfg)
 int main(int argc, char **argv)
 {
 	static struct cfg c;
-	struct optgroup groups[] = {{opts, on_opt, &c}, {0}};
+	struct optgroup groups[] = {{opts, on_opt, &c, NULL}, {0}};
 	struct optspec spec = {
 		"(--vocab-file V --merge-file M | --tokenizer-type BertWordPiece[LowerCase|Case] --vocab-file V |\n"
 		"       --tokenizer-name-or-path P) [--json-keys K...] [--append-eod]\n"
@@ -905,40 +914,16 @@ int main(int argc, char **argv)
 		"with --split-sentences each document's sentences (NLTK's Punkt, as Megatron's preprocessor)\n"
 		"as separate sequences.  --train-punkt learns Punkt parameters from the text instead.\n"
 		"Exit 0 done, 2 bad input or usage, 3 I/O error.",
-		groups};
+		groups, hints, 0};
 	char err[1024];
 	struct tok *tok;
 	int first, rc;
 
 	msg_init(argv[0]);
-	/* Megatron's --json-keys takes several values: "--json-keys a b" = "--json-keys a --json-keys b" */
-	char **av = calloc((size_t)argc * 2 + 1, sizeof *av);
-	int ac = 0;
-	for (int i = 0; i < argc; i++) {
-		av[ac++] = argv[i];
-		if (strcmp(argv[i], "--json-keys") == 0 && i + 1 < argc) {
-			av[ac++] = argv[++i];
-			while (i + 1 < argc && argv[i + 1][0] != '-') {
-				av[ac++] = "--json-keys";
-				av[ac++] = argv[++i];
-			}
-		}
-	}
 	c.workers = 1;
-	/* options may come after file operands too: opt_parse stops at an operand, so take it and
-	 * parse the rest (opt_parse skips its argv[0], which is the operand just taken) */
-	for (int base = 0; base < ac;) {
-		first = base + opt_parse(&spec, ac - base, av + base);
-		if (first > base && strcmp(av[first - 1], "--") == 0) {
-			for (int i = first; i < ac; i++)
-				on_opt(&c, O_INPUT, av[i], err, sizeof err);
-			break;
-		}
-		if (first >= ac)
-			break;
-		on_opt(&c, O_INPUT, av[first], err, sizeof err);
-		base = first;
-	}
+	first = opt_parse(&spec, argc, argv);
+	for (int i = first; i < argc; i++)
+		on_opt(&c, O_INPUT, argv[i], err, sizeof err);
 	if (c.nkeys == 0)
 		c.keys[c.nkeys++] = "text";
 	if (c.plain && c.nkeys > 1)
@@ -974,7 +959,6 @@ int main(int argc, char **argv)
 			die(EXIT_USAGE, "--format sentences writes text, not tokens; drop %s", extra);
 		rc = run_encode(&c, NULL);
 		punkt_params_free(c.punkt);
-		free(av);
 		return rc;
 	}
 	if (c.hf && (c.vocab || c.merges))
@@ -1014,6 +998,5 @@ int main(int argc, char **argv)
 	rc = c.decode ? run_decode(&c, tok) : run_encode(&c, tok);
 	tok_free(tok);
 	punkt_params_free(c.punkt);
-	free(av);
 	return rc;
 }

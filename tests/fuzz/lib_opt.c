@@ -22,8 +22,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		{"min-free", 1, "SIZE", "size"}, {"interval", 2, "TIME", "duration"},
 		{"max-used", 3, "PCT", "percent"}, {"path", 4, "DIR", "text"}, {"quiet", 5, NULL, "flag"},
 		{0}};
-	struct optgroup groups[] = {{opts, handle, NULL}, {0}};
-	struct optspec spec = {"[options]", "fuzz", groups};
+	struct optgroup groups[] = {{opts, handle, NULL, NULL}, {0}};
+	struct optspec spec = {"[options]", "fuzz", groups, NULL, 0};
 	static const char *const deny[] = {"config", NULL};
 	char err[2048];
 	opt_parse_file(&spec, fuzz_file("watchdog.conf", data, size), deny, err, sizeof err);
