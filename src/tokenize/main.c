@@ -300,7 +300,10 @@ static const char *parse_line(const struct cfg *cfg, char *line, size_t len, str
 	}
 	for (int k = 0; k < cfg->nkeys; k++) {
 		if (f[k].found == 0) {
-			snprintf(whybuf, whylen, "no key '%s'", cfg->keys[k]);
+			char have[300];
+			int n = jsonl_keys(line, len, have, sizeof have);
+			snprintf(whybuf, whylen, "no key '%s' (--json-keys); the line's key%s: %s", cfg->keys[k],
+				 n == 1 ? "" : "s", n ? have : "none");
 			return whybuf;
 		} else if (f[k].found < 0) {
 			snprintf(whybuf, whylen, "key '%s' is not a string", cfg->keys[k]);
@@ -694,6 +697,13 @@ static int run_encode(const struct cfg *cfg, const struct tok *tok)
 		progress(&pl, 1);
 		die(pl.failed == 3 ? EXIT_FAILED : EXIT_USAGE, "%s", pl.err);
 	}
+	/* lines read and not one document: a dead end ("--json-keys txt" for a corpus of "text"),
+	 * not an empty dataset; no end marker, so mkindex refuses the stream too */
+	if (pl.bad && pl.docs == 0) {
+		fflush(stdout);
+		progress(&pl, 1);
+		die(EXIT_USAGE, "no document: all %llu lines read were bad; the first: %s", pl.bad, pl.err);
+	}
 	if (!cfg->text && !cfg->sentences && tokstream_write_end(stdout) < 0)
 		die(EXIT_FAILED, "writing the output: %s", strerror(errno));
 	if (fflush(stdout) != 0)
@@ -867,6 +877,8 @@ static int run_train(const struct cfg *cfg)
 					cfg->keys[k]);
 	free(line);
 	free(sc.text);
+	if (bad && !docs)   /* lines read and nothing to learn from: a dead end, not empty parameters */
+		die(EXIT_USAGE, "no document: all %llu lines read were bad; the first: %s", bad, first_bad);
 
 	struct punkt_train_stats stats;
 	struct punkt_params *p = punkt_train(text ? text : "", len, &stats, err, sizeof err);
