@@ -3,6 +3,7 @@
 #include <ctype.h>
 #include <stdarg.h>
 #include <errno.h>
+#include <setjmp.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -91,18 +92,22 @@ void opt_help(const struct optspec *spec, FILE *f)
 	fprintf(f, "\nSee %s(1).\n", prog_name);
 }
 
-static void bad(const struct optspec *spec, const char *fmt, ...) __attribute__((format(printf, 2, 3), noreturn));
-static void bad(const struct optspec *spec, const char *fmt, ...)
+/* one parse of argv: an error anywhere in it ends the parse (longjmp) with its message */
+struct pstate {
+	const struct optspec *spec;
+	jmp_buf jb;
+	char *err;
+	size_t errlen;
+};
+
+static void bad(struct pstate *st, const char *fmt, ...) __attribute__((format(printf, 2, 3), noreturn));
+static void bad(struct pstate *st, const char *fmt, ...)
 {
 	va_list ap;
-	fprintf(stderr, "%s: ", prog_name);
 	va_start(ap, fmt);
-	vfprintf(stderr, fmt, ap);
+	vsnprintf(st->err, st->errlen, fmt, ap);
 	va_end(ap);
-	fputc('\n', stderr);
-	opt_usage(spec, stderr);
-	fprintf(stderr, "Try '%s --help'.\n", prog_name);
-	exit(EXIT_USAGE);
+	longjmp(st->jb, 1);
 }
 
 /* --- did you mean ------------------------------------------------------------------------- */
@@ -191,18 +196,19 @@ static int handle(const struct optgroup *g, const struct opt *o, const char *con
 	return rc;
 }
 
-static void call(const struct optspec *spec, const struct optgroup *g, const struct opt *o,
+static void call(struct pstate *st, const struct optgroup *g, const struct opt *o,
 		 const char *const *vals, int n)
 {
 	char err[512] = "";
 	if (handle(g, o, vals, n, err, sizeof err) != 0)
-		bad(spec, "--%s: %s", o->name, err[0] ? err : "invalid value");
+		bad(st, "--%s: %s", o->name, err[0] ? err : "invalid value");
 }
 
 /* A long name that is not an option: a hint, an abbreviation (where allowed), or an error */
-static const struct opt *resolve_long(const struct optspec *spec, const char *arg, const char *name,
+static const struct opt *resolve_long(struct pstate *st, const char *arg, const char *name,
 				      size_t n, const char *val, const struct optgroup **grp)
 {
+	const struct optspec *spec = st->spec;
 	const struct opt *o = find_long(spec, name, n, grp), *hit = NULL;
 	char cands[1024] = "", more[256];
 	int hits = 0;
@@ -216,8 +222,8 @@ static const struct opt *resolve_long(const struct optspec *spec, const char *ar
 		if (!val)
 			val = h->arg ? h->arg : "";
 		if (!pct)
-			bad(spec, "%s", h->text);
-		bad(spec, "%.*s%s%s", (int)(pct - h->text), h->text, val, pct + 2);
+			bad(st, "%s", h->text);
+		bad(st, "%.*s%s%s", (int)(pct - h->text), h->text, val, pct + 2);
 	}
 	if (spec->abbrev && n > 0)
 		for (const struct optgroup *g = spec->groups; g->opts; g++)
@@ -232,21 +238,28 @@ static const struct opt *resolve_long(const struct optspec *spec, const char *ar
 	if (hits == 1)
 		return hit;
 	if (hits > 1)
-		bad(spec, "--%.*s is ambiguous: %s?", (int)n, name, cands);
+		bad(st, "--%.*s is ambiguous: %s?", (int)n, name, cands);
 	suggest(spec, name, n, "--", more, sizeof more);
-	bad(spec, "unknown option '%s'%s", arg, more);
+	bad(st, "unknown option '%s'%s", arg, more);
 }
 
-int opt_parse(const struct optspec *spec, int argc, char **argv)
+int opt_parse_err(const struct optspec *spec, int argc, char **argv, char *err, size_t errlen)
 {
 	/* options (with their values) and operands, each in order, put back into argv at the end */
 	char **optv = malloc(sizeof *optv * (size_t)(argc + 1));
 	char **opsv = malloc(sizeof *opsv * (size_t)(argc + 1));
 	const char **vals = malloc(sizeof *vals * (size_t)(argc + 1));
-	int nopt = 0, nops = 0, i;
+	struct pstate st = {.spec = spec, .err = err, .errlen = errlen};
+	int nopt = 0, nops = 0, i, rc = 0;
 
 	if (!optv || !opsv || !vals)
 		die(EXIT_FAILED, "out of memory");
+	if (errlen)
+		err[0] = '\0';
+	if (setjmp(st.jb)) {
+		rc = -1;
+		goto out;
+	}
 	for (i = 1; i < argc; i++) {
 		const char *a = argv[i];
 		const struct optgroup *g = NULL;
@@ -269,17 +282,17 @@ int opt_parse(const struct optspec *spec, int argc, char **argv)
 			const char *name = a + 2, *eq = strchr(name, '=');
 			size_t n = eq ? (size_t)(eq - name) : strlen(name);
 			if (n == 4 && strncmp(name, "help", 4) == 0) {
-				opt_help(spec, stdout);
-				exit(EXIT_OK);
+				rc = OPT_HELP;
+				goto out;
 			}
 			if (n == 7 && strncmp(name, "version", 7) == 0) {
-				printf("%s (lmtk) %s\n", prog_name, LMTK_VERSION);
-				exit(EXIT_OK);
+				rc = OPT_VERSION;
+				goto out;
 			}
-			o = resolve_long(spec, a, name, n, eq ? eq + 1 : i + 1 < argc ? argv[i + 1] : NULL, &g);
+			o = resolve_long(&st, a, name, n, eq ? eq + 1 : i + 1 < argc ? argv[i + 1] : NULL, &g);
 			if (eq) {
 				if (!o->arg)
-					bad(spec, "--%s takes no value", o->name);
+					bad(&st, "--%s takes no value", o->name);
 				val = eq + 1;
 			}
 		} else {
@@ -287,11 +300,11 @@ int opt_parse(const struct optspec *spec, int argc, char **argv)
 			if (!o) {
 				char more[256];
 				suggest(spec, a + 1, strlen(a + 1), "--", more, sizeof more);
-				bad(spec, "unknown option '%s'%s", a, strlen(a) > 2 ? more : "");
+				bad(&st, "unknown option '%s'%s", a, strlen(a) > 2 ? more : "");
 			}
 			if (a[2]) {
 				if (!o->arg)
-					bad(spec, "-%s takes no value (write flags separately)", a + 1);
+					bad(&st, "-%s takes no value (write flags separately)", a + 1);
 				val = a + 2;
 			}
 		}
@@ -299,7 +312,7 @@ int opt_parse(const struct optspec *spec, int argc, char **argv)
 			vals[nval++] = val;
 		} else if (o->arg && !is_multi(o)) {
 			if (i + 1 >= argc)
-				bad(spec, "--%s needs a value (%s)", o->name, o->arg);
+				bad(&st, "--%s needs a value (%s)", o->name, o->arg);
 			vals[nval++] = argv[++i];
 			optv[nopt++] = argv[i];
 		} else if (o->arg) {
@@ -310,17 +323,42 @@ int opt_parse(const struct optspec *spec, int argc, char **argv)
 				optv[nopt++] = argv[i];
 			}
 			if (nval == 0)
-				bad(spec, "--%s needs a value (%s)", o->name, o->arg);
+				bad(&st, "--%s needs a value (%s)", o->name, o->arg);
 		}
-		call(spec, g, o, vals, nval);
+		call(&st, g, o, vals, nval);
 	}
 	memcpy(argv + 1, optv, sizeof *optv * (size_t)nopt);
 	memcpy(argv + 1 + nopt, opsv, sizeof *opsv * (size_t)nops);
+	rc = 1 + nopt;
+out:
 	free(optv);
 	free(opsv);
 	free(vals);
-	return 1 + nopt;
+	return rc;
 }
+
+int opt_parse(const struct optspec *spec, int argc, char **argv)
+{
+	char err[1024];
+	int rc = opt_parse_err(spec, argc, argv, err, sizeof err);
+	if (rc == OPT_HELP) {
+		opt_help(spec, stdout);
+		exit(EXIT_OK);
+	}
+	if (rc == OPT_VERSION) {
+		printf("%s (lmtk) %s\n", prog_name, LMTK_VERSION);
+		exit(EXIT_OK);
+	}
+	if (rc < 0) {
+		fprintf(stderr, "%s: %s\n", prog_name, err);
+		opt_usage(spec, stderr);
+		fprintf(stderr, "Try '%s --help'.\n", prog_name);
+		exit(EXIT_USAGE);
+	}
+	return rc;
+}
+
+
 
 /* Adds one "FILE:LINE: ..." problem to err ("; "-separated): every bad line is reported, not
  * just the first, so one typo does not hide the rest of a watchdog's config. */

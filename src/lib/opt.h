@@ -75,6 +75,12 @@ struct optspec {
  * operands are argv[result .. argc-1].  --help, --version exit 0; errors exit 2. */
 int opt_parse(const struct optspec *spec, int argc, char **argv);
 
+/* opt_parse without printing or exiting: the same result, or -1 with err (the message after
+ * "prog: ") for a usage error, OPT_HELP or OPT_VERSION when asked for those.  argv is permuted
+ * only on success.  For a caller that must not exit (the fuzz harness, a library user). */
+enum { OPT_HELP = -2, OPT_VERSION = -3 };
+int opt_parse_err(const struct optspec *spec, int argc, char **argv, char *err, size_t errlen);
+
 /* Parses a config file of "name value" lines ('#' comments, also after whitespace at the end of a
  * line; blank lines ignored).  Options named in `deny` (NULL-terminated, e.g. "config") are
  * refused.  A bad line does not stop the parse: every good line is applied and every bad one is
