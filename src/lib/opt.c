@@ -206,7 +206,8 @@ static void call(struct pstate *st, const struct optgroup *g, const struct opt *
 
 /* A long name that is not an option: a hint, an abbreviation (where allowed), or an error */
 static const struct opt *resolve_long(struct pstate *st, const char *arg, const char *name,
-				      size_t n, const char *val, const struct optgroup **grp)
+				      size_t n, const char *eqval, const char *next,
+				      const struct optgroup **grp)
 {
 	const struct optspec *spec = st->spec;
 	const struct opt *o = find_long(spec, name, n, grp), *hit = NULL;
@@ -218,9 +219,8 @@ static const struct opt *resolve_long(struct pstate *st, const char *arg, const 
 		const char *pct;
 		if (strlen(h->name) != n || strncmp(h->name, name, n) != 0)
 			continue;
+		const char *val = eqval ? eqval : !h->arg ? "" : next && is_value(next) ? next : h->arg;
 		pct = strstr(h->text, "%s");
-		if (!val)
-			val = h->arg ? h->arg : "";
 		if (!pct)
 			bad(st, "%s", h->text);
 		bad(st, "%.*s%s%s", (int)(pct - h->text), h->text, val, pct + 2);
@@ -230,7 +230,10 @@ static const struct opt *resolve_long(struct pstate *st, const char *arg, const 
 			for (const struct opt *p = g->opts; p->name; p++)
 				if (strncmp(p->name, name, n) == 0) {
 					size_t used = strlen(cands);
-					snprintf(cands + used, sizeof cands - used, "%s--%s", hits ? ", " : "", p->name);
+					if (hits < 12)
+						snprintf(cands + used, sizeof cands - used, "%s--%s", hits ? ", " : "", p->name);
+					else if (hits == 12)
+						snprintf(cands + used, sizeof cands - used, ", ...");
 					hit = p;
 					*grp = g;
 					hits++;
@@ -289,7 +292,7 @@ int opt_parse_err(const struct optspec *spec, int argc, char **argv, char *err, 
 				rc = OPT_VERSION;
 				goto out;
 			}
-			o = resolve_long(&st, a, name, n, eq ? eq + 1 : i + 1 < argc ? argv[i + 1] : NULL, &g);
+			o = resolve_long(&st, a, name, n, eq ? eq + 1 : NULL, i + 1 < argc ? argv[i + 1] : NULL, &g);
 			if (eq) {
 				if (!o->arg)
 					bad(&st, "--%s takes no value", o->name);
