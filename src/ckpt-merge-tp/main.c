@@ -3,7 +3,7 @@
  *   ckpt-merge-tp [--from lmtk|megatron-deepspeed] [--input] DIR --output OUT [--optimizer]
  *                 [--target-tp N] [--target-pp N] [--pp-partition-method M]
  *                 [--padded-vocab-size N] [--average] [--tolerance X]
- *                 [--format hf [--dtype fp32|bf16] [--max-shard-size SIZE] [--tokenizer-files F...]]
+ *                 [--format hf [--dtype fp32|bf16] [--max-shard-size SIZE] [--tokenizer-files FILE...]]
  *
  * This file parses options and wires the modules: shards.h opens and verifies the input (every
  * shard mapped, checksums, shapes) - or mds.h reads a Megatron-DeepSpeed checkpoint's .pt
@@ -40,7 +40,7 @@ struct cfg {
 	double tolerance;
 	unsigned long long max_shard;
 	char **tokfiles;
-	int ntokfiles, last_key;
+	int ntokfiles;
 };
 
 static const struct opt opts[] = {
@@ -56,7 +56,7 @@ static const struct opt opts[] = {
 	{"tolerance", O_TOLERANCE, "X", "largest |difference| between copies accepted (default 0: bit-exact)"},
 	{"dtype", O_DTYPE, "T", "hf: fp32 (default) or bf16"},
 	{"max-shard-size", O_MAXSHARD, "SIZE", "hf: bytes per safetensors file (default 5GB = 5e9; 2GiB, 500MB)"},
-	{"tokenizer-files", O_TOKFILES, "F...", "hf: also copy these files (default: the tokenizer files the manifest records, while unchanged)"},
+	{"tokenizer-files", O_TOKFILES, "FILE...", "hf: also copy these files (default: the tokenizer files the manifest records, while unchanged)"},
 	{"padded-vocab-size", O_VOCAB, "N", "lmtk: pad the vocabulary to N rows (default: Megatron's for the target TP)"},
 	{0},
 };
@@ -94,7 +94,6 @@ static int parse_size(const char *s, unsigned long long *v)
 static int on_opt(void *ctx, int key, const char *arg, char *err, size_t errlen)
 {
 	struct cfg *c = ctx;
-	c->last_key = key;
 	switch (key) {
 	case O_INPUT:
 		if (c->input)
@@ -180,35 +179,17 @@ static int on_opt(void *ctx, int key, const char *arg, char *err, size_t errlen)
 	return errf(err, errlen, "unhandled option");
 }
 
-/* --tokenizer-files takes every word up to the next option; any other operand is the input. */
+/* --tokenizer-files takes every word up to the next option (opt.h: "FILE..."); the one
+ * operand is the input. */
 static void parse(const struct optspec *spec, struct cfg *c, int argc, char **argv)
 {
-	int base = 0;
-	for (;;) {
-		int k = base + opt_parse(spec, argc - base, argv + base);
-		if (k >= argc)
-			return;
-		if ((c->last_key != O_TOKFILES || strcmp(argv[k - 1], "--") == 0) && !c->input &&
-		    argv[k][0] != '-') {
-			c->input = strdup(argv[k]);
-			c->last_key = O_INPUT;
-			if (k + 1 >= argc)
-				return;
-			base = k;
-			continue;
-		}
-		if (c->last_key != O_TOKFILES || strcmp(argv[k - 1], "--") == 0) {
+	for (int k = opt_parse(spec, argc, argv); k < argc; k++) {
+		if (c->input) {
 			fprintf(stderr, "%s: unexpected argument '%s'\n", prog_name, argv[k]);
 			opt_usage(spec, stderr);
 			exit(EXIT_USAGE);
 		}
-		while (k < argc && argv[k][0] != '-') {
-			char e[64];
-			on_opt(c, O_TOKFILES, argv[k++], e, sizeof e);
-		}
-		if (k >= argc)
-			return;
-		base = k - 1;   /* opt_parse starts after its argv[0] */
+		c->input = strdup(argv[k]);
 	}
 }
 
@@ -244,12 +225,12 @@ static int report_drift(const struct sh_ckpt *in, double tolerance, int average)
 int main(int argc, char **argv)
 {
 	static struct cfg c = {.tp = 1, .pp = 1, .max_shard = 5000000000ull};
-	struct optgroup groups[] = {{opts, on_opt, &c}, {0}};
+	struct optgroup groups[] = {{opts, on_opt, &c, NULL}, {0}};
 	struct optspec spec = {
 		"[--from lmtk|megatron-deepspeed] [--input] DIR --output OUT [--optimizer]\n"
 		"       [--target-tp N] [--target-pp N] [--pp-partition-method M] [--padded-vocab-size N]\n"
 		"       [--average] [--tolerance X]\n"
-		"       [--format hf [--dtype fp32|bf16] [--max-shard-size SIZE] [--tokenizer-files F...]]",
+		"       [--format hf [--dtype fp32|bf16] [--max-shard-size SIZE] [--tokenizer-files FILE...]]",
 		"Merge the tensor-parallel (and pipeline) shards of a train checkpoint - fp32 master\n"
 		"weights and both Adam moments - and write it in another layout (default TP=1 PP=1) as a\n"
 		"checkpoint that train --load resumes from, or (--format hf) as a Hugging Face\n"
@@ -264,7 +245,7 @@ int main(int argc, char **argv)
 		"model_optim_rng.pt): the weights from its fp32 masters, and with --optimizer Adam's\n"
 		"moments and step, un-partitioned; its iteration, consumed samples and schedule.\n"
 		"Exit 0 done, 1 replicated tensors differ, 2 usage or bad input, 3 I/O error.",
-		groups};
+		groups, NULL, 0};
 	char err[8192], step[64];
 	int rc;
 

@@ -195,7 +195,7 @@ static int print_table(const struct sh_ckpt *in, const struct row *d, int n, int
 int main(int argc, char **argv)
 {
 	static struct cfg c;
-	struct optgroup groups[] = {{opts, on_opt, &c}, {0}};
+	struct optgroup groups[] = {{opts, on_opt, &c, NULL}, {0}};
 	struct optspec spec = {
 		"[--from lmtk|megatron-deepspeed] DIR[/global_stepN] [--check | --fix | --verify]\n"
 		"       [--tolerance X] [--output OUT | --in-place]",
@@ -213,18 +213,15 @@ int main(int argc, char **argv)
 		"(a copy's check: any lmtk checkpoint, 8-bit Adam's too).\n"
 		"Exit 0 all equal (or repaired, or verified), 1 copies differ (or a file does not\n"
 		"match), 2 usage or bad input, 3 I/O error.",
-		groups};
+		groups, NULL, 0};
 	char err[8192];
 	int rc;
 
 	msg_init(argv[0]);
-	int k = opt_parse(&spec, argc, argv);
+	int k = opt_parse(&spec, argc, argv);   /* options before or after DIR */
 	const char *dir = k < argc ? argv[k++] : NULL;
-	if (k < argc) {   /* options after DIR */
-		int j = k - 1 + opt_parse(&spec, argc - (k - 1), argv + k - 1);
-		if (j < argc)
-			usage_error(&spec, "one checkpoint directory at a time");
-	}
+	if (k < argc)
+		usage_error(&spec, "one checkpoint directory at a time");
 	if (!dir)
 		usage_error(&spec, "which checkpoint? give DIR");
 	if (c.fix + c.check + c.verify > 1)

@@ -430,7 +430,7 @@ static void check_checkpoint(struct cfg *c, struct run *run, const struct rule *
 int main(int argc, char **argv)
 {
 	static struct cfg c;
-	struct optgroup groups[] = {{opts, on_opt, &c}, {alert_opts, alert_opt, &c.alert}, {0}};
+	struct optgroup groups[] = {{opts, on_opt, &c, NULL}, {alert_opts, alert_opt, &c.alert, NULL}, {0}};
 	struct optspec spec = {
 		"[--config FILE] [--check PATH:space=85%,inodes=85%]... [--budget DIR:SIZE]... "
 		"[--min-free PATH:SIZE]... [--checkpoint SAVE[,BACKUP]]... [--max-age AGE[,BACKUP_AGE]] "
@@ -440,7 +440,7 @@ int main(int argc, char **argv)
 		"train's newest checkpoint is recent and backed up.  Prints\n"
 		"one '[ALERT] ...' line per finding, or 'All partitions are in a good standing'.\n"
 		"Exit 0 fine, 1 alert, 2 usage error, 3 something could not be checked.",
-		groups};
+		groups, alert_hints, 0};
 	static const char *const deny[] = {"config", NULL};
 	struct run run = {0};
 	char err[1024], cfg_err[1024] = "";

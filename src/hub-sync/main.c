@@ -160,25 +160,14 @@ static int on_opt(void *ctx, int key, const char *arg, char *err, size_t errlen)
 	return errf(err, errlen, "unhandled option");
 }
 
-/* Operands anywhere are patterns: `--patterns A B --dry-run` as the old script was called.
- * opt_parse stops at an operand; parse again from there with the operand in the argv[0] slot. */
+/* Operands anywhere are patterns: `--patterns A B --dry-run` as the old script was called. */
 static void parse_all(const struct optspec *spec, struct cfg *c, int argc, char **argv)
 {
-	int pos = 0;
-	for (;;) {
-		int k = opt_parse(spec, argc - pos, argv + pos);
-		int after_dashes = k > 1 && strcmp(argv[pos + k - 1], "--") == 0;
-		pos += k;
-		if (after_dashes) {
-			for (; pos < argc; pos++)
-				add_pattern(c, argv[pos]);
-			return;
-		}
-		if (pos >= argc)
-			return;
-		if (!argv[pos][0])
+	for (int i = opt_parse(spec, argc, argv); i < argc; i++) {
+		if (!argv[i][0])
 			die(EXIT_USAGE, "empty pattern");
-		add_pattern(c, argv[pos]);
+		if (add_pattern(c, argv[i]) < 0)
+			die(EXIT_FAILED, "out of memory");
 	}
 }
 
@@ -474,7 +463,7 @@ int main(int argc, char **argv)
 		.lfs_threshold = HUB_LIMIT, .segment_size = 8ULL << 20, .remote = "origin",
 		.retries = 4, .retry_delay = 5, .lock_wait = 600, .jobs = 4,
 	};
-	struct optgroup groups[] = {{opts, on_opt, &c}, {0}};
+	struct optgroup groups[] = {{opts, on_opt, &c, NULL}, {0}};
 	struct optspec spec = {
 		"--repo-path DIR --patterns PATTERN... [options]",
 		"Commit the files of a clone of a Hub repository that match the patterns (git pathspecs)\n"
@@ -483,7 +472,7 @@ int main(int argc, char **argv)
 		"are not synced unless --allow-deletions.  The token comes from --token-file or\n"
 		"$HF_TOKEN, never from the command line.  Prints one line per path synced:\n"
 		"'A|M|D git|lfs|seg BYTES PATH'.  Exit 0 done, 2 usage error, 3 could not sync.",
-		groups};
+		groups, NULL, 0};
 	static struct run x;
 	struct batch_session *early;
 	char err[2048];

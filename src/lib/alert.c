@@ -34,6 +34,12 @@ void alert_cfg_init(struct alert_cfg *cfg)
 	cfg->remind_every = 6 * 3600;
 }
 
+const struct opt_hint alert_hints[] = {
+	{"no-email", NULL, "--no-email (the old scripts' flag): mail goes out only with --mail-to ADDR, "
+	 "so without it none is sent: drop --no-email (--no-mail silences a --mail-to)"},
+	{0},
+};
+
 int alert_opt(void *ctx, int key, const char *arg, char *err, size_t errlen)
 {
 	struct alert_cfg *c = ctx;

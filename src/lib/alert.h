@@ -32,6 +32,8 @@ struct alert_cfg {
 };
 
 extern const struct opt alert_opts[];
+/* the old BigScience watchdog scripts' flags these options replace (opt.h hints) */
+extern const struct opt_hint alert_hints[];
 void alert_cfg_init(struct alert_cfg *cfg);
 int alert_opt(void *cfg, int key, const char *arg, char *err, size_t errlen);
 

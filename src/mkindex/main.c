@@ -47,6 +47,20 @@ static const struct opt check_opts[] = {
 };
 static const struct opt no_opts[] = {{0}};
 
+/* flags of Megatron's preprocess_data.py that tokenize takes, or that mean nothing here */
+static const struct opt_hint hints[] = {
+	{"dataset-impl", "IMPL", "--dataset-impl: mkindex always writes Megatron's mmap dataset (MMIDIDX v1); drop it"},
+	{"json-keys", "KEY...", "--json-keys belongs to tokenize: tokenize --json-keys %s ... | mkindex --output-prefix PREFIX"},
+	{"vocab-file", "FILE", "--vocab-file belongs to tokenize: tokenize --vocab-file %s ... | mkindex --vocab-size N ..."},
+	{"merge-file", "FILE", "--merge-file belongs to tokenize: tokenize --merge-file %s ... | mkindex ..."},
+	{"tokenizer-type", "TYPE", "--tokenizer-type belongs to tokenize: tokenize --tokenizer-type %s ... | mkindex ..."},
+	{"append-eod", NULL, "--append-eod belongs to tokenize: tokenize --append-eod ... | mkindex ..."},
+	{"input", "FILE", "--input belongs to tokenize: tokenize ... %s | mkindex --output-prefix PREFIX "
+	 "(mkindex reads the token stream on standard input)"},
+	{"workers", "N", "--workers belongs to tokenize: tokenize --workers %s ... | mkindex ..."},
+	{0},
+};
+
 static int parse_u64(const char *s, uint64_t *v)
 {
 	char *end;
@@ -107,32 +121,17 @@ static int on_opt(void *ctx, int key, const char *arg, char *err, size_t errlen)
 	return errf(err, errlen, "unhandled option");
 }
 
-/* Options and operands in any order (`dump PREFIX --doc 3`): opt_parse stops at an operand, so
- * parse again from there, with the operand in the argv[0] slot it skips. */
+/* Options and operands in any order (`dump PREFIX --doc 3`); at most max operands. */
 static int parse_all(const struct optspec *spec, int argc, char **argv, char **ops, int max)
 {
-	int nops = 0, pos = 0;
-	for (;;) {
-		int k = opt_parse(spec, argc - pos, argv + pos);
-		if (pos + k > pos + 1 && strcmp(argv[pos + k - 1], "--") == 0) {
-			for (int i = pos + k; i < argc; i++) {
-				if (nops == max)
-					goto extra;
-				ops[nops++] = argv[i];
-			}
-			return nops;
-		}
-		pos += k;
-		if (pos >= argc)
-			return nops;
-		if (nops == max)
-			goto extra;
-		ops[nops++] = argv[pos];
+	int first = opt_parse(spec, argc, argv), nops = argc - first;
+	if (nops > max) {
+		fprintf(stderr, "%s: unexpected argument '%s'\n", prog_name, argv[first + max]);
+		opt_usage(spec, stderr);
+		exit(EXIT_USAGE);
 	}
-extra:
-	fprintf(stderr, "%s: unexpected argument\n", prog_name);
-	opt_usage(spec, stderr);
-	exit(EXIT_USAGE);
+	memcpy(ops, argv + first, sizeof *ops * (size_t)nops);
+	return nops;
 }
 
 static void need(const struct optspec *spec, int have, int want)
@@ -154,17 +153,17 @@ int main(int argc, char **argv)
 	msg_init(argv[0]);
 
 	if (strcmp(sub, "merge") == 0) {
-		struct optgroup g[] = {{no_opts, on_opt, &c}, {0}};
+		struct optgroup g[] = {{no_opts, on_opt, &c, NULL}, {0}};
 		struct optspec spec = {"merge OUT IN...",
 			"Concatenate the datasets IN... (prefixes) into OUT.bin/.idx, as Megatron's merge does:\n"
-			"same dtype required, sequences appended, doc_idx shifted, pointers recomputed.", g};
+			"same dtype required, sequences appended, doc_idx shifted, pointers recomputed.", g, hints, 0};
 		nops = parse_all(&spec, argc - 1, argv + 1, ops, 4096);
 		need(&spec, nops, 2);
 		return cmd_merge(ops[0], ops + 1, nops - 1);
 	}
 	if (strcmp(sub, "info") == 0 || strcmp(sub, "dump") == 0 || strcmp(sub, "check") == 0) {
 		int dump = sub[0] == 'd', check = sub[0] == 'c';
-		struct optgroup g[] = {{dump ? dump_opts : check ? check_opts : no_opts, on_opt, &c}, {0}};
+		struct optgroup g[] = {{dump ? dump_opts : check ? check_opts : no_opts, on_opt, &c, NULL}, {0}};
 		struct optspec spec = {
 			dump ? "dump PREFIX [--doc N | --range A:B] [--sequences]" : check ? "check PREFIX [--vocab-size N]"
 								     : "info PREFIX",
@@ -173,7 +172,7 @@ int main(int argc, char **argv)
 			: check ? "Check every invariant of PREFIX.idx/.bin; print each problem.\n"
 				  "Exit 0 ok, 1 problems found, 3 unreadable."
 				: "Describe the dataset PREFIX.idx/.bin: counts, dtype, id range, lengths, sizes.",
-			g};
+			g, hints, 0};
 		nops = parse_all(&spec, argc - 1, argv + 1, ops, 1);
 		need(&spec, nops, 1);
 		if (dump)
@@ -181,7 +180,7 @@ int main(int argc, char **argv)
 		return check ? cmd_check(ops[0], c.vocab) : cmd_info(ops[0]);
 	}
 
-	struct optgroup g[] = {{build_opts, on_opt, &c}, {0}};
+	struct optgroup g[] = {{build_opts, on_opt, &c, NULL}, {0}};
 	struct optspec spec = {
 		"--output-prefix PREFIX [--dtype T] [--vocab-size N] < STREAM | merge | info | dump | check",
 		"Read a token stream (lmtk-tokens(5), from tokenize) on standard input and write Megatron's\n"
@@ -196,7 +195,7 @@ int main(int argc, char **argv)
 		"  mkindex check PREFIX [--vocab-size N]        verify every invariant\n"
 		"\n"
 		"Exit 0 ok, 1 check found problems, 2 usage or bad input, 3 I/O error.",
-		g};
+		g, hints, 0};
 	int k = opt_parse(&spec, argc, argv);
 	if (k != argc) {
 		fprintf(stderr, "%s: unexpected argument '%s'\n", prog_name, argv[k]);

@@ -307,13 +307,13 @@ static void check_nodes(struct cfg *c, struct alerts *a, const struct job *jobs,
 int main(int argc, char **argv)
 {
 	static struct cfg c;
-	struct optgroup groups[] = {{opts, on_opt, &c}, {alert_opts, alert_opt, &c.alert}, {0}};
+	struct optgroup groups[] = {{opts, on_opt, &c, NULL}, {alert_opts, alert_opt, &c.alert, NULL}, {0}};
 	struct optspec spec = {
 		"--job-name NAME [--regex] [--user U]... [--group G] [--mail-to ADDR]... [options]",
 		"Report whether the SLURM job NAME is RUNNING or SCHEDULED, one '[stamp] PULSE:' line per\n"
 		"matching job; alert (stdout, --log, mail) when it is neither, when it hangs, or when its\n"
 		"nodes are drained or down.  Exit 0 healthy, 1 alert, 2 usage error, 3 SLURM unreachable.",
-		groups};
+		groups, alert_hints, 0};
 	struct alerts *a;
 	struct job *jobs = NULL;
 	regex_t re;

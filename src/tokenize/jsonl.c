@@ -313,3 +313,42 @@ end:
 		return fail(&p, "text after the JSON object");
 	return 0;
 }
+
+int jsonl_keys(const char *s, size_t n, char *out, size_t outlen)
+{
+	char *buf = NULL, err[128];
+	size_t cap = 0, used = 0;
+	int count = 0;
+	struct p p = {(const unsigned char *)s, (const unsigned char *)s + n, (const unsigned char *)s,
+		      &buf, &cap, 0, err, sizeof err};
+
+	if (outlen)
+		out[0] = '\0';
+	ws(&p);
+	if (p.s >= p.e || *p.s != '{')
+		return 0;
+	p.s++;
+	for (;;) {
+		ws(&p);
+		if (p.s >= p.e || *p.s != '"' || string(&p, 1) < 0)
+			break;
+		if (used < outlen)
+			used += (size_t)snprintf(out + used, outlen - used, "%s'%.*s'", count ? ", " : "",
+						 (int)p.used, buf);
+		count++;
+		p.used = 0;
+		ws(&p);
+		if (p.s >= p.e || *p.s != ':')
+			break;
+		p.s++;
+		ws(&p);
+		if (value(&p, 1) < 0)
+			break;
+		ws(&p);
+		if (p.s >= p.e || *p.s != ',')
+			break;
+		p.s++;
+	}
+	free(buf);
+	return count;
+}

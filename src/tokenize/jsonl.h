@@ -21,4 +21,8 @@ struct jsonl_field {
 int jsonl_extract(const char *s, size_t n, const char *const *keys, int nkeys,
 		  struct jsonl_field *out, char **buf, size_t *cap, char *err, size_t errlen);
 
+/* The top-level keys of the JSON object s[0, n), as "'text', 'meta'" (cut at outlen), for a
+ * message about a line that lacks a wanted key; returns how many. */
+int jsonl_keys(const char *s, size_t n, char *out, size_t outlen);
+
 #endif

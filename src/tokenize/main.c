@@ -81,6 +81,15 @@ static const struct opt opts[] = {
 	{0},
 };
 
+/* Megatron's preprocess_data.py flags that belong to mkindex here */
+static const struct opt_hint hints[] = {
+	{"output-prefix", "PREFIX", "--output-prefix belongs to mkindex: tokenize ... | mkindex --output-prefix %s"},
+	{"dataset-impl", "IMPL", "--dataset-impl: mkindex always writes Megatron's mmap dataset (MMIDIDX); "
+	 "drop it: tokenize ... | mkindex --output-prefix PREFIX"},
+	{"log-interval", "N", "--log-interval: tokenize reports its progress on a terminal by itself; drop it"},
+	{0},
+};
+
 static int bert_type(const char *type)
 {
 	return type && (strcmp(type, "BertWordPieceLowerCase") == 0 || strcmp(type, "BertWordPieceCase") == 0);
@@ -295,7 +304,10 @@ static const char *parse_line(const struct cfg *cfg, char *line, size_t len, str
 	}
 	for (int k = 0; k < cfg->nkeys; k++) {
 		if (f[k].found == 0) {
-			snprintf(whybuf, whylen, "no key '%s'", cfg->keys[k]);
+			char have[300];
+			int n = jsonl_keys(line, len, have, sizeof have);
+			snprintf(whybuf, whylen, "no key '%s' (--json-keys); the line's key%s: %s", cfg->keys[k],
+				 n == 1 ? "" : "s", n ? have : "none");
 			return whybuf;
 		} else if (f[k].found < 0) {
 			snprintf(whybuf, whylen, "key '%s' is not a string", cfg->keys[k]);
@@ -710,6 +722,13 @@ static int run_encode(const struct cfg *cfg, const struct tok *tok)
 		summary(&pl);
 		die(pl.failed == 3 ? EXIT_FAILED : EXIT_USAGE, "%s", pl.err);
 	}
+	/* lines read and not one document: a dead end ("--json-keys txt" for a corpus of "text"),
+	 * not an empty dataset; no end marker, so mkindex refuses the stream too */
+	if (pl.bad && pl.docs == 0) {
+		fflush(stdout);
+		progress(&pl, 1);
+		die(EXIT_USAGE, "no document: all %llu lines read were bad; the first: %s", pl.bad, pl.err);
+	}
 	if (!cfg->text && !cfg->sentences && tokstream_write_end(stdout) < 0)
 		die(EXIT_FAILED, "writing the output: %s", strerror(errno));
 	if (fflush(stdout) != 0)
@@ -883,6 +902,8 @@ static int run_train(const struct cfg *cfg)
 					cfg->keys[k]);
 	free(line);
 	free(sc.text);
+	if (bad && !docs)   /* lines read and nothing to learn from: a dead end, not empty parameters */
+		die(EXIT_USAGE, "no document: all %llu lines read were bad; the first: %s", bad, first_bad);
 
 	struct punkt_train_stats stats;
 	struct punkt_params *p = punkt_train(text ? text : "", len, &stats, err, sizeof err);
@@ -917,7 +938,7 @@ static int run_train(const struct cfg *cfg)
 int main(int argc, char **argv)
 {
 	static struct cfg c;
-	struct optgroup groups[] = {{opts, on_opt, &c}, {0}};
+	struct optgroup groups[] = {{opts, on_opt, &c, NULL}, {0}};
 	struct optspec spec = {
 		"(--vocab-file V --merge-file M | --tokenizer-type BertWordPiece[LowerCase|Case] --vocab-file V |\n"
 		"       --tokenizer-name-or-path P) [--json-keys K...] [--append-eod]\n"
@@ -930,40 +951,16 @@ int main(int argc, char **argv)
 		"with --split-sentences each document's sentences (NLTK's Punkt, as Megatron's preprocessor)\n"
 		"as separate sequences.  --train-punkt learns Punkt parameters from the text instead.\n"
 		"Exit 0 done, 2 bad input or usage, 3 I/O error.",
-		groups};
+		groups, hints, 0};
 	char err[1024];
 	struct tok *tok;
 	int first, rc;
 
 	msg_init(argv[0]);
-	/* Megatron's --json-keys takes several values: "--json-keys a b" = "--json-keys a --json-keys b" */
-	char **av = calloc((size_t)argc * 2 + 1, sizeof *av);
-	int ac = 0;
-	for (int i = 0; i < argc; i++) {
-		av[ac++] = argv[i];
-		if (strcmp(argv[i], "--json-keys") == 0 && i + 1 < argc) {
-			av[ac++] = argv[++i];
-			while (i + 1 < argc && argv[i + 1][0] != '-') {
-				av[ac++] = "--json-keys";
-				av[ac++] = argv[++i];
-			}
-		}
-	}
 	c.workers = 1;
-	/* options may come after file operands too: opt_parse stops at an operand, so take it and
-	 * parse the rest (opt_parse skips its argv[0], which is the operand just taken) */
-	for (int base = 0; base < ac;) {
-		first = base + opt_parse(&spec, ac - base, av + base);
-		if (first > base && strcmp(av[first - 1], "--") == 0) {
-			for (int i = first; i < ac; i++)
-				on_opt(&c, O_INPUT, av[i], err, sizeof err);
-			break;
-		}
-		if (first >= ac)
-			break;
-		on_opt(&c, O_INPUT, av[first], err, sizeof err);
-		base = first;
-	}
+	first = opt_parse(&spec, argc, argv);
+	for (int i = first; i < argc; i++)
+		on_opt(&c, O_INPUT, argv[i], err, sizeof err);
 	if (c.nkeys == 0)
 		c.keys[c.nkeys++] = "text";
 	if (c.plain && c.nkeys > 1)
@@ -999,7 +996,6 @@ int main(int argc, char **argv)
 			die(EXIT_USAGE, "--format sentences writes text, not tokens; drop %s", extra);
 		rc = run_encode(&c, NULL);
 		punkt_params_free(c.punkt);
-		free(av);
 		return rc;
 	}
 	if (c.hf && (c.vocab || c.merges))
@@ -1039,6 +1035,5 @@ int main(int argc, char **argv)
 	rc = c.decode ? run_decode(&c, tok) : run_encode(&c, tok);
 	tok_free(tok);
 	punkt_params_free(c.punkt);
-	free(av);
 	return rc;
 }

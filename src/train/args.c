@@ -98,7 +98,7 @@ const struct opt args_opts[] = {
 	{"data-path", O_DATA, "[W] PREFIX...", "Megatron datasets, with weights to blend (--dry-run reads only the .idx)"},
 	{"data-cache-path", O_DCACHE, "DIR", "where the sample-index caches go (default: beside the data)"},
 	{"split", O_SPLIT, "S", "train,valid,test split of --data-path (default 969, 30, 1)"},
-	{"train-weighted-split-paths", O_WSPLIT, "GROUP", "BigScience: 'NAME: W S:E PREFIX, W S:E PREFIX...' (one group)"},
+	{"train-weighted-split-paths", O_WSPLIT, "GROUP...", "BigScience: 'NAME: W S:E PREFIX, W S:E PREFIX...' (one group)"},
 	{"train-weighted-split-paths-path", O_WSPLITPATH, "FILE", "the same, read from FILE (one line: \"GROUP\" \"GROUP\"...)"},
 	{"valid-weighted-split-paths", O_VWSPLIT, "GROUP...", "named validation sets, one group each"},
 	{"valid-weighted-split-paths-path", O_VWSPLITPATH, "FILE", "the same, read from FILE"},
@@ -277,17 +277,6 @@ const struct args_other args_other[] = {
 	REFUSE("img-dim", 1, NOT_GPT), REFUSE("num-channels", 1, NOT_GPT), REFUSE("patch-dim", 1, NOT_GPT),
 	{0, 0, 0, 0},
 };
-
-/* flags of the option table that take several values after one flag */
-static int is_multi(const char *name)
-{
-	return strcmp(name, "rampup-batch-size") == 0 || strcmp(name, "data-path") == 0 ||
-	       strcmp(name, "skip-train-iteration-range") == 0 ||
-	       strcmp(name, "profile-ranks") == 0 ||
-	       strcmp(name, "train-weighted-split-paths") == 0 ||
-	       strcmp(name, "valid-weighted-split-paths") == 0 ||
-	       strcmp(name, "test-weighted-split-paths") == 0;
-}
 
 void args_init(struct train_args *a)
 {
@@ -783,52 +772,6 @@ int args_opt(void *ctx, int key, const char *arg, char *err, size_t errlen)
 
 /* --- argv ----------------------------------------------------------------------------------- */
 
-/* argparse reads "-1" or "-.5" as a value, anything else starting with '-' as a flag */
-static int is_value(const char *s)
-{
-	return s[0] != '-' || isdigit((unsigned char)s[1]) || s[1] == '.';
-}
-
-/* What "--NAME" means: the table entry (main or args_other) for the exact name, or for the only
- * name NAME abbreviates (argparse's allow_abbrev).  NULL + *ambiguous if several. */
-static const char *resolve(const char *name, size_t n, const struct args_other **other,
-			   int *ambiguous)
-{
-	const char *hit = NULL;
-	const struct args_other *ohit = NULL;
-	int hits = 0;
-
-	*other = NULL;
-	*ambiguous = 0;
-	for (const struct opt *o = args_opts; o->name; o++)
-		if (strlen(o->name) == n && strncmp(o->name, name, n) == 0)
-			return o->name;
-	for (const struct args_other *g = args_other; g->name; g++)
-		if (strlen(g->name) == n && strncmp(g->name, name, n) == 0) {
-			*other = g;
-			return g->name;
-		}
-	if (n == 0)
-		return NULL;
-	for (const struct opt *o = args_opts; o->name; o++)
-		if (strncmp(o->name, name, n) == 0) {
-			hit = o->name;
-			hits++;
-		}
-	for (const struct args_other *g = args_other; g->name; g++)
-		if (strncmp(g->name, name, n) == 0) {
-			hit = g->name;
-			ohit = g;
-			hits++;
-		}
-	if (hits == 1) {
-		*other = ohit;  /* set only when the one hit is an args_other flag */
-		return hit;
-	}
-	*ambiguous = hits > 1;
-	return NULL;
-}
-
 /* records an args_other flag once in the list of its class */
 static void record_other(struct train_args *a, const struct args_other *g)
 {
@@ -841,75 +784,48 @@ static void record_other(struct train_args *a, const struct args_other *g)
 		list[(*n)++] = g;
 }
 
-char **args_normalize(int argc, char **argv, int *argc_out, struct train_args *targs)
+/* args_other's keys: their index from here */
+#define OTHER_KEY 100000
+
+static int other_opt(void *ctx, int key, const char *arg, char *err, size_t errlen)
 {
-	/* values only ever merge or drop; a multi-value flag given no value gains an empty one */
-	char **av = calloc((size_t)argc * 2 + 2, sizeof *av);
-	int ac = 0;
+	(void)arg, (void)err, (void)errlen;
+	record_other(ctx, &args_other[key - OTHER_KEY]);
+	return 0;
+}
 
-	if (!av)
+/* "--f a b c": one occurrence, as argparse has it, so that a later --f replaces the values instead
+ * of adding to them: args_opt gets them joined by ARGS_SEP */
+static int multi_opt(void *ctx, int key, const char *const *vals, int n, char *err, size_t errlen)
+{
+	char *joined = NULL;
+	size_t len = 0;
+	FILE *f = open_memstream(&joined, &len);
+	if (!f)
 		die(EXIT_FAILED, "out of memory");
-	av[ac++] = argv[0];
-	for (int i = 1; i < argc; i++) {
-		const char *a = argv[i], *eq, *full;
-		const struct args_other *other;
-		int ambiguous;
-		size_t n;
+	for (int i = 0; i < n; i++)
+		fprintf(f, "%s%s", i ? ARGS_SEP : "", vals[i]);
+	if (fclose(f) != 0)
+		die(EXIT_FAILED, "out of memory");
+	return args_opt(ctx, key, joined, err, errlen);  /* the values live on: they are kept */
+}
 
-		if (strcmp(a, "--") == 0) {
-			while (i < argc)
-				av[ac++] = argv[i++];
-			break;
-		}
-		if (strncmp(a, "--", 2) != 0 || strcmp(a, "--help") == 0 || strcmp(a, "--version") == 0) {
-			av[ac++] = argv[i];
-			continue;
-		}
-		eq = strchr(a + 2, '=');
-		n = eq ? (size_t)(eq - a - 2) : strlen(a + 2);
-		full = resolve(a + 2, n, &other, &ambiguous);
-		if (!full) {
-			if (ambiguous)
-				die(EXIT_USAGE, "ambiguous option '%.*s': it abbreviates several flags; "
-				    "write it out", (int)(n + 2), a);
-			av[ac++] = argv[i];  /* opt_parse says "unknown option" */
-			continue;
-		}
-		if (other) {
-			record_other(targs, other);
-			if (other->values == 1 && !eq && i + 1 < argc)
-				i++;
-			else if (other->values == 2)
-				while (i + 1 < argc && is_value(argv[i + 1]))
-					i++;
-			continue;
-		}
-		if (strlen(full) != n) {
-			/* an abbreviation: rebuild "--full[=value]" */
-			char *s;
-			if (asprintf(&s, "--%s%s", full, eq ? eq : "") < 0)
-				die(EXIT_FAILED, "out of memory");
-			av[ac++] = s;
-		} else {
-			av[ac++] = argv[i];
-		}
-		if (is_multi(full) && !eq) {
-			/* "--f a b c" -> "--f" "a\x1fb\x1fc": one occurrence, as argparse has it, so that
-			 * a later --f replaces the values instead of adding to them */
-			char *joined = NULL;
-			size_t len = 0;
-			FILE *f = open_memstream(&joined, &len);
-			int k = 0;
-			while (i + 1 < argc && is_value(argv[i + 1]))
-				fprintf(f, "%s%s", k++ ? ARGS_SEP : "", argv[++i]);
-			if (fclose(f) != 0)
-				die(EXIT_FAILED, "out of memory");
-			av[ac++] = joined;
-		}
+void args_groups(struct train_args *a, struct optgroup *g)
+{
+	static struct opt *other;
+	if (!other) {
+		size_t n = 0;
+		while (args_other[n].name)
+			n++;
+		if (!(other = calloc(n + 1, sizeof *other)))
+			die(EXIT_FAILED, "out of memory");
+		for (size_t i = 0; i < n; i++)   /* help NULL: --help lists them by class */
+			other[i] = (struct opt){args_other[i].name, OTHER_KEY + (int)i,
+				args_other[i].values == 2 ? "V..." : args_other[i].values ? "V" : NULL, NULL};
 	}
-	av[ac] = NULL;
-	*argc_out = ac;
-	return av;
+	g[0] = (struct optgroup){args_opts, args_opt, a, multi_opt};
+	g[1] = (struct optgroup){other, other_opt, a, NULL};
+	g[2] = (struct optgroup){0};
 }
 
 char *args_other_list(enum arg_class cls, int width, int indent)

@@ -7,9 +7,8 @@
  * - argparse conventions: a few flags take several values after one flag (--rampup-batch-size
  *   START INCR SAMPLES, --data-path [W] PREFIX ...), and a repeated one replaces the earlier
  *   values; numbers may have '_' separators (9_765_625, Python's int()); a long flag may be
- *   abbreviated to any unique prefix (the 13B README writes --train-iter).  args_normalize()
- *   rewrites argv into what opt_parse() reads: full names, and the values of a multi-value flag
- *   joined by ARGS_SEP into one argument.
+ *   abbreviated to any unique prefix (the 13B README writes --train-iter).  opt_parse() reads
+ *   them all (opt.h: abbrev, several values); args_groups() gives it the tables.
  * - no flag is accepted and silently ignored.  A Megatron-DeepSpeed flag train does not act on
  *   is in args_other with its reason: either it cannot matter here (a fusion switch, a loader's
  *   worker count: accepted, and named once in a start-up line "accepted, no effect here"), or it
@@ -210,11 +209,11 @@ extern const struct args_other args_other[];
 /* Defaults: everything "not given", the dry-run's device defaults. */
 void args_init(struct train_args *a);
 
-/* Rewrites argv for opt_parse(): abbreviations expanded to full names, the values of a multi-value
- * flag joined by ARGS_SEP, args_other flags (and their values) dropped and recorded in
- * a->noeffect / a->refused.  Returns a new NULL-terminated vector (argv[0] kept) and its length
- * in *argc_out; the strings are argv's or static. */
-char **args_normalize(int argc, char **argv, int *argc_out, struct train_args *a);
+/* The option groups for opt_parse() (with abbrev on, as argparse): the table, whose several-values
+ * flags reach args_opt() as one argument joined by ARGS_SEP (a repeated flag replaces the values,
+ * as in argparse), and args_other, whose flags are recorded in a->noeffect / a->refused instead;
+ * g has room for 3. */
+void args_groups(struct train_args *a, struct optgroup *g);
 
 /* The args_other flags of one class, "--a, --b, ...", wrapped at `width` columns with later
  * lines indented by `indent`, for --help.  Freed by the caller. */

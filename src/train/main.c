@@ -29,10 +29,9 @@ int main(int argc, char **argv)
 	static struct train_args a;
 	static struct plan p;
 	struct dsconfig ds;
-	struct optgroup groups[] = {{args_opts, args_opt, &a}, {0}};
+	struct optgroup groups[3];
 	char *about, *noeffect, *refused, err[512];
-	int ac, first, rc;
-	char **av;
+	int first, rc;
 
 	msg_init(argv[0]);
 	args_init(&a);
@@ -57,12 +56,12 @@ int main(int argc, char **argv)
 	struct optspec spec = {
 		"MEGATRON-FLAGS... [--device cpu|cuda|auto] [--threads N] [--spike-policy P]\n"
 		"       train --dry-run [--format text|json] [--nodes N --gpus-per-node G] MEGATRON-FLAGS...",
-		about, groups};
+		about, groups, NULL, 1};
 
-	av = args_normalize(argc, argv, &ac, &a);
-	first = opt_parse(&spec, ac, av);
-	if (first < ac)
-		die(EXIT_USAGE, "unexpected argument '%s'; see --help", av[first]);
+	args_groups(&a, groups);
+	first = opt_parse(&spec, argc, argv);
+	if (first < argc)
+		die(EXIT_USAGE, "unexpected argument '%s'; see --help", argv[first]);
 	for (int i = 0; i < a.nrefused; i++)
 		warn("%s--%s: %s", a.dry_run ? "warning: training would refuse " : "",
 		     a.refused[i]->name, a.refused[i]->why);

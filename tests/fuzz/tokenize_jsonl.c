@@ -1,4 +1,5 @@
-/* fuzz: tokenize's JSONL reader (src/tokenize/jsonl.c): one input line, two wanted keys. */
+/* fuzz: tokenize's JSONL reader (src/tokenize/jsonl.c): one input line, two wanted keys; and the
+ * list of the line's keys a message about a missing key names (jsonl_keys), in a small buffer. */
 #include "fuzz.h"
 #include "tokenize/jsonl.h"
 
@@ -13,5 +14,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			if (out[i].found == 1 && out[i].off + out[i].len > cap)
 				abort();
 	free(buf);
+	char have[40];
+	if (jsonl_keys((const char *)data, size, have, sizeof have) < 0 || strlen(have) >= sizeof have)
+		abort();
 	return 0;
 }

@@ -544,8 +544,8 @@ int main(void)
 		struct alert_cfg a;
 		int verbose = 0;
 		alert_cfg_init(&a);
-		struct optgroup groups[] = {{own, NULL, &verbose}, {alert_opts, alert_opt, &a}, {0}};
-		struct optspec spec = {"[options]", NULL, groups};
+		struct optgroup groups[] = {{own, NULL, &verbose, NULL}, {alert_opts, alert_opt, &a, NULL}, {0}};
+		struct optspec spec = {"[options]", NULL, groups, NULL, 0};
 		char *argv[] = {"w", "--mail-to", "x@example.org", "--no-mail", "--state-file=/s.json",
 				"--remind-every", "1d", "--log", "/l.log", NULL};
 		T_ASSERT(opt_parse(&spec, 9, argv) == 9);

@@ -13,7 +13,8 @@
 
 /* --- the table under test: two stacked groups, like a watchdog plus alert_opts ----------------- */
 
-enum { K_NAME = 'n', K_VERBOSE = 'v', K_JOBS = 'j', K_ADD = 1, K_FAIL, K_CONFIG, K_MAIL = 1000, K_QUIET };
+enum { K_NAME = 'n', K_VERBOSE = 'v', K_JOBS = 'j', K_ADD = 1, K_FAIL, K_CONFIG, K_KEYS = 7, K_FILES, K_RANGE,
+       K_NUMLAYERS, K_NUMLAYERSPER, K_HIDDEN, K_MAIL = 1000, K_QUIET };
 
 static const struct opt own_opts[] = {
 	{"name", K_NAME, "NAME", "the name"},
@@ -22,6 +23,16 @@ static const struct opt own_opts[] = {
 	{"add", K_ADD, "ITEM", "add ITEM (repeatable)"},
 	{"fail", K_FAIL, "X", "always refused by the handler"},
 	{"config", K_CONFIG, "FILE", "read FILE"},
+	{"keys", K_KEYS, "KEY...", "several keys after one flag"},
+	{"files", K_FILES, "FILE...", "several files after one flag"},
+	{"range", K_RANGE, "START END", "two values after one flag"},
+	{0},
+};
+/* a program's flags it accepts but lists itself in --help (train's args_other) */
+static const struct opt hidden_opts[] = {
+	{"num-layers", K_NUMLAYERS, "N", NULL},
+	{"num-layers-per-stage", K_NUMLAYERSPER, "N", NULL},
+	{"hidden-flag", K_HIDDEN, NULL, NULL},
 	{0},
 };
 static const struct opt shared_opts[] = {
@@ -47,11 +58,40 @@ static int record(void *ctx, int key, const char *arg, char *err, size_t errlen)
 }
 
 static const struct optgroup groups[] = {
-	{own_opts, record, "own"},
-	{shared_opts, record, "shared"},
+	{own_opts, record, "own", NULL},
+	{shared_opts, record, "shared", NULL},
 	{0},
 };
-static const struct optspec spec = {"[options] FILE...", "Tests the option parser.", groups};
+static const struct optspec spec = {"[options] FILE...", "Tests the option parser.", groups, NULL, 0};
+
+/* one occurrence of a several-values flag at once, as "ctx:key=[a|b|c]" */
+static int record_multi(void *ctx, int key, const char *const *vals, int n, char *err, size_t errlen)
+{
+	char one[512];
+	size_t used = (size_t)snprintf(one, sizeof one, "%s%s:%d=[", ncalls ? " " : "", (const char *)ctx, key);
+	(void)err, (void)errlen;
+	for (int i = 0; i < n && used < sizeof one; i++)
+		used += (size_t)snprintf(one + used, sizeof one - used, "%s%s", i ? "|" : "", vals[i]);
+	strncat(one, "]", sizeof one - strlen(one) - 1);
+	strncat(calls, one, sizeof calls - strlen(calls) - 1);
+	ncalls++;
+	return 0;
+}
+
+static const struct opt_hint hints[] = {
+	{"output-prefix", "PREFIX", "--output-prefix belongs to mkindex: tprog ... | mkindex --output-prefix %s"},
+	{"no-email", NULL, "--no-email: mail goes out only with --mail"},
+	{0},
+};
+/* train's way: abbreviations, whole occurrences, hidden flags, hints */
+static const struct optgroup groups2[] = {
+	{own_opts, record, "own", record_multi},
+	{hidden_opts, record, "hidden", NULL},
+	{shared_opts, record, "shared", NULL},
+	{0},
+};
+static const struct optspec spec2 = {"[options]", "Abbreviating.", groups2, hints, 1};
+static const struct optspec *child_spec = &spec;
 
 static void reset(void)
 {
@@ -59,10 +99,13 @@ static void reset(void)
 	ncalls = 0;
 }
 
-/* opt_parse on a NULL-terminated list of arguments (argv[0] is "tprog"); returns its result */
+static char *last_argv[64];
+
+/* opt_parse on a NULL-terminated list of arguments (argv[0] is "tprog"); returns its result, and
+ * leaves the argv it permuted in last_argv */
 static int parse(const char *first, ...)
 {
-	char *argv[64];
+	char **argv = last_argv;
 	int argc = 0;
 	va_list ap;
 
@@ -73,7 +116,7 @@ static int parse(const char *first, ...)
 	va_end(ap);
 	argv[argc] = NULL;
 	reset();
-	return opt_parse(&spec, argc, argv);
+	return opt_parse(child_spec, argc, argv);
 }
 
 /* --- running a parse that is expected to exit ------------------------------------------------ */
@@ -115,7 +158,7 @@ static void parse_in_child(struct outcome *o, char *const *args)
 		int fe = open(pe, O_WRONLY | O_CREAT | O_TRUNC, 0600);
 		dup2(fo, 1);
 		dup2(fe, 2);
-		opt_parse(&spec, argc, argv);
+		opt_parse(child_spec, argc, argv);
 		fflush(stdout);
 		_exit(99);
 	}
@@ -199,18 +242,36 @@ int main(void)
 	T_CASE("opt_double_dash_ends_options") {
 		T_ASSERT(parse("-v", "--", "--name", "x", NULL) == 3);
 		T_STREQ(calls, "own:118=(null)");
+		T_STREQ(last_argv[3], "--name");
 	}
 
-	T_CASE("opt_first_operand_index_returned_and_later_options_left_alone") {
-		T_ASSERT(parse("--name", "a", "file.txt", "--verbose", NULL) == 3);
-		T_STREQ(calls, "own:110=a");
+	T_CASE("opt_operands_anywhere_handed_back_after_the_options_in_order") {
+		T_ASSERT(parse("one", "--name", "a", "two", "--verbose", "three", NULL) == 4);
+		T_STREQ(calls, "own:110=a own:118=(null)");
+		T_STREQ(last_argv[1], "--name");
+		T_STREQ(last_argv[2], "a");
+		T_STREQ(last_argv[3], "--verbose");
+		T_STREQ(last_argv[4], "one");
+		T_STREQ(last_argv[5], "two");
+		T_STREQ(last_argv[6], "three");
+		T_ASSERT(last_argv[7] == NULL);
 		T_ASSERT(parse(NULL) == 1);
 		T_ASSERT(ncalls == 0);
 	}
 
 	T_CASE("opt_lone_dash_is_an_operand") {
-		T_ASSERT(parse("-v", "-", "-v", NULL) == 2);
-		T_ASSERT(ncalls == 1);
+		T_ASSERT(parse("-v", "-", "-v", NULL) == 3);
+		T_ASSERT(ncalls == 2);
+		T_STREQ(last_argv[3], "-");
+	}
+
+	T_CASE("opt_double_dash_makes_the_rest_operands_wherever_it_is") {
+		T_ASSERT(parse("a", "--", "--name", "-v", NULL) == 2);
+		T_ASSERT(ncalls == 0);
+		T_STREQ(last_argv[1], "--");
+		T_STREQ(last_argv[2], "a");
+		T_STREQ(last_argv[3], "--name");
+		T_STREQ(last_argv[4], "-v");
 	}
 
 	T_CASE("opt_unknown_long_option_exits_2_naming_it") {
@@ -236,7 +297,7 @@ int main(void)
 	T_CASE("opt_long_prefix_is_not_an_abbreviation") {
 		CHILD(&o, "--verb");
 		T_ASSERT(o.exited && o.code == EXIT_USAGE);
-		T_ASSERT(strstr(o.err, "'--verb'") != NULL);
+		T_ASSERT(strstr(o.err, "unknown option '--verb'; did you mean --verbose?") != NULL);
 	}
 
 	T_CASE("opt_missing_value_exits_2_naming_flag_and_metavar") {
@@ -299,6 +360,126 @@ int main(void)
 		T_STREQ(o.err, "");
 	}
 
+	/* --- several values after one flag ------------------------------------------------------ */
+
+	T_CASE("opt_multi_values_run_to_the_next_option_each_handed_over") {
+		T_ASSERT(parse("--keys", "a", "b", "c", "--verbose", "--keys", "d", NULL) == 8);
+		T_STREQ(calls, "own:7=a own:7=b own:7=c own:118=(null) own:7=d");
+	}
+
+	T_CASE("opt_multi_stops_at_an_existing_file_which_is_an_operand") {
+		char file[1024];
+		snprintf(file, sizeof file, "%.1000s/corpus.jsonl", scratch);
+		write_file(file, "{}\n");
+		T_ASSERT(parse("--keys", "text", "title", file, NULL) == 4);
+		T_STREQ(calls, "own:7=text own:7=title");
+		T_STREQ(last_argv[4], file);
+		/* the first value is the flag's, file or not: a flag needs one */
+		T_ASSERT(parse("--keys", file, "x", NULL) == 4);
+		snprintf(want, sizeof want, "own:7=%s own:7=x", file);
+		T_STREQ(calls, want);
+		/* a directory is not a file operand */
+		T_ASSERT(parse("--keys", "a", scratch, NULL) == 4);
+		T_ASSERT(ncalls == 2);
+		/* FILE... values are files */
+		T_ASSERT(parse("--files", "a", file, file, "--verbose", "op", NULL) == 6);
+		snprintf(want, sizeof want, "own:8=a own:8=%s own:8=%s own:118=(null)", file, file);
+		T_STREQ(calls, want);
+		T_STREQ(last_argv[6], "op");
+		unlink(file);
+	}
+
+	T_CASE("opt_multi_takes_negative_numbers_and_stops_at_dash_and_double_dash") {
+		T_ASSERT(parse("--keys", "-1", "-.5", "-", "x", NULL) == 4);
+		T_STREQ(calls, "own:7=-1 own:7=-.5");
+		T_STREQ(last_argv[4], "-");
+		T_STREQ(last_argv[5], "x");
+		T_ASSERT(parse("--keys", "a", "--", "b", NULL) == 4);
+		T_STREQ(calls, "own:7=a");
+		T_STREQ(last_argv[4], "b");
+	}
+
+	T_CASE("opt_multi_equals_form_is_one_value_and_a_metavar_of_words_is_several") {
+		T_ASSERT(parse("--keys=a", "b", "--range", "1", "2", NULL) == 5);
+		T_STREQ(calls, "own:7=a own:9=1 own:9=2");
+		T_STREQ(last_argv[5], "b");
+	}
+
+	T_CASE("opt_multi_without_a_value_exits_2_naming_flag_and_metavar") {
+		CHILD(&o, "--keys", "--verbose");
+		T_ASSERT(o.exited && o.code == EXIT_USAGE);
+		T_ASSERT(strstr(o.err, "--keys needs a value (KEY...)") != NULL);
+		CHILD(&o, "--keys");
+		T_ASSERT(o.exited && o.code == EXIT_USAGE);
+		T_ASSERT(strstr(o.err, "--keys needs a value (KEY...)") != NULL);
+	}
+
+	T_CASE("opt_multi_fn_gets_each_occurrence_whole") {
+		child_spec = &spec2;
+		T_ASSERT(parse("--keys", "a", "b", "--add", "x", "--keys=c", "--range", "1", "2", NULL) == 10);
+		T_STREQ(calls, "own:7=[a|b] own:1=x own:7=[c] own:9=[1|2]");
+		child_spec = &spec;
+	}
+
+	/* --- abbreviations, hidden flags, did you mean, hints --------------------------------- */
+
+	T_CASE("opt_abbrev_unique_prefix_takes_the_flag_across_groups") {
+		child_spec = &spec2;
+		T_ASSERT(parse("--verb", "--na=x", "--qui", "--hidden", "--num-layers", "2", NULL) == 7);
+		T_STREQ(calls, "own:118=(null) own:110=x shared:1001=(null) hidden:12=(null) hidden:10=2");
+		child_spec = &spec;
+	}
+
+	T_CASE("opt_abbrev_ambiguous_names_every_candidate_and_exits_2") {
+		child_spec = &spec2;
+		CHILD(&o, "--num-layer", "2");
+		child_spec = &spec;
+		T_ASSERT(o.exited && o.code == EXIT_USAGE);
+		T_ASSERT(strstr(o.err, "tprog: --num-layer is ambiguous: --num-layers, --num-layers-per-stage?\n") != NULL);
+		T_STREQ(o.out, "");
+	}
+
+	T_CASE("opt_hidden_flags_are_accepted_but_not_in_help") {
+		child_spec = &spec2;
+		CHILD(&o, "--help");
+		child_spec = &spec;
+		T_ASSERT(o.exited && o.code == 0);
+		T_ASSERT(strstr(o.out, "--keys KEY...") != NULL);
+		T_ASSERT(strstr(o.out, "num-layers") == NULL && strstr(o.out, "hidden-flag") == NULL);
+	}
+
+	T_CASE("opt_misspelled_long_option_gets_did_you_mean") {
+		CHILD(&o, "--verbsoe");
+		T_ASSERT(o.exited && o.code == EXIT_USAGE);
+		T_ASSERT(strstr(o.err, "tprog: unknown option '--verbsoe'; did you mean --verbose?\n") != NULL);
+		CHILD(&o, "--nmae=x");
+		T_ASSERT(strstr(o.err, "unknown option '--nmae=x'; did you mean --name?") != NULL);
+		CHILD(&o, "--mail_");
+		T_ASSERT(strstr(o.err, "did you mean --mail?") != NULL);
+		CHILD(&o, "--confg", "x");
+		T_ASSERT(strstr(o.err, "did you mean --config?") != NULL);
+		/* far from everything: no guess */
+		CHILD(&o, "--zzzzzzzz");
+		T_ASSERT(o.exited && o.code == EXIT_USAGE);
+		T_ASSERT(strstr(o.err, "unknown option '--zzzzzzzz'\n") != NULL);
+	}
+
+	T_CASE("opt_hint_for_a_foreign_flag_replaces_unknown_option") {
+		child_spec = &spec2;
+		CHILD(&o, "--output-prefix", "foo", "--verbose");
+		T_ASSERT(o.exited && o.code == EXIT_USAGE);
+		T_ASSERT(strstr(o.err, "tprog: --output-prefix belongs to mkindex: tprog ... | mkindex --output-prefix foo\n") != NULL);
+		T_ASSERT(strstr(o.err, "unknown option") == NULL);
+		CHILD(&o, "--output-prefix=bar");
+		T_ASSERT(strstr(o.err, "| mkindex --output-prefix bar\n") != NULL);
+		CHILD(&o, "--output-prefix");
+		T_ASSERT(strstr(o.err, "| mkindex --output-prefix PREFIX\n") != NULL);
+		CHILD(&o, "-v", "--no-email");
+		T_ASSERT(o.exited && o.code == EXIT_USAGE);
+		T_ASSERT(strstr(o.err, "tprog: --no-email: mail goes out only with --mail\n") != NULL);
+		child_spec = &spec;
+	}
+
 	/* --- config files -------------------------------------------------------------------- */
 
 	T_CASE("opt_file_comments_blank_lines_and_spacing_ignored") {
@@ -318,6 +499,14 @@ int main(void)
 		snprintf(want, sizeof want, "%s:4: ", cfg);
 		T_ASSERT(strncmp(err, want, strlen(want)) == 0);
 		T_ASSERT(strstr(err, "'bogus'") != NULL);
+	}
+
+	T_CASE("opt_file_misspelled_setting_gets_did_you_mean_without_dashes") {
+		write_file(cfg, "verbsoe\n");
+		reset();
+		T_ASSERT(opt_parse_file(&spec, cfg, NULL, err, sizeof err) == -1);
+		snprintf(want, sizeof want, "%s:1: unknown setting 'verbsoe'; did you mean verbose?", cfg);
+		T_STREQ(err, want);
 	}
 
 	T_CASE("opt_file_dashed_names_are_not_settings") {
