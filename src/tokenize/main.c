@@ -726,7 +726,7 @@ static int run_encode(const struct cfg *cfg, const struct tok *tok)
 	 * not an empty dataset; no end marker, so mkindex refuses the stream too */
 	if (pl.bad && pl.docs == 0) {
 		fflush(stdout);
-		progress(&pl, 1);
+		summary(&pl);
 		die(EXIT_USAGE, "no document: all %llu lines read were bad; the first: %s", pl.bad, pl.err);
 	}
 	if (!cfg->text && !cfg->sentences && tokstream_write_end(stdout) < 0)
