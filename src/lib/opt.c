@@ -401,6 +401,14 @@ int opt_parse_file(const struct optspec *spec, const char *path, const char *con
 		char why[512] = "";
 
 		lineno++;
+		/* a NUL byte would cut the line short unseen ("mail-to a@b\0c@evil" read as
+		 * "mail-to a@b"): the whole line is refused, naming where the byte is */
+		const char *nul = memchr(line, '\0', (size_t)len);
+		if (nul) {
+			rc = add_problem(err, errlen, "%s:%d: a NUL byte at column %d; the line is refused "
+					 "(is this a text file?)", path, lineno, (int)(nul - line) + 1);
+			continue;
+		}
 		/* a '#' after whitespace starts a comment: "check /x:space=85%  # scratch" */
 		for (hash = line; (hash = strchr(hash, '#')); hash++)
 			if (hash > line && isspace((unsigned char)hash[-1])) {

@@ -84,6 +84,10 @@ contains config_alert_wording "$T/out" "space at"
 printf 'check %s:space=50%%\nchek %s:space=1%%\n' "$M" "$M" > "$T/bad.conf"
 expect_rc bad_config_exits_3 3 $FW --config "$T/bad.conf"
 contains bad_config_names_file_line "$T/out" "cannot check $T/bad.conf: $T/bad.conf:2: unknown setting 'chek'"
+# a NUL byte inside a line ("mail-to a@b\0c@evil" would be read as "mail-to a@b"): the line is refused
+printf 'check %s:space=50%%\nmail-to a@b\0c@evil\n' "$M" > "$T/nul.conf"
+expect_rc nul_byte_in_config_exits_3 3 $FW --config "$T/nul.conf"
+contains nul_byte_line_named "$T/out" "nul.conf:2: a NUL byte at column 12; the line is refused"
 # rules from the command line add to those of the config file
 printf 'chek %s:space=1%%\nmin-free %s:1P   # more than any tmpfs has\nbudget %s:lots\n' "$M" "$M" "$M" > "$T/bad2.conf"
 expect_rc bad_lines_do_not_hide_good_ones 3 $FW --config "$T/bad2.conf"

@@ -509,6 +509,21 @@ int main(void)
 		T_STREQ(err, want);
 	}
 
+	T_CASE("opt_file_line_with_a_nul_byte_is_refused_whole") {
+		/* "mail a@b\0c@evil": read as a C string it would be "mail a@b", silently */
+		static const char bytes[] = "verbose\nmail a@b\0c@evil\nname x\n";
+		FILE *f = fopen(cfg, "wb");
+		T_ASSERT(f && fwrite(bytes, 1, sizeof bytes - 1, f) == sizeof bytes - 1);
+		if (f)
+			fclose(f);
+		reset();
+		T_ASSERT(opt_parse_file(&spec, cfg, NULL, err, sizeof err) == -1);
+		snprintf(want, sizeof want, "%s:2: a NUL byte at column 9; the line is refused", cfg);
+		T_ASSERT(strncmp(err, want, strlen(want)) == 0);
+		T_ASSERT(strstr(calls, "m@x") == NULL && strstr(calls, "a@b") == NULL);
+		T_ASSERT(strstr(calls, "own:110=x") != NULL);   /* the other lines still apply */
+	}
+
 	T_CASE("opt_file_dashed_names_are_not_settings") {
 		write_file(cfg, "--verbose\n");
 		reset();
