@@ -22,7 +22,7 @@
  * prefix (idx_prefix), and one who types the prefix mkindex was given (d) instead of the one it
  * wrote (d_text_document) is told which datasets exist there (idx_suggest).
  *
- * Writing lives in mkindex (mkindex/idxwrite.h), on top of its streaming outfile. */
+ * Writing is idxwrite.h beside it, on top of the streaming outfile. */
 #ifndef LMTK_IDX_H
 #define LMTK_IDX_H
 

@@ -17,7 +17,7 @@
 #include <unistd.h>
 
 #include "cmd.h"
-#include "mkindex/idxwrite.h"
+#include "idxwrite.h"
 #include "msg.h"
 #include "progress.h"
 #include "tokstream.h"

@@ -7,7 +7,7 @@
 #include <stdlib.h>
 
 #include "cmd.h"
-#include "mkindex/idxwrite.h"
+#include "idxwrite.h"
 #include "msg.h"
 
 int cmd_merge(const char *out, char **in, int nin)

@@ -1,10 +1,10 @@
-/* mkindex_idxwrite.c - the .bin/.idx writer and merge (mkindex/idxwrite.h): round trips through
+/* lib_idxwrite.c - the .bin/.idx writer and merge (src/lib/idxwrite.h): round trips through
  * lib/idx.h's reader, byte layout, refusals. */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
 #endif
 #include "t.h"
-#include "mkindex/idxwrite.h"
+#include "idxwrite.h"
 
 #include <stdarg.h>
 #include <stdlib.h>

@@ -5,8 +5,8 @@
  * together (see outfile.h).  Merging streams the inputs' .bin bytes and rewrites their .idx
  * arrays, also without holding them.  It lives here, not in src/lib, only because it is built
  * on mkindex's outfile; the two move to src/lib together. */
-#ifndef MKINDEX_IDXWRITE_H
-#define MKINDEX_IDXWRITE_H
+#ifndef LMTK_IDXWRITE_H
+#define LMTK_IDXWRITE_H
 
 #include "idx.h"
 #include "outfile.h"

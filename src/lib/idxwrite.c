@@ -1,5 +1,5 @@
 /* idxwrite - see idxwrite.h. */
-#include "mkindex/idxwrite.h"
+#include "idxwrite.h"
 
 #include <errno.h>
 #include <stdio.h>
