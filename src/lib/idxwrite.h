@@ -3,8 +3,7 @@
  * idx_writer streams tokens into the .bin (converted to the dtype as they come) and keeps only
  * the sizes, 4 bytes per document, in memory; the .idx is written at the end, and both appear
  * together (see outfile.h).  Merging streams the inputs' .bin bytes and rewrites their .idx
- * arrays, also without holding them.  It lives here, not in src/lib, only because it is built
- * on mkindex's outfile; the two move to src/lib together. */
+ * arrays, also without holding them.  Built on outfile.h, as every output file is. */
 #ifndef LMTK_IDXWRITE_H
 #define LMTK_IDXWRITE_H
 
