@@ -159,8 +159,8 @@ FUZZ_CFLAGS  := -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover
 FUZZ_LIBS    := -lcurl -lcrypto -ljansson -lpcre2-8 -lgit2 -lzip -lm -lpthread
 fuzz_prog_src = $(filter-out %/main.c,$(wildcard src/$(call prog_of,$1)/*.c))
 FUZZ_DEPS_train_cache := src/train/data/gptdata.c src/train/data/mt19937.c
-FUZZ_DEPS_hub-sync_lfs := src/hub-sync/lfs.c src/hub-sync/sha256.c
-FUZZ_DEPS_hub-sync_batch := src/hub-sync/batch.c src/hub-sync/token.c src/hub-sync/sha256.c
+FUZZ_DEPS_hub-sync_lfs := src/hub-sync/lfs.c
+FUZZ_DEPS_hub-sync_batch := src/hub-sync/batch.c src/hub-sync/token.c
 fuzz_deps = $(if $(filter train_% hub-sync_%,$1),$(FUZZ_DEPS_$1),$(call fuzz_prog_src,$1))
 $(BUILD)/fuzz/%: tests/fuzz/%.c tests/fuzz/fuzz.h $(LIB_SRC) $$(call fuzz_deps,$$*)
 	@mkdir -p $(@D)

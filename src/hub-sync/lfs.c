@@ -12,9 +12,9 @@
 
 #include <git2/sys/filter.h>
 
+#include "digest.h"
 #include "msg.h"
 #include "outfile.h"
-#include "sha256.h"
 
 #define SPEC_V1 "version https://git-lfs.github.com/spec/v1\n"
 
@@ -100,7 +100,7 @@ static int mkdirs(char *path)  /* mkdir -p of path's directory part; path is res
 struct objw {
 	struct outfile out;
 	int open;
-	struct sha256 sha;
+	struct digest_stream sha;
 	unsigned long long size;
 	char head[LFS_POINTER_MAX];  /* the first bytes: is the input already a pointer? */
 	size_t nhead;
@@ -112,20 +112,20 @@ static int objw_open(struct objw *w, const char *gitdir, char *err, size_t errle
 	w->open = 0;
 	w->size = 0;
 	w->nhead = 0;
-	sha256_init(&w->sha);
 	snprintf(tmp, sizeof tmp, "%s/lfs/tmp/hub-sync-object", gitdir);
 	if (mkdirs(tmp) < 0)
 		return errf(err, errlen, "%s: %s", tmp, strerror(errno));
 	if (outfile_open(&w->out, tmp, 1 << 16, err, errlen) < 0)
 		return -1;
 	w->out.mode = 0644;
+	digest_sha256_begin(&w->sha);
 	w->open = 1;
 	return 0;
 }
 
 static int objw_write(struct objw *w, const char *buf, size_t len, char *err, size_t errlen)
 {
-	sha256_update(&w->sha, buf, len);
+	digest_sha256_add(&w->sha, buf, len);
 	if (w->nhead < sizeof w->head) {
 		size_t n = sizeof w->head - w->nhead < len ? sizeof w->head - w->nhead : len;
 		memcpy(w->head + w->nhead, buf, n);
@@ -137,8 +137,10 @@ static int objw_write(struct objw *w, const char *buf, size_t len, char *err, si
 
 static void objw_abort(struct objw *w)
 {
-	if (w->open)
+	if (w->open) {
 		outfile_discard(&w->out);
+		digest_sha256_drop(&w->sha);   /* a no-op once the hash is taken */
+	}
 	w->open = 0;
 }
 
@@ -147,12 +149,10 @@ static void objw_abort(struct objw *w)
 static int objw_commit(struct objw *w, const char *gitdir, struct lfs_pointer *p, int *is_new,
 		       char *err, size_t errlen)
 {
-	uint8_t d[32];
 	char final[PATH_MAX + 128];
 	struct stat st;
 
-	sha256_final(&w->sha, d);
-	sha256_hex(d, p->oid);
+	digest_sha256_end(&w->sha, p->oid);
 	p->size = w->size;
 	lfs_object_path(gitdir, p->oid, final, sizeof final);
 	*is_new = 0;
@@ -464,7 +464,6 @@ void lfs_preclean(char *const *paths, size_t n, int jobs, lfs_ready_fn ready, vo
 
 	if ((size_t)nth > n)
 		nth = (int)n;
-	sha256_accelerated();  /* pick the code path before the threads race to */
 	for (int i = 0; i < nth; i++)
 		if (pthread_create(&th[i], NULL, pre_worker, &pr) != 0)
 			nth = i;

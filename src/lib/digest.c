@@ -18,6 +18,36 @@ static void to_hex(const unsigned char *md, char hex[65])
 		snprintf(hex + 2 * i, 3, "%02x", md[i]);
 }
 
+void digest_sha256_begin(struct digest_stream *d)
+{
+	EVP_MD_CTX *ctx = EVP_MD_CTX_new();
+	if (!ctx || !EVP_DigestInit_ex(ctx, EVP_sha256(), NULL))
+		die(EXIT_FAILED, "out of memory sizing a SHA-256 context (libcrypto)");
+	d->ctx = ctx;
+}
+
+void digest_sha256_add(struct digest_stream *d, const void *data, size_t len)
+{
+	if (len && !EVP_DigestUpdate(d->ctx, data, len))
+		die(EXIT_FAILED, "libcrypto's SHA-256 failed");
+}
+
+void digest_sha256_end(struct digest_stream *d, char hex[65])
+{
+	unsigned char md[EVP_MAX_MD_SIZE];
+	unsigned int n = 0;
+	if (!EVP_DigestFinal_ex(d->ctx, md, &n) || n != 32)
+		die(EXIT_FAILED, "libcrypto's SHA-256 failed");
+	to_hex(md, hex);
+	digest_sha256_drop(d);
+}
+
+void digest_sha256_drop(struct digest_stream *d)
+{
+	EVP_MD_CTX_free(d->ctx);
+	d->ctx = NULL;
+}
+
 void digest_sha256_hex(const void *data, size_t len, char hex[65])
 {
 	unsigned char md[EVP_MAX_MD_SIZE];
