@@ -48,7 +48,7 @@ int xalloc_mul(size_t count, size_t size, size_t *bytes)
 	return 0;
 }
 
-static void __attribute__((noreturn)) oom(const char *what, size_t bytes)
+void xalloc_die(const char *what, size_t bytes)
 {
 	char msg[512];
 
@@ -60,7 +60,7 @@ void *xmalloc(size_t n, const char *what)
 	void *p = malloc(n ? n : 1);
 
 	if (!p)
-		oom(what, n);
+		xalloc_die(what, n);
 	return p;
 }
 
@@ -70,10 +70,10 @@ void *xcalloc(size_t count, size_t size, const char *what)
 	void *p;
 
 	if (xalloc_mul(count, size, &n) < 0)
-		oom(what, n);
+		xalloc_die(what, n);
 	p = calloc(n ? count : 1, n ? size : 1);
 	if (!p)
-		oom(what, n);
+		xalloc_die(what, n);
 	return p;
 }
 
@@ -82,7 +82,7 @@ void *xrealloc(void *p, size_t n, const char *what)
 	void *q = realloc(p, n ? n : 1);
 
 	if (!q)
-		oom(what, n);
+		xalloc_die(what, n);
 	return q;
 }
 

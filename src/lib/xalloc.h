@@ -25,6 +25,8 @@ void *xmalloc(size_t n, const char *what);
 void *xcalloc(size_t count, size_t size, const char *what);   /* count * size overflow checked */
 void *xrealloc(void *p, size_t n, const char *what);
 char *xstrdup(const char *s, const char *what);
+/* the dying allocators' message and exit, for an allocator of its own (a device's) that failed */
+void xalloc_die(const char *what, size_t bytes) __attribute__((noreturn));
 
 /* "out of memory for WHAT: SIZE" into err; returns -1 */
 int xalloc_err(char *err, size_t errlen, const char *what, size_t bytes);
