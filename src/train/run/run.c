@@ -1722,7 +1722,9 @@ int run_train(const struct train_args *a, const struct plan *p, const char *cmdl
 	int deferred = blocker == NULL;
 	_Static_assert(sizeof(struct ops_step) <= DSTEP_BYTES, "DSTEP_BYTES");
 	if (deferred && !(r.dsteps = r.m.ops->alloc(2 * DSTEP_BYTES))) {
-		warn("train: out of memory for the step scalars");
+		char oom[200];
+		warn("%s; the step is not deferred", xalloc_msg(oom, sizeof oom,
+			"the step scalars on the device", 2 * DSTEP_BYTES));
 		deferred = 0;
 	}
 
