@@ -3,11 +3,12 @@
 # 12.00 GiB", src/lib/xalloc.h), never a bare "out of memory".  This greps src/ for string
 # literals that end at "out of memory" and prints each one it finds.  The files below are still
 # being reworked on other branches and keep their bare messages until those are merged: their
-# count may only go down (BARE_LEFT), and no other file may have one at all.
+# count may only go down (BARE_LEFT: 80 when this was written, src/lib/idxwrite.c counted with
+# src/lib/idx.* once that lands), and no other file may have one at all.
 . "$(dirname "$0")/../lib.sh"
 cd "$TOP" || exit 3
 
-LATER='^src/(lib/(opt|alert|idx|progress)\.|tokenize/(main|jsonl)\.c|mkindex/|hub-sync/main\.c|ckpt-merge-tp/|ckpt-sync-ln/main\.c|fs-watchdog/main\.c|slurm-pulse/|ckpt/(shards|reshard|checksums|progress)\.c|train/data/|train/(args|main)\.c)'
+LATER='^src/(lib/(opt|alert|idx[a-z]*|progress)\.|tokenize/(main|jsonl)\.c|mkindex/|hub-sync/main\.c|ckpt-merge-tp/|ckpt-sync-ln/main\.c|fs-watchdog/main\.c|slurm-pulse/|ckpt/(shards|reshard|checksums|progress)\.c|train/data/|train/(args|main)\.c)'
 BARE_LEFT=80
 
 # a literal ending "out of memory" or "out of memory\n"; strstr() looking for the phrase is no message
