@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "msg.h"
+#include "xalloc.h"
 
 const char *const lt_group_prefix[LT_GROUPS] = {"", "exp_avg.", "exp_avg_sq."};
 const char *const lt_group_name[LT_GROUPS] = {"weight", "exp_avg", "exp_avg_sq"};
@@ -289,7 +290,7 @@ int lt_from_manifest(struct lt_model *m, json_t *mo, const char *where, char *er
 	if (arch->fields && arch->fields(m, mo, where, err, errlen) < 0)
 		return -1;
 	if (build(m) < 0)
-		return errf(err, errlen, "out of memory");
+		return xalloc_err_in(err, errlen, where, "the tensor layout", 0);
 	return 0;
 }
 

@@ -88,7 +88,7 @@ int mds_ext_add_(struct mds *c, int t, int b, int r, int s, int file, int st,
 		size_t cap = c->capext ? 2 * c->capext : 1024;
 		struct mds_ext *e = realloc(c->ext, cap * sizeof *e);
 		if (!e)
-			return fail(err, errlen, "out of memory");
+			return fail_oom(err, errlen, "the list of tensor extents", cap * sizeof *e);
 		c->ext = e;
 		c->capext = cap;
 	}
@@ -274,7 +274,7 @@ int mds_read_model_(struct mds *c, const struct pt_file *f, const struct pt_valu
 			   "init_method_std", f32(std), "hidden_dropout", f32(hd),
 			   "attention_dropout", f32(ad), "seed", (json_int_t)seed);
 	if (!*model)
-		return fail(err, errlen, "out of memory");
+		return fail_oom(err, errlen, "the converted model's settings", 0);
 	/* pre-LN: the post-LN residual is refused above */
 	json_object_set_new(*model, "apply_residual_connection_post_layernorm", json_false());
 	char where[4200];
@@ -353,7 +353,7 @@ static json_t *read_sched(struct mds *c, const struct pt_file *f, const struct p
 			      dtok != 0, "num_steps", (json_int_t)num, "num_tokens", (json_int_t)ntok,
 			      "warmup_tokens", (json_int_t)wtok);
 	if (!j)
-		fail(err, errlen, "out of memory");
+		fail_oom(err, errlen, "the converted learning-rate schedule", 0);
 	return j;
 }
 
@@ -475,7 +475,7 @@ int mds_build_manifest_(struct mds *c, const struct pt_file *f, const struct pt_
 		"weights", c->has_optimizer ? "fp32 master" : c->weights_dtype);
 	free(abs);
 	if (!c->manifest)
-		return fail(err, errlen, "out of memory");
+		return fail_oom(err, errlen, "the converted checkpoint's manifest", 0);
 	return 0;
 }
 /* ---- the step directory ---- */
@@ -607,7 +607,8 @@ int mds_alloc_parts_(struct mds *c, char *err, size_t errlen)
 	c->first = calloc(n, sizeof *c->first);
 	c->count = calloc(n, sizeof *c->count);
 	if (!c->first || !c->count)
-		return fail(err, errlen, "out of memory");
+		return fail_oom(err, errlen, "the index of tensor parts",
+				n * (sizeof *c->first + sizeof *c->count));
 	return 0;
 }
 /* ---- open, close ---- */
@@ -618,7 +619,7 @@ int mds_open(struct mds **out, const char *path, char *err, size_t errlen)
 	int rc;
 	*out = NULL;
 	if (!c)
-		return fail(err, errlen, "out of memory"), EXIT_FAILED;
+		return fail_oom(err, errlen, "the checkpoint reader", sizeof *c), EXIT_FAILED;
 	if ((rc = resolve(c, path, err, errlen)) ||
 	    (rc = c->kind == MDS_DEEPSPEED ? mds_open_ds_(c, err, errlen) : mds_open_meg_(c, err, errlen))) {
 		mds_close(c);
@@ -687,7 +688,7 @@ int mds_view(struct sh_ckpt *c, struct mds *m, const int bufs[LT_GROUPS], int ti
 	c->lock = -1;   /* no step lock: the files are Megatron-DeepSpeed's */
 	struct view *v = calloc(1, sizeof *v);
 	if (!v)
-		return errf(err, errlen, "out of memory");
+		return xalloc_err(err, errlen, "the checkpoint view", sizeof *v);
 	v->m = m;
 	memcpy(v->bufs, bufs, sizeof v->bufs);
 	v->tied_copy = tied_copy && m->pp > 1;
@@ -700,7 +701,7 @@ int mds_view(struct sh_ckpt *c, struct mds *m, const int bufs[LT_GROUPS], int ti
 	struct sh_source src = {view_read, free, v};
 	if (!c->dir || !c->manifest || lt_copy(&c->m, &m->m, m->m.padded_vocab) < 0) {
 		free(v);
-		return errf(err, errlen, "out of memory");
+		return xalloc_err(err, errlen, "the checkpoint view's layout and manifest", 0);
 	}
 	if (sh_init_source(c, &src, err, errlen) < 0)
 		return -1;

@@ -74,7 +74,7 @@ static int ds_inventory(struct mds *c, int s, int r, struct ds_group **out, int 
 	snprintf(p, sizeof p, "%s/mp_rank_%02d_model_states.pt", c->dir, mm);
 	int fi = mds_file_add_(c, p);
 	if (fi < 0)
-		return fail(err, errlen, "out of memory");
+		return fail_oom(err, errlen, "the list of checkpoint files", 0);
 	struct pt_file *f = mds_file_get_(c, fi, err, errlen);
 	if (!f)
 		return EXIT_USAGE;
@@ -85,7 +85,8 @@ static int ds_inventory(struct mds *c, int s, int r, struct ds_group **out, int 
 		return fail(err, errlen, "%s", pt_error(f));
 	struct ds_group *g = calloc(ps->u.seq.n ? ps->u.seq.n : 1, sizeof *g);
 	if (!g)
-		return fail(err, errlen, "out of memory");
+		return fail_oom(err, errlen, "the param_shapes groups",
+				(ps->u.seq.n ? ps->u.seq.n : 1) * sizeof *g);
 	*out = g;
 	*ngroups = (int)ps->u.seq.n;
 	for (size_t gi = 0; gi < ps->u.seq.n; gi++) {
@@ -95,7 +96,8 @@ static int ds_inventory(struct mds *c, int s, int r, struct ds_group **out, int 
 				    gi, pt_kind_name(d->kind));
 		g[gi].p = calloc(d->u.dict.n ? d->u.dict.n : 1, sizeof *g[gi].p);
 		if (!g[gi].p)
-			return fail(err, errlen, "out of memory");
+			return fail_oom(err, errlen, "a param_shapes group's tensors",
+					(d->u.dict.n ? d->u.dict.n : 1) * sizeof *g[gi].p);
 		for (size_t j = 0; j < d->u.dict.n; j++) {
 			const struct pt_value *k = d->u.dict.k[j], *v = d->u.dict.v[j];
 			struct ds_param *q = &g[gi].p[g[gi].n++];
@@ -152,7 +154,7 @@ static int ds_partition(struct mds *c, int s, int r, int d, const struct ds_grou
 			    "bf16_zero_* optimizer files)", p, c->dp);
 	int fi = mds_file_add_(c, p);
 	if (fi < 0)
-		return fail(err, errlen, "out of memory");
+		return fail_oom(err, errlen, "the list of checkpoint files", 0);
 	struct pt_file *f = mds_file_get_(c, fi, err, errlen);
 	if (!f)
 		return EXIT_USAGE;
@@ -294,7 +296,7 @@ int mds_open_ds_(struct mds *c, char *err, size_t errlen)
 	int f0i = mds_file_add_(c, p);
 	struct pt_file *f0 = f0i < 0 ? NULL : mds_file_get_(c, f0i, err, errlen);
 	if (!f0)
-		return f0i < 0 ? fail(err, errlen, "out of memory") : EXIT_USAGE;
+		return f0i < 0 ? fail_oom(err, errlen, "the list of checkpoint files", 0) : EXIT_USAGE;
 	const struct pt_value *root = f0->root, *args = pt_dict_get(root, "args");
 	int64_t tp, pp, dp, mpw, skipped = 0;
 	if (root->kind != PT_DICT || !args)
@@ -353,7 +355,7 @@ int mds_open_ds_(struct mds *c, char *err, size_t errlen)
 	struct ds_group *g = NULL;
 	int ngroups = 0;
 	if (!stage_of) {
-		rc = fail(err, errlen, "out of memory");
+		rc = fail_oom(err, errlen, "the stage of each tensor", c->m.n * sizeof *stage_of);
 		goto out;
 	}
 	for (int t = 0; t < c->m.n; t++)
@@ -365,7 +367,8 @@ int mds_open_ds_(struct mds *c, char *err, size_t errlen)
 			struct ds_slice *sl = rc ? NULL : calloc((size_t)c->dp * ngroups, sizeof *sl);
 			int64_t *ps = rc ? NULL : calloc(ngroups, sizeof *ps);
 			if (!rc && (!sl || !ps))
-				rc = fail(err, errlen, "out of memory");
+				rc = fail_oom(err, errlen, "the ZeRO partitions' slices",
+					      (size_t)c->dp * ngroups * sizeof *sl + ngroups * sizeof *ps);
 			for (int d = 0; d < c->dp && !rc && c->has_optimizer; d++) {
 				double cg = -1;
 				rc = ds_partition(c, s, r, d, g, ngroups, sl + (size_t)d * ngroups, ps,
@@ -420,7 +423,7 @@ int mds_open_ds_(struct mds *c, char *err, size_t errlen)
 		int fi = mds_file_add_(c, p);
 		struct pt_file *f = fi < 0 ? NULL : mds_file_get_(c, fi, err, errlen);
 		if (!f) {
-			rc = fi < 0 ? fail(err, errlen, "out of memory") : EXIT_USAGE;
+			rc = fi < 0 ? fail_oom(err, errlen, "the list of checkpoint files", 0) : EXIT_USAGE;
 			break;
 		}
 		const struct pt_value *sd = f->root;

@@ -13,6 +13,7 @@
 #include "msg.h"
 #include "ckpt/mds.h"
 #include "ckpt/pt.h"
+#include "xalloc.h"
 
 struct mds_file {
 	char *path;
@@ -34,6 +35,13 @@ enum { NAME_UNKNOWN = -1, NAME_IGNORED = -2 };   /* ds_name(), meg_name() */
 
 static inline int fail(char *err, size_t errlen, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
+/* fail() for an allocation: "out of memory for WHAT: BYTES" (xalloc.h), the same EXIT_USAGE */
+static inline int fail_oom(char *err, size_t errlen, const char *what, size_t bytes)
+{
+	xalloc_err(err, errlen, what, bytes);
+	return EXIT_USAGE;
+}
+
 static inline int fail(char *err, size_t errlen, const char *fmt, ...)
 {
 	va_list ap;

@@ -101,7 +101,7 @@ static int meg_rank(struct mds *c, int s, int r, int first, char *err, size_t er
 	int fi = mds_file_add_(c, p);
 	struct pt_file *f = fi < 0 ? NULL : mds_file_get_(c, fi, err, errlen);
 	if (!f)
-		return fi < 0 ? fail(err, errlen, "out of memory") : EXIT_USAGE;
+		return fi < 0 ? fail_oom(err, errlen, "the list of checkpoint files", 0) : EXIT_USAGE;
 	const struct pt_value *root = f->root, *model;
 	if ((rc = mds_check_layout_(c, f, root, err, errlen)))
 		return rc;
@@ -112,7 +112,7 @@ static int meg_rank(struct mds *c, int s, int r, int first, char *err, size_t er
 		return fail(err, errlen, "%s", pt_error(f));
 	struct meg_leaf *lv = calloc(cap, sizeof *lv);
 	if (!lv)
-		return fail(err, errlen, "out of memory");
+		return fail_oom(err, errlen, "the model's leaf tensors", cap * sizeof *lv);
 	if ((rc = meg_leaves(f, model, prefix, lv, &n, cap, err, errlen)))
 		goto out;
 	for (int i = 0; i < n && !rc; i++) {
@@ -170,7 +170,7 @@ static int meg_rank(struct mds *c, int s, int r, int first, char *err, size_t er
 	/* the groups (2.5): model order, decayed ones cut in halves when there are three */
 	int *grp = malloc(n * sizeof *grp), ndec = 0;
 	if (!grp) {
-		rc = fail(err, errlen, "out of memory");
+		rc = fail_oom(err, errlen, "the param group of each tensor", n * sizeof *grp);
 		goto out;
 	}
 	for (int i = 0; i < n; i++)
@@ -294,7 +294,7 @@ int mds_open_meg_(struct mds *c, char *err, size_t errlen)
 	int f0i = mds_file_add_(c, p);
 	struct pt_file *f0 = f0i < 0 ? NULL : mds_file_get_(c, f0i, err, errlen);
 	if (!f0)
-		return f0i < 0 ? fail(err, errlen, "out of memory") : EXIT_USAGE;
+		return f0i < 0 ? fail_oom(err, errlen, "the list of checkpoint files", 0) : EXIT_USAGE;
 	json_t *model = NULL;
 	const struct pt_value *root = f0->root;
 	if (root->kind != PT_DICT)

@@ -15,6 +15,7 @@
  * PKL_DEPTH, and no parse-time marker (a global, a storage, an unbuilt numpy object) is left
  * in it as a value. */
 #include "ckpt/pickle.h"
+#include "xalloc.h"
 
 #include <stdarg.h>
 #include <stdio.h>
@@ -172,6 +173,16 @@ static int perr(struct pkl *P, const char *fmt, ...)
 	return -1;
 }
 
+/* out of memory for WHAT (BYTES, 0 unknown), in perr's frame */
+static int poom(struct pkl *P, const char *what, size_t bytes)
+{
+	char msg[200];
+	return perr(P, "%s", xalloc_msg(msg, sizeof msg, what, bytes));
+}
+
+/* the size of the request grow() failed last, for poom() */
+static _Thread_local size_t grow_failed;
+
 static int grow(void *pp, size_t *cap, size_t need, size_t size)
 {
 	if (need <= *cap)
@@ -180,8 +191,10 @@ static int grow(void *pp, size_t *cap, size_t need, size_t size)
 	while (c < need)
 		c *= 2;
 	void *q = realloc(*(void **)pp, c * size);
-	if (!q)
+	if (!q) {
+		grow_failed = c * size;
 		return -1;
+	}
 	*(void **)pp = q;
 	*cap = c;
 	return 0;
@@ -191,10 +204,10 @@ static struct pt_value *nv(struct pkl *P, enum pt_kind k)
 {
 	struct pt_file *f = P->f;
 	if (grow(&f->vals_, &f->capvals_, f->nvals_ + 1, sizeof *f->vals_) != 0)
-		return perr(P, "out of memory"), NULL;
+		return poom(P, "the list of unpickled values", grow_failed), NULL;
 	struct pt_value *v = calloc(1, sizeof *v);
 	if (!v)
-		return perr(P, "out of memory"), NULL;
+		return poom(P, "an unpickled value", sizeof *v), NULL;
 	v->kind = k;
 	f->vals_[f->nvals_++] = v;
 	return v;
@@ -205,7 +218,7 @@ static int push(struct pkl *P, struct pt_value *v)
 	if (!v)
 		return -1;
 	if (grow(&P->st, &P->scap, P->sp + 1, sizeof *P->st) != 0)
-		return perr(P, "out of memory");
+		return poom(P, "the unpickler's stack", grow_failed);
 	P->st[P->sp++] = v;
 	return 0;
 }
@@ -278,7 +291,7 @@ static struct pt_value *seq_of(struct pkl *P, enum pt_kind k, struct pt_value **
 	if (n) {
 		v->u.seq.v = malloc(n * sizeof *items);
 		if (!v->u.seq.v)
-			return perr(P, "out of memory"), NULL;
+			return poom(P, "a tuple's or list's items", n * sizeof *items), NULL;
 		memcpy(v->u.seq.v, items, n * sizeof *items);
 	}
 	v->u.seq.n = v->u.seq.cap = n;
@@ -288,7 +301,7 @@ static struct pt_value *seq_of(struct pkl *P, enum pt_kind k, struct pt_value **
 static int seq_add(struct pkl *P, struct pt_value *l, struct pt_value *x)
 {
 	if (grow(&l->u.seq.v, &l->u.seq.cap, l->u.seq.n + 1, sizeof x) != 0)
-		return perr(P, "out of memory");
+		return poom(P, "a list's items", grow_failed);
 	l->u.seq.v[l->u.seq.n++] = x;
 	return 0;
 }
@@ -315,7 +328,7 @@ static int dict_set(struct pkl *P, struct pt_value *d, struct pt_value *k, struc
 	size_t c = d->u.dict.cap;
 	if (grow(&d->u.dict.k, &c, d->u.dict.n + 1, sizeof k) != 0 ||
 	    grow(&d->u.dict.v, &d->u.dict.cap, d->u.dict.n + 1, sizeof v) != 0)
-		return perr(P, "out of memory");
+		return poom(P, "a dict's keys and values", grow_failed);
 	d->u.dict.k[d->u.dict.n] = k;
 	d->u.dict.v[d->u.dict.n++] = v;
 	return 0;
@@ -462,7 +475,7 @@ static struct pt_value *latin1(struct pkl *P, const struct pt_value *a)
 			    "bytes"), NULL;
 	struct pt_value *v = nv(P, PT_BYTES);
 	if (!v || !(v->u.str.s = malloc(s->u.str.len + 1)))
-		return v ? perr(P, "out of memory"), NULL : NULL;
+		return v ? poom(P, "a latin1-encoded bytes object", s->u.str.len + 1), NULL : NULL;
 	const uint8_t *p = (const uint8_t *)s->u.str.s, *e = p + s->u.str.len;
 	size_t n = 0;
 	while (p < e) {
@@ -613,7 +626,7 @@ static int op_reduce(struct pkl *P)
 	case G_BYTES:
 		if (want_args(P, a, name, 0, 0) != 0 || !(v = nv(P, PT_BYTES)) ||
 		    !(v->u.str.s = calloc(1, 1)))
-			return v ? perr(P, "out of memory") : -1;
+			return v ? poom(P, "an empty bytes object", 1) : -1;
 		break;
 	case G_SET:
 		if (want_args(P, a, name, 1, 0) != 0)
@@ -670,7 +683,7 @@ static int op_reduce(struct pkl *P)
 		if (!is_global(a->u.seq.v[0], G_ENUM) || a->u.seq.v[1]->kind != PT_STR)
 			return perr(P, "%s other than (an enum class lmtk knows, a member's name)", name);
 		if (!(v = nv(P, PT_STR)) || !(v->u.str.s = strdup(a->u.seq.v[1]->u.str.s)))
-			return v ? perr(P, "out of memory") : -1;
+			return v ? poom(P, "an enum member's name", a->u.seq.v[1]->u.str.len + 1) : -1;
 		v->u.str.len = a->u.seq.v[1]->u.str.len;
 		v->cls = "megatron.enums.PositionEmbeddingType";
 		break;
@@ -784,7 +797,7 @@ static int memo_put(struct pkl *P, uint64_t i)
 	if (i >= P->nmemo) {
 		struct pt_value **m = realloc(P->memo, (i + 1) * sizeof *m);
 		if (!m)
-			return perr(P, "out of memory");
+			return poom(P, "the unpickler's memo", (i + 1) * sizeof *m);
 		memset(m + P->nmemo, 0, (i + 1 - P->nmemo) * sizeof *m);
 		P->memo = m;
 		P->nmemo = i + 1;
@@ -914,7 +927,7 @@ static int step(struct pkl *P, int *stop)
 		return 0;
 	case '(':
 		if (grow(&P->marks, &P->mcap, P->nmarks + 1, sizeof *P->marks) != 0)
-			return perr(P, "out of memory");
+			return poom(P, "the unpickler's marks", grow_failed);
 		P->marks[P->nmarks++] = P->sp;
 		return 0;
 	case '}':
@@ -1030,7 +1043,7 @@ static int step(struct pkl *P, int *stop)
 		if (need(P, len) != 0 || !(v = nv(P, PT_STR)))
 			return -1;
 		if (!(v->u.str.s = malloc(len + 1)))
-			return perr(P, "out of memory");
+			return poom(P, "a pickled string", len + 1);
 		memcpy(v->u.str.s, P->p + P->pos, len);
 		v->u.str.s[len] = 0;
 		v->u.str.len = len;

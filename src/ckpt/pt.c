@@ -24,6 +24,7 @@
 #include <zip.h>
 
 #include "ckpt/pickle.h"
+#include "xalloc.h"
 
 #define PKL_MAX (1u << 30)           /* data.pkl holds metadata only: 1 GiB is forged */
 
@@ -177,7 +178,8 @@ const struct pt_storage *pt_storage_add_(struct pt_file *f, const char *key, enu
 	s->index = idx;
 	return s;
 oom:
-	snprintf(msg, msglen, "out of memory");
+	snprintf(msg, msglen, "entry %s: ", name);
+	xalloc_msg(msg + strlen(msg), msglen - strlen(msg), "the storage's record", 0);
 	return NULL;
 }
 
@@ -197,7 +199,9 @@ static uint8_t *read_entry(struct pt_file *f, zip_int64_t idx, const char *name,
 	uint8_t *b = malloc((size_t)st.size + 1);
 	zip_file_t *zf = b ? zip_fopen_index(f->zip_, (zip_uint64_t)idx, 0) : NULL;
 	if (!zf) {
-		ferr(f, "%s: %s", name, b ? zip_strerror(f->zip_) : "out of memory");
+		char oom[200];
+		ferr(f, "%s: %s", name, b ? zip_strerror(f->zip_)
+			 : xalloc_msg(oom, sizeof oom, "the zip entry's bytes", (size_t)st.size + 1));
 		free(b);
 		return NULL;
 	}
@@ -242,7 +246,7 @@ struct pt_file *pt_open(const char *path, char *err, size_t errlen)
 {
 	struct pt_file *f = calloc(1, sizeof *f);
 	if (!f || !(f->path = strdup(path))) {
-		snprintf(err, errlen, "%s: out of memory", path);
+		xalloc_err_in(err, errlen, path, "the checkpoint reader", sizeof *f + strlen(path) + 1);
 		free(f);
 		return NULL;
 	}
@@ -265,7 +269,9 @@ struct pt_file *pt_open(const char *path, char *err, size_t errlen)
 		}
 		pkl = i;
 		if (!(f->archive = strndup(e, (size_t)(sl - e)))) {
-			ferr(f, "out of memory");
+			char oom[200];
+			ferr(f, "%s", xalloc_msg(oom, sizeof oom, "the zip's archive name",
+						  (size_t)(sl - e) + 1));
 			goto fail;
 		}
 	}
@@ -423,8 +429,11 @@ int pt_read(struct pt_file *f, const struct pt_tensor *t, int64_t a, int64_t b, 
 		int64_t w = hi - lo + 1;
 		if (w <= 4 * (b - a) + 65536 && w * (int64_t)es <= (INT64_C(256) << 20)) {
 			uint8_t *buf = malloc((size_t)w * es);
-			if (!buf)
-				return ferr(f, "out of memory for a %lld-byte window", (long long)w * es);
+			if (!buf) {
+				char oom[200];
+				return ferr(f, "%s", xalloc_msg(oom, sizeof oom, "a window of the storage",
+								 (size_t)w * es));
+			}
 			if (read_bytes(f, s, (uint64_t)lo * es, buf, (size_t)w * es) != 0) {
 				free(buf);
 				return -1;
@@ -524,8 +533,10 @@ int pt_read_f32(struct pt_file *f, const struct pt_tensor *t, int64_t a, int64_t
 	enum { CHUNK = 1 << 18 };            /* 2 MiB of int64: stays in cache for the conversion */
 	size_t es = pt_dtype_size(t->dtype);
 	uint8_t *buf = malloc(CHUNK * es);
-	if (!buf)
-		return ferr(f, "out of memory");
+	if (!buf) {
+		char oom[200];
+		return ferr(f, "%s", xalloc_msg(oom, sizeof oom, "the conversion chunk", CHUNK * es));
+	}
 	for (int64_t i = a; i < b;) {
 		int64_t k = b - i < CHUNK ? b - i : CHUNK;
 		if (pt_read(f, t, i, i + k, buf) != 0) {

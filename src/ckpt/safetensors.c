@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "outfile.h"
+#include "xalloc.h"
 
 #define ST_MAX_HEADER (100u << 20)   /* the format's own limit on the JSON header */
 
@@ -73,7 +74,7 @@ struct st_writer *st_create(const char *path, char *err, size_t errlen)
 {
 	struct st_writer *w = calloc(1, sizeof *w);
 	if (!w || !(w->path = strdup(path))) {
-		snprintf(err, errlen, "%s: out of memory", path);
+		xalloc_err_in(err, errlen, path, "the safetensors writer", sizeof *w + strlen(path) + 1);
 		free(w);
 		return NULL;
 	}
@@ -134,8 +135,11 @@ int st_write(struct st_writer *w, const void *data, size_t bytes)
 		if (json_object_size(w->meta))
 			json_object_set(w->header, "__metadata__", w->meta);
 		char *js = json_dumps(w->header, JSON_COMPACT | JSON_SORT_KEYS);
-		if (!js)
-			return werr(w, "%s: out of memory", w->path);
+		if (!js) {
+			char msg[200];
+			return werr(w, "%s: %s", w->path,
+				    xalloc_msg(msg, sizeof msg, "the safetensors header's text", 0));
+		}
 		size_t len = strlen(js), pad = (8 - len % 8) % 8;  /* data section 8-byte aligned */
 		uint64_t hl = len + pad;
 		unsigned char le[8];
@@ -239,7 +243,7 @@ struct st_file *st_open(const char *path, char *err, size_t errlen)
 	struct stat st;
 	json_error_t je;
 	if (!f || !(f->path = strdup(path))) {
-		snprintf(err, errlen, "%s: out of memory", path);
+		xalloc_err_in(err, errlen, path, "the safetensors reader", sizeof *f + strlen(path) + 1);
 		free(f);
 		return NULL;
 	}

@@ -16,6 +16,7 @@
 #include "msg.h"
 #include "token.h"
 #include "units.h"
+#include "xalloc.h"
 
 #define LFS_JSON "application/vnd.git-lfs+json"
 #define PER_BATCH 100  /* objects per batch request, as git-lfs sends */
@@ -619,7 +620,8 @@ int batch_upload(const struct batch_opts *o, struct batch_object *objs, size_t n
 
 	memset(res, 0, sizeof *res);
 	if (!done || !idx || !tasks || !h) {
-		errf(err, errlen, "out of memory");
+		xalloc_err(err, errlen, "the upload's task list and curl handle",
+			   (n + 1) * (sizeof *done + sizeof *idx + sizeof *tasks));
 		goto out;
 	}
 	for (int attempt = 0;; attempt++) {

@@ -15,6 +15,7 @@
 #include "digest.h"
 #include "msg.h"
 #include "outfile.h"
+#include "xalloc.h"
 
 #define SPEC_V1 "version https://git-lfs.github.com/spec/v1\n"
 
@@ -187,7 +188,7 @@ static int store_fd(const char *gitdir, int fd, const char *path, struct lfs_poi
 	ssize_t n = -1;
 
 	if (!buf)
-		return errf(err, errlen, "out of memory");
+		return xalloc_err_in(err, errlen, path, "the LFS object's copy buffer", BUF);
 	if (objw_open(&w, gitdir, err, errlen) < 0) {
 		free(buf);
 		return -1;

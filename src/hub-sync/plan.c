@@ -29,6 +29,7 @@
 #include "msg.h"
 #include "token.h"
 #include "units.h"
+#include "xalloc.h"
 
 static const char *how_name[] = {"git", "lfs", "lfs", "seg", "git", "-", "git", "-"};
 
@@ -97,7 +98,7 @@ static int track_lfs(struct repo *r, struct item *items, size_t n, int *added, c
 	text = malloc(cap);
 	if (!text) {
 		free(old);
-		return errf(err, errlen, "out of memory");
+		return xalloc_err_in(err, errlen, path, "the new .gitattributes", cap);
 	}
 	memcpy(text, old ? old : "", oldlen);
 	len = oldlen;
@@ -290,7 +291,7 @@ int plan_make(struct repo *r, const struct plan_opts *o, struct plan *pl, char *
 	add_segment_logs(r, o, &pl->changes, &pl->n);
 	pl->items = calloc(pl->n + 1, sizeof *pl->items);
 	if (!pl->items)
-		return errf(err, errlen, "out of memory");
+		return xalloc_err(err, errlen, "the plan's items", (pl->n + 1) * sizeof *pl->items);
 	for (size_t i = 0; i < pl->n; i++) {
 		pl->items[i].ch = &pl->changes[i];
 		classify(o, r, &pl->items[i]);

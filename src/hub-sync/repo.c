@@ -12,6 +12,7 @@
 #include "lfs.h"
 #include "msg.h"
 #include "token.h"
+#include "xalloc.h"
 
 static int lib_err(char *err, size_t errlen, const char *fmt, const char *arg)
 {
@@ -145,7 +146,7 @@ int repo_changes(struct repo *r, char *const *patterns, int npatterns, struct ch
 	c = calloc(count + 1, sizeof *c);
 	if (!c) {
 		git_status_list_free(list);
-		return errf(err, errlen, "out of memory");
+		return xalloc_err(err, errlen, "the list of changed files", (count + 1) * sizeof *c);
 	}
 	for (size_t i = 0; i < count; i++) {
 		const git_status_entry *s = git_status_byindex(list, i);
@@ -239,7 +240,8 @@ int repo_exclude(struct repo *r, const char *path, char *err, size_t errlen)
 	text = malloc(oldlen + sizeof head + strlen(line) + 2);
 	if (!text) {
 		free(old);
-		return errf(err, errlen, "out of memory");
+		return xalloc_err_in(err, errlen, file, "the new exclude file",
+				     oldlen + sizeof head + strlen(line) + 2);
 	}
 	len = oldlen;
 	memcpy(text, old ? old : "", oldlen);
@@ -474,7 +476,7 @@ int repo_lfs_objects(struct repo *r, const char *remote, const char *branch,
 			if (d->status == GIT_DELTA_DELETED)
 				continue;
 			if (add_pointer(r, odb, &d->new_file, out, n, &cap) < 0) {
-				errf(err, errlen, "out of memory");
+				xalloc_err(err, errlen, "the list of LFS pointers", 0);
 				git_diff_free(diff);
 				git_commit_free(c), git_commit_free(parent), git_tree_free(t), git_tree_free(pt);
 				goto out;

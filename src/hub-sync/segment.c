@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "msg.h"
+#include "xalloc.h"
 
 void segment_name(const char *path, unsigned k, char *out, size_t len)
 {
@@ -132,7 +133,7 @@ int segment_sync(git_repository *repo, git_index *index, const char *path,
 			break;
 		unsigned long long *ns = realloc(sizes, sizeof *sizes * (m + 1));
 		if (!ns) {
-			errf(err, errlen, "out of memory");
+			xalloc_err_in(err, errlen, path, "the list of segment sizes", 0);
 			goto out;
 		}
 		sizes = ns;
@@ -149,7 +150,7 @@ int segment_sync(git_repository *repo, git_index *index, const char *path,
 	}
 	buf = malloc(o->size ? o->size : 1);
 	if (!buf) {
-		errf(err, errlen, "out of memory");
+		xalloc_err_in(err, errlen, path, "a segment's buffer", o->size ? o->size : 1);
 		goto out;
 	}
 
@@ -196,7 +197,7 @@ int segment_sync(git_repository *repo, git_index *index, const char *path,
 		}
 		unsigned long long *ns = k >= m ? realloc(sizes, sizeof *sizes * (k + 1)) : sizes;
 		if (!ns) {
-			errf(err, errlen, "out of memory");
+			xalloc_err_in(err, errlen, path, "the list of segment sizes", 0);
 			goto out;
 		}
 		sizes = ns;
@@ -215,7 +216,7 @@ int segment_sync(git_repository *repo, git_index *index, const char *path,
 	mancap = 512 + strlen(path) * 2 + (size_t)r->segments * 32;
 	man = malloc(mancap);
 	if (!man) {
-		errf(err, errlen, "out of memory");
+		xalloc_err_in(err, errlen, path, "the segment manifest", mancap);
 		goto out;
 	}
 	const char *base = strrchr(path, '/') ? strrchr(path, '/') + 1 : path;

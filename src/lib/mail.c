@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "msg.h"
+#include "xalloc.h"
 
 struct auth {
 	char user[256], password[512], cacert[1024];
@@ -202,7 +203,7 @@ int mail_send(const struct mail_cfg *cfg, const char *subject, const char *body,
 		     date, from, to_hdr, subj, (long)now, (int)getpid(), host, prog_name,
 		     LMTK_VERSION, text) < 0) {
 		msg = NULL;
-		errf(err, errlen, "out of memory");
+		xalloc_err(err, errlen, "the mail's headers and text", 0);
 		goto out;
 	}
 

@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "msg.h"
+#include "xalloc.h"
 
 /* Named temporaries still to remove if a signal ends the program: the handler may only call
  * async-signal-safe functions, so it walks a fixed table of strings set before it can look. */
@@ -100,7 +101,7 @@ int outfile_open(struct outfile *o, const char *path, size_t bufsize, char *err,
 	if (!*base || strlen(path) >= 4096)
 		return errf(err, errlen, "%s: not a file name", path);
 	if (!(o->path = strdup(path)))
-		return errf(err, errlen, "%s: out of memory", path);
+		return xalloc_err_in(err, errlen, path, "a copy of the path", strlen(path) + 1);
 	o->dirfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (o->dirfd < 0) {
 		e = errno;
@@ -158,7 +159,7 @@ static int flush(struct outfile *o, char *err, size_t errlen)
 unsigned char *outfile_room(struct outfile *o, size_t n, char *err, size_t errlen)
 {
 	if (!o->buf && !(o->buf = malloc(o->cap))) {
-		errf(err, errlen, "%s: out of memory for a %zu-byte buffer", o->path, o->cap);
+		xalloc_err_in(err, errlen, o->path, "the output buffer", o->cap);
 		return NULL;
 	}
 	if (n > o->cap - o->len && flush(o, err, errlen) < 0)
@@ -205,7 +206,7 @@ int outfile_copy(struct outfile *o, int fd, uint64_t off, uint64_t n, const char
 	int fallback = 0;
 
 	if (!o->buf && !(o->buf = malloc(o->cap)))
-		return errf(err, errlen, "%s: out of memory for a %zu-byte buffer", o->path, o->cap);
+		return xalloc_err_in(err, errlen, o->path, "the output buffer", o->cap);
 	if (flush(o, err, errlen) < 0)
 		return -1;
 	while (n) {

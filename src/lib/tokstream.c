@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "msg.h"
+#include "xalloc.h"
 
 static int put32(FILE *f, uint32_t v)
 {
@@ -154,9 +155,11 @@ int tokstream_next(struct tokstream_reader *r, uint32_t *key, uint32_t *n, char 
 		if (got == r->cap) {
 			size_t cap = r->cap ? 2 * r->cap : 65536;
 			uint32_t *ids = realloc(r->ids, cap * 4);
-			if (!ids)
-				return errf(err, errlen, "%s: out of memory for a %u-token document",
-					    r->name, *n);
+			if (!ids) {
+				char what[64];
+				snprintf(what, sizeof what, "a %u-token document", *n);
+				return xalloc_err_in(err, errlen, r->name, what, cap * 4);
+			}
 			r->ids = ids;
 			r->cap = cap;
 		}

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "ids.h"
+#include "xalloc.h"
 
 #define SCAN_MAX 48          /* symbols; above this the heap's log n beats the scan's n */
 #define CACHE_BITS 16
@@ -219,7 +220,7 @@ int bpe_add_token(struct bpe *m, const char *s, size_t len, uint32_t id, char *e
 		m->id_end = id + 1;
 	return 0;
 oom:
-	snprintf(err, errlen, "out of memory");
+	xalloc_err(err, errlen, "the tokenizer's vocabulary table", 0);
 	return -1;
 }
 
@@ -288,7 +289,7 @@ int bpe_add_merge(struct bpe *m, const char *a, size_t alen, const char *b, size
 	}
 	cat = malloc(alen + blen);
 	if (!cat) {
-		snprintf(err, errlen, "out of memory");
+		xalloc_err(err, errlen, "a merge's joined token", alen + blen);
 		return -1;
 	}
 	memcpy(cat, a, alen);
@@ -301,7 +302,7 @@ int bpe_add_merge(struct bpe *m, const char *a, size_t alen, const char *b, size
 		return -1;
 	}
 	if ((m->mt_n + 1) * 2 > m->mt_cap && mgrow(m) < 0) {
-		snprintf(err, errlen, "out of memory");
+		xalloc_err(err, errlen, "the tokenizer's merge table", m->mt_cap * sizeof *m->mt);
 		return -1;
 	}
 	struct ment *e = mfind(m, pair_key(ia, ib));

@@ -23,6 +23,7 @@
 
 #include "file.h"
 #include "msg.h"
+#include "xalloc.h"
 #include "tokenize/punkt_int.h"
 
 #define FORMAT "lmtk-punkt-params 1"
@@ -256,7 +257,7 @@ static int read_set(struct punkt_params *p, json_t *root, const char *key, uint8
 			return errf(err, errlen, "%s: %s[%zu] is not a string", name, key, i);
 		uint32_t id = pk_params_type(p, s, len);
 		if (id == PK_NONE)
-			return errf(err, errlen, "%s: out of memory", name);
+			return xalloc_err_in(err, errlen, name, "the Punkt parameters' word types", 0);
 		if (!(p->flags[id] & flag))
 			(*count)++;
 		p->flags[id] |= flag;
@@ -273,7 +274,7 @@ struct punkt_params *punkt_params_parse(const char *json, size_t len, const char
 	size_t i, sl, tl;
 
 	if (!p) {
-		errf(err, errlen, "%s: out of memory", name);
+		xalloc_err_in(err, errlen, name, "the Punkt parameters", 0);
 		goto fail;
 	}
 	if (!root) {
@@ -302,7 +303,7 @@ struct punkt_params *punkt_params_parse(const char *json, size_t len, const char
 		}
 		uint32_t x = pk_params_type(p, s, sl), y = x == PK_NONE ? PK_NONE : pk_params_type(p, t, tl);
 		if (y == PK_NONE || pk_params_add_colloc(p, x, y) < 0) {
-			errf(err, errlen, "%s: out of memory", name);
+			xalloc_err_in(err, errlen, name, "the Punkt parameters' collocations", 0);
 			goto fail;
 		}
 	}
@@ -325,7 +326,7 @@ struct punkt_params *punkt_params_parse(const char *json, size_t len, const char
 		}
 		uint32_t id = pk_params_type(p, s, sl);
 		if (id == PK_NONE) {
-			errf(err, errlen, "%s: out of memory", name);
+			xalloc_err_in(err, errlen, name, "the Punkt parameters' orthographic contexts", 0);
 			goto fail;
 		}
 		if (!p->ortho[id] && f)

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "tokenize/unicode.h"
+#include "xalloc.h"
 
 /* ---- a growable string ------------------------------------------------------------------- */
 
@@ -465,7 +466,7 @@ char *regex_translate(const char *pattern, char *err, size_t errlen)
 		}
 	}
 	if (o.oom) {
-		snprintf(err, errlen, "out of memory");
+		xalloc_err(err, errlen, "the pattern translated for PCRE2", 0);
 		goto fail;
 	}
 	return o.p;
@@ -513,7 +514,7 @@ struct regex *regex_compile(const char *pattern, int literal, char *err, size_t 
 	PCRE2_SIZE eo;
 
 	if (!re) {
-		snprintf(err, errlen, "out of memory");
+		xalloc_err(err, errlen, "the compiled regex", sizeof *re);
 		return NULL;
 	}
 	if (literal) {
@@ -527,7 +528,7 @@ struct regex *regex_compile(const char *pattern, int literal, char *err, size_t 
 	}
 	cctx = pcre2_compile_context_create(NULL);
 	if (!cctx || pcre2_set_newline(cctx, PCRE2_NEWLINE_LF) != 0) {
-		snprintf(err, errlen, "out of memory");
+		xalloc_err(err, errlen, "the PCRE2 compile context", 0);
 		goto fail;
 	}
 	re->code = pcre2_compile((PCRE2_SPTR)pattern, PCRE2_ZERO_TERMINATED, opts, &ec, &eo, cctx);
@@ -543,7 +544,7 @@ struct regex *regex_compile(const char *pattern, int literal, char *err, size_t 
 	re->md = pcre2_match_data_create_from_pattern(re->code, NULL);
 	re->mctx = pcre2_match_context_create(NULL);
 	if (!re->md || !re->mctx) {
-		snprintf(err, errlen, "out of memory");
+		xalloc_err(err, errlen, "the PCRE2 match data", 0);
 		goto fail;
 	}
 	if (re->jit) {
@@ -669,7 +670,7 @@ static int find_segments(struct regex *re, const uint8_t *s, size_t n, int inver
 		goto oom;
 	return 0;
 oom:
-	snprintf(err, errlen, "out of memory");
+	xalloc_err(err, errlen, "the regex's match segments", 0);
 	return -1;
 }
 
@@ -736,6 +737,6 @@ ssize_t regex_split(struct regex *re, const uint8_t *s, size_t n, enum regex_beh
 			(*out)[w++] = (*out)[i];
 	return (ssize_t)w;
 oom:
-	snprintf(err, errlen, "out of memory");
+	xalloc_err(err, errlen, "the pre-tokenized pieces", 0);
 	return -1;
 }

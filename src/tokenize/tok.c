@@ -9,6 +9,7 @@
 #include <sys/stat.h>
 
 #include "msg.h"
+#include "xalloc.h"
 #include "tokenize/pretok.h"
 #include "tokenize/regex.h"
 #include "tokenize/unicode.h"
@@ -137,7 +138,7 @@ struct tok *tok_load_bert(const char *vocab_txt, int lower_case, char *err, size
 	uint32_t n = 0;
 
 	if (!t) {
-		errf(err, errlen, "out of memory");
+		xalloc_err_in(err, errlen, vocab_txt, "the tokenizer", 0);
 		return NULL;
 	}
 	f = fopen(vocab_txt, "r");
@@ -230,7 +231,7 @@ struct tok *tok_load_gpt2(const char *vocab_json, const char *merges_txt, char *
 	int lineno = 0;
 
 	if (!t) {
-		errf(err, errlen, "out of memory");
+		xalloc_err(err, errlen, "the tokenizer", 0);
 		return NULL;
 	}
 	v = json_load_file(vocab_json, JSON_ALLOW_NUL, &je);
@@ -445,7 +446,7 @@ struct tok *tok_load_hf(const char *path, const char *eod_token, char *err, size
 		goto fail;
 	}
 	if (!(t = tok_alloc(wordpiece))) {
-		errf(err, errlen, "out of memory");
+		xalloc_err_in(err, errlen, file, "the tokenizer", 0);
 		goto fail;
 	}
 	x = json_object_get(j, "normalizer");
@@ -493,7 +494,7 @@ struct tok *tok_load_hf(const char *path, const char *eod_token, char *err, size
 	size_t ntok = json_object_size(vocab), nnew = 0;
 	json_t *seen = json_object();   /* added contents the vocabulary lacks -> their HF id */
 	if (!seen) {
-		errf(err, errlen, "out of memory");
+		xalloc_err_in(err, errlen, file, "the added tokens' ids", 0);
 		goto fail;
 	}
 	json_array_foreach(x, i, val) {
@@ -513,7 +514,7 @@ struct tok *tok_load_hf(const char *path, const char *eod_token, char *err, size
 		}
 		if (!vid && !json_object_get(seen, c) &&
 		    json_object_set_new(seen, c, json_integer((json_int_t)(ntok + nnew++))) < 0) {
-			errf(err, errlen, "out of memory");
+			xalloc_err_in(err, errlen, file, "the added tokens' ids", 0);
 			json_decref(seen);
 			goto fail;
 		}
@@ -604,7 +605,7 @@ struct tok *tok_load_hf(const char *path, const char *eod_token, char *err, size
 			if (!ws || wp_normalize(&t->norm, ws, (const uint8_t *)c, a->len, &nb, &nl, &ncap) < 0) {
 				wp_state_free(ws);
 				free(nb);
-				errf(err, errlen, "out of memory");
+				xalloc_err_in(err, errlen, file, "an added token's normalized text", 0);
 				goto fail;
 			}
 			wp_state_free(ws);
@@ -965,7 +966,7 @@ static int run_steps(const struct tok *t, struct tok_state *st, const char *text
 	size_t np = 1;
 
 	if (ensure_pieces(&st->pa, &st->capa, 1) < 0)
-		return errf(err, errlen, "out of memory");
+		return xalloc_err(err, errlen, "the pre-tokenizer's pieces", 0);
 	st->pa[0] = (struct pretok_piece){0, len};
 	for (int k = 0; k < t->nsteps; k++) {
 		const struct step *sp = &t->steps[k];
@@ -978,7 +979,7 @@ static int run_steps(const struct tok *t, struct tok_state *st, const char *text
 			if (total > st->arena_cap) {
 				char *a = realloc(st->arena, total * 2);
 				if (!a)
-					return errf(err, errlen, "out of memory");
+					return xalloc_err(err, errlen, "the pre-tokenizer's arena", total * 2);
 				st->arena = a;
 				st->arena_cap = total * 2;
 			}
@@ -1004,7 +1005,7 @@ static int run_steps(const struct tok *t, struct tok_state *st, const char *text
 				if (got < 0)
 					return -1;
 				if (ensure_pieces(&st->pb, &st->capb, nb + (size_t)got) < 0)
-					return errf(err, errlen, "out of memory");
+					return xalloc_err(err, errlen, "the pre-tokenizer's pieces", 0);
 				for (ssize_t q = 0; q < got; q++)
 					st->pb[nb++] = (struct pretok_piece){off0 + st->tmp[q].off, st->tmp[q].len};
 				continue;
@@ -1012,7 +1013,7 @@ static int run_steps(const struct tok *t, struct tok_state *st, const char *text
 			size_t pos = 0;
 			while (pos < l) {
 				if (ensure_pieces(&st->pb, &st->capb, nb + 256) < 0)
-					return errf(err, errlen, "out of memory");
+					return xalloc_err(err, errlen, "the pre-tokenizer's pieces", 0);
 				size_t got = sp->type == ST_GPT2 ? pretok_gpt2(p, l, &pos, st->pb + nb, st->capb - nb)
 								 : pretok_bloom(p, l, &pos, st->pb + nb, st->capb - nb);
 				for (size_t q = 0; q < got; q++)
@@ -1029,7 +1030,7 @@ static int run_steps(const struct tok *t, struct tok_state *st, const char *text
 	for (size_t i = 0; i < np; i++)
 		if (st->pa[i].len &&
 		    bpe_encode(t->model, st->cache, (const uint8_t *)base + st->pa[i].off, st->pa[i].len, out, n, cap) < 0)
-			return errf(err, errlen, "out of memory");
+			return xalloc_err(err, errlen, "the document's token ids", 0);
 	return 0;
 }
 
@@ -1058,26 +1059,26 @@ static int encode_wordpiece(const struct tok *t, struct tok_state *s, size_t nse
 		size_t len = g->len, n3 = 1;
 		if (g->id != BPE_NONE) {
 			if (push_one(out, n, cap, g->id) < 0)
-				return errf(err, errlen, "out of memory");
+				return xalloc_err(err, errlen, "the document's token ids", 0);
 			continue;
 		}
 		if (t->has_norm) {
 			if (wp_normalize(&t->norm, s->wps, p, len, &s->norm, &len, &s->norm_cap) < 0)
-				return errf(err, errlen, "out of memory");
+				return xalloc_err(err, errlen, "the normalized text", 0);
 			p = s->norm;
 		}
 		struct seg one = {(const char *)p, len, BPE_NONE};
 		const struct seg *parts = &one;
 		if (t->nadded) {
 			if (split_added(t, 1, &one, 1, &s->segs3, &n3, &s->segcap3) < 0)
-				return errf(err, errlen, "out of memory");
+				return xalloc_err(err, errlen, "the text's added-token segments", 0);
 			parts = s->segs3;
 		}
 		for (size_t k = 0; k < n3; k++) {
 			if (parts[k].id != BPE_NONE ? push_one(out, n, cap, parts[k].id) < 0
 			    : wp_encode(t->wp, s->wps, t->wp_pretok, (const uint8_t *)parts[k].p, parts[k].len, out, n,
 					cap) < 0)
-				return errf(err, errlen, "out of memory");
+				return xalloc_err(err, errlen, "the document's token ids", 0);
 		}
 	}
 	return 0;
@@ -1091,11 +1092,11 @@ int tok_encode(const struct tok *t, struct tok_state *s, const char *text, size_
 	if (len == 0)
 		return 0;
 	if (seg_push(&s->segs, &(size_t){0}, &s->segcap, (struct seg){text, len, BPE_NONE}) < 0)
-		return errf(err, errlen, "out of memory");
+		return xalloc_err(err, errlen, "the text's added-token segments", 0);
 	if (t->nadded) {
 		for (int pass = 0; pass < (t->wp ? 1 : 2); pass++) {
 			if (split_added(t, pass, s->segs, nseg, &s->segs2, &nseg2, &s->segcap2) < 0)
-				return errf(err, errlen, "out of memory");
+				return xalloc_err(err, errlen, "the text's added-token segments", 0);
 			struct seg *sw = s->segs;
 			size_t swc = s->segcap;
 			s->segs = s->segs2, s->segcap = s->segcap2;
@@ -1112,7 +1113,7 @@ int tok_encode(const struct tok *t, struct tok_state *s, const char *text, size_
 				size_t c = *cap ? *cap * 2 : 256;
 				uint32_t *p = realloc(*out, c * sizeof *p);
 				if (!p)
-					return errf(err, errlen, "out of memory");
+					return xalloc_err(err, errlen, "the document's token ids", c * sizeof *p);
 				*out = p, *cap = c;
 			}
 			(*out)[(*n)++] = g->id;

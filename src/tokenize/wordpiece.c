@@ -7,6 +7,7 @@
 #include "ids.h"
 
 #include "msg.h"
+#include "xalloc.h"
 
 #define CACHE_BITS 15
 #define CACHE_KEY 30         /* bytes; longer words are rare and not cached */
@@ -203,7 +204,7 @@ int wp_add_token(struct wp *m, const char *s, size_t len, uint32_t id, char *err
 	if (len > UINT32_MAX / 2 || id >= WP_NONE - 1)
 		return errf(err, errlen, "token %u is too long or its id too large", id);
 	if ((m->vt_n + 1) * 2 > m->vt_cap && vgrow(m) < 0)
-		return errf(err, errlen, "out of memory");
+		return xalloc_err(err, errlen, "the vocabulary's hash table", 0);
 	e = vfind(m, h, s, len, "", 0);
 	if (e->used)
 		return errf(err, errlen, "token '%.*s' is there twice (ids %u and %u)", (int)(len > 80 ? 80 : len), s,
@@ -214,7 +215,7 @@ int wp_add_token(struct wp *m, const char *s, size_t len, uint32_t id, char *err
 			c *= 2;
 		char *p = realloc(m->blob, c);
 		if (!p)
-			return errf(err, errlen, "out of memory");
+			return xalloc_err(err, errlen, "the vocabulary's strings", c);
 		m->blob = p;
 		m->blob_cap = c;
 	}
@@ -224,11 +225,11 @@ int wp_add_token(struct wp *m, const char *s, size_t len, uint32_t id, char *err
 			c *= 2;
 		uint32_t *o = realloc(m->id_off, c * sizeof *o), *l;
 		if (!o)
-			return errf(err, errlen, "out of memory");
+			return xalloc_err(err, errlen, "the vocabulary's id index", c * sizeof *o);
 		m->id_off = o;
 		l = realloc(m->id_len, c * sizeof *l);
 		if (!l)
-			return errf(err, errlen, "out of memory");
+			return xalloc_err(err, errlen, "the vocabulary's id index", c * sizeof *l);
 		m->id_len = l;
 		for (uint32_t i = m->id_cap; i < c; i++)
 			m->id_len[i] = UINT32_MAX;
@@ -273,7 +274,7 @@ int wp_finish(struct wp *m, const char *unk, const char *prefix, unsigned max_ch
 	if (m->unk == WP_NONE)
 		return errf(err, errlen, "the unk token '%s' is not in the vocabulary", unk);
 	if (!(m->prefix = strdup(prefix)))
-		return errf(err, errlen, "out of memory");
+		return xalloc_err(err, errlen, "the continuing-subword prefix", strlen(prefix) + 1);
 	m->prefix_len = strlen(prefix);
 	m->prefix_state = fnv(FNV0, prefix, m->prefix_len);
 	m->max_chars = max_chars;

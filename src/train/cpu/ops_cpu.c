@@ -22,6 +22,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "xalloc.h"
 #include "train/optim/bnb.h"
 #include "train/model/ops.h"
 #include "train/model/philox.h"
@@ -185,8 +186,7 @@ static void cpu_layernorm_bwd(void *dinp_, float *dw, float *db, const void *dou
 	size_t need = (size_t)chunks * 2 * C;
 	if (need > part_cap) {
 		free(part_);
-		if (!(part_ = malloc(need * sizeof *part_)))
-			abort();
+		part_ = xmalloc(need * sizeof *part_, "the CPU backend's per-chunk partial sums");
 		part_cap = need;
 	}
 	memset(part_, 0, need * sizeof *part_);
@@ -435,9 +435,8 @@ static void cpu_attention_fwd(void *out_, float *lse, const void *qkv_, int B, i
 	int C = NH * HD, ld = 3 * C;
 #pragma omp parallel
 	{
-		float *S = malloc((size_t)ATT_BLOCK * T * sizeof *S);
-		if (!S)
-			abort();
+		float *S = xmalloc((size_t)ATT_BLOCK * T * sizeof *S,
+				   "the CPU attention's score block (one per thread)");
 #pragma omp for schedule(dynamic, 1) collapse(2)
 		for (int b = 0; b < B; b++)
 			for (int h = 0; h < NH; h++) {
@@ -462,11 +461,11 @@ static void cpu_attention_bwd(void *dqkv_, const void *dout_, const void *qkv_,
 	int C = NH * HD, ld = 3 * C;
 #pragma omp parallel
 	{
-		float *P = malloc((size_t)ATT_BLOCK * T * sizeof *P);
-		float *dP = malloc((size_t)ATT_BLOCK * T * sizeof *dP);
-		float *D = malloc((size_t)T * sizeof *D);
-		if (!P || !dP || !D)
-			abort();
+		float *P = xmalloc((size_t)ATT_BLOCK * T * sizeof *P,
+				   "the CPU attention backward's probability block (one per thread)");
+		float *dP = xmalloc((size_t)ATT_BLOCK * T * sizeof *dP,
+				    "the CPU attention backward's gradient block (one per thread)");
+		float *D = xmalloc((size_t)T * sizeof *D, "the CPU attention backward's row sums");
 #pragma omp for schedule(dynamic, 1) collapse(2)
 		for (int b = 0; b < B; b++)
 			for (int h = 0; h < NH; h++) {
@@ -497,9 +496,8 @@ static void cpu_xattn_fwd(void *out_, float *lse, const void *q_, const void *kv
 	int C = NH * HD;
 #pragma omp parallel
 	{
-		float *S = malloc((size_t)ATT_BLOCK * Tk * sizeof *S);
-		if (!S)
-			abort();
+		float *S = xmalloc((size_t)ATT_BLOCK * Tk * sizeof *S,
+				   "the CPU attention's score block (one per thread)");
 #pragma omp for schedule(dynamic, 1) collapse(2)
 		for (int b = 0; b < B; b++)
 			for (int h = 0; h < NH; h++) {
@@ -523,11 +521,11 @@ static void cpu_xattn_bwd(void *dq_, void *dkv_, const void *dout_, const void *
 	int C = NH * HD;
 #pragma omp parallel
 	{
-		float *P = malloc((size_t)ATT_BLOCK * Tk * sizeof *P);
-		float *dP = malloc((size_t)ATT_BLOCK * Tk * sizeof *dP);
-		float *D = malloc((size_t)Tq * sizeof *D);
-		if (!P || !dP || !D)
-			abort();
+		float *P = xmalloc((size_t)ATT_BLOCK * Tk * sizeof *P,
+				   "the CPU cross-attention backward's probability block (one per thread)");
+		float *dP = xmalloc((size_t)ATT_BLOCK * Tk * sizeof *dP,
+				    "the CPU cross-attention backward's gradient block (one per thread)");
+		float *D = xmalloc((size_t)Tq * sizeof *D, "the CPU cross-attention backward's row sums");
 #pragma omp for schedule(dynamic, 1) collapse(2)
 		for (int b = 0; b < B; b++)
 			for (int h = 0; h < NH; h++) {

@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "msg.h"
+#include "xalloc.h"
 
 #define MAGIC "lmtk-rendezvous 1"
 
@@ -114,8 +115,11 @@ static int read_file(const struct place *pl, const char *name, char **text, size
 		}
 	}
 	close(fd);
-	if (!b)
-		return errf(err, errlen, "out of memory");
+	if (!b) {
+		char what[4500];
+		snprintf(what, sizeof what, "the rendezvous file %s/%s", pl->path, name);
+		return xalloc_err(err, errlen, what, cap + 1);
+	}
 	b[n] = 0;
 	*text = b, *len = n;
 	return 1;
@@ -249,7 +253,7 @@ static int root(const struct place *pl, const char *key, int world, double timeo
 	size_t hl = strlen(MAGIC) + 80;
 	char *text = malloc(hl + bytes);
 	if (!text)
-		return errf(err, errlen, "out of memory");
+		return xalloc_err(err, errlen, "the rendezvous root's message", hl + bytes);
 	int n = snprintf(text, hl, MAGIC " world %d nonce %016" PRIx64 " bytes %zu\n", world, nonce,
 			 bytes);
 	memcpy(text + n, buf, bytes);
@@ -262,7 +266,7 @@ static int root(const struct place *pl, const char *key, int world, double timeo
 	size_t golen = GO_HEAD + (size_t)world * GO_LINE;
 	char *go = calloc(golen + 1, 1);
 	if (!go)
-		return errf(err, errlen, "out of memory");
+		return xalloc_err(err, errlen, "the rendezvous go file", golen + 1);
 	snprintf(go, GO_HEAD + 1, "nonce %016" PRIx64 "\n", nonce);
 	memcpy(go + GO_HEAD, "0000000000000000\n", GO_LINE);   /* rank 0's own: not needed */
 	char *seen = go + GO_HEAD;   /* line k still zero: rank k not seen */

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "xalloc.h"
 #include "train/model/model.h"
 #include "train/model/layers.h"
 #include "train/optim/bnb.h"
@@ -106,9 +107,7 @@ void model_init_weights(struct model *m)
 	size_t most = 0;
 	for (int i = 0; i < m->ntensors; i++)
 		most = m->tensors[i].numel > most ? m->tensors[i].numel : most;
-	float *buf = malloc(most * sizeof *buf);
-	if (!buf)
-		abort();
+	float *buf = xmalloc(most * sizeof *buf, "the weight initializer's staging tensor");
 	for (int i = 0; i < m->ntensors; i++) {
 		const struct model_tensor *t = &m->tensors[i];
 		uint64_t key = philox_mix(m->cfg.seed, fnv1a(t->name)), gb, gc, gs;
@@ -716,8 +715,11 @@ int model_set_seq(struct model *m, int len)
 void *model_alloc_transient(struct model *m, size_t bytes)
 {
 	void *p = dalloc(m, bytes, 1);
-	if (!p)
-		abort();
+	if (!p) {
+		char what[80];
+		snprintf(what, sizeof what, "a transient buffer on the %s device", m->ops->name);
+		xalloc_die(what, bytes);
+	}
 	return p;
 }
 

@@ -31,7 +31,8 @@ static void *scratch(struct impl *m, size_t bytes)
 		m->tmp = malloc(bytes);
 		m->tmpsz = m->tmp ? bytes : 0;
 		if (!m->tmp) {
-			fprintf(stderr, "train: out of memory in a collective\n");
+			fprintf(stderr, "train: out of memory for a collective's staging buffer: "
+				"%zu bytes\n", bytes);
 			MPI_Abort(MPI_COMM_WORLD, 3);
 		}
 	}
@@ -144,7 +145,7 @@ int lmtk_dist_mpi(struct dist *d, int tp, int pp, char *err, size_t errlen)
 	}
 	struct impl *m = calloc(1, sizeof *m);
 	if (!m) {
-		snprintf(err, errlen, "out of memory");
+		snprintf(err, errlen, "out of memory for the MPI transport's state");
 		return -1;
 	}
 	int dp = world / (tp * pp);

@@ -4,6 +4,7 @@
 #include <stdlib.h>
 
 #include "msg.h"
+#include "xalloc.h"
 
 static void send(struct buckets *b, size_t lo, size_t hi)
 {
@@ -15,9 +16,8 @@ static void send(struct buckets *b, size_t lo, size_t hi)
 		b->d->bucket_sum_f32(b->d, DIST_DP, b->m->grads + lo, hi - lo);
 	if (b->nsent == b->cap) {
 		b->cap = b->cap ? 2 * b->cap : 16;
-		b->sent = realloc(b->sent, (size_t)b->cap * sizeof *b->sent);
-		if (!b->sent)
-			die(3, "out of memory for the gradient buckets");
+		b->sent = xrealloc(b->sent, (size_t)b->cap * sizeof *b->sent,
+				   "the list of gradient buckets sent");
 	}
 	b->sent[b->nsent++] = (struct bucket_range){lo, hi};
 }
@@ -93,9 +93,8 @@ void buckets_finish(struct buckets *b)
 	b->lo = b->hi = 0;
 	/* the gaps between this step's buckets, from the top down as the backward went */
 	int n = b->nsent;
-	struct bucket_range *s = malloc(((size_t)n + 1) * sizeof *s);
-	if (!s)
-		die(3, "out of memory for the gradient buckets");
+	struct bucket_range *s = xmalloc(((size_t)n + 1) * sizeof *s,
+					 "the gaps between the gradient buckets");
 	for (int i = 0; i < n; i++)
 		s[i] = b->sent[i];
 	qsort(s, (size_t)n, sizeof *s, by_lo);

@@ -17,6 +17,7 @@
 #include "fsx.h"
 #include "lock.h"
 #include "msg.h"
+#include "xalloc.h"
 #include "ckpt/manifest.h"
 #include "ckpt/mds.h"
 #include "ckpt/safetensors.h"
@@ -403,7 +404,7 @@ static int write_shard(const char *path, const struct model *m, const char *kind
 	struct entry *e;
 	int n = shard_entries(m, g, &e);
 	if (n < 0)
-		return errf(err, errlen, "out of memory");
+		return xalloc_err_in(err, errlen, path, "the list of tensors to save", 0);
 	struct st_writer *w = st_create(path, err, errlen);
 	if (!w) {
 		free(e);
@@ -421,7 +422,8 @@ static int write_shard(const char *path, const struct model *m, const char *kind
 	if (!buf) {
 		st_abort(w);
 		free(e);
-		return errf(err, errlen, "out of memory");
+		return xalloc_err_in(err, errlen, path, "the fp32 staging copy of the largest tensor",
+				     most ? most : 1);
 	}
 	*crc = 0;
 	*bytes = 0;
@@ -569,7 +571,7 @@ static int publish(const char *dir, const char *name, const char *tmp, const str
 	char *js = man ? json_dumps(man, JSON_INDENT(1) | JSON_PRESERVE_ORDER) : NULL;
 	json_decref(man);
 	if (!js)
-		return errf(err, errlen, "out of memory");
+		return xalloc_err(err, errlen, "the checkpoint manifest's text", 0);
 	snprintf(path, sizeof path, "%s/manifest.json", tmp);
 	size_t jl = strlen(js);
 	js[jl] = '\n';
@@ -618,7 +620,7 @@ int ckpt_save(const char *dir, const struct model *m, struct dist *d,
 	if (pruned)
 		memset(pruned, 0, sizeof *pruned);
 	if (!info)
-		return errf(err, errlen, "out of memory");
+		return xalloc_err(err, errlen, "every rank's shard report", (size_t)world * sizeof *info);
 	/* one temporary directory for all ranks, named after world rank 0's pid and host, so that
 	 * a later run can tell a leftover from another run's save in progress (clean_tmp) */
 	owner_tag(owner, sizeof owner);
@@ -647,7 +649,7 @@ int ckpt_save(const char *dir, const struct model *m, struct dist *d,
 	struct ostate_img img;
 	if (img_gather(m, d, &img) < 0) {
 		free(info);
-		return errf(err, errlen, "out of memory gathering the optimizer state");
+		return xalloc_err(err, errlen, "the optimizer state gathered for the save", 0);
 	}
 	if (me.writer) {
 		char shard[64];
@@ -877,7 +879,7 @@ static int load_step(const char *sdir, struct model *m, struct ckpt_state *st, c
 	int n = shard_entries(&as_saved, NULL, &e);
 	if (n < 0) {
 		st_close(f);
-		return errf(err, errlen, "out of memory");
+		return xalloc_err_in(err, errlen, path, "the list of tensors to load", 0);
 	}
 	const struct st_tensor **found = calloc(n, sizeof *found);
 	uint32_t crc = 0;
@@ -904,7 +906,7 @@ static int load_step(const char *sdir, struct model *m, struct ckpt_state *st, c
 		bytes += s->nbytes;
 	}
 	if (!found) {
-		errf(err, errlen, "out of memory");
+		xalloc_err_in(err, errlen, path, "the tensors found to load", (size_t)n * sizeof *found);
 		goto bad;
 	}
 	snprintf(name, sizeof name, "%08x", crc);
@@ -1009,7 +1011,7 @@ static int load_mds(const char *dir, struct model *m, struct ckpt_state *st, cha
 		goto out;
 	int n = shard_entries(m, NULL, &e);
 	if (n < 0) {
-		errf(err, errlen, "out of memory");
+		xalloc_err_in(err, errlen, md->dir, "the list of tensors to load", 0);
 		goto out;
 	}
 	/* the values: each tensor's part for this rank, in the run's TP, from the fp32 masters
@@ -1036,7 +1038,7 @@ static int load_mds(const char *dir, struct model *m, struct ckpt_state *st, cha
 		if ((size_t)(rows * cols) > cap) {
 			float *nb = realloc(buf, (size_t)(rows * cols) * sizeof *buf);
 			if (!nb) {
-				errf(err, errlen, "out of memory for %s", mt->name);
+				xalloc_err_in(err, errlen, md->dir, mt->name, (size_t)(rows * cols) * sizeof *buf);
 				goto out;
 			}
 			buf = nb;

@@ -10,6 +10,7 @@
 
 #include "file.h"
 #include "fsx.h"
+#include "xalloc.h"
 #include "ckpt/steplock.h"
 
 #define DELETING ".deleting"
@@ -125,7 +126,11 @@ void keep_prune(const char *dir, const struct keep *k, int64_t latest, struct ke
 	DIR *d = opendir(dir);
 	struct dirent *e;
 	if (!steps || !d) {
-		snprintf(r->err, sizeof r->err, "%s: %s", dir, steps ? strerror(errno) : "out of memory");
+		if (steps)
+			snprintf(r->err, sizeof r->err, "%s: %s", dir, strerror(errno));
+		else
+			xalloc_err_in(r->err, sizeof r->err, dir, "the list of saved steps",
+				      cap * sizeof *steps);
 		free(steps);
 		if (d)
 			closedir(d);
@@ -149,7 +154,7 @@ void keep_prune(const char *dir, const struct keep *k, int64_t latest, struct ke
 	char *keep = malloc(n ? n : 1);
 	if (!keep) {
 		free(steps);
-		snprintf(r->err, sizeof r->err, "out of memory");
+		xalloc_err_in(r->err, sizeof r->err, dir, "the saved steps' keep flags", n ? n : 1);
 		return;
 	}
 	keep_select(k, steps, n, latest, keep);

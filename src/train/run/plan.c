@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "msg.h"
+#include "xalloc.h"
 #include "train/run/check.h"
 
 #define GIB (1024.0 * 1024.0 * 1024.0)
@@ -17,9 +18,9 @@
 static void add(char ***list, int *n, const char *fmt, va_list ap)
 {
 	char *s;
-	char **l = realloc(*list, (size_t)(*n + 1) * sizeof *l);
-	if (!l || vasprintf(&s, fmt, ap) < 0)
-		die(EXIT_FAILED, "out of memory");
+	char **l = xrealloc(*list, (size_t)(*n + 1) * sizeof *l, "the plan's list of messages");
+	if (vasprintf(&s, fmt, ap) < 0)
+		xalloc_die("a message of the plan", 0);
 	l[(*n)++] = s;
 	*list = l;
 }
@@ -132,7 +133,7 @@ static void make_ramp(struct plan *p, int *blocking)
 		ramp_constant(&p->ramp, p->gbs);
 	}
 	if (ramp_build(&p->ramp) < 0)
-		die(EXIT_FAILED, "out of memory");
+		xalloc_die("the batch-size ramp's schedule", 0);
 }
 
 int64_t plan_tokens_at(const struct plan *p, int64_t n)
@@ -235,9 +236,7 @@ static void partition(struct plan *p)
 	int64_t units = p->L + (a->pp_embedding ? 2 : 0);
 	int64_t per = (units + p->pp - 1) / p->pp;
 
-	p->st = calloc((size_t)p->pp, sizeof *p->st);
-	if (!p->st)
-		die(EXIT_FAILED, "out of memory");
+	p->st = xcalloc((size_t)p->pp, sizeof *p->st, "the pipeline stages' plan");
 	for (int64_t i = 0; i < p->pp; i++) {
 		struct plan_stage *s = &p->st[i];
 		int64_t lo = i * per, hi = (i + 1) * per;
@@ -469,9 +468,9 @@ static void model_timing(struct plan *p)
 	const struct train_args *a = p->a;
 	const struct ramp *r = &p->ramp;
 	const struct gpumodel_device *dev = gpumodel_device(a->gpu_model ? a->gpu_model : "a100");
-	int64_t *layers = malloc((size_t)p->pp * sizeof *layers);
-	if (!layers || !dev)
-		die(EXIT_FAILED, "out of memory");
+	int64_t *layers = xmalloc((size_t)p->pp * sizeof *layers, "the layers per pipeline stage");
+	if (!dev)
+		die(EXIT_FAILED, "--gpu-model %s: no such GPU model", a->gpu_model);
 	for (int64_t i = 0; i < p->pp; i++)
 		layers[i] = p->st[i].layers;
 	struct gpumodel_cfg c = {
@@ -499,7 +498,7 @@ static void model_timing(struct plan *p)
 	int rc = gpumodel_run(&p->gm, &c, dev);
 	free(layers);
 	if (rc < 0)
-		die(EXIT_FAILED, "out of memory");
+		xalloc_die("the GPU memory and timing model", 0);
 	p->have_time = 1;
 	p->time_model = 1;
 	p->flops_factor = a->checkpoint_activations ? 8 : 6;
@@ -598,9 +597,7 @@ static void data(struct plan *p)
 		return;
 	}
 	p->nds = n == 1 ? 1 : n / 2;
-	p->ds = calloc((size_t)p->nds, sizeof *p->ds);
-	if (!p->ds)
-		die(EXIT_FAILED, "out of memory");
+	p->ds = xcalloc((size_t)p->nds, sizeof *p->ds, "the --data-path datasets");
 	for (int i = 0; i < p->nds; i++) {
 		double w = 1;
 		const char *prefix = n == 1 ? a->data_path[0] : a->data_path[2 * i + 1];

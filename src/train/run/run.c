@@ -19,6 +19,7 @@
 #include "msg.h"
 #include "num.h"
 #include "units.h"
+#include "xalloc.h"
 #include "train/run/buckets.h"
 #include "train/run/check.h"
 #include "train/run/ckpt.h"
@@ -523,7 +524,7 @@ static int write_args_file(const char *dir, const char *cmdline, char *err, size
 		return errf(err, errlen, "--log-path %s: %s", dir, why);
 	snprintf(path, sizeof path, "%s/args_%s.txt", dir, stamp);
 	if (asprintf(&text, "%s\n", cmdline) < 0)
-		return errf(err, errlen, "out of memory");
+		return xalloc_err_in(err, errlen, path, "the command line", strlen(cmdline) + 2);
 	int rc = file_write_atomic(path, text, strlen(text), 0644, why, sizeof why);
 	free(text);
 	return rc < 0 ? errf(err, errlen, "--log-path: %s", why) : 0;
@@ -696,7 +697,7 @@ static int setup(struct run *r, char *err, size_t errlen)
 	if (a->save && r->dist.rank == 0 &&
 	    !(r->tokrec = tokrec_json(a->tokenizer_type, a->vocab_file, a->merge_file,
 				      a->tokenizer_name_or_path)))
-		return errf(err, errlen, "out of memory");
+		return xalloc_err(err, errlen, "the record of the tokenizer files", 0);
 	if (bind_line[0] && strcmp(ops->name, "cpu") != 0) {   /* every rank: which GPU is whose */
 		printf("train: rank %d of %d: GPU %s\n", r->dist.rank, r->dist.world, bind_line);
 		fflush(stdout);
@@ -747,7 +748,8 @@ static int setup(struct run *r, char *err, size_t errlen)
 		if (c.zero_dp > 1) {
 			r->zcut = malloc(((size_t)c.zero_dp + 1) * sizeof *r->zcut);
 			if (!r->zcut)
-				return errf(err, errlen, "out of memory");
+				return xalloc_err(err, errlen, "the ZeRO shard boundaries",
+						  ((size_t)c.zero_dp + 1) * sizeof *r->zcut);
 			for (int q = 0; q < c.zero_dp; q++)
 				model_zero_range(&r->m, c.zero_dp, q, &r->zcut[q], &r->zcut[q + 1]);
 		}
@@ -764,7 +766,7 @@ static int setup(struct run *r, char *err, size_t errlen)
 	r->dtok = calloc(r->mbs * (r->dseq > 0 ? r->dseq : 1), sizeof *r->dtok);
 	if (!r->sample || !r->tok || !r->tgt || !r->types || !r->lmask || !r->lens || !r->sop ||
 	    !r->dtok)
-		return errf(err, errlen, "out of memory");
+		return xalloc_err(err, errlen, "the micro-batch's token buffers", 0);
 	r->mb = (struct model_batch){.tokens = r->tok, .targets = r->tgt};
 	if (r->bert)
 		r->mb = (struct model_batch){.tokens = r->tok, .targets = r->tgt, .types = r->types,
@@ -860,9 +862,9 @@ static int setup(struct run *r, char *err, size_t errlen)
 	if (r->feed.nsets[FEED_TRAIN] == 0 || r->feed.sets[FEED_TRAIN][0].size == 0)
 		return errf(err, errlen, "the train split is empty: check --split and --data-path");
 	if (r->bert && bert_sample_alloc(&r->feed.bd[FEED_TRAIN], &r->bs) < 0)
-		return errf(err, errlen, "out of memory");
+		return xalloc_err(err, errlen, "a BERT sample's buffers", 0);
 	if (r->t5 && t5_sample_alloc(&r->feed.bd[FEED_TRAIN], &r->ts) < 0)
-		return errf(err, errlen, "out of memory");
+		return xalloc_err(err, errlen, "a T5 sample's buffers", 0);
 
 	/* the schedule, in samples (tokens with --lr-decay-tokens) */
 	struct sched *s = &r->st.sched;
@@ -1720,7 +1722,9 @@ int run_train(const struct train_args *a, const struct plan *p, const char *cmdl
 	int deferred = blocker == NULL;
 	_Static_assert(sizeof(struct ops_step) <= DSTEP_BYTES, "DSTEP_BYTES");
 	if (deferred && !(r.dsteps = r.m.ops->alloc(2 * DSTEP_BYTES))) {
-		warn("train: out of memory for the step scalars");
+		char oom[200];
+		warn("%s; the step is not deferred", xalloc_msg(oom, sizeof oom,
+			"the step scalars on the device", 2 * DSTEP_BYTES));
 		deferred = 0;
 	}
 

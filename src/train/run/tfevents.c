@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "msg.h"
+#include "xalloc.h"
 
 /* Field numbers, from tensorboard/compat/proto/{event,summary,tensor,tensor_shape,types}.proto.
  * All are below 16, so every key is one byte. */
@@ -356,7 +357,7 @@ struct tfevents *tfevents_open(const char *dir, char *err, size_t errlen)
 
 	if (!(w = calloc(1, sizeof *w)) || !(w->buf = malloc(w->cap = 4096))) {
 		free(w);
-		errf(err, errlen, "%s: out of memory", d);
+		xalloc_err_in(err, errlen, d, "the event file's writer", sizeof *w + 4096);
 		return NULL;
 	}
 	gettimeofday(&tv, NULL);
