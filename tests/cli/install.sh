@@ -48,7 +48,7 @@ run() {
 	shift 2
 	rc=0
 	strace -f -qq -o "$T/$name.trace" -e trace=execve,open,openat,creat,mkdir,mkdirat,rename,renameat,renameat2,unlink,unlinkat,rmdir,link,linkat,symlink,symlinkat,truncate,stat,newfstatat,lstat,access,faccessat,faccessat2 \
-		env -i PATH="${PATH_:-/usr/bin:/bin}" HOME="$H" "$@" bash "$script" >"$T/out" 2>"$T/err" || rc=$?
+		timeout 60 env -i PATH="${PATH_:-/usr/bin:/bin}" HOME="$H" "$@" bash "$script" >"$T/out" 2>"$T/err" || rc=$?
 }
 # confined NAME: the trace of NAME writes nothing outside $T and never names /checkpoints
 confined() {
