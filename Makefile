@@ -253,8 +253,15 @@ install: all
 	install -m 644 man/man5/*.5 $(DESTDIR)$(PREFIX)/share/man/man5
 	install -m 644 man/man7/*.7 $(DESTDIR)$(PREFIX)/share/man/man7
 	install -d $(DESTDIR)$(PREFIX)/share/lmtk $(DESTDIR)$(PREFIX)/lib/lmtk
-	install -m 644 share/lmtk/*.conf share/lmtk/*.slurm share/lmtk/*.json $(DESTDIR)$(PREFIX)/share/lmtk
+	install -m 644 share/lmtk/*.slurm share/lmtk/*.json $(DESTDIR)$(PREFIX)/share/lmtk
 	install -m 755 share/lmtk/*.sh share/lmtk/*.py $(DESTDIR)$(PREFIX)/share/lmtk
+	install -m 755 share/lmtk/plot-loss.sh $(DESTDIR)$(PREFIX)/bin/plot-loss
+	# the wrappers: they find the programs in $(PREFIX)/bin from there (or LMTK, or PATH)
+	install -d $(DESTDIR)$(PREFIX)/share/lmtk/slurm/examples $(DESTDIR)$(PREFIX)/share/lmtk/cron/cron.hourly \
+		$(DESTDIR)$(PREFIX)/share/lmtk/cron/cron.daily $(DESTDIR)$(PREFIX)/share/lmtk/cron/logs
+	install -m 755 slurm/*.slurm $(DESTDIR)$(PREFIX)/share/lmtk/slurm
+	install -m 644 slurm/examples/* $(DESTDIR)$(PREFIX)/share/lmtk/slurm/examples
+	install -m 755 cron/*.slurm cron/*.sh $(DESTDIR)$(PREFIX)/share/lmtk/cron
 	for so in $(CUDA_SO) $(MPI_SO); do install -m 755 $$so $(DESTDIR)$(PREFIX)/lib/lmtk; done
 
 clean:

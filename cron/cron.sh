@@ -20,6 +20,10 @@
 #   LMTK_CRON_KEEP_DAYS  delete job output older than this (default 30)
 #   LMTK_CRON_SBATCH_ARGS extra sbatch arguments for every cron job (e.g. "--partition=prepost")
 
+if [ -z "${CRON_NAME:-}" ] || [ -z "${CRON_PERIOD:-}" ]; then
+	echo "cron.sh: sourced by cron-hourly.slurm or cron-daily.slurm, which set CRON_NAME and CRON_PERIOD" >&2
+	exit 2
+fi
 set -u
 CRON_DIR=${LMTK_CRON_DIR:-${SLURM_SUBMIT_DIR:-$PWD}}
 LOG_DIR=${LMTK_CRON_LOG_DIR:-$CRON_DIR/logs}

@@ -1,7 +1,7 @@
 #!/bin/sh
 # plot-loss - the loss curve of a training run, from its main log: an SVG chart and a summary.
 #
-# Usage: plot-loss.sh [-t TITLE] LOG [OUT.svg]
+# Usage: plot-loss [-t TITLE] LOG [OUT.svg]      (installed as PREFIX/bin/plot-loss; plot-loss(1))
 #
 # LOG is train's stdout (or Megatron-DeepSpeed's own main log; '-' reads stdin).  Two kinds of
 # line carry the curve, wherever they sit in a line (a rank or timestamp prefix is fine):
@@ -26,11 +26,19 @@
 me=plot-loss
 usage() { echo "usage: $me [-t TITLE] LOG [OUT.svg]" >&2; exit 2; }
 
+help() {
+	echo "usage: $me [-t TITLE] LOG [OUT.svg]"
+	echo "The loss curve of a training log (train's stdout, or Megatron's main log; - is stdin):"
+	echo "a summary on stdout and, with OUT.svg, an SVG chart.  -t TITLE: the chart's title."
+	echo "Exit: 0 done; 2 usage, an unreadable LOG or one without loss lines; 3 OUT.svg not written."
+	exit 0
+}
+case ${1:-} in --help) help ;; --) ;; --*) echo "$me: unknown option $1" >&2; usage ;; esac
 title=
 while getopts t:h o; do
 	case $o in
 	t) title=$OPTARG ;;
-	h) echo "usage: $me [-t TITLE] LOG [OUT.svg]: the loss curve of a training log, an SVG chart and a summary"; exit 0 ;;
+	h) help ;;
 	*) usage ;;
 	esac
 done
