@@ -1,5 +1,6 @@
 #include "tokenize/jsonl.h"
 #include "tokenize/unicode.h"
+#include "xalloc.h"
 
 #include <stdint.h>
 #include <stdio.h>
@@ -20,6 +21,14 @@ static int fail(struct p *p, const char *what)
 {
 	snprintf(p->err, p->errlen, "column %zu: %s", (size_t)(p->s - p->start) + 1, what);
 	return -1;
+}
+
+/* fail() for reserve(): the decoded string of `more` bytes past what it holds */
+static int fail_oom(struct p *p, size_t more)
+{
+	char msg[256];
+
+	return fail(p, xalloc_msg(msg, sizeof msg, "a decoded JSON string", p->used + more));
 }
 
 static void ws(struct p *p)
@@ -74,7 +83,7 @@ static int string(struct p *p, int keep)
 			p->s++;
 		if (keep && p->s > run) {
 			if (reserve(p, (size_t)(p->s - run)) < 0)
-				return fail(p, "out of memory");
+				return fail_oom(p, (size_t)(p->s - run));
 			memcpy(*p->buf + p->used, run, (size_t)(p->s - run));
 			p->used += (size_t)(p->s - run);
 		}
@@ -124,7 +133,7 @@ static int string(struct p *p, int keep)
 			}
 			if (keep) {
 				if (reserve(p, 4) < 0)
-					return fail(p, "out of memory");
+					return fail_oom(p, 4);
 				char *o = *p->buf + p->used;
 				if (cp < 0x80)
 					o[0] = (char)cp, p->used += 1;
@@ -146,7 +155,7 @@ static int string(struct p *p, int keep)
 			return fail(p, "invalid UTF-8");
 		if (keep) {
 			if (reserve(p, l) < 0)
-				return fail(p, "out of memory");
+				return fail_oom(p, l);
 			memcpy(*p->buf + p->used, p->s, l);
 			p->used += l;
 		}
