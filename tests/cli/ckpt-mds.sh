@@ -10,10 +10,10 @@
 # apex counts one step more); ckpt-sync-ln --check reads them and finds a layer norm planted
 # out of step on one TP rank, in the bf16 weights or the fp32 masters; a truncated .pt, a pickle
 # with an opcode torch.save never writes, swapped ZeRO partitions, a missing partition and an
-# fp16 ZeRO file are refused with exit 2, naming the file.  train --load takes the
-# Megatron-DeepSpeed directory itself, in one process and in a TP=2 x PP=2 run, re-splitting it
-# as it reads, with the losses of its conversion; without optimizer files only with
-# --no-load-optim, from the bf16 weights.
+# fp16 ZeRO file are refused with exit 2, naming the file; memory running out is exit 3.  train
+# --load takes the Megatron-DeepSpeed directory itself, in one process and in a TP=2 x PP=2 run,
+# re-splitting it as it reads, with the losses of its conversion; without optimizer files only
+# with --no-load-optim, from the bf16 weights.
 . "$(dirname "$0")/../lib.sh"
 PY=/usr/bin/python3
 MDS=$TOP/tests/ref/mds-ckpt.py
