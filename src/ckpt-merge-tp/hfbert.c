@@ -53,6 +53,7 @@
 #include "file.h"
 #include "msg.h"
 #include "ckpt-merge-tp/hf_int.h"
+#include "xalloc.h"
 
 const char *hf_bert_class(const struct sh_ckpt *in, char *err, size_t errlen)
 {
@@ -167,11 +168,11 @@ static int read_vocab(const char *data, size_t len_in, char ***tok, int *added, 
 			room = room ? 2 * room : 1024;
 			char **nt = realloc(t, (size_t)room * sizeof *t);
 			if (!nt)
-				die(EXIT_FAILED, "out of memory");
+				xalloc_die("the vocab.txt token list", (size_t)room * sizeof *t);
 			t = nt;
 		}
 		if (!(t[n++] = strdup(s)))
-			die(EXIT_FAILED, "out of memory");
+			xalloc_die("a vocab.txt token", strlen(s) + 1);
 		bos |= strcmp(s, "[BOS]") == 0;
 		eos |= strcmp(s, "[EOS]") == 0;
 	}
@@ -221,7 +222,7 @@ int hf_bert_tokenizer(const struct sh_ckpt *in, const char *dir, char *err, size
 		len += strlen(tok[i]) + 1;
 	char *text = malloc(len + 1), path[4200];
 	if (!text)
-		die(EXIT_FAILED, "out of memory");
+		xalloc_die("the vocab.txt text", len + 1);
 	for (int i = 0; i < n; i++)
 		at += (size_t)sprintf(text + at, "%s\n", tok[i]);
 	snprintf(path, sizeof path, "%s/vocab.txt", dir);

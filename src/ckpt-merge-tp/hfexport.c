@@ -18,6 +18,7 @@
 #include "ckpt/reshard.h"
 #include "ckpt/safetensors.h"
 #include "ckpt-merge-tp/hf_int.h"
+#include "xalloc.h"
 
 void hf_switches_of(const struct sh_ckpt *in, struct hf_switches *s)
 {
@@ -282,12 +283,12 @@ int hf_write_json(const char *dir, const char *name, json_t *j, size_t flags, ch
 	char path[4200];
 	char *s = j ? json_dumps(j, flags) : NULL;
 	if (!s)
-		return errf(err, errlen, "out of memory");
+		return xalloc_err_in(err, errlen, name, "the JSON text", 0);
 	size_t n = strlen(s);
 	char *t = realloc(s, n + 2);
 	if (!t) {
 		free(s);
-		return errf(err, errlen, "out of memory");
+		return xalloc_err_in(err, errlen, name, "the JSON text", n + 2);
 	}
 	t[n] = '\n';
 	snprintf(path, sizeof path, "%s/%s", dir, name);
@@ -378,7 +379,7 @@ int hf_recorded_file(const struct sh_ckpt *in, const char *role, int quiet, char
 			 "read", (long long)sb.st_size, (long long)size);
 	} else if (!(b = malloc((size_t)size + 1))) {
 		close(fd);
-		return errf(err, errlen, "out of memory");
+		return xalloc_err_in(err, errlen, path, "the recorded tokenizer file", (size_t)size + 1);
 	} else {
 		size_t off = 0;
 		while (off < (size_t)size && (got = read(fd, b + off, (size_t)size - off)) > 0)
@@ -457,7 +458,7 @@ int hf_export(const struct sh_ckpt *in, const struct hf_opts *o, const char *dir
 	struct hf_item *it = in->m.type == LT_BERT ? hf_bert_plan(&in->m, &n)
 			     : plan(&in->m, strcmp(cls, "GPT2LMHeadModel") == 0, &n);
 	if (!it)
-		return errf(err, errlen, "out of memory"), EXIT_FAILED;
+		return xalloc_err(err, errlen, "the plan of Hugging Face tensors", 0), EXIT_FAILED;
 	/* files: a new one when the next tensor would overflow a non-empty one (HF's rule) */
 	size_t esize = o->bf16 ? 2 : 4, widest = RS_BLOCK;
 	unsigned long long cur = 0, total = 0;
@@ -480,7 +481,7 @@ int hf_export(const struct sh_ckpt *in, const struct hf_opts *o, const char *dir
 	char fname[64], path[4200];
 	struct out out = {NULL, o->bf16, half, pg};
 	if (!a || !b || !half || !map) {
-		rc = (errf(err, errlen, "out of memory"), EXIT_FAILED);
+		rc = (xalloc_err(err, errlen, "the tensor conversion buffers", 0), EXIT_FAILED);
 		goto done;
 	}
 	progress_begin(pg, "exporting", NULL, total);

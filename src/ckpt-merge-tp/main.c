@@ -29,6 +29,7 @@
 #include "ckpt/stop.h"
 #include "ckpt/reshard.h"
 #include "ckpt/shards.h"
+#include "xalloc.h"
 
 enum { O_INPUT = 1000, O_OUTPUT, O_TP, O_PP, O_FORMAT, O_AVERAGE, O_TOLERANCE, O_DTYPE, O_MAXSHARD,
        O_TOKFILES, O_VOCAB, O_PARTITION, O_FROM, O_OPTIMIZER };
@@ -148,7 +149,7 @@ static int on_opt(void *ctx, int key, const char *arg, char *err, size_t errlen)
 	case O_TOKFILES: {
 		char **n = realloc(c->tokfiles, (c->ntokfiles + 1) * sizeof *n);
 		if (!n)
-			return errf(err, errlen, "out of memory");
+			return xalloc_err(err, errlen, "the --tokenizer-files list", (c->ntokfiles + 1) * sizeof *n);
 		c->tokfiles = n;
 		c->tokfiles[c->ntokfiles++] = strdup(arg);
 		return 0;

@@ -45,6 +45,7 @@
 #include "ckpt/stop.h"
 #include "ckpt/reshard.h"
 #include "ckpt/shards.h"
+#include "xalloc.h"
 
 enum { O_CHECK = 1000, O_FIX, O_TOLERANCE, O_OUTPUT, O_INPLACE, O_VERIFY, O_FROM };
 
@@ -161,7 +162,7 @@ static void add_rows(const struct sh_ckpt *in, double tolerance, struct progress
 		die(EXIT_USAGE, "%s", sh_error(in));
 	struct row *r = realloc(*rows, (*nrows + n + 1) * sizeof *r);
 	if (!r)
-		die(EXIT_FAILED, "out of memory");
+		xalloc_die("the table of layer-norm comparisons", (*nrows + n + 1) * sizeof *r);
 	*rows = r;
 	for (int i = 0; i < n; i++)
 		if (keep & 1 << d[i].g)

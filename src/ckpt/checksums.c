@@ -15,6 +15,7 @@
 #include "ckpt/safetensors.h"
 #include "ckpt/shards.h"
 #include "ckpt/steplock.h"
+#include "xalloc.h"
 
 #define CHUNK (64u << 20)
 
@@ -88,7 +89,8 @@ int cs_verify_step(const char *path, struct progress *pg, struct cs_result *res,
 	if (!res->files) {
 		json_decref(man);
 		steplock_release(lock);
-		return errf(err, errlen, "out of memory"), EXIT_FAILED;
+		return xalloc_err(err, errlen, "the manifest's file checks",
+				  json_object_size(files) * sizeof *res->files), EXIT_FAILED;
 	}
 	const char *name;
 	json_t *v;

@@ -288,10 +288,12 @@ int mds_read_model_(struct mds *c, const struct pt_file *f, const struct pt_valu
 }
 
 /* The schedule (AnnealingLR.state_dict, or upstream's opt_param_scheduler); from args when the
- * checkpoint has none (--no-save-optim). */
+ * checkpoint has none (--no-save-optim).  NULL with *rc the exit code: EXIT_USAGE for a checkpoint
+ * that lacks it, EXIT_FAILED when memory ran out. */
 static json_t *read_sched(struct mds *c, const struct pt_file *f, const struct pt_value *root,
-			  char *err, size_t errlen)
+			  int *rc, char *err, size_t errlen)
 {
+	*rc = EXIT_USAGE;
 	const struct pt_value *a = pt_dict_get(root, "args"), *s = pt_dict_get(root, "lr_scheduler");
 	if (!s || s->kind != PT_DICT)
 		s = pt_dict_get(root, "opt_param_scheduler");
@@ -353,7 +355,7 @@ static json_t *read_sched(struct mds *c, const struct pt_file *f, const struct p
 			      dtok != 0, "num_steps", (json_int_t)num, "num_tokens", (json_int_t)ntok,
 			      "warmup_tokens", (json_int_t)wtok);
 	if (!j)
-		fail_oom(err, errlen, "the converted learning-rate schedule", 0);
+		*rc = fail_oom(err, errlen, "the converted learning-rate schedule", 0);
 	return j;
 }
 
@@ -408,9 +410,10 @@ int mds_build_manifest_(struct mds *c, const struct pt_file *f, const struct pt_
 			  char *err, size_t errlen)
 {
 	const struct pt_value *a = pt_dict_get(root, "args");
-	json_t *sched = read_sched(c, f, root, err, errlen);
+	int rc;
+	json_t *sched = read_sched(c, f, root, &rc, err, errlen);
 	if (!sched)
-		return EXIT_USAGE;
+		return rc;
 	double b1 = 0.9, b2 = 0.999, eps = 1e-8, wd = 0.01;
 	v_num(a, "adam_beta1", &b1);
 	v_num(a, "adam_beta2", &b2);

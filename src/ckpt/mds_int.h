@@ -35,11 +35,12 @@ enum { NAME_UNKNOWN = -1, NAME_IGNORED = -2 };   /* ds_name(), meg_name() */
 
 static inline int fail(char *err, size_t errlen, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
-/* fail() for an allocation: "out of memory for WHAT: BYTES" (xalloc.h), the same EXIT_USAGE */
+/* An allocation that failed: "out of memory for WHAT: BYTES" (xalloc.h) and EXIT_FAILED, could not
+ * do the job, as every program's out of memory (not fail()'s EXIT_USAGE: the input is not at fault) */
 static inline int fail_oom(char *err, size_t errlen, const char *what, size_t bytes)
 {
 	xalloc_err(err, errlen, what, bytes);
-	return EXIT_USAGE;
+	return EXIT_FAILED;
 }
 
 static inline int fail(char *err, size_t errlen, const char *fmt, ...)

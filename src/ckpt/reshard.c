@@ -12,6 +12,7 @@
 #include "ckpt/stop.h"
 #include "msg.h"
 #include "ckpt/safetensors.h"
+#include "xalloc.h"
 
 /* Does stage s of the target layout hold tensor t? */
 static int holds(const struct sh_ckpt *in, const struct lt_model *out, const struct rs_target *tg,
@@ -154,7 +155,7 @@ int rs_write(const struct sh_ckpt *in, const struct rs_target *tg, const char *s
 	char why[256], path[4200];
 	int rc = 0;
 	if (lt_copy(&out, &in->m, tg->padded_vocab) < 0)
-		return errf(err, errlen, "out of memory"), EXIT_FAILED;
+		return xalloc_err(err, errlen, "the target layout's copy of the model", 0), EXIT_FAILED;
 	if (lt_check_tp(&out, tg->tp, why, sizeof why) < 0) {
 		lt_free(&out);
 		return errf(err, errlen, "cannot write TP=%d: %s", tg->tp, why), EXIT_USAGE;
@@ -179,7 +180,7 @@ int rs_write(const struct sh_ckpt *in, const struct rs_target *tg, const char *s
 	int *order = malloc((out.n + 1) * sizeof *order);
 	json_t *files = json_object();
 	if (!buf || !order || !files) {
-		rc = (errf(err, errlen, "out of memory"), EXIT_FAILED);
+		rc = (xalloc_err(err, errlen, "the resharding buffers", 0), EXIT_FAILED);
 		goto out;
 	}
 	progress_begin(pg, "writing", NULL, total);
@@ -191,7 +192,7 @@ int rs_write(const struct sh_ckpt *in, const struct rs_target *tg, const char *s
 		goto out;
 	char *man = rs_manifest(in, tg, files);
 	if (!man) {
-		rc = (errf(err, errlen, "out of memory"), EXIT_FAILED);
+		rc = (xalloc_err(err, errlen, "the resharded checkpoint's manifest", 0), EXIT_FAILED);
 		goto out;
 	}
 	snprintf(path, sizeof path, "%s/manifest.json", stepdir);

@@ -19,6 +19,7 @@
 #include "ckpt/manifest.h"
 #include "ckpt/safetensors.h"
 #include "ckpt/steplock.h"
+#include "xalloc.h"
 
 int sh_step_dir(const char *path, char **dir, char *err, size_t errlen)
 {
@@ -131,7 +132,7 @@ int sh_init_source(struct sh_ckpt *c, const struct sh_source *src, char *err, si
 	c->held = calloc((size_t)c->m.n * LT_GROUPS * c->tp * c->pp, 1);
 	c->io = calloc(1, sizeof *c->io);
 	if (!c->held || !c->io)
-		return errf(err, errlen, "out of memory");
+		return xalloc_err(err, errlen, "the checkpoint's shard bookkeeping", 0);
 	return 0;
 }
 
@@ -181,7 +182,8 @@ static int open_shard(struct sh_ckpt *c, int r, int s, const struct st_tensor **
 	*known = calloc(f->ntensors + 1, sizeof **known);
 	*nknown = 0;
 	if (!*known)
-		return errf(err, errlen, "out of memory"), EXIT_FAILED;
+		return xalloc_err_in(err, errlen, path, "its list of tensors",
+				     ((size_t)f->ntensors + 1) * sizeof **known), EXIT_FAILED;
 	int ignored = 0;
 	for (int i = 0; i < f->ntensors; i++) {
 		const struct st_tensor *x = &f->tensors[i];
@@ -392,7 +394,8 @@ int sh_open(struct sh_ckpt *c, const char *path, struct progress *pg, char *err,
 	const struct st_tensor ***known = calloc(nsh, sizeof *known);
 	int *nknown = calloc(nsh, sizeof *nknown);
 	if (!c->shard || !c->at || !known || !nknown) {
-		rc = (errf(err, errlen, "out of memory"), EXIT_FAILED);
+		rc = (xalloc_err(err, errlen, "the checkpoint's table of shards and tensors", 0),
+		      EXIT_FAILED);
 		goto out;
 	}
 	for (int s = 0; s < c->pp; s++)

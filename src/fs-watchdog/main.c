@@ -33,6 +33,7 @@
 #include "tlog.h"
 #include "units.h"
 #include "walk.h"
+#include "xalloc.h"
 
 enum kind { K_CHECK, K_BUDGET, K_MINFREE, K_CKPT };
 
@@ -84,7 +85,7 @@ static struct rule *new_rule(struct cfg *c, enum kind k, const char *spec, char 
 	}
 	r = realloc(c->rules, sizeof *r * (size_t)(c->nrules + 1));
 	if (!r) {
-		errf(err, errlen, "out of memory");
+		xalloc_err(err, errlen, "the watch rules", sizeof *r * (size_t)(c->nrules + 1));
 		return NULL;
 	}
 	c->rules = r;
@@ -157,7 +158,7 @@ static int on_opt(void *ctx, int key, const char *arg, char *err, size_t errlen)
 			return errf(err, errlen, "'%s': expected SAVE or SAVE,BACKUP", arg);
 		r = realloc(c->rules, sizeof *r * (size_t)(c->nrules + 1));
 		if (!r)
-			return errf(err, errlen, "out of memory");
+			return xalloc_err(err, errlen, "the watch rules", sizeof *r * (size_t)(c->nrules + 1));
 		c->rules = r;
 		r = &c->rules[c->nrules++];
 		memset(r, 0, sizeof *r);

@@ -46,6 +46,7 @@
 #include "repo.h"
 #include "token.h"
 #include "units.h"
+#include "xalloc.h"
 
 #define HUB_LIMIT (10ULL << 20)  /* the Hub rejects plain git files over 10 MiB */
 
@@ -84,14 +85,11 @@ static const struct opt opts[] = {
 	{0},
 };
 
-static int add_pattern(struct cfg *c, const char *p)
+static void add_pattern(struct cfg *c, const char *p)
 {
-	char **np = realloc(c->patterns, sizeof *np * (size_t)(c->npatterns + 1));
-	if (!np)
-		return -1;
-	c->patterns = np;
-	c->patterns[c->npatterns++] = strdup(p);
-	return 0;
+	c->patterns = xrealloc(c->patterns, sizeof *c->patterns * (size_t)(c->npatterns + 1),
+			       "the list of --patterns");
+	c->patterns[c->npatterns++] = xstrdup(p, "a --patterns pattern");
 }
 
 static int parse_seconds(const char *s, double *out)
@@ -118,11 +116,12 @@ static int on_opt(void *ctx, int key, const char *arg, char *err, size_t errlen)
 	char *end;
 
 	switch (key) {
-	case O_REPO: c->repo_path = strdup(arg); return 0;
+	case O_REPO: c->repo_path = xstrdup(arg, "the --repo path"); return 0;
 	case O_PATTERNS:
 		if (!*arg)
 			return errf(err, errlen, "empty pattern");
-		return add_pattern(c, arg) < 0 ? errf(err, errlen, "out of memory") : 0;
+		add_pattern(c, arg);
+		return 0;
 	case O_THRESHOLD:
 		if (units_size(arg, &c->lfs_threshold) < 0 || c->lfs_threshold == 0)
 			return errf(err, errlen, "'%s' is not a size such as 10M", arg);
@@ -166,8 +165,7 @@ static void parse_all(const struct optspec *spec, struct cfg *c, int argc, char 
 	for (int i = opt_parse(spec, argc, argv); i < argc; i++) {
 		if (!argv[i][0])
 			die(EXIT_USAGE, "empty pattern");
-		if (add_pattern(c, argv[i]) < 0)
-			die(EXIT_FAILED, "out of memory");
+		add_pattern(c, argv[i]);
 	}
 }
 

@@ -13,6 +13,7 @@
 #include "msg.h"
 #include "tlog.h"
 #include "units.h"
+#include "xalloc.h"
 
 enum { A_MAIL_TO = 1000, A_SMTP_URL, A_MAIL_FROM, A_SMTP_AUTH, A_LOG, A_STATE, A_REMIND, A_NO_MAIL };
 
@@ -47,7 +48,8 @@ int alert_opt(void *ctx, int key, const char *arg, char *err, size_t errlen)
 	case A_MAIL_TO: {
 		const char **to = realloc(c->mail.to, sizeof *to * (size_t)(c->mail.nto + 1));
 		if (!to)
-			return errf(err, errlen, "out of memory");
+			return xalloc_err(err, errlen, "the --mail-to list",
+					  sizeof *to * (size_t)(c->mail.nto + 1));
 		if (!strchr(arg, '@') || strpbrk(arg, " \t\r\n<>,"))
 			return errf(err, errlen, "'%s' is not a mail address", arg);
 		to[c->mail.nto++] = strdup(arg);
@@ -130,7 +132,7 @@ struct alerts *alerts_begin(struct alert_cfg *cfg, char *err, size_t errlen)
 	json_error_t je;
 
 	if (!a) {
-		errf(err, errlen, "out of memory");
+		xalloc_err(err, errlen, "the alerts' state", sizeof *a);
 		return NULL;
 	}
 	a->cfg = cfg;

@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "msg.h"
+#include "xalloc.h"
 
 /* --- dtypes ----------------------------------------------------------------------------------- */
 
@@ -352,7 +353,7 @@ static int map_index(struct idx *x, const char *prefix, char *err, size_t errlen
 	x->idx_path = x->prefix ? cat(x->prefix, ".idx") : NULL;
 	x->bin_path = x->prefix ? cat(x->prefix, ".bin") : NULL;
 	if (!x->prefix || !x->idx_path || !x->bin_path)
-		return errf(err, errlen, "%s: out of memory", prefix), IDX_EIO;
+		return xalloc_err_in(err, errlen, prefix, "the index's file names", 0), IDX_EIO;
 	fd = open(x->idx_path, O_RDONLY | O_CLOEXEC);
 	if (fd < 0 || fstat(fd, &st) < 0) {
 		char hint[1024];
@@ -490,7 +491,7 @@ int idx_scan(const struct idx *x, uint64_t first, uint64_t count, idx_scan_fn fn
 	int rc = 0;
 
 	if (!buf)
-		return errf(err, errlen, "out of memory");
+		return xalloc_err(err, errlen, "the token scan buffer", bufsize);
 	while (left && !rc) {
 		size_t want = left < bufsize ? (size_t)left : bufsize, have = 0;
 		while (have < want) {

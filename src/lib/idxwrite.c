@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include "msg.h"
+#include "xalloc.h"
 
 typedef unsigned long long ull;
 typedef long long sll;
@@ -34,7 +35,7 @@ int idx_writer_open(struct idx_writer *w, const char *prefix, int dtype, size_t 
 	w->itemsize = idx_dtype_size(dtype);
 	w->maxid = idx_dtype_max(dtype);
 	if (!(w->prefix = strdup(prefix)) || !(path = cat(prefix, ".bin")))
-		return errf(err, errlen, "%s: out of memory", prefix);
+		return xalloc_err_in(err, errlen, prefix, "the output's file names", 0);
 	rc = outfile_open(&w->bin, path, bufsize, err, errlen);
 	free(path);
 	return rc;
@@ -99,7 +100,7 @@ int idx_writer_add(struct idx_writer *w, const uint32_t *ids, uint32_t n, char *
 		uint64_t cap = w->cap ? 2 * w->cap : 1 << 16;
 		uint32_t *s = realloc(w->sizes, cap * sizeof *s);
 		if (!s)
-			return errf(err, errlen, "out of memory for %llu document sizes", (ull)cap);
+			return xalloc_err(err, errlen, "the document sizes", cap * sizeof *s);
 		w->sizes = s;
 		w->cap = cap;
 	}
@@ -124,7 +125,7 @@ int idx_writer_end_doc(struct idx_writer *w, char *err, size_t errlen)
 		uint64_t cap = w->doccap ? 2 * w->doccap : 1 << 14;
 		uint64_t *d = realloc(w->doc_end, cap * sizeof *d);
 		if (!d)
-			return errf(err, errlen, "out of memory for %llu document ends", (ull)cap);
+			return xalloc_err(err, errlen, "the document ends", cap * sizeof *d);
 		w->doc_end = d;
 		w->doccap = cap;
 	}
@@ -159,7 +160,7 @@ static int open_idx(struct outfile *o, const char *prefix, char *err, size_t err
 {
 	char *path = cat(prefix, ".idx");
 	if (!path)
-		return errf(err, errlen, "%s: out of memory", prefix);
+		return xalloc_err_in(err, errlen, prefix, "the .idx file's name", strlen(prefix) + 5);
 	int rc = outfile_open(o, path, 1 << 20, err, errlen);
 	free(path);
 	return rc;
@@ -249,7 +250,7 @@ int idx_merge(const char *out, struct idx *in, int nin, char *err, size_t errlen
 	memset(&idx, 0, sizeof idx);
 	idx.fd = idx.dirfd = idx.slot = -1;
 	if (!(path = cat(out, ".bin")))
-		return errf(err, errlen, "out of memory");
+		return xalloc_err_in(err, errlen, out, "the .bin file's name", strlen(out) + 5);
 	rc = outfile_open(&bin, path, 8u << 20, err, errlen);
 	free(path);
 	if (rc < 0)

@@ -9,6 +9,7 @@
 #include <sys/stat.h>
 
 #include "msg.h"
+#include "xalloc.h"
 
 /* isalpha() is defined only for unsigned char values: the long-only keys (alert_opts uses 1000
  * and up) would index past its table, and "-\xc3" would pass a negative char */
@@ -256,7 +257,7 @@ int opt_parse_err(const struct optspec *spec, int argc, char **argv, char *err, 
 	int nopt = 0, nops = 0, i, rc = 0;
 
 	if (!optv || !opsv || !vals)
-		die(EXIT_FAILED, "out of memory");
+		xalloc_die("the command line's parsed arguments", 0);
 	if (errlen)
 		err[0] = '\0';
 	if (setjmp(st.jb)) {

@@ -9,6 +9,7 @@
 #include "cmd.h"
 #include "idxwrite.h"
 #include "msg.h"
+#include "xalloc.h"
 
 int cmd_merge(const char *out, char **in, int nin)
 {
@@ -17,7 +18,7 @@ int cmd_merge(const char *out, char **in, int nin)
 	int rc = EXIT_OK;
 
 	if (!x)
-		die(EXIT_FAILED, "out of memory");
+		xalloc_die("the input indexes", (size_t)nin * sizeof *x);
 	for (int k = 0; k < nin; k++)
 		x[k].bin_fd = -1;
 	for (int k = 0; k < nin && rc == EXIT_OK; k++) {
@@ -29,7 +30,7 @@ int cmd_merge(const char *out, char **in, int nin)
 	}
 	char *o = idx_prefix(out);   /* "merged.bin" means the pair merged.bin/.idx */
 	if (!o)
-		die(EXIT_FAILED, "out of memory");
+		xalloc_die("the output prefix", 0);
 	out = o;
 	if (rc == EXIT_OK) {
 		int r = idx_merge(out, x, nin, err, sizeof err);

@@ -11,6 +11,7 @@
 
 #include "msg.h"
 #include "num.h"
+#include "xalloc.h"
 
 #define CHUNK (1 << 16)
 #define OVERLAP 128               /* longer than "iteration" + its number, for lines cut by a chunk */
@@ -59,7 +60,7 @@ int logscan_last_iteration(const char *path, long long *iter, time_t *mtime,
 	buf = malloc(CHUNK + OVERLAP);
 	if (!buf) {
 		close(fd);
-		return errf(err, errlen, "out of memory");
+		return xalloc_err_in(err, errlen, path, "its read buffer", CHUNK + OVERLAP);
 	}
 	/* read backwards: the interesting line is near the end of a file that can be gigabytes */
 	end = st.st_size;

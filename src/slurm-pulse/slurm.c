@@ -7,6 +7,7 @@
 
 #include "msg.h"
 #include "run.h"
+#include "xalloc.h"
 
 #define SEP "\x1f"
 #define TIMEOUT_S 120  /* squeue retries an unresponsive controller for a while on its own */
@@ -84,7 +85,7 @@ int slurm_jobs(const char *users, struct job **jobs, char *err, size_t errlen)
 			cap = cap ? cap * 2 : 16;
 			struct job *nv = realloc(v, sizeof *v * (size_t)cap);
 			if (!nv)
-				die(EXIT_FAILED, "out of memory");
+				xalloc_die("squeue's list of jobs", sizeof *v * (size_t)cap);
 			v = nv;
 		}
 		struct job *j = &v[n++];
@@ -141,7 +142,7 @@ static int add_nodes(char *const argv[], struct node **v, int *n, int *cap, char
 			*cap = *cap ? *cap * 2 : 8;
 			struct node *nv = realloc(*v, sizeof **v * (size_t)*cap);
 			if (!nv)
-				die(EXIT_FAILED, "out of memory");
+				xalloc_die("sinfo's list of nodes", sizeof **v * (size_t)*cap);
 			*v = nv;
 		}
 		struct node *nd = &(*v)[(*n)++];

@@ -1,5 +1,6 @@
 #include "tokenize/jsonl.h"
 #include "tokenize/unicode.h"
+#include "xalloc.h"
 
 #include <stdint.h>
 #include <stdio.h>
@@ -22,12 +23,21 @@ static int fail(struct p *p, const char *what)
 	return -1;
 }
 
+/* fail() for reserve(): the decoded string's buffer of `bytes` */
+static int fail_oom(struct p *p, size_t bytes)
+{
+	char msg[256];
+
+	return fail(p, xalloc_msg(msg, sizeof msg, "a decoded JSON string", bytes));
+}
+
 static void ws(struct p *p)
 {
 	while (p->s < p->e && (*p->s == ' ' || *p->s == '\t' || *p->s == '\n' || *p->s == '\r'))
 		p->s++;
 }
 
+/* room for `more` bytes past the decoded string's end; -1 with the error filled */
 static int reserve(struct p *p, size_t more)
 {
 	if (p->used + more <= *p->cap)
@@ -37,7 +47,7 @@ static int reserve(struct p *p, size_t more)
 		c *= 2;
 	char *b = realloc(*p->buf, c);
 	if (!b)
-		return -1;
+		return fail_oom(p, c);
 	*p->buf = b;
 	*p->cap = c;
 	return 0;
@@ -74,7 +84,7 @@ static int string(struct p *p, int keep)
 			p->s++;
 		if (keep && p->s > run) {
 			if (reserve(p, (size_t)(p->s - run)) < 0)
-				return fail(p, "out of memory");
+				return -1;
 			memcpy(*p->buf + p->used, run, (size_t)(p->s - run));
 			p->used += (size_t)(p->s - run);
 		}
@@ -124,7 +134,7 @@ static int string(struct p *p, int keep)
 			}
 			if (keep) {
 				if (reserve(p, 4) < 0)
-					return fail(p, "out of memory");
+					return -1;
 				char *o = *p->buf + p->used;
 				if (cp < 0x80)
 					o[0] = (char)cp, p->used += 1;
@@ -146,7 +156,7 @@ static int string(struct p *p, int keep)
 			return fail(p, "invalid UTF-8");
 		if (keep) {
 			if (reserve(p, l) < 0)
-				return fail(p, "out of memory");
+				return -1;
 			memcpy(*p->buf + p->used, p->s, l);
 			p->used += l;
 		}

@@ -33,6 +33,7 @@
 #include "tokenize/punkt.h"
 #include "tokenize/tok.h"
 #include "tokenize/unicode.h"
+#include "xalloc.h"
 
 #define CHUNK (1 << 20)
 
@@ -324,7 +325,7 @@ static void push_id(struct scratch *sc, size_t *n, uint32_t id)
 	if (*n == sc->cap) {
 		uint32_t *q = realloc(sc->ids, (sc->cap *= 2) * sizeof *q);
 		if (!q)
-			die(EXIT_FAILED, "out of memory");
+			xalloc_die("a document's token ids", sc->cap * sizeof *q);
 		sc->ids = q;
 	}
 	sc->ids[(*n)++] = id;
@@ -341,7 +342,7 @@ static int encode_sentences(struct pipeline *pl, struct tok_state *st, struct ch
 
 	if (punkt_split(cfg->punkt, cfg->keep_newlines, sc->punkt, text, len, &sc->spans, &sc->nspans,
 			&sc->spancap) < 0)
-		die(EXIT_FAILED, "out of memory");
+		xalloc_die("the sentence spans of a document", 0);
 	for (size_t i = 0; i < sc->nspans; i++) {
 		size_t before = n;
 		const struct punkt_span *sp = &sc->spans[i];
@@ -353,7 +354,7 @@ static int encode_sentences(struct pipeline *pl, struct tok_state *st, struct ch
 		if (nsent == sc->endcap) {
 			size_t *e = realloc(sc->ends, (sc->endcap = sc->endcap ? 2 * sc->endcap : 64) * sizeof *e);
 			if (!e)
-				die(EXIT_FAILED, "out of memory");
+				xalloc_die("the sentence ends of a document", sc->endcap * sizeof *e);
 			sc->ends = e;
 		}
 		sc->ends[nsent++] = n;
@@ -362,9 +363,9 @@ static int encode_sentences(struct pipeline *pl, struct tok_state *st, struct ch
 		push_id(sc, &n, tok_eod(pl->tok)), sc->ends[nsent - 1] = n;
 	for (size_t i = 0, from = 0; i < nsent; from = sc->ends[i++])
 		if (emit(cfg, c, key, sc->ids + from, sc->ends[i] - from) < 0)
-			die(EXIT_FAILED, "out of memory");
+			xalloc_die("a chunk's output buffer", 0);
 	if ((nsent || cfg->text) && emit_doc_end(cfg, c, key) < 0)
-		die(EXIT_FAILED, "out of memory");
+		xalloc_die("a chunk's output buffer", 0);
 	c->sents += nsent;
 	c->tokens += n;
 	return 0;
@@ -374,7 +375,7 @@ static int encode_sentences(struct pipeline *pl, struct tok_state *st, struct ch
 static void put_json_string(struct chunk *c, const char *s, size_t n)
 {
 	if (out_reserve(c, 6 * n + 2) < 0)
-		die(EXIT_FAILED, "out of memory");
+		xalloc_die("a chunk's output buffer", 0);
 	char *o = c->out + c->outlen;
 	*o++ = '"';
 	for (size_t i = 0; i < n; i++) {
@@ -396,7 +397,7 @@ static void put_raw(struct chunk *c, const char *s)
 {
 	size_t n = strlen(s);
 	if (out_reserve(c, n) < 0)
-		die(EXIT_FAILED, "out of memory");
+		xalloc_die("a chunk's output buffer", 0);
 	memcpy(c->out + c->outlen, s, n);
 	c->outlen += n;
 }
@@ -413,7 +414,7 @@ static void put_sentences(struct pipeline *pl, struct chunk *c, struct scratch *
 		const char *key = cfg->plain ? "text" : cfg->keys[k];
 		if (punkt_split(cfg->punkt, cfg->keep_newlines, sc->punkt, texts[k], tlens[k], &sc->spans, &sc->nspans,
 				&sc->spancap) < 0)
-			die(EXIT_FAILED, "out of memory");
+			xalloc_die("the sentence spans of a document", 0);
 		if (k)
 			put_raw(c, ", ");
 		put_json_string(c, key, strlen(key));
@@ -489,7 +490,7 @@ static void process(struct pipeline *pl, struct tok_state *st, struct chunk *c, 
 			if (n && cfg->append_eod)
 				push_id(sc, &n, eod);
 			if (emit(cfg, c, (uint32_t)k, sc->ids, n) < 0)
-				die(EXIT_FAILED, "out of memory");
+				xalloc_die("a chunk's output buffer", 0);
 			c->tokens += n;
 		}
 	}
@@ -502,7 +503,7 @@ static void *worker(void *arg)
 	struct scratch sc = {.ids = malloc(4096 * sizeof(uint32_t)), .cap = 4096};
 
 	if ((pl->tok && !st) || !sc.ids || (pl->cfg->split && !(sc.punkt = punkt_state_new())))
-		die(EXIT_FAILED, "out of memory");
+		xalloc_die("a worker's tokenizer state and scratch buffers", 0);
 	pthread_mutex_lock(&pl->mu);
 	for (;;) {
 		while (!pl->failed && pl->next_work < pl->nread &&
@@ -631,7 +632,7 @@ static int run_encode(const struct cfg *cfg, const struct tok *tok)
 	pthread_mutex_init(&pl.mu, NULL);
 	pthread_cond_init(&pl.cv, NULL);
 	if (!pl.slots)
-		die(EXIT_FAILED, "out of memory");
+		xalloc_die("the reader's chunk slots", pl.nslots * sizeof *pl.slots);
 	if (!cfg->text && !cfg->sentences) {
 		h.level = cfg->split ? TOKSTREAM_SENTENCES : TOKSTREAM_DOCUMENTS;
 		h.vocab_size = tok_vocab_size(tok);
@@ -674,7 +675,7 @@ static int run_encode(const struct cfg *cfg, const struct tok *tok)
 				c->cap = CHUNK + carry_len;
 				c->data = realloc(c->data, c->cap);
 				if (!c->data)
-					die(EXIT_FAILED, "out of memory");
+					xalloc_die("a chunk of input", c->cap);
 			}
 			if (carry_len)
 				memcpy(c->data, carry, carry_len);
@@ -911,7 +912,7 @@ static int run_train(const struct cfg *cfg)
 		die(EXIT_FAILED, "%s", err);
 	char *json = punkt_params_json(p, trained_on);
 	if (!json)
-		die(EXIT_FAILED, "out of memory");
+		xalloc_die("the trained Punkt parameters' JSON", 0);
 	size_t jlen = strlen(json);
 	if (cfg->output) {
 		if (file_write_atomic(cfg->output, json, jlen, 0644, err, sizeof err) < 0)

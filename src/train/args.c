@@ -11,6 +11,7 @@
 #include "msg.h"
 #include "num.h"
 #include "train/run/gpumodel.h"
+#include "xalloc.h"
 
 enum {
 	O_LAYERS = 1000, O_HIDDEN,   /* >= 128: long options only, no accidental -A */ O_FFN, O_HEADS, O_KV, O_SEQ, O_MAXPOS, O_POSEMB, O_EMBLN, O_BNB, O_DIVBY,
@@ -442,7 +443,7 @@ static int split_values(const char *arg, const char **v, int max)
 	char *copy = strdup(arg), *save = NULL;
 	int n = 0;
 	if (!copy)
-		die(EXIT_FAILED, "out of memory");
+		xalloc_die("a copy of a multi-value flag's values", strlen(arg) + 1);
 	for (char *t = strtok_r(copy, ARGS_SEP, &save); t; t = strtok_r(NULL, ARGS_SEP, &save)) {
 		if (n < max)
 			v[n] = t;
@@ -802,11 +803,11 @@ static int multi_opt(void *ctx, int key, const char *const *vals, int n, char *e
 	size_t len = 0;
 	FILE *f = open_memstream(&joined, &len);
 	if (!f)
-		die(EXIT_FAILED, "out of memory");
+		xalloc_die("a multi-value flag's joined values", 0);
 	for (int i = 0; i < n; i++)
 		fprintf(f, "%s%s", i ? ARGS_SEP : "", vals[i]);
 	if (fclose(f) != 0)
-		die(EXIT_FAILED, "out of memory");
+		xalloc_die("a multi-value flag's joined values", len);
 	return args_opt(ctx, key, joined, err, errlen);  /* the values live on: they are kept */
 }
 
@@ -818,7 +819,7 @@ void args_groups(struct train_args *a, struct optgroup *g)
 		while (args_other[n].name)
 			n++;
 		if (!(other = calloc(n + 1, sizeof *other)))
-			die(EXIT_FAILED, "out of memory");
+			xalloc_die("the table of accepted and refused Megatron flags", (n + 1) * sizeof *other);
 		for (size_t i = 0; i < n; i++)   /* help NULL: --help lists them by class */
 			other[i] = (struct opt){args_other[i].name, OTHER_KEY + (int)i,
 				args_other[i].values == 2 ? "V..." : args_other[i].values ? "V" : NULL, NULL};
@@ -852,7 +853,7 @@ char *args_other_list(enum arg_class cls, int width, int indent)
 		col += n;
 	}
 	if (fclose(f) != 0 || !s)
-		die(EXIT_FAILED, "out of memory");
+		xalloc_die("the list of accepted or refused flags for --help", len);
 	return s;
 }
 
@@ -904,7 +905,7 @@ void args_noeffect_add(struct train_args *a, const char *name, const char *fmt, 
 	va_end(ap);
 	if (n < 0 || asprintf(&s, "%s%s--%s (%s)", a->noeffect_more ? a->noeffect_more : "",
 			      a->noeffect_more ? ", " : "", name, why) < 0)
-		die(EXIT_FAILED, "out of memory");
+		xalloc_die("the line of flags that have no effect", 0);
 	free(why);
 	free(a->noeffect_more);
 	a->noeffect_more = s;
@@ -923,7 +924,7 @@ char *args_noeffect_line(const struct train_args *a)
 	if (a->noeffect_more)
 		fprintf(f, "%s%s", a->nnoeffect ? ", " : "", a->noeffect_more);
 	if (fclose(f) != 0 || !s)
-		die(EXIT_FAILED, "out of memory");
+		xalloc_die("the line of flags that have no effect", len);
 	return s;
 }
 

@@ -23,6 +23,7 @@
 #include "train/run/plan.h"
 #include "train/run/report.h"
 #include "train/run/run.h"
+#include "xalloc.h"
 
 int main(int argc, char **argv)
 {
@@ -52,7 +53,7 @@ int main(int argc, char **argv)
 		     "Refused, exit 2 (they would change the run and lmtk does not do them; the\n"
 		     "message says what to use instead; --dry-run plans anyway and warns):\n  %s.",
 		     noeffect, refused) < 0)
-		die(EXIT_FAILED, "out of memory");
+		xalloc_die("the --help text", 0);
 	struct optspec spec = {
 		"MEGATRON-FLAGS... [--device cpu|cuda|auto] [--threads N] [--spike-policy P]\n"
 		"       train --dry-run [--format text|json] [--nodes N --gpus-per-node G] MEGATRON-FLAGS...",

@@ -10,10 +10,10 @@
 # apex counts one step more); ckpt-sync-ln --check reads them and finds a layer norm planted
 # out of step on one TP rank, in the bf16 weights or the fp32 masters; a truncated .pt, a pickle
 # with an opcode torch.save never writes, swapped ZeRO partitions, a missing partition and an
-# fp16 ZeRO file are refused with exit 2, naming the file.  train --load takes the
-# Megatron-DeepSpeed directory itself, in one process and in a TP=2 x PP=2 run, re-splitting it
-# as it reads, with the losses of its conversion; without optimizer files only with
-# --no-load-optim, from the bf16 weights.
+# fp16 ZeRO file are refused with exit 2, naming the file; memory running out is exit 3.  train
+# --load takes the Megatron-DeepSpeed directory itself, in one process and in a TP=2 x PP=2 run,
+# re-splitting it as it reads, with the losses of its conversion; without optimizer files only
+# with --no-load-optim, from the bf16 weights.
 . "$(dirname "$0")/../lib.sh"
 PY=/usr/bin/python3
 MDS=$TOP/tests/ref/mds-ckpt.py
@@ -256,6 +256,36 @@ contains missing_zero_partition_named "$T/err" 'bf16_zero_pp_rank_1_mp_rank_02_o
 rm -rf z && cp -r ds z && cp ds/global_step4/bf16_zero_pp_rank_0_mp_rank_00_optim_states.pt z/global_step4/zero_pp_rank_0_mp_rank_00_optim_states.pt
 expect_rc fp16_zero_file_refused 2 "$MT" --from megatron-deepspeed z --output z.out
 contains fp16_zero_file_named "$T/err" 'zero_pp_rank_0_mp_rank_00_optim_states\.pt: an fp16 ZeRO optimizer partition'
+
+# --- out of memory: exit 3, could not do the job, as every program's, not 2 (bad input) ----------------
+# a shim fails jansson's json_pack for the learning-rate schedule's object only, as memory running
+# out there would
+cat >nomem.c <<'EOF'
+#include <stdarg.h>
+#include <stddef.h>
+#include <string.h>
+typedef struct json_t json_t;
+typedef struct json_error_t json_error_t;
+json_t *json_vpack_ex(json_error_t *error, size_t flags, const char *fmt, va_list ap);
+json_t *json_pack(const char *fmt, ...)
+{
+	va_list ap;
+	json_t *j;
+	if (strstr(fmt, "s:f,s:f,s:I,s:I,s:s,s:b"))
+		return NULL;
+	va_start(ap, fmt);
+	j = json_vpack_ex(NULL, 0, fmt, ap);
+	va_end(ap);
+	return j;
+}
+EOF
+if cc -shared -fPIC -o nomem.so nomem.c 2>cc.err; then
+	expect_rc mds_out_of_memory_is_exit_3 3 env LD_PRELOAD="$T/nomem.so" "$MT" --from megatron-deepspeed ds --output m.out
+	contains mds_out_of_memory_names_what "$T/err" 'out of memory for the converted learning-rate schedule'
+	[ ! -e m.out ] && ok mds_out_of_memory_writes_nothing || fail mds_out_of_memory_writes_nothing "m.out exists"
+else
+	skip mds_out_of_memory_is_exit_3 "cannot build an LD_PRELOAD shim: $(head -c 200 cc.err)"
+fi
 
 # --- usage ----------------------------------------------------------------------------------------------
 expect_rc mds_without_from_hints_it 2 "$MT" ds --output u.out

@@ -9,6 +9,7 @@
 #include "idx.h"
 #include "msg.h"
 #include "train/data/mt19937.h"
+#include "xalloc.h"
 
 /* helpers.cpp: a document with a sentence longer than this gives no sample */
 #define BD_LONG_SENTENCE 512
@@ -72,11 +73,11 @@ int bertdata_vocab_load(struct bertdata_vocab *v, const char *path, int32_t extr
 			cap = cap ? 2 * cap : 1024;
 			t = realloc(t, (size_t)cap * sizeof *t);
 			if (!t)
-				die(EXIT_FAILED, "out of memory");
+				xalloc_die("the BERT vocabulary's tokens", (size_t)cap * sizeof *t);
 		}
 		t[n].s = strdup(bd_strip(line));
 		if (!t[n].s)
-			die(EXIT_FAILED, "out of memory");
+			xalloc_die("a BERT vocabulary token", strlen(bd_strip(line)) + 1);
 		t[n].id = n;
 		n++;
 	}
@@ -91,12 +92,12 @@ int bertdata_vocab_load(struct bertdata_vocab *v, const char *path, int32_t extr
 	}
 	t = realloc(t, ((size_t)n + 2 + (size_t)extra_ids) * sizeof *t);
 	if (!t)
-		die(EXIT_FAILED, "out of memory");
+		xalloc_die("the BERT vocabulary's tokens", ((size_t)n + 2 + (size_t)extra_ids) * sizeof *t);
 	v->size = n;
 	v->cont = malloc((size_t)n + 2 + (size_t)extra_ids);
 	v->extra = malloc(((size_t)extra_ids + 1) * sizeof *v->extra);
 	if (!v->cont || !v->extra)
-		die(EXIT_FAILED, "out of memory");
+		xalloc_die("the BERT vocabulary's word-continuation flags and extra ids", 0);
 	for (int32_t i = 0; i < n; i++)
 		v->cont[i] = strncmp(t[i].s, "##", 2) == 0;
 	qsort(t, (size_t)n, sizeof *t, bd_tok_cmp);
@@ -372,7 +373,7 @@ int bertdata_open(struct bertdata *b, const char *prefix, const struct bertdata_
 	b->ndocs = (int64_t)d - 1;
 	b->doc_idx = malloc(d * sizeof *b->doc_idx);
 	if (!b->doc_idx)
-		die(EXIT_FAILED, "out of memory");
+		xalloc_die("the BERT dataset's document index", d * sizeof *b->doc_idx);
 	memcpy(b->doc_idx, m + IDX_HEADER + 12 * (uint64_t)b->ds.n, d * 8);
 	/* idx_open (through gptdata_open) checked doc_idx runs from 0 to N without decreasing */
 	if (gptdata_split(cfg->split, b->ndocs, b->split, why, sizeof why) < 0) {
@@ -567,7 +568,7 @@ static int bd_mask(const struct bertdata *b, struct mt19937 *g, int t5, int32_t 
 	out->span = malloc(((size_t)n + 1) * sizeof *out->span);
 	out->span_pos = malloc(((size_t)n + 1) * sizeof *out->span_pos);
 	if (!pos || !gs || !order || !covered || !out->lm || !out->span || !out->span_pos)
-		die(EXIT_FAILED, "out of memory");
+		xalloc_die("a sample's masking scratch", 0);
 
 	for (int32_t i = 0; i < n; i++) {
 		int32_t t = orig[i];
@@ -684,7 +685,7 @@ int bertdata_bert_get(const struct bertdata *b, int64_t i, struct bert_sample *s
 	nsent = end - first;
 	t = bd_read(&b->ds, first, end, &starts);
 	if (!t)
-		die(EXIT_FAILED, "out of memory");
+		xalloc_die("a BERT sample's sentences", 0);
 	mt_seed(&g, (uint32_t)((uint64_t)(int64_t)b->cfg.seed + (uint64_t)i));  /* % 2**32 */
 	s->is_random = 0;
 	if (b->cfg.binary_head) {
@@ -730,7 +731,7 @@ int bertdata_bert_get(const struct bertdata *b, int64_t i, struct bert_sample *s
 	tok = s->tokens;
 	orig = malloc((size_t)n * sizeof *orig);
 	if (!orig)
-		die(EXIT_FAILED, "out of memory");
+		xalloc_die("a BERT sample's unmasked tokens", (size_t)n * sizeof *orig);
 	{
 		int32_t k = 0;
 		tok[k] = v->cls, s->types[k++] = 0;
@@ -790,13 +791,13 @@ int bertdata_t5_get(const struct bertdata *b, int64_t i, struct t5_sample *s, ch
 	bertdata_map_row(&b->map, i, &first, &end, &target);
 	t = bd_read(&b->ds, first, end, &starts);
 	if (!t)
-		die(EXIT_FAILED, "out of memory");
+		xalloc_die("a T5 sample's sentences", 0);
 	total = starts[end - first];
 	s->truncated = total > target;
 	n = (int32_t)(total < target ? total : target);
 	orig = malloc(((size_t)n + 1) * sizeof *orig);
 	if (!orig)
-		die(EXIT_FAILED, "out of memory");
+		xalloc_die("a T5 sample's unmasked tokens", ((size_t)n + 1) * sizeof *orig);
 	memcpy(orig, t, (size_t)n * sizeof *orig);
 	mt_seed(&g, (uint32_t)seed);
 	if (bd_mask(b, &g, 1, t, orig, n, b->cfg.mask_prob * (double)target, &mk, why,

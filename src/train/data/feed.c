@@ -8,6 +8,7 @@
 
 #include "file.h"
 #include "msg.h"
+#include "xalloc.h"
 
 static const char *split_names[3] = {"train", "valid", "test"};
 
@@ -29,7 +30,7 @@ static int open_ds(struct feed *f, const char *prefix, void (*say)(const char *)
 			return i;
 	struct gptdata_ds *n = realloc(f->ds, (f->nds + 1) * sizeof *n);
 	if (!n)
-		return errf(err, errlen, "out of memory");
+		return xalloc_err(err, errlen, "the list of opened datasets", (f->nds + 1) * sizeof *n);
 	f->ds = n;
 	memset(&f->ds[f->nds], 0, sizeof *n);
 	if (gptdata_open(&f->ds[f->nds], prefix, err, errlen) < 0)
@@ -53,7 +54,8 @@ static int build_set(struct feed *f, int split, const char *name, struct member 
 	struct feed_set *grown = realloc(f->sets[split], (f->nsets[split] + 1) * sizeof *grown);
 	if (!raw || !grown) {
 		free(raw);
-		return errf(err, errlen, "out of memory");
+		return xalloc_err(err, errlen, "a blended dataset's weights and its split's list of sets",
+				  0);
 	}
 	f->sets[split] = grown;
 	set = &grown[f->nsets[split]++];
@@ -65,7 +67,7 @@ static int build_set(struct feed *f, int split, const char *name, struct member 
 	set->x = calloc(n, sizeof *set->x);
 	if (!set->ds || !set->weights || !set->x) {
 		free(raw);
-		return errf(err, errlen, "out of memory");
+		return xalloc_err(err, errlen, "a blended dataset's members", 0);
 	}
 	for (int i = 0; i < n; i++)
 		raw[i] = mb[i].w;
@@ -124,7 +126,8 @@ static int build_set(struct feed *f, int split, const char *name, struct member 
 		set->bidx = malloc(total);
 		set->bsample = malloc(total * sizeof *set->bsample);
 		if (!set->bidx || !set->bsample)
-			return errf(err, errlen, "out of memory");
+			return xalloc_err(err, errlen, "a blended dataset's sample index",
+					  total * (1 + sizeof *set->bsample));
 		if (gptdata_blend(set->weights, n, total, set->bidx, set->bsample) < 0)
 			return errf(err, errlen, "cannot blend %d datasets", n);
 	}
@@ -243,7 +246,7 @@ static int open_bert(struct feed *f, const struct train_args *a, const int64_t s
 	for (int s = 0; s < 3; s++) {
 		struct feed_set *set = calloc(1, sizeof *set);
 		if (!set)
-			return errf(err, errlen, "out of memory");
+			return xalloc_err(err, errlen, "a masked-LM dataset split", sizeof *set);
 		f->sets[s] = set;
 		f->nsets[s] = 1;
 		if (samples[s] <= 0)

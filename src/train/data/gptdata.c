@@ -18,6 +18,7 @@
 #include "msg.h"
 #include "outfile.h"
 #include "train/data/mt19937.h"
+#include "xalloc.h"
 
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
 #error "gptdata: the .bin/.idx data and the index cache are little-endian; so must the host be"
@@ -84,7 +85,7 @@ int gptdata_open(struct gptdata_ds *ds, const char *prefix, char *err, size_t er
 	ds->prefix = strdup(x.prefix);
 	ds->sizes = malloc(x.n ? 4 * x.n : 1);
 	if (!ds->prefix || !ds->sizes)
-		die(EXIT_FAILED, "out of memory");
+		xalloc_die("a dataset's document sizes", x.n ? 4 * x.n : 1);
 	memcpy(ds->sizes, x.sizes, 4 * x.n);
 	ds->dtype = x.dtype;
 	ds->itemsize = x.itemsize;
@@ -486,7 +487,7 @@ char *gptdata_cache_path(const char *prefix, const char *dir, const struct gptda
 	if (asprintf(&path, "%s%s%s_lmtk_indexmap_%lldns_%dsl_%us_%lld-%lld.map", dir ? dir : "",
 		     dir ? "/" : "", base, (long long)k->num_samples, k->seq_length, k->seed,
 		     (long long)k->start, (long long)k->end) < 0)
-		die(EXIT_FAILED, "out of memory");
+		xalloc_die("an index map's cache path", 0);
 	return path;
 }
 
@@ -664,7 +665,7 @@ char *gptdata_cache_fallback(const char *prefix, char *note, size_t notelen)
 		note[0] = 0;
 	dir = slash ? strndup(prefix, slash == prefix ? 1 : (size_t)(slash - prefix)) : strdup(".");
 	if (!dir)
-		die(EXIT_FAILED, "out of memory");
+		xalloc_die("the data prefix's directory name", 0);
 	/* access() and not a trial file: it answers for this user, EROFS included, and leaves no
 	 * trace in a directory that is not ours */
 	if (access(dir, W_OK | X_OK) == 0) {
@@ -674,7 +675,7 @@ char *gptdata_cache_fallback(const char *prefix, char *note, size_t notelen)
 	e = errno;
 	if ((xdg && xdg[0] == '/' && asprintf(&own, "%s/lmtk", xdg) < 0) ||
 	    (!own && home && home[0] && asprintf(&own, "%s/.cache/lmtk", home) < 0))
-		die(EXIT_FAILED, "out of memory");
+		xalloc_die("the index maps' fallback cache directory name", 0);
 	if (own && file_mkdirs(own, why, sizeof why) == 0 && access(own, W_OK | X_OK) < 0)
 		errf(why, sizeof why, "%s: %s", own, strerror(errno));
 	if (own && !why[0]) {

@@ -8,6 +8,7 @@
 #include <sys/stat.h>
 
 #include "msg.h"
+#include "xalloc.h"
 
 static json_t *load(const char *path, int *rc, char *err, size_t errlen)
 {
@@ -70,7 +71,7 @@ int vocab_hf(const char *path, int64_t *n, char *err, size_t errlen)
 
 	if (stat(path, &sb) == 0 && S_ISDIR(sb.st_mode)) {
 		if (asprintf(&file, "%s/tokenizer.json", path) < 0)
-			die(EXIT_FAILED, "out of memory");
+			xalloc_die("the tokenizer.json path", 0);
 		path = file;
 	}
 	j = load(path, &rc, err, errlen);
@@ -127,7 +128,7 @@ static char *eos_content(const char *dir)
 		char *p, *out = NULL;
 		json_t *j, *e;
 		if (asprintf(&p, "%s/%s", dir, files[f]) < 0)
-			die(EXIT_FAILED, "out of memory");
+			xalloc_die("a special-tokens file's path", 0);
 		j = json_load_file(p, 0, NULL);
 		free(p);
 		e = json_object_get(j, "eos_token");
@@ -158,7 +159,7 @@ int vocab_eod_hf(const char *path, int64_t *id, char *err, size_t errlen)
 		return errf(err, errlen, "%s: neither special_tokens_map.json nor tokenizer_config.json "
 			    "names an eos_token (the end-of-document token)", path), VOCAB_BAD;
 	if (asprintf(&file, "%s/tokenizer.json", path) < 0)
-		die(EXIT_FAILED, "out of memory");
+		xalloc_die("the tokenizer.json path", 0);
 	j = load(file, &rc, err, errlen);
 	rc = VOCAB_BAD;
 	added = json_object_get(j, "added_tokens");
