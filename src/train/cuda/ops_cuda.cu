@@ -149,7 +149,8 @@ static void stage_copy(void *dst, const void *src, size_t bytes)
 			int cap = cu.stage_cap ? 2 * cu.stage_cap : 16;
 			cuda_state::cu_stage *n = (cuda_state::cu_stage *)realloc(cu.stage, cap * sizeof *n);
 			if (!n)
-				cu_die("out of memory");
+				cu_die("out of memory for --cuda-graph's list of staged host inputs: %zu bytes",
+				       (size_t)cap * sizeof *n);
 			cu.stage = n;
 			cu.stage_cap = cap;
 		}
