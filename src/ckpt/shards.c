@@ -141,13 +141,14 @@ const char *sh_error(const struct sh_ckpt *c)
 	return c->io ? c->io->err : "no error";
 }
 
-static int io_grow(struct sh_ckpt const *c, void **p, size_t *cap, size_t n, size_t size)
+static int io_grow(struct sh_ckpt const *c, void **p, size_t *cap, size_t n, size_t size,
+		   const char *what)
 {
 	if (n <= *cap)
 		return 0;
 	void *q = realloc(*p, n * size);
 	if (!q)
-		return errf(c->io->err, sizeof c->io->err, "out of memory for a %zu-element block", n);
+		return xalloc_err(c->io->err, sizeof c->io->err, what, n * size);
 	*p = q;
 	*cap = n;
 	return 0;
@@ -646,7 +647,8 @@ static int src_rect(const struct sh_ckpt *c, int t, int g, int r, int s, int64_t
 		per = per > 0 ? per : 1;
 		if (i1 - i0 < per)
 			per = i1 - i0;
-		if (io_grow(c, (void **)&io->rows, &io->nrows, (size_t)(per * W), sizeof *io->rows) < 0)
+		if (io_grow(c, (void **)&io->rows, &io->nrows, (size_t)(per * W), sizeof *io->rows,
+			    "the rows read from a shard for a narrower block") < 0)
 			return -1;
 		for (int64_t i = i0; i < i1; i += per) {
 			int64_t e = i + per < i1 ? i + per : i1;
@@ -680,8 +682,10 @@ static int src_window(const struct sh_ckpt *c, int t, int g, int r, int64_t i0, 
 	if (!average || k == 1)
 		return src_rect(c, t, g, rk[0], st[0], i0, i1, j0, j1, dst, ds);
 	size_t h = (size_t)(i1 - i0), w = (size_t)(j1 - j0);
-	if (io_grow(c, (void **)&io->tmp, &io->ntmp, h * w, sizeof *io->tmp) < 0 ||
-	    io_grow(c, (void **)&io->acc, &io->nacc, h * w, sizeof *io->acc) < 0)
+	if (io_grow(c, (void **)&io->tmp, &io->ntmp, h * w, sizeof *io->tmp,
+		    "a replica's block, read for --average") < 0 ||
+	    io_grow(c, (void **)&io->acc, &io->nacc, h * w, sizeof *io->acc,
+		    "the sum of the replicas' blocks (--average)") < 0)
 		return -1;
 	for (size_t e = 0; e < h * w; e++)
 		io->acc[e] = 0;
