@@ -67,7 +67,7 @@ steps() { ls "$S" 2>/dev/null | sed -n 's/^global_step\([0-9][0-9]*\)$/\1/p' | s
 # An iteration and its save take milliseconds here, so each run is killed a random 0-9 ms after
 # it logged a random iteration 1-12 past where it resumed: somewhere in a step, a save or a
 # prune.  A run may go 40 iterations at most, so the steps kept forever stay few.
-bad=0 rounds=0 prev_l=0 prev_extra= midway=0 midsave=0
+bad=0 rounds=0 prev_l=0 prev_extra= midway=0 midsave=0 midpublish=0
 RANDOM=17   # a fixed seed: the instants are random but the same on every run of the test
 for round in 1 2 3 4 5 6 7 8 9 10; do
 	"$TR" "${MODEL[@]}" --train-iters $((prev_l + 40)) "${KEEP[@]}" --save "$S" --load "$S" >run$round.out 2>&1 &
@@ -82,7 +82,12 @@ for round in 1 2 3 4 5 6 7 8 9 10; do
 	rounds=$((rounds + 1))
 	latest=$(cat "$S/latest")
 	l=${latest#global_step}
-	# this round's run resumed from the step the previous kill left in latest
+	# every round trains: none is refused by what the previous kill left
+	if ! grep -q '^ iteration ' run$round.out; then
+		bad=1; echo "# round $round trained nothing: $(grep -v '^ ' run$round.out | tail -2)"
+	fi
+	# this round's run resumed from the step the previous kill left in latest - or from the
+	# one it was publishing, renamed into place but not yet in latest (.lmtk-publishing)
 	if [ "$prev_l" -gt 0 ] && grep -q '^ iteration ' run$round.out &&
 		! grep -q "^train: resumed from $S/global_step$prev_l: iteration $prev_l," run$round.out; then
 		bad=1; echo "# round $round did not resume from global_step$prev_l: $(grep -m2 -e resumed -e 'cannot' run$round.out)"
@@ -115,13 +120,17 @@ for round in 1 2 3 4 5 6 7 8 9 10; do
 	ls -a "$S" | grep -q '^\.global_step.*\.tmp\.' && midsave=$((midsave + 1))
 	echo "# kill $round: latest $l${extra:+, also $extra}"
 	prev_l=$l prev_extra=$extra
+	if [ -f "$S/.lmtk-publishing" ]; then
+		p=$(cat "$S/.lmtk-publishing") && [ -d "$S/$p" ] && prev_l=${p#global_step} &&
+			midpublish=$((midpublish + 1)) && echo "# kill $round came while $p was published"
+	fi
 done
 if [ $rounds -ge 3 ] && [ $bad = 0 ]; then
 	ok kill_9_during_pruned_saves_keeps_latest_intact_and_the_policys_steps
 else
 	fail kill_9_during_pruned_saves_keeps_latest_intact_and_the_policys_steps "$rounds rounds with a checkpoint, on $ON; see the lines above"
 fi
-echo "# $rounds kills ($midsave during a save, $midway between a publish and its prune), latest global_step$prev_l, $(steps | wc -l) steps kept, $(du -sh "$S" | cut -f1) on $ON"
+echo "# $rounds kills ($midsave during a save, $midway between a publish and its prune, $midpublish while publishing), latest global_step$prev_l, $(steps | wc -l) steps kept, $(du -sh "$S" | cut -f1) on $ON"
 if [ ! -e "$S/latest" ]; then
 	fail save_keep_runs "no run of $rounds saved anything: $(tail -3 run8.out)"
 	exit 0

@@ -96,3 +96,47 @@ edit m/global_step4 iteration -5
 rc=$?
 [ $rc = 2 ] && grep -q 'm/global_step4/manifest.json: "iteration" is -5, below 0' mt.err && [ ! -e m.out ] &&
 	ok merge_tool_refuses_a_negative_iteration || fail merge_tool_refuses_a_negative_iteration "exit $rc: $(tail -2 mt.err)"
+
+# --- a run killed between renaming its step into place and naming it in `latest` ---
+# The save recorded the step it was publishing (.lmtk-publishing); the next run on the directory
+# finishes that publish and resumes from the step, instead of refusing it as another run's.
+killed() {  # DIR: d's steps, `latest` still naming global_step4, global_step8 complete
+	rm -rf "$1" && cp -r d "$1" && echo global_step4 >"$1/latest" &&
+		echo 4 >"$1/latest_checkpointed_iteration.txt"
+}
+killed p && echo global_step8 >p/.lmtk-publishing
+tr --train-iters 12 --save-interval 4 --use-checkpoint-lr-scheduler --load p --save p >p.out 2>p.err
+rc=$?
+[ $rc = 0 ] && grep -q '^train: resumed from p/global_step8: iteration 8,' p.out &&
+	ok killed_publish_is_finished_and_resumed_from ||
+	fail killed_publish_is_finished_and_resumed_from "exit $rc: $(grep -m1 resumed p.out) $(tail -2 p.err)"
+contains killed_publish_is_named p.out 'global_step8 was saved in full by a run killed before `latest` named it'
+[ "$(cat p/latest)" = global_step12 ] && [ ! -e p/.lmtk-publishing ] &&
+	ok killed_publish_record_is_dropped || fail killed_publish_record_is_dropped "latest $(cat p/latest); $(ls -a p | tr '\n' ' ')"
+# the same directory without the record: a step past `latest` that no save of ours was
+# publishing is another's, and the run stops before it
+killed q
+tr --train-iters 12 --save-interval 4 --use-checkpoint-lr-scheduler --load q --save q >q.out 2>q.err
+rc=$?
+[ $rc = 2 ] && grep -q 'global_step8 is there, past iteration 4' q.err &&
+	ok step_past_latest_without_a_record_is_refused || fail step_past_latest_without_a_record_is_refused "exit $rc: $(tail -2 q.err)"
+# killed while a re-saved step was moved aside: the earlier copy goes back and is resumed from
+rm -rf s && cp -r d s && mv s/global_step8 "s/.global_step8.tmp.old.999999@$(hostname)" &&
+	echo global_step8 >s/.lmtk-publishing
+tr --train-iters 12 --save-interval 4 --use-checkpoint-lr-scheduler --load s --save s >s.out 2>s.err
+rc=$?
+[ $rc = 0 ] && grep -q '^train: resumed from s/global_step8: iteration 8,' s.out &&
+	grep -q 'global_step8 is back in place' s.out &&
+	ok moved_aside_step_is_put_back || fail moved_aside_step_is_put_back "exit $rc: $(grep -m1 resumed s.out) $(tail -2 s.err)"
+# the record is read without trust: a link or another text stops the run, naming it
+killed u && ln -s ../d/latest u/.lmtk-publishing
+tr --train-iters 12 --save-interval 4 --use-checkpoint-lr-scheduler --load u --save u >u.out 2>u.err
+rc=$?
+[ $rc = 2 ] && grep -q 'u/.lmtk-publishing: a symbolic link' u.err && [ "$(cat d/latest)" = global_step8 ] &&
+	ok publish_record_link_refused || fail publish_record_link_refused "exit $rc: $(tail -2 u.err)"
+killed v && echo '../../etc' >v/.lmtk-publishing
+tr --train-iters 12 --save-interval 4 --use-checkpoint-lr-scheduler --load v --save v >v.out 2>v.err
+rc=$?
+[ $rc = 2 ] && grep -q 'v/.lmtk-publishing: not a record of a step being published' v.err &&
+	[ "$(cat v/latest)" = global_step4 ] &&
+	ok publish_record_garbage_refused || fail publish_record_garbage_refused "exit $rc: $(tail -2 v.err)"

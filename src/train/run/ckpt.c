@@ -520,6 +520,104 @@ int ckpt_check_ahead(const char *dir, int64_t from, int64_t last, char *err, siz
 		    (long long)first);
 }
 
+/* Points `latest` and latest_checkpointed_iteration.txt at global_step<it>, then drops the
+ * publish record (the publish is done).  0, or -1 + err. */
+static int name_latest(const char *dir, int64_t it, char *err, size_t errlen)
+{
+	char path[4200], line[80];
+	snprintf(path, sizeof path, "%s/latest", dir);
+	snprintf(line, sizeof line, "global_step%lld\n", (long long)it);
+	if (file_write_atomic(path, line, strlen(line), 0644, err, errlen) < 0)
+		return -1;
+	snprintf(path, sizeof path, "%s/latest_checkpointed_iteration.txt", dir);
+	snprintf(line, sizeof line, "%lld\n", (long long)it);
+	if (file_write_atomic(path, line, strlen(line), 0644, err, errlen) < 0)
+		return -1;
+	snprintf(path, sizeof path, "%s/" CKPT_PUBLISHING, dir);
+	if (unlink(path) < 0 && errno != ENOENT)
+		return errf(err, errlen, "%s: %s", path, strerror(errno));
+	file_fsync_dir(dir);
+	return 0;
+}
+
+/* The directory entry dir/name, when it is a real directory (not a link) holding a regular
+ * manifest.json: 1, else 0. */
+static int is_step_dir(const char *dir, const char *name)
+{
+	char p[4200];
+	struct stat sb;
+	snprintf(p, sizeof p, "%s/%s", dir, name);
+	if (lstat(p, &sb) < 0 || !S_ISDIR(sb.st_mode))
+		return 0;
+	snprintf(p, sizeof p, "%s/%s/manifest.json", dir, name);
+	return lstat(p, &sb) == 0 && S_ISREG(sb.st_mode);
+}
+
+int ckpt_finish_publish(const char *dir, char *msg, size_t msglen, char *err, size_t errlen)
+{
+	char path[4200], buf[64], name[64];
+	*msg = 0;
+	snprintf(path, sizeof path, "%s/" CKPT_PUBLISHING, dir);
+	int fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
+	if (fd < 0) {
+		if (errno == ENOENT)
+			return 0;
+		return errf(err, errlen, "%s: %s (remove it: it is not one train wrote)", path,
+			    errno == ELOOP ? "a symbolic link" : strerror(errno));
+	}
+	struct stat sb;
+	ssize_t n = fstat(fd, &sb) == 0 && S_ISREG(sb.st_mode) ? read(fd, buf, sizeof buf - 1) : -1;
+	close(fd);
+	long long it = -1;
+	int used = 0;
+	if (n > 0) {
+		buf[n] = 0;
+		if (sscanf(buf, "global_step%lld\n%n", &it, &used) != 1 || used != n || it < 0 ||
+		    buf[11] < '0' || buf[11] > '9')
+			it = -1;
+	}
+	if (it < 0)
+		return errf(err, errlen, "%s: not a record of a step being published (\"global_stepN\" "
+			    "and a newline); remove it", path);
+	snprintf(name, sizeof name, "global_step%lld", it);
+	if (is_step_dir(dir, name)) {
+		/* killed between renaming the step into place and naming it in `latest` */
+		if (name_latest(dir, it, err, errlen) < 0)
+			return -1;
+		snprintf(msg, msglen, "--save %s: %s was saved in full by a run killed before "
+			 "`latest` named it; latest names it now", dir, name);
+		return 1;
+	}
+	/* killed while a re-saved step was moved aside: its earlier copy goes back into place */
+	DIR *d = opendir(dir);
+	struct dirent *e;
+	char prefix[96], from[4400], to[4200];
+	int back = 0;
+	snprintf(prefix, sizeof prefix, ".%s.tmp.old.", name);
+	while (d && !back && (e = readdir(d)))
+		if (strncmp(e->d_name, prefix, strlen(prefix)) == 0 && is_step_dir(dir, e->d_name)) {
+			snprintf(from, sizeof from, "%s/%s", dir, e->d_name);
+			snprintf(to, sizeof to, "%s/%s", dir, name);
+			if (rename(from, to) < 0) {
+				closedir(d);
+				return errf(err, errlen, "%s: %s", from, strerror(errno));
+			}
+			file_fsync_dir(dir);
+			back = 1;
+		}
+	if (d)
+		closedir(d);
+	if (unlink(path) < 0 && errno != ENOENT)
+		return errf(err, errlen, "%s: %s", path, strerror(errno));
+	file_fsync_dir(dir);
+	if (back) {
+		snprintf(msg, msglen, "--save %s: %s is back in place: a run was killed while it "
+			 "replaced it", dir, name);
+		return 1;
+	}
+	return 0;
+}
+
 /* World rank 0's half of a save: the manifest over every shard, then the publish. */
 static int publish(const char *dir, const char *name, const char *tmp, const struct model *m,
 		   const struct ckpt_state *st, const struct shard_info *info, int world,
@@ -590,19 +688,19 @@ static int publish(const char *dir, const char *name, const char *tmp, const str
 	if (lstat(final, &sb) == 0 && !was_written(st->iteration))
 		return errf(err, errlen, "%s is there and this run did not write it: a run never "
 			    "replaces a checkpoint it did not write (move it aside)", final);
+	/* the intent, first: a kill from here until `latest` names the step leaves this record,
+	 * and the next run on dir finishes the publish (ckpt_finish_publish) */
+	char line[80];
+	snprintf(path, sizeof path, "%s/" CKPT_PUBLISHING, dir);
+	snprintf(line, sizeof line, "%s\n", name);
+	if (file_write_atomic(path, line, strlen(line), 0644, err, errlen) < 0)
+		return -1;
 	if (lstat(final, &sb) == 0 && rename(final, old) < 0)
 		return errf(err, errlen, "%s: %s", final, strerror(errno));
 	if (rename(tmp, final) < 0)
 		return errf(err, errlen, "%s: %s", final, strerror(errno));
 	file_fsync_dir(dir);
-	char line[80];
-	snprintf(path, sizeof path, "%s/latest", dir);
-	snprintf(line, sizeof line, "%s\n", name);
-	if (file_write_atomic(path, line, strlen(line), 0644, err, errlen) < 0)
-		return -1;
-	snprintf(path, sizeof path, "%s/latest_checkpointed_iteration.txt", dir);
-	snprintf(line, sizeof line, "%lld\n", (long long)st->iteration);
-	if (file_write_atomic(path, line, strlen(line), 0644, err, errlen) < 0)
+	if (name_latest(dir, st->iteration, err, errlen) < 0)
 		return -1;
 	fsx_rm_tree(old);
 	note_written(st->iteration);

@@ -7,6 +7,8 @@
  *   SAVE/latest                                     "global_stepN" (DeepSpeed's name)
  *   SAVE/latest_checkpointed_iteration.txt          "N" (Megatron's name)
  *   SAVE/.lmtk-save.lock                            the run saving here (ckpt_save_lock)
+ *   SAVE/.lmtk-publishing                           "global_stepN": a publish under way
+ *                                                   (ckpt_finish_publish)
  *
  * A save builds the step directory under a temporary name, fsyncs every file and the directory,
  * renames it into place, fsyncs SAVE, and only then replaces `latest` (atomically, last).  At any
@@ -60,6 +62,7 @@ struct ckpt_state {
 };
 
 #define CKPT_SAVE_LOCK ".lmtk-save.lock"
+#define CKPT_PUBLISHING ".lmtk-publishing"
 
 enum { CKPT_LOCK_HELD = 0, CKPT_LOCK_NONE = 1, CKPT_LOCK_TAKEN = -1, CKPT_LOCK_ERROR = -2 };
 
@@ -69,6 +72,15 @@ enum { CKPT_LOCK_HELD = 0, CKPT_LOCK_NONE = 1, CKPT_LOCK_TAKEN = -1, CKPT_LOCK_E
  * or the lock file is not a safe one (a symbolic link, another user's) - bad input;
  * CKPT_LOCK_ERROR + err: it could not be opened (I/O). */
 int ckpt_save_lock(const char *dir, char *err, size_t errlen);
+
+/* Finishes a publish that a kill cut short (world rank 0, holding dir's lock, before anything
+ * reads `latest`).  A save records the step it publishes in dir/.lmtk-publishing before it
+ * moves anything, and drops the record once `latest` names the step.  A record left behind
+ * means: the step is in place and complete but `latest` still names an older one - `latest`
+ * names it now; or the step's earlier copy was moved aside to be replaced - it goes back.
+ * 1 + msg (what was done), 0 nothing to do, -1 + err: the record is not one a save wrote
+ * (a link, not a regular file, not "global_stepN\n") or the fix failed. */
+int ckpt_finish_publish(const char *dir, char *msg, size_t msglen, char *err, size_t errlen);
 
 /* Saves iteration st->iteration; collective over the world: the ranks of DP rank 0 each write
  * their shard into one temporary directory, world rank 0 writes the manifest (every shard's

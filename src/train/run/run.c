@@ -682,8 +682,15 @@ static int setup(struct run *r, char *err, size_t errlen)
 		/* one run per --save (ckpt.h): rank 0 holds its lock from here to exit, and every
 		 * rank learns whether it could, so that all of them stop before training if not */
 		struct { int rc; char why[1536]; } lk = {CKPT_LOCK_HELD, ""};
+		char done[1536] = "";
 		if (r->dist.rank == 0)
 			lk.rc = ckpt_save_lock(a->save, lk.why, sizeof lk.why);
+		/* a publish a kill cut short is finished before anyone reads `latest` */
+		if (r->dist.rank == 0 && lk.rc == CKPT_LOCK_HELD &&
+		    ckpt_finish_publish(a->save, done, sizeof done, lk.why, sizeof lk.why) < 0)
+			lk.rc = CKPT_LOCK_TAKEN;
+		if (*done)
+			out("train: %s\n", done);
 		r->dist.bcast(&r->dist, DIST_WORLD, &lk, sizeof lk, 0);
 		if (lk.rc == CKPT_LOCK_NONE && r->dist.rank == 0)
 			warn("warning: %s", lk.why);
