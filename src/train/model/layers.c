@@ -184,7 +184,7 @@ void embedding_fwd(struct model *m, struct model_acts *a, const int32_t *tokens,
 		if (c->embed_ln)
 			o->layernorm_fwd(a->encoded, a->eln_mean, a->eln_rstd, a->emb,
 					 model_param(m, m->eln_w), model_param(m, m->eln_b), N, C,
-					 1e-5f);
+					 EMBED_LN_EPS);
 		if (m->wpe >= 0) {   /* positions after the LN: looked up by position "tokens" */
 			o->embed_fwd(a->dbtc, a->positions, model_param(m, m->wpe), NULL, B, T, C);
 			o->add(a->encoded, a->dbtc, NC);

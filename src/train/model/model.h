@@ -30,6 +30,14 @@
 
 enum model_kind { MODEL_GPT, MODEL_BERT, MODEL_T5 };
 
+/* The epsilon of the layer norm after the word embedding (--embed-layernorm, BLOOM's
+ * word_embeddings_layernorm).  Megatron-DeepSpeed builds that norm as LayerNorm(hidden) in
+ * VocabParallelEmbedding (megatron/mpu/layers.py), so it keeps MixedFusedLayerNorm's default
+ * 1e-5 whatever --layernorm-epsilon says; lmtk does the same, so that a checkpoint trained by
+ * either computes the same embedding.  (HF's BloomModel uses config.layer_norm_epsilon for it:
+ * the two agree at the default, which every BLOOM run used.) */
+#define EMBED_LN_EPS 1e-5f
+
 struct model_config {
 	int arch;                            /* MODEL_GPT (GPT/BLOOM), MODEL_BERT, MODEL_T5 */
 	/* BERT (Megatron's BertModel): --num-tokentypes token-type embeddings (0: none); the
