@@ -80,21 +80,42 @@ dp2_tp2() {
 curve p20.out >c20
 curve p40.out >c40
 
+# Debian 12's Open MPI 4.1.4 TCP transport, on this one loaded host, rarely fails a connect
+# between two ranks at start-up ("Open MPI failed to TCP connect to a peer MPI process", its
+# errno misreported as 115: open-mpi/ompi#10734, fixed by ompi#13110) and a rank then dies of
+# SIGSEGV before train has printed a line (once in about 20 full runs of this test; not seen in
+# 10 reruns under load with core dumps on, so where it crashes is not known).  A run that fails so - that message, and no line of train's - is
+# started once more, saying so; any other failure fails its checks.
+ompi_tcp_flake() { grep -q 'Open MPI failed to TCP connect' "$1" 2>/dev/null && ! grep -q '^train: ' "$1"; }
+# again NAME CMD...: CMD, and once more when it failed so (its output in NAME); its status
+again() {
+	local name=$1 rc
+	shift
+	"$@" >"$name" 2>&1
+	rc=$?
+	if [ $rc != 0 ] && ompi_tcp_flake "$name"; then
+		echo "# $name: Open MPI's TCP connect failure at start-up: run again"
+		"$@" >"$name" 2>&1
+		rc=$?
+	fi
+	return $rc
+}
+
 JOBS=()
 trap '[ ${#JOBS[@]} = 0 ] || scancel "${JOBS[@]}" 2>/dev/null' EXIT
 
 # --- srun: one task per rank, MPI bootstrapped from SLURM's PMIx ------------------------------
 if [ -n "$PMIX" ]; then
-	timeout 300 srun --mpi=pmix --nodes=2 --ntasks-per-node=2 --kill-on-bad-exit=1 --time=5 \
-		"$TR" "${M[@]}" --train-iters 20 --tensor-model-parallel-size 2 >s.out 2>&1
+	again s.out timeout 300 srun --mpi=pmix --nodes=2 --ntasks-per-node=2 --kill-on-bad-exit=1 --time=5 \
+		"$TR" "${M[@]}" --train-iters 20 --tensor-model-parallel-size 2
 	dp2_tp2 srun_pmix_2_nodes_x_2_dp2_tp2_matches_one_rank s.out $?
 else
 	skip srun_pmix_2_nodes_x_2_dp2_tp2_matches_one_rank "$NOPMIX"
 fi
 
 # --- mpirun inside an allocation of 2 nodes x 2 tasks -----------------------------------------
-timeout 300 salloc --nodes=2 --ntasks-per-node=2 --time=5 \
-	mpirun "$TR" "${M[@]}" --train-iters 20 --tensor-model-parallel-size 2 >m.out 2>&1
+again m.out timeout 300 salloc --nodes=2 --ntasks-per-node=2 --time=5 \
+	mpirun "$TR" "${M[@]}" --train-iters 20 --tensor-model-parallel-size 2
 dp2_tp2 mpirun_in_allocation_2_nodes_x_2_dp2_tp2_matches_one_rank m.out $?
 
 # --- slurm/setup-test-n2.slurm: stopped by SIGUSR1 in one job, resumed by the next ------------
@@ -105,23 +126,32 @@ export LMTK=$TOP DATA_PATH=$T/data/meg-gpt2-openwebtext_text_document \
 unset TP PP
 if [ -n "$PMIX" ]; then unset LAUNCHER; else export LAUNCHER=mpirun; fi
 P=n2s$$
-# job 1: stopped by SIGUSR1 to the batch shell once it has logged 5 iterations
-sbatch --parsable --wait --job-name="$P" --output="$T/%x-%j.out" "$TOP/slurm/setup-test-n2.slurm" >j1 2>j1.err &
-SB=$!
-if ! wait_for 30 test -s j1; then
-	fail n2_job1_submits "$(cat j1.err)"
-	exit 1
-fi
-J1=$(cat j1)
-JOBS+=("$J1")
-OUT1=$T/$P-$J1.out
-logged5() { grep -q '^ iteration *5/' "$OUT1" 2>/dev/null; }
-if wait_for 120 logged5; then
-	scancel --batch --signal=USR1 "$J1"
-else
-	fail n2_job1_trains "$(tail -c 600 "$OUT1" 2>&1; cat j1.err)"
+# job 1: stopped by SIGUSR1 to the batch shell once it has logged 5 iterations (started
+# again once on Open MPI's start-up failure, as above)
+for attempt in 1 2; do
+	rm -f j1
+	sbatch --parsable --wait --job-name="$P" --output="$T/%x-%j.out" "$TOP/slurm/setup-test-n2.slurm" >j1 2>j1.err &
+	SB=$!
+	if ! wait_for 30 test -s j1; then
+		fail n2_job1_submits "$(cat j1.err)"
+		exit 1
+	fi
+	J1=$(cat j1)
+	JOBS+=("$J1")
+	OUT1=$T/$P-$J1.out
+	logged5() { grep -q '^ iteration *5/' "$OUT1" 2>/dev/null; }
+	if wait_for 120 logged5; then
+		scancel --batch --signal=USR1 "$J1"
+		break
+	fi
 	scancel "$J1"
-fi
+	if [ $attempt = 1 ] && { wait $SB; ompi_tcp_flake "$OUT1"; }; then
+		echo "# job $J1 hit Open MPI's TCP connect failure at start-up (see tests/cli/train-srun.sh): submitted again"
+		continue
+	fi
+	fail n2_job1_trains "$(tail -c 1500 "$OUT1" 2>&1; cat j1.err)"
+	break
+done
 wait $SB
 rc=$?
 LAYOUT="^setup-test-n2.slurm: layout: 4 ranks \(2 nodes x 2\): DP=2 TP=2 PP=1$"
