@@ -82,7 +82,7 @@ curve p40.out >c40
 
 # Debian 12's Open MPI 4.1.4 TCP transport, on this one loaded host, rarely fails a connect
 # between two ranks at start-up ("Open MPI failed to TCP connect to a peer MPI process", its
-# errno misreported as 115: open-mpi/ompi#10734, fixed by ompi#13110) and a rank then dies of
+# errno misreported as 115, see open-mpi/ompi#10734 and #13110) and a rank then dies of
 # SIGSEGV before train has printed a line (once in about 20 full runs of this test; not seen in
 # 10 reruns under load with core dumps on, so where it crashes is not known).  A run that fails so - that message, and no line of train's - is
 # started once more, saying so; any other failure fails its checks.
