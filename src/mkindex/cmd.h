@@ -15,4 +15,15 @@ int cmd_dump(const char *prefix, int has_range, uint64_t first, uint64_t end, in
 /* vocab 0: ids not checked */
 int cmd_check(const char *prefix, uint64_t vocab);
 
+/* weights: what to print of a catalogue.  range[s]: split s's [start, end) of every dataset
+ * (0 train, 1 valid, 2 test), printed when has_range[s]; split -1: the flags, else that split's
+ * groups as a -path file holds them. */
+struct weights_opts {
+	double range[3][2];
+	int has_range[3];
+	int split;
+	int no_per_dataset;   /* no valid_NAME/test_NAME set per dataset */
+};
+int cmd_weights(const char *catalogue, const struct weights_opts *o);
+
 #endif
