@@ -26,4 +26,20 @@ struct weights_opts {
 };
 int cmd_weights(const char *catalogue, const struct weights_opts *o);
 
+/* A catalogue, read and checked (weights.c): entry i's prefix (in doc), set name and ratio. */
+struct weights_entry {
+	const char *path;
+	char *name;
+	double ratio;
+};
+struct weights_cat {
+	struct json_t *doc;
+	struct weights_entry *e;
+	size_t n;
+};
+/* 0, or -1 with err naming the file and its line ("F:3:17: ...") or the entry and key
+ * ("F: [2].ratio: ..."), c left empty */
+int weights_load(const char *file, struct weights_cat *c, char *err, size_t errlen);
+void weights_free(struct weights_cat *c);
+
 #endif

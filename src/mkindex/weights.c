@@ -26,11 +26,6 @@
 #include "msg.h"
 #include "xalloc.h"
 
-struct entry {
-	const char *path, *name;   /* into the JSON document */
-	double ratio;
-};
-
 /* the shortest %g that strtod() reads back as x (Python's repr does the same for its floats) */
 static void shortest(double x, char *buf, size_t len)
 {
@@ -67,7 +62,9 @@ static const char *cut_at(const char *s, const char *bad)
 	return NULL;
 }
 
-static void bad_char(const char *file, size_t i, const char *key, const char *v, const char *p)
+/* the message for the character p of v (entry i's key) that the group syntax would cut at */
+static int bad_char(char *err, size_t errlen, const char *file, size_t i, const char *key,
+		    const char *v, const char *p)
 {
 	char c[8];
 	if (*p == ' ')
@@ -76,86 +73,104 @@ static void bad_char(const char *file, size_t i, const char *key, const char *v,
 		snprintf(c, sizeof c, "\\x%02x", (unsigned char)*p);
 	else
 		snprintf(c, sizeof c, "'%c'", *p);
-	die(EXIT_USAGE, "%s: [%zu].%s: '%s' holds %s, which Megatron's weighted split paths cannot: "
-	    "%s", file, i, key, v, c,
-	    strcmp(key, "name") == 0 ? "pick another name"
-	    : strcmp(key, "dataset_path") == 0 && *p != ':'  /* a directory name with ':' */
-		? "rename or link the dataset to a path without it"
-		: "give the entry a \"name\" without it");
+	return errf(err, errlen, "%s: [%zu].%s: '%s' holds %s, which Megatron's weighted split paths "
+		    "cannot: %s", file, i, key, v, c,
+		    strcmp(key, "name") == 0 ? "pick another name"
+		    : *p != ':' ? "rename or link the dataset to a path without it"
+				: "give the entry a \"name\" without it");   /* its directory's name */
 }
 
-static struct entry *read_catalogue(const char *file, json_t **doc, size_t *n)
+void weights_free(struct weights_cat *c)
+{
+	for (size_t i = 0; c->e && i < c->n; i++)
+		free(c->e[i].name);
+	free(c->e);
+	json_decref(c->doc);
+	memset(c, 0, sizeof *c);
+}
+
+#define BAD(...) do { errf(err, errlen, __VA_ARGS__); goto fail; } while (0)
+
+int weights_load(const char *file, struct weights_cat *c, char *err, size_t errlen)
 {
 	json_error_t je;
-	json_t *root = json_load_file(file, JSON_REJECT_DUPLICATES, &je);
 	char buf[4096];
 
-	if (!root) {
+	memset(c, 0, sizeof *c);
+	c->doc = json_load_file(file, JSON_REJECT_DUPLICATES, &je);
+	if (!c->doc) {
 		if (je.line <= 0)   /* not read at all (missing, unreadable): jansson's text says why */
-			die(EXIT_USAGE, "%s: %s", file, je.text);
-		die(EXIT_USAGE, "%s:%d:%d: %s", file, je.line, je.column, je.text);
+			return errf(err, errlen, "%s: %s", file, je.text);
+		return errf(err, errlen, "%s:%d:%d: %s", file, je.line, je.column, je.text);
 	}
-	if (!json_is_array(root))
-		die(EXIT_USAGE, "%s: not a JSON list of {\"dataset_path\": PREFIX, \"ratio\": R} objects",
-		    file);
-	*n = json_array_size(root);
-	if (*n == 0)
-		die(EXIT_USAGE, "%s: the catalogue lists no datasets", file);
-	struct entry *e = xcalloc(*n, sizeof *e, "the catalogue's entries");
-	for (size_t i = 0; i < *n; i++) {
-		json_t *o = json_array_get(root, i), *v;
-		const char *k;
+	if (!json_is_array(c->doc))
+		BAD("%s: not a JSON list of {\"dataset_path\": PREFIX, \"ratio\": R} objects", file);
+	if (json_array_size(c->doc) == 0)
+		BAD("%s: the catalogue lists no datasets", file);
+	c->e = xcalloc(json_array_size(c->doc), sizeof *c->e, "the catalogue's entries");
+	for (size_t i = 0; i < json_array_size(c->doc); i++) {
+		struct weights_entry *e = &c->e[i];
+		json_t *o = json_array_get(c->doc, i), *v;
+		const char *k, *p;
+		c->n = i + 1;
 		if (!json_is_object(o))
-			die(EXIT_USAGE, "%s: [%zu]: not an object {\"dataset_path\": PREFIX, \"ratio\": R}",
-			    file, i);
+			BAD("%s: [%zu]: not an object {\"dataset_path\": PREFIX, \"ratio\": R}", file, i);
 		json_object_foreach(o, k, v) {
 			if (strcmp(k, "dataset_path") == 0 || strcmp(k, "name") == 0) {
-				if (!json_is_string(v) || !json_string_value(v)[0] ||
-				    strlen(json_string_value(v)) != json_string_length(v))
-					die(EXIT_USAGE, "%s: [%zu].%s: not a non-empty string", file, i, k);
-				const char *s = json_string_value(v), *p;
+				int name = k[0] == 'n';
+				const char *sv = json_string_value(v);
+				if (!sv || !sv[0] || strlen(sv) != json_string_length(v))
+					BAD("%s: [%zu].%s: not a non-empty string", file, i, k);
 				/* a name is before the group's first ':'; a prefix may hold ':' */
-				if ((p = cut_at(s, k[0] == 'n' ? " \t:,\"'" : " \t,\"'")))
-					bad_char(file, i, k, s, p);
-				*(k[0] == 'n' ? &e[i].name : &e[i].path) = s;
+				if ((p = cut_at(sv, name ? " \t:,\"'" : " \t,\"'"))) {
+					bad_char(err, errlen, file, i, k, sv, p);
+					goto fail;
+				}
+				if (name)
+					e->name = xstrdup(sv, "a validation set's name");
+				else
+					e->path = sv;
 			} else if (strcmp(k, "ratio") == 0) {
 				if (!json_is_number(v))
-					die(EXIT_USAGE, "%s: [%zu].ratio: not a number", file, i);
-				e[i].ratio = json_number_value(v);
-				if (!(e[i].ratio > 0) || !isfinite(e[i].ratio))
-					die(EXIT_USAGE, "%s: [%zu].ratio: %s is not a positive number (a "
-					    "dataset that is not sampled is left out of the catalogue)", file,
-					    i, (shortest(e[i].ratio, buf, sizeof buf), buf));
+					BAD("%s: [%zu].ratio: not a number", file, i);
+				e->ratio = json_number_value(v);
+				if (!(e->ratio > 0) || !isfinite(e->ratio)) {
+					shortest(e->ratio, buf, sizeof buf);
+					BAD("%s: [%zu].ratio: %s is not a positive number (a dataset that is "
+					    "not sampled is left out of the catalogue)", file, i, buf);
+				}
 			} else {
-				die(EXIT_USAGE, "%s: [%zu]: unknown key \"%s\"; an entry has dataset_path, "
-				    "ratio and optionally name", file, i, k);
+				BAD("%s: [%zu]: unknown key \"%s\"; an entry has dataset_path, ratio and "
+				    "optionally name", file, i, k);
 			}
 		}
-		if (!e[i].path || !json_object_get(o, "ratio"))
-			die(EXIT_USAGE, "%s: [%zu]: no \"%s\"", file, i,
-			    e[i].path ? "ratio" : "dataset_path");
-		if (!e[i].name) {
-			const char *d = dir_name(e[i].path, buf, sizeof buf), *p;
-			if ((p = cut_at(d, " \t:,\"'")))   /* the directory's name becomes a set's name */
-				bad_char(file, i, "dataset_path", e[i].path, p);
-			e[i].name = xstrdup(d, "a validation set's name");
+		if (!e->path || !json_object_get(o, "ratio"))
+			BAD("%s: [%zu]: no \"%s\"", file, i, e->path ? "ratio" : "dataset_path");
+		if (!e->name) {
+			const char *d = dir_name(e->path, buf, sizeof buf);
+			if ((p = cut_at(d, " \t:,\"'"))) {   /* the directory's name becomes a set's name */
+				bad_char(err, errlen, file, i, "dataset_path", e->path, p);
+				goto fail;
+			}
+			e->name = xstrdup(d, "a validation set's name");
 		}
 		for (size_t j = 0; j < i; j++) {
-			if (strcmp(e[j].path, e[i].path) == 0)
-				die(EXIT_USAGE, "%s: [%zu] and [%zu] both list %s: give each dataset once, "
-				    "with its whole ratio", file, j, i, e[i].path);
-			if (strcmp(e[j].name, e[i].name) == 0)
-				die(EXIT_USAGE, "%s: [%zu] and [%zu] would both name a set '%s' (%s and %s): "
-				    "give one of them a \"name\"", file, j, i, e[i].name, e[j].path,
-				    e[i].path);
+			if (strcmp(c->e[j].path, e->path) == 0)
+				BAD("%s: [%zu] and [%zu] both list %s: give each dataset once, with its "
+				    "whole ratio", file, j, i, e->path);
+			if (strcmp(c->e[j].name, e->name) == 0)
+				BAD("%s: [%zu] and [%zu] would both name a set '%s' (%s and %s): give one "
+				    "of them a \"name\"", file, j, i, e->name, c->e[j].path, e->path);
 		}
 	}
-	*doc = root;
-	return e;
+	return 0;
+fail:
+	weights_free(c);
+	return -1;
 }
 
 /* The groups of one split, each written as `quote` GROUP `quote`, separated by `sep`. */
-static void print_groups(const struct weights_opts *o, const struct entry *e, size_t n, int split,
+static void print_groups(const struct weights_opts *o, const struct weights_entry *e, size_t n, int split,
 			 const char *quote, const char *sep)
 {
 	static const char *names[3] = {"train", "valid", "test"};
@@ -180,9 +195,11 @@ int cmd_weights(const char *file, const struct weights_opts *o)
 {
 	static const char *flags[3] = {"--train-weighted-split-paths", "--valid-weighted-split-paths",
 				       "--test-weighted-split-paths"};
-	json_t *doc;
-	size_t n;
-	struct entry *e = read_catalogue(file, &doc, &n);
+	struct weights_cat c;
+	char err[8192];
+
+	if (weights_load(file, &c, err, sizeof err) < 0)
+		die(EXIT_USAGE, "%s", err);
 
 	/* overlapping ranges are allowed (Megatron does not mind) but rarely meant */
 	for (int a = 0; a < 3; a++)
@@ -194,7 +211,7 @@ int cmd_weights(const char *file, const struct weights_opts *o)
 				     b == 1 ? "valid" : "test");
 	if (o->split >= 0) {
 		/* a --SPLIT-weighted-split-paths-path file: one line of double-quoted groups */
-		print_groups(o, e, n, o->split, "\"", " ");
+		print_groups(o, c.e, c.n, o->split, "\"", " ");
 		printf("\n");
 	} else {
 		/* the flags, for a shell (eval, or pasted into a script): single-quoted groups, which
@@ -204,13 +221,13 @@ int cmd_weights(const char *file, const struct weights_opts *o)
 			if (!o->has_range[s])
 				continue;
 			printf("%s%s ", first ? "" : " \\\n", flags[s]);
-			print_groups(o, e, n, s, "'", " \\\n    ");
+			print_groups(o, c.e, c.n, s, "'", " \\\n    ");
 			first = 0;
 		}
 		printf("\n");
 	}
 	if (fflush(stdout) != 0 || ferror(stdout))
 		die(EXIT_FAILED, "standard output: write error");
-	json_decref(doc);
+	weights_free(&c);
 	return EXIT_OK;
 }
