@@ -264,6 +264,7 @@ install: all
 		$(DESTDIR)$(PREFIX)/share/lmtk/cron/cron.daily $(DESTDIR)$(PREFIX)/share/lmtk/cron/logs
 	install -m 755 slurm/*.slurm $(DESTDIR)$(PREFIX)/share/lmtk/slurm
 	install -m 644 slurm/examples/* $(DESTDIR)$(PREFIX)/share/lmtk/slurm/examples
+	chmod 755 $(DESTDIR)$(PREFIX)/share/lmtk/slurm/examples/*.slurm   # the BigScience presets
 	install -m 755 cron/*.slurm cron/*.sh $(DESTDIR)$(PREFIX)/share/lmtk/cron
 	for so in $(CUDA_SO) $(MPI_SO); do install -m 755 $$so $(DESTDIR)$(PREFIX)/lib/lmtk; done
 

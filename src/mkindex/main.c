@@ -3,6 +3,7 @@
  *   mkindex --output-prefix PREFIX [--dtype T] [--vocab-size N] < STREAM
  *   mkindex merge OUT IN...         mkindex info PREFIX
  *   mkindex dump PREFIX [--doc N | --range A:B] [--sequences]   mkindex check PREFIX [--vocab-size N]
+ *   mkindex weights CATALOGUE.json [--split S] [--train-range S:E] ...
  *
  * This file parses options and hands over to the subcommands (cmd.h); the format is idx.h, the
  * atomic streamed output outfile.h.  Exit: 0 ok, 1 check found a problem, 2 usage or bad input,
@@ -24,9 +25,11 @@ struct cfg {
 	uint64_t vocab;
 	int has_range, sequences;
 	uint64_t first, end;
+	struct weights_opts w;
 };
 
-enum { O_PREFIX = 'o', O_DTYPE = 1, O_VOCAB, O_DOC, O_RANGE, O_SEQUENCES };
+enum { O_PREFIX = 'o', O_DTYPE = 1, O_VOCAB, O_DOC, O_RANGE, O_SEQUENCES, O_SPLIT, O_TRANGE,
+       O_VRANGE, O_XRANGE, O_NOPER };
 
 static const struct opt build_opts[] = {
 	{"output-prefix", O_PREFIX, "PREFIX", "write PREFIX_KEY_document.bin/.idx per key, or "
@@ -43,6 +46,15 @@ static const struct opt dump_opts[] = {
 };
 static const struct opt check_opts[] = {
 	{"vocab-size", O_VOCAB, "N", "also read the .bin and check that every id is in 0..N-1"},
+	{0},
+};
+static const struct opt weights_opts[] = {
+	{"split", O_SPLIT, "S", "print only split S (train, valid or test) as a --S-weighted-split-paths-path "
+	 "file holds it: one line of double-quoted groups"},
+	{"train-range", O_TRANGE, "S:E", "the fraction of each dataset that trains (default 0:0.95)"},
+	{"valid-range", O_VRANGE, "S:E", "the fraction that validates (default 0.95:1)"},
+	{"test-range", O_XRANGE, "S:E", "the fraction that tests (default: no test sets)"},
+	{"no-per-dataset", O_NOPER, NULL, "only the blended valid and test sets, no valid_NAME set per dataset"},
 	{0},
 };
 static const struct opt no_opts[] = {{0}};
@@ -117,6 +129,31 @@ static int on_opt(void *ctx, int key, const char *arg, char *err, size_t errlen)
 	case O_SEQUENCES:
 		c->sequences = 1;
 		return 0;
+	case O_SPLIT:
+		if ((c->w.split = strcmp(arg, "train") == 0 ? 0 : strcmp(arg, "valid") == 0 ? 1
+				  : strcmp(arg, "test") == 0 ? 2 : -1) < 0)
+			return errf(err, errlen, "'%s' is not one of train, valid, test", arg);
+		return 0;
+	case O_TRANGE: case O_VRANGE: case O_XRANGE: {
+		int s = key - O_TRANGE;
+		double *r = c->w.range[s];
+		char a[64], *end;
+		const char *colon = strchr(arg, ':');
+		if (!colon || (size_t)(colon - arg) >= sizeof a)
+			return errf(err, errlen, "'%s' is not S:E", arg);
+		snprintf(a, sizeof a, "%.*s", (int)(colon - arg), arg);
+		r[0] = strtod(a, &end);
+		if (!*a || *end || !(r[0] >= 0))
+			return errf(err, errlen, "'%s': the start is not a fraction 0 <= S < 1", arg);
+		r[1] = strtod(colon + 1, &end);
+		if (!colon[1] || *end || !(r[1] > r[0] && r[1] <= 1))
+			return errf(err, errlen, "'%s': the end is not a fraction S < E <= 1", arg);
+		c->w.has_range[s] = 1;
+		return 0;
+	}
+	case O_NOPER:
+		c->w.no_per_dataset = 1;
+		return 0;
 	}
 	return errf(err, errlen, "unhandled option");
 }
@@ -180,9 +217,35 @@ int main(int argc, char **argv)
 		return check ? cmd_check(ops[0], c.vocab) : cmd_info(ops[0]);
 	}
 
+	if (strcmp(sub, "weights") == 0) {
+		struct optgroup g[] = {{weights_opts, on_opt, &c, NULL}, {0}};
+		struct optspec spec = {"weights CATALOGUE.json [--split S] [--train-range S:E] [--valid-range S:E] "
+				       "[--test-range S:E] [--no-per-dataset]",
+			"Turn a catalogue of datasets and sampling ratios - a JSON list of\n"
+			"{\"dataset_path\": PREFIX, \"ratio\": R} - into Megatron-DeepSpeed's weighted split paths,\n"
+			"as BigScience made the 176B run's: one train group of every dataset's first 95% at its\n"
+			"ratio, one valid group of the rest at the same ratios, and a valid_NAME group per dataset\n"
+			"(NAME: the entry's \"name\", else the prefix's directory).  Prints the flags, quoted for\n"
+			"a shell:  eval \"train ... $(mkindex weights catalogue.json)\";  with --split, that split's\n"
+			"line for a --*-weighted-split-paths-path file.  Exit 2 for a bad catalogue (its\n"
+			"line or the entry and key at fault).", g, hints, 0};
+		c.w.split = -1;
+		c.w.range[0][1] = c.w.range[1][0] = 0.95;
+		c.w.range[1][1] = 1;
+		c.w.has_range[0] = c.w.has_range[1] = 1;
+		nops = parse_all(&spec, argc - 1, argv + 1, ops, 1);
+		need(&spec, nops, 1);
+		if (c.w.split >= 0 && !c.w.has_range[c.w.split]) {
+			fprintf(stderr, "%s: --split test needs --test-range S:E: there is no test split by "
+				"default\n", prog_name);
+			return EXIT_USAGE;
+		}
+		return cmd_weights(ops[0], &c.w);
+	}
+
 	struct optgroup g[] = {{build_opts, on_opt, &c, NULL}, {0}};
 	struct optspec spec = {
-		"--output-prefix PREFIX [--dtype T] [--vocab-size N] < STREAM | merge | info | dump | check",
+		"--output-prefix PREFIX [--dtype T] [--vocab-size N] < STREAM | merge | info | dump | check | weights",
 		"Read a token stream (lmtk-tokens(5), from tokenize) on standard input and write Megatron's\n"
 		"indexed dataset PREFIX_KEY_document.bin/.idx (MMIDIDX v1) for each key, atomically; for a\n"
 		"stream of sentences (tokenize --split-sentences) PREFIX_KEY_sentence.bin/.idx, a sequence\n"
@@ -193,6 +256,7 @@ int main(int argc, char **argv)
 		"  mkindex dump PREFIX [--doc N | --range A:B] [--sequences]\n"
 		"                                               token ids, one document per line\n"
 		"  mkindex check PREFIX [--vocab-size N]        verify every invariant\n"
+		"  mkindex weights CATALOGUE.json [--split S]   a data mix as Megatron's weighted split paths\n"
 		"\n"
 		"Exit 0 ok, 1 check found problems, 2 usage or bad input, 3 I/O error.",
 		g, hints, 0};
