@@ -21,8 +21,9 @@
  * The end of document is train's and tokenize's: <|endoftext|>'s id in vocab.json (Megatron's
  * GPT2BPETokenizer), or the eos_token special_tokens_map.json (else tokenizer_config.json) names,
  * else the first of </s>, <|endoftext|>, <eos> the tokenizer has.  It is the export's eos; bos
- * is the named bos_token, else the eos (GPT-2's convention: one <|endoftext|>); pad the named
- * pad_token, else <pad> or [PAD] among the special added tokens; none for GPT-2, as HF's.
+ * is the named bos_token, else <s> (BLOOM's), else the eos (GPT-2's convention: one
+ * <|endoftext|>); pad the named pad_token, else <pad> or [PAD] where the tokenizer has it; none
+ * for GPT-2, as HF's.
  *
  * GPT2TokenizerFast's tokenizer.json (transformers' GPT2Converter over tokenizers' serde):
  * no normalizer; ByteLevel pre-tokenizer (add_prefix_space false, trim_offsets true, GPT-2's
@@ -385,6 +386,8 @@ static int hf_files(const struct sh_ckpt *in, const char *dir, struct hf_special
 	     !name[1] && *c; c++)
 		if (token_id(tok, *c) >= 0)
 			name[1] = *c;
+	if (!name[0] && token_id(tok, "<s>") >= 0)   /* BLOOM's: <s> 1, </s> 2 */
+		name[0] = "<s>";
 	if (!name[0])
 		name[0] = name[1];
 	if (!name[2])

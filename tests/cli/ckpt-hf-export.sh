@@ -157,6 +157,22 @@ t = json.load(open(d + "/tokenizer_config.json"))
 assert t["tokenizer_class"] == "PreTrainedTokenizerFast" and t["eos_token"] == "<|endoftext|>" and t["pad_token"] == "<pad>", t
 print("ok")
 EOF
+# the tokenizer.json file alone (no special_tokens_map.json): tokenize's eos rule (</s>, else
+# <|endoftext|>, ...), BLOOM's <s> as bos, <pad> as pad; the tokenizer_config.json written
+(cd bloom && rm -rf ckpt && "$BIN/train" "${COMMON[@]}" --num-layers 1 --hidden-size 48 --num-attention-heads 2 \
+	--position-embedding-type alibi --embed-layernorm --tokenizer-type PretrainedFromHF \
+	--tokenizer-name-or-path ../tokdir/tokenizer.json >train2.log 2>&1) || fail bloom_trains_with_a_file "$(tail -3 bloom/train2.log)"
+"$MT" bloom/ckpt --output bloomf.hf --format hf 2>bloomf.err || fail bloom_file_hf_export_exits_0 "$(cat bloomf.err)"
+"$PY" - bloomf.hf tokdir <<'EOF' >bloomf.cfg 2>&1 && ok bloom_hf_without_a_map_finds_eos_bos_and_pad || fail bloom_hf_without_a_map_finds_eos_bos_and_pad "$(tail -3 bloomf.cfg)"
+import json, sys
+d, tok = sys.argv[1:]
+ids = {a["content"]: a["id"] for a in json.load(open(tok + "/tokenizer.json"))["added_tokens"]}
+c = json.load(open(d + "/config.json"))
+assert (c["eos_token_id"], c["bos_token_id"], c["pad_token_id"]) == (ids["<|endoftext|>"], ids["<s>"], ids["<pad>"]), c
+m = json.load(open(d + "/special_tokens_map.json"))
+assert m == {"bos_token": "<s>", "eos_token": "<|endoftext|>", "pad_token": "<pad>"}, m
+print("ok")
+EOF
 
 # --- BERT: BertTokenizerFast's tokenizer.json, read by HF into tokenize's ids ---
 # the samples' vocab.txt (its ids are the dataset's), then the documents' 3000 commonest words and
