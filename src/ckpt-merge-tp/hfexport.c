@@ -2,16 +2,13 @@
 #include "ckpt-merge-tp/hfexport.h"
 
 #include <errno.h>
-#include <fcntl.h>
 #include <jansson.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
-#include "digest.h"
 #include "file.h"
 #include "ckpt/stop.h"
 #include "msg.h"
