@@ -447,7 +447,8 @@ int hf_tokenizer(const struct sh_ckpt *in, const struct hf_opts *o, const char *
 	if (!json_is_object(json_object_get(in->manifest, "tokenizer"))) {
 		if (!o->ntokenizer_files)
 			warn("warning: the checkpoint's manifest records no tokenizer files (saved by "
-			     "an older train): no tokenizer copied; give them with --tokenizer-files");
+			     "an older train, or converted): no tokenizer copied and config.json names "
+			     "no eos_token_id; give them with --tokenizer-files");
 	} else if (in->m.type == LT_BERT) {
 		rc = hf_bert_tokenizer(in, dir, err, errlen);
 	} else if (recorded(in, "tokenizer-name-or-path")) {   /* what train reads first */

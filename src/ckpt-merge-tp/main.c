@@ -281,6 +281,11 @@ int main(int argc, char **argv)
 			    "go with --format lmtk");
 	if (!c.hf && (c.set_dtype || c.set_shard || c.ntokfiles))
 		usage_error(&spec, "--dtype, --max-shard-size and --tokenizer-files go with --format hf");
+	/* an output that is there already is refused before any reading (and again when written) */
+	const char *mark = !c.force ? NULL : c.hf ? "config.json" : "latest";
+	if ((rc = od_check(c.output, mark, err, sizeof err)))
+		die(rc, "%s%s", err, !c.force && access(c.output, F_OK) == 0
+		    ? " (or --force to replace it)" : "");
 	stop_catch();
 	double t0 = units_now();   /* the summary's time: verifying, comparing, writing */
 
@@ -350,8 +355,7 @@ int main(int argc, char **argv)
 	if (c.force && inside(in.dir, c.output))
 		die(EXIT_USAGE, "--force: the input %s lies in %s, which would be replaced; give "
 		    "another --output", in.dir, c.output);
-	if ((rc = od_begin_replace(&od, c.output, !c.force ? NULL : c.hf ? "config.json" : "latest",
-				   err, sizeof err)))
+	if ((rc = od_begin_replace(&od, c.output, mark, err, sizeof err)))
 		die(rc, "%s%s", err, rc == EXIT_USAGE && !c.force && access(c.output, F_OK) == 0
 		    ? " (or --force to replace it)" : "");
 	snprintf(step, sizeof step, "global_step%lld", (long long)in.iteration);

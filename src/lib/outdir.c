@@ -46,8 +46,9 @@ int od_begin(struct od *o, const char *final, char *err, size_t errlen)
 	return od_begin_replace(o, final, NULL, err, errlen);
 }
 
-int od_begin_replace(struct od *o, const char *final, const char *mark, char *err,
-		     size_t errlen)
+/* The destination's name in o->final, whether it is to be replaced, its parent there: 0 or
+ * EXIT_USAGE + err. */
+static int check(struct od *o, const char *final, const char *mark, char *err, size_t errlen)
 {
 	struct stat sb;
 	char parent[4096], marked[4200];
@@ -80,6 +81,23 @@ int od_begin_replace(struct od *o, const char *final, const char *mark, char *er
 		errf(err, errlen, "%s: no directory %s to create it in", o->final, parent);
 		return EXIT_USAGE;
 	}
+	return 0;
+}
+
+int od_check(const char *final, const char *mark, char *err, size_t errlen)
+{
+	struct od o;
+	return check(&o, final, mark, err, errlen);
+}
+
+int od_begin_replace(struct od *o, const char *final, const char *mark, char *err,
+		     size_t errlen)
+{
+	char parent[4096];
+	int rc = check(o, final, mark, err, errlen);
+	if (rc)
+		return rc;
+	parent_of(o->final, parent, sizeof parent);
 	const char *base = strrchr(o->final, '/') ? strrchr(o->final, '/') + 1 : o->final;
 	snprintf(o->tmp, sizeof o->tmp, "%s/.%s.tmp.%d", parent, base, (int)getpid());
 	fsx_rm_tree(o->tmp);   /* left by an earlier run with our pid */

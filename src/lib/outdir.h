@@ -36,6 +36,9 @@ int od_begin(struct od *o, const char *final, char *err, size_t errlen);
  * when the destination exists otherwise (not a directory, or without the mark). */
 int od_begin_replace(struct od *o, const char *final, const char *mark, char *err,
 		     size_t errlen);
+/* od_begin_replace's judgement of the destination alone, nothing made: a program checks it
+ * before hours of reading, and begins when it has something to write. */
+int od_check(const char *final, const char *mark, char *err, size_t errlen);
 int od_commit(struct od *o, char *err, size_t errlen);
 void od_abort(struct od *o);
 

@@ -97,6 +97,12 @@ touch gpt.hf/stale
 expect_rc hf_export_over_an_existing_one_is_refused 2 "$MT" run/ckpt --output gpt.hf --format hf &&
 	contains hf_export_refusal_names_force "$T/err" 'gpt\.hf: exists and is not empty.*--force'
 [ -e gpt.hf/stale ] && ok refused_export_leaves_the_old_one || fail refused_export_leaves_the_old_one "$(ls gpt.hf)"
+# refused before the checkpoint is read: a damaged shard is not what it reports
+cp -r run/ckpt damaged && truncate -s 1000 damaged/global_step2/rank_tp00_pp000.safetensors
+expect_rc existing_export_is_refused_before_reading 2 "$MT" damaged --output gpt.hf --format hf &&
+	contains existing_export_refusal_comes_first "$T/err" 'gpt\.hf: exists and is not empty'
+lacks existing_export_refusal_reads_nothing "$T/err" 'truncated|checksum'
+
 expect_rc hf_export_with_force_exits_0 0 "$MT" run/ckpt --output gpt.hf --format hf --force
 [ ! -e gpt.hf/stale ] && [ -s gpt.hf/tokenizer.json ] && [ -s gpt.hf/model.safetensors ] &&
 	[ -z "$(ls -a | grep '^\.gpt\.hf\.tmp')" ] && ok force_replaces_the_export_whole || fail force_replaces_the_export_whole "$(ls -a gpt.hf .)"

@@ -129,6 +129,15 @@ int main(void)
 		put(at("plain"), "x");
 		T_ASSERT(od_begin_replace(&o, at("plain"), "config.json", err, sizeof err) == EXIT_USAGE);
 	}
+	T_CASE("check_judges_the_destination_and_makes_nothing") {
+		int before = entries(top);
+		T_ASSERT(od_check(at("home"), NULL, err, sizeof err) == EXIT_USAGE);
+		T_ASSERT(od_check(at("home"), "config.json", err, sizeof err) == EXIT_USAGE);
+		T_ASSERT(od_check(at("exp"), "config.json", err, sizeof err) == 0);
+		T_ASSERT(od_check(at("exp"), NULL, err, sizeof err) == EXIT_USAGE);
+		T_ASSERT(od_check(at("fresh"), NULL, err, sizeof err) == 0);
+		T_ASSERT(entries(top) == before && !exists("fresh"));
+	}
 	snprintf(p, sizeof p, "rm -rf '%s'", top);
 	if (system(p) != 0)
 		fprintf(stderr, "could not remove %s\n", top);
