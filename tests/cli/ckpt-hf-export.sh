@@ -8,7 +8,8 @@
 # with a tokenizer directory gets that tokenizer.json and special_tokens_map.json as they are and
 # their ids (eos, bos, pad) in the configs; a BERT gets BertTokenizerFast's WordPiece
 # tokenizer.json, which HF reads into tokenize's ids.  A tokenizer file changed since training is
-# not copied, and the export says so.  An existing export is replaced with --force, and refused
+# not copied, and the export says so; a merges file no BPE reads gives no tokenizer.json, named by
+# line.  An existing export is replaced with --force, and refused
 # without it (exit 2, naming --force).
 . "$(dirname "$0")/../lib.sh"
 PY=/usr/bin/python3
@@ -117,6 +118,16 @@ expect_rc hf_export_with_a_changed_merge_file_exits_0 0 "$MT" run/ckpt --output 
 [ ! -e changed.hf/merges.txt ] && [ ! -e changed.hf/tokenizer.json ] && cmp -s changed.hf/vocab.json run/gpt2-tiny-vocab.json &&
 	ok changed_merge_file_is_not_copied_nor_used || fail changed_merge_file_is_not_copied_nor_used "$(ls changed.hf)"
 contains changed_merge_file_is_named "$T/err" "merge-file $T/run/gpt2-tiny-merges\.txt: [0-9]+ bytes, the manifest records [0-9]+: not the file train read; not copied"
+# a merges file that train took as it was but no BPE can read: named by line, no tokenizer.json
+mkdir badrun
+cp "$MEG"/gpt2-tiny-vocab.json "$MEG"/meg-gpt2-openwebtext_text_document.* badrun/
+{ head -3 "$MEG/gpt2-tiny-merges.txt"; echo "one two three"; } >badrun/merges.txt
+(cd badrun && "$BIN/train" "${COMMON[@]}" --num-layers 1 --hidden-size 32 --num-attention-heads 2 \
+	--vocab-file gpt2-tiny-vocab.json --merge-file merges.txt >train.log 2>&1) || fail badrun_trains "$(tail -3 badrun/train.log)"
+expect_rc hf_export_with_an_unreadable_merge_file_exits_0 0 "$MT" badrun/ckpt --output bad.hf --format hf &&
+	contains unreadable_merge_file_is_named_by_line "$T/err" 'merges\.txt:4: not two tokens separated by one space: no tokenizer\.json written'
+[ ! -e bad.hf/tokenizer.json ] && [ -s bad.hf/merges.txt ] && ok unreadable_merge_file_gives_no_tokenizer_json ||
+	fail unreadable_merge_file_gives_no_tokenizer_json "$(ls bad.hf)"
 
 # --- BLOOM with a tokenizer directory: its files as they are, their ids in the configs ---
 mkdir bloom tokdir
