@@ -46,6 +46,15 @@ json_t *hf_bert_config(const struct sh_ckpt *in, const char *cls);
 const char *hf_bert_hidden_act(const struct sh_ckpt *in);
 int hf_bert_tokenizer(const struct sh_ckpt *in, const char *dir, char *err, size_t errlen);
 
+/* The tokenizer (hftok.c): its files into dir, from the manifest's record only, and the special
+ * tokens' ids in *sp (-1: none known).  0, or an exit status + err. */
+struct hf_opts;
+struct hf_special {
+	int bos, eos, unk, pad;
+};
+int hf_tokenizer(const struct sh_ckpt *in, const struct hf_opts *o, const char *dir,
+		 struct hf_special *sp, char *err, size_t errlen);
+
 /* helpers (hfexport.c) */
 double hf_short_float(double v);   /* the shortest decimal that is the same float32 */
 /* --flag's value in the recorded command line ("--flag V" or "--flag=V"): 0, or -1 */
@@ -53,7 +62,7 @@ int hf_arg_value(const char *args, const char *flag, char *out, size_t n);
 int hf_arg_has(const char *args, const char *flag);   /* the word --flag is there */
 int hf_write_json(const char *dir, const char *name, json_t *j, size_t flags, char *err,
 		  size_t errlen);
-/* The bytes of the tokenizer file the manifest's "tokenizer" records as `role` (train's
+/* (hftok.c) The bytes of the tokenizer file the manifest's "tokenizer" records as `role` (train's
  * "vocab-file", "merge-file", "tokenizer-name-or-path"; lmtk-checkpoint(5)), read from its
  * recorded path only while that is a regular file of the recorded size and SHA-256: 1 and
  * *data (malloc'd), 0 when not recorded or skipped (unless quiet, one line saying which and

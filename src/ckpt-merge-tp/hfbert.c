@@ -187,6 +187,67 @@ static int read_vocab(const char *data, size_t len_in, char ***tok, int *added, 
 	return n;
 }
 
+static int index_of(char **tok, int n, const char *s)
+{
+	for (int i = 0; i < n; i++)
+		if (strcmp(tok[i], s) == 0)
+			return i;
+	return -1;
+}
+
+/* BertTokenizerFast's tokenizer.json (transformers' BertConverter): BertNormalizer (accents
+ * stripped with lower-casing, strip_accents null), BertPreTokenizer, [CLS] A [SEP] (B [SEP])
+ * template, WordPiece decoder and model (##, 100 characters a word), the special tokens and
+ * the [BOS]/[EOS] Megatron added as special added tokens. */
+static json_t *bert_tokenizer_json(char **tok, int n, int lower, int added)
+{
+	static const char *special[] = {"[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"};
+	json_t *vocab = json_object(), *at = json_array(), *post = json_null();
+	for (int i = 0; i < n; i++)   /* the last of duplicates, as BertTokenizer's load_vocab */
+		json_object_set_new(vocab, tok[i], json_integer(i));
+	for (size_t k = 0; k < sizeof special / sizeof *special + 2; k++) {
+		const char *t = k < 5 ? special[k] : k == 5 ? "[BOS]" : "[EOS]";
+		int id = index_of(tok, n, t);
+		if (id < 0 || (k == 5 && !(added & 1)) || (k == 6 && !(added & 2)))
+			continue;
+		json_array_append_new(at, json_pack("{s:i,s:s,s:b,s:b,s:b,s:b,s:b}", "id", id,
+						    "content", t, "single_word", 0, "lstrip", 0,
+						    "rstrip", 0, "normalized", 0, "special", 1));
+	}
+	int cls = index_of(tok, n, "[CLS]"), sep = index_of(tok, n, "[SEP]");
+	if (cls >= 0 && sep >= 0) {
+		json_decref(post);
+		post = json_pack("{s:s,s:[{s:{s:s,s:i}},{s:{s:s,s:i}},{s:{s:s,s:i}}],"
+				 "s:[{s:{s:s,s:i}},{s:{s:s,s:i}},{s:{s:s,s:i}},{s:{s:s,s:i}},{s:{s:s,s:i}}],"
+				 "s:{s:{s:s,s:[i],s:[s]},s:{s:s,s:[i],s:[s]}}}",
+				 "type", "TemplateProcessing",
+				 "single", "SpecialToken", "id", "[CLS]", "type_id", 0,
+				 "Sequence", "id", "A", "type_id", 0,
+				 "SpecialToken", "id", "[SEP]", "type_id", 0,
+				 "pair", "SpecialToken", "id", "[CLS]", "type_id", 0,
+				 "Sequence", "id", "A", "type_id", 0,
+				 "SpecialToken", "id", "[SEP]", "type_id", 0,
+				 "Sequence", "id", "B", "type_id", 1,
+				 "SpecialToken", "id", "[SEP]", "type_id", 1,
+				 "special_tokens", "[CLS]", "id", "[CLS]", "ids", cls, "tokens", "[CLS]",
+				 "[SEP]", "id", "[SEP]", "ids", sep, "tokens", "[SEP]");
+	}
+	json_t *j = json_pack("{s:s,s:n,s:n,s:o,s:{s:s,s:b,s:b,s:n,s:b},s:{s:s},s:o,"
+			      "s:{s:s,s:s,s:b},s:{s:s,s:s,s:s,s:i,s:o}}",
+			      "version", "1.0", "truncation", "padding", "added_tokens", at,
+			      "normalizer", "type", "BertNormalizer", "clean_text", 1,
+			      "handle_chinese_chars", 1, "strip_accents", "lowercase", lower,
+			      "pre_tokenizer", "type", "BertPreTokenizer",
+			      "post_processor", post,
+			      "decoder", "type", "WordPiece", "prefix", "##", "cleanup", 1,
+			      "model", "type", "WordPiece", "unk_token", "[UNK]",
+			      "continuing_subword_prefix", "##", "max_input_chars_per_word", 100,
+			      "vocab", vocab);
+	if (!j)
+		xalloc_die("the tokenizer.json document", 0);
+	return j;
+}
+
 int hf_bert_tokenizer(const struct sh_ckpt *in, const char *dir, char *err, size_t errlen)
 {
 	json_t *rec = json_object_get(in->manifest, "tokenizer");
@@ -248,6 +309,27 @@ int hf_bert_tokenizer(const struct sh_ckpt *in, const char *dir, char *err, size
 	rc = hf_write_json(dir, "tokenizer_config.json", cfg, JSON_INDENT(2) | JSON_SORT_KEYS, err,
 			   errlen) < 0 ? EXIT_FAILED : 0;
 	json_decref(cfg);
+	if (rc)
+		goto out;
+	/* what the fast tokenizer AutoTokenizer picks reads */
+	json_t *tj = bert_tokenizer_json(tok, n, strcmp(type, "BertWordPieceLowerCase") == 0, added);
+	rc = hf_write_json(dir, "tokenizer.json", tj, JSON_INDENT(2) | JSON_PRESERVE_ORDER, err,
+			   errlen) < 0 ? EXIT_FAILED : 0;
+	json_decref(tj);
+	json_t *map = json_pack("{s:s,s:s,s:s,s:s,s:s}", "unk_token", "[UNK]", "sep_token", "[SEP]",
+				"pad_token", "[PAD]", "cls_token", "[CLS]", "mask_token", "[MASK]");
+	if (!rc && map && added) {
+		json_t *extra = json_array();
+		if (added & 1)
+			json_array_append_new(extra, json_string("[BOS]"));
+		if (added & 2)
+			json_array_append_new(extra, json_string("[EOS]"));
+		json_object_set_new(map, "additional_special_tokens", extra);
+	}
+	if (!rc)
+		rc = hf_write_json(dir, "special_tokens_map.json", map, JSON_INDENT(2) | JSON_SORT_KEYS,
+				   err, errlen) < 0 ? EXIT_FAILED : 0;
+	json_decref(map);
 out:
 	for (int i = 0; i < n; i++)
 		free(tok[i]);

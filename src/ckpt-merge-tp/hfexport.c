@@ -2,16 +2,13 @@
 #include "ckpt-merge-tp/hfexport.h"
 
 #include <errno.h>
-#include <fcntl.h>
 #include <jansson.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
-#include "digest.h"
 #include "file.h"
 #include "ckpt/stop.h"
 #include "msg.h"
@@ -240,7 +237,15 @@ double hf_short_float(double v)
 	return v;
 }
 
-static json_t *config(const struct sh_ckpt *in, const char *cls, int bf16)
+/* An id, or null where the tokenizer gave none: GPT2Config's and BloomConfig's defaults
+ * (50256; 1 and 2) would name tokens of another vocabulary. */
+static json_t *id_or_null(int id)
+{
+	return id >= 0 ? json_integer(id) : json_null();
+}
+
+static json_t *config(const struct sh_ckpt *in, const char *cls, int bf16,
+		      const struct hf_special *sp)
 {
 	const struct lt_model *m = &in->m;
 	struct hf_switches sw;
@@ -250,7 +255,7 @@ static json_t *config(const struct sh_ckpt *in, const char *cls, int bf16)
 		c = hf_bert_config(in, cls);
 	else if (strcmp(cls, "GPT2LMHeadModel") == 0)
 		c = json_pack("{s:[s],s:s,s:s,s:i,s:i,s:i,s:i,s:i,s:i,s:f,s:f,s:f,s:f,s:f,s:b,s:b,s:b,"
-			      "s:i,s:i}",
+			      "s:o,s:o}",
 			      "architectures", cls, "model_type", "gpt2", "activation_function", "gelu_new",
 			      "vocab_size", m->vocab, "n_positions", m->max_pos, "n_embd", m->hidden,
 			      "n_layer", m->layers, "n_head", m->heads, "n_inner", m->ffn,
@@ -260,10 +265,11 @@ static json_t *config(const struct sh_ckpt *in, const char *cls, int bf16)
 			      "embd_pdrop", hf_short_float(m->hidden_dropout),
 			      "attn_pdrop", hf_short_float(m->attention_dropout),
 			      "scale_attn_weights", 1, "tie_word_embeddings", 1, "use_cache", 1,
-			      /* GPT-2 vocabularies end with <|endoftext|> */
-			      "bos_token_id", m->vocab - 1, "eos_token_id", m->vocab - 1);
+			      /* the run's end of document, GPT-2's <|endoftext|> both */
+			      "bos_token_id", id_or_null(sp->bos), "eos_token_id", id_or_null(sp->eos));
 	else
-		c = json_pack("{s:[s],s:s,s:i,s:i,s:i,s:i,s:f,s:f,s:f,s:f,s:b,s:b,s:i,s:b,s:b}",
+		c = json_pack("{s:[s],s:s,s:i,s:i,s:i,s:i,s:f,s:f,s:f,s:f,s:b,s:b,s:i,s:b,s:b,s:o,"
+			      "s:o}",
 			      "architectures", cls, "model_type", "bloom", "vocab_size", m->vocab,
 			      "hidden_size", m->hidden, "n_layer", m->layers, "n_head", m->heads,
 			      "layer_norm_epsilon", hf_short_float(m->eps),
@@ -271,7 +277,10 @@ static json_t *config(const struct sh_ckpt *in, const char *cls, int bf16)
 			      "hidden_dropout", hf_short_float(m->hidden_dropout),
 			      "attention_dropout", hf_short_float(m->attention_dropout),
 			      "apply_residual_connection_post_layernorm", sw.post_ln, "slow_but_exact", 0,
-			      "pretraining_tp", in->tp, "tie_word_embeddings", 1, "use_cache", 1);
+			      "pretraining_tp", in->tp, "tie_word_embeddings", 1, "use_cache", 1,
+			      "bos_token_id", id_or_null(sp->bos), "eos_token_id", id_or_null(sp->eos));
+	if (c && in->m.type != LT_BERT && sp->pad >= 0)   /* BERT's config has its own */
+		json_object_set_new(c, "pad_token_id", json_integer(sp->pad));
 	if (c)
 		json_object_set_new(c, "torch_dtype", json_string(bf16 ? "bfloat16" : "float32"));
 	return c;
@@ -295,24 +304,6 @@ int hf_write_json(const char *dir, const char *name, json_t *j, size_t flags, ch
 	int rc = file_write_atomic(path, t, n + 1, 0644, err, errlen);
 	free(t);
 	return rc;
-}
-
-static int copy_file(const char *src, const char *dir, const char *name, char *err, size_t errlen)
-{
-	char path[4200], *data;
-	size_t len;
-	if (file_read_all(src, &data, &len, err, errlen) < 0)
-		return -1;
-	snprintf(path, sizeof path, "%s/%s", dir, name);
-	int rc = file_write_atomic(path, data, len, 0644, err, errlen);
-	free(data);
-	return rc;
-}
-
-static const char *base_name(const char *p)
-{
-	const char *s = strrchr(p, '/');
-	return s ? s + 1 : p;
 }
 
 /* The value of --flag in the manifest's recorded command line ("--flag V" or "--flag=V"). */
@@ -340,107 +331,6 @@ int hf_arg_has(const char *args, const char *flag)
 	for (const char *p = args; (p = strstr(p, flag)); p += fl)
 		if ((p == args || p[-1] == ' ') && (p[fl] == ' ' || p[fl] == 0))
 			return 1;
-	return 0;
-}
-
-int hf_recorded_file(const struct sh_ckpt *in, const char *role, int quiet, char **data,
-		     size_t *len, char *err, size_t errlen)
-{
-	json_t *files = json_object_get(json_object_get(in->manifest, "tokenizer"), "files"), *f;
-	const char *path = NULL, *sum = NULL;
-	json_int_t size = -1;
-	size_t i;
-	json_array_foreach(files, i, f) {
-		const char *r = json_string_value(json_object_get(f, "role"));
-		if (r && strcmp(r, role) == 0) {
-			path = json_string_value(json_object_get(f, "path"));
-			sum = json_string_value(json_object_get(f, "sha256"));
-			size = json_is_integer(json_object_get(f, "size"))
-				       ? json_integer_value(json_object_get(f, "size")) : -1;
-			break;
-		}
-	}
-	if (!f)
-		return 0;
-	char why[300] = "", hex[65];
-	struct stat sb;
-	char *b = NULL;
-	ssize_t got = 0;
-	int fd = -1;
-	if (!path || path[0] != '/' || !sum || strlen(sum) != 64 || size < 0) {
-		snprintf(why, sizeof why, "the record lacks an absolute path, a size or a sha256");
-	} else if ((fd = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC)) < 0) {
-		snprintf(why, sizeof why, "%s", errno == ELOOP ? "a symbolic link, not the file train "
-			 "read" : strerror(errno));
-	} else if (fstat(fd, &sb) < 0 || !S_ISREG(sb.st_mode)) {
-		snprintf(why, sizeof why, "not a regular file");
-	} else if (sb.st_size != size) {
-		snprintf(why, sizeof why, "%lld bytes, the manifest records %lld: not the file train "
-			 "read", (long long)sb.st_size, (long long)size);
-	} else if (!(b = malloc((size_t)size + 1))) {
-		close(fd);
-		return xalloc_err_in(err, errlen, path, "the recorded tokenizer file", (size_t)size + 1);
-	} else {
-		size_t off = 0;
-		while (off < (size_t)size && (got = read(fd, b + off, (size_t)size - off)) > 0)
-			off += (size_t)got;
-		if (got < 0 || off < (size_t)size)
-			snprintf(why, sizeof why, "%s", got < 0 ? strerror(errno) : "shorter than it was");
-		else if (digest_sha256_hex(b, off, hex), strcmp(hex, sum) != 0)
-			snprintf(why, sizeof why, "its sha256 is not the one the manifest records: not "
-				 "the file train read");
-	}
-	if (fd >= 0)
-		close(fd);
-	if (why[0]) {
-		free(b);
-		if (!quiet)
-			warn("warning: the checkpoint's %s %s: %s; not copied (give it with "
-			     "--tokenizer-files)", role, path ? path : "(no path)", why);
-		return 0;
-	}
-	b[size] = 0;
-	*data = b, *len = (size_t)size;
-	return 1;
-}
-
-/* Tokenizer files: those the manifest records (lmtk-checkpoint(5)) where they are still the
- * files train read, then the caller's.  Never a path from the recorded command line ("args"):
- * whoever edits a checkpoint could name any file the exporting user can read. */
-static int tokenizer(const struct sh_ckpt *in, const struct hf_opts *o, const char *dir, char *err,
-		     size_t errlen)
-{
-	static const struct { const char *role, *as; } named[] = {
-		{"vocab-file", "vocab.json"}, {"merge-file", "merges.txt"},
-		{"tokenizer-name-or-path", "tokenizer.json"}};
-	char path[4200], *data;
-	size_t len;
-	if (!json_is_object(json_object_get(in->manifest, "tokenizer"))) {
-		if (!o->ntokenizer_files)
-			warn("warning: the checkpoint's manifest records no tokenizer files (saved by "
-			     "an older train): no tokenizer copied; give them with --tokenizer-files");
-	} else if (in->m.type == LT_BERT) {   /* vocab.txt and BertTokenizer's config */
-		int rc = hf_bert_tokenizer(in, dir, err, errlen);
-		if (rc)
-			return rc;
-	} else {
-		for (size_t i = 0; i < sizeof named / sizeof *named; i++) {
-			int rc = hf_recorded_file(in, named[i].role, 0, &data, &len, err, errlen);
-			if (rc < 0)
-				return EXIT_FAILED;
-			if (!rc)
-				continue;
-			snprintf(path, sizeof path, "%s/%s", dir, named[i].as);
-			rc = file_write_atomic(path, data, len, 0644, err, errlen);
-			free(data);
-			if (rc < 0)
-				return EXIT_FAILED;
-		}
-	}
-	for (int i = 0; i < o->ntokenizer_files; i++)
-		if (copy_file(o->tokenizer_files[i], dir, base_name(o->tokenizer_files[i]), err,
-			      errlen) < 0)
-			return EXIT_FAILED;
 	return 0;
 }
 
@@ -527,12 +417,24 @@ int hf_export(const struct sh_ckpt *in, const struct hf_opts *o, const char *dir
 		if (rc)
 			goto done;
 	}
-	json_t *cfg = config(in, cls, o->bf16);
+	struct hf_special sp;
+	if ((rc = hf_tokenizer(in, o, dir, &sp, err, errlen)))
+		goto done;
+	json_t *cfg = config(in, cls, o->bf16, &sp);
 	rc = hf_write_json(dir, "config.json", cfg, JSON_INDENT(2) | JSON_SORT_KEYS | JSON_REAL_PRECISION(9),
 			err, errlen) < 0 ? EXIT_FAILED : 0;
 	json_decref(cfg);
-	if (!rc)
-		rc = tokenizer(in, o, dir, err, errlen);
+	/* what generate() reads: the config's ids, as save_pretrained writes them for a causal LM */
+	if (!rc && in->m.type != LT_BERT && sp.eos >= 0) {
+		json_t *g = json_pack("{s:b,s:i}", "_from_model_config", 1, "eos_token_id", sp.eos);
+		if (g && sp.bos >= 0)
+			json_object_set_new(g, "bos_token_id", json_integer(sp.bos));
+		if (g && sp.pad >= 0)
+			json_object_set_new(g, "pad_token_id", json_integer(sp.pad));
+		rc = hf_write_json(dir, "generation_config.json", g, JSON_INDENT(2) | JSON_SORT_KEYS,
+				   err, errlen) < 0 ? EXIT_FAILED : 0;
+		json_decref(g);
+	}
 done:
 	json_decref(map);
 	free(a);

@@ -26,9 +26,10 @@
  *
  * Output: model.safetensors, or above max_shard bytes model-0000K-of-0000N.safetensors and
  * model.safetensors.index.json ({"metadata": {"total_size"}, "weight_map"}), each file's header
- * carrying {"format": "pt"} (from_pretrained refuses safetensors without it); config.json; the
- * tokenizer files the manifest's command line names (--vocab-file as vocab.json, --merge-file as
- * merges.txt, --tokenizer-name-or-path's tokenizer.json) or the caller lists. */
+ * carrying {"format": "pt"} (from_pretrained refuses safetensors without it); config.json and
+ * generation_config.json with the tokenizer's eos/bos/pad ids; the tokenizer (hftok.c: from the
+ * manifest's record of the files train read, tokenizer.json, tokenizer_config.json,
+ * special_tokens_map.json and the source files), then the files the caller lists. */
 #ifndef CKPT_HFEXPORT_H
 #define CKPT_HFEXPORT_H
 

@@ -1,6 +1,6 @@
 /* ckpt-merge-tp - merge the TP (and PP) shards of a checkpoint, re-split it, or export it to HF.
  *
- *   ckpt-merge-tp [--from lmtk|megatron-deepspeed] [--input] DIR --output OUT [--optimizer]
+ *   ckpt-merge-tp [--from lmtk|megatron-deepspeed] [--input] DIR --output OUT [--force] [--optimizer]
  *                 [--target-tp N] [--target-pp N] [--pp-partition-method M]
  *                 [--padded-vocab-size N] [--average] [--tolerance X]
  *                 [--format hf [--dtype fp32|bf16] [--max-shard-size SIZE] [--tokenizer-files FILE...]]
@@ -12,11 +12,13 @@
  * makes OUT appear whole or not at all.  Exit: 0 done, 1 replicated tensors differ (refused
  * without --average), 2 usage or bad input, 3 I/O. */
 #include <errno.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "msg.h"
 #include "opt.h"
@@ -32,11 +34,11 @@
 #include "xalloc.h"
 
 enum { O_INPUT = 1000, O_OUTPUT, O_TP, O_PP, O_FORMAT, O_AVERAGE, O_TOLERANCE, O_DTYPE, O_MAXSHARD,
-       O_TOKFILES, O_VOCAB, O_PARTITION, O_FROM, O_OPTIMIZER };
+       O_TOKFILES, O_VOCAB, O_PARTITION, O_FROM, O_OPTIMIZER, O_FORCE };
 
 struct cfg {
 	const char *input, *output;
-	int tp, pp, hf, average, bf16, padded_vocab, pp_embedding, mds, optimizer;
+	int tp, pp, hf, average, bf16, padded_vocab, pp_embedding, mds, optimizer, force;
 	int set_tp, set_pp, set_dtype, set_shard;
 	double tolerance;
 	unsigned long long max_shard;
@@ -49,6 +51,7 @@ static const struct opt opts[] = {
 	{"from", O_FROM, "FMT", "the input's format: lmtk (default) or megatron-deepspeed (DeepSpeed pipeline or plain Megatron .pt files)"},
 	{"optimizer", O_OPTIMIZER, NULL, "megatron-deepspeed: carry Adam's moments and step (default: weights only, a fresh optimizer)"},
 	{"output", O_OUTPUT, "OUT", "a new directory (or an empty one) for the result"},
+	{"force", O_FORCE, NULL, "replace OUT if it is an earlier output (an export's config.json, a checkpoint's latest), atomically"},
 	{"target-tp", O_TP, "N", "tensor-parallel ranks to write (default 1: merged)"},
 	{"target-pp", O_PP, "N", "pipeline stages to write (default 1)"},
 	{"pp-partition-method", O_PARTITION, "M", "layers per stage as train cuts them: 'type:transformer' (default) or 'type:transformer|embedding'"},
@@ -108,6 +111,9 @@ static int on_opt(void *ctx, int key, const char *arg, char *err, size_t errlen)
 		return 0;
 	case O_OPTIMIZER:
 		c->optimizer = 1;
+		return 0;
+	case O_FORCE:
+		c->force = 1;
 		return 0;
 	case O_OUTPUT:
 		c->output = strdup(arg);
@@ -194,6 +200,16 @@ static void parse(const struct optspec *spec, struct cfg *c, int argc, char **ar
 	}
 }
 
+/* Is path `p` the directory `dir` or inside it (links resolved)? */
+static int inside(const char *p, const char *dir)
+{
+	char rp[PATH_MAX], rd[PATH_MAX];
+	if (!realpath(p, rp) || !realpath(dir, rd))
+		return 0;
+	size_t n = strlen(rd);
+	return strncmp(rp, rd, n) == 0 && (rp[n] == 0 || rp[n] == '/' || n == 1);
+}
+
 static void usage_error(const struct optspec *spec, const char *msg)
 {
 	fprintf(stderr, "%s: %s\n", prog_name, msg);
@@ -228,7 +244,7 @@ int main(int argc, char **argv)
 	static struct cfg c = {.tp = 1, .pp = 1, .max_shard = 5000000000ull};
 	struct optgroup groups[] = {{opts, on_opt, &c, NULL}, {0}};
 	struct optspec spec = {
-		"[--from lmtk|megatron-deepspeed] [--input] DIR --output OUT [--optimizer]\n"
+		"[--from lmtk|megatron-deepspeed] [--input] DIR --output OUT [--force] [--optimizer]\n"
 		"       [--target-tp N] [--target-pp N] [--pp-partition-method M] [--padded-vocab-size N]\n"
 		"       [--average] [--tolerance X]\n"
 		"       [--format hf [--dtype fp32|bf16] [--max-shard-size SIZE] [--tokenizer-files FILE...]]",
@@ -240,7 +256,8 @@ int main(int argc, char **argv)
 		"config.json, tokenizer files.  Every shard is verified first (checksums, shapes);\n"
 		"replicated tensors (layer norms, row-parallel biases, position embeddings, BERT's\n"
 		"replicated heads) must be equal on every rank, else the merge is refused, naming them,\n"
-		"unless --average.  OUT appears complete or not at all.\n"
+		"unless --average.  OUT appears complete or not at all; --force replaces an earlier\n"
+		"output there in one step.\n"
 		"--from megatron-deepspeed reads a Megatron-DeepSpeed checkpoint instead (DeepSpeed's\n"
 		"pipeline files with the bf16 optimizer's ZeRO partitions, or plain Megatron's\n"
 		"model_optim_rng.pt): the weights from its fp32 masters, and with --optimizer Adam's\n"
@@ -264,6 +281,11 @@ int main(int argc, char **argv)
 			    "go with --format lmtk");
 	if (!c.hf && (c.set_dtype || c.set_shard || c.ntokfiles))
 		usage_error(&spec, "--dtype, --max-shard-size and --tokenizer-files go with --format hf");
+	/* an output that is there already is refused before any reading (and again when written) */
+	const char *mark = !c.force ? NULL : c.hf ? "config.json" : "latest";
+	if ((rc = od_check(c.output, mark, err, sizeof err)))
+		die(rc, "%s%s", err, !c.force && access(c.output, F_OK) == 0
+		    ? " (or --force to replace it)" : "");
 	stop_catch();
 	double t0 = units_now();   /* the summary's time: verifying, comparing, writing */
 
@@ -330,8 +352,12 @@ int main(int argc, char **argv)
 		    c.tolerance > 0 ? " beyond --tolerance" : "");
 
 	struct od od;
-	if ((rc = od_begin(&od, c.output, err, sizeof err)))
-		die(rc, "%s", err);
+	if (c.force && inside(in.dir, c.output))
+		die(EXIT_USAGE, "--force: the input %s lies in %s, which would be replaced; give "
+		    "another --output", in.dir, c.output);
+	if ((rc = od_begin_replace(&od, c.output, mark, err, sizeof err)))
+		die(rc, "%s%s", err, rc == EXIT_USAGE && !c.force && access(c.output, F_OK) == 0
+		    ? " (or --force to replace it)" : "");
 	snprintf(step, sizeof step, "global_step%lld", (long long)in.iteration);
 	if (c.hf) {
 		struct hf_opts ho = {c.bf16, c.max_shard, c.tokfiles, c.ntokfiles, c.average};

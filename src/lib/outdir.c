@@ -43,8 +43,15 @@ static int is_empty_dir(const char *path)
 
 int od_begin(struct od *o, const char *final, char *err, size_t errlen)
 {
+	return od_begin_replace(o, final, NULL, err, errlen);
+}
+
+/* The destination's name in o->final, whether it is to be replaced, its parent there: 0 or
+ * EXIT_USAGE + err. */
+static int check(struct od *o, const char *final, const char *mark, char *err, size_t errlen)
+{
 	struct stat sb;
-	char parent[4096];
+	char parent[4096], marked[4200];
 	size_t n = strlen(final);
 	while (n > 1 && final[n - 1] == '/')
 		n--;
@@ -52,16 +59,45 @@ int od_begin(struct od *o, const char *final, char *err, size_t errlen)
 		return errf(err, errlen, "'%s': not a usable output path", final), EXIT_USAGE;
 	snprintf(o->final, sizeof o->final, "%.*s", (int)n, final);
 	o->tmp[0] = 0;
+	o->replace = 0;
 	if (stat(o->final, &sb) == 0 && !(S_ISDIR(sb.st_mode) && is_empty_dir(o->final))) {
-		errf(err, errlen, "%s: exists%s; give a new directory", o->final,
-		     S_ISDIR(sb.st_mode) ? " and is not empty" : "");
-		return EXIT_USAGE;
+		/* a replacement: a directory itself (not a link to one) that has the mark */
+		struct stat lb, mb;
+		int dir = lstat(o->final, &lb) == 0 && S_ISDIR(lb.st_mode);
+		snprintf(marked, sizeof marked, "%s/%s", o->final, mark ? mark : "");
+		if (!mark || !dir || lstat(marked, &mb) < 0 || !S_ISREG(mb.st_mode)) {
+			if (mark && dir)
+				errf(err, errlen, "%s: exists, is not empty and has no %s: not an output "
+				     "to replace; give a new directory", o->final, mark);
+			else
+				errf(err, errlen, "%s: exists%s; give a new directory", o->final,
+				     S_ISDIR(sb.st_mode) ? " and is not empty" : "");
+			return EXIT_USAGE;
+		}
+		o->replace = 1;
 	}
 	parent_of(o->final, parent, sizeof parent);
 	if (stat(parent, &sb) < 0 || !S_ISDIR(sb.st_mode)) {
 		errf(err, errlen, "%s: no directory %s to create it in", o->final, parent);
 		return EXIT_USAGE;
 	}
+	return 0;
+}
+
+int od_check(const char *final, const char *mark, char *err, size_t errlen)
+{
+	struct od o;
+	return check(&o, final, mark, err, errlen);
+}
+
+int od_begin_replace(struct od *o, const char *final, const char *mark, char *err,
+		     size_t errlen)
+{
+	char parent[4096];
+	int rc = check(o, final, mark, err, errlen);
+	if (rc)
+		return rc;
+	parent_of(o->final, parent, sizeof parent);
 	const char *base = strrchr(o->final, '/') ? strrchr(o->final, '/') + 1 : o->final;
 	snprintf(o->tmp, sizeof o->tmp, "%s/.%s.tmp.%d", parent, base, (int)getpid());
 	fsx_rm_tree(o->tmp);   /* left by an earlier run with our pid */
@@ -77,6 +113,14 @@ int od_begin(struct od *o, const char *final, char *err, size_t errlen)
 int od_commit(struct od *o, char *err, size_t errlen)
 {
 	char parent[4096];
+	if (o->replace && access(o->final, F_OK) == 0) {
+		if (od_swap(o->tmp, o->final, err, errlen) < 0) {
+			od_abort(o);
+			return EXIT_FAILED;
+		}
+		o->tmp[0] = 0;
+		return 0;
+	}
 	file_fsync_dir(o->tmp);
 	if (rename(o->tmp, o->final) < 0) {
 		int e = errno;

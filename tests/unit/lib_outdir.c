@@ -1,7 +1,8 @@
 /* lib_outdir.c - a directory published whole or not at all: od_begin/od_commit put it in place
  * in one rename, a non-empty destination is refused before anything is written, od_abort leaves
  * nothing, and od_swap replaces a directory in place, removing the old one without following a
- * link out of it. */
+ * link out of it; od_begin_replace replaces an earlier output (one holding the mark) in one
+ * exchange and refuses anything else. */
 #include "t.h"
 #include "outdir.h"
 #include "msg.h"
@@ -104,6 +105,38 @@ int main(void)
 		T_ASSERT(od_swap(at(".step.new"), at("step"), err, sizeof err) == 0);
 		T_ASSERT(exists("step/new") && !exists("step/old") && !exists(".step.new"));
 		T_ASSERT(exists("keep/precious"));
+	}
+	T_CASE("replace_swaps_an_earlier_output_for_the_new_one") {
+		mkdir(at("exp"), 0755);
+		put(at("exp/config.json"), "{}");
+		put(at("exp/stale"), "old");
+		T_ASSERT(od_begin_replace(&o, at("exp"), "config.json", err, sizeof err) == 0);
+		snprintf(p, sizeof p, "%s/config.json", o.tmp);
+		put(p, "{\"new\": 1}");
+		T_ASSERT(exists("exp/stale"));   /* the old output is whole until the commit */
+		int before = entries(top);
+		T_ASSERT(od_commit(&o, err, sizeof err) == 0);
+		T_ASSERT(exists("exp/config.json") && !exists("exp/stale") && entries(top) == before - 1);
+	}
+	T_CASE("replace_refuses_a_directory_without_the_mark_and_a_link") {
+		mkdir(at("home"), 0755);
+		put(at("home/notes"), "mine");
+		T_ASSERT(od_begin_replace(&o, at("home"), "config.json", err, sizeof err) == EXIT_USAGE);
+		T_ASSERT(strstr(err, "has no config.json") && exists("home/notes"));
+		T_ASSERT(symlink("exp", at("exp.link")) == 0);
+		T_ASSERT(od_begin_replace(&o, at("exp.link"), "config.json", err, sizeof err) == EXIT_USAGE);
+		T_ASSERT(exists("exp/config.json"));
+		put(at("plain"), "x");
+		T_ASSERT(od_begin_replace(&o, at("plain"), "config.json", err, sizeof err) == EXIT_USAGE);
+	}
+	T_CASE("check_judges_the_destination_and_makes_nothing") {
+		int before = entries(top);
+		T_ASSERT(od_check(at("home"), NULL, err, sizeof err) == EXIT_USAGE);
+		T_ASSERT(od_check(at("home"), "config.json", err, sizeof err) == EXIT_USAGE);
+		T_ASSERT(od_check(at("exp"), "config.json", err, sizeof err) == 0);
+		T_ASSERT(od_check(at("exp"), NULL, err, sizeof err) == EXIT_USAGE);
+		T_ASSERT(od_check(at("fresh"), NULL, err, sizeof err) == 0);
+		T_ASSERT(entries(top) == before && !exists("fresh"));
 	}
 	snprintf(p, sizeof p, "rm -rf '%s'", top);
 	if (system(p) != 0)
