@@ -8,12 +8,13 @@
  * vocab 0: the stream's. */
 int cmd_build(const char *prefix, int dtype, uint64_t vocab);
 int cmd_merge(const char *out, char **in, int nin);
-int cmd_info(const char *prefix);
+/* json: one JSON object on stdout instead of the text (mkindex(1), JSON OUTPUT) */
+int cmd_info(const char *prefix, int json);
 /* documents [first, end) one per line; sequences: a line per sequence, an empty line after each
  * document */
 int cmd_dump(const char *prefix, int has_range, uint64_t first, uint64_t end, int sequences);
-/* vocab 0: ids not checked */
-int cmd_check(const char *prefix, uint64_t vocab);
+/* vocab 0: ids not checked; json as cmd_info */
+int cmd_check(const char *prefix, uint64_t vocab, int json);
 
 /* weights: what to print of a catalogue.  range[s]: split s's [start, end) of every dataset
  * (0 train, 1 valid, 2 test), printed when has_range[s]; split -1: the flags, else that split's

@@ -2,13 +2,15 @@
  * a dataset of documents, the sentences of each for one of sentences), file sizes.
  *
  * Everything but the id range comes from the .idx; the id range reads the whole .bin once (at
- * disk speed, a chunk's minimum and maximum at a time). */
+ * disk speed, a chunk's minimum and maximum at a time).  --json gives the same facts as one object
+ * (mkindex(1), JSON OUTPUT): the numbers unrounded, the histogram as rows. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "cmd.h"
 #include "idx.h"
+#include "jsonout.h"
 #include "msg.h"
 
 struct range {
@@ -47,7 +49,59 @@ static int minmax(void *ctx, const unsigned char *p, size_t ntok, uint64_t tok0)
 	return 0;
 }
 
-int cmd_info(const char *prefix)
+static json_t *minmeanmax(uint64_t lo, double mean, uint64_t hi)
+{
+	return json_pack("{s:I, s:f, s:I}", "min", (json_int_t)lo, "mean", mean, "max", (json_int_t)hi);
+}
+
+static json_t *info_json(const struct idx *x, const struct range *r, const uint64_t *hist,
+			 uint64_t zeros)
+{
+	json_t *o = json_object(), *hrows = json_array();
+	json_object_set_new(o, "prefix", jsonout_str(x->prefix));
+	json_object_set_new(o, "idx_path", jsonout_str(x->idx_path));
+	json_object_set_new(o, "bin_path", jsonout_str(x->bin_path));
+	json_object_set_new(o, "format", json_string("MMIDIDX"));
+	json_object_set_new(o, "version", json_integer(1));
+	json_object_set_new(o, "sequence_mode_array", json_boolean(x->lay.seqmode));
+	json_object_set_new(o, "dtype", json_string(idx_dtype_name(x->dtype)));
+	json_object_set_new(o, "dtype_code", json_integer(x->dtype));
+	json_object_set_new(o, "documents", json_integer((json_int_t)(x->d - 1)));
+	json_object_set_new(o, "sequences", json_integer((json_int_t)x->n));
+	json_t *per_doc = json_null();
+	if (x->d > 1) {
+		uint64_t lo = UINT64_MAX, hi = 0;
+		for (uint64_t i = 0; i + 1 < x->d; i++) {
+			uint64_t k = idx_doc(x, i + 1) - idx_doc(x, i);
+			lo = k < lo ? k : lo;
+			hi = k > hi ? k : hi;
+		}
+		per_doc = minmeanmax(lo, (double)x->n / (double)(x->d - 1), hi);
+	}
+	json_object_set_new(o, "sequences_per_document", per_doc);
+	json_object_set_new(o, "tokens", json_integer((json_int_t)x->tokens));
+	json_object_set_new(o, "ids", x->tokens ? json_pack("{s:I, s:I}", "min", (json_int_t)r->lo, "max",
+							     (json_int_t)r->hi) : json_null());
+	json_object_set_new(o, "idx_bytes", json_integer((json_int_t)x->len));
+	json_object_set_new(o, "bin_bytes", json_integer((json_int_t)x->bin_len));
+	json_object_set_new(o, "lengths", x->n ? minmeanmax((uint64_t)x->lay.min_size,
+		(double)x->tokens / (double)x->n, (uint64_t)x->lay.max_size) : json_null());
+	if (zeros)
+		json_array_append_new(hrows, json_pack("{s:I, s:I, s:I}", "min", (json_int_t)0, "max",
+						       (json_int_t)0, "sequences", (json_int_t)zeros));
+	int first = 0, last = 32;   /* the text's rows: from the first bucket used to the last */
+	while (first < 32 && !hist[first])
+		first++;
+	while (last > 0 && !hist[last])
+		last--;
+	for (int k = first; k <= last; k++)
+		json_array_append_new(hrows, json_pack("{s:I, s:I, s:I}", "min", (json_int_t)(1ull << k),
+			"max", (json_int_t)((2ull << k) - 1), "sequences", (json_int_t)hist[k]));
+	json_object_set_new(o, "length_histogram", hrows);
+	return o;
+}
+
+int cmd_info(const char *prefix, int json)
 {
 	static struct idx x;
 	char err[2048];
@@ -71,6 +125,11 @@ int cmd_info(const char *prefix)
 			zeros++;
 		else
 			hist[31 - __builtin_clz(s)]++;
+	}
+	if (json) {
+		rc = jsonout_end(info_json(&x, &r, hist, zeros));
+		idx_close(&x);
+		return rc < 0 ? EXIT_FAILED : EXIT_OK;
 	}
 
 	printf("prefix       %s\n", x.prefix);

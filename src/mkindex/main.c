@@ -1,8 +1,9 @@
 /* mkindex - token stream -> Megatron .bin/.idx (MMIDIDX v1); merge, inspect, dump, check.
  *
  *   mkindex --output-prefix PREFIX [--dtype T] [--vocab-size N] < STREAM
- *   mkindex merge OUT IN...         mkindex info PREFIX
- *   mkindex dump PREFIX [--doc N | --range A:B] [--sequences]   mkindex check PREFIX [--vocab-size N]
+ *   mkindex merge OUT IN...         mkindex info PREFIX [--json]
+ *   mkindex dump PREFIX [--doc N | --range A:B] [--sequences]
+ *   mkindex check PREFIX [--vocab-size N] [--json]
  *   mkindex weights CATALOGUE.json [--split S] [--train-range S:E] ...
  *
  * This file parses options and hands over to the subcommands (cmd.h); the format is idx.h, the
@@ -23,13 +24,13 @@ struct cfg {
 	const char *prefix;
 	int dtype;
 	uint64_t vocab;
-	int has_range, sequences;
+	int has_range, sequences, json;
 	uint64_t first, end;
 	struct weights_opts w;
 };
 
 enum { O_PREFIX = 'o', O_DTYPE = 1, O_VOCAB, O_DOC, O_RANGE, O_SEQUENCES, O_SPLIT, O_TRANGE,
-       O_VRANGE, O_XRANGE, O_NOPER };
+       O_VRANGE, O_XRANGE, O_NOPER, O_JSON };
 
 static const struct opt build_opts[] = {
 	{"output-prefix", O_PREFIX, "PREFIX", "write PREFIX_KEY_document.bin/.idx per key, or "
@@ -46,6 +47,11 @@ static const struct opt dump_opts[] = {
 };
 static const struct opt check_opts[] = {
 	{"vocab-size", O_VOCAB, "N", "also read the .bin and check that every id is in 0..N-1"},
+	{"json", O_JSON, NULL, "print the findings and the verdict as one JSON object (mkindex(1), JSON OUTPUT)"},
+	{0},
+};
+static const struct opt info_opts[] = {
+	{"json", O_JSON, NULL, "print the description as one JSON object (mkindex(1), JSON OUTPUT)"},
 	{0},
 };
 static const struct opt weights_opts[] = {
@@ -154,6 +160,9 @@ static int on_opt(void *ctx, int key, const char *arg, char *err, size_t errlen)
 	case O_NOPER:
 		c->w.no_per_dataset = 1;
 		return 0;
+	case O_JSON:
+		c->json = 1;
+		return 0;
 	}
 	return errf(err, errlen, "unhandled option");
 }
@@ -200,21 +209,22 @@ int main(int argc, char **argv)
 	}
 	if (strcmp(sub, "info") == 0 || strcmp(sub, "dump") == 0 || strcmp(sub, "check") == 0) {
 		int dump = sub[0] == 'd', check = sub[0] == 'c';
-		struct optgroup g[] = {{dump ? dump_opts : check ? check_opts : no_opts, on_opt, &c, NULL}, {0}};
+		struct optgroup g[] = {{dump ? dump_opts : check ? check_opts : info_opts, on_opt, &c, NULL}, {0}};
 		struct optspec spec = {
-			dump ? "dump PREFIX [--doc N | --range A:B] [--sequences]" : check ? "check PREFIX [--vocab-size N]"
-								     : "info PREFIX",
+			dump ? "dump PREFIX [--doc N | --range A:B] [--sequences]"
+			: check ? "check PREFIX [--vocab-size N] [--json]" : "info PREFIX [--json]",
 			dump ? "Print the token ids of PREFIX's documents, one document per line; with --sequences\n"
 			       "one sequence (sentence) per line and an empty line after each document."
 			: check ? "Check every invariant of PREFIX.idx/.bin; print each problem.\n"
 				  "Exit 0 ok, 1 problems found, 3 unreadable."
-				: "Describe the dataset PREFIX.idx/.bin: counts, dtype, id range, lengths, sizes.",
+				: "Describe the dataset PREFIX.idx/.bin: counts, dtype, id range, lengths, sizes.\n"
+				  "Exit 0, 2 not a valid dataset (run mkindex check), 3 unreadable.",
 			g, hints, 0};
 		nops = parse_all(&spec, argc - 1, argv + 1, ops, 1);
 		need(&spec, nops, 1);
 		if (dump)
 			return cmd_dump(ops[0], c.has_range, c.first, c.end, c.sequences);
-		return check ? cmd_check(ops[0], c.vocab) : cmd_info(ops[0]);
+		return check ? cmd_check(ops[0], c.vocab, c.json) : cmd_info(ops[0], c.json);
 	}
 
 	if (strcmp(sub, "weights") == 0) {
@@ -252,10 +262,11 @@ int main(int argc, char **argv)
 		"per sentence and doc_idx over the documents, as Megatron's preprocessor writes them.\n"
 		"\n"
 		"  mkindex merge OUT IN...                      concatenate datasets\n"
-		"  mkindex info PREFIX                          counts, dtype, id range, lengths\n"
+		"  mkindex info PREFIX [--json]                 counts, dtype, id range, lengths\n"
 		"  mkindex dump PREFIX [--doc N | --range A:B] [--sequences]\n"
 		"                                               token ids, one document per line\n"
-		"  mkindex check PREFIX [--vocab-size N]        verify every invariant\n"
+		"  mkindex check PREFIX [--vocab-size N] [--json]\n"
+		"                                               verify every invariant\n"
 		"  mkindex weights CATALOGUE.json [--split S]   a data mix as Megatron's weighted split paths\n"
 		"\n"
 		"Exit 0 ok, 1 check found problems, 2 usage or bad input, 3 I/O error.",
