@@ -95,3 +95,17 @@ srun_ranks() {
 	done
 	return $rc
 }
+
+# json_ok NAME FILE PYTHON [ARG...]: ok when FILE (a program's stdout under --json) is exactly one
+# JSON object, nothing before or after it, and the PYTHON statements about it (asserts on j, the
+# object; the ARGs are sys.argv[3:]) hold.  Python's json module is the independent reader.
+json_ok() {
+	local n=$1 f=$2 code=$3 why
+	shift 3
+	if why=$(/usr/bin/python3 -c '
+import json, sys
+j = json.load(open(sys.argv[1]))
+assert isinstance(j, dict), "not one object: %s" % type(j).__name__
+exec(sys.argv[2])' "$f" "$code" "$@" 2>&1); then ok "$n"
+	else fail "$n" "$(printf '%s' "$why" | tail -2 | tr '\n' ' ') [stdout: $(head -c 200 "$f" | tr '\n' ' ')]"; fi
+}

@@ -230,10 +230,11 @@ int cmd_check(const char *prefix, uint64_t vocab, int json)
 					    problems, x.bin_fd < 0 ? bin_err : NULL));
 		json_decref(rep.problems);
 		json_decref(rep.notes);
-		if (x.bin_fd < 0)
+		int no_bin = x.bin_fd < 0;
+		if (no_bin)
 			warn("%s", bin_err);
 		idx_close(&x);
-		return rc < 0 || x.bin_fd < 0 ? EXIT_FAILED : problems ? EXIT_FINDING : EXIT_OK;
+		return rc < 0 || no_bin ? EXIT_FAILED : problems ? EXIT_FINDING : EXIT_OK;
 	}
 	if (x.bin_fd < 0) {
 		if (problems)

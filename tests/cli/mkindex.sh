@@ -6,6 +6,7 @@
 # Without Megatron's files (a bare clone) the same cases run on the project's own dataset
 # (tests/lib.sh tiny_dataset: tokenize | mkindex of 1000 documents, the same shape), with the
 # numbers numpy reads from it instead of Megatron's; only the identity with Megatron is skipped.
+# info --json and check --json are read by Python's json and compared with the .idx/.bin bytes.
 . "$(dirname "$0")/../lib.sh"
 MK=$BIN/mkindex
 PY=/usr/bin/python3
@@ -13,6 +14,21 @@ TS=$TOP/tests/tokstream.py
 cd "$T" || exit 3
 
 ts() { "$PY" "$TS" "$@"; }
+# facts(PREFIX): what the files hold, read here with struct per shared/spec/megatron-data.md
+IDXPY='
+import struct
+def facts(p):
+    b = open(p + ".idx", "rb").read()
+    code = b[17]
+    n, d = struct.unpack_from("<QQ", b, 18)
+    sizes = struct.unpack_from("<%di" % n, b, 34)
+    doc = struct.unpack_from("<%dq" % d, b, 34 + 12 * n)
+    fmt = {1: "B", 2: "b", 3: "h", 4: "i", 5: "q", 8: "H"}[code]
+    bb = open(p + ".bin", "rb").read()
+    ids = struct.unpack("<%d%s" % (len(bb) // struct.calcsize(fmt), fmt), bb)
+    return dict(code=code, n=n, docs=d - 1, sizes=sizes, per=[doc[i + 1] - doc[i] for i in range(d - 1)],
+                ids=ids, idx_bytes=len(b), bin_bytes=len(bb))
+'
 # empty_dir NAME DIR: nothing at all in DIR, hidden temporaries included
 empty_dir() { if [ -z "$(ls -A "$2")" ]; then ok "$1"; else fail "$1" "left behind: $(ls -A "$2" | tr '\n' ' ')"; fi; }
 
@@ -33,6 +49,14 @@ contains help_lists_subcommands "$T/out" 'mkindex merge OUT IN\.\.\.'
 contains help_lists_output_prefix "$T/out" '--output-prefix PREFIX'
 expect_rc help_of_subcommand_exits_0 0 $MK check --help
 contains help_of_check_lists_vocab "$T/out" '--vocab-size N'
+expect_rc help_of_info_lists_json 0 $MK info --help
+contains help_of_info_says_json "$T/out" '^ +--json +print the description as one JSON object'
+expect_rc help_of_check_lists_json 0 $MK check --help
+contains help_of_check_says_json "$T/out" '^ +--json +print the findings'
+$MK --help >"$T/help.txt"
+contains help_lists_check_json "$T/help.txt" 'mkindex check PREFIX \[--vocab-size N\] \[--json\]'
+expect_rc usage_json_is_not_for_dump 2 $MK dump x --json
+contains man_has_json_output_section "$TOP/man/man1/mkindex.1" '^\.SH JSON OUTPUT$'
 expect_rc version_exits_0 0 $MK --version
 contains version_names_lmtk "$T/out" '^mkindex \(lmtk\) [0-9]'
 for page in man1/mkindex.1 man5/lmtk-tokens.5; do
@@ -75,6 +99,44 @@ check two_keys_code_docs [ "$($MK dump kk_code_document | tr '\n' '|')" = "3 4 5
 printf '7 8\n' | ts write --vocab 100 --keys content > content.tok
 $MK --output-prefix one < content.tok 2>/dev/null
 check single_key_named_by_key [ -f one_content_document.idx -a -f one_content_document.bin ]
+
+# --- --json on a dataset of sentences, written here from the spec: 3 documents of 2, 1, 3 ---
+"$PY" - <<'EOF'
+import struct
+sizes, doc = [2, 1, 3, 1, 2, 4], [0, 2, 3, 6]
+ids = list(range(1, sum(sizes) + 1))
+ptr = [2 * sum(sizes[:i]) for i in range(len(sizes))]
+open("sent.bin", "wb").write(struct.pack("<%dH" % len(ids), *ids))
+open("sent.idx", "wb").write(b"MMIDIDX\0\0" + struct.pack("<QBQQ", 1, 8, len(sizes), len(doc)) +
+    struct.pack("<%di" % len(sizes), *sizes) + struct.pack("<%dq" % len(ptr), *ptr) +
+    struct.pack("<%dq" % len(doc), *doc))
+EOF
+expect_rc info_json_sentences_exits_0 0 $MK info sent --json
+json_ok info_json_counts_documents_and_sequences_apart "$T/out" "$IDXPY
+f = facts('sent')
+assert (j['documents'], j['sequences']) == (f['docs'], f['n']) == (3, 6), (j['documents'], j['sequences'])
+assert j['sequences_per_document'] == {'min': min(f['per']), 'mean': 2.0, 'max': max(f['per'])}, j['sequences_per_document']
+assert j['tokens'] == sum(f['sizes']) and j['ids'] == {'min': min(f['ids']), 'max': max(f['ids'])}, j['ids']
+assert j['lengths'] == {'min': 1, 'mean': 13 / 6, 'max': 4}, j['lengths']
+assert [(r['min'], r['max'], r['sequences']) for r in j['length_histogram']] == [(1, 1, 2), (2, 3, 3), (4, 7, 1)]
+"
+expect_rc check_json_sentences_exits_0 0 $MK check sent --json --vocab-size 14
+json_ok check_json_sentences_is_ok "$T/out" "
+assert j['ok'] is True and j['problem_count'] == 0 and j['problems'] == [] and j['error'] is None
+assert (j['sequences'], j['documents'], j['tokens'], j['dtype']) == (6, 3, 13, 'uint16')
+assert j['ids_checked'] is True and j['vocab_size'] == 14
+"
+expect_rc check_json_sentences_id_over_vocab_exits_1 1 $MK check sent --json --vocab-size 13
+json_ok check_json_names_the_id_over_vocab "$T/out" "
+assert j['ok'] is False and j['problem_count'] == 1 and j['problem_counts'] == {'ids': 1}
+p = j['problems'][0]
+# id 13 is the last token: sequence 5 (4 tokens), its token 3, byte 2 * 12 of the .bin
+assert (p['file'], p['kind'], p['sequence'], p['token'], p['byte'], p['id']) == ('sent.bin', 'ids', 5, 3, 24, 13), p
+"
+# a name that is not UTF-8 is still a valid JSON string (U+FFFD for the stray byte)
+cp sent.idx $'s\xffnt.idx' && cp sent.bin $'s\xffnt.bin'
+expect_rc info_json_non_utf8_name_exits_0 0 $MK info $'s\xffnt' --json
+json_ok info_json_non_utf8_name_is_valid_json "$T/out" "assert j['prefix'] == 's\ufffdnt' and j['documents'] == 3, j['prefix']"
 
 # --- bad input: exit 2, and nothing written ---
 mkdir bad
@@ -150,6 +212,23 @@ else
 	# numpy, reading the files per the spec, is the independent reader
 	check numpy_reads_the_spec_numbers [ "$(ts readidx "$MEG")" = "1000 1001 8 $TOKENS $TOKENS 4999 ok" ]
 	check info_tokens_equal_numpy [ "$(awk '/^tokens/ { print $2 }' info.txt)" = "$(ts readidx "$MEG" | cut -d' ' -f4)" ]
+	# --json: the same facts, against the .idx/.bin bytes as Python reads them
+	expect_rc info_json_real_exits_0 0 $MK info "$MEG" --json
+	json_ok info_json_counts_equal_the_files "$T/out" "$IDXPY
+f = facts(sys.argv[3])
+assert (j['documents'], j['sequences']) == (f['docs'], f['n']), (j['documents'], j['sequences'], f['docs'], f['n'])
+assert j['tokens'] == sum(f['sizes']) == len(f['ids']), j['tokens']
+assert (j['format'], j['version'], j['dtype'], j['dtype_code']) == ('MMIDIDX', 1, 'uint16', f['code'])
+assert (j['idx_bytes'], j['bin_bytes']) == (f['idx_bytes'], f['bin_bytes']), (j['idx_bytes'], j['bin_bytes'])
+assert j['ids'] == {'min': min(f['ids']), 'max': max(f['ids'])}, j['ids']
+assert (j['lengths']['min'], j['lengths']['max']) == (min(f['sizes']), max(f['sizes'])), j['lengths']
+assert abs(j['lengths']['mean'] - sum(f['sizes']) / f['n']) < 1e-9, j['lengths']
+assert j['sequences_per_document'] == {'min': 1, 'mean': 1.0, 'max': 1}
+rows = [(r['min'], r['max'], r['sequences']) for r in j['length_histogram']]
+assert all(c == sum(1 for s in f['sizes'] if lo <= s <= hi) for lo, hi, c in rows), rows
+assert sum(c for _, _, c in rows) == f['n'] and j['sequence_mode_array'] is False
+assert (j['prefix'], j['idx_path'], j['bin_path']) == (sys.argv[3], sys.argv[3] + '.idx', sys.argv[3] + '.bin')
+" "$MEG"
 
 	expect_rc check_real_exits_0 0 $MK check "$MEG" --vocab-size 5000
 	contains check_real_says_ok "$T/out" ": ok: 1000 sequences, 1000 documents, $TOKENS tokens, dtype uint16 \(8\), every id"
@@ -158,6 +237,24 @@ else
 	contains check_vocab_names_first_id "$T/out" "text_document\.bin: $FIRST4999: id 4999 >= vocab size 4999\$"
 	contains check_vocab_counts_rest "$T/out" "\.\.\. and $((N4999 - 10)) more ids outside 0\.\.4998\$"
 	contains check_vocab_total "$T/out" ": $N4999 problems\$"
+	expect_rc check_json_real_exits_0 0 $MK check "$MEG" --vocab-size 5000 --json
+	json_ok check_json_real_is_ok "$T/out" "$IDXPY
+f = facts(sys.argv[3])
+assert j['ok'] is True and j['problem_count'] == 0 and j['problems'] == [] and j['problem_counts'] == {}, j['problems']
+assert (j['sequences'], j['documents'], j['tokens'], j['dtype_code']) == (f['n'], f['docs'], sum(f['sizes']), f['code'])
+assert j['vocab_size'] == 5000 and j['ids_checked'] is True and j['error'] is None
+" "$MEG"
+	expect_rc check_json_vocab_too_small_exits_1 1 $MK check "$MEG" --vocab-size 4999 --json
+	json_ok check_json_names_each_bad_id "$T/out" "$IDXPY
+f = facts(sys.argv[3])
+bad, t = [], 0   # every id >= 4999, in order: (sequence, token in it, byte in the .bin)
+for q, s in enumerate(f['sizes']):
+    bad += [(q, k, 2 * (t + k)) for k in range(s) if f['ids'][t + k] >= 4999]
+    t += s
+assert j['ok'] is False and j['problem_count'] == len(bad) == j['problem_counts']['ids'], (j['problem_count'], len(bad))
+assert [(p['sequence'], p['token'], p['byte']) for p in j['problems']] == bad[:j['shown_per_kind']] and len(bad) > 10
+assert all(p['id'] == 4999 and p['kind'] == 'ids' and p['file'] == sys.argv[3] + '.bin' for p in j['problems'])
+" "$MEG"
 
 	# dump, against numpy's reading of the same files
 	$MK dump "$MEG" > all.txt
@@ -235,6 +332,38 @@ open(p, 'wb').write(b)"
 	expect_rc check_missing_idx_exits_3 3 $MK check c/nothing
 	mkdir c/dir.idx
 	expect_rc check_idx_directory_exits_3 3 $MK check c/dir
+	# --json on the corrupted copies: the same fault, the same exit status as the text
+	expect_rc check_json_non_monotone_exits_1 1 $MK check c/order --json
+	json_ok check_json_non_monotone_names_the_fault "$T/out" "
+p = [p for p in j['problems'] if p['kind'] == 'doc_idx']
+assert j['ok'] is False and p and (p[0]['file'], p[0]['message']) == ('c/order.idx',
+    'doc_idx[3] = 1 is less than doc_idx[2] = 2: must not decrease'), j['problems']
+assert j['problem_count'] == sum(j['problem_counts'].values()) >= 1
+assert j['sequences'] is None and j['documents'] is None   # a broken .idx's counts are not believed
+"
+	expect_rc check_json_truncated_exits_1 1 $MK check c/trunc --json
+	json_ok check_json_truncated_says_where "$T/out" "
+assert j['ok'] is False and any(p['file'] == 'c/trunc.idx' and 'truncated inside doc_idx, at entry 995 of 1001' in p['message']
+                                for p in j['problems']), j['problems']
+"
+	expect_rc check_json_negative_size_exits_1 1 $MK check c/size --json
+	json_ok check_json_caps_repeated_problems "$T/out" "
+c = j['problem_counts']
+assert c['pointers'] > 10 and sum(p['kind'] == 'pointers' for p in j['problems']) == 10 == j['shown_per_kind'], c
+assert j['problem_count'] == sum(c.values()) == len(j['problems']) + sum(n - 10 for n in c.values() if n > 10)
+assert {'file': 'c/size.idx', 'kind': 'sizes', 'message': 'sizes[7] = -5: negative'} in j['problems']
+"
+	expect_rc check_json_sequence_mode_exits_0 0 $MK check c/seqmode --json
+	json_ok check_json_sequence_mode_is_a_note "$T/out" "
+assert j['ok'] is True and j['problems'] == [] and any('sequence-mode array' in n['message'] for n in j['notes']), j['notes']
+"
+	expect_rc check_json_missing_bin_exits_3 3 $MK check c/nobin --json
+	json_ok check_json_missing_bin_is_one_object_naming_it "$T/out" "
+assert j['ok'] is False and j['error'].startswith('c/nobin.bin: No such file or directory'), j['error']
+"
+	contains check_json_missing_bin_warns_on_stderr "$T/err" 'c/nobin\.bin: No such file or directory'
+	expect_rc info_json_on_corrupt_exits_2 2 $MK info c/order --json
+	check info_json_on_corrupt_prints_nothing [ ! -s "$T/out" ]
 	expect_rc info_on_corrupt_exits_2 2 $MK info c/order
 	contains info_on_corrupt_points_to_check "$T/err" "doc_idx\[3\] = 1 is less .*run 'mkindex check c/order'"
 	expect_rc dump_on_corrupt_exits_2 2 $MK dump c/trunc
