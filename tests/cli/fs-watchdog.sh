@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # fs-watchdog against real filesystems: tmpfs mounts with size= and nr_inodes= limits, filled
 # across each threshold; alerts delivered to the SMTP sink; budgets checked against du -sb;
-# train's newest checkpoint: recent, and in its backup.
+# train's newest checkpoint: recent, and in its backup.  --json is read by Python's json and its
+# numbers compared with os.statvfs, du -sb and the manifests' mtimes.
 . "$(dirname "$0")/../lib.sh"
 FW=$BIN/fs-watchdog
 SMTP=smtp://127.0.0.1:${LMTK_SMTP_PORT:-1}
@@ -14,6 +15,8 @@ contains usage_bad_percentage_names_flag "$T/err" '^fs-watchdog: --check: .*not 
 expect_rc usage_bad_size_exits_2 2 $FW --budget /tmp:lots
 expect_rc help_exits_0 0 $FW --help
 contains help_lists_budget "$T/out" '--budget DIR:SIZE'
+contains help_lists_json "$T/out" '^ +--json +print every check'
+contains man_has_json_output_section "$TOP/man/man1/fs-watchdog.1" '^\.SH JSON OUTPUT$'
 expect_rc version_exits_0 0 $FW --version
 
 # --- a real small filesystem ---
@@ -73,6 +76,52 @@ expect_rc missing_path_exits_3 3 $FW --check "$T/nonexistent:space=50%"
 contains missing_path_alert_names_it "$T/out" "\[ALERT\] cannot check $T/nonexistent: No such file or directory"
 expect_rc missing_budget_dir_exits_3 3 $FW --budget "$T/nonexistent:1G"
 
+# --- --json: one object on stdout, every check with its numbers, the failing one by name ---
+# statvfs as Python's os module reads it is the peer for the numbers (nothing writes to $M now)
+STATPY='
+import os
+v = os.statvfs(sys.argv[3])
+used, avail = (v.f_blocks - v.f_bfree) * v.f_frsize, v.f_bavail * v.f_frsize
+c = {x["check"]: x for x in j["checks"]}
+'
+expect_rc json_space_alert_exits_1 1 $FW --json --check "$M:space=50%,inodes=99%" --min-free "$M:100K"
+json_ok json_names_the_failing_check "$T/out" "$STATPY
+assert [x['check'] for x in j['checks']] == ['space', 'inodes', 'min-free'], j['checks']
+assert [x['check'] for x in j['checks'] if x['status'] != 'ok'] == ['space'], j['checks']
+assert (j['ok'], j['alerts'], j['errors'], j['mail_failures']) == (False, 1, 0, 0)
+s = c['space']
+assert (s['path'], s['key'], s['status']) == (sys.argv[3], 'space:' + sys.argv[3], 'alert'), s
+assert s['message'].startswith('[ALERT] %s is getting close to being full: space at ' % sys.argv[3]), s['message']
+assert (s['used_bytes'], s['total_bytes'], s['alert_percent']) == (used, used + avail, 50), s
+assert abs(s['used_percent'] - 100 * used / (used + avail)) < 1e-9, s
+i = c['inodes']
+assert (i['status'], i['message'], i['used'], i['total']) == ('ok', None, v.f_files - v.f_ffree, v.f_files), i
+assert (c['min-free']['available_bytes'], c['min-free']['minimum_bytes'], c['min-free']['status']) == (avail, 102400, 'ok')
+" "$M"
+contains json_report_lines_go_to_stderr "$T/err" "^\[[0-9-]+ [0-9:]+\] \[ALERT\] $M is getting close to being full: space at"
+expect_rc json_inodes_alert_exits_1 1 $FW --json --check "$M:space=99%,inodes=60%" --min-free "$M:500K"
+json_ok json_names_inodes_and_min_free "$T/out" "$STATPY
+assert sorted(x['check'] for x in j['checks'] if x['status'] == 'alert') == ['inodes', 'min-free'], j['checks']
+assert j['alerts'] == 2 and c['space']['status'] == 'ok' and c['space']['message'] is None
+assert c['inodes']['used_percent'] >= 60 and 'inodes at' in c['inodes']['message']
+" "$M"
+expect_rc json_healthy_exits_0 0 $FW --json --check "$M:space=99%" --budget "$B:1G" -v
+json_ok json_healthy_is_ok "$T/out" "
+assert (j['ok'], j['alerts'], j['errors']) == (True, 0, 0) and all(x['status'] == 'ok' for x in j['checks'])
+b = [x for x in j['checks'] if x['check'] == 'budget'][0]
+assert b['bytes'] == int(sys.argv[3]) and b['budget_bytes'] == 1 << 30 and b['path'] == sys.argv[4], b   # du -sb
+" "$du_b" "$B"
+contains json_healthy_says_good_standing_on_stderr "$T/err" 'All partitions are in a good standing$'
+expect_rc json_cannot_check_exits_3 3 $FW --json --check "$T/nonexistent:space=50%,inodes=50%" --min-free "$M:1K"
+json_ok json_cannot_check_names_the_checks "$T/out" "
+e = [(x['check'], x['path'], x['status']) for x in j['checks'] if x['status'] != 'ok']
+assert e == [('space', sys.argv[3], 'error'), ('inodes', sys.argv[3], 'error')], e
+assert (j['ok'], j['errors'], j['alerts']) == (False, 1, 0)
+assert j['checks'][0]['message'] == '[ALERT] cannot check %s: No such file or directory' % sys.argv[3]
+" "$T/nonexistent"
+expect_rc json_log_run 1 $FW --json --check "$M:space=50%" --log "$T/json_log.txt" --no-mail
+contains json_log_has_the_alert_line "$T/json_log.txt" '\[ALERT\] .* space at'
+
 # --- config file: same names as the flags ---
 cat > "$T/fw.conf" <<CONF
 # the run's filesystems
@@ -94,6 +143,13 @@ expect_rc bad_lines_do_not_hide_good_ones 3 $FW --config "$T/bad2.conf"
 contains every_bad_line_reported "$T/out" "bad2.conf:1: unknown setting 'chek'; .*bad2.conf:3: budget: "
 contains good_line_after_bad_one_checked "$T/out" "less than the 1.00 PiB minimum"
 expect_rc config_rules_still_apply 1 $FW --config "$T/fw.conf" --min-free "$M:1K"
+expect_rc json_bad_config_exits_3 3 $FW --json --config "$T/bad2.conf"
+json_ok json_bad_config_is_the_failing_check "$T/out" "
+e = [x for x in j['checks'] if x['status'] == 'error']
+assert [(x['check'], x['path']) for x in e] == [('config', sys.argv[3])], e
+assert 'bad2.conf:1: unknown setting' in e[0]['message']
+assert [x['check'] for x in j['checks'] if x['status'] == 'alert'] == ['min-free']   # the good line still checked
+" "$T/bad2.conf"
 
 # --- mail: once, no repeat inside the window, a reminder after it, recovered when cleared ---
 if [ -z "${LMTK_SMTP_PORT:-}" ]; then
@@ -160,6 +216,23 @@ rm -f "$S4.lock"
 expect_rc log_run 1 $FW --check "$M:space=50%" --log "$T/main_log.txt" --no-mail
 contains log_has_alert_line "$T/main_log.txt" '\[ALERT\] .* space at'
 
+# --json while alerts are mailed and recovered: the RECOVERED line goes to stderr and the log,
+# stdout stays one object; a mail server that is down is counted, exit 3 as in the text
+S5=$T/fw5.state
+mail_clear
+expect_rc json_mail_alert_exits_1 1 $FW --json --check "$M:space=50%" --mail-to oncall@example.org --smtp-url $SMTP --state-file "$S5"
+json_ok json_mail_alert_counts_it "$T/out" "assert (j['alerts'], j['mail_failures'], j['checks'][0]['status']) == (1, 0, 'alert'), j"
+wait_for 10 test "$(mail_count)" -ge 1
+mv "$M/ckpt.bin" "$T/ckpt.bin.away"
+expect_rc json_recovered_run_exits_0 0 $FW --json --check "$M:space=50%" --mail-to oncall@example.org --smtp-url $SMTP --state-file "$S5" --log "$T/json_log.txt"
+json_ok json_recovered_run_is_one_object "$T/out" "assert j['ok'] is True and [x['status'] for x in j['checks']] == ['ok'], j"
+contains json_recovered_line_on_stderr "$T/err" "RECOVERED: $M filesystem is getting close to being full"
+contains json_recovered_line_in_the_log "$T/json_log.txt" "RECOVERED: $M filesystem"
+mv "$T/ckpt.bin.away" "$M/ckpt.bin"
+expect_rc json_mail_server_down_exits_3 3 $FW --json --check "$M:space=50%" --mail-to oncall@example.org --smtp-url smtp://127.0.0.1:1 --state-file "$T/fw6.state"
+json_ok json_mail_server_down_is_counted "$T/out" "assert (j['ok'], j['alerts'], j['errors'], j['mail_failures']) == (False, 1, 0, 1), j"
+contains json_mail_server_down_says_so "$T/err" "mail to oncall@example.org via smtp://127.0.0.1:1 failed"
+
 # --- checkpoints: the newest one recent (--max-age) and backed up (SAVE,BACKUP) ---
 mkstep() {  # DIR N AGE: a step as train leaves it, its manifest written AGE ago
 	mkdir -p "$1/global_step$2" && echo '{"iteration": '"$2"'}' >"$1/global_step$2/manifest.json" &&
@@ -174,6 +247,18 @@ mkstep "$CS" 200 '5 hours ago'
 expect_rc checkpoint_too_old_alerts 1 $FW --checkpoint "$CS" --max-age 3h
 contains checkpoint_too_old_wording "$T/out" "\[ALERT\] $CS: the newest checkpoint, global_step200, was saved 5:00:[0-9]{2} ago \([0-9-]+ [0-9:]+\), more than 3:00:00: is the run still saving\?$"
 expect_rc checkpoint_younger_than_the_bound_is_fine 0 $FW --checkpoint "$CS" --max-age 6h
+expect_rc json_checkpoint_too_old_exits_1 1 $FW --json --checkpoint "$CS,$CB" --max-age 3h
+json_ok json_checkpoint_too_old_names_both_checks "$T/out" "
+import os, time
+c = {x['check']: x for x in j['checks']}
+a, b = c['checkpoint-age'], c['checkpoint-backup']
+m = int(os.stat(sys.argv[3] + '/global_step200/manifest.json').st_mtime)
+assert (a['status'], a['step'], a['saved'], a['max_age_seconds']) == ('alert', 'global_step200', m, 3 * 3600), a
+assert 5 * 3600 <= a['age_seconds'] <= 5 * 3600 + 120 and 'is the run still saving?' in a['message'], a
+assert (b['status'], b['step'], b['backup'], b['backup_step']) == ('alert', 'global_step200', sys.argv[4], 'global_step100'), b
+assert 600 <= b['backup_age_seconds'] <= 1200 and 'is not backed up' in b['message'], b
+assert j['alerts'] == 2
+" "$CS" "$CB"
 expect_rc checkpoint_not_backed_up_alerts 1 $FW --checkpoint "$CS,$CB" --max-age 6h
 contains checkpoint_not_backed_up_wording "$T/out" "\[ALERT\] $CS: the newest checkpoint, global_step200, is not backed up: the newest in $CB is global_step100, saved 0:1[0-9]:[0-9]{2} ago$"
 lacks checkpoint_not_backed_up_is_not_too_old "$T/out" 'is the run still saving'
