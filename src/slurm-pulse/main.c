@@ -4,7 +4,12 @@
  * "[stamp] PULSE: ..." line per matching job, in that script's wording, then the checks it
  * lacked - exclusive-reservation mode, hang detection from the training log, drained/down nodes,
  * SLURM itself unreachable - each raised through the alert module, which mails once, reminds,
- * and says when it is over.  Exit: 0 healthy, 1 alert, 2 usage, 3 SLURM unreachable. */
+ * and says when it is over.  Exit: 0 healthy, 1 alert, 2 usage, 3 SLURM unreachable.
+ *
+ * --json gives a script the same report as one object on stdout (jsonout.h): every matching job
+ * as squeue described it, each alert under its key, the bad nodes; the PULSE lines go to stderr
+ * then, and to --log as always. */
+#include <errno.h>
 #include <grp.h>
 #include <pwd.h>
 #include <regex.h>
@@ -16,6 +21,7 @@
 #include <unistd.h>
 
 #include "alert.h"
+#include "jsonout.h"
 #include "msg.h"
 #include "opt.h"
 #include "logscan.h"
@@ -33,10 +39,12 @@ struct cfg {
 	long grace;
 	const char *progress_log;
 	long stale_after;
+	int json;
 	struct alert_cfg alert;
 };
 
-enum { O_NAME = 'j', O_USER = 'u', O_REGEX = 1, O_GROUP, O_PART, O_REQ, O_GRACE, O_PLOG, O_STALE };
+enum { O_NAME = 'j', O_USER = 'u', O_REGEX = 1, O_GROUP, O_PART, O_REQ, O_GRACE, O_PLOG, O_STALE,
+       O_JSON };
 
 static const struct opt opts[] = {
 	{"job-name", O_NAME, "NAME", "the training's SLURM job name (required)"},
@@ -48,6 +56,7 @@ static const struct opt opts[] = {
 	{"grace", O_GRACE, "DURATION", "with --require-running: tolerate pending this long (default 0; bare number = minutes)"},
 	{"progress-log", O_PLOG, "FILE", "the training's main log: alert when no new 'iteration' line appears"},
 	{"stale-after", O_STALE, "DURATION", "with --progress-log: how long without a new iteration is a hang (default 60m)"},
+	{"json", O_JSON, NULL, "print the jobs, alerts and bad nodes as one JSON object on stdout; the PULSE lines go to stderr (slurm-pulse(1), JSON OUTPUT)"},
 	{0},
 };
 
@@ -105,6 +114,7 @@ static int on_opt(void *ctx, int key, const char *arg, char *err, size_t errlen)
 		if (units_duration(arg, &c->stale_after) < 0 || c->stale_after <= 0)
 			return errf(err, errlen, "'%s' is not a positive duration (e.g. 45, 45m, 3h)", arg);
 		return 0;
+	case O_JSON: c->json = 1; return 0;
 	}
 	return errf(err, errlen, "unhandled option");
 }
@@ -131,6 +141,59 @@ static void add_group(struct cfg *c)
 		die(EXIT_USAGE, "--group: group '%s' has no members", c->group);
 }
 
+/* --json: the report being built (slurm-pulse(1), JSON OUTPUT); NULL without, and jansson's
+ * setters then do nothing */
+static json_t *report;
+
+/* A "PULSE: ***ALERT: ...***" line, also kept in the report's alerts under its key. */
+static void alert_line(const char *key, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void alert_line(const char *key, const char *fmt, ...)
+{
+	char line[8192];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(line, sizeof line, fmt, ap);
+	va_end(ap);
+	tlog_line("%s", line);
+	json_t *o = json_object();
+	json_object_set_new(o, "alert", jsonout_str(key));
+	json_object_set_new(o, "message", jsonout_str(line));
+	json_array_append_new(json_object_get(report, "alerts"), o);
+}
+
+/* A job's PULSE line, also its "line" in the report. */
+static void pulse(json_t *job, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void pulse(json_t *job, const char *fmt, ...)
+{
+	char line[8192];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(line, sizeof line, fmt, ap);
+	va_end(ap);
+	tlog_line("%s", line);
+	json_object_set_new(job, "line", jsonout_str(line));
+}
+
+static json_t *job_json(const struct job *j)
+{
+	if (!report)
+		return NULL;
+	json_t *o = json_object();
+	json_object_set_new(o, "id", jsonout_str(j->id));
+	json_object_set_new(o, "name", jsonout_str(j->name));
+	json_object_set_new(o, "user", jsonout_str(j->user));
+	json_object_set_new(o, "state", jsonout_str(j->state));
+	json_object_set_new(o, "partition", jsonout_str(j->partition));
+	json_object_set_new(o, "nodelist", jsonout_str(j->nodelist));
+	json_object_set_new(o, "elapsed", jsonout_str(j->elapsed));
+	json_object_set_new(o, "start", jsonout_str(j->start));
+	json_object_set_new(o, "start_time", j->start_t ? json_integer((json_int_t)j->start_t) : json_null());
+	json_object_set_new(o, "submit_time", j->submit_t ? json_integer((json_int_t)j->submit_t) : json_null());
+	json_object_set_new(o, "reason", jsonout_str(j->reason));
+	json_array_append_new(json_object_get(report, "jobs"), o);
+	return o;
+}
+
 static const char *job_on_partition(const struct job *j, char *buf, size_t len)
 {
 	snprintf(buf, len, "%s on '%s' partition", j->id, j->partition);
@@ -141,31 +204,35 @@ static const char *job_on_partition(const struct job *j, char *buf, size_t len)
 static int report_job(const struct job *j, time_t now)
 {
 	char where[512], delta[64];
+	json_t *o = job_json(j);
 
 	job_on_partition(j, where, sizeof where);
 	if (strcmp(j->state, "RUNNING") == 0 || strcmp(j->state, "CONFIGURING") == 0) {
 		/* the unbalanced parenthesis is the original's; dashboards grep for this line */
-		tlog_line("PULSE: %s is running for %s since %s (%s (%s)", j->name, j->elapsed, j->start,
-			  where, j->nodelist);
+		json_object_set_new(o, "status", json_string("running"));
+		pulse(o, "PULSE: %s is running for %s since %s (%s (%s)", j->name, j->elapsed, j->start,
+		      where, j->nodelist);
 		return 1;
 	}
 	if (strcmp(j->state, "PENDING") == 0) {
+		json_object_set_new(o, "status", json_string("pending"));
 		if (strcmp(j->reason, "JobArrayTaskLimit") == 0)
-			tlog_line("PULSE: %s is waiting for the previous Job Array job to finish before "
-				  "scheduling a new one (%s)", j->name, where);
+			pulse(o, "PULSE: %s is waiting for the previous Job Array job to finish before "
+			      "scheduling a new one (%s)", j->name, where);
 		else if (strcmp(j->reason, "Dependency") == 0)
-			tlog_line("PULSE: %s is waiting for the previous job to finish before scheduling a "
-				  "new one using the dependency mechanism (%s)", j->name, where);
+			pulse(o, "PULSE: %s is waiting for the previous job to finish before scheduling a "
+			      "new one using the dependency mechanism (%s)", j->name, where);
 		else if (j->start_t)
-			tlog_line("PULSE: %s is scheduled to start in %s (at %s) (%s)", j->name,
-				  units_fmt_delta(j->start_t > now ? (long)(j->start_t - now) : 0, delta,
-						  sizeof delta),
-				  j->start, where);
+			pulse(o, "PULSE: %s is scheduled to start in %s (at %s) (%s)", j->name,
+			      units_fmt_delta(j->start_t > now ? (long)(j->start_t - now) : 0, delta,
+					      sizeof delta),
+			      j->start, where);
 		else
-			tlog_line("PULSE: %s is waiting to be scheduled (%s)", j->name, where);
+			pulse(o, "PULSE: %s is waiting to be scheduled (%s)", j->name, where);
 		return 2;
 	}
-	tlog_line("PULSE: %s is %s (%s) (%s)", j->name, j->state, where, j->reason);
+	json_object_set_new(o, "status", json_string("other"));
+	pulse(o, "PULSE: %s is %s (%s) (%s)", j->name, j->state, where, j->reason);
 	return 0;
 }
 
@@ -211,8 +278,8 @@ static int check_progress(struct cfg *c, struct alerts *a, const struct job *run
 	if (r < 0 && run->start_t && now - run->start_t < c->stale_after)
 		return 0;  /* the job may not have created its log yet */
 	if (r < 0) {
-		tlog_line("PULSE: ***ALERT: %s is running but its progress log cannot be read: %s***",
-			  run->name, err);
+		alert_line("progress-log", "PULSE: ***ALERT: %s is running but its progress log cannot be "
+			   "read: %s***", run->name, err);
 		snprintf(subject, sizeof subject, "[ALERT] %s is running but its progress log is unreadable",
 			 c->name);
 		raisef(a, "progress-log", subject, "%s: %s", run->name, err);
@@ -240,16 +307,16 @@ static int check_progress(struct cfg *c, struct alerts *a, const struct job *run
 	units_fmt_time(since, stamp, sizeof stamp);
 	snprintf(subject, sizeof subject, "[ALERT] %s seems to hang: no progress for %s", c->name, delta);
 	if (r == 1) {
-		tlog_line("PULSE: ***ALERT: %s is RUNNING but seems to hang: no new iteration line in %s "
-			  "for %s (last: iteration %lld, seen at %s)***",
-			  run->name, c->progress_log, delta, iter, stamp);
+		alert_line("stale", "PULSE: ***ALERT: %s is RUNNING but seems to hang: no new iteration "
+			   "line in %s for %s (last: iteration %lld, seen at %s)***",
+			   run->name, c->progress_log, delta, iter, stamp);
 		raisef(a, "stale", subject,
 		       "***ALERT: %s (%s) is RUNNING but seems to hang***\n\nNo new iteration line in %s "
 		       "for %s.\nLast seen: iteration %lld, at %s.\nNodes: %s",
 		       run->name, run->id, c->progress_log, delta, iter, stamp, run->nodelist);
 	} else {
-		tlog_line("PULSE: ***ALERT: %s is RUNNING but seems to hang: no iteration line in %s "
-			  "since it started %s ago***", run->name, c->progress_log, delta);
+		alert_line("stale", "PULSE: ***ALERT: %s is RUNNING but seems to hang: no iteration line "
+			   "in %s since it started %s ago***", run->name, c->progress_log, delta);
 		raisef(a, "stale", subject,
 		       "***ALERT: %s (%s) is RUNNING but seems to hang***\n\nNo iteration line in %s "
 		       "since the job started, %s ago.\nNodes: %s",
@@ -284,15 +351,22 @@ static void check_nodes(struct cfg *c, struct alerts *a, const struct job *jobs,
 	nb = slurm_bad_nodes(parts, nodes, &bad, err, sizeof err);
 	if (nb < 0) {
 		warn("checking node health: %s", err);
+		json_object_set_new(report, "node_error", jsonout_str(err));
 		alerts_hold(a, "node:*");  /* can't tell which node alerts still stand */
 		return;
 	}
 	for (int i = 0; i < nb; i++) {
 		char key[512];
-		tlog_line("PULSE: ***ALERT: node %s is %s: %s ('%s' partition) - add --exclude=%s to the "
-			  "next sbatch***", bad[i].name, bad[i].state, bad[i].reason, bad[i].partition,
-			  bad[i].name);
 		snprintf(key, sizeof key, "node:%s", bad[i].name);
+		alert_line(key, "PULSE: ***ALERT: node %s is %s: %s ('%s' partition) - add --exclude=%s "
+			   "to the next sbatch***", bad[i].name, bad[i].state, bad[i].reason,
+			   bad[i].partition, bad[i].name);
+		json_t *o = json_object();
+		json_object_set_new(o, "name", jsonout_str(bad[i].name));
+		json_object_set_new(o, "state", jsonout_str(bad[i].state));
+		json_object_set_new(o, "reason", jsonout_str(bad[i].reason));
+		json_object_set_new(o, "partition", jsonout_str(bad[i].partition));
+		json_array_append_new(json_object_get(report, "bad_nodes"), o);
 		snprintf(subject, sizeof subject, "[ALERT] %s: node %s is %s", c->name, bad[i].name,
 			 bad[i].state);
 		raisef(a, key, subject,
@@ -304,6 +378,18 @@ static void check_nodes(struct cfg *c, struct alerts *a, const struct job *jobs,
 	slurm_nodes_free(bad, nb);
 }
 
+/* --json: the mail and state outcome into the report, and the report onto stdout */
+static int finish_report(int failed_mail, const char *err)
+{
+	if (!report)
+		return 0;
+	json_object_set_new(report, "mail_failures", json_integer(failed_mail > 0 ? failed_mail : 0));
+	json_object_set_new(report, "state_error", failed_mail < 0 ? jsonout_str(err) : json_null());
+	int rc = jsonout_end(report);
+	report = NULL;
+	return rc;
+}
+
 int main(int argc, char **argv)
 {
 	static struct cfg c;
@@ -312,7 +398,9 @@ int main(int argc, char **argv)
 		"--job-name NAME [--regex] [--user U]... [--group G] [--mail-to ADDR]... [options]",
 		"Report whether the SLURM job NAME is RUNNING or SCHEDULED, one '[stamp] PULSE:' line per\n"
 		"matching job; alert (stdout, --log, mail) when it is neither, when it hangs, or when its\n"
-		"nodes are drained or down.  Exit 0 healthy, 1 alert, 2 usage error, 3 SLURM unreachable.",
+		"nodes are drained or down.  --json: one JSON object of the jobs, alerts and bad nodes\n"
+		"instead (the lines go to stderr).  Exit 0 healthy, 1 alert, 2 usage error, 3 SLURM\n"
+		"unreachable.",
 		groups, alert_hints, 0};
 	struct alerts *a;
 	struct job *jobs = NULL;
@@ -342,17 +430,43 @@ int main(int argc, char **argv)
 	}
 	if (c.group)
 		add_group(&c);
+	if (c.json) {
+		if (jsonout_begin() < 0)
+			die(EXIT_FAILED, "stdout: %s", strerror(errno));
+		report = json_object();
+		json_object_set_new(report, "job_name", jsonout_str(c.name));
+		json_object_set_new(report, "regex", json_boolean(c.regex));
+		json_object_set_new(report, "ok", json_false());
+		json_object_set_new(report, "running", json_integer(0));
+		json_object_set_new(report, "pending", json_integer(0));
+		json_object_set_new(report, "jobs", json_array());
+		json_object_set_new(report, "alerts", json_array());
+		json_object_set_new(report, "bad_nodes", json_array());
+		json_object_set_new(report, "node_error", json_null());
+		json_object_set_new(report, "progress", json_null());
+		json_object_set_new(report, "slurm_error", json_null());
+		json_object_set_new(report, "mail_failures", json_integer(0));
+		json_object_set_new(report, "state_error", json_null());
+	}
 
 	a = alerts_begin(&c.alert, err, sizeof err);
 	if (!a)
 		die(EXIT_FAILED, "%s", err);
 	/* read the progress log before writing anything: it is often also the --log */
-	if (c.progress_log)
+	if (c.progress_log) {
 		pg.r = logscan_last_iteration(c.progress_log, &pg.iter, &pg.mtime, pg.err, sizeof pg.err);
+		json_object_set_new(report, "progress", json_pack("{s:o, s:o, s:o, s:I}",
+			"log", jsonout_str(c.progress_log),
+			"iteration", pg.r == 1 ? json_integer(pg.iter) : json_null(),
+			"error", pg.r < 0 ? jsonout_str(pg.err) : json_null(),
+			"stale_after_seconds", (json_int_t)c.stale_after));
+	}
 
 	n = slurm_jobs(*c.users ? c.users : NULL, &jobs, err, sizeof err);
 	if (n < 0) {
-		tlog_line("PULSE: ***ALERT: cannot check %s: SLURM is unreachable: %s***", c.name, err);
+		alert_line("slurm-unreachable", "PULSE: ***ALERT: cannot check %s: SLURM is unreachable: "
+			   "%s***", c.name, err);
+		json_object_set_new(report, "slurm_error", jsonout_str(err));
 		snprintf(subject, sizeof subject, "[ALERT] cannot check %s: SLURM is unreachable", c.name);
 		raisef(a, "slurm-unreachable", subject,
 		       "***ALERT: slurm-pulse could not ask SLURM about %s***\n\n%s\n\nThe training may be "
@@ -361,6 +475,7 @@ int main(int argc, char **argv)
 		failed_mail = alerts_end(a, err, sizeof err);
 		if (failed_mail < 0)
 			warn("%s", err);
+		finish_report(failed_mail, err);
 		return EXIT_FAILED;
 	}
 
@@ -383,7 +498,8 @@ int main(int argc, char **argv)
 	}
 
 	if (!running && !pending) {
-		tlog_line("PULSE: ***ALERT: %s is not RUNNING or SCHEDULED! Alert someone at Eng WG***", c.name);
+		alert_line("not-scheduled", "PULSE: ***ALERT: %s is not RUNNING or SCHEDULED! Alert someone "
+			   "at Eng WG***", c.name);
 		snprintf(subject, sizeof subject, "[ALERT] %s is neither running nor scheduled to run", c.name);
 		raisef(a, "not-scheduled", subject,
 		       "***ALERT: %s is neither RUNNING nor SCHEDULED! Alert someone at Eng WG***", c.name);
@@ -393,8 +509,8 @@ int main(int argc, char **argv)
 		if (waited >= c.grace) {
 			char d[64];
 			units_fmt_delta(waited, d, sizeof d);
-			tlog_line("PULSE: ***ALERT: %s is SCHEDULED but not RUNNING (pending for %s) on an "
-				  "exclusive reservation***", c.name, d);
+			alert_line("not-running", "PULSE: ***ALERT: %s is SCHEDULED but not RUNNING (pending "
+				   "for %s) on an exclusive reservation***", c.name, d);
 			snprintf(subject, sizeof subject, "[ALERT] %s is pending but not running", c.name);
 			raisef(a, "not-running", subject,
 			       "***ALERT: %s has been pending for %s and nothing runs***\n\nWith an exclusive "
@@ -407,11 +523,19 @@ int main(int argc, char **argv)
 	check_nodes(&c, a, jobs, n, match, &findings);
 
 	failed_mail = alerts_end(a, err, sizeof err);
-	if (failed_mail < 0)
+	if (failed_mail < 0 && !report)
 		die(EXIT_FAILED, "%s", err);
 	free(match);
 	slurm_jobs_free(jobs, n);
-	if (failed_mail > 0)
-		return EXIT_FAILED;
-	return findings ? EXIT_FINDING : EXIT_OK;
+	rc = failed_mail ? EXIT_FAILED : findings ? EXIT_FINDING : EXIT_OK;
+	if (report) {
+		if (failed_mail < 0)
+			warn("%s", err);
+		json_object_set_new(report, "ok", json_boolean(rc == EXIT_OK));
+		json_object_set_new(report, "running", json_integer(running));
+		json_object_set_new(report, "pending", json_integer(pending));
+		if (finish_report(failed_mail, err) < 0)
+			return EXIT_FAILED;
+	}
+	return rc;
 }

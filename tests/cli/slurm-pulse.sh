@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # slurm-pulse against the real local cluster (tests/fixtures/slurm-cluster.sh) and SMTP sink:
-# every PULSE wording, the alerts, dedup and recovery, hangs, drained nodes, SLURM unreachable.
+# every PULSE wording, the alerts, dedup and recovery, hangs, drained nodes, SLURM unreachable;
+# --json read by Python's json, its jobs compared with what squeue itself says.
 . "$(dirname "$0")/../lib.sh"
 SP=$BIN/slurm-pulse
 SMTP=smtp://127.0.0.1:${LMTK_SMTP_PORT:-1}
@@ -27,6 +28,10 @@ expect_rc usage_grace_needs_require_running 2 $SP --job-name x --grace 30
 expect_rc usage_bad_duration 2 $SP --job-name x --stale-after soon
 expect_rc help_exits_0 0 $SP --help
 contains help_lists_progress_log "$T/out" -- '--progress-log FILE'
+contains help_lists_json "$T/out" '^ +--json +print the jobs, alerts and bad nodes'
+contains man_has_json_output_section "$TOP/man/man1/slurm-pulse.1" '^\.SH JSON OUTPUT$'
+# squeue_jobs NAME: "id state partition" of every job so named, sorted: the peer for --json's jobs
+squeue_jobs() { squeue --noheader --name="$1" --format='%i|%T|%P' | sort; }
 
 # --- nothing running or scheduled: alert, one mail, no second mail, recovered later ----------
 S=$T/pulse.state
@@ -41,6 +46,15 @@ contains none_mail_body "$(first_mail)" "is neither RUNNING nor SCHEDULED! Alert
 expect_rc none_again_exits_1 1 $SP --job-name "$NAME" --mail-to oncall@example.org --smtp-url $SMTP --state-file "$S"
 sleep 0.5
 check none_no_second_mail_in_window [ "$(mail_count)" = 1 ]
+expect_rc json_none_exits_1 1 $SP --json --job-name "$NAME" --no-mail --log "$T/json_log.txt"
+json_ok json_none_names_the_alert "$T/out" "
+assert (j['job_name'], j['ok'], j['running'], j['pending'], j['jobs']) == (sys.argv[3], False, 0, 0, []), j
+assert j['alerts'] == [{'alert': 'not-scheduled', 'message':
+    'PULSE: ***ALERT: %s is not RUNNING or SCHEDULED! Alert someone at Eng WG***' % sys.argv[3]}], j['alerts']
+assert (j['bad_nodes'], j['slurm_error'], j['mail_failures']) == ([], None, 0)
+" "$NAME"
+contains json_none_line_on_stderr "$T/err" "PULSE: \*\*\*ALERT: $P tr 13B; run's \(main\) is not RUNNING or SCHEDULED"
+contains json_none_line_in_the_log "$T/json_log.txt" 'is not RUNNING or SCHEDULED'
 
 # --- a job array: one task running, the rest pending on the array limit ----------------------
 ARR=$(sbatch --parsable --job-name="$NAME" --array=1-3%1 --output=/dev/null --wrap 'sleep 300')
@@ -51,6 +65,19 @@ contains array_limit_line "$T/out" "PULSE: $P tr 13B; run's \(main\) is waiting 
 wait_for 10 test "$(mail_count)" -ge 2
 contains recovered_mail_sent "$(last_mail)" "^Subject: \[RECOVERED\] $P tr 13B; run's \(main\) is neither running nor scheduled to run"
 expect_rc healthy_again_exits_0 0 $SP --job-name "$NAME" --mail-to oncall@example.org --smtp-url $SMTP --state-file "$S"
+squeue_jobs "$NAME" >"$T/squeue.txt"
+expect_rc json_array_exits_0 0 $SP --json --job-name "$NAME" --no-mail
+json_ok json_array_jobs_are_squeues "$T/out" "
+want = sorted(tuple(l.split('|')) for l in open(sys.argv[3]).read().splitlines())
+got = sorted((x['id'], x['state'], x['partition']) for x in j['jobs'])
+assert got == want and len(got) == 2, (got, want)
+r = [x for x in j['jobs'] if x['status'] == 'running']
+assert (j['ok'], j['running'], j['pending'], j['alerts']) == (True, 1, 1, []), j
+assert r[0]['id'] == sys.argv[4] + '_1' and r[0]['nodelist'] in ('n1', 'n2') and r[0]['name'] == sys.argv[5], r
+assert r[0]['line'].startswith('PULSE: %s is running for ' % sys.argv[5]) and isinstance(r[0]['start_time'], int), r
+p = [x for x in j['jobs'] if x['status'] == 'pending'][0]
+assert (p['reason'], p['nodelist']) == ('JobArrayTaskLimit', ''), p
+" "$T/squeue.txt" "$ARR" "$NAME"
 sleep 0.5
 check healthy_sends_no_mail [ "$(mail_count)" = 2 ]
 
@@ -71,6 +98,14 @@ contains waiting_line "$T/out" "PULSE: $HELD is waiting to be scheduled \([0-9]+
 # --- exclusive reservations: pending is not enough -------------------------------------------
 expect_rc require_running_pending_alerts 1 $SP --job-name "$HELD" --require-running
 contains require_running_wording "$T/out" "\*\*\*ALERT: $HELD is SCHEDULED but not RUNNING \(pending for 0:00:[0-9]{2}\)"
+squeue_jobs "$HELD" >"$T/squeue.txt"
+expect_rc json_require_running_pending_exits_1 1 $SP --json --job-name "$HELD" --require-running
+json_ok json_require_running_names_not_running "$T/out" "
+want = [tuple(l.split('|')) for l in open(sys.argv[3]).read().splitlines()]
+assert [(x['id'], x['state'], x['partition']) for x in j['jobs']] == want and want[0][1] == 'PENDING', (j['jobs'], want)
+assert [a['alert'] for a in j['alerts']] == ['not-running'] and 'SCHEDULED but not RUNNING' in j['alerts'][0]['message']
+assert (j['ok'], j['running'], j['pending'], j['jobs'][0]['status']) == (False, 0, 1, 'pending')
+" "$T/squeue.txt"
 expect_rc require_running_within_grace_ok 0 $SP --job-name "$HELD" --require-running --grace 30
 expect_rc require_running_running_ok 0 $SP --job-name "$NAME" --require-running
 
@@ -106,6 +141,11 @@ sleep 3
 echo "[2026-01-01 00:00:00] PULSE: unrelated line" >> "$LOG"
 expect_rc same_iteration_goes_stale 1 $SP --job-name "$NAME" --progress-log "$LOG" --stale-after 2s --state-file "$HS"
 contains stale_again_names_101 "$T/out" "last: iteration 101"
+expect_rc json_stale_exits_1 1 $SP --json --job-name "$NAME" --progress-log "$LOG" --stale-after 2s --state-file "$HS"
+json_ok json_stale_names_the_hang "$T/out" "
+assert [a['alert'] for a in j['alerts']] == ['stale'] and 'last: iteration 101' in j['alerts'][0]['message'], j['alerts']
+assert j['progress'] == {'log': sys.argv[3], 'iteration': 101, 'error': None, 'stale_after_seconds': 2}, j['progress']
+" "$LOG"
 # a run that never logs an iteration, although the pulse itself appends to the same file
 NOITER=$T/noiter_log.txt
 echo "starting up" > "$NOITER"
@@ -119,6 +159,12 @@ mail_clear
 expect_rc drained_node_alerts 1 $SP --job-name "$NAME" --state-file "$T/node.state" --mail-to oncall@example.org --smtp-url $SMTP
 contains drained_node_named "$T/out" "ALERT: node n2 is (drained|draining|mixed\+drain)[^:]*: lmtk-test bad gpu \('debug' partition\) - add --exclude=n2"
 lacks healthy_node_not_named "$T/out" "node n1 is"
+expect_rc json_drained_node_exits_1 1 $SP --json --job-name "$NAME" --no-mail
+json_ok json_drained_node_is_named "$T/out" "
+assert [(n['name'], n['reason'], n['partition']) for n in j['bad_nodes']] == [('n2', 'lmtk-test bad gpu', 'debug')], j['bad_nodes']
+assert 'drain' in j['bad_nodes'][0]['state'] and [a['alert'] for a in j['alerts']] == ['node:n2'], j['alerts']
+assert j['ok'] is False and j['running'] == 1
+"
 wait_for 10 test "$(mail_count)" -ge 1
 contains drained_mail_subject "$(first_mail)" "^Subject: \[ALERT\] .*node n2 is"
 scontrol update nodename=n2 state=resume
@@ -139,6 +185,11 @@ if out=$(bash "$TOP/tests/fixtures/slurm-cluster.sh" start "$C2" 2>"$T/c2.err");
 	mail_clear
 	SLURM_CONF=$conf2 expect_rc slurm_stopped_exits_3 3 $SP --job-name "$NAME" --mail-to oncall@example.org --smtp-url $SMTP --state-file "$T/c2.state"
 	check slurm_stopped_keeps_earlier_alert grep -q not-scheduled "$T/c2.state"
+	SLURM_CONF=$conf2 expect_rc json_slurm_stopped_exits_3 3 $SP --json --job-name "$NAME" --no-mail
+	json_ok json_slurm_stopped_says_why "$T/out" "
+assert 'Unable to contact slurm controller' in j['slurm_error'] and j['ok'] is False and j['jobs'] == [], j
+assert [a['alert'] for a in j['alerts']] == ['slurm-unreachable']
+"
 	contains slurm_stopped_alert "$T/out" "PULSE: \*\*\*ALERT: cannot check $P tr 13B; run's \(main\): SLURM is unreachable: squeue failed .*Unable to contact slurm controller"
 	wait_for 10 test "$(mail_count)" -ge 1
 	contains slurm_stopped_mail "$(first_mail)" "^Subject: \[ALERT\] cannot check .*: SLURM is unreachable"
@@ -149,3 +200,5 @@ else
 fi
 PATH=/nonexistent expect_rc squeue_missing_exits_3 3 $SP --job-name "$NAME" --no-mail
 contains squeue_missing_says_so "$T/out" "squeue: No such file or directory"
+PATH=/nonexistent expect_rc json_squeue_missing_exits_3 3 $SP --json --job-name "$NAME" --no-mail
+json_ok json_squeue_missing_says_so "$T/out" "assert 'squeue: No such file or directory' in j['slurm_error'], j['slurm_error']"
