@@ -1,8 +1,8 @@
 /* ckpt-sync-ln - find, measure and repair replicated parameters that drifted apart across ranks.
  *
  *   ckpt-sync-ln DIR[/global_stepN] [--check | --fix] [--tolerance X] [--output OUT | --in-place]
- *   ckpt-sync-ln --verify DIR[/global_stepN]
- *   ckpt-sync-ln --from megatron-deepspeed DIR [--check] [--tolerance X]
+ *   ckpt-sync-ln --verify DIR[/global_stepN] [--json]
+ *   ckpt-sync-ln --from megatron-deepspeed DIR [--check] [--tolerance X] [--json]
  *
  * Layer norms and row-parallel biases (and BERT's replicated heads: layout.h) are whole on every
  * TP rank and must stay equal; in the
@@ -22,11 +22,15 @@
  * --verify checks only that every file is what the manifest recorded (checksums.h): the check a
  * backup makes of its copy (slurm/ckpt-backup.slurm), for any lmtk checkpoint.
  *
+ * --json (with --check or --verify) prints the table or the file list and the verdict as one
+ * object on stdout instead (jsonout.h), for a script such as that backup; --fix reports in words.
+ *
  * The checkpoint library (src/ckpt: shards.h verifies and compares, reshard.h writes the same
  * layout back, outdir.h publishes, mds.h reads Megatron-DeepSpeed's files).  Exit: 0 all
  * copies equal (or repaired; --verify: every file matches), 1 copies differ beyond the tolerance
  * (--verify: a file does not match), 2 usage or bad input, 3 I/O. */
 #include <errno.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -35,6 +39,7 @@
 
 #include "file.h"
 #include "fsx.h"
+#include "jsonout.h"
 #include "msg.h"
 #include "opt.h"
 #include "units.h"
@@ -47,10 +52,10 @@
 #include "ckpt/shards.h"
 #include "xalloc.h"
 
-enum { O_CHECK = 1000, O_FIX, O_TOLERANCE, O_OUTPUT, O_INPLACE, O_VERIFY, O_FROM };
+enum { O_CHECK = 1000, O_FIX, O_TOLERANCE, O_OUTPUT, O_INPLACE, O_VERIFY, O_FROM, O_JSON };
 
 struct cfg {
-	int fix, check, in_place, verify, tolerance_set, mds;
+	int fix, check, in_place, verify, tolerance_set, mds, json;
 	double tolerance;
 	const char *output;
 };
@@ -63,6 +68,7 @@ static const struct opt opts[] = {
 	{"in-place", O_INPLACE, NULL, "--fix: replace the step directory where it is"},
 	{"verify", O_VERIFY, NULL, "only check every file's size and CRC-32C against the manifest"},
 	{"from", O_FROM, "FMT", "the checkpoint's format: lmtk (default) or megatron-deepspeed (--check only)"},
+	{"json", O_JSON, NULL, "--check, --verify: print the findings and the verdict as one JSON object (ckpt-sync-ln(1), JSON OUTPUT)"},
 	{0},
 };
 
@@ -78,6 +84,9 @@ static int on_opt(void *ctx, int key, const char *arg, char *err, size_t errlen)
 		return 0;
 	case O_VERIFY:
 		c->verify = 1;
+		return 0;
+	case O_JSON:
+		c->json = 1;
 		return 0;
 	case O_TOLERANCE: {
 		c->tolerance_set = 1;
@@ -109,8 +118,32 @@ static void usage_error(const struct optspec *spec, const char *msg)
 	exit(EXIT_USAGE);
 }
 
+/* --verify --json: the files and the verdict */
+static json_t *verify_json(const struct cs_result *r, double seconds)
+{
+	json_t *o = json_object(), *files = json_array();
+	json_object_set_new(o, "dir", jsonout_str(r->dir));
+	json_object_set_new(o, "ok", json_boolean(r->bad == 0));
+	json_object_set_new(o, "file_count", json_integer(r->n));
+	json_object_set_new(o, "bad_files", json_integer(r->bad));
+	json_object_set_new(o, "bytes", json_integer((json_int_t)r->bytes));
+	json_object_set_new(o, "seconds", json_real(seconds));
+	for (int i = 0; i < r->n; i++) {
+		const struct cs_file *f = &r->files[i];
+		json_t *e = json_object();
+		json_object_set_new(e, "name", jsonout_str(f->name));
+		json_object_set_new(e, "bytes", json_integer((json_int_t)f->bytes));
+		json_object_set_new(e, "crc32c", *f->crc ? json_string(f->crc) : json_null());
+		json_object_set_new(e, "ok", json_boolean(f->ok));
+		json_object_set_new(e, "problem", f->ok ? json_null() : jsonout_str(f->why));
+		json_array_append_new(files, e);
+	}
+	json_object_set_new(o, "files", files);
+	return o;
+}
+
 /* --verify: one line per file, then the verdict. */
-static int verify(const char *dir)
+static int verify(const char *dir, int json)
 {
 	struct cs_result r;
 	struct progress pg;
@@ -120,6 +153,15 @@ static int verify(const char *dir)
 	if (rc != EXIT_OK && rc != EXIT_FINDING) {
 		cs_free(&r);
 		die(rc, "%s", err);
+	}
+	if (json) {
+		for (int i = 0; i < r.n; i++)
+			if (!r.files[i].ok)
+				warn("%s/%s: %s", r.dir, r.files[i].name, r.files[i].why);
+		if (jsonout_end(verify_json(&r, units_now() - t0)) < 0)
+			rc = EXIT_FAILED;
+		cs_free(&r);
+		return rc;
 	}
 	int w = 4;
 	for (int i = 0; i < r.n; i++)
@@ -170,6 +212,54 @@ static void add_rows(const struct sh_ckpt *in, double tolerance, struct progress
 	free(d);
 }
 
+/* --check --json: the table and the verdict as one object */
+static json_t *table_json(const struct sh_ckpt *in, const struct row *d, int n, int mds,
+			  double tolerance)
+{
+	json_t *o = json_object(), *rows = json_array(), *largest = json_null();
+	int bad = 0, worst = -1;
+	for (int i = 0; i < n; i++) {
+		json_t *e = json_object(), *ranks = json_array();
+		json_object_set_new(e, "tensor", jsonout_str(in->m.t[d[i].d.t].name));
+		json_object_set_new(e, "kind", jsonout_str(d[i].kind));
+		/* an infinite difference (a NaN against a number) has no JSON number */
+		json_object_set_new(e, "max_abs_diff", isfinite(d[i].d.maxdiff) ? json_real(d[i].d.maxdiff)
+										 : json_null());
+		json_object_set_new(e, "copies", json_integer(d[i].d.ncopies));
+		json_object_set_new(e, "differ_count", json_integer(d[i].d.ndiffer));
+		char labels[sizeof d[i].d.differ], *save = NULL;
+		snprintf(labels, sizeof labels, "%s", d[i].d.differ);
+		for (char *l = strtok_r(labels, ",", &save); l; l = strtok_r(NULL, ",", &save))
+			if (strcmp(l, "...") != 0)
+				json_array_append_new(ranks, jsonout_str(l));
+		json_object_set_new(e, "ranks_that_differ", ranks);
+		json_array_append_new(rows, e);
+		if (d[i].d.ndiffer) {
+			bad++;
+			if (worst < 0 || d[i].d.maxdiff > d[worst].d.maxdiff)
+				worst = i;
+		}
+	}
+	if (worst >= 0) {
+		largest = json_object();
+		json_object_set_new(largest, "tensor", jsonout_str(in->m.t[d[worst].d.t].name));
+		json_object_set_new(largest, "kind", jsonout_str(d[worst].kind));
+		json_object_set_new(largest, "max_abs_diff", isfinite(d[worst].d.maxdiff) ?
+				    json_real(d[worst].d.maxdiff) : json_null());
+	}
+	json_object_set_new(o, "dir", jsonout_str(in->dir));
+	json_object_set_new(o, "format", json_string(mds ? "megatron-deepspeed" : "lmtk"));
+	json_object_set_new(o, "tp", json_integer(in->tp));
+	json_object_set_new(o, "pp", json_integer(in->pp));
+	json_object_set_new(o, "tolerance", json_real(tolerance));
+	json_object_set_new(o, "ok", json_boolean(bad == 0));
+	json_object_set_new(o, "buffers", json_integer(n));
+	json_object_set_new(o, "differ", json_integer(bad));
+	json_object_set_new(o, "largest", largest);
+	json_object_set_new(o, "tensors", rows);
+	return o;
+}
+
 /* The table: one line per replicated tensor and buffer; returns the lines over tolerance. */
 static int print_table(const struct sh_ckpt *in, const struct row *d, int n, int *worst)
 {
@@ -199,7 +289,7 @@ int main(int argc, char **argv)
 	struct optgroup groups[] = {{opts, on_opt, &c, NULL}, {0}};
 	struct optspec spec = {
 		"[--from lmtk|megatron-deepspeed] DIR[/global_stepN] [--check | --fix | --verify]\n"
-		"       [--tolerance X] [--output OUT | --in-place]",
+		"       [--tolerance X] [--output OUT | --in-place] [--json]",
 		"Compare every replicated tensor of a train checkpoint (layer norms, row-parallel biases,\n"
 		"position embeddings; BERT's token types, pooler, LM-head dense and layer norm and binary\n"
 		"head; the tied word embeddings across pipeline stages) across its ranks -\n"
@@ -211,7 +301,8 @@ int main(int argc, char **argv)
 		"--from megatron-deepspeed checks a Megatron-DeepSpeed checkpoint: its fp32 masters and\n"
 		"moments, and its bf16 model weights (a copy per TP rank in its files too).\n"
 		"--verify only checks that every file has the size and CRC-32C the manifest records\n"
-		"(a copy's check: any lmtk checkpoint, 8-bit Adam's too).\n"
+		"(a copy's check: any lmtk checkpoint, 8-bit Adam's too).  --json prints --check's\n"
+		"table or --verify's files and the verdict as one JSON object instead.\n"
 		"Exit 0 all equal (or repaired, or verified), 1 copies differ (or a file does not\n"
 		"match), 2 usage or bad input, 3 I/O error.",
 		groups, NULL, 0};
@@ -240,9 +331,13 @@ int main(int argc, char **argv)
 	if (c.fix && c.mds)
 		usage_error(&spec, "--fix writes lmtk checkpoints: convert a Megatron-DeepSpeed one first "
 			    "(ckpt-merge-tp --from megatron-deepspeed --optimizer), then --fix that");
+	if (c.fix && c.json)
+		usage_error(&spec, "--json goes with --check or --verify; --fix reports in words");
+	if (c.json && jsonout_begin() < 0)
+		die(EXIT_FAILED, "stdout: %s", strerror(errno));
 	stop_catch();
 	if (c.verify)
-		return verify(dir);
+		return verify(dir, c.json);
 	double t0 = units_now();
 
 	struct sh_ckpt in;
@@ -278,6 +373,21 @@ int main(int argc, char **argv)
 			die(rc, "%s", err);
 		}
 		add_rows(&in, c.tolerance, &pg, 7, lt_group_name, &d, &n);
+	}
+	if (c.json) {   /* --check: the fix below has no --json */
+		int bad = 0;
+		for (int i = 0; i < n; i++)
+			bad += d[i].d.ndiffer > 0;
+		rc = jsonout_end(table_json(&in, d, n, md != NULL, c.tolerance));
+		if (bad)
+			warn("%s: %d replicated tensor buffer%s differ%s across ranks; repair with %s",
+			     in.dir, bad, bad > 1 ? "s" : "", bad > 1 ? "" : "s", md ?
+			     "ckpt-merge-tp --from megatron-deepspeed --optimizer, then ckpt-sync-ln --fix" :
+			     "--fix");
+		free(d);
+		sh_close(&in);
+		mds_close(md);
+		return rc < 0 ? EXIT_FAILED : bad ? EXIT_FINDING : EXIT_OK;
 	}
 	if (n == 0) {
 		printf("%s: TP=%d PP=%d: no tensor has two copies; nothing to compare\n", in.dir, in.tp,

@@ -6,6 +6,7 @@
 # atomically) and then --check passes, train resumes; the tied word embeddings of two pipeline
 # stages are compared too; what a parallel train writes passes; a damaged shard is bad input;
 # --verify checks any checkpoint's files (8-bit Adam's too) against the manifest's checksums.
+# --json is read by Python's json and checked against the same edits, CRC-32Cs computed here.
 . "$(dirname "$0")/../lib.sh"
 PY=/usr/bin/python3
 SL=$BIN/ckpt-sync-ln
@@ -75,8 +76,17 @@ n=$(grep -cE '^[a-z_.0-9]+ +(weight|exp_avg|exp_avg_sq) +[0-9.]+e[-+][0-9]+ +-$'
 contains table_header "$T/out" '^tensor +kind +max abs diff +ranks that differ$'
 contains clean_summary "$T/out" 'c2/global_step6: TP=2 PP=1: all 48 replicated tensor buffers are equal across ranks \(bit-exact\)$'
 lacks no_split_tensors_in_the_table "$T/out" 'query_key_value|dense_h_to_4h|word_embeddings|dense\.weight'
+expect_rc json_clean_tp2_exits_0 0 "$SL" c2 --json
+json_ok json_clean_lists_every_buffer_equal "$T/out" "
+assert (j['dir'], j['format'], j['tp'], j['pp'], j['ok'], j['buffers'], j['differ'], j['largest']) == ('c2/global_step6', 'lmtk', 2, 1, True, 48, 0, None), j
+assert len(j['tensors']) == 48 and all(t['max_abs_diff'] == 0 and t['ranks_that_differ'] == [] and t['copies'] == 2 for t in j['tensors'])
+assert sorted({t['kind'] for t in j['tensors']}) == ['exp_avg', 'exp_avg_sq', 'weight']
+assert not any(x in t['tensor'] for t in j['tensors'] for x in ('query_key_value', 'dense_h_to_4h', 'word_embeddings'))
+"
 expect_rc tp1_has_nothing_to_compare 0 "$SL" c
 contains tp1_says_so "$T/out" 'TP=1 PP=1: no tensor has two copies; nothing to compare'
+expect_rc json_tp1_exits_0 0 "$SL" --json c
+json_ok json_tp1_has_nothing_to_compare "$T/out" "assert (j['tp'], j['ok'], j['buffers'], j['tensors']) == (1, True, 0, []), j"
 
 # --- perturb the layer norms of TP rank 1: master weights, exp_avg, exp_avg_sq ---
 cp -r c2 p
@@ -112,6 +122,22 @@ print("ok", want)
 EOF
 contains summary_counts_and_names_the_largest "$T/out" 'p/global_step6: TP=2 PP=1: 3 of 48 replicated tensor buffers differ across ranks \(bit-exact\); the largest difference is 9\.76562500e-04, layers\.0\.input_layernorm\.weight weight$'
 contains check_says_what_to_do "$T/err" '3 replicated tensor buffers differ across ranks; repair with --fix'
+expect_rc json_check_finds_the_drift_exits_1 1 "$SL" p --json
+json_ok json_names_exactly_the_perturbed_tensors "$T/out" "
+want = {(n, k): float(d) for n, k, d in (l.split() for l in open(sys.argv[3]))}
+differ = {(t['tensor'], t['kind']): t for t in j['tensors'] if t['differ_count']}
+assert set(differ) == set(want), (sorted(differ), sorted(want))
+for key, d in want.items():
+    assert differ[key]['ranks_that_differ'] == ['tp01'] and differ[key]['max_abs_diff'] == d, (key, differ[key], d)
+assert all(t['max_abs_diff'] == 0 for t in j['tensors'] if (t['tensor'], t['kind']) not in want)
+big = max(want, key=want.get)
+assert j['largest'] == {'tensor': big[0], 'kind': big[1], 'max_abs_diff': want[big]}, j['largest']
+assert (j['dir'], j['ok'], j['buffers'], j['differ'], j['tolerance']) == ('p/global_step6', False, 48, 3, 0), j
+" want.txt
+contains json_check_says_what_to_do_on_stderr "$T/err" '3 replicated tensor buffers differ across ranks; repair with --fix'
+expect_rc json_tolerance_above_the_drift_exits_0 0 "$SL" p --tolerance 0.001 --json
+json_ok json_tolerance_above_the_drift_is_ok "$T/out" "assert (j['ok'], j['differ'], j['tolerance']) == (True, 0, 0.001), j"
+expect_rc json_is_not_for_fix 2 "$SL" p --fix --output x --json
 expect_rc tolerance_above_the_drift_passes 0 "$SL" p --tolerance 0.001
 expect_rc tolerance_below_the_drift_fails 1 "$SL" p --tolerance 5e-8
 n=$(grep -c ' tp01$' "$T/out")
@@ -181,6 +207,12 @@ EOF
 )
 expect_rc pp2_tied_embeddings_drift_is_found 1 "$SL" pp
 contains pp2_names_the_stage "$T/out" "^word_embeddings\\.weight +weight +$want +tp00/pp001\$"
+expect_rc json_pp2_exits_1 1 "$SL" pp --json
+json_ok json_pp2_names_the_stage "$T/out" "
+d = [(t['tensor'], t['kind'], t['ranks_that_differ']) for t in j['tensors'] if t['differ_count']]
+assert d == [('word_embeddings.weight', 'weight', ['tp00/pp001'])] and j['pp'] == 2, d
+assert '%.8e' % j['largest']['max_abs_diff'] == sys.argv[3], j['largest']
+" "$want"
 
 # --- what a parallel train writes (mpirun, where Open MPI is installed): nothing to repair ---
 # train averages replicated gradients over TP and sums the tied embeddings' over the first and
@@ -214,13 +246,40 @@ contains verify_summary "$T/out" '^c2/global_step6: every file matches the manif
 expect_rc verify_a_bit_flip_is_a_finding 1 "$SL" --verify d
 contains verify_names_the_bad_file "$T/out" '^rank_tp00_pp000\.safetensors +[0-9]+ +[0-9a-f]{8}  BAD$'
 contains verify_says_why "$T/err" 'd/global_step6/rank_tp00_pp000\.safetensors: checksum mismatch: CRC-32C [0-9a-f]{8} of [0-9]+ bytes, the manifest says'
+expect_rc json_verify_bit_flip_exits_1 1 "$SL" --verify d --json
+json_ok json_verify_names_the_flipped_file "$T/out" "
+import json as J, struct, st
+bad = [f for f in j['files'] if not f['ok']]
+assert [f['name'] for f in bad] == ['rank_tp00_pp000.safetensors'], j['files']
+assert (j['ok'], j['bad_files'], j['file_count'], j['dir']) == (False, 1, 2, 'd/global_step6'), j
+m = J.load(open('d/global_step6/manifest.json'))['files']
+b = open('d/global_step6/rank_tp00_pp000.safetensors', 'rb').read()
+data = b[8 + struct.unpack('<Q', b[:8])[0]:]
+assert bad[0]['crc32c'] == '%08x' % st.crc32c(data) != m[bad[0]['name']]['crc32c'], (bad[0], m)
+assert bad[0]['bytes'] == len(data) and 'checksum mismatch' in bad[0]['problem'], bad[0]
+good = [f for f in j['files'] if f['ok']]
+assert good and all((f['crc32c'], f['bytes'], f['problem']) == (m[f['name']]['crc32c'], m[f['name']]['bytes'], None) for f in good), good
+assert j['bytes'] == sum(f['bytes'] for f in j['files'])
+"
+contains json_verify_warns_on_stderr "$T/err" 'd/global_step6/rank_tp00_pp000\.safetensors: checksum mismatch'
+expect_rc json_verify_good_exits_0 0 "$SL" --verify c2 --json
+json_ok json_verify_good_is_ok "$T/out" "
+assert (j['ok'], j['bad_files'], j['file_count'], len(j['files'])) == (True, 0, 2, 2) and all(f['ok'] for f in j['files']), j
+"
 cp -r c2 v && truncate -s 100 v/global_step6/rank_tp01_pp000.safetensors
 expect_rc verify_a_truncated_file_is_a_finding 1 "$SL" --verify v/global_step6
 contains verify_truncated_says_so "$T/err" 'v/global_step6/rank_tp01_pp000\.safetensors: truncated or not a safetensors file'
+expect_rc json_verify_truncated_exits_1 1 "$SL" --verify v/global_step6 --json
+json_ok json_verify_names_the_truncated_file "$T/out" "
+assert [(f['name'], f['ok']) for f in j['files']] == [('rank_tp00_pp000.safetensors', True), ('rank_tp01_pp000.safetensors', False)], j['files']
+assert 'truncated or not a safetensors file' in j['files'][1]['problem'], j['files'][1]
+"
 rm v/global_step6/rank_tp01_pp000.safetensors
 expect_rc verify_a_missing_file_is_a_finding 1 "$SL" --verify v
 : >v/global_step6/manifest.json
 expect_rc verify_without_a_manifest_is_bad_input 2 "$SL" --verify v/global_step6
+expect_rc json_verify_without_a_manifest_exits_2 2 "$SL" --verify v/global_step6 --json
+check json_verify_without_a_manifest_prints_nothing [ ! -s "$T/out" ]
 expect_rc verify_is_not_with_tolerance 2 "$SL" --verify c2 --tolerance 1e-3
 expect_rc verify_is_not_with_fix 2 "$SL" --verify --fix --in-place c2
 # any lmtk checkpoint: 8-bit Adam's, which --check refuses, verifies
