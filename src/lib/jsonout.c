@@ -35,18 +35,24 @@ int jsonout_end(json_t *obj)
 	int rc = 0;
 
 	fflush(stdout);   /* what went to stderr meanwhile comes before the report */
+	if (!obj) {       /* a json_*() constructor could not allocate */
+		warn("stdout: no JSON report: memory ran out while building it");
+		return -1;
+	}
 	if (report_fd >= 0 && !(f = fdopen(report_fd, "w"))) {
 		warn("stdout: %s", strerror(errno));
 		json_decref(obj);
 		return -1;
 	}
-	if (!obj || json_dumpf(obj, f, JSON_INDENT(2) | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(17)) < 0 ||
+	errno = 0;
+	if (json_dumpf(obj, f, JSON_INDENT(2) | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(17)) < 0 ||
 	    fputc('\n', f) == EOF)
 		rc = -1;
 	if (fflush(f) == EOF || ferror(f))
 		rc = -1;
 	if (rc < 0)
-		warn("stdout: could not write the JSON report: %s", errno ? strerror(errno) : "out of memory");
+		warn("stdout: could not write the JSON report%s%s", errno ? ": " : "",
+		     errno ? strerror(errno) : "");
 	if (f != stdout) {
 		fclose(f);
 		report_fd = -1;

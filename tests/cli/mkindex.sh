@@ -133,6 +133,10 @@ p = j['problems'][0]
 # id 13 is the last token: sequence 5 (4 tokens), its token 3, byte 2 * 12 of the .bin
 assert (p['file'], p['kind'], p['sequence'], p['token'], p['byte'], p['id']) == ('sent.bin', 'ids', 5, 3, 24, 13), p
 "
+# a report that cannot be written is exit 3, as every other output
+$MK info sent --json >/dev/full 2>"$T/err"
+check info_json_to_a_full_stdout_exits_3 [ $? = 3 ]
+contains info_json_to_a_full_stdout_says_so "$T/err" '^mkindex: stdout: could not write the JSON report: No space left on device$'
 # a name that is not UTF-8 is still a valid JSON string (U+FFFD for the stray byte)
 cp sent.idx $'s\xffnt.idx' && cp sent.bin $'s\xffnt.bin'
 expect_rc info_json_non_utf8_name_exits_0 0 $MK info $'s\xffnt' --json
