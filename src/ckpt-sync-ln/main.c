@@ -350,7 +350,7 @@ int main(int argc, char **argv)
 			die(rc, "%s", err);
 		/* the masters and moments (if saved), then the model weights of the layer files */
 		static const char *const opt_kinds[LT_GROUPS] = {"fp32 master", "exp_avg", "exp_avg_sq"};
-		char wk[40];
+		static char wk[40];   /* the rows point at it until the end: not this block's stack */
 		snprintf(wk, sizeof wk, "%s weight", strcmp(md->weights_dtype, "bfloat16") == 0 ? "bf16" :
 			 strcmp(md->weights_dtype, "float16") == 0 ? "fp16" : md->weights_dtype);
 		const char *const w_kinds[LT_GROUPS] = {wk, "", ""};
