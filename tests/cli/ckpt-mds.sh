@@ -217,6 +217,14 @@ rm -rf x && cp -r ds x && MDS=$MDS "$PY" edit.py ln-bf16 x/global_step4/layer_03
 expect_rc sync_ln_finds_a_bf16_layer_norm_desync 1 "$SL" --from megatron-deepspeed x --check
 contains sync_ln_names_the_bf16_desync "$T/out" '^layers\.0\.input_layernorm\.weight +bf16 weight +[0-9.e+-]+ +tp01/pp000$'
 lacks sync_ln_masters_still_equal "$T/out" 'fp32 master +[0-9.e+-]+ +tp'
+expect_rc json_sync_ln_bf16_desync_exits_1 1 "$SL" --from megatron-deepspeed x --json
+json_ok json_sync_ln_names_the_bf16_desync "$T/out" "
+d = [(t['tensor'], t['kind'], t['ranks_that_differ']) for t in j['tensors'] if t['differ_count']]
+assert d == [('layers.0.input_layernorm.weight', 'bf16 weight', ['tp01/pp000'])], d
+assert (j['format'], j['ok'], j['differ']) == ('megatron-deepspeed', False, 1), j
+assert j['largest']['tensor'] == 'layers.0.input_layernorm.weight' and abs(j['largest']['max_abs_diff'] - 0.25) < 0.01, j['largest']
+assert {t['kind'] for t in j['tensors']} == {'bf16 weight', 'fp32 master', 'exp_avg', 'exp_avg_sq'}, {t['kind'] for t in j['tensors']}
+"
 rm -rf y && cp -r meg y && MDS=$MDS "$PY" edit.py ln-master y/iter_0000004/mp_rank_01_000/model_optim_rng.pt >>edit.out 2>&1
 expect_rc sync_ln_finds_a_master_layer_norm_desync 1 "$SL" --from megatron-deepspeed y --check
 contains sync_ln_names_the_master_desync "$T/out" '^layers\.0\.input_layernorm\.weight +fp32 master +1\.0[0-9]*e-03 +tp01/pp000$'
