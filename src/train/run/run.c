@@ -80,6 +80,7 @@ struct run {
 	int have_energy;
 	int bad_data;                  /* a sample held ids outside the vocabulary: exit 2 */
 	int fail_code;                 /* exit status when setup fails */
+	int fail_said;                 /* the failure is the same on every rank: world rank 0 says it */
 	struct buckets bk;             /* the DP gradient reduction (buckets.h) */
 	size_t *zcut;                  /* ZeRO-1: the DP + 1 shard bounds, else NULL */
 	int64_t graph_first;           /* --cuda-graph: the first iteration this process queued */
@@ -697,6 +698,7 @@ static int setup(struct run *r, char *err, size_t errlen)
 		if (lk.rc < 0) {
 			if (lk.rc == CKPT_LOCK_ERROR)
 				r->fail_code = EXIT_FAILED;
+			r->fail_said = r->dist.rank != 0;   /* rank 0's answer, broadcast */
 			return errf(err, errlen, "%s", lk.why);
 		}
 	}
@@ -970,6 +972,7 @@ static int setup(struct run *r, char *err, size_t errlen)
 	 * the save that would have replaced it */
 	if (a->save && ckpt_check_ahead(a->save, r->st.iteration, r->iters, err, errlen) < 0) {
 		r->fail_code = EXIT_USAGE;
+		r->fail_said = r->dist.rank != 0;   /* every rank read the same directory */
 		return -1;
 	}
 	if (a->tensorboard_dir && r->dist.rank == 0) {
@@ -1696,7 +1699,8 @@ int run_train(const struct train_args *a, const struct plan *p, const char *cmdl
 	double t_start = units_now();
 	r.fail_code = EXIT_USAGE;
 	if (setup(&r, err, sizeof err) < 0) {
-		warn("%s", err);
+		if (!r.fail_said)
+			warn("%s", err);
 		return strstr(err, "out of memory") ? EXIT_FAILED : r.fail_code;
 	}
 	if (a->cuda_graph) {
