@@ -253,11 +253,17 @@ static const char *bracket_set(const char *p, const char *end, int version, stru
 	return q + 2;
 }
 
-/* In a class, "X-y" makes X the start of a range: Oniguruma refuses a set there, and a nested
- * class would be accepted, so such an X is left as it is. */
-static int range_follows(const char *q, const char *end, int depth)
+/* In a class, "X-y" and "y-X" make the set X an end of a range: Oniguruma refuses a set there, and
+ * would accept a nested class, so such an X is left as it is.  X runs from p to q. */
+static int in_range(const char *pat, const char *p, const char *q, const char *end, int depth)
 {
-	return depth && q < end && *q == '-' && q + 1 < end && q[1] != ']';
+	if (!depth)
+		return 0;
+	if (q < end && *q == '-' && q + 1 < end && q[1] != ']')
+		return 1;
+	/* a '-' before X that is not the class's first character */
+	return p - pat >= 2 && p[-1] == '-' && p[-2] != '[' &&
+	       !(p[-2] == '^' && p - pat >= 3 && p[-3] == '[');
 }
 
 /* One pass over the pattern: measures (o->p NULL) or writes.  1 if the pattern turns on an ASCII
@@ -271,7 +277,7 @@ static int rewrite(const char *pat, size_t n, int version, struct out *o)
 	while (p < end) {
 		char c = *p;
 		if (c == '\\' && p + 1 < end) {
-			if ((q = escape_set(p, end, version, &s)) && !range_follows(q, end, depth) &&
+			if ((q = escape_set(p, end, version, &s)) && !in_range(pat, p, q, end, depth) &&
 			    put_set(o, &s, version, depth)) {
 				p = q;
 				continue;
@@ -285,7 +291,7 @@ static int rewrite(const char *pat, size_t n, int version, struct out *o)
 		}
 		if (c == '[' && depth && p + 1 < end && p[1] == ':' &&
 		    (q = bracket_set(p, end, version, &s))) {
-			if (range_follows(q, end, depth) || !put_set(o, &s, version, depth))
+			if (in_range(pat, p, q, end, depth) || !put_set(o, &s, version, depth))
 				put(o, p, (size_t)(q - p));
 			p = q;
 			continue;

@@ -589,6 +589,8 @@ int main(void)
 			{"\\p{Lt}+|\\s|\\h|\\pL", 60908, NULL, NULL},	/* no deltas; \pL no property */
 			{"\\\\w", 60908, NULL, NULL},	/* an escaped backslash, then "w" */
 			{"[\\w-z]", 60908, NULL, NULL},	/* an error in Oniguruma: kept one */
+			{"[a-\\d]|[[:alpha:]-z]", 60908, NULL, NULL},
+			{"[-\\d]|[^-\\d]", 60908, "[-[\\d", "|[^-[\\d"},
 			{"(?W)\\w+", 60908, NULL, NULL},	/* ASCII \w: no Unicode deltas */
 			{"[:alpha:]", 60908, NULL, NULL},	/* outside a class it is no bracket */
 			/* outside a class: the construct itself, or the gained, unless lost */
