@@ -13,7 +13,7 @@ PREFIX   ?= /usr/local
 BUILD    := build
 CFLAGS   ?= -O2 -g
 CFLAGS   += -std=gnu11 -D_GNU_SOURCE -Wall -Wextra -pthread -fopenmp -Isrc/lib -Isrc -DLMTK_VERSION='"$(VERSION)"'
-LDLIBS   := -Wl,--as-needed -lcurl -lcrypto -ljansson -lpcre2-8 -lgit2 -lzip -lopenblas -lpthread -lm -fopenmp
+LDLIBS   := -Wl,--as-needed -lcurl -lcrypto -ljansson -lonig -lgit2 -lzip -lopenblas -lpthread -lm -fopenmp
 
 # The CUDA backend of train is a plugin ($(PLUGINS)/train-cuda.so) that train loads only for a
 # GPU, so bin/train itself needs no CUDA library.  Built whenever nvcc exists.  Plugins are not
@@ -83,11 +83,11 @@ $(BUILD)/train/cpu/ops_cpu.o: CFLAGS += -fno-trapping-math
 # dtype: the cheap cost model of -O2 leaves them scalar, at a third of the read's time.
 $(BUILD)/ckpt/pt.o: CFLAGS += -fvect-cost-model=dynamic
 
-# Debian packages: build (gcc ... libpcre2-dev), test peers (slurm ... fcgiwrap; python3-nltk is
+# Debian packages: build (gcc ... libonig-dev), test peers (slurm ... fcgiwrap; python3-nltk is
 # NLTK's Punkt, the peer of tokenize --split-sentences), and the real
 # multilingual text the tokenizer tests and benchmarks are built from (gzip ... vim-runtime).
 DEB_PACKAGES := gcc make pkg-config libc6-dev libcurl4-openssl-dev libssl-dev libjansson-dev libgit2-dev \
-  libopenmpi-dev openmpi-bin libopenblas-dev libpcre2-dev libzip-dev man-db groff-base \
+  libopenmpi-dev openmpi-bin libopenblas-dev libonig-dev libzip-dev man-db groff-base \
   slurm-wlm slurmctld slurmd slurm-client munge python3 python3-aiosmtpd \
   python3-numpy python3-torch python3-nltk git git-lfs lighttpd fcgiwrap util-linux procps \
   gzip unicode-data iso-codes libgtk2.0-common libglib2.0-data xkb-data shared-mime-info \
@@ -156,7 +156,7 @@ FUZZ_ONLY    ?= $(FUZZ_NAMES)
 FUZZ_CFLAGS  := -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
   -std=gnu11 -D_GNU_SOURCE -pthread -Wno-unknown-pragmas -Isrc/lib -Isrc -Itests/fuzz \
   -DLMTK_VERSION='"$(VERSION)"'
-FUZZ_LIBS    := -lcurl -lcrypto -ljansson -lpcre2-8 -lgit2 -lzip -lm -lpthread
+FUZZ_LIBS    := -lcurl -lcrypto -ljansson -lonig -lgit2 -lzip -lm -lpthread
 fuzz_prog_src = $(filter-out %/main.c,$(wildcard src/$(call prog_of,$1)/*.c))
 FUZZ_DEPS_train_cache := src/train/data/gptdata.c src/train/data/mt19937.c
 FUZZ_DEPS_hub-sync_lfs := src/hub-sync/lfs.c

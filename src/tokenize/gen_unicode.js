@@ -9,10 +9,11 @@
  * turned into code point lists, one module per property value.  Version 16.0.0 gives the classes
  * the pre-tokenizers use, because the reference (Hugging Face tokenizers through Oniguruma) runs
  * on Unicode 16.0 tables; tests/unit/tokenize_pretok.c checks L, N, \s and BLOOM's delimiters
- * against the reference for every code point.  Version 14.0.0 is the Unicode that Debian 12's
- * PCRE2 (10.42) was built with; from the two the script derives, per general category, the code
- * points 16.0 added, which regex.c adds to PCRE2's \p{..} so that generic Split patterns see 16.0
- * too, and the few it lost (one: U+1171E went from Mn to Mc), which regex.c subtracts.
+ * against the reference for every code point.  Version 14.0.0 is the Unicode of Debian 12's
+ * libonig (Oniguruma 6.9.8; the reference bundles 6.9.10, Unicode 16.0); from the two the script
+ * derives, per general category, the code points 16.0 added, which regex.c adds to the library's
+ * \p{..}, \w and \d so that generic Split patterns see 16.0 too, and the few it lost (one:
+ * U+1171E went from Mn to Mc), which regex.c subtracts.
  *
  * The output is committed: building lmtk needs neither node nor the packages. */
 'use strict';
@@ -61,7 +62,7 @@ function ranges(cps) {
 	return out;
 }
 
-/* PCRE2 class items for a set of code points: "\x{1F}-\x{2A}\x{30}" */
+/* Oniguruma class items for a set of code points: "\x{1F}-\x{2A}\x{30}" */
 function items(cps) {
 	return ranges(cps).map(([a, b]) => a === b ? `\\x{${hex(a)}}` : `\\x{${hex(a)}}-\\x{${hex(b)}}`);
 }
@@ -135,7 +136,7 @@ async function main() {
  *
  * Source: npm ${pkg.name}@${pkg.version} (Unicode ${NEW.slice(8)}: General_Category Letter and
  * Number, Binary_Property White_Space; BLOOM's delimiters are in the script) and
- * ${oldpkg.name}@${oldpkg.version} for the PCRE2 deltas.  Regenerate:
+ * ${oldpkg.name}@${oldpkg.version} for the Oniguruma deltas.  Regenerate:
  *   mkdir -p /tmp/ucd && cd /tmp/ucd &&
  *     npm install @unicode/${NEW}@${pkg.version} @unicode/${OLD}@${oldpkg.version}
  *   node src/tokenize/gen_unicode.js /tmp/ucd/node_modules > src/tokenize/unicode_tables.c
@@ -161,9 +162,9 @@ async function main() {
 	}
 	w('};\n');
 
-	/* PCRE2 deltas */
-	w(`/* Code points each general category gained and lost from Unicode ${OLD.slice(8)} to ${NEW.slice(8)}, as PCRE2
- * class items; regex.c applies them to \\p{..} when the PCRE2 library's Unicode is older than ${NEW.slice(8)}. */`);
+	/* Oniguruma deltas */
+	w(`/* Code points each general category gained and lost from Unicode ${OLD.slice(8)} to ${NEW.slice(8)}, as Oniguruma
+ * class items; regex.c applies them to \\p{..} when the libonig's Unicode is older than ${NEW.slice(8)}. */`);
 	w(`const char ucd_delta_base[] = "${OLD.slice(8)}";`);
 	w('const struct ucd_delta ucd_deltas[] = {');
 	const props = Object.entries(GC).map(([s, l]) => [s, l, 'General_Category/' + l])

@@ -1,9 +1,9 @@
-/* regex.c - see regex.h.  Translation of Oniguruma syntax first, then the Split itself. */
-#define PCRE2_CODE_UNIT_WIDTH 8
+/* regex.c - see regex.h.  The Unicode catch-up rewrite first, then compiling and the Split. */
 #include "tokenize/regex.h"
 
-#include <pcre2.h>
-#include <stdarg.h>
+#include <limits.h>
+#include <oniguruma.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -11,91 +11,35 @@
 #include "tokenize/unicode.h"
 #include "xalloc.h"
 
-/* ---- a growable string ------------------------------------------------------------------- */
+/* ucd_deltas start from Unicode 14.0, 6.9.8's; an older library would need older deltas */
+#if ONIGURUMA_VERSION_INT < 60908
+#error "Oniguruma 6.9.8 or later needed (Debian 12's libonig-dev)"
+#endif
 
-struct sbuf {
+#define ONIG_UNICODE_16 60910	/* 6.9.10: Unicode 16.0, what the reference bundles */
+#define ONIG_PUNCT_IS_PS 60909	/* 6.9.9: [[:punct:]] is \p{P} | \p{S}, no longer \p{P} */
+
+/* ---- the Unicode catch-up ---------------------------------------------------------------- */
+
+/* the output being written, or with p NULL only measured */
+struct out {
 	char *p;
-	size_t len, cap;
-	int oom;
+	size_t len;
 };
 
-static void sb_add(struct sbuf *b, const char *s, size_t n)
+static void put(struct out *o, const char *s, size_t n)
 {
-	if (b->oom)
-		return;
-	if (b->len + n + 1 > b->cap) {
-		size_t cap = b->cap ? b->cap : 64;
-		while (cap < b->len + n + 1)
-			cap *= 2;
-		char *p = realloc(b->p, cap);
-		if (!p) {
-			b->oom = 1;
-			return;
-		}
-		b->p = p;
-		b->cap = cap;
-	}
-	memcpy(b->p + b->len, s, n);
-	b->len += n;
-	b->p[b->len] = 0;
+	if (o->p)
+		memcpy(o->p + o->len, s, n);
+	o->len += n;
 }
 
-static void sb_puts(struct sbuf *b, const char *s)
+static void put_str(struct out *o, const char *s)
 {
-	sb_add(b, s, strlen(s));
+	put(o, s, strlen(s));
 }
 
-static void sb_cat(struct sbuf *b, int n, ...)
-{
-	va_list ap;
-	va_start(ap, n);
-	while (n--)
-		sb_puts(b, va_arg(ap, const char *));
-	va_end(ap);
-}
-
-static const char *sb_str(const struct sbuf *b)
-{
-	return b->p ? b->p : "";
-}
-
-/* ---- Oniguruma -> PCRE2 ------------------------------------------------------------------ */
-
-/* Oniguruma's \s: White_Space, which PCRE2 10.42's \s is not (it adds U+180E) */
-#define WS_ITEMS "\\t-\\r\\x{20}\\x{85}\\x{A0}\\x{1680}\\x{2000}-\\x{200A}\\x{2028}\\x{2029}" \
-		 "\\x{202F}\\x{205F}\\x{3000}"
-#define HEX_ITEMS "0-9a-fA-F"
-
-struct tr {
-	const char *p, *end;
-	int delta;	/* the library's Unicode is older than 16.0: apply ucd_deltas */
-	char *err;
-	size_t errlen;
-	const char *start;
-};
-
-/* A character class item list being built: simple items go inside one PCRE2 [...], complex
- * ones (negated sets, nested classes) are one-character constructs joined with '|'. */
-struct operand {
-	struct sbuf simple, complex;
-	int ncomplex;
-};
-
-static int tr_fail(struct tr *t, const char *msg)
-{
-	snprintf(t->err, t->errlen, "offset %zu: %s", (size_t)(t->p - t->start), msg);
-	return -1;
-}
-
-static int pcre2_unicode_major(void)
-{
-	char v[32] = "";
-	if (pcre2_config(PCRE2_CONFIG_UNICODE_VERSION, v) < 0)
-		return 0;
-	return atoi(v);
-}
-
-/* "Decimal_Number", "decimal number", "Nd" -> the same key */
+/* "Decimal_Number", "decimal number", "Nd" -> the same key, as Oniguruma compares names */
 static void norm_name(const char *s, size_t n, char *out, size_t outlen)
 {
 	size_t k = 0;
@@ -108,135 +52,112 @@ static void norm_name(const char *s, size_t n, char *out, size_t outlen)
 	out[k] = 0;
 }
 
-static const struct ucd_delta *find_delta(const char *name, size_t n)
+static const struct ucd_delta *delta_named(const char *key)
 {
-	char want[64], have[64];
-	norm_name(name, n, want, sizeof want);
+	char have[64];
 	for (const struct ucd_delta *d = ucd_deltas; d->name; d++) {
 		norm_name(d->name, strlen(d->name), have, sizeof have);
-		if (strcmp(want, have) == 0)
+		if (strcmp(key, have) == 0)
 			return d;
 		norm_name(d->long_name, strlen(d->long_name), have, sizeof have);
-		if (strcmp(want, have) == 0)
+		if (strcmp(key, have) == 0)
 			return d;
 	}
 	return NULL;
 }
 
-/* A set of code points: the class items "items" minus the class items "lost", negated or not. */
-struct set {
-	struct sbuf items;
-	const char *lost;	/* "" if none */
-	int neg;
+/* Names that are no category's short or long name but stand for one or a union of them, with
+ * the deltas (space-separated ucd_deltas names) they take: Unicode's other aliases, and
+ * Oniguruma's POSIX-style properties (its doc/RE: alnum = Alphabetic|Nd, word = \w). */
+static const struct {
+	const char *key, *deltas;
+} prop_aliases[] = {
+	{"punct", "P"}, {"digit", "Nd"}, {"cntrl", "Cc"}, {"combiningmark", "M"},
+	{"alnum", "Alpha Nd"}, {"word", "Alpha M Nd Pc"}, {"posixpunct", "P S"},
+}, bracket_names[] = {	/* [:name:] */
+	{"alpha", "Alpha"}, {"alnum", "Alpha Nd"}, {"digit", "Nd"}, {"word", "Alpha M Nd Pc"},
+	{"punct", "P S"},
 };
 
-/* The set as a construct matching one character, for use outside a class. */
-static void set_construct(struct sbuf *o, const struct set *s)
+/* A set of code points whose members moved.  In a class it becomes a nested class,
+ * [^? <the construct> <gained> &&[^<lost>]].  Outside one it stays the construct, with the
+ * gained code points as an alternative and the lost ones as a lookahead (and for the
+ * complement the other way round), because there the library treats a property and a class
+ * differently: (?i) folds the case of a class's members and not of a lone \p{Lu}, and a lone
+ * \w (and, since 6.9.9, \p{Word}) asks the Latin-1 table below U+0100, which also calls
+ * ² ³ ¹ ¼ ½ ¾ word characters. */
+struct set {
+	const char *on, *off;		/* the constructs for the set and its complement, up to name */
+	const char *name, *close;	/* \p{ name } */
+	size_t namelen;
+	const char *in_class;		/* in a class, if not on name close */
+	const char *deltas;		/* space-separated ucd_deltas names */
+	int neg;
+	int fix;			/* rewrite even without deltas: the library means something else */
+};
+
+static void put_items(struct out *o, const struct ucd_delta *const *d, size_t nd, int lost)
 {
-	const char *items = sb_str(&s->items);
-	if (!*s->lost)
-		sb_cat(o, 3, s->neg ? "[^" : "[", items, "]");
-	else if (!s->neg)
-		sb_cat(o, 5, "(?:(?![", s->lost, "])[", items, "])");
-	else
-		sb_cat(o, 5, "(?:[^", items, "]|[", s->lost, "])");
+	for (size_t i = 0; i < nd; i++)
+		put_str(o, lost ? d[i]->lost : d[i]->gained);
 }
 
-static void set_into(struct operand *op, const struct set *s)
+/* Writes the set, or returns 0 (nothing written) when it needs no change. */
+static int put_set(struct out *o, const struct set *s, int version, int depth)
 {
-	if (!s->neg && !*s->lost) {
-		sb_puts(&op->simple, sb_str(&s->items));
-		return;
-	}
-	if (op->ncomplex++)
-		sb_puts(&op->complex, "|");
-	set_construct(&op->complex, s);
-}
+	const struct ucd_delta *d[4];
+	size_t nd = 0, gained = 0, lost = 0;
+	char key[16];
 
-/* \p{Name} with deltas: adds \p{Short} and the code points 16.0 gave it */
-static void delta_items(struct sbuf *b, const struct ucd_delta *d)
-{
-	sb_cat(b, 4, "\\p{", d->name, "}", d->gained);
-}
-
-/* Reads the escape at t->p ('\\' and what follows) into s when it names a set Oniguruma and
- * PCRE2 disagree on; returns 1 if it did, 0 if the escape is to be copied as is, -1 on error. */
-static int tr_set_escape(struct tr *t, struct set *s)
-{
-	const char *p = t->p + 1;
-	char e = *p;
-
-	s->lost = "";
-	s->neg = 0;
-	switch (e) {
-	case 's': case 'S':
-		sb_puts(&s->items, WS_ITEMS);
-		s->neg = e == 'S';
-		t->p = p + 1;
-		return 1;
-	case 'h': case 'H':
-		sb_puts(&s->items, HEX_ITEMS);
-		s->neg = e == 'H';
-		t->p = p + 1;
-		return 1;
-	case 'd': case 'D':
-		if (t->delta)
-			delta_items(&s->items, find_delta("Nd", 2));
-		else
-			sb_puts(&s->items, "\\p{Nd}");
-		s->neg = e == 'D';
-		t->p = p + 1;
-		return 1;
-	case 'w': case 'W':
-		/* Oniguruma: Alphabetic | M | Nd | Pc, and below U+0100 its Latin-1 table, which
-		 * also calls the No characters ² ³ ¹ ¼ ½ ¾ word characters (checked over every
-		 * code point against the reference) */
-		if (t->delta) {
-			delta_items(&s->items, find_delta("Alpha", 5));
-			delta_items(&s->items, find_delta("M", 1));
-			delta_items(&s->items, find_delta("Nd", 2));
-			delta_items(&s->items, find_delta("Pc", 2));
+	if (version < ONIG_UNICODE_16)
+		for (const char *p = s->deltas; *p && nd < 4;) {
+			size_t n = strcspn(p, " ");
+			norm_name(p, n, key, sizeof key);
+			if ((d[nd] = delta_named(key))) {
+				gained += strlen(d[nd]->gained);
+				lost += strlen(d[nd]->lost);
+				nd++;
+			}
+			p += n + (p[n] == ' ');
+		}
+	if (!gained && !lost && !s->fix)
+		return 0;
+	if (depth) {
+		put_str(o, s->neg ? "[^" : "[");
+		if (s->in_class) {
+			put_str(o, s->in_class);
 		} else {
-			sb_puts(&s->items, "\\p{Alpha}\\p{M}\\p{Nd}\\p{Pc}");
+			put_str(o, s->on);
+			put(o, s->name, s->namelen);
+			put_str(o, s->close);
 		}
-		sb_puts(&s->items, "\\x{B2}\\x{B3}\\x{B9}\\x{BC}-\\x{BE}");
-		s->neg = e == 'W';
-		t->p = p + 1;
-		return 1;
-	case 'p': case 'P': {
-		const char *name, *q;
-		size_t n;
-		int neg = e == 'P';
-		if (p[1] == '{') {
-			name = p + 2;
-			q = memchr(name, '}', (size_t)(t->end - name));
-			if (!q)
-				return tr_fail(t, "\\p{ without closing brace");
-			n = (size_t)(q - name);
-			q++;
-		} else if (p + 1 < t->end) {
-			name = p + 1;
-			n = 1;
-			q = p + 2;
-		} else {
-			return tr_fail(t, "\\p at end of pattern");
+		put_items(o, d, nd, 0);
+		if (lost) {
+			put_str(o, "&&[^");
+			put_items(o, d, nd, 1);
+			put_str(o, "]");
 		}
-		if (n && *name == '^') {
-			neg = !neg;
-			name++;
-			n--;
-		}
-		const struct ucd_delta *d = t->delta ? find_delta(name, n) : NULL;
-		if (!d)
-			return 0;	/* a script, a binary property, or no correction needed */
-		delta_items(&s->items, d);
-		s->lost = d->lost;
-		s->neg = neg;
-		t->p = q;
+		put_str(o, "]");
 		return 1;
 	}
+	/* (?:(?![lost])X|[gained]), and for the complement (?:(?![gained])Y|[lost]) */
+	size_t ahead = s->neg ? gained : lost, alt = s->neg ? lost : gained;
+	put_str(o, "(?:");
+	if (ahead) {
+		put_str(o, "(?![");
+		put_items(o, d, nd, !s->neg);
+		put_str(o, "])");
 	}
-	return 0;
+	put_str(o, s->neg ? s->off : s->on);
+	put(o, s->name, s->namelen);
+	put_str(o, s->close);
+	if (alt) {
+		put_str(o, "|[");
+		put_items(o, d, nd, s->neg);
+		put_str(o, "]");
+	}
+	put_str(o, ")");
+	return 1;
 }
 
 static size_t utf8_len(unsigned char c)
@@ -244,238 +165,181 @@ static size_t utf8_len(unsigned char c)
 	return c < 0x80 ? 1 : c >= 0xF0 ? 4 : c >= 0xE0 ? 3 : c >= 0xC0 ? 2 : 1;
 }
 
-/* Copies the escape at t->p that needs no translation, or rewrites \uHHHH. */
-static void tr_copy_escape(struct tr *t, struct sbuf *o)
+/* The escape at p ('\\' and what follows) as a set, and the end of it; NULL if it is none
+ * the rewrite knows. */
+static const char *escape_set(const char *p, const char *end, int version, struct set *s)
 {
-	const char *p = t->p + 1;
-	if (*p == 'u' && t->end - p >= 5 && strspn(p + 1, "0123456789abcdefABCDEF") >= 4) {
-		sb_cat(o, 1, "\\x{");
-		sb_add(o, p + 1, 4);
-		sb_puts(o, "}");
-		t->p = p + 5;
-		return;
-	}
-	size_t n = 1 + utf8_len((unsigned char)*p);
-	if (t->p + n > t->end)
-		n = (size_t)(t->end - t->p);
-	sb_add(o, t->p, n);
-	t->p += n;
-}
-
-
-/* the operand as a one-character construct */
-static void operand_construct(struct sbuf *o, const struct operand *op)
-{
-	if (!op->ncomplex) {
-		if (op->simple.len)
-			sb_cat(o, 3, "[", sb_str(&op->simple), "]");
-		else
-			sb_puts(o, "(?!)");
-		return;
-	}
-	sb_puts(o, "(?:");
-	if (op->simple.len)
-		sb_cat(o, 3, "[", sb_str(&op->simple), "]|");
-	sb_cat(o, 2, sb_str(&op->complex), ")");
-}
-
-static void operand_free(struct operand *op)
-{
-	free(op->simple.p);
-	free(op->complex.p);
-	memset(op, 0, sizeof *op);
-}
-
-/* t->p is just past '['.  Oniguruma classes nest ([a[bc]] is a union) and intersect
- * ([a-z&&[^aeiou]]); PCRE2 10.42's do neither, so a class that uses them becomes
- * (?:[simple]|nested) for a union and (?=A)B for an intersection, negated as (?:(?!X)(?s:.)).
- * A nested class that is a plain positive list is merged into its parent's list, so BLOOM's
- * [^(\s|[.,!?…])] stays one PCRE2 class; the lookaround forms are much slower.
- * Returns 1 and the bare items in *flat for a plain positive class, 0 and a one-character
- * construct in *o otherwise, -1 on error. */
-static int tr_class(struct tr *t, struct sbuf *o, struct sbuf *flat)
-{
-	struct operand op = {0};
-	struct sbuf done = {0};	/* finished operands of an intersection, each as (?=X) */
-	int nops = 0, neg = 0, first = 1, rc = -1;
-
-	if (t->p < t->end && *t->p == '^') {
-		neg = 1;
-		t->p++;
-	}
-	for (;;) {
-		if (t->p >= t->end) {
-			tr_fail(t, "unterminated character class");
-			goto out;
+	char e = p[1];
+	*s = (struct set){"", "", "", "", 0, NULL, "", 0, 0};
+	switch (e) {
+	case 'w': case 'W':
+		s->on = "\\w";
+		s->off = "\\W";
+		s->deltas = "Alpha M Nd Pc";
+		s->neg = e == 'W';
+		return p + 2;
+	case 'd': case 'D':
+		s->on = "\\d";
+		s->off = "\\D";
+		s->deltas = "Nd";
+		s->neg = e == 'D';
+		return p + 2;
+	case 'p': case 'P': {
+		if (p + 2 >= end || p[2] != '{')
+			return NULL;	/* \pL is not a property to Oniguruma 6.9.10 either */
+		const char *name = p + 3, *q = memchr(name, '}', (size_t)(end - name));
+		char key[64];
+		if (!q || q - name >= (ptrdiff_t)sizeof key)
+			return NULL;
+		s->neg = e == 'P';
+		if (*name == '^') {
+			s->neg = !s->neg;
+			name++;
 		}
-		char c = *t->p;
-		if (c == ']' && !first) {
-			t->p++;
-			break;
-		}
-		first = 0;
-		if (c == '[' && t->p[1] == ':') {	/* POSIX bracket, or a nested class "[:" */
-			const char *q = t->p + 2;
-			while (q < t->end && ((*q >= 'a' && *q <= 'z') || *q == '^'))
-				q++;
-			if (q + 1 < t->end && q[0] == ':' && q[1] == ']') {
-				sb_add(&op.simple, t->p, (size_t)(q + 2 - t->p));
-				t->p = q + 2;
-				continue;
-			}
-		}
-		if (c == '[') {
-			struct sbuf nested = {0};
-			t->p++;
-			int r = tr_class(t, &nested, &op.simple);
-			if (r == 0) {
-				if (op.ncomplex++)
-					sb_puts(&op.complex, "|");
-				sb_puts(&op.complex, sb_str(&nested));
-			}
-			free(nested.p);
-			if (r < 0)
-				goto out;
-		} else if (c == '&' && t->p[1] == '&') {
-			sb_puts(&done, "(?=");
-			operand_construct(&done, &op);
-			sb_puts(&done, ")");
-			operand_free(&op);
-			nops++;
-			t->p += 2;
-		} else if (c == '\\') {
-			if (t->p + 1 >= t->end) {
-				tr_fail(t, "trailing backslash");
-				goto out;
-			}
-			struct set s = {0};
-			int r = tr_set_escape(t, &s);
-			if (r > 0) {
-				set_into(&op, &s);
-				/* "[\s-x]": the hyphen is literal after a set, but would not be after the
-				 * explicit range list \s became */
-				if (t->p < t->end && *t->p == '-') {
-					sb_puts(&op.simple, "\\-");
-					t->p++;
-				}
-			} else if (r == 0)
-				tr_copy_escape(t, &op.simple);
-			free(s.items.p);
-			if (r < 0)
-				goto out;
-		} else if (c == ']') {	/* first in the class: literal */
-			sb_puts(&op.simple, "\\]");
-			t->p++;
+		norm_name(name, (size_t)(q - name), key, sizeof key);
+		const struct ucd_delta *d = delta_named(key);
+		if (d) {
+			s->deltas = d->name;
 		} else {
-			size_t n = utf8_len((unsigned char)c);
-			if (t->p + n > t->end)
-				n = (size_t)(t->end - t->p);
-			sb_add(&op.simple, t->p, n);
-			t->p += n;
+			for (size_t i = 0; i < sizeof prop_aliases / sizeof *prop_aliases; i++)
+				if (strcmp(key, prop_aliases[i].key) == 0)
+					s->deltas = prop_aliases[i].deltas;
+			if (!*s->deltas)
+				return NULL;
 		}
-	}
-
-	if (!nops && !op.ncomplex && op.simple.len && !neg) {
-		sb_puts(flat, sb_str(&op.simple));
-		rc = 1;
-	} else if (!nops && !op.ncomplex && op.simple.len) {
-		sb_cat(o, 3, "[^", sb_str(&op.simple), "]");
-		rc = 0;
-	} else {
-		struct sbuf pos = {0};
-		if (nops) {
-			sb_cat(&pos, 2, "(?:", sb_str(&done));
-			operand_construct(&pos, &op);
-			sb_puts(&pos, ")");
+		if (strcmp(key, "word") == 0) {	/* 6.9.10's \p{Word} is \w, Latin-1 table included */
+			s->on = s->in_class = "\\w";
+			s->off = "\\W";
+			s->fix = version < ONIG_PUNCT_IS_PS;
+		} else if (strcmp(key, "posixpunct") == 0 && version < ONIG_PUNCT_IS_PS) {
+			s->on = "[\\p{P}\\p{S}]";	/* 6.9.8 does not know the name */
+			s->off = "[^\\p{P}\\p{S}]";
+			s->in_class = "\\p{P}\\p{S}";
+			s->fix = 1;
 		} else {
-			operand_construct(&pos, &op);
+			s->on = "\\p{";
+			s->off = "\\P{";
+			s->name = name;
+			s->namelen = (size_t)(q - name);
+			s->close = "}";
 		}
-		if (neg)
-			sb_cat(o, 3, "(?:(?!", sb_str(&pos), ")(?s:.))");
-		else
-			sb_puts(o, sb_str(&pos));
-		if (pos.oom)
-			o->oom = 1;
-		free(pos.p);
-		rc = 0;
+		return q + 1;
 	}
-	if (op.simple.oom || op.complex.oom || done.oom)
-		o->oom = flat->oom = 1;
-out:
-	operand_free(&op);
-	free(done.p);
-	return rc;
-}
-
-char *regex_translate(const char *pattern, char *err, size_t errlen)
-{
-	struct tr t = {pattern, pattern + strlen(pattern), pcre2_unicode_major() < 16, err, errlen,
-		       pattern};
-	struct sbuf o = {0};
-	size_t digits;
-
-	sb_puts(&o, "");
-	while (t.p < t.end) {
-		char c = *t.p;
-		if (c == '\\') {
-			if (t.p + 1 >= t.end) {
-				tr_fail(&t, "trailing backslash");
-				goto fail;
-			}
-			struct set s = {0};
-			int r = tr_set_escape(&t, &s);
-			if (r > 0)
-				set_construct(&o, &s);
-			else if (r == 0)
-				tr_copy_escape(&t, &o);
-			free(s.items.p);
-			if (r < 0)
-				goto fail;
-		} else if (c == '[') {
-			struct sbuf flat = {0};
-			t.p++;
-			int r = tr_class(&t, &o, &flat);
-			if (r > 0)
-				sb_cat(&o, 3, "[", sb_str(&flat), "]");
-			if (flat.oom)
-				o.oom = 1;
-			free(flat.p);
-			if (r < 0)
-				goto fail;
-		} else if (c == '(' && t.p + 1 < t.end && t.p[1] == '?') {
-			/* (?imx-imx) and (?imx-imx:...): Ruby's m is PCRE2's s */
-			const char *q = t.p + 2;
-			while (q < t.end && *q && strchr("imx-", *q))
-				q++;
-			sb_puts(&o, "(?");
-			if (q < t.end && (*q == ':' || *q == ')')) {
-				for (const char *r = t.p + 2; r < q; r++)
-					sb_add(&o, *r == 'm' ? "s" : r, 1);
-				t.p = q;
-			} else {
-				t.p += 2;
-			}
-		} else if (c == '{' && t.p[1] == ',' && (digits = strspn(t.p + 2, "0123456789")) &&
-			   t.p[2 + digits] == '}') {
-			/* Oniguruma's x{,n} is x{0,n}; PCRE2 10.42 would read "{,n}" as text */
-			sb_puts(&o, "{0");
-			t.p++;
-		} else {
-			sb_add(&o, t.p, 1);
-			t.p++;
-		}
 	}
-	if (o.oom) {
-		xalloc_err(err, errlen, "the pattern translated for PCRE2", 0);
-		goto fail;
-	}
-	return o.p;
-fail:
-	free(o.p);
 	return NULL;
 }
 
-/* ---- compiling and matching -------------------------------------------------------------- */
+/* The POSIX bracket at p ("[:name:]" or "[:^name:]", inside a class) as a set; NULL if none. */
+static const char *bracket_set(const char *p, const char *end, int version, struct set *s)
+{
+	const char *name = p + 2, *q;
+	int neg = name < end && *name == '^';
+	name += neg;
+	for (q = name; q < end && *q >= 'a' && *q <= 'z'; q++)
+		;
+	if (q + 1 >= end || q[0] != ':' || q[1] != ']')
+		return NULL;
+	*s = (struct set){"[:", "", name, ":]", (size_t)(q - name), NULL, "", neg, 0};
+	for (size_t i = 0; i < sizeof bracket_names / sizeof *bracket_names; i++)
+		if ((size_t)(q - name) == strlen(bracket_names[i].key) &&
+		    memcmp(name, bracket_names[i].key, (size_t)(q - name)) == 0)
+			s->deltas = bracket_names[i].deltas;
+	if (!*s->deltas)
+		return NULL;
+	if (strcmp(s->deltas, "P S") == 0 && version < ONIG_PUNCT_IS_PS) {
+		s->in_class = "\\p{P}\\p{S}";
+		s->fix = 1;
+	}
+	return q + 2;
+}
+
+/* In a class, "X-y" and "y-X" make the set X an end of a range: Oniguruma refuses a set there, and
+ * would accept a nested class, so such an X is left as it is.  X runs from p to q. */
+static int in_range(const char *pat, const char *p, const char *q, const char *end, int depth)
+{
+	if (!depth)
+		return 0;
+	if (q < end && *q == '-' && q + 1 < end && q[1] != ']')
+		return 1;
+	/* a '-' before X that is not the class's first character */
+	return p - pat >= 2 && p[-1] == '-' && p[-2] != '[' &&
+	       !(p[-2] == '^' && p - pat >= 3 && p[-3] == '[');
+}
+
+/* One pass over the pattern: measures (o->p NULL) or writes.  1 if the pattern turns on an ASCII
+ * class option ((?W) (?D) (?P)), under which the Unicode deltas must not be added. */
+static int rewrite(const char *pat, size_t n, int version, struct out *o)
+{
+	const char *p = pat, *end = pat + n, *q;
+	int depth = 0, ascii = 0;
+	struct set s;
+
+	while (p < end) {
+		char c = *p;
+		if (c == '\\' && p + 1 < end) {
+			if ((q = escape_set(p, end, version, &s)) && !in_range(pat, p, q, end, depth) &&
+			    put_set(o, &s, version, depth)) {
+				p = q;
+				continue;
+			}
+			size_t l = 1 + utf8_len((unsigned char)p[1]);
+			if (l > (size_t)(end - p))
+				l = (size_t)(end - p);
+			put(o, p, l);
+			p += l;
+			continue;
+		}
+		if (c == '[' && depth && p + 1 < end && p[1] == ':' &&
+		    (q = bracket_set(p, end, version, &s))) {
+			if (in_range(pat, p, q, end, depth) || !put_set(o, &s, version, depth))
+				put(o, p, (size_t)(q - p));
+			p = q;
+			continue;
+		}
+		if (c == '[') {
+			depth++;
+			put(o, p++, 1);
+			/* a ']' first in a class ("[]a]", "[^]a]") is a literal */
+			if (p < end && *p == '^')
+				put(o, p++, 1);
+			if (p < end && *p == ']')
+				put(o, p++, 1);
+			continue;
+		}
+		if (c == ']' && depth)
+			depth--;
+		if (c == '(' && !depth && p + 1 < end && p[1] == '?') {
+			for (q = p + 2; q < end && (*q == '-' || (*q >= 'a' && *q <= 'z') ||
+						    (*q >= 'A' && *q <= 'Z')); q++)
+				ascii |= *q == 'W' || *q == 'D' || *q == 'P';
+		}
+		put(o, p++, 1);
+	}
+	return ascii;
+}
+
+char *regex_catch_up(const char *pattern, int version, char *err, size_t errlen)
+{
+	size_t n = strlen(pattern);
+	struct out o = {0};
+	char *r;
+
+	if (version >= ONIG_UNICODE_16 || rewrite(pattern, n, version, &o)) {
+		if (!(r = strdup(pattern)))
+			xalloc_err(err, errlen, "a copy of the Split pattern", n + 1);
+		return r;
+	}
+	if (!(o.p = malloc(o.len + 1))) {
+		xalloc_err(err, errlen, "the Split pattern rewritten for Unicode 16.0", o.len + 1);
+		return NULL;
+	}
+	o.len = 0;
+	rewrite(pattern, n, version, &o);
+	o.p[o.len] = 0;
+	return o.p;
+}
+
+/* ---- compiling ----------------------------------------------------------------------------- */
 
 struct seg {
 	size_t a, b;
@@ -483,23 +347,40 @@ struct seg {
 };
 
 struct regex {
-	pcre2_code *code;
-	pcre2_match_data *md;
-	pcre2_match_context *mctx;
-	pcre2_jit_stack *jstack;
-	int jit;
+	regex_t *re;
+	OnigRegion *region;
 	struct seg *segs;	/* regex_split's scratch: the (span, is_match) list */
 	size_t nsegs, capsegs;
 };
+
+static pthread_once_t onig_once = PTHREAD_ONCE_INIT;
+/* the onig crate compiles under a lock too: onig_new shares the library's tables unguarded */
+static pthread_mutex_t onig_lock = PTHREAD_MUTEX_INITIALIZER;
+static int onig_version_int;
+
+static void onig_setup(void)
+{
+	OnigEncoding enc[1] = {ONIG_ENCODING_UTF8};
+	int a = 0, b = 0, c = 0;
+	onig_initialize(enc, 1);
+	sscanf(onig_version(), "%d.%d.%d", &a, &b, &c);
+	onig_version_int = a * 10000 + b * 100 + c;
+}
+
+int regex_onig_version(void)
+{
+	pthread_once(&onig_once, onig_setup);
+	return onig_version_int;
+}
 
 void regex_free(struct regex *re)
 {
 	if (!re)
 		return;
-	pcre2_match_data_free(re->md);
-	pcre2_match_context_free(re->mctx);
-	pcre2_jit_stack_free(re->jstack);
-	pcre2_code_free(re->code);
+	if (re->region)
+		onig_region_free(re->region, 1);
+	if (re->re)
+		onig_free(re->re);
 	free(re->segs);
 	free(re);
 }
@@ -507,59 +388,41 @@ void regex_free(struct regex *re)
 struct regex *regex_compile(const char *pattern, int literal, char *err, size_t errlen)
 {
 	struct regex *re = calloc(1, sizeof *re);
-	char *translated = NULL;
-	pcre2_compile_context *cctx = NULL;
-	uint32_t opts = PCRE2_UTF;
-	int ec;
-	PCRE2_SIZE eo;
+	char *text = NULL;
+	OnigErrorInfo einfo = {0};
+	int rc;
 
 	if (!re) {
 		xalloc_err(err, errlen, "the compiled regex", sizeof *re);
 		return NULL;
 	}
-	if (literal) {
-		opts |= PCRE2_LITERAL;
-	} else {
-		translated = regex_translate(pattern, err, errlen);
-		if (!translated)
-			goto fail;
-		pattern = translated;
-		opts |= PCRE2_UCP | PCRE2_MULTILINE;
-	}
-	cctx = pcre2_compile_context_create(NULL);
-	if (!cctx || pcre2_set_newline(cctx, PCRE2_NEWLINE_LF) != 0) {
-		xalloc_err(err, errlen, "the PCRE2 compile context", 0);
+	/* a String pattern is the reference's escaped one: ASIS syntax takes every byte literally */
+	text = literal ? strdup(pattern) : regex_catch_up(pattern, regex_onig_version(), err, errlen);
+	if (!text) {
+		if (literal)
+			xalloc_err(err, errlen, "a copy of the Split pattern", strlen(pattern) + 1);
 		goto fail;
 	}
-	re->code = pcre2_compile((PCRE2_SPTR)pattern, PCRE2_ZERO_TERMINATED, opts, &ec, &eo, cctx);
-	if (!re->code) {
-		char msg[256];
-		pcre2_get_error_message(ec, (PCRE2_UCHAR *)msg, sizeof msg);
-		snprintf(err, errlen, "%s (PCRE2 pattern offset %zu%s%s)", msg, (size_t)eo,
-			 translated ? " of the translation " : "", translated ? translated : "");
+	pthread_mutex_lock(&onig_lock);
+	rc = onig_new(&re->re, (const OnigUChar *)text, (const OnigUChar *)text + strlen(text),
+		      ONIG_OPTION_NONE, ONIG_ENCODING_UTF8,
+		      literal ? ONIG_SYNTAX_ASIS : ONIG_SYNTAX_ONIGURUMA, &einfo);
+	pthread_mutex_unlock(&onig_lock);
+	if (rc != ONIG_NORMAL) {
+		OnigUChar msg[ONIG_MAX_ERROR_MESSAGE_LEN];
+		onig_error_code_to_str(msg, rc, &einfo);
+		snprintf(err, errlen, "%s (Oniguruma %s)", (const char *)msg, onig_version());
+		re->re = NULL;
 		goto fail;
 	}
-	/* No JIT (an exotic platform, SELinux execmem) is slower but still correct. */
-	re->jit = pcre2_jit_compile(re->code, PCRE2_JIT_COMPLETE) == 0;
-	re->md = pcre2_match_data_create_from_pattern(re->code, NULL);
-	re->mctx = pcre2_match_context_create(NULL);
-	if (!re->md || !re->mctx) {
-		xalloc_err(err, errlen, "the PCRE2 match data", 0);
+	if (!(re->region = onig_region_new())) {
+		xalloc_err(err, errlen, "the regex's match region", sizeof(OnigRegion));
 		goto fail;
 	}
-	if (re->jit) {
-		/* the default 32 KB runs out on long repeats of groups; past 8 MB we fall back to
-		 * the interpreter, whose frames live on the heap */
-		re->jstack = pcre2_jit_stack_create(32 * 1024, 8 * 1024 * 1024, NULL);
-		if (re->jstack)
-			pcre2_jit_stack_assign(re->mctx, NULL, re->jstack);
-	}
-	pcre2_compile_context_free(cctx);
-	free(translated);
+	free(text);
 	return re;
 fail:
-	pcre2_compile_context_free(cctx);
-	free(translated);
+	free(text);
 	regex_free(re);
 	return NULL;
 }
@@ -574,32 +437,26 @@ int regex_behavior_parse(const char *name)
 	return -1;
 }
 
-static int find(struct regex *re, const uint8_t *s, size_t n, size_t start, uint32_t opts,
-		size_t *ms, size_t *me, char *err, size_t errlen)
+/* ---- matching ------------------------------------------------------------------------------ */
+
+/* the leftmost match at or after start: 1 and [*ms, *me), 0 if none, -1 with err */
+static int find(struct regex *re, const uint8_t *s, size_t n, size_t start, size_t *ms, size_t *me,
+		char *err, size_t errlen)
 {
-	int rc = pcre2_match(re->code, s, n, start, opts, re->md, re->mctx);
-	if (rc == PCRE2_ERROR_JIT_STACKLIMIT)
-		rc = pcre2_match(re->code, s, n, start, opts | PCRE2_NO_JIT, re->md, re->mctx);
-	if (rc == PCRE2_ERROR_NOMATCH)
+	int rc = onig_search(re->re, s, s + n, s + start, s + n, re->region, ONIG_OPTION_NONE);
+	if (rc == ONIG_MISMATCH)
 		return 0;
 	if (rc < 0) {
-		char msg[256];
-		pcre2_get_error_message(rc, (PCRE2_UCHAR *)msg, sizeof msg);
-		snprintf(err, errlen, "matching at byte %zu: %s", start, msg);
+		OnigUChar msg[ONIG_MAX_ERROR_MESSAGE_LEN];
+		onig_error_code_to_str(msg, rc);
+		snprintf(err, errlen, "matching at byte %zu: %s", start, (const char *)msg);
 		return -1;
 	}
-	PCRE2_SIZE *ov = pcre2_get_ovector_pointer(re->md);
-	*ms = ov[0];
-	*me = ov[1];
+	*ms = (size_t)re->region->beg[0];
+	*me = (size_t)re->region->end[0];
 	if (*me < *ms)	/* \K in a lookahead can do that; the reference would panic slicing */
 		*me = *ms;
 	return 1;
-}
-
-int regex_find(struct regex *re, const uint8_t *s, size_t n, size_t start, size_t *ms, size_t *me,
-	       char *err, size_t errlen)
-{
-	return find(re, s, n, start, 0, ms, me, err, errlen);
 }
 
 static int push_seg(struct regex *re, size_t a, size_t b, int match)
@@ -630,36 +487,28 @@ static int push_piece(struct pretok_piece **out, size_t *cap, size_t k, size_t a
 	return 0;
 }
 
-/* tokenizers' Pattern::find_matches for a SysRegex: the onig crate's find_iter, then the gaps */
+/* tokenizers' Pattern::find_matches for a SysRegex: the onig crate's find_iter, then the gaps.
+ * find_iter drops an empty match that ends where the previous match ended (and moves the search
+ * one character on); any other empty match is kept. */
 static int find_segments(struct regex *re, const uint8_t *s, size_t n, int invert, char *err,
 			 size_t errlen)
 {
-	size_t last_end = 0, prev = 0, ms, me;
-	int skip_next_empty = 0;
-	uint32_t opts = 0;	/* the first search checks the whole subject's UTF-8, later ones don't */
+	size_t last_end = 0, last_match_end = 0, prev = 0, ms, me;
+	int matched = 0;
 
 	re->nsegs = 0;
 	while (last_end <= n) {
-		int r = find(re, s, n, last_end, opts, &ms, &me, err, errlen);
+		int r = find(re, s, n, last_end, &ms, &me, err, errlen);
 		if (r < 0)
 			return -1;
 		if (r == 0)
 			break;
-		opts = PCRE2_NO_UTF_CHECK;
-		last_end = me;
-		if (ms == me) {
-			/* an empty match moves the search one character on; one that directly follows
-			 * a non-empty match is dropped */
-			last_end += me < n ? utf8_len(s[me]) : 1;
-			if (last_end > n && me < n)
-				last_end = n;
-			if (skip_next_empty) {
-				skip_next_empty = 0;
-				continue;
-			}
-		} else {
-			skip_next_empty = 1;
+		if (ms == me && matched && me == last_match_end) {
+			last_end += last_end < n ? utf8_len(s[last_end]) : 1;
+			continue;
 		}
+		last_end = last_match_end = me;
+		matched = 1;
 		if (prev != ms && push_seg(re, prev, ms, invert))
 			goto oom;
 		if (push_seg(re, ms, me, !invert))
@@ -680,6 +529,19 @@ ssize_t regex_split(struct regex *re, const uint8_t *s, size_t n, enum regex_beh
 	/* the reference's find_matches answers [(0,0), false] for "", which is then dropped */
 	if (n == 0)
 		return 0;
+	if (n > INT_MAX) {	/* Oniguruma's offsets are ints */
+		snprintf(err, errlen, "a text of %zu bytes: the regex engine takes at most %d", n,
+			 INT_MAX);
+		return -1;
+	}
+	/* the library trusts its input to be UTF-8 */
+	for (size_t i = 0, l; i < n; i += l)
+		if (s[i] < 0x80)
+			l = 1;
+		else if (!(l = utf8_valid_len(s + i, n - i))) {
+			snprintf(err, errlen, "invalid UTF-8 at byte %zu", i);
+			return -1;
+		}
 	if (find_segments(re, s, n, invert, err, errlen) < 0)
 		return -1;
 

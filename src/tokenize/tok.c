@@ -67,7 +67,7 @@ struct tok_state {
 	size_t segcap, segcap2;
 	struct pretok_piece *pa, *pb, *tmp;
 	size_t capa, capb, captmp;
-	struct regex *re[MAX_STEPS];     /* a PCRE2 match context is not shareable between threads */
+	struct regex *re[MAX_STEPS];     /* a regex's match region is not shareable between threads */
 	char *arena;
 	size_t arena_cap;
 	struct wp_state *wps;

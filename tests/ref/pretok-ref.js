@@ -89,6 +89,7 @@ function classes() {
 		L: '\\p{L}+', N: '\\p{N}+', S: '\\s+', BLOOM_EXCL: '[(\\s|[.,!?…。，、।۔،])]+',
 		w: '\\w+', d: '\\d+', h: '\\h+', P: '\\p{P}+', M: '\\p{M}+', S_sym: '\\p{S}+',
 		Lu: '\\p{Lu}+', Nd: '\\p{Nd}+', Mn: '\\p{Mn}+',
+		alpha: '[[:alpha:]]+', punct: '[[:punct:]]+', Word: '\\p{Word}+',
 	};
 	for (const [name, re] of Object.entries(probes)) {
 		const pt = preTokenizer({type: 'Split', pattern: {Regex: re}, behavior: 'Removed', invert: true});
