@@ -549,11 +549,13 @@ static void counts(const struct pipeline *pl, char *buf, size_t len)
 /* the progress line ends; the summary, in binary units as the line's (progress.h) */
 static void summary(struct pipeline *pl)
 {
-	double t = progress_end(&pl->pg), mib = (double)pl->bytes / 1048576;
 	char n[96];
+	counts(pl, n, sizeof n);
+	progress_extra(&pl->pg, "%s", n);   /* a forced line ends on the final counts */
+	pl->pg.done = pl->bytes;
+	double t = progress_end(&pl->pg), mib = (double)pl->bytes / 1048576;
 	if (pl->cfg->quiet)
 		return;
-	counts(pl, n, sizeof n);
 	fprintf(stderr, "%s: %s, %.1f MiB in %.2f s (%.1f MiB/s), %llu bad lines\n", prog_name, n, mib, t,
 		t > 0 ? mib / t : 0, pl->bad);
 }
