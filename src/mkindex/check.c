@@ -5,7 +5,7 @@
  * index, and what was expected.  A broken array can produce a problem per entry, so each kind
  * is printed at most MAX_SHOWN times and then counted.  With --vocab-size the .bin is read
  * through and every id checked; that is the only part that reads the .bin, the rest needs only
- * its size. */
+ * its size, and the only long one: it shows a progress line (lib/progress.h) on stderr. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -13,6 +13,7 @@
 #include "cmd.h"
 #include "idx.h"
 #include "msg.h"
+#include "progress.h"
 
 #define MAX_SHOWN 10
 
@@ -58,6 +59,7 @@ struct idscan {
 	int64_t vocab;
 	uint64_t bad;
 	uint64_t seq, seq_start, seq_end;  /* the sequence of the last offender, its token range */
+	struct progress pg;                /* bytes of .bin read */
 };
 
 static int check_ids(void *ctx, const unsigned char *p, size_t ntok, uint64_t tok0)
@@ -66,6 +68,7 @@ static int check_ids(void *ctx, const unsigned char *p, size_t ntok, uint64_t to
 	const struct idx *x = s->x;
 	int64_t lo = INT64_MAX, hi = INT64_MIN;
 
+	progress_update(&s->pg, (tok0 + ntok) * x->itemsize);   /* 4 MiB chunks: cheap */
 	for (size_t i = 0; i < ntok; i++) {  /* fast path: the chunk's range */
 		int64_t v = idx_token(x->dtype, p + i * x->itemsize);
 		lo = v < lo ? v : lo;
@@ -131,8 +134,12 @@ int cmd_check(const char *prefix, uint64_t vocab)
 			x.tokens = lay.tokens;
 			x.sizes = x.map + IDX_HEADER;
 			struct idscan s = {&x, vocab > INT64_MAX ? INT64_MAX : (int64_t)vocab, 0, 0, 0,
-					   x.n ? idx_size(&x, 0) : 0};
-			if (idx_scan(&x, 0, x.tokens, check_ids, &s, err, sizeof err) != 0) {
+					   x.n ? idx_size(&x, 0) : 0, {0}};
+			progress_begin(&s.pg, "checking ids", NULL, x.tokens * x.itemsize);
+			int sr = idx_scan(&x, 0, x.tokens, check_ids, &s, err, sizeof err);
+			fflush(stdout);   /* the problems found, before the progress line's end */
+			progress_end(&s.pg);
+			if (sr != 0) {
 				warn("%s", err);
 				idx_close(&x);
 				return EXIT_FAILED;

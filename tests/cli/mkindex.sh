@@ -186,6 +186,24 @@ else
 	expect_rc merge_halves_exits_0 0 $MK merge merged a_text_document b_text_document
 	check merge_bin_identical_to_$PEER cmp merged.bin "$MEG.bin"
 	check merge_idx_identical_to_$PEER cmp merged.idx "$MEG.idx"
+	# progress (LMTK_PROGRESS=1 into a file): merge counts both files' bytes, check --vocab-size
+	# the .bin's; each ends at 100% of that, with the rate and ETA 0:00:00; stdout and the files
+	# are what they are without it
+	binsize() { awk -v b="$1" 'BEGIN { split("B KiB MiB GiB TiB", u, " "); i = 1
+		while (b >= 1024 && i < 5) { b /= 1024; i++ }
+		if (i == 1) printf "%d B", b; else printf "%.2f %s", b, u[i] }' | sed 's/\./\\./'; }
+	both=$(binsize $(( $(stat -c %s "$MEG.bin") + $(stat -c %s "$MEG.idx") )))
+	LMTK_PROGRESS=1 $MK merge pmerged a_text_document b_text_document >pm.out 2>pm.err
+	check merge_with_progress_bin_identical cmp pmerged.bin merged.bin
+	check merge_with_progress_idx_identical cmp pmerged.idx merged.idx
+	check merge_progress_not_on_stdout [ ! -s pm.out ]
+	contains merge_progress_ends_at_both_files_bytes pm.err "^mkindex: merging $both of $both \(100%\), [0-9.]+ (B|KiB|MiB|GiB)/s, ETA 0:00:00\$"
+	check merge_progress_then_the_summary grep -q ': 2 datasets merged: ' <(tail -1 pm.err)
+	$MK check "$MEG" --vocab-size 5000 >pc0.out 2>/dev/null
+	LMTK_PROGRESS=1 $MK check "$MEG" --vocab-size 5000 >pc.out 2>pc.err
+	check check_with_progress_same_stdout cmp pc.out pc0.out
+	bin=$(binsize "$(stat -c %s "$MEG.bin")")
+	contains check_progress_ends_at_the_bin_size pc.err "^mkindex: checking ids $bin of $bin \(100%\), [0-9.]+ (B|KiB|MiB|GiB)/s, ETA 0:00:00\$"
 	$MK --output-prefix a32 --dtype int32 < a.tok 2>/dev/null
 	mkdir mix
 	expect_rc merge_mixed_dtype_exits_2 2 $MK merge mix/m a_text_document a32_text_document
