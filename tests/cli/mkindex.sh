@@ -189,9 +189,6 @@ else
 	# progress (LMTK_PROGRESS=1 into a file): merge counts both files' bytes, check --vocab-size
 	# the .bin's; each ends at 100% of that, with the rate and ETA 0:00:00; stdout and the files
 	# are what they are without it
-	binsize() { awk -v b="$1" 'BEGIN { split("B KiB MiB GiB TiB", u, " "); i = 1
-		while (b >= 1024 && i < 5) { b /= 1024; i++ }
-		if (i == 1) printf "%d B", b; else printf "%.2f %s", b, u[i] }' | sed 's/\./\\./'; }
 	both=$(binsize $(( $(stat -c %s "$MEG.bin") + $(stat -c %s "$MEG.idx") )))
 	LMTK_PROGRESS=1 $MK merge pmerged a_text_document b_text_document >pm.out 2>pm.err
 	check merge_with_progress_bin_identical cmp pmerged.bin merged.bin
