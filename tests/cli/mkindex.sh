@@ -166,6 +166,14 @@ else
 	check dump_doc_is_that_line [ "$($MK dump "$MEG" --doc 999)" = "$(sed -n 1000p all.txt)" ]
 	check dump_range_is_those_lines [ "$($MK dump "$MEG" --range 10:13)" = "$(sed -n 11,13p all.txt)" ]
 	check dump_open_range [ "$($MK dump "$MEG" --range 998: | wc -l)" = 2 ]
+	# its progress (forced into a file): the bytes of .bin dumped, to 100%; stdout as without it
+	LMTK_PROGRESS=1 $MK dump "$MEG" >pall.txt 2>pd.err
+	check dump_with_progress_same_stdout cmp pall.txt all.txt
+	bin=$(binsize "$(stat -c %s "$MEG.bin")")
+	contains dump_progress_ends_at_the_bin_size pd.err "^mkindex: dumping $bin of $bin \(100%\), [0-9.]+ (B|KiB|MiB|GiB)/s, ETA 0:00:00\$"
+	LMTK_PROGRESS=1 $MK dump "$MEG" --doc 999 >/dev/null 2>pd.err   # uint16: 2 bytes a token
+	one=$(binsize $((2 * $(sed -n 1000p all.txt | wc -w))))
+	contains dump_doc_progress_is_that_documents_bytes pd.err "^mkindex: dumping $one of $one \(100%\)"
 	expect_rc dump_doc_out_of_range_exits_2 2 $MK dump "$MEG" --doc 1000
 	contains dump_doc_out_of_range_says_count "$T/err" 'it has 1000 \(0\.\.999\)'
 
