@@ -80,6 +80,14 @@ LMTK_PROGRESS=1 "${TKG[@]}" < "$T/owt4.jsonl" 2>"$T/ppt.err" | LMTK_PROGRESS=1 $
 check progress_on_pipeline_bin_identical cmp "$T/pon_text_document.bin" "$T/poff_text_document.bin"
 check progress_on_pipeline_idx_identical cmp "$T/pon_text_document.idx" "$T/poff_text_document.idx"
 contains progress_on_pipeline_mkindex_drew_it "$T/ppm.err" '^mkindex: reading [0-9.]+ (KiB|MiB), [0-9.]+ (KiB|MiB)/s, 4000 documents$'
+# --decode's progress: the bytes of the stream read, to 100% of the file's size; the text is the
+# same without it
+TKD=($TK --vocab-file "$MEG/gpt2-tiny-vocab.json" --merge-file "$MEG/gpt2-tiny-merges.txt" --decode)
+LMTK_PROGRESS=1 "${TKD[@]}" "$T/pon.stream" >"$T/pdec.txt" 2>"$T/pdec.err"
+"${TKD[@]}" "$T/pon.stream" >"$T/dec0.txt" 2>/dev/null
+check decode_with_progress_same_text cmp "$T/pdec.txt" "$T/dec0.txt"
+sb=$(binsize "$(stat -c %s "$T/pon.stream")")
+contains decode_progress_ends_at_the_streams_size "$T/pdec.err" "^tokenize: decoding $sb of $sb \\(100%\\), [0-9.]+ (B|KiB|MiB)/s, ETA 0:00:00\$"
 
 # --- the peers ------------------------------------------------------------------------------
 if [ ! -d "$LMTK_NODE_MODULES/tokenizers" ]; then
