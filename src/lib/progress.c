@@ -118,6 +118,10 @@ void progress_update(struct progress *p, uint64_t done)
 	if (!p->on || (now = units_now()) < p->next)
 		return;
 	p->next = now + PROGRESS_INTERVAL;
+	/* a file gets a line only when there is news (a wait, hub-sync's push, adds none); a
+	 * terminal's is redrawn, its rate falling while nothing moves */
+	if (!p->tty && p->drawn && done == p->shown)
+		return;
 	draw(p, now);
 }
 

@@ -64,6 +64,20 @@ static void ends_at_the_total(void)
 	progress_end(&p);
 }
 
+static void stalled(void)
+{
+	struct progress p;
+	progress_begin(&p, "LFS uploads: sent", NULL, 0);
+	p.start -= 2;
+	p.next = 0;
+	progress_update(&p, 1u << 20);          /* 1 MiB in 2 s */
+	p.next = 0;
+	progress_update(&p, 1u << 20);          /* due, no news: no line into a file */
+	p.next = 0;
+	progress_update(&p, 1u << 20);
+	progress_end(&p);                       /* the last line said it all */
+}
+
 static void short_job(void)
 {
 	struct progress p;
@@ -157,6 +171,12 @@ int main(void)
 		unsetenv("LMTK_PROGRESS");
 		capture(ends_at_the_total);   /* not forced: nothing, end included */
 		T_STREQ(got, "");
+	}
+	T_CASE("forced_into_a_file_no_line_without_news") {
+		setenv("LMTK_PROGRESS", "1", 1);
+		capture(stalled);
+		T_STREQ(got, "lib_progress: LFS uploads: sent 1.00 MiB, 512.00 KiB/s\n");
+		unsetenv("LMTK_PROGRESS");
 	}
 	T_CASE("forced_off_beats_the_environment") {
 		setenv("LMTK_PROGRESS", "1", 1);
