@@ -12,9 +12,10 @@
  * the line) at most four times a second, and erased by progress_end(), after which the program
  * prints its one-line summary as it always did.  LMTK_PROGRESS=1 (or a program's --progress,
  * progress_force) draws it anyway, one line per redraw ending in "\n" so a log file stays
- * readable (none while done stays where the last line showed it), and progress_end() then draws the last state once more unless the last line showed
- * it (so such a log always ends on the job's 100%, even a job shorter than one interval);
- * LMTK_PROGRESS=0 never draws it.  A batch job's log thus stays clean unless asked.
+ * readable (none while done stays where the last line showed it), and progress_end() then
+ * draws the last state once more unless the last line showed it (so such a log always ends on
+ * the job's 100%, even a job shorter than one interval); LMTK_PROGRESS=0 never draws it.  A
+ * batch job's log thus stays clean unless asked.
  *
  * Updating costs one monotonic clock read (a vDSO call, tens of nanoseconds) and a compare: cheap
  * enough for a call per document or per buffer, never per token.  Not thread-safe: one thread

@@ -5,7 +5,7 @@
  * index, and what was expected.  A broken array can produce a problem per entry, so each kind
  * is printed at most MAX_SHOWN times and then counted.  With --vocab-size the .bin is read
  * through and every id checked; that is the only part that reads the .bin, the rest needs only
- * its size, and the only long one: it shows a progress line (lib/progress.h) on stderr. */
+ * its size; being the longest part, it shows a progress line (lib/progress.h) on stderr. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
