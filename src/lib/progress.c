@@ -108,6 +108,13 @@ static void draw(struct progress *p, double now)
 		fprintf(stderr, "%s: %s\n", prog_name, line);
 	p->drawn = 1;
 	p->shown = p->done;
+	p->shown_total = p->total;
+}
+
+/* whether the numbers moved since the last line (a total may grow: hub-sync's) */
+static int news(const struct progress *p)
+{
+	return p->done != p->shown || p->total != p->shown_total;
 }
 
 void progress_update(struct progress *p, uint64_t done)
@@ -120,7 +127,7 @@ void progress_update(struct progress *p, uint64_t done)
 	p->next = now + PROGRESS_INTERVAL;
 	/* a file gets a line only when there is news (a wait, hub-sync's push, adds none); a
 	 * terminal's is redrawn, its rate falling while nothing moves */
-	if (!p->tty && p->drawn && done == p->shown)
+	if (!p->tty && p->drawn && !news(p))
 		return;
 	draw(p, now);
 }
@@ -130,7 +137,7 @@ double progress_end(struct progress *p)
 	double now = units_now();
 	/* a forced line in a file or a pipe ends where the job did (its 100%), unless the last
 	 * line already said so; a terminal's is erased for the summary */
-	if (p->on && !p->tty && p->done != p->shown)
+	if (p->on && !p->tty && news(p) && (p->drawn || p->done))
 		draw(p, now);
 	if (p->drawn && p->tty)
 		fputs("\r\033[K", stderr);

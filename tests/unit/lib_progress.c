@@ -78,6 +78,17 @@ static void stalled(void)
 	progress_end(&p);                       /* the last line said it all */
 }
 
+static void total_settles(void)
+{
+	struct progress p;
+	progress_begin(&p, "LFS uploads: sent", NULL, 3u << 20);
+	p.start -= 2;
+	p.next = 0;
+	progress_update(&p, 1u << 20);          /* 1 MiB of 3 MiB in 2 s */
+	p.total = 1u << 20;                     /* what was left was not sent after all */
+	progress_end(&p);                       /* the same done, a new total: a last line */
+}
+
 static void short_job(void)
 {
 	struct progress p;
@@ -176,6 +187,10 @@ int main(void)
 		setenv("LMTK_PROGRESS", "1", 1);
 		capture(stalled);
 		T_STREQ(got, "lib_progress: LFS uploads: sent 1.00 MiB, 512.00 KiB/s\n");
+		capture(total_settles);   /* a total that changed is news */
+		T_ASSERT(strncmp(got, "lib_progress: LFS uploads: sent 1.00 MiB of 3.00 MiB (33%), 512.00 KiB/s, "
+				 "ETA 0:00:04\nlib_progress: LFS uploads: sent 1.00 MiB of 1.00 MiB (100%), ", 147) == 0);
+		T_ASSERT(strstr(got, "/s, ETA 0:00:00\n") != NULL);
 		unsetenv("LMTK_PROGRESS");
 	}
 	T_CASE("forced_off_beats_the_environment") {
