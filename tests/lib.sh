@@ -27,6 +27,12 @@ expect_rc() {
 contains()  { if grep -Eq -- "$3" "$2"; then ok "$1"; else fail "$1" "no /$3/ in $2: $(head -c 400 "$2")"; fi; }
 lacks()     { if grep -Eq -- "$3" "$2"; then fail "$1" "unexpected /$3/ in $2"; else ok "$1"; fi; }
 
+# binsize BYTES: a size as the progress lines and summaries print it (binary units, two decimals:
+# "1023 B", "8.21 MiB"), with its "." escaped for a grep -E pattern
+binsize() { awk -v b="$1" 'BEGIN { split("B KiB MiB GiB TiB", u, " "); i = 1
+	while (b >= 1024 && i < 5) { b /= 1024; i++ }
+	if (i == 1) printf "%d B", b; else printf "%.2f %s", b, u[i] }' | sed 's/\./\\./'; }
+
 # wait_for SECONDS CMD...: poll until CMD succeeds
 wait_for() { local end=$((SECONDS + $1)); shift; until "$@"; do [ $SECONDS -ge $end ] && return 1; sleep 0.2; done; }
 

@@ -40,6 +40,7 @@ struct task {
 	enum outcome res;
 	char err[1024];
 	unsigned long long sent;
+	unsigned long long wire;     /* bytes its requests put on the wire, failed ones included */
 };
 
 struct round {
@@ -51,10 +52,16 @@ struct round {
 };
 
 static unsigned long long bytes_sent;  /* __atomic: every upload thread adds to it */
+static unsigned long long bytes_asked; /* __atomic: the sizes of the objects the server asked for */
 
 unsigned long long batch_bytes_sent(void)
 {
 	return __atomic_load_n(&bytes_sent, __ATOMIC_RELAXED);
+}
+
+unsigned long long batch_bytes_asked(void)
+{
+	return __atomic_load_n(&bytes_asked, __ATOMIC_RELAXED);
 }
 
 static int on_xfer(void *ud, curl_off_t dltotal, curl_off_t dlnow, curl_off_t ultotal, curl_off_t ulnow)
@@ -74,6 +81,7 @@ struct body_src {
 	int fd;
 	off_t off;
 	unsigned long long left;
+	unsigned long long *wire;    /* the task's: adds what the request sent */
 };
 
 struct resp {
@@ -215,6 +223,8 @@ static enum outcome http(CURL *h, const struct batch_opts *o, const char *method
 		curl_easy_setopt(h, CURLOPT_CUSTOMREQUEST, method);
 	cc = curl_easy_perform(h);
 	curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &r->status);
+	if (src && src->wire)
+		*src->wire += (unsigned long long)sent;
 	curl_slist_free_all(hs);
 
 	if (cc != CURLE_OK) {
@@ -270,7 +280,7 @@ static int open_object(struct task *t, int *fd)
 static enum outcome upload_basic(CURL *h, const struct batch_opts *o, struct task *t, int fd,
 				 struct resp *r)
 {
-	struct body_src src = {fd, 0, t->obj->size};
+	struct body_src src = {fd, 0, t->obj->size, &t->wire};
 	struct curl_slist *hs = NULL;
 	char what[600];
 	int has_ctype = 0;
@@ -300,7 +310,8 @@ static enum outcome upload_multipart(CURL *h, const struct batch_opts *o, struct
 
 	for (size_t i = 0; i < t->nparts && res == OK; i++) {
 		unsigned long long off = i * t->chunk;
-		struct body_src src = {fd, (off_t)off, t->obj->size - off < t->chunk ? t->obj->size - off : t->chunk};
+		struct body_src src = {fd, (off_t)off, t->obj->size - off < t->chunk ? t->obj->size - off : t->chunk,
+				       &t->wire};
 		snprintf(what, sizeof what, "upload of %s, part %zu of %zu", t->obj->name, i + 1, t->nparts);
 		/* part URLs are presigned storage URLs: never our credentials */
 		res = http(h, o, "PUT", t->parts[i], NULL, 0, NULL, &src, r, 0, what, t->err, sizeof t->err);
@@ -458,8 +469,13 @@ static int parse_multipart(json_t *upload, struct task *t)
 	return 0;
 }
 
+/* Once per task, run or not: what it was asked to send becomes what it sent, so that at the end
+ * the bytes asked equal the bytes sent (a failed or unattempted upload's rest is sent by a
+ * later round, which asks for it again). */
 static void task_free(struct task *t)
 {
+	__atomic_add_fetch(&bytes_asked, t->wire, __ATOMIC_RELAXED);
+	__atomic_sub_fetch(&bytes_asked, t->obj->size, __ATOMIC_RELAXED);
 	free(t->upload.href);
 	free(t->verify.href);
 	curl_slist_free_all(t->upload.headers);
@@ -521,6 +537,7 @@ static enum outcome batch_answer(const char *body, const char *endpoint, struct 
 		struct task *t = &tasks[(*ntasks)++];
 		memset(t, 0, sizeof *t);
 		t->obj = ob;
+		__atomic_add_fetch(&bytes_asked, ob->size, __ATOMIC_RELAXED);
 		t->res = TRANSIENT;  /* until a worker says otherwise: an auth failure stops the round */
 		snprintf(t->err, sizeof t->err, "upload of %s: not attempted", ob->name);
 		t->authenticated = json_is_true(json_object_get(jo, "authenticated"));

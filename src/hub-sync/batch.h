@@ -71,6 +71,10 @@ int batch_end(struct batch_session *s, struct batch_result *r, char *err, size_t
 
 /* LFS bytes sent so far by this process, all threads together (for a progress line) */
 unsigned long long batch_bytes_sent(void);
+/* What the uploads so far set out to send: the sizes of the objects the server asked for, each
+ * time it asked (a retry's again, as its bytes are sent again); the progress line's total, which
+ * grows as the batch answers come in.  batch_bytes_sent() never passes it. */
+unsigned long long batch_bytes_asked(void);
 
 /* exposed for the unit test: same scheme, host and port? */
 int batch_same_origin(const char *a, const char *b);

@@ -250,8 +250,9 @@ static void url_user(const char *url, char *out, size_t len)
 		snprintf(out, len, "%.*s", (int)(at - p), p);
 }
 
-/* The progress line (lib/progress.h: a terminal's, or LMTK_PROGRESS=1's): LFS bytes sent and the
- * rate, polled by a thread of its own since the uploads run inside libcurl. */
+/* The progress line (lib/progress.h: a terminal's, or LMTK_PROGRESS=1's): LFS bytes sent of
+ * those the server asked for so far, the rate and the ETA, polled by a thread of its own since
+ * the uploads run inside libcurl.  The total grows as objects are hashed and asked about. */
 static struct {
 	pthread_t th;
 	int on, stop;
@@ -274,6 +275,7 @@ static void *tick(void *arg)
 		}
 		pthread_cond_timedwait(&ticker.cv, &ticker.mu, &until);
 		unsigned long long b = batch_bytes_sent();
+		ticker.pg.total = batch_bytes_asked();
 		if (!ticker.stop && b > 0)
 			progress_update(&ticker.pg, b);
 	}
@@ -293,6 +295,8 @@ static void progress(int start)
 		pthread_mutex_unlock(&ticker.mu);
 		pthread_join(ticker.th, NULL);
 		ticker.on = 0;
+		ticker.pg.total = batch_bytes_asked();   /* a forced line ends on the final numbers */
+		ticker.pg.done = batch_bytes_sent();
 		progress_end(&ticker.pg);
 	}
 }

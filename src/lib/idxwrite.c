@@ -229,10 +229,21 @@ void idx_writer_close(struct idx_writer *w)
 	w->bin.slot = w->idx.slot = -1;
 }
 
-int idx_merge(const char *out, struct idx *in, int nin, char *err, size_t errlen)
+/* the merge's bytes so far, written and buffered, for its progress line (pg NULL: none) */
+static void merged(struct progress *pg, const struct outfile *bin, const struct outfile *idx)
+{
+	if (pg)
+		progress_update(pg, bin->size + idx->size);
+}
+
+#define COPY_SLICE (64u << 20)    /* bytes of .bin per copy: a progress update each */
+#define ENTRY_SLICE (1u << 20)    /* .idx entries between progress updates */
+
+int idx_merge(const char *out, struct idx *in, int nin, struct progress *pg, char *err,
+	      size_t errlen)
 {
 	struct outfile bin, idx;
-	uint64_t n = 0, d = 1, off = 0, seq = 0;
+	uint64_t n = 0, d = 1, off = 0, seq = 0, total = IDX_HEADER;
 	char *path;
 	int rc = -1;
 
@@ -246,7 +257,9 @@ int idx_merge(const char *out, struct idx *in, int nin, char *err, size_t errlen
 				    "multimodal data), which merge would drop", in[k].idx_path), -2;
 		n += in[k].n;
 		d += in[k].d - 1;
+		total += in[k].tokens * in[k].itemsize;
 	}
+	total += 12 * n + 8 * d;   /* sizes, pointers, doc_idx */
 	memset(&idx, 0, sizeof idx);
 	idx.fd = idx.dirfd = idx.slot = -1;
 	if (!(path = cat(out, ".bin")))
@@ -255,37 +268,54 @@ int idx_merge(const char *out, struct idx *in, int nin, char *err, size_t errlen
 	free(path);
 	if (rc < 0)
 		return -1;
+	if (pg)
+		progress_begin(pg, "merging", NULL, total);
 	rc = -1;
-	for (int k = 0; k < nin; k++)
-		if (outfile_copy(&bin, in[k].bin_fd, 0, in[k].tokens * in[k].itemsize, in[k].bin_path, err,
-				 errlen) < 0)
-			goto fail;
+	for (int k = 0; k < nin; k++) {
+		uint64_t len = in[k].tokens * in[k].itemsize;
+		for (uint64_t at = 0; at < len; at += COPY_SLICE) {
+			if (outfile_copy(&bin, in[k].bin_fd, at, len - at < COPY_SLICE ? len - at : COPY_SLICE,
+					 in[k].bin_path, err, errlen) < 0)
+				goto fail;
+			merged(pg, &bin, &idx);
+		}
+	}
 
 	if (open_idx(&idx, out, err, errlen) < 0 || put_header(&idx, in[0].dtype, n, d, err, errlen) < 0)
 		goto fail;
-	for (int k = 0; k < nin; k++)
+	for (int k = 0; k < nin; k++) {
 		if (outfile_write(&idx, in[k].sizes, 4 * in[k].n, err, errlen) < 0)
 			goto fail;
+		merged(pg, &bin, &idx);
+	}
 	for (int k = 0; k < nin; k++)
 		for (uint64_t i = 0; i < in[k].n; i++) {
 			if (put64(&idx, off, err, errlen) < 0)
 				goto fail;
 			off += (uint64_t)idx_size(&in[k], i) * in[k].itemsize;
+			if (i % ENTRY_SLICE == ENTRY_SLICE - 1)
+				merged(pg, &bin, &idx);
 		}
 	/* Megatron: doc_idx starts [0]; each input extends it by offset + its doc_idx[1:] */
 	if (put64(&idx, 0, err, errlen) < 0)
 		goto fail;
 	for (int k = 0; k < nin; k++) {
-		for (uint64_t j = 1; j < in[k].d; j++)
+		for (uint64_t j = 1; j < in[k].d; j++) {
 			if (put64(&idx, seq + idx_doc(&in[k], j), err, errlen) < 0)
 				goto fail;
+			if (j % ENTRY_SLICE == 0)
+				merged(pg, &bin, &idx);
+		}
 		seq += in[k].n;
 	}
+	merged(pg, &bin, &idx);   /* all of it; the fsyncs below are the rest of the time */
 	if (outfile_sync(&bin, err, errlen) < 0 || outfile_sync(&idx, err, errlen) < 0 ||
 	    publish_pair(&bin, &idx, err, errlen) < 0)
 		goto fail;
 	rc = 0;
 fail:
+	if (pg)
+		progress_end(pg);
 	outfile_discard(&bin);
 	outfile_discard(&idx);
 	return rc;

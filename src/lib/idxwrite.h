@@ -9,6 +9,7 @@
 
 #include "idx.h"
 #include "outfile.h"
+#include "progress.h"
 
 /* --- writing -------------------------------------------------------------------------------- */
 
@@ -43,7 +44,9 @@ int idx_writer_publish(struct idx_writer *w, char *err, size_t errlen);
 /* Discards whatever was not published and frees. */
 void idx_writer_close(struct idx_writer *w);
 
-/* Merges the inputs (all open, same dtype) into OUT.bin/.idx, published .bin first. */
-int idx_merge(const char *out, struct idx *in, int nin, char *err, size_t errlen);
+/* Merges the inputs (all open, same dtype) into OUT.bin/.idx, published .bin first.  pg (NULL:
+ * none) shows the bytes written of both files' total ("merging"), begun and ended here. */
+int idx_merge(const char *out, struct idx *in, int nin, struct progress *pg, char *err,
+	      size_t errlen);
 
 #endif

@@ -98,28 +98,50 @@ int progress_due(const struct progress *p)
 	return p->on && units_now() >= p->next;
 }
 
-void progress_update(struct progress *p, uint64_t done)
+static void draw(struct progress *p, double now)
 {
 	char line[512];
-	double now;
-
-	p->done = done;
-	if (!p->on || (now = units_now()) < p->next)
-		return;
-	p->next = now + PROGRESS_INTERVAL;
 	progress_format(p, now - p->start, line, sizeof line);
 	if (p->tty)
 		fprintf(stderr, "\r%s: %s\033[K", prog_name, line);
 	else
 		fprintf(stderr, "%s: %s\n", prog_name, line);
 	p->drawn = 1;
+	p->shown = p->done;
+	p->shown_total = p->total;
+}
+
+/* whether the numbers moved since the last line (a total may grow: hub-sync's) */
+static int news(const struct progress *p)
+{
+	return p->done != p->shown || p->total != p->shown_total;
+}
+
+void progress_update(struct progress *p, uint64_t done)
+{
+	double now;
+
+	p->done = done;
+	if (!p->on || (now = units_now()) < p->next)
+		return;
+	p->next = now + PROGRESS_INTERVAL;
+	/* a file gets a line only when there is news (a wait, hub-sync's push, adds none); a
+	 * terminal's is redrawn, its rate falling while nothing moves */
+	if (!p->tty && p->drawn && !news(p))
+		return;
+	draw(p, now);
 }
 
 double progress_end(struct progress *p)
 {
+	double now = units_now();
+	/* a forced line in a file or a pipe ends where the job did (its 100%), unless the last
+	 * line already said so; a terminal's is erased for the summary */
+	if (p->on && !p->tty && news(p) && (p->drawn || p->done))
+		draw(p, now);
 	if (p->drawn && p->tty)
 		fputs("\r\033[K", stderr);
 	p->drawn = 0;
 	p->on = 0;
-	return units_now() - p->start;
+	return now - p->start;
 }

@@ -12,7 +12,10 @@
  * the line) at most four times a second, and erased by progress_end(), after which the program
  * prints its one-line summary as it always did.  LMTK_PROGRESS=1 (or a program's --progress,
  * progress_force) draws it anyway, one line per redraw ending in "\n" so a log file stays
- * readable; LMTK_PROGRESS=0 never draws it.  A batch job's log thus stays clean unless asked.
+ * readable (none while the numbers stay as the last line showed them), and progress_end() then
+ * draws the last state once more unless the last line showed it (so such a log always ends on
+ * the job's 100%, even a job shorter than one interval); LMTK_PROGRESS=0 never draws it.  A
+ * batch job's log thus stays clean unless asked.
  *
  * Updating costs one monotonic clock read (a vDSO call, tens of nanoseconds) and a compare: cheap
  * enough for a call per document or per buffer, never per token.  Not thread-safe: one thread
@@ -28,7 +31,8 @@
 struct progress {
 	const char *what;      /* "verifying", "reading"; NULL or "" for none */
 	const char *unit;      /* NULL: bytes; else the noun counted ("documents") */
-	uint64_t done, total;  /* total 0: unknown, so no percentage and no ETA */
+	uint64_t done, total;  /* total 0: unknown, so no percentage and no ETA; may grow */
+	uint64_t shown, shown_total;   /* done and total, as the last line drawn showed them */
 	double start, next;    /* units_now() at begin, and when the next redraw is due */
 	int on, tty, drawn;
 	char extra[160];       /* appended after ", ": counts the unit does not show */
@@ -52,7 +56,9 @@ static inline void progress_add(struct progress *p, uint64_t n)
 int progress_due(const struct progress *p);
 /* Sets the text after the numbers (NULL or "" clears it); shown from the next redraw. */
 void progress_extra(struct progress *p, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-/* Erases a terminal line (a forced one in a file stays); returns the seconds since begin. */
+/* Erases a terminal line; a forced one in a file stays, and gets a last line for the final
+ * numbers (see above) unless the last one drawn showed them, or nothing was done.  Returns the
+ * seconds since begin. */
 double progress_end(struct progress *p);
 
 /* The line's text (no program name, no "\r"), as drawn `elapsed` seconds after the start:

@@ -151,6 +151,8 @@ int cmd_build(const char *prefix, int dtype, uint64_t vocab)
 		if (idx_writer_publish(&b.w[k], err, sizeof err) < 0)
 			bail(&b, EXIT_FAILED, "%s", err);
 
+	progress_extra(&b.pg, "%llu documents", (unsigned long long)docs);   /* the final line's */
+	b.pg.done = b.r.offset;
 	double dt = progress_end(&b.pg);
 	for (uint32_t k = 0; k < b.nkeys; k++) {
 		struct idx_writer *w = &b.w[k];

@@ -5,9 +5,10 @@
  * index, and what was expected.  A broken array can produce a problem per entry, so each kind
  * is printed at most MAX_SHOWN times and then counted.  With --vocab-size the .bin is read
  * through and every id checked; that is the only part that reads the .bin, the rest needs only
- * its size.  With --json the same problems, notes, counts and verdict are one object
- * (mkindex(1), JSON OUTPUT), capped the same way, with each problem's kind and, for an id, its
- * sequence, token, byte and value as numbers. */
+ * its size; being the longest part, it shows a progress line (lib/progress.h) on stderr.  With
+ * --json the same problems, notes, counts and verdict are one object (mkindex(1), JSON OUTPUT),
+ * capped the same way, with each problem's kind and, for an id, its sequence, token, byte and
+ * value as numbers. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,6 +17,7 @@
 #include "idx.h"
 #include "jsonout.h"
 #include "msg.h"
+#include "progress.h"
 
 #define MAX_SHOWN 10
 
@@ -80,6 +82,7 @@ struct idscan {
 	uint64_t bad;
 	uint64_t seq, seq_start, seq_end;  /* the sequence of the last offender, its token range */
 	json_t *problems;                  /* --json */
+	struct progress pg;                /* bytes of .bin read */
 };
 
 static int check_ids(void *ctx, const unsigned char *p, size_t ntok, uint64_t tok0)
@@ -88,6 +91,7 @@ static int check_ids(void *ctx, const unsigned char *p, size_t ntok, uint64_t to
 	const struct idx *x = s->x;
 	int64_t lo = INT64_MAX, hi = INT64_MIN;
 
+	progress_update(&s->pg, (tok0 + ntok) * x->itemsize);   /* 4 MiB chunks: cheap */
 	for (size_t i = 0; i < ntok; i++) {  /* fast path: the chunk's range */
 		int64_t v = idx_token(x->dtype, p + i * x->itemsize);
 		lo = v < lo ? v : lo;
@@ -208,8 +212,12 @@ int cmd_check(const char *prefix, uint64_t vocab, int json)
 			x.tokens = lay.tokens;
 			x.sizes = x.map + IDX_HEADER;
 			struct idscan s = {&x, vocab > INT64_MAX ? INT64_MAX : (int64_t)vocab, 0, 0, 0,
-					   x.n ? idx_size(&x, 0) : 0, rep.problems};
-			if (idx_scan(&x, 0, x.tokens, check_ids, &s, err, sizeof err) != 0) {
+					   x.n ? idx_size(&x, 0) : 0, rep.problems, {0}};
+			progress_begin(&s.pg, "checking ids", NULL, x.tokens * x.itemsize);
+			int sr = idx_scan(&x, 0, x.tokens, check_ids, &s, err, sizeof err);
+			fflush(stdout);   /* the problems found, before the progress line's end */
+			progress_end(&s.pg);
+			if (sr != 0) {
 				warn("%s", err);
 				json_decref(rep.problems);
 				json_decref(rep.notes);

@@ -5,7 +5,7 @@
  * empty document is an empty line.  With --sequences (a dataset of sentences) each sequence is a
  * line and each document ends with an empty line, as `tokenize --split-sentences --format text`
  * writes them.  The documents asked for are contiguous in the .bin, so it is
- * read once, front to back. */
+ * read once, front to back, with a progress line (lib/progress.h) of its bytes on stderr. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -15,6 +15,7 @@
 #include "cmd.h"
 #include "idx.h"
 #include "msg.h"
+#include "progress.h"
 
 struct out {
 	const struct idx *x;
@@ -24,6 +25,8 @@ struct out {
 	uint64_t doc, seq, end;          /* the current document and sequence, the last document + 1 */
 	int first;                       /* no token printed yet on this line */
 	int sequences;                   /* a line per sequence, an empty line after a document */
+	uint64_t t0;                     /* the first token dumped */
+	struct progress pg;              /* bytes of .bin read */
 };
 
 static void flush_out(struct out *o)
@@ -72,6 +75,7 @@ static int print_ids(void *ctx, const unsigned char *p, size_t ntok, uint64_t to
 {
 	struct out *o = ctx;
 	const struct idx *x = o->x;
+	progress_update(&o->pg, (tok0 + ntok - o->t0) * x->itemsize);   /* 4 MiB chunks: cheap */
 	for (size_t i = 0; i < ntok; i++) {
 		end_docs(o, tok0 + i);
 		if (o->len + 24 > sizeof o->buf)
@@ -130,10 +134,13 @@ int cmd_dump(const char *prefix, int has_range, uint64_t first, uint64_t end, in
 	o.end = end;
 	o.first = 1;
 	o.sequences = sequences;
+	o.t0 = t0;
+	progress_begin(&o.pg, "dumping", NULL, (t1 - t0) * x.itemsize);
 	rc = idx_scan(&x, t0, t1 - t0, print_ids, &o, err, sizeof err);
 	if (rc == 0)
 		end_docs(&o, t1);
 	flush_out(&o);
+	progress_end(&o.pg);
 	idx_close(&x);
 	if (o.failed)
 		die(EXIT_FAILED, "standard output: %s", strerror(o.failed));

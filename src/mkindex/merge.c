@@ -33,7 +33,8 @@ int cmd_merge(const char *out, char **in, int nin)
 		xalloc_die("the output prefix", 0);
 	out = o;
 	if (rc == EXIT_OK) {
-		int r = idx_merge(out, x, nin, err, sizeof err);
+		struct progress pg;
+		int r = idx_merge(out, x, nin, &pg, err, sizeof err);
 		if (r < 0) {
 			warn("%s; nothing written", err);
 			rc = r == -2 ? EXIT_USAGE : EXIT_FAILED;

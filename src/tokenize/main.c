@@ -549,11 +549,13 @@ static void counts(const struct pipeline *pl, char *buf, size_t len)
 /* the progress line ends; the summary, in binary units as the line's (progress.h) */
 static void summary(struct pipeline *pl)
 {
-	double t = progress_end(&pl->pg), mib = (double)pl->bytes / 1048576;
 	char n[96];
+	counts(pl, n, sizeof n);
+	progress_extra(&pl->pg, "%s", n);   /* a forced line ends on the final counts */
+	pl->pg.done = pl->bytes;
+	double t = progress_end(&pl->pg), mib = (double)pl->bytes / 1048576;
 	if (pl->cfg->quiet)
 		return;
-	counts(pl, n, sizeof n);
 	fprintf(stderr, "%s: %s, %.1f MiB in %.2f s (%.1f MiB/s), %llu bad lines\n", prog_name, n, mib, t,
 		t > 0 ? mib / t : 0, pl->bad);
 }
@@ -755,7 +757,8 @@ static void decode_ids(const struct tok *tok, const uint32_t *ids, size_t n, con
 	putchar('\n');
 }
 
-static void decode_file(const char *path, const struct tok *tok)
+/* base: the bytes of the inputs before this one, for the progress line; grows by this one's */
+static void decode_file(const char *path, const struct tok *tok, struct progress *pg, uint64_t *base)
 {
 	int std = strcmp(path, "-") == 0;
 	FILE *f = std ? stdin : fopen(path, "rb");
@@ -780,18 +783,25 @@ static void decode_file(const char *path, const struct tok *tok)
 				decode_ids(tok, r.ids, n, name);
 			else
 				putchar('\n');
+			if (progress_due(pg))
+				progress_update(pg, *base + r.offset);
 		}
 		if (rc < 0)
 			die(EXIT_USAGE, "%s", err);
+		*base += r.offset;
 		tokstream_close(&r);
 	} else {
 		char *line = NULL, *p, *e;
 		size_t cap = 0, n = 0, idcap = 1024;
 		uint32_t *ids = malloc(idcap * sizeof *ids);
 		unsigned long long lineno = 0;
-		while (getline(&line, &cap, f) >= 0) {
+		ssize_t got;
+		while ((got = getline(&line, &cap, f)) >= 0) {
 			char where[600];
 			lineno++;
+			*base += (uint64_t)got;
+			if (progress_due(pg))
+				progress_update(pg, *base);
 			n = 0;
 			snprintf(where, sizeof where, "%s:%llu", name, lineno);
 			for (p = line;;) {
@@ -819,12 +829,19 @@ static void decode_file(const char *path, const struct tok *tok)
 
 static int run_decode(const struct cfg *cfg, const struct tok *tok)
 {
+	struct progress pg;
+	uint64_t bytes = 0;
+	progress_begin(&pg, "decoding", NULL, input_size(cfg));
+	if (cfg->quiet)
+		pg.on = 0;
 	if (!cfg->ninputs)
-		decode_file("-", tok);
+		decode_file("-", tok, &pg, &bytes);
 	for (int i = 0; i < cfg->ninputs; i++)
-		decode_file(cfg->inputs[i], tok);
+		decode_file(cfg->inputs[i], tok, &pg, &bytes);
 	if (fflush(stdout) != 0)
 		die(EXIT_FAILED, "writing the output: %s", strerror(errno));
+	pg.done = bytes;
+	progress_end(&pg);
 	return EXIT_OK;
 }
 

@@ -32,6 +32,8 @@ trn() { local m=$1; shift; if [ $m = gpt ]; then "$BIN/train" "${COMMON[@]}" "${
 	else "$BIN/train" "${COMMON[@]}" "${BLOOM[@]}" "$@"; fi; }
 losses() { grep '^ iteration ' "$1" | sed 's/.*iteration *\([0-9]*\)\/.*lm loss: \([^ ]*\) .*grad norm: \([^ ]*\) .*/\1 \2 \3/'; }
 no_output() { [ ! -e "$1" ] && ! ls -a "$(dirname "$1")" | grep -q "^\.$(basename "$1")\.tmp"; }
+# manifest_bytes STEP: the bytes of its shards' data sections, as binsize prints them
+manifest_bytes() { binsize "$("$PY" -c 'import json, sys; print(sum(f["bytes"] for f in json.load(open(sys.argv[1]))["files"].values()))' "$1/manifest.json")"; }
 
 # safetensors and CRC-32C for the tests' own edits of shards (nothing but json, struct, numpy)
 cat >st.py <<'EOF'
@@ -93,9 +95,16 @@ for m in gpt bloom; do
 	S=$m/global_step6
 
 	# --- TP 1 -> 2: two shards, each rank holding Megatron's slices ---
-	if "$MT" --input $m --output $m.tp2 --target-tp 2 2>$m.tp2.err && [ -s $m.tp2/global_step6/rank_tp01_pp000.safetensors ] &&
+	if LMTK_PROGRESS=1 "$MT" --input $m --output $m.tp2 --target-tp 2 2>$m.tp2.err >$m.tp2.out &&
+		[ -s $m.tp2/global_step6/rank_tp01_pp000.safetensors ] &&
 		[ "$(cat $m.tp2/latest)" = global_step6 ]; then ok "${m}_splits_to_tp2"
 	else fail "${m}_splits_to_tp2" "$(cat $m.tp2.err)"; fi
+	# its progress (LMTK_PROGRESS=1 into a file): verifying the input's data sections, writing
+	# the output's (the manifests' bytes), each to 100% with the rate and ETA 0:00:00; no stdout
+	ib=$(manifest_bytes $S) tb=$(manifest_bytes $m.tp2/global_step6)
+	contains "${m}_progress_verifying_ends_at_the_inputs_bytes" $m.tp2.err "^ckpt-merge-tp: verifying $ib of $ib \(100%\), [0-9.]+ (B|KiB|MiB|GiB)/s, ETA 0:00:00\$"
+	contains "${m}_progress_writing_ends_at_the_outputs_bytes" $m.tp2.err "^ckpt-merge-tp: writing $tb of $tb \(100%\), [0-9.]+ (B|KiB|MiB|GiB)/s, ETA 0:00:00\$"
+	check "${m}_progress_not_on_stdout" [ ! -s $m.tp2.out ]
 	"$PY" - $S $m.tp2/global_step6 <<'EOF' >$m.slices 2>&1 && ok "${m}_tp2_ranks_hold_megatrons_slices" || fail "${m}_tp2_ranks_hold_megatrons_slices" "$(tail -3 $m.slices)"
 import json, sys, st
 import numpy as np
@@ -184,8 +193,11 @@ st.save(out + "/b.safetensors", {"tokens": tok, "targets": np.roll(tok, -1, axis
 EOF
 	"$PY" "$REF" --config $m.ref/c.json --weights $m.ref/w.safetensors --batch $m.ref/b.safetensors \
 		--only logits,loss --write $m.ref/ref.safetensors >$m.ref/w.out 2>&1 || fail "${m}_reference_logits" "$(tail -3 $m.ref/w.out)"
-	if "$MT" --input $m.tp2 --output $m.hf --format hf 2>$m.hf.err; then ok "${m}_hf_export_exits_0"
+	if LMTK_PROGRESS=1 "$MT" --input $m.tp2 --output $m.hf --format hf 2>$m.hf.err; then ok "${m}_hf_export_exits_0"
 	else fail "${m}_hf_export_exits_0" "$(cat $m.hf.err)"; fi
+	# its progress: exporting model.safetensors' data section (its size less the header), to 100%
+	hb=$(binsize "$("$PY" -c 'import os, struct, sys; f = open(sys.argv[1], "rb"); n = struct.unpack("<Q", f.read(8))[0]; print(os.path.getsize(sys.argv[1]) - 8 - n)' $m.hf/model.safetensors)")
+	contains "${m}_progress_exporting_ends_at_the_models_tensor_bytes" $m.hf.err "^ckpt-merge-tp: exporting $hb of $hb \(100%\), [0-9.]+ (B|KiB|MiB|GiB)/s, ETA 0:00:00\$"
 	"$PY" - $m.hf $m "$MEG" <<'EOF' >$m.hfnames 2>&1 && ok "${m}_hf_export_has_hfs_names_shapes_and_config" || fail "${m}_hf_export_has_hfs_names_shapes_and_config" "$(tail -3 $m.hfnames)"
 import filecmp, json, os, sys, st
 d, m, meg = sys.argv[1:]

@@ -87,6 +87,19 @@ expect_rc tp1_has_nothing_to_compare 0 "$SL" c
 contains tp1_says_so "$T/out" 'TP=1 PP=1: no tensor has two copies; nothing to compare'
 expect_rc json_tp1_exits_0 0 "$SL" --json c
 json_ok json_tp1_has_nothing_to_compare "$T/out" "assert (j['tp'], j['ok'], j['buffers'], j['tensors']) == (1, True, 0, []), j"
+# progress (LMTK_PROGRESS=1 into a file): verifying the shards' data sections (the manifest's
+# bytes), comparing every copy (48 buffers of 96 floats on 2 ranks: 36 KiB); each ends at 100%,
+# with the rate and ETA 0:00:00; stdout is what it is without it
+manifest_bytes() { binsize "$("$PY" -c 'import json, sys; print(sum(f["bytes"] for f in json.load(open(sys.argv[1]))["files"].values()))' "$1/manifest.json")"; }
+"$SL" c2 >clean.out 2>/dev/null
+LMTK_PROGRESS=1 expect_rc check_with_progress_exits_0 0 "$SL" c2
+check check_with_progress_same_stdout cmp "$T/out" clean.out
+mb=$(manifest_bytes c2/global_step6)
+contains progress_verifying_ends_at_the_manifests_bytes "$T/err" "^ckpt-sync-ln: verifying $mb of $mb \(100%\), [0-9.]+ (B|KiB|MiB|GiB)/s, ETA 0:00:00\$"
+cmpb=$(binsize $((48 * 96 * 2 * 4)))
+contains progress_comparing_ends_at_every_copy "$T/err" "^ckpt-sync-ln: comparing $cmpb of $cmpb \(100%\), [0-9.]+ (B|KiB|MiB|GiB)/s, ETA 0:00:00\$"
+LMTK_PROGRESS=1 expect_rc verify_with_progress_exits_0 0 "$SL" --verify c2
+contains progress_verify_ends_at_the_manifests_bytes "$T/err" "^ckpt-sync-ln: verifying $mb of $mb \(100%\), [0-9.]+ (B|KiB|MiB|GiB)/s, ETA 0:00:00\$"
 
 # --- perturb the layer norms of TP rank 1: master weights, exp_avg, exp_avg_sq ---
 cp -r c2 p
@@ -145,7 +158,9 @@ n=$(grep -c ' tp01$' "$T/out")
 expect_rc merge_refuses_the_drifted_checkpoint 1 "$MT" --input p --output p.merged
 
 # --- --fix --output: the mean of the copies, everything else bit for bit ---
-expect_rc fix_to_output_exits_0 0 "$SL" p --fix --output f
+LMTK_PROGRESS=1 expect_rc fix_to_output_exits_0 0 "$SL" p --fix --output f
+fb=$(manifest_bytes f/global_step6)
+contains fix_progress_writing_ends_at_the_outputs_bytes "$T/err" "^ckpt-sync-ln: writing $fb of $fb \(100%\), [0-9.]+ (B|KiB|MiB|GiB)/s, ETA 0:00:00\$"
 expect_rc fixed_checkpoint_passes_check 0 "$SL" f
 "$PY" - p/global_step6 f/global_step6 <<'EOF' >f.cmp 2>&1 && ok fix_writes_the_mean_to_every_rank_and_copies_the_rest || fail fix_writes_the_mean_to_every_rank_and_copies_the_rest "$(tail -3 f.cmp)"
 import sys, json, st

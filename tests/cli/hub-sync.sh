@@ -114,7 +114,10 @@ contains dry_run_lists_segments "$T/out" '^A seg [0-9]+ logs/main/main_log.txt$'
 check dry_run_commits_nothing [ "$(git -C "$R" rev-list --count HEAD)" = 1 ]
 check dry_run_stores_no_lfs_object [ ! -d "$R/.git/lfs/objects" ]
 
-expect_hs first_sync_exits_0 0 "$R" "${PATS[@]}"
+LMTK_PROGRESS=1 expect_hs first_sync_exits_0 0 "$R" "${PATS[@]}"
+# the upload progress (forced into a file): ends on the 3 objects' 26000000 bytes, all sent
+contains first_sync_progress_ends_at_the_lfs_bytes "$T/err" '^hub-sync: LFS uploads: sent 24\.80 MiB of 24\.80 MiB \(100%\), [0-9.]+ (KiB|MiB|GiB)/s, ETA 0:00:00$'
+lacks first_sync_progress_not_on_stdout "$T/out" 'LFS uploads'
 contains first_sync_tfevents_via_lfs "$T/out" '^A lfs 3000000 tensorboard/tr1/events.out.tfevents.1700000000.node1$'
 contains first_sync_big_binary_via_lfs "$T/out" '^A lfs 11000000 logs/main/core dump \[1\].bin$'
 contains first_sync_log_in_segments "$T/out" '^A seg [0-9]+ logs/main/main_log.txt$'
@@ -193,7 +196,17 @@ check multipart_object_identical cmp -s "$R/checkpoints/global_step100/optim.pt"
 # --- transient failures: retried with backoff inside the run ------------------------------------
 echo 2 >"$G/lfs-fail-uploads"
 head -c 2000000 /dev/urandom >"$R/checkpoints/global_step100/a.pt"
-expect_hs upload_failures_retried_exit_0 0 "$R" "${PATS[@]}" --retries 3
+LMTK_PROGRESS=1 expect_hs upload_failures_retried_exit_0 0 "$R" "${PATS[@]}" --retries 3
+# the failed tries' bytes are sent again: the progress still ends with all it set out to send
+# sent, at least the object's 2000000 bytes (1.91 MiB)
+last=$(grep '^hub-sync: LFS uploads: sent' "$T/err" | tail -1)
+if [[ $last =~ ^hub-sync:\ LFS\ uploads:\ sent\ ([0-9.]+\ [KMG]?i?B)\ of\ ([0-9.]+\ [KMG]?i?B)\ \(100%\),\ .*ETA\ 0:00:00$ ]] &&
+   [ "${BASH_REMATCH[1]}" = "${BASH_REMATCH[2]}" ] &&
+   awk -v v="${BASH_REMATCH[1]}" 'BEGIN { split(v, a, " "); exit !(a[2] == "MiB" && a[1] >= 1.91) }'; then
+	ok upload_retried_progress_ends_at_100_percent
+else
+	fail upload_retried_progress_ends_at_100_percent "last line: ${last:-none}"
+fi
 contains upload_retry_announced "$T/err" 'HTTP 500.*retrying in'
 clone_check run "$C"
 check retried_object_identical cmp -s "$R/checkpoints/global_step100/a.pt" "$C/checkpoints/global_step100/a.pt"

@@ -267,6 +267,14 @@ assert all(p['id'] == 4999 and p['kind'] == 'ids' and p['file'] == sys.argv[3] +
 	check dump_doc_is_that_line [ "$($MK dump "$MEG" --doc 999)" = "$(sed -n 1000p all.txt)" ]
 	check dump_range_is_those_lines [ "$($MK dump "$MEG" --range 10:13)" = "$(sed -n 11,13p all.txt)" ]
 	check dump_open_range [ "$($MK dump "$MEG" --range 998: | wc -l)" = 2 ]
+	# its progress (forced into a file): the bytes of .bin dumped, to 100%; stdout as without it
+	LMTK_PROGRESS=1 $MK dump "$MEG" >pall.txt 2>pd.err
+	check dump_with_progress_same_stdout cmp pall.txt all.txt
+	bin=$(binsize "$(stat -c %s "$MEG.bin")")
+	contains dump_progress_ends_at_the_bin_size pd.err "^mkindex: dumping $bin of $bin \(100%\), [0-9.]+ (B|KiB|MiB|GiB)/s, ETA 0:00:00\$"
+	LMTK_PROGRESS=1 $MK dump "$MEG" --doc 999 >/dev/null 2>pd.err   # uint16: 2 bytes a token
+	one=$(binsize $((2 * $(sed -n 1000p all.txt | wc -w))))
+	contains dump_doc_progress_is_that_documents_bytes pd.err "^mkindex: dumping $one of $one \(100%\)"
 	expect_rc dump_doc_out_of_range_exits_2 2 $MK dump "$MEG" --doc 1000
 	contains dump_doc_out_of_range_says_count "$T/err" 'it has 1000 \(0\.\.999\)'
 
@@ -287,6 +295,21 @@ assert all(p['id'] == 4999 and p['kind'] == 'ids' and p['file'] == sys.argv[3] +
 	expect_rc merge_halves_exits_0 0 $MK merge merged a_text_document b_text_document
 	check merge_bin_identical_to_$PEER cmp merged.bin "$MEG.bin"
 	check merge_idx_identical_to_$PEER cmp merged.idx "$MEG.idx"
+	# progress (LMTK_PROGRESS=1 into a file): merge counts both files' bytes, check --vocab-size
+	# the .bin's; each ends at 100% of that, with the rate and ETA 0:00:00; stdout and the files
+	# are what they are without it
+	both=$(binsize $(( $(stat -c %s "$MEG.bin") + $(stat -c %s "$MEG.idx") )))
+	LMTK_PROGRESS=1 $MK merge pmerged a_text_document b_text_document >pm.out 2>pm.err
+	check merge_with_progress_bin_identical cmp pmerged.bin merged.bin
+	check merge_with_progress_idx_identical cmp pmerged.idx merged.idx
+	check merge_progress_not_on_stdout [ ! -s pm.out ]
+	contains merge_progress_ends_at_both_files_bytes pm.err "^mkindex: merging $both of $both \(100%\), [0-9.]+ (B|KiB|MiB|GiB)/s, ETA 0:00:00\$"
+	check merge_progress_then_the_summary grep -q ': 2 datasets merged: ' <(tail -1 pm.err)
+	$MK check "$MEG" --vocab-size 5000 >pc0.out 2>/dev/null
+	LMTK_PROGRESS=1 $MK check "$MEG" --vocab-size 5000 >pc.out 2>pc.err
+	check check_with_progress_same_stdout cmp pc.out pc0.out
+	bin=$(binsize "$(stat -c %s "$MEG.bin")")
+	contains check_progress_ends_at_the_bin_size pc.err "^mkindex: checking ids $bin of $bin \(100%\), [0-9.]+ (B|KiB|MiB|GiB)/s, ETA 0:00:00\$"
 	$MK --output-prefix a32 --dtype int32 < a.tok 2>/dev/null
 	mkdir mix
 	expect_rc merge_mixed_dtype_exits_2 2 $MK merge mix/m a_text_document a32_text_document

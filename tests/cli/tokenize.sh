@@ -61,6 +61,33 @@ contains progress_forced_has_rate_and_eta "$T/prog.err" "^tokenize: reading [0-9
 lacks progress_forced_into_a_file_has_no_carriage_return "$T/prog.err" $'\r'
 contains progress_forced_ends_with_the_summary "$T/prog.err" '^tokenize: 4000 documents, [0-9]+ tokens, [0-9.]+ MiB in [0-9.]+ s \([0-9.]+ MiB/s\), 0 bad lines$'
 check identical_with_3_workers cmp "$T/meg3_text_document.bin" "$T/meg_text_document.bin"
+# ...and it ends on the whole input: a last line at 100% whose total is the file's size
+contains progress_forced_ends_at_100_percent_of_the_input "$T/prog.err" "^tokenize: reading ${mib/./\\.} MiB of ${mib/./\\.} MiB \\(100%\\), [0-9.]+ (KiB|MiB)/s, ETA 0:00:00, 4000 documents, [0-9]+ tokens\$"
+# files named on the command line: the total is their sizes together
+mib2=$(awk -v b="$(( $(stat -c %s "$T/owt4.jsonl") + $(stat -c %s "$MEG/openwebtext-1000.jsonl") ))" 'BEGIN { printf "%.2f", b / 1048576 }')
+LMTK_PROGRESS=1 $TK --vocab-file "$MEG/gpt2-tiny-vocab.json" --merge-file "$MEG/gpt2-tiny-merges.txt" \
+	"$T/owt4.jsonl" "$MEG/openwebtext-1000.jsonl" 2>"$T/prog2.err" >/dev/null
+contains progress_total_is_the_named_files_together "$T/prog2.err" "^tokenize: reading ${mib2/./\\.} MiB of ${mib2/./\\.} MiB \\(100%\\), [0-9.]+ (KiB|MiB)/s, ETA 0:00:00, 5000 documents, "
+# progress never touches the data: the stream, and tokenize | mkindex, are the same bytes with
+# the line forced on and off
+TKG=($TK --vocab-file "$MEG/gpt2-tiny-vocab.json" --merge-file "$MEG/gpt2-tiny-merges.txt" --append-eod --workers 2)
+LMTK_PROGRESS=1 "${TKG[@]}" < "$T/owt4.jsonl" 2>"$T/pon.err" >"$T/pon.stream"
+LMTK_PROGRESS=0 "${TKG[@]}" < "$T/owt4.jsonl" 2>/dev/null >"$T/poff.stream"
+check progress_on_gives_the_same_stream cmp "$T/pon.stream" "$T/poff.stream"
+contains progress_on_was_drawn "$T/pon.err" '^tokenize: reading .*\(100%\)'
+LMTK_PROGRESS=1 "${TKG[@]}" < "$T/owt4.jsonl" 2>"$T/ppt.err" | LMTK_PROGRESS=1 $MK --output-prefix "$T/pon" 2>"$T/ppm.err"
+"${TKG[@]}" < "$T/owt4.jsonl" 2>/dev/null | LMTK_PROGRESS=0 $MK --output-prefix "$T/poff" 2>/dev/null
+check progress_on_pipeline_bin_identical cmp "$T/pon_text_document.bin" "$T/poff_text_document.bin"
+check progress_on_pipeline_idx_identical cmp "$T/pon_text_document.idx" "$T/poff_text_document.idx"
+contains progress_on_pipeline_mkindex_drew_it "$T/ppm.err" '^mkindex: reading [0-9.]+ (KiB|MiB), [0-9.]+ (KiB|MiB)/s, 4000 documents$'
+# --decode's progress: the bytes of the stream read, to 100% of the file's size; the text is the
+# same without it
+TKD=($TK --vocab-file "$MEG/gpt2-tiny-vocab.json" --merge-file "$MEG/gpt2-tiny-merges.txt" --decode)
+LMTK_PROGRESS=1 "${TKD[@]}" "$T/pon.stream" >"$T/pdec.txt" 2>"$T/pdec.err"
+"${TKD[@]}" "$T/pon.stream" >"$T/dec0.txt" 2>/dev/null
+check decode_with_progress_same_text cmp "$T/pdec.txt" "$T/dec0.txt"
+sb=$(binsize "$(stat -c %s "$T/pon.stream")")
+contains decode_progress_ends_at_the_streams_size "$T/pdec.err" "^tokenize: decoding $sb of $sb \\(100%\\), [0-9.]+ (B|KiB|MiB)/s, ETA 0:00:00\$"
 
 # --- the peers ------------------------------------------------------------------------------
 if [ ! -d "$LMTK_NODE_MODULES/tokenizers" ]; then

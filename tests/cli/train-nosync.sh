@@ -59,7 +59,8 @@ fi
 # the deferred read-back is invisible: logs, TensorBoard, checkpoints
 strip() {   # the log lines without the wall-clock fields
 	grep -E '^ iteration|^train: done|skipped' "$1" | sed -E 's/[0-9.]+ s$//;
-		s/(elapsed time per iteration \(s\)|samples per second|TFLOPs|MFU): [0-9.%]+//g'
+		s/(elapsed time per iteration \(s\)|samples per second|TFLOPs|MFU): [0-9.%]+//g;
+		s/ time remaining: [^|]*\|//'
 }
 if run same-deferred --train-iters 7 --save-interval 3 --save ck-deferred --tensorboard-dir tb-deferred &&
    LMTK_TRAIN_SYNC_STEP=1 run same-sync --train-iters 7 --save-interval 3 --save ck-sync --tensorboard-dir tb-sync; then

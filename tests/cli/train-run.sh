@@ -30,6 +30,28 @@ LINE='^ iteration +[0-9]+/ +20 \| consumed samples: +[0-9]+ \| consumed tokens: 
 n=$(grep -cE "$LINE" a.out)
 [ "$n" = 20 ] && ok log_line_is_megatrons_every_iteration || fail log_line_is_megatrons_every_iteration "$n of 20 lines match: $(grep -m1 ' iteration ' a.out)"
 check log_line_widths_match_megatron grep -q '^ iteration        7/      20 | consumed samples:           28 | consumed tokens:         1792 |' a.out
+# after Megatron's fields, and only there, the time remaining: nothing left on the last line
+check log_line_ends_with_the_time_remaining grep -qE '^ iteration +20/ +20 \| .* \| TFLOPs: [0-9]+\.[0-9]{2} \|( MFU: [0-9.]+% \|)? time remaining: 0:00:00 \|$' a.out
+n=$(grep -cE "$LINE( MFU: [0-9.]+% \|)? time remaining: [0-9]+:[0-9]{2}:[0-9]{2} \|\$" a.out)
+[ "$n" = 20 ] && ok log_line_time_remaining_is_the_last_field || fail log_line_time_remaining_is_the_last_field "$n of 20 lines: $(grep -m1 ' iteration ' a.out)"
+# ... and it is the iterations left times the time per iteration: on a long run stopped early
+# (iteration k of M = 2000), within a factor 3 of (M - k) x the line's own time per iteration
+# (from samples per second, the same time with more digits: global batch 4 / it)
+tr --train-iters 2000 --exit-interval 8 --log-interval 2 >eta.out 2>eta.err
+if [ "$(grep -c '^ iteration ' eta.out)" = 4 ]; then
+	bad=$(grep '^ iteration ' eta.out | awk '{
+		k = $2 + 0; m = $3 + 0
+		match($0, /samples per second: [0-9.]+/); sps = substr($0, RSTART + 20, RLENGTH - 20) + 0
+		if (!match($0, /time remaining: [0-9]+:[0-9][0-9]:[0-9][0-9] \|$/)) { print "no field: " $0; next }
+		split(substr($0, RSTART + 16, RLENGTH - 18), h, ":"); left = h[1] * 3600 + h[2] * 60 + h[3]
+		want = (m - k) * 4 / sps
+		if (left < want / 3 || left > want * 3) printf "iteration %d: %d s left, (%d - %d) x %.4f s = %.0f s\n", k, left, m, k, 4 / sps, want
+	}')
+	[ -z "$bad" ] && ok time_remaining_is_iterations_left_times_time_per_iteration ||
+		fail time_remaining_is_iterations_left_times_time_per_iteration "$bad"
+else
+	fail time_remaining_is_iterations_left_times_time_per_iteration "exit: $(tail -2 eta.err)"
+fi
 # the schedule: warmup of 4 iterations (16 samples) to 1e-3, then cosine to 1e-4 at 80 samples
 check lr_after_warmup_is_the_peak grep -q '^ iteration        4/.*learning rate: 1.000E-03 |' a.out
 check lr_at_the_end_is_min_lr grep -q '^ iteration       20/.*learning rate: 1.000E-04 |' a.out

@@ -119,7 +119,8 @@ int main(void)
 		write_dataset(tmp("mb"), IDX_U16, sb, 2, db, 2, 100);
 		T_ASSERT(idx_open(&in[0], tmp("ma"), err, sizeof err) == 0);
 		T_ASSERT(idx_open(&in[1], tmp("mb"), err, sizeof err) == 0);
-		T_ASSERT(idx_merge(tmp("mm"), in, 2, err, sizeof err) == 0);
+		struct progress pg;
+		T_ASSERT(idx_merge(tmp("mm"), in, 2, &pg, err, sizeof err) == 0);
 		idx_close(&in[0]);
 		idx_close(&in[1]);
 		unsigned char want[4096];
@@ -129,6 +130,8 @@ int main(void)
 		unsigned char *got = slurp(tmp("mm.idx"), &gl), *bin = slurp(tmp("mm.bin"), &bl);
 		T_ASSERT(got && gl == wl && memcmp(got, want, wl) == 0);
 		T_ASSERT(bin && bl == 22 && bin[0] == 10 && bin[12] == 100 && bin[20] == 104);
+		/* the progress: of both files' bytes (22 + 34 + 12 x 5 + 8 x 5 = 156), all of them */
+		T_ASSERT(pg.total == 156 && pg.total == bl + gl && pg.done == pg.total);
 		free(got);
 		free(bin);
 	}
@@ -142,7 +145,7 @@ int main(void)
 		write_dataset(tmp("d32"), IDX_I32, sz, 1, dc, 2, 1);
 		T_ASSERT(idx_open(&in[0], tmp("d16"), err, sizeof err) == 0);
 		T_ASSERT(idx_open(&in[1], tmp("d32"), err, sizeof err) == 0);
-		T_ASSERT(idx_merge(tmp("dmix"), in, 2, err, sizeof err) == -2);
+		T_ASSERT(idx_merge(tmp("dmix"), in, 2, NULL, err, sizeof err) == -2);
 		T_ASSERT(strstr(err, "d32.idx: dtype int32 (4), but ") && strstr(err, "d16.idx is uint16 (8)"));
 		T_ASSERT(access(tmp("dmix.idx"), F_OK) != 0 && access(tmp("dmix.bin"), F_OK) != 0);
 		idx_close(&in[0]);

@@ -1,7 +1,7 @@
 /* lib_progress.c - the progress line's arithmetic and text (rate = done / elapsed, ETA = what is
  * left / rate, to the nearest second; binary units), worked out by hand; and the line itself, forced on
  * into a pipe (LMTK_PROGRESS=1 and progress_force), off by default there, at most one redraw per
- * PROGRESS_INTERVAL. */
+ * PROGRESS_INTERVAL, and ending on the job's final state (its 100%) when forced. */
 #include "t.h"
 #include "msg.h"
 #include "progress.h"
@@ -49,7 +49,59 @@ static void three_updates(void)
 	p.start -= 2;                           /* as if begun 2 s ago, and due */
 	p.next = 0;
 	progress_update(&p, 1u << 20);          /* 1 MiB in 2 s: 512 KiB/s, 3 MiB left: 6 s */
-	progress_update(&p, 2u << 20);          /* due again only PROGRESS_INTERVAL later */
+	progress_update(&p, 1u << 20);          /* due again only PROGRESS_INTERVAL later */
+	progress_end(&p);                       /* the last line showed 1 MiB: no other */
+}
+
+static void ends_at_the_total(void)
+{
+	struct progress p;
+	progress_begin(&p, "reading", NULL, 4u << 20);
+	p.start -= 200;                         /* as if begun 200 s ago, and due */
+	p.next = 0;
+	progress_update(&p, 1u << 20);          /* 1 MiB in 200 s: 5.12 KiB/s, 3 MiB left: 600 s */
+	progress_update(&p, 4u << 20);          /* not due: the end draws it */
+	progress_end(&p);
+}
+
+static void stalled(void)
+{
+	struct progress p;
+	progress_begin(&p, "LFS uploads: sent", NULL, 0);
+	p.start -= 2;
+	p.next = 0;
+	progress_update(&p, 1u << 20);          /* 1 MiB in 2 s */
+	p.next = 0;
+	progress_update(&p, 1u << 20);          /* due, no news: no line into a file */
+	p.next = 0;
+	progress_update(&p, 1u << 20);
+	progress_end(&p);                       /* the last line said it all */
+}
+
+static void total_settles(void)
+{
+	struct progress p;
+	progress_begin(&p, "LFS uploads: sent", NULL, 3u << 20);
+	p.start -= 2;
+	p.next = 0;
+	progress_update(&p, 1u << 20);          /* 1 MiB of 3 MiB in 2 s */
+	p.total = 1u << 20;                     /* what was left was not sent after all */
+	progress_end(&p);                       /* the same done, a new total: a last line */
+}
+
+static void short_job(void)
+{
+	struct progress p;
+	progress_begin(&p, "merging", NULL, 1000);
+	progress_update(&p, 1000);              /* never due */
+	progress_end(&p);
+}
+
+static void nothing_done(void)
+{
+	struct progress p;
+	progress_begin(&p, "LFS uploads: sent", NULL, 0);
+	progress_update(&p, 0);
 	progress_end(&p);
 }
 
@@ -113,6 +165,33 @@ int main(void)
 		progress_force(1);
 		capture(three_updates);
 		T_STREQ(got, "lib_progress: reading 1.00 MiB of 4.00 MiB (25%), 512.00 KiB/s, ETA 0:00:06\n");
+		progress_force(-1);
+	}
+	T_CASE("forced_line_ends_on_the_final_state_once") {
+		progress_force(-1);
+		setenv("LMTK_PROGRESS", "1", 1);
+		capture(ends_at_the_total);
+		T_STREQ(got, "lib_progress: reading 1.00 MiB of 4.00 MiB (25%), 5.12 KiB/s, ETA 0:10:00\n"
+			"lib_progress: reading 4.00 MiB of 4.00 MiB (100%), 20.48 KiB/s, ETA 0:00:00\n");
+		capture(short_job);   /* shorter than an interval: the final line alone */
+		T_ASSERT(strncmp(got, "lib_progress: merging 1000 B of 1000 B (100%), ", 47) == 0);
+		T_ASSERT(strstr(got, "/s, ETA 0:00:00\n") != NULL);
+		T_ASSERT(strchr(got, '\n') == got + strlen(got) - 1);
+		capture(nothing_done);   /* nothing to show: no line */
+		T_STREQ(got, "");
+		unsetenv("LMTK_PROGRESS");
+		capture(ends_at_the_total);   /* not forced: nothing, end included */
+		T_STREQ(got, "");
+	}
+	T_CASE("forced_into_a_file_no_line_without_news") {
+		setenv("LMTK_PROGRESS", "1", 1);
+		capture(stalled);
+		T_STREQ(got, "lib_progress: LFS uploads: sent 1.00 MiB, 512.00 KiB/s\n");
+		capture(total_settles);   /* a total that changed is news */
+		T_ASSERT(strncmp(got, "lib_progress: LFS uploads: sent 1.00 MiB of 3.00 MiB (33%), 512.00 KiB/s, "
+				 "ETA 0:00:04\nlib_progress: LFS uploads: sent 1.00 MiB of 1.00 MiB (100%), ", 147) == 0);
+		T_ASSERT(strstr(got, "/s, ETA 0:00:00\n") != NULL);
+		unsetenv("LMTK_PROGRESS");
 	}
 	T_CASE("forced_off_beats_the_environment") {
 		setenv("LMTK_PROGRESS", "1", 1);

@@ -33,6 +33,16 @@ int main(void)
 		T_ASSERT(last_of(" iteration       10/     100 | x\n iteration       20/     100 | y\n", &it) == 1);
 		T_ASSERT(it == 20);
 	}
+	T_CASE("train_line_with_time_remaining_is_read") {
+		/* train's whole line: Megatron's fields, then lmtk's MFU and time remaining */
+		T_ASSERT(last_of(" iteration      299/  300000 | consumed samples:       612352 | consumed tokens:"
+				 "   1254096896 | elapsed time per iteration (s): 104.87 | learning rate: 1.176E-05 |"
+				 " global batch size:  2048 | lm loss: 2.722675E+00 | grad norm: 0.312 | num zeros: 0.0"
+				 " | number of skipped iterations:   0 | number of nan iterations:   0 | samples per"
+				 " second: 19.529 | TFLOPs: 149.21 | MFU: 47.82% | time remaining: 363 days, 22:50:48 |\n",
+				 &it) == 1);
+		T_ASSERT(it == 299);
+	}
 	T_CASE("overflowing_iteration_is_no_iteration") {
 		it = -7;
 		T_ASSERT(last_of(" iteration 99999999999999999999999 / 100 | x\n", &it) == 0);

@@ -1247,7 +1247,9 @@ struct iter {
 
 struct loop {   /* run_train's state between log lines, and how it ends */
 	double t_start, t_log, loss_sum, sop_sum;
+	double t_train;      /* when this run's first iteration began */
 	int64_t log_iters, log_skipped, log_nan, loss_n, last_saved;
+	int64_t iters_run;   /* iterations this run finished */
 	int rc, stop;
 	const char *why_stop;
 };
@@ -1475,6 +1477,19 @@ static void iter_read(struct run *r, struct iter *q)
 
 /* An iteration's bookkeeping, once its scalars are known: the scheduler, the counters, the
  * log line, TensorBoard, evaluation, saving, the stop decisions.  0, or -1: stop with L->rc. */
+/* " time remaining: H:MM:SS |", after Megatron's fields on the log line (which stay as they
+ * are, for slurm-pulse and users' greps): the iterations left to the last one at the mean wall
+ * time of this run's iterations so far, evaluations and saves included since they recur; a
+ * resumed run's mean is its own. */
+static void log_time_remaining(const struct run *r, const struct loop *L, int64_t it, double now)
+{
+	char d[48];
+	if (L->iters_run <= 0 || it > r->iters)
+		return;
+	double left = (double)(r->iters - it) * (now - L->t_train) / (double)L->iters_run;
+	out(" time remaining: %s |", units_fmt_delta(left < 1e9 ? lround(left) : 999999999L, d, sizeof d));
+}
+
 static int iter_finish(struct run *r, struct loop *L, struct iter *q)
 {
 	const struct train_args *a = r->a;
@@ -1539,6 +1554,7 @@ static int iter_finish(struct run *r, struct loop *L, struct iter *q)
 	st->consumed_samples += gbs;
 	st->consumed_tokens += gbs * r->cur;
 	log_iters++;
+	L->iters_run++;
 
 	/* TensorBoard, every --tensorboard-log-interval iterations, with Megatron's tags */
 	if (r->tb && it % a->tb_log_interval == 0) {
@@ -1621,6 +1637,7 @@ static int iter_finish(struct run *r, struct loop *L, struct iter *q)
 		       (long long)log_nan, gbs / per, tfl);
 		if (mfu > 0)
 			out(" MFU: %.2f%% |", 100 * mfu);
+		log_time_remaining(r, L, it, now);
 		out("\n");
 		fflush(stdout);
 		if (r->tb && a->tb_timers) {
@@ -1727,8 +1744,8 @@ int run_train(const struct train_args *a, const struct plan *p, const char *cmdl
 	}
 
 	struct ckpt_state *st = &r.st;
-	struct loop L = {.t_start = t_start, .t_log = units_now(), .last_saved = st->iteration,
-			 .rc = EXIT_OK};   /* a resumed run has nothing new to save yet */
+	struct loop L = {.t_start = t_start, .t_log = units_now(), .t_train = units_now(),
+			 .last_saved = st->iteration, .rc = EXIT_OK};   /* a resumed run has nothing new to save yet */
 	const char *blocker = defer_blocker(&r);
 	int deferred = blocker == NULL;
 	_Static_assert(sizeof(struct ops_step) <= DSTEP_BYTES, "DSTEP_BYTES");
