@@ -18,6 +18,9 @@ const char *const mds_buf_name[MDS_NBUFS] = {"fp32 master", "exp_avg", "exp_avg_
 
 int mds_file_add_(struct mds *c, const char *path)
 {
+	for (int i = 0; i < c->nfiles; i++)   /* once each: its bytes counted once */
+		if (strcmp(c->files[i].path, path) == 0)
+			return i;
 	struct mds_file *f = realloc(c->files, (c->nfiles + 1) * sizeof *f);
 	if (!f)
 		return -1;
@@ -188,6 +191,13 @@ int mds_shape_fail_(const struct mds *c, const char *path, const char *what, int
 		    "at TP=%d", path, what, c->m.t[t].name, got, want, c->tp);
 }
 /* ---- names (section 4) ---- */
+
+int mds_no_decay_(const char *n)
+{
+	size_t l = strlen(n);
+	return strstr(n, "layernorm") != NULL || (l > 5 && strcmp(n + l - 5, ".bias") == 0);
+}
+
 
 /* A transformer layer's key ("self_attention.dense.weight") as lmtk's ("layers.L.attention...") */
 int mds_layer_name_(const struct lt_model *m, int l, const char *key)
@@ -445,7 +455,14 @@ int mds_build_manifest_(struct mds *c, const struct pt_file *f, const struct pt_
 			n += snprintf(args + n, sizeof args - n, " %s %s", tok[i][1], v);
 	}
 	const char *dsv = v_str(root, "ds_version");
-	char *abs = realpath(c->dir, NULL);
+	char *abs = realpath(c->dir, NULL), layout[200];
+	if (c->kind == MDS_MEGATRON)
+		snprintf(layout, sizeof layout, "megatron (mp_rank_*/model_optim_rng.pt)");
+	else if (c->kind == MDS_UNIVERSAL)
+		snprintf(layout, sizeof layout, "deepspeed universal (zero/*/fp32.pt, mp_rank_*)");
+	else
+		snprintf(layout, sizeof layout, "deepspeed pipeline (layer_*, mp_rank_*; optimizer: "
+			 "%s)", c->optim ? c->optim : "none read");
 	c->manifest = json_pack(
 		"{s:s,s:i,s:I,s:I,s:I,s:I,s:I,s:i,s:i,s:i,s:[I],s:o,"
 		"s:{s:s,s:I,s:f,s:I,s:I,s:f,s:f,s:f,s:f,s:f},"
@@ -472,9 +489,7 @@ int mds_build_manifest_(struct mds *c, const struct pt_file *f, const struct pt_
 		"model", json_incref(model),
 		"files",
 		"args", args,
-		"converted_from", "format", "megatron-deepspeed", "layout",
-		c->kind == MDS_DEEPSPEED ? "deepspeed pipeline (layer_*, mp_rank_*, bf16_zero_*)" :
-		"megatron (mp_rank_*/model_optim_rng.pt)", "path", abs ? abs : c->dir, "ds_version", dsv,
+		"converted_from", "format", "megatron-deepspeed", "layout", layout, "path", abs ? abs : c->dir, "ds_version", dsv,
 		"weights", c->has_optimizer ? "fp32 master" : c->weights_dtype);
 	free(abs);
 	if (!c->manifest)

@@ -43,7 +43,7 @@
 
 #define MDS_OPEN 48
 
-enum mds_kind { MDS_DEEPSPEED, MDS_MEGATRON };
+enum mds_kind { MDS_DEEPSPEED, MDS_MEGATRON, MDS_UNIVERSAL };
 /* the buffers a parameter has; MDS_ZERO feeds a view zeros */
 enum mds_buf { MDS_MASTER, MDS_EXP_AVG, MDS_EXP_AVG_SQ, MDS_BF16, MDS_NBUFS, MDS_ZERO = -1 };
 extern const char *const mds_buf_name[MDS_NBUFS];   /* "fp32 master", ..., "bf16 weight" */
@@ -56,7 +56,10 @@ struct mds {
 	enum mds_kind kind;
 	int tp, pp, dp;
 	int has_optimizer;       /* masters and both moments are there */
+	int has_weights;         /* the model weights (MDS_BF16) are there: not in a universal one */
 	const char *weights_dtype;   /* the model weights' (MDS_BF16's) dtype: "bfloat16" ... */
+	const char *optim;       /* what saved the optimizer state ("fp16 ZeRO (...)"), or NULL */
+	char left_out[600];      /* without optimizer state: what is missing and why; else "" */
 	int64_t iteration, consumed_samples, consumed_tokens, adam_step;
 	struct lt_model m;
 	json_t *manifest;        /* an lmtk manifest of it (no "files"; layout the input's) */

@@ -142,8 +142,34 @@ int mds_build_manifest_(struct mds *c, const struct pt_file *f, const struct pt_
 			double loss_scale, int64_t good, int64_t hyst, int64_t skipped,
 			char *err, size_t errlen);
 
+/* Megatron's weight-decay rule (2.5): layer norms and biases are not decayed (lmtk's names) */
+int mds_no_decay_(const char *lmtk_name);
+
+/* ---- DeepSpeed's parameters and groups (mds_ds.c; mds_uni.c reads them too) ---- */
+
+struct ds_param {
+	int t;                   /* lmtk table index, or NAME_IGNORED */
+	int64_t numel, off;      /* in the flat group */
+	char name[128];
+};
+
+struct ds_group {
+	struct ds_param *p;
+	int n;
+	int64_t used;            /* elements of its parameters */
+};
+
+/* DeepSpeed's parameter name on stage s as an lmtk table index, NAME_IGNORED or NAME_UNKNOWN */
+int mds_ds_name_(const struct mds *c, const char *name, int s);
+/* stage s, TP rank r's groups from mp_rank_MM's param_shapes (stage_of[t]: the stage each
+ * parameter is on, filled on rank 0) */
+int mds_ds_inventory_(struct mds *c, int s, int r, struct ds_group **out, int *ngroups,
+		      int *stage_of, char *err, size_t errlen);
+void mds_ds_groups_free_(struct ds_group *g, int n);
+
 /* ---- the layouts: c->dir, c->kind set; fill everything else but the view ---- */
 int mds_open_ds_(struct mds *c, char *err, size_t errlen);
 int mds_open_meg_(struct mds *c, char *err, size_t errlen);
+int mds_open_uni_(struct mds *c, char *err, size_t errlen);
 
 #endif
