@@ -276,12 +276,11 @@ int main(int argc, char **argv)
 		if ((rc = mds_open(&md, c.input, err, sizeof err)))
 			die(rc, "%s", err);
 		if (c.optimizer && !md->has_optimizer)
-			die(EXIT_USAGE, "%s: no optimizer state (%s): drop --optimizer to convert the weights",
-			    md->dir, md->kind == MDS_DEEPSPEED ? "no bf16_zero_*_optim_states.pt files"
-			    : "model_optim_rng.pt has no 'optimizer'");
+			die(EXIT_USAGE, "%s: no optimizer state lmtk reads (%s): drop --optimizer to "
+			    "convert the weights", md->dir, md->left_out);
 		if (!md->has_optimizer)
-			warn("warning: %s has no fp32 master weights: the weights are its %s model weights",
-			     md->dir, md->weights_dtype);
+			warn("warning: %s: weights only, its %s model weights: left out the fp32 master "
+			     "weights and Adam's state (%s)", md->dir, md->weights_dtype, md->left_out);
 		int bufs[LT_GROUPS] = {md->has_optimizer ? MDS_MASTER : MDS_BF16,
 				       c.optimizer ? MDS_EXP_AVG : MDS_ZERO,
 				       c.optimizer ? MDS_EXP_AVG_SQ : MDS_ZERO};

@@ -522,7 +522,16 @@ static int ds_step(const char *dir)
 	return is_file(p);
 }
 
-/* The step directory path names, and its kind. */
+/* A universal checkpoint's step directory (ds_to_universal.py): the mp_rank files and zero/ */
+static int uni_step(const char *dir)
+{
+	char p[4400];
+	snprintf(p, sizeof p, "%.4300s/zero", dir);
+	return ds_step(dir) && is_dir(p);
+}
+
+/* The step directory path names, and its kind.  A save directory's `latest` (DeepSpeed's own
+ * checkpoint) is read before its `latest_universal` (one ds_to_universal.py made from it). */
 static int resolve(struct mds *c, const char *path, char *err, size_t errlen)
 {
 	char base[4096], p[8800], *tag = NULL, why[4300];
@@ -536,7 +545,7 @@ static int resolve(struct mds *c, const char *path, char *err, size_t errlen)
 		return fail(err, errlen, "%s: %s", base, access(base, F_OK) ? strerror(errno) :
 			    "not a directory");
 	if (ds_step(base) || meg_step(base)) {
-		c->kind = ds_step(base) ? MDS_DEEPSPEED : MDS_MEGATRON;
+		c->kind = uni_step(base) ? MDS_UNIVERSAL : ds_step(base) ? MDS_DEEPSPEED : MDS_MEGATRON;
 		c->dir = strdup(base);
 		return 0;
 	}
@@ -566,7 +575,31 @@ static int resolve(struct mds *c, const char *path, char *err, size_t errlen)
 		if (fsx_confined(base, p, why, sizeof why) == 1)
 			return fail(err, errlen, "%s/latest names %s, which %s: `latest` must name a "
 				    "step inside the directory", base, p + strlen(base) + 1, why);
-		c->kind = MDS_DEEPSPEED;
+		c->kind = uni_step(p) ? MDS_UNIVERSAL : MDS_DEEPSPEED;
+		c->dir = strdup(p);
+		return 0;
+	}
+	snprintf(p, sizeof p, "%s/latest_universal", base);
+	if (file_read_all(p, &tag, NULL, why, sizeof why) == 0) {
+		char *s = tag, *e;
+		while (*s == ' ' || *s == '\t' || *s == '\n' || *s == '\r')
+			s++;
+		for (e = s + strlen(s); e > s && (e[-1] == ' ' || e[-1] == '\n' || e[-1] == '\r' ||
+						  e[-1] == '\t'); e--)
+			;
+		*e = 0;
+		snprintf(p, sizeof p, "%s/%s", base, s);
+		int ok = *s && !strchr(s, '/') && uni_step(p);
+		snprintf(why, sizeof why, "%s", s);
+		free(tag);
+		if (!ok)
+			return fail(err, errlen, "%s/latest_universal names '%s', which holds no "
+				    "mp_rank_00_model_states.pt and zero/ (a universal checkpoint)", base,
+				    why);
+		if (fsx_confined(base, p, why, sizeof why) == 1)
+			return fail(err, errlen, "%s/latest_universal names %s, which %s: it must name a "
+				    "step inside the directory", base, p + strlen(base) + 1, why);
+		c->kind = MDS_UNIVERSAL;
 		c->dir = strdup(p);
 		return 0;
 	}
@@ -606,7 +639,7 @@ static int resolve(struct mds *c, const char *path, char *err, size_t errlen)
 		return fail(err, errlen, "%s is an lmtk checkpoint step, not a Megatron-DeepSpeed one",
 			    base);
 	return fail(err, errlen, "%s: not a Megatron-DeepSpeed checkpoint (no latest, no "
-		    "latest_checkpointed_iteration.txt, no mp_rank_00_model_states.pt, no "
+		    "latest_universal, no latest_checkpointed_iteration.txt, no mp_rank_00_model_states.pt, no "
 		    "mp_rank_00[_000]/model_optim_rng.pt)", base);
 }
 
@@ -639,7 +672,9 @@ int mds_open(struct mds **out, const char *path, char *err, size_t errlen)
 	if (!c)
 		return fail_oom(err, errlen, "the checkpoint reader", sizeof *c), EXIT_FAILED;
 	if ((rc = resolve(c, path, err, errlen)) ||
-	    (rc = c->kind == MDS_DEEPSPEED ? mds_open_ds_(c, err, errlen) : mds_open_meg_(c, err, errlen))) {
+	    (rc = c->kind == MDS_DEEPSPEED ? mds_open_ds_(c, err, errlen) :
+		  c->kind == MDS_UNIVERSAL ? mds_open_uni_(c, err, errlen) :
+		  mds_open_meg_(c, err, errlen))) {
 		mds_close(c);
 		return rc;
 	}

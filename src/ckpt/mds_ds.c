@@ -794,6 +794,11 @@ static int ds_layer_files(struct mds *c, enum ds_opt opt, const int *stage_of, c
 			if (!rc && opt == DSO_FP32)
 				rc = mds_ext_add_(c, t, MDS_MASTER, r, stage_of[t], fi, st, x, 0, x->numel,
 						  err, errlen);
+			/* the last stage's copy of the tied word embeddings is never a layer file:
+			 * DeepSpeed keeps it equal to the first stage's, whose it is here */
+			if (!rc && opt == DSO_FP32 && t == c->m.wte && c->pp > 1)
+				rc = mds_ext_add_(c, t, MDS_MASTER, r, c->pp - 1, fi, st, x, 0, x->numel,
+						  err, errlen);
 		}
 	}
 	closedir(dh);
