@@ -724,7 +724,7 @@ def load(path):
 
 
 def f32(t):
-    return t.detach().float().numpy() if t.dtype == torch.bfloat16 else t.detach().numpy()
+    return t.detach().float().numpy() if t.dtype in (torch.bfloat16, torch.float16) else t.detach().numpy()
 
 
 def ds_to_lmtk(pname, L):
@@ -755,10 +755,69 @@ def merge(parts, name):
     return cat(parts, split_of(name))
 
 
+def ds_module_order(a, s, pp, tp, layers):
+    """(DeepSpeed parameter name, TP-local shape) of stage s in module order (mds-format.md 2.5),
+    for a checkpoint without param_shapes (2.8): from args alone."""
+    h, V, L = a.hidden_size, a.padded_vocab_size, a.num_layers
+    ffn = a.ffn_hidden_size or 4 * h
+    absolute = a.position_embedding_type in (PositionEmbeddingType.absolute, "absolute", 2)
+    out = []
+    if s == 0 or s == pp - 1:
+        out.append(("tied_modules.embed.word_embeddings.weight", (V // tp, h)))
+        if s == 0 and a.embed_layernorm:
+            out += [("tied_modules.embed.word_embeddings.norm.weight", (h,)),
+                    ("tied_modules.embed.word_embeddings.norm.bias", (h,))]
+        if absolute:
+            out.append(("tied_modules.embed.position_embeddings.weight", (a.max_position_embeddings, h)))
+    shape = {"input_layernorm.weight": (h,), "input_layernorm.bias": (h,),
+             "self_attention.query_key_value.weight": (3 * h // tp, h),
+             "self_attention.query_key_value.bias": (3 * h // tp,),
+             "self_attention.dense.weight": (h, h // tp), "self_attention.dense.bias": (h,),
+             "post_attention_layernorm.weight": (h,), "post_attention_layernorm.bias": (h,),
+             "mlp.dense_h_to_4h.weight": (ffn // tp, h), "mlp.dense_h_to_4h.bias": (ffn // tp,),
+             "mlp.dense_4h_to_h.weight": (h, ffn // tp), "mlp.dense_4h_to_h.bias": (h,)}
+    for l in layers:
+        out += [("%d.%s" % (l + 3, meg), shape[meg]) for _, _, meg in LAYER]
+    if s == pp - 1:
+        out += [("%d.weight" % (L + 4), (h,)), ("%d.bias" % (L + 4), (h,))]
+    return out
+
+
+def ds_no_decay(pname, L):
+    """Megatron's rule by module: LayerNorms (the embedding's norm, the final norm) and biases."""
+    return pname.endswith(".bias") or "layernorm" in pname or ".norm." in pname or \
+        pname == "%d.weight" % (L + 4)
+
+
+def ds_rebuilt_shapes(a, opt, pp, tp, units):
+    """param_shapes as they would have been, for each stage: its layer count found from the
+    units its optimizer state holds (elements of fp16's flat groups, or fp32's parameters),
+    every layer being the same size (2.8); grouped as Megatron groups them."""
+    unit = (lambda sh: int(np.prod(sh))) if opt == "fp16" else (lambda sh: 1)
+    per = sum(unit(sh) for _, sh in ds_module_order(a, 1, 3, tp, [0]) if not _.startswith("tied"))
+    first, out = 0, []
+    for s in range(pp):
+        fixed = sum(unit(sh) for _, sh in ds_module_order(a, s, pp, tp, []))
+        n = (units[s] - fixed) // per
+        assert n >= 0 and fixed + n * per == units[s], ("stage size", s, units[s], fixed, per)
+        params = ds_module_order(a, s, pp, tp, range(first, first + n))
+        first += n
+        dec = [p for p in params if not ds_no_decay(p[0], a.num_layers)]
+        nod = [p for p in params if ds_no_decay(p[0], a.num_layers)]
+        groups = [dec[:len(dec) // 2], dec[len(dec) // 2:], nod] if units["ng"] == 3 else [dec, nod]
+        out.append([OD((k, torch.Size(sh)) for k, sh in g) for g in groups])
+    assert first == a.num_layers, ("layers", first)
+    return out
+
+
 def read_ds(d):
-    """{group: {lmtk name: whole array}} for weight, exp_avg, exp_avg_sq, bf16 (as float32), the
-    last stage's word-embedding copy in 'last', and the counters; from a DeepSpeed checkpoint."""
-    tag = open(os.path.join(d, "latest")).read().strip()
+    """{group: {lmtk name: whole array}} for weight, exp_avg, exp_avg_sq, bf16 (the model weights
+    as float32, whatever their dtype), the last stage's word-embedding copy in 'last', and the
+    counters; from a DeepSpeed checkpoint of any kind write_ds writes (mds-format.md 2.6, 2.8,
+    2.9): bf16 or fp16 ZeRO partitions, ZeRO stage 0's optimizer in mp_rank_MM (fp16, fp32), or
+    a universal checkpoint."""
+    universal = not os.path.exists(os.path.join(d, "latest"))
+    tag = open(os.path.join(d, "latest_universal" if universal else "latest")).read().strip()
     d = os.path.join(d, tag)
     files = os.listdir(d)
     mps = sorted(int(m.group(1)) for f in files for m in [re.match(r"mp_rank_(\d+)_model_states\.pt$", f)] if m)
@@ -768,43 +827,103 @@ def read_ds(d):
     assert len(mps) == tp * pp == st0["mp_world_size"], (mps, tp, pp)
     out = {g: {} for g in GROUPS + ("bf16", "last")}
     parts = {}   # (group, name, last) -> {r: array}
+    prefix = "bf16_" if any(f.startswith("bf16_zero_") for f in files) else ""
+    rebuilt = None
+    if st0["param_shapes"] is None:   # ZeRO stage 0: which optimizer, and the stages' sizes
+        o0 = st0["optimizer"]
+        opt = "fp16" if "fp32_groups_flat" in o0 else "fp32"
+        units = {"ng": len(o0["fp32_groups_flat"] if opt == "fp16" else o0["param_groups"])}
+        for s in range(pp):
+            o = load(os.path.join(d, "mp_rank_%02d_model_states.pt" % (s * tp)))["optimizer"]
+            units[s] = sum(x.numel() for x in o["fp32_groups_flat"]) if opt == "fp16" else \
+                sum(len(g["params"]) for g in o["param_groups"])
+        rebuilt = ds_rebuilt_shapes(a, opt, pp, tp, units)
     for s in range(pp):
         for r in range(tp):
             mp = s * tp + r
             st = load(os.path.join(d, "mp_rank_%02d_model_states.pt" % mp))
-            shapes = st["param_shapes"]
-            osds = [load(os.path.join(d, "bf16_zero_pp_rank_%d_mp_rank_%02d_optim_states.pt" % (di, mp)))["optimizer_state_dict"]
-                    for di in range(dp)]
+            shapes = st["param_shapes"] if rebuilt is None else rebuilt[s]
+            flats = []   # per group: {buffer: the group's flat array, padding included}, padding
+            if universal:
+                for sh in shapes:
+                    for pname, size in sh.items():
+                        if "position_embeddings" in pname:
+                            continue   # ds_to_universal.py skips them
+                        name = ds_to_lmtk(pname, L)
+                        last = pname.startswith("tied_modules.") and s == pp - 1 and s != 0
+                        for g, fn in (("weight", "fp32"), ("exp_avg", "exp_avg"), ("exp_avg_sq", "exp_avg_sq")):
+                            ck = load(os.path.join(d, "zero", pname, fn + ".pt"))
+                            w = ck["param"]
+                            if tuple(w.shape) != tuple(size):
+                                w = w.chunk(tp, ck.get("cat_dim", 0))[r]
+                            assert tuple(w.shape) == tuple(size), (pname, fn, w.shape, size)
+                            parts.setdefault((g, name, last), {})[r] = f32(w)
+                continue
+            if st["param_shapes"] is None and opt == "fp16":   # FP16_Optimizer: one flat group each
+                o = st["optimizer"]
+                for gi in range(len(shapes)):
+                    flats.append(({"weight": f32(o["fp32_groups_flat"][gi]),
+                                   "exp_avg": f32(o["optimizer_state_dict"]["state"][gi]["exp_avg"]),
+                                   "exp_avg_sq": f32(o["optimizer_state_dict"]["state"][gi]["exp_avg_sq"])}, 0))
+            elif st["param_shapes"] is None:   # the base optimizer: a state per parameter
+                o = st["optimizer"]
+                for gi, sh in enumerate(shapes):
+                    ids = o["param_groups"][gi]["params"]
+                    assert len(ids) == len(sh), ("group size", gi)
+                    for j, (pname, size) in enumerate(sh.items()):
+                        if pname.startswith("tied_modules.embed.position") and s == pp - 1 and s != 0:
+                            continue
+                        name = ds_to_lmtk(pname, L)
+                        last = pname.startswith("tied_modules.") and s == pp - 1 and s != 0
+                        for g in ("exp_avg", "exp_avg_sq"):
+                            x = o["state"][ids[j]][g]
+                            assert tuple(x.shape) == tuple(size), (pname, g)
+                            parts.setdefault((g, name, last), {})[r] = f32(x)
+                continue   # the masters: the fp32 layer files, below
+            else:
+                osds = [load(os.path.join(d, "%szero_pp_rank_%d_mp_rank_%02d_optim_states.pt" % (prefix, di, mp)))["optimizer_state_dict"]
+                        for di in range(dp)]
+                for gi, sh in enumerate(shapes):
+                    flat = {}
+                    pad = osds[-1]["group_paddings"][gi]
+                    for g in GROUPS:
+                        chunks = []
+                        for di, o in enumerate(osds):
+                            assert o["partition_count"][gi] == dp
+                            if g == "weight":
+                                chunks.append(f32(o["single_partition_of_fp32_groups"][gi]))
+                                if not prefix and di == dp - 1:   # fp16 ZeRO saves it unpadded
+                                    chunks.append(np.zeros(pad, np.float32))
+                            else:
+                                chunks.append(f32(o["base_optimizer_state"]["state"][gi][g]))
+                        flat[g] = np.concatenate(chunks)
+                    assert all(f.size == flat["weight"].size for f in flat.values()), "partition sizes"
+                    ps = flat["weight"].size // dp
+                    off = 0
+                    for pname, size in sh.items():
+                        n = int(np.prod(size))
+                        for di, o in enumerate(osds):   # the slice mapping agrees with the offsets
+                            lo, hi = di * ps, (di + 1) * ps
+                            a_, b_ = max(off, lo), min(off + n, hi)
+                            mp_ = o.get("param_slice_mappings", [{}] * len(shapes))[gi]
+                            if "param_slice_mappings" in o:
+                                if a_ < b_:
+                                    fa = mp_[pname]
+                                    assert (fa.start, fa.numel) == (a_ - lo, b_ - a_), (pname, di, fa)
+                                else:
+                                    assert pname not in mp_, (pname, di)
+                        off += n
+                    flats.append((flat, pad))
             for gi, sh in enumerate(shapes):
-                flat = {}
-                for g in GROUPS:
-                    chunks = []
-                    for di, o in enumerate(osds):
-                        assert o["partition_count"][gi] == dp
-                        if g == "weight":
-                            chunks.append(f32(o["single_partition_of_fp32_groups"][gi]))
-                        else:
-                            chunks.append(f32(o["base_optimizer_state"]["state"][gi][g]))
-                    flat[g] = np.concatenate(chunks)
-                pad = osds[-1]["group_paddings"][gi]
-                ps = flat["weight"].size // dp
+                flat, pad = flats[gi]
                 off = 0
                 for pname, size in sh.items():
                     n = int(np.prod(size))
-                    for di, o in enumerate(osds):   # the slice mapping agrees with the offsets
-                        lo, hi = di * ps, (di + 1) * ps
-                        a_, b_ = max(off, lo), min(off + n, hi)
-                        mp_ = o.get("param_slice_mappings", [{}] * len(shapes))[gi]
-                        if "param_slice_mappings" in o:
-                            if a_ < b_:
-                                fa = mp_[pname]
-                                assert (fa.start, fa.numel) == (a_ - lo, b_ - a_), (pname, di, fa)
-                            else:
-                                assert pname not in mp_, (pname, di)
-                    name = ds_to_lmtk(pname, L)
-                    last = pname.startswith("tied_modules.") and s == pp - 1 and s != 0
-                    for g in GROUPS:
-                        parts.setdefault((g, name, last), {})[r] = flat[g][off:off + n].reshape(tuple(size))
+                    if not (pname.startswith("tied_modules.embed.position") and s == pp - 1 and s != 0):
+                        name = ds_to_lmtk(pname, L)
+                        last = pname.startswith("tied_modules.") and s == pp - 1 and s != 0
+                        for g in GROUPS:
+                            parts.setdefault((g, name, last), {})[r] = flat[g][off:off + n].reshape(tuple(size))
                     off += n
                 assert off + pad == flat["weight"].size, ("padding", gi, off, pad)
                 assert not flat["weight"][off:].any() and not flat["exp_avg"][off:].any()
@@ -813,8 +932,14 @@ def read_ds(d):
         if m:
             spec, r = int(m.group(1)), int(m.group(2))
             for key, t in load(os.path.join(d, f)).items():
-                assert t.dtype == torch.bfloat16, (f, key, t.dtype)
-                parts.setdefault(("bf16", layer_key_to_lmtk(spec, key, L), False), {})[r] = f32(t)
+                want = torch.bfloat16 if prefix else torch.float32 if rebuilt and opt == "fp32" else torch.float16
+                assert t.dtype == want, (f, key, t.dtype)
+                name = layer_key_to_lmtk(spec, key, L)
+                parts.setdefault(("bf16", name, False), {})[r] = f32(t)
+                if t.dtype == torch.float32:   # fp32 without ZeRO: the weights are the masters
+                    parts.setdefault(("weight", name, False), {})[r] = f32(t)
+                    if name == "word_embeddings.weight" and pp > 1:
+                        parts.setdefault(("weight", name, True), {})[r] = f32(t)
     for (g, name, last), p in parts.items():
         assert sorted(p) == list(range(tp)), (g, name, sorted(p))
         whole = merge([p[r] for r in range(tp)], name)
@@ -824,7 +949,9 @@ def read_ds(d):
             out[g][name] = whole
     meta = {"iteration": st0["iteration"], "global_steps": st0["global_steps"],
             "consumed_train_samples": a.consumed_train_samples, "global_samples": st0["global_samples"],
-            "tokens": st0["tokens"], "tp": tp, "pp": pp, "dp": dp, "padded_vocab_size": a.padded_vocab_size}
+            "tokens": st0["tokens"], "tp": tp, "pp": pp, "dp": dp, "padded_vocab_size": a.padded_vocab_size,
+            "weights": "bf16" if prefix else "fp32" if rebuilt and opt == "fp32" else "fp16",
+            "universal": universal}
     return out, meta
 
 
@@ -957,7 +1084,7 @@ def hf_name(name):
 
 def check(step, d):
     lm = Lmtk(step)
-    ds = os.path.exists(os.path.join(d, "latest"))
+    ds = not os.path.exists(os.path.join(d, "latest_checkpointed_iteration.txt"))
     got, meta = read_ds(d) if ds else read_meg(d)
     padded = meta["padded_vocab_size"]
     bad = []
@@ -972,18 +1099,22 @@ def check(step, d):
             if not same(got["last"].get((g, "word_embeddings.weight"), np.zeros(0)),
                         lm.tensor(g, "word_embeddings.weight", padded, True)):
                 bad.append("%s word_embeddings.weight (last stage's copy): differs" % g)
+    wd = meta.get("weights", "bf16")
+    rnd = {"bf16": rne_bf16, "fp16": lambda x: x.astype(np.float16).astype(np.float32), "fp32": lambda x: x}[wd]
     for name in lm.names():
+        if meta.get("universal"):
+            break   # no model weights: the masters are them
         if name not in got["bf16"]:
-            bad.append("bf16 %s: missing" % name)
-        elif not same(got["bf16"][name], rne_bf16(lm.tensor("weight", name, padded))):
-            bad.append("bf16 %s: not the round-to-nearest-even of the fp32 master" % name)
+            bad.append("%s %s: missing" % (wd, name))
+        elif not same(got["bf16"][name], rnd(lm.tensor("weight", name, padded))):
+            bad.append("%s %s: not the round-to-nearest-even of the fp32 master" % (wd, name))
     if meta["iteration"] != lm.iteration:
         bad.append("iteration %s, lmtk %s" % (meta["iteration"], lm.iteration))
     if meta["consumed_train_samples"] != lm.man["consumed_samples"]:
         bad.append("consumed_train_samples %s, lmtk %s" % (meta["consumed_train_samples"], lm.man["consumed_samples"]))
     if meta["tokens"] != lm.man["consumed_tokens"]:
         bad.append("tokens %s, lmtk %s" % (meta["tokens"], lm.man["consumed_tokens"]))
-    if ds and lm.alibi and lm.embed_ln:
+    if ds and lm.alibi and lm.embed_ln and wd == "bf16" and not meta.get("universal"):
         tag = open(os.path.join(d, "latest")).read()
         hf, want = hf_rules(os.path.join(d, tag), lm.L, meta["tp"])
         if set(hf) != want:
@@ -1010,7 +1141,7 @@ def dump(d, path):
     """The checkpoint read back, whole tensors under lmtk's names, as one safetensors file:
     NAME (fp32 master), exp_avg.NAME, exp_avg_sq.NAME (F32), bf16.NAME (BF16, the model weights),
     last.NAME... (the last stage's own copies, PP > 1); the counters in __metadata__."""
-    ds = os.path.exists(os.path.join(d, "latest"))
+    ds = not os.path.exists(os.path.join(d, "latest_checkpointed_iteration.txt"))
     got, meta = read_ds(d) if ds else read_meg(d)
     items = []
     for g, prefix in (("weight", ""), ("exp_avg", "exp_avg."), ("exp_avg_sq", "exp_avg_sq.")):
