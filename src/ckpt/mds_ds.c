@@ -394,13 +394,14 @@ static int ds_partition(struct mds *c, enum ds_opt opt, int s, int r, int d,
 			return fail(err, errlen, "%s: group %d has padding %lld on DP rank %d; only the "
 				    "last DP rank's partition is padded", f->path, gi,
 				    (long long)pad->u.i, d);
-		/* bf16 saves the fp32 partition whole; fp16 ZeRO without its padding (2.8) */
-		int64_t size = m32->u.t.numel + (opt == DSO_ZERO ? pad->u.i : 0);
+		/* the moments hold the whole partition, padding included; bf16 saves the fp32
+		 * partition whole too, fp16 ZeRO without its padding (2.8) */
+		int64_t size = ea->u.t.numel;
 		if (d == 0)
 			ps[gi] = size;
-		if (m32->kind == PT_TENSOR && size != ps[gi])
-			return fail(err, errlen, "%s: group %d's partition has %lld elements; DP rank "
-				    "0's has %lld", f->path, gi, (long long)size, (long long)ps[gi]);
+		if (size != ps[gi])
+			return fail(err, errlen, "%s: group %d's partition (its exp_avg) has %lld elements; "
+				    "DP rank 0's has %lld", f->path, gi, (long long)size, (long long)ps[gi]);
 		if (pad->u.i > ps[gi])
 			return fail(err, errlen, "%s: group %d's padding %lld is more than its partition "
 				    "(%lld)", f->path, gi, (long long)pad->u.i, (long long)ps[gi]);
