@@ -46,7 +46,7 @@ struct cfg {
 
 static const struct opt opts[] = {
 	{"input", O_INPUT, "DIR", "the checkpoint: a step directory, or a save directory (its latest); also as the one operand"},
-	{"from", O_FROM, "FMT", "the input's format: lmtk (default) or megatron-deepspeed (DeepSpeed pipeline or plain Megatron .pt files)"},
+	{"from", O_FROM, "FMT", "the input's format: lmtk (default) or megatron-deepspeed (DeepSpeed pipeline, universal or plain Megatron .pt files)"},
 	{"optimizer", O_OPTIMIZER, NULL, "megatron-deepspeed: carry Adam's moments and step (default: weights only, a fresh optimizer)"},
 	{"output", O_OUTPUT, "OUT", "a new directory (or an empty one) for the result"},
 	{"target-tp", O_TP, "N", "tensor-parallel ranks to write (default 1: merged)"},
@@ -242,9 +242,11 @@ int main(int argc, char **argv)
 		"replicated heads) must be equal on every rank, else the merge is refused, naming them,\n"
 		"unless --average.  OUT appears complete or not at all.\n"
 		"--from megatron-deepspeed reads a Megatron-DeepSpeed checkpoint instead (DeepSpeed's\n"
-		"pipeline files with the bf16 optimizer's ZeRO partitions, or plain Megatron's\n"
-		"model_optim_rng.pt): the weights from its fp32 masters, and with --optimizer Adam's\n"
-		"moments and step, un-partitioned; its iteration, consumed samples and schedule.\n"
+		"pipeline files with bf16 or fp16 ZeRO partitions or without ZeRO, DeepSpeed's\n"
+		"universal checkpoint, or plain Megatron's model_optim_rng.pt): the weights from its\n"
+		"fp32 masters, and with --optimizer Adam's moments and step, un-partitioned, and the\n"
+		"fp16 loss scaler; its iteration, consumed samples and schedule.  Without optimizer\n"
+		"state lmtk reads, the model weights alone, saying what was left out.\n"
 		"Exit 0 done, 1 replicated tensors differ, 2 usage or bad input, 3 I/O error.",
 		groups, NULL, 0};
 	char err[8192], step[64];

@@ -1,13 +1,17 @@
 /* mds - Megatron-DeepSpeed checkpoints read as lmtk's tensors, streaming.
  *
- * Two layouts (tests/ref/mds-format.md says what every file holds, and from which source):
+ * Three layouts (tests/ref/mds-format.md says what every file holds, and from which source):
  *
  *   DeepSpeed's pipeline engine (BLOOM):  SAVE/latest -> "global_stepN", and in SAVE/global_stepN
- *     layer_XX-model_TT-model_states.pt             the bf16 weights of layer spec XX, TP rank TT
+ *     layer_XX-model_TT-model_states.pt             the weights of layer spec XX, TP rank TT
  *     mp_rank_MM_model_states.pt                    MM = stage * TP + rank: args, counters, the
  *                                                   stage's parameters by group (param_shapes)
- *     bf16_zero_pp_rank_D_mp_rank_MM_optim_states.pt  DP rank D's ZeRO partition of every flat
- *                                                   group: fp32 master, exp_avg, exp_avg_sq
+ *                                                   or, without ZeRO, the optimizer's state
+ *     [bf16_]zero_pp_rank_D_mp_rank_MM_optim_states.pt  DP rank D's ZeRO partition of every
+ *                                                   flat group: fp32 master, exp_avg, exp_avg_sq
+ *                                                   (mds_ds.c: bf16, fp16 ZeRO, ZeRO stage 0)
+ *   DeepSpeed's universal checkpoint: SAVE/latest_universal -> its directory, which holds the
+ *     mp_rank files and zero/NAME/{fp32,exp_avg,exp_avg_sq}.pt, whole over TP (mds_uni.c)
  *   plain Megatron (GPT-2):  SAVE/latest_checkpointed_iteration.txt -> N, and in SAVE/iter_%07d
  *     mp_rank_TT[_SSS]/model_optim_rng.pt           weights, fp32 masters, moments, counters
  *
@@ -25,8 +29,10 @@
  * names, every parameter's shape against the model's TP-local shape, the ZeRO partitions'
  * sizes, paddings and slice mappings against the groups, every buffer present for every rank,
  * counters equal across files.  What lmtk's model cannot hold (rotary positions, GLU, the
- * residual after the layer norm, fp16 ZeRO optimizer files, virtual pipelines, checkpoint
- * versions before 3.0, an unknown .pt file or parameter) is refused naming the file and what.
+ * residual after the layer norm, virtual pipelines, checkpoint versions before 3.0, an unknown
+ * .pt file or parameter) is refused naming the file and what.  An optimizer state of a kind
+ * lmtk does not read, or none, leaves the model weights alone (has_optimizer 0, left_out
+ * saying what and why): a conversion of the weights only.
  *
  * mds_view() presents the checkpoint as shards.h's struct sh_ckpt (a source, not mappings) with
  * a manifest train understands, so reshard.h writes it as an lmtk checkpoint in any layout,

@@ -65,6 +65,19 @@ if [ -f z16/global_step4/zero_pp_rank_1_mp_rank_03_optim_states.pt ] && ! ls z16
 	[ -f uni/global_step4_universal/zero/4.self_attention.dense.weight/exp_avg_sq.pt ]
 then ok kinds_have_deepspeeds_file_names; else fail kinds_have_deepspeeds_file_names "$(ls z16/global_step4 s16/global_step4 uni | tr '\n' ' ')"; fi
 
+# every class these pickles name, and every opcode, is one mds-format.md lists (section "Pickle")
+PT=(z16/global_step4/*.pt s16/global_step4/*.pt s32/global_step4/*.pt uni/global_step4_universal/mp_rank_00_model_states.pt
+	uni/global_step4_universal/zero/*/*.pt)
+sed -n '/^## Pickle/,/^## [^P]/p' "$TOP/tests/ref/mds-format.md" >pickle.md 2>/dev/null
+"$PY" "$MDS" globals "${PT[@]}" 2>&1 | sed 's/^[^:]*: //' | tr ' ' '\n' | grep . | sort -u >classes
+missing=$(while read -r g; do grep -qF "\`$g\`" pickle.md || echo "$g"; done <classes)
+if grep -q DynamicLossScaler classes && [ -s pickle.md ] && [ -z "$missing" ]; then ok every_pickled_class_is_documented
+else fail every_pickled_class_is_documented "not in mds-format.md's Pickle section: ${missing:-$(head -3 classes)}"; fi
+"$PY" "$MDS" opcodes "${PT[@]}" 2>&1 | sed 's/^[^:]*: //' | tr ' ' '\n' | grep . | sort -u >ops
+missing=$(while read -r o; do grep -qE "(^|[ \`])$o([ \`]|$)" pickle.md || echo "$o"; done <ops)
+if [ -s ops ] && [ -z "$missing" ]; then ok every_pickle_opcode_is_documented
+else fail every_pickle_opcode_is_documented "not in mds-format.md's Pickle section: ${missing:-$(head -3 ops)}"; fi
+
 # the conversion's tensors are the fixture's (read with torch: mds-ckpt.py dump), and the original's
 cat >same.py <<'EOF'
 import json, struct, sys
