@@ -88,34 +88,34 @@ int mds_ds0_groups_(const struct mds *c, const char *path, int s, int l0, int nl
 	return 0;
 }
 
-/* units of the optimizer state of stage s (TP rank 0): FP16_Optimizer's flat fp32 elements, or
- * the base optimizer's parameters; -1 + err */
-static int64_t stage_units(struct mds *c, int fp16, int s, char *err, size_t errlen)
+/* *u: the units of the optimizer state of stage s (TP rank 0): FP16_Optimizer's flat fp32
+ * elements, or the base optimizer's parameters.  0, or an exit code + err. */
+static int stage_units(struct mds *c, int fp16, int s, int64_t *u, char *err, size_t errlen)
 {
 	char p[4400];
 	snprintf(p, sizeof p, "%s/mp_rank_%02d_model_states.pt", c->dir, s * c->tp);
 	int fi = mds_file_add_(c, p);
 	struct pt_file *f = fi < 0 ? NULL : mds_file_get_(c, fi, err, errlen);
 	if (!f)
-		return fi < 0 ? (fail_oom(err, errlen, "the list of checkpoint files", 0), -1) : -1;
+		return fi < 0 ? fail_oom(err, errlen, "the list of checkpoint files", 0) : EXIT_USAGE;
 	const struct pt_value *l = fp16 ?
 		pt_get(f, NULL, PT_LIST, "optimizer", "fp32_groups_flat", NULL) :
 		pt_get(f, NULL, PT_LIST, "optimizer", "param_groups", NULL);
 	if (!l)
-		return fail(err, errlen, "%s", pt_error(f)), -1;
-	int64_t u = 0;
+		return fail(err, errlen, "%s", pt_error(f));
+	*u = 0;
 	for (size_t i = 0; i < l->u.seq.n; i++) {
 		const struct pt_value *x = l->u.seq.v[i], *ids;
 		if (fp16 && x->kind == PT_TENSOR)
-			u += x->u.t.numel;
+			*u += x->u.t.numel;
 		else if (!fp16 && x->kind == PT_DICT && (ids = pt_dict_get(x, "params")) &&
 			 ids->kind == PT_LIST)
-			u += (int64_t)ids->u.seq.n;
+			*u += (int64_t)ids->u.seq.n;
 		else
 			return fail(err, errlen, "%s: optimizer.%s[%zu] is a %s", p, fp16 ?
-				    "fp32_groups_flat" : "param_groups", i, pt_kind_name(x->kind)), -1;
+				    "fp32_groups_flat" : "param_groups", i, pt_kind_name(x->kind));
 	}
-	return u;
+	return 0;
 }
 
 /* The layers of each stage, when no param_shapes says: from the size of each stage's optimizer
@@ -133,10 +133,13 @@ int mds_ds0_stage_layers_(struct mds *c, int fp16, int *l0, int *nl, char *err,
 			lt_local_shape(&c->m.t[t], c->tp, sh);
 			per += fp16 ? (int64_t)lt_numel(sh) : 1;
 		}
+	if (per <= 0)
+		return fail(err, errlen, "%s: the model in args has no layer tensors", c->dir);
 	for (int s = 0; s < c->pp; s++) {
-		int64_t u = stage_units(c, fp16, s, err, errlen), fixed = 0;
-		if (u < 0)
-			return EXIT_USAGE;
+		int64_t u, fixed = 0;
+		int rc = stage_units(c, fp16, s, &u, err, errlen);
+		if (rc)
+			return rc;
 		int n = module_order(c, s, 0, 0, q, 16);
 		for (int i = 0; i < n; i++)
 			fixed += fp16 ? q[i].numel : 1;
