@@ -136,7 +136,7 @@ int mds_ds0_stage_layers_(struct mds *c, int fp16, int *l0, int *nl, char *err,
 	if (per <= 0)
 		return fail(err, errlen, "%s: the model in args has no layer tensors", c->dir);
 	for (int s = 0; s < c->pp; s++) {
-		int64_t u, fixed = 0;
+		int64_t u = 0, fixed = 0;
 		int rc = stage_units(c, fp16, s, &u, err, errlen);
 		if (rc)
 			return rc;
