@@ -48,7 +48,7 @@ struct cfg {
 
 static const struct opt opts[] = {
 	{"input", O_INPUT, "DIR", "the checkpoint: a step directory, or a save directory (its latest); also as the one operand"},
-	{"from", O_FROM, "FMT", "the input's format: lmtk (default) or megatron-deepspeed (DeepSpeed pipeline or plain Megatron .pt files)"},
+	{"from", O_FROM, "FMT", "the input's format: lmtk (default) or megatron-deepspeed (DeepSpeed pipeline, universal or plain Megatron .pt files)"},
 	{"optimizer", O_OPTIMIZER, NULL, "megatron-deepspeed: carry Adam's moments and step (default: weights only, a fresh optimizer)"},
 	{"output", O_OUTPUT, "OUT", "a new directory (or an empty one) for the result"},
 	{"force", O_FORCE, NULL, "replace OUT if it is an earlier output (an export's config.json, a checkpoint's latest), atomically"},
@@ -259,9 +259,11 @@ int main(int argc, char **argv)
 		"unless --average.  OUT appears complete or not at all; --force replaces an earlier\n"
 		"output there in one step.\n"
 		"--from megatron-deepspeed reads a Megatron-DeepSpeed checkpoint instead (DeepSpeed's\n"
-		"pipeline files with the bf16 optimizer's ZeRO partitions, or plain Megatron's\n"
-		"model_optim_rng.pt): the weights from its fp32 masters, and with --optimizer Adam's\n"
-		"moments and step, un-partitioned; its iteration, consumed samples and schedule.\n"
+		"pipeline files with bf16 or fp16 ZeRO partitions or without ZeRO, DeepSpeed's\n"
+		"universal checkpoint, or plain Megatron's model_optim_rng.pt): the weights from its\n"
+		"fp32 masters, and with --optimizer Adam's moments and step, un-partitioned, and the\n"
+		"fp16 loss scaler; its iteration, consumed samples and schedule.  Without optimizer\n"
+		"state lmtk reads, the model weights alone, saying what was left out.\n"
 		"Exit 0 done, 1 replicated tensors differ, 2 usage or bad input, 3 I/O error.",
 		groups, NULL, 0};
 	char err[8192], step[64];
@@ -298,12 +300,11 @@ int main(int argc, char **argv)
 		if ((rc = mds_open(&md, c.input, err, sizeof err)))
 			die(rc, "%s", err);
 		if (c.optimizer && !md->has_optimizer)
-			die(EXIT_USAGE, "%s: no optimizer state (%s): drop --optimizer to convert the weights",
-			    md->dir, md->kind == MDS_DEEPSPEED ? "no bf16_zero_*_optim_states.pt files"
-			    : "model_optim_rng.pt has no 'optimizer'");
+			die(EXIT_USAGE, "%s: no optimizer state lmtk reads (%s): drop --optimizer to "
+			    "convert the weights", md->dir, md->left_out);
 		if (!md->has_optimizer)
-			warn("warning: %s has no fp32 master weights: the weights are its %s model weights",
-			     md->dir, md->weights_dtype);
+			warn("warning: %s: weights only, its %s model weights: left out the fp32 master "
+			     "weights and Adam's state (%s)", md->dir, md->weights_dtype, md->left_out);
 		int bufs[LT_GROUPS] = {md->has_optimizer ? MDS_MASTER : MDS_BF16,
 				       c.optimizer ? MDS_EXP_AVG : MDS_ZERO,
 				       c.optimizer ? MDS_EXP_AVG_SQ : MDS_ZERO};

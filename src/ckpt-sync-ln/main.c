@@ -362,9 +362,14 @@ int main(int argc, char **argv)
 			add_rows(&in, c.tolerance, &pg, 7, opt_kinds, &d, &n);
 			sh_close(&in);
 		}
-		if (mds_view(&in, md, wbufs, 0, err, sizeof err) < 0)
+		/* a universal checkpoint has no model weights: its masters are them */
+		if (!md->has_weights && mds_view(&in, md, obufs, 0, err, sizeof err) < 0)
 			die(EXIT_FAILED, "%s", err);
-		add_rows(&in, c.tolerance, &pg, 1, w_kinds, &d, &n);
+		else if (md->has_weights) {
+			if (mds_view(&in, md, wbufs, 0, err, sizeof err) < 0)
+				die(EXIT_FAILED, "%s", err);
+			add_rows(&in, c.tolerance, &pg, 1, w_kinds, &d, &n);
+		}
 	} else {
 		if ((rc = sh_open(&in, dir, &pg, err, sizeof err))) {
 			if (mds_detect(dir))

@@ -18,6 +18,9 @@ const char *const mds_buf_name[MDS_NBUFS] = {"fp32 master", "exp_avg", "exp_avg_
 
 int mds_file_add_(struct mds *c, const char *path)
 {
+	for (int i = 0; i < c->nfiles; i++)   /* once each: its bytes counted once */
+		if (strcmp(c->files[i].path, path) == 0)
+			return i;
 	struct mds_file *f = realloc(c->files, (c->nfiles + 1) * sizeof *f);
 	if (!f)
 		return -1;
@@ -188,6 +191,13 @@ int mds_shape_fail_(const struct mds *c, const char *path, const char *what, int
 		    "at TP=%d", path, what, c->m.t[t].name, got, want, c->tp);
 }
 /* ---- names (section 4) ---- */
+
+int mds_no_decay_(const char *n)
+{
+	size_t l = strlen(n);
+	return strstr(n, "layernorm") != NULL || (l > 5 && strcmp(n + l - 5, ".bias") == 0);
+}
+
 
 /* A transformer layer's key ("self_attention.dense.weight") as lmtk's ("layers.L.attention...") */
 int mds_layer_name_(const struct lt_model *m, int l, const char *key)
@@ -445,7 +455,14 @@ int mds_build_manifest_(struct mds *c, const struct pt_file *f, const struct pt_
 			n += snprintf(args + n, sizeof args - n, " %s %s", tok[i][1], v);
 	}
 	const char *dsv = v_str(root, "ds_version");
-	char *abs = realpath(c->dir, NULL);
+	char *abs = realpath(c->dir, NULL), layout[200];
+	if (c->kind == MDS_MEGATRON)
+		snprintf(layout, sizeof layout, "megatron (mp_rank_*/model_optim_rng.pt)");
+	else if (c->kind == MDS_UNIVERSAL)
+		snprintf(layout, sizeof layout, "deepspeed universal (zero/*/fp32.pt, mp_rank_*)");
+	else
+		snprintf(layout, sizeof layout, "deepspeed pipeline (layer_*, mp_rank_*; optimizer: "
+			 "%s)", c->optim ? c->optim : "none read");
 	c->manifest = json_pack(
 		"{s:s,s:i,s:I,s:I,s:I,s:I,s:I,s:i,s:i,s:i,s:[I],s:o,"
 		"s:{s:s,s:I,s:f,s:I,s:I,s:f,s:f,s:f,s:f,s:f},"
@@ -472,9 +489,7 @@ int mds_build_manifest_(struct mds *c, const struct pt_file *f, const struct pt_
 		"model", json_incref(model),
 		"files",
 		"args", args,
-		"converted_from", "format", "megatron-deepspeed", "layout",
-		c->kind == MDS_DEEPSPEED ? "deepspeed pipeline (layer_*, mp_rank_*, bf16_zero_*)" :
-		"megatron (mp_rank_*/model_optim_rng.pt)", "path", abs ? abs : c->dir, "ds_version", dsv,
+		"converted_from", "format", "megatron-deepspeed", "layout", layout, "path", abs ? abs : c->dir, "ds_version", dsv,
 		"weights", c->has_optimizer ? "fp32 master" : c->weights_dtype);
 	free(abs);
 	if (!c->manifest)
@@ -507,7 +522,16 @@ static int ds_step(const char *dir)
 	return is_file(p);
 }
 
-/* The step directory path names, and its kind. */
+/* A universal checkpoint's step directory (ds_to_universal.py): the mp_rank files and zero/ */
+static int uni_step(const char *dir)
+{
+	char p[4400];
+	snprintf(p, sizeof p, "%.4300s/zero", dir);
+	return ds_step(dir) && is_dir(p);
+}
+
+/* The step directory path names, and its kind.  A save directory's `latest` (DeepSpeed's own
+ * checkpoint) is read before its `latest_universal` (one ds_to_universal.py made from it). */
 static int resolve(struct mds *c, const char *path, char *err, size_t errlen)
 {
 	char base[4096], p[8800], *tag = NULL, why[4300];
@@ -521,7 +545,7 @@ static int resolve(struct mds *c, const char *path, char *err, size_t errlen)
 		return fail(err, errlen, "%s: %s", base, access(base, F_OK) ? strerror(errno) :
 			    "not a directory");
 	if (ds_step(base) || meg_step(base)) {
-		c->kind = ds_step(base) ? MDS_DEEPSPEED : MDS_MEGATRON;
+		c->kind = uni_step(base) ? MDS_UNIVERSAL : ds_step(base) ? MDS_DEEPSPEED : MDS_MEGATRON;
 		c->dir = strdup(base);
 		return 0;
 	}
@@ -551,7 +575,31 @@ static int resolve(struct mds *c, const char *path, char *err, size_t errlen)
 		if (fsx_confined(base, p, why, sizeof why) == 1)
 			return fail(err, errlen, "%s/latest names %s, which %s: `latest` must name a "
 				    "step inside the directory", base, p + strlen(base) + 1, why);
-		c->kind = MDS_DEEPSPEED;
+		c->kind = uni_step(p) ? MDS_UNIVERSAL : MDS_DEEPSPEED;
+		c->dir = strdup(p);
+		return 0;
+	}
+	snprintf(p, sizeof p, "%s/latest_universal", base);
+	if (file_read_all(p, &tag, NULL, why, sizeof why) == 0) {
+		char *s = tag, *e;
+		while (*s == ' ' || *s == '\t' || *s == '\n' || *s == '\r')
+			s++;
+		for (e = s + strlen(s); e > s && (e[-1] == ' ' || e[-1] == '\n' || e[-1] == '\r' ||
+						  e[-1] == '\t'); e--)
+			;
+		*e = 0;
+		snprintf(p, sizeof p, "%s/%s", base, s);
+		int ok = *s && !strchr(s, '/') && uni_step(p);
+		snprintf(why, sizeof why, "%s", s);
+		free(tag);
+		if (!ok)
+			return fail(err, errlen, "%s/latest_universal names '%s', which holds no "
+				    "mp_rank_00_model_states.pt and zero/ (a universal checkpoint)", base,
+				    why);
+		if (fsx_confined(base, p, why, sizeof why) == 1)
+			return fail(err, errlen, "%s/latest_universal names %s, which %s: it must name a "
+				    "step inside the directory", base, p + strlen(base) + 1, why);
+		c->kind = MDS_UNIVERSAL;
 		c->dir = strdup(p);
 		return 0;
 	}
@@ -591,7 +639,7 @@ static int resolve(struct mds *c, const char *path, char *err, size_t errlen)
 		return fail(err, errlen, "%s is an lmtk checkpoint step, not a Megatron-DeepSpeed one",
 			    base);
 	return fail(err, errlen, "%s: not a Megatron-DeepSpeed checkpoint (no latest, no "
-		    "latest_checkpointed_iteration.txt, no mp_rank_00_model_states.pt, no "
+		    "latest_universal, no latest_checkpointed_iteration.txt, no mp_rank_00_model_states.pt, no "
 		    "mp_rank_00[_000]/model_optim_rng.pt)", base);
 }
 
@@ -624,7 +672,9 @@ int mds_open(struct mds **out, const char *path, char *err, size_t errlen)
 	if (!c)
 		return fail_oom(err, errlen, "the checkpoint reader", sizeof *c), EXIT_FAILED;
 	if ((rc = resolve(c, path, err, errlen)) ||
-	    (rc = c->kind == MDS_DEEPSPEED ? mds_open_ds_(c, err, errlen) : mds_open_meg_(c, err, errlen))) {
+	    (rc = c->kind == MDS_DEEPSPEED ? mds_open_ds_(c, err, errlen) :
+		  c->kind == MDS_UNIVERSAL ? mds_open_uni_(c, err, errlen) :
+		  mds_open_meg_(c, err, errlen))) {
 		mds_close(c);
 		return rc;
 	}

@@ -1,13 +1,17 @@
 /* mds - Megatron-DeepSpeed checkpoints read as lmtk's tensors, streaming.
  *
- * Two layouts (tests/ref/mds-format.md says what every file holds, and from which source):
+ * Three layouts (tests/ref/mds-format.md says what every file holds, and from which source):
  *
  *   DeepSpeed's pipeline engine (BLOOM):  SAVE/latest -> "global_stepN", and in SAVE/global_stepN
- *     layer_XX-model_TT-model_states.pt             the bf16 weights of layer spec XX, TP rank TT
+ *     layer_XX-model_TT-model_states.pt             the weights of layer spec XX, TP rank TT
  *     mp_rank_MM_model_states.pt                    MM = stage * TP + rank: args, counters, the
  *                                                   stage's parameters by group (param_shapes)
- *     bf16_zero_pp_rank_D_mp_rank_MM_optim_states.pt  DP rank D's ZeRO partition of every flat
- *                                                   group: fp32 master, exp_avg, exp_avg_sq
+ *                                                   or, without ZeRO, the optimizer's state
+ *     [bf16_]zero_pp_rank_D_mp_rank_MM_optim_states.pt  DP rank D's ZeRO partition of every
+ *                                                   flat group: fp32 master, exp_avg, exp_avg_sq
+ *                                                   (mds_ds.c: bf16, fp16 ZeRO, ZeRO stage 0)
+ *   DeepSpeed's universal checkpoint: SAVE/latest_universal -> its directory, which holds the
+ *     mp_rank files and zero/NAME/{fp32,exp_avg,exp_avg_sq}.pt, whole over TP (mds_uni.c)
  *   plain Megatron (GPT-2):  SAVE/latest_checkpointed_iteration.txt -> N, and in SAVE/iter_%07d
  *     mp_rank_TT[_SSS]/model_optim_rng.pt           weights, fp32 masters, moments, counters
  *
@@ -25,8 +29,10 @@
  * names, every parameter's shape against the model's TP-local shape, the ZeRO partitions'
  * sizes, paddings and slice mappings against the groups, every buffer present for every rank,
  * counters equal across files.  What lmtk's model cannot hold (rotary positions, GLU, the
- * residual after the layer norm, fp16 ZeRO optimizer files, virtual pipelines, checkpoint
- * versions before 3.0, an unknown .pt file or parameter) is refused naming the file and what.
+ * residual after the layer norm, virtual pipelines, checkpoint versions before 3.0, an unknown
+ * .pt file or parameter) is refused naming the file and what.  An optimizer state of a kind
+ * lmtk does not read, or none, leaves the model weights alone (has_optimizer 0, left_out
+ * saying what and why): a conversion of the weights only.
  *
  * mds_view() presents the checkpoint as shards.h's struct sh_ckpt (a source, not mappings) with
  * a manifest train understands, so reshard.h writes it as an lmtk checkpoint in any layout,
@@ -43,7 +49,7 @@
 
 #define MDS_OPEN 48
 
-enum mds_kind { MDS_DEEPSPEED, MDS_MEGATRON };
+enum mds_kind { MDS_DEEPSPEED, MDS_MEGATRON, MDS_UNIVERSAL };
 /* the buffers a parameter has; MDS_ZERO feeds a view zeros */
 enum mds_buf { MDS_MASTER, MDS_EXP_AVG, MDS_EXP_AVG_SQ, MDS_BF16, MDS_NBUFS, MDS_ZERO = -1 };
 extern const char *const mds_buf_name[MDS_NBUFS];   /* "fp32 master", ..., "bf16 weight" */
@@ -56,7 +62,10 @@ struct mds {
 	enum mds_kind kind;
 	int tp, pp, dp;
 	int has_optimizer;       /* masters and both moments are there */
+	int has_weights;         /* the model weights (MDS_BF16) are there: not in a universal one */
 	const char *weights_dtype;   /* the model weights' (MDS_BF16's) dtype: "bfloat16" ... */
+	const char *optim;       /* what saved the optimizer state ("fp16 ZeRO (...)"), or NULL */
+	char left_out[600];      /* without optimizer state: what is missing and why; else "" */
 	int64_t iteration, consumed_samples, consumed_tokens, adam_step;
 	struct lt_model m;
 	json_t *manifest;        /* an lmtk manifest of it (no "files"; layout the input's) */

@@ -142,8 +142,64 @@ int mds_build_manifest_(struct mds *c, const struct pt_file *f, const struct pt_
 			double loss_scale, int64_t good, int64_t hyst, int64_t skipped,
 			char *err, size_t errlen);
 
+/* Megatron's weight-decay rule (2.5): layer norms and biases are not decayed (lmtk's names) */
+int mds_no_decay_(const char *lmtk_name);
+
+/* ---- DeepSpeed's parameters and groups (mds_ds.c; mds_uni.c reads them too) ---- */
+
+struct ds_param {
+	int t;                   /* lmtk table index, or NAME_IGNORED */
+	int64_t numel, off;      /* in the flat group */
+	char name[128];
+};
+
+struct ds_group {
+	struct ds_param *p;
+	int n;
+	int64_t used;            /* elements of its parameters */
+};
+
+/* what one DP rank's optim file (or FP16_Optimizer's state) holds of one group */
+struct ds_slice {
+	struct pt_tensor t[3];   /* master, exp_avg, exp_avg_sq */
+	int storage[3];          /* their storages' indices in the file */
+	int file;
+	int64_t pad;
+};
+
+/* the optimizers DeepSpeed saves a pipeline run's state with (mds_ds.c's header comment) */
+enum ds_opt { DSO_NONE, DSO_BF16, DSO_ZERO, DSO_FP16, DSO_FP32 };
+/* Adam's step of a param group (pg): the same in every group and file (c->adam_step) */
+int mds_ds_step_(struct mds *c, const char *path, const struct pt_value *pg, int gi, char *err,
+		 size_t errlen);
+/* one group's buffer b (0 master, 1, 2 moments) into a slice: x must be a 1-D float32 tensor
+ * of n elements */
+int mds_ds_put_(struct ds_slice *sl, const struct pt_file *f, int fi, int gi, int b,
+		const struct pt_value *x, int64_t n, const char *what, char *err, size_t errlen);
+
+/* ZeRO stage 0 (mds_ds0.c): each stage's layers [l0[s], l0[s] + nl[s]) from the size of its
+ * optimizer state (fp16: FP16_Optimizer's, else fp32's base optimizer's); stage s's groups
+ * rebuilt (ng of them); where FP16_Optimizer's flat groups (slices of one partition, ps[g] their
+ * sizes) or fp32's moments (extents added) lie */
+int mds_ds0_stage_layers_(struct mds *c, int fp16, int *l0, int *nl, char *err, size_t errlen);
+int mds_ds0_groups_(const struct mds *c, const char *path, int s, int l0, int nl, int ng,
+		    struct ds_group **out, char *err, size_t errlen);
+int mds_ds0_flat16_(struct mds *c, int s, int r, const struct ds_group *g, int ngroups,
+		    struct ds_slice *sl, int64_t *ps, double *clip, char *err, size_t errlen);
+int mds_ds0_state32_(struct mds *c, int s, int r, const struct ds_group *g, int ngroups,
+		     char *err, size_t errlen);
+
+/* DeepSpeed's parameter name on stage s as an lmtk table index, NAME_IGNORED or NAME_UNKNOWN */
+int mds_ds_name_(const struct mds *c, const char *name, int s);
+/* stage s, TP rank r's groups from mp_rank_MM's param_shapes (stage_of[t]: the stage each
+ * parameter is on, filled on rank 0) */
+int mds_ds_inventory_(struct mds *c, int s, int r, struct ds_group **out, int *ngroups,
+		      int *stage_of, char *err, size_t errlen);
+void mds_ds_groups_free_(struct ds_group *g, int n);
+
 /* ---- the layouts: c->dir, c->kind set; fill everything else but the view ---- */
 int mds_open_ds_(struct mds *c, char *err, size_t errlen);
 int mds_open_meg_(struct mds *c, char *err, size_t errlen);
+int mds_open_uni_(struct mds *c, char *err, size_t errlen);
 
 #endif

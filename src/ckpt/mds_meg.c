@@ -36,13 +36,6 @@ static int meg_name(const struct mds *c, const char *key, int s)
 	return t >= 0 ? t : NAME_UNKNOWN;
 }
 
-/* Megatron's weight decay rule (2.5): layer norms and biases are not decayed. */
-static int no_decay(const struct lt_model *m, int t)
-{
-	const char *n = m->t[t].name;
-	size_t l = strlen(n);
-	return strstr(n, "layernorm") != NULL || (l > 5 && strcmp(n + l - 5, ".bias") == 0);
-}
 /* ---- plain Megatron (section 3) ---- */
 
 struct meg_leaf {
@@ -174,9 +167,9 @@ static int meg_rank(struct mds *c, int s, int r, int first, char *err, size_t er
 		goto out;
 	}
 	for (int i = 0; i < n; i++)
-		ndec += !no_decay(&c->m, lv[i].t);
+		ndec += !mds_no_decay_(c->m.t[lv[i].t].name);
 	for (int i = 0, k = 0; i < n; i++) {
-		if (no_decay(&c->m, lv[i].t))
+		if (mds_no_decay_(c->m.t[lv[i].t].name))
 			grp[i] = ng - 1;
 		else
 			grp[i] = ng == 3 && k++ >= ndec / 2 ? 1 : 0;
@@ -356,6 +349,12 @@ int mds_open_meg_(struct mds *c, char *err, size_t errlen)
 	}
 	if (!c->weights_dtype)
 		c->weights_dtype = "bfloat16";
+	c->has_weights = 1;
+	if (c->has_optimizer)
+		c->optim = pt_dict_get(opt, "fp32_from_fp16_params") ? "Megatron's mixed-precision optimizer" : "Megatron's fp32 optimizer";
+	else
+		snprintf(c->left_out, sizeof c->left_out, "no optimizer state (%.300s/mp_rank_* have no "
+			 "'optimizer': saved with --no-save-optim)", c->dir);
 	rc = mds_build_manifest_(c, f0, root, model, pgs && pgs->kind == PT_LIST && pgs->u.seq.n ?
 			    pgs->u.seq.v[0] : NULL, clip, scale, good, hyst, 0, err, errlen);
 out:

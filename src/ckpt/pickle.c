@@ -88,62 +88,78 @@ static const char *const opnames[256] = {
 enum gk {
 	G_ODICT, G_TENSOR, G_PARAM, G_STORAGE, G_DTYPE, G_SIZE, G_NAMESPACE, G_DATACLASS,
 	G_ENCODE, G_BYTES, G_SET, G_NP_RECONSTRUCT, G_NP_NDARRAY, G_NP_DTYPE, G_NP_SCALAR,
-	G_ENUM, G_GETATTR,
+	G_ENUM, G_GETATTR, G_OBJECT,
 };
 static const struct glob {
 	const char *module, *name;
 	enum gk k;
 	int arg;                 /* G_STORAGE, G_DTYPE: the pt_dtype */
 	const char *who;
+	const char *cls;         /* G_NAMESPACE, G_DATACLASS, G_OBJECT, G_ENUM: pt_value.cls */
 } globals[] = {
 	{"collections", "OrderedDict", G_ODICT, 0,
-	 "state_dict()s, Megatron's model, DeepSpeed's param_shapes, backward hooks (empty)"},
-	{"torch._utils", "_rebuild_tensor_v2", G_TENSOR, 0, "every tensor torch.save writes"},
-	{"torch._utils", "_rebuild_parameter", G_PARAM, 0, "nn.Parameter (a module's own tensors)"},
+	 "state_dict()s, Megatron's model, DeepSpeed's param_shapes, backward hooks (empty)", NULL},
+	{"torch._utils", "_rebuild_tensor_v2", G_TENSOR, 0, "every tensor torch.save writes", NULL},
+	{"torch._utils", "_rebuild_parameter", G_PARAM, 0, "nn.Parameter (a module's own tensors)", NULL},
 	/* storage types in persistent ids (torch.save, 1.6 ... 2.x) */
-	{"torch", "FloatStorage", G_STORAGE, PTD_F32, "fp32 tensors: master weights, Adam moments"},
-	{"torch", "DoubleStorage", G_STORAGE, PTD_F64, "fp64 tensors"},
-	{"torch", "HalfStorage", G_STORAGE, PTD_F16, "fp16 weights (13B)"},
-	{"torch", "BFloat16Storage", G_STORAGE, PTD_BF16, "bf16 weights (176B)"},
-	{"torch", "LongStorage", G_STORAGE, PTD_I64, "int64 tensors (step counters, indices)"},
-	{"torch", "IntStorage", G_STORAGE, PTD_I32, "int32 tensors"},
-	{"torch", "ShortStorage", G_STORAGE, PTD_I16, "int16 tensors"},
-	{"torch", "CharStorage", G_STORAGE, PTD_I8, "int8 tensors"},
-	{"torch", "ByteStorage", G_STORAGE, PTD_U8, "torch/cuda RNG states (uint8)"},
-	{"torch", "BoolStorage", G_STORAGE, PTD_BOOL, "bool tensors (masks)"},
+	{"torch", "FloatStorage", G_STORAGE, PTD_F32, "fp32 tensors: master weights, Adam moments", NULL},
+	{"torch", "DoubleStorage", G_STORAGE, PTD_F64, "fp64 tensors", NULL},
+	{"torch", "HalfStorage", G_STORAGE, PTD_F16, "fp16 weights (13B)", NULL},
+	{"torch", "BFloat16Storage", G_STORAGE, PTD_BF16, "bf16 weights (176B)", NULL},
+	{"torch", "LongStorage", G_STORAGE, PTD_I64, "int64 tensors (step counters, indices)", NULL},
+	{"torch", "IntStorage", G_STORAGE, PTD_I32, "int32 tensors", NULL},
+	{"torch", "ShortStorage", G_STORAGE, PTD_I16, "int16 tensors", NULL},
+	{"torch", "CharStorage", G_STORAGE, PTD_I8, "int8 tensors", NULL},
+	{"torch", "ByteStorage", G_STORAGE, PTD_U8, "torch/cuda RNG states (uint8)", NULL},
+	{"torch", "BoolStorage", G_STORAGE, PTD_BOOL, "bool tensors (masks)", NULL},
 	/* torch dtypes as values: Megatron's args.params_dtype; pickled by canonical name */
-	{"torch", "float32", G_DTYPE, PTD_F32, "args.params_dtype"},
-	{"torch", "float64", G_DTYPE, PTD_F64, "dtype values"},
-	{"torch", "float16", G_DTYPE, PTD_F16, "args.params_dtype (fp16 runs)"},
-	{"torch", "bfloat16", G_DTYPE, PTD_BF16, "args.params_dtype (bf16 runs)"},
-	{"torch", "int64", G_DTYPE, PTD_I64, "dtype values"},
-	{"torch", "int32", G_DTYPE, PTD_I32, "dtype values"},
-	{"torch", "int16", G_DTYPE, PTD_I16, "dtype values"},
-	{"torch", "int8", G_DTYPE, PTD_I8, "dtype values"},
-	{"torch", "uint8", G_DTYPE, PTD_U8, "dtype values"},
-	{"torch", "bool", G_DTYPE, PTD_BOOL, "dtype values"},
-	{"torch", "Size", G_SIZE, 0, "DeepSpeed's param_shapes"},
-	{"argparse", "Namespace", G_NAMESPACE, 0, "Megatron's checkpoint['args']"},
+	{"torch", "float32", G_DTYPE, PTD_F32, "args.params_dtype", NULL},
+	{"torch", "float64", G_DTYPE, PTD_F64, "dtype values", NULL},
+	{"torch", "float16", G_DTYPE, PTD_F16, "args.params_dtype (fp16 runs)", NULL},
+	{"torch", "bfloat16", G_DTYPE, PTD_BF16, "args.params_dtype (bf16 runs)", NULL},
+	{"torch", "int64", G_DTYPE, PTD_I64, "dtype values", NULL},
+	{"torch", "int32", G_DTYPE, PTD_I32, "dtype values", NULL},
+	{"torch", "int16", G_DTYPE, PTD_I16, "dtype values", NULL},
+	{"torch", "int8", G_DTYPE, PTD_I8, "dtype values", NULL},
+	{"torch", "uint8", G_DTYPE, PTD_U8, "dtype values", NULL},
+	{"torch", "bool", G_DTYPE, PTD_BOOL, "dtype values", NULL},
+	{"torch", "Size", G_SIZE, 0, "DeepSpeed's param_shapes", NULL},
+	{"argparse", "Namespace", G_NAMESPACE, 0, "Megatron's checkpoint['args']",
+	 "argparse.Namespace"},
 	{"deepspeed.utils.tensor_fragment", "fragment_address", G_DATACLASS, 0,
-	 "DeepSpeed bf16 optimizer's param_slice_mappings (a dataclass: numel, start)"},
+	 "DeepSpeed bf16 optimizer's param_slice_mappings (a dataclass: numel, start)",
+	 "deepspeed.utils.tensor_fragment.fragment_address"},
 	{"deepspeed.runtime.bf16_optimizer", "fragment_address", G_DATACLASS, 0,
-	 "the same dataclass where DeepSpeed 0.7.0 defines it"},
+	 "the same dataclass where DeepSpeed 0.7.0 defines it",
+	 "deepspeed.runtime.bf16_optimizer.fragment_address"},
+	/* DeepSpeed's fp16 ZeRO optimizer pickles its loss scaler object itself (stage_1_and_2.py
+	 * state_dict: 'loss_scaler'); plain classes of numbers, read as dicts of attributes */
+	{"deepspeed.runtime.fp16.loss_scaler", "DynamicLossScaler", G_OBJECT, 0,
+	 "fp16 ZeRO optimizer's loss_scaler (cur_scale, cur_iter, last_overflow_iter, ...)",
+	 "deepspeed.runtime.fp16.loss_scaler.DynamicLossScaler"},
+	{"deepspeed.runtime.fp16.loss_scaler", "LossScaler", G_OBJECT, 0,
+	 "fp16 ZeRO optimizer's static loss_scaler (cur_scale)",
+	 "deepspeed.runtime.fp16.loss_scaler.LossScaler"},
 	/* Megatron-DeepSpeed's args.position_embedding_type: an enum member, pickled as
 	 * (VALUE,) REDUCE up to Python 3.10 and as getattr(CLASS, 'NAME') from 3.11 */
 	{"megatron.enums", "PositionEmbeddingType", G_ENUM, 0,
-	 "args.position_embedding_type (1 rotary, 2 absolute, 3 alibi)"},
+	 "args.position_embedding_type (1 rotary, 2 absolute, 3 alibi)",
+	 "megatron.enums.PositionEmbeddingType"},
+	{"deepspeed.runtime.zero.config", "ZeroStageEnum", G_ENUM, 0,
+	 "fp16 ZeRO optimizer's zero_stage (DeepSpeed >= 0.7.0; 1 optimizer states, 2 gradients)",
+	 "deepspeed.runtime.zero.config.ZeroStageEnum"},
 	{"__builtin__", "getattr", G_GETATTR, 0,
-	 "an enum member by name (Python >= 3.11); only getattr(enum class, str) is read"},
-	{"_codecs", "encode", G_ENCODE, 0, "bytes under protocol 2 (numpy arrays' raw data)"},
-	{"__builtin__", "bytes", G_BYTES, 0, "empty bytes under protocol 2"},
-	{"__builtin__", "set", G_SET, 0, "sets (DeepSpeed's sparse_tensor_module_names)"},
+	 "an enum member by name (Python >= 3.11); only getattr(enum class, str) is read", NULL},
+	{"_codecs", "encode", G_ENCODE, 0, "bytes under protocol 2 (numpy arrays' raw data)", NULL},
+	{"__builtin__", "bytes", G_BYTES, 0, "empty bytes under protocol 2", NULL},
+	{"__builtin__", "set", G_SET, 0, "sets (DeepSpeed's sparse_tensor_module_names)", NULL},
 	{"numpy.core.multiarray", "_reconstruct", G_NP_RECONSTRUCT, 0,
-	 "numpy arrays: np.random.get_state() in Megatron's rng_state"},
-	{"numpy._core.multiarray", "_reconstruct", G_NP_RECONSTRUCT, 0, "the same from numpy 2"},
-	{"numpy", "ndarray", G_NP_NDARRAY, 0, "numpy arrays (_reconstruct's first argument)"},
-	{"numpy", "dtype", G_NP_DTYPE, 0, "numpy arrays' and scalars' dtypes"},
-	{"numpy.core.multiarray", "scalar", G_NP_SCALAR, 0, "numpy scalars (np.float32(x))"},
-	{"numpy._core.multiarray", "scalar", G_NP_SCALAR, 0, "the same from numpy 2"},
+	 "numpy arrays: np.random.get_state() in Megatron's rng_state", NULL},
+	{"numpy._core.multiarray", "_reconstruct", G_NP_RECONSTRUCT, 0, "the same from numpy 2", NULL},
+	{"numpy", "ndarray", G_NP_NDARRAY, 0, "numpy arrays (_reconstruct's first argument)", NULL},
+	{"numpy", "dtype", G_NP_DTYPE, 0, "numpy arrays' and scalars' dtypes", NULL},
+	{"numpy.core.multiarray", "scalar", G_NP_SCALAR, 0, "numpy scalars (np.float32(x))", NULL},
+	{"numpy._core.multiarray", "scalar", G_NP_SCALAR, 0, "the same from numpy 2", NULL},
 };
 
 struct pkl {
@@ -674,7 +690,7 @@ static int op_reduce(struct pkl *P)
 		if (!(v = nv(P, PT_INT)))
 			return -1;
 		v->u.i = a->u.seq.v[0]->u.i;
-		v->cls = "megatron.enums.PositionEmbeddingType";
+		v->cls = g->cls;
 		break;
 	case G_GETATTR:
 		/* getattr(EnumClass, 'member'): the member's name, a str, with the class's name */
@@ -685,7 +701,7 @@ static int op_reduce(struct pkl *P)
 		if (!(v = nv(P, PT_STR)) || !(v->u.str.s = strdup(a->u.seq.v[1]->u.str.s)))
 			return v ? poom(P, "an enum member's name", a->u.seq.v[1]->u.str.len + 1) : -1;
 		v->u.str.len = a->u.seq.v[1]->u.str.len;
-		v->cls = "megatron.enums.PositionEmbeddingType";
+		v->cls = globals[a->u.seq.v[0]->u.global].cls;
 		break;
 	default:
 		return perr(P, "%s is not called by REDUCE in what torch.save writes", name);
@@ -698,14 +714,11 @@ static int op_newobj(struct pkl *P)
 	struct pt_value *a = pop(P), *cls = a ? pop(P) : NULL, *v;
 	if (!cls)
 		return -1;
-	if (!is_global(cls, G_NAMESPACE) && !is_global(cls, G_DATACLASS))
+	if (!is_global(cls, G_NAMESPACE) && !is_global(cls, G_DATACLASS) && !is_global(cls, G_OBJECT))
 		return perr(P, "NEWOBJ of a %s", kname(cls));
 	if (want_args(P, a, kname(cls), 0, 0) != 0 || !(v = nv(P, PT_DICT)))
 		return -1;
-	v->cls = is_global(cls, G_NAMESPACE) ? "argparse.Namespace" :
-		strcmp(globals[cls->u.global].module, "deepspeed.runtime.bf16_optimizer") == 0 ?
-		"deepspeed.runtime.bf16_optimizer.fragment_address" :
-		"deepspeed.utils.tensor_fragment.fragment_address";
+	v->cls = globals[cls->u.global].cls;
 	v->built_ = -1;          /* an object whose attributes BUILD sets; a plain dict refuses it */
 	return push(P, v);
 }

@@ -80,7 +80,8 @@ struct pt_value {
 	enum pt_kind kind;
 	/* the Python class a plain value stands for, or NULL: "collections.OrderedDict",
 	 * "argparse.Namespace" (dicts), "torch.Size" (tuple), "torch.nn.Parameter" (tensor),
-	 * "set" (list), "deepspeed...fragment_address" (dict of its fields),
+	 * "set" (list), "deepspeed...fragment_address" and "...loss_scaler.DynamicLossScaler"
+	 * (dicts of their fields), "deepspeed.runtime.zero.config.ZeroStageEnum" (as below),
 	 * "megatron.enums.PositionEmbeddingType" (the member's value, an int, or its name, a
 	 * str: how the enum was pickled depends on the writer's Python) */
 	const char *cls;

@@ -9,8 +9,9 @@
 # train resumes from a conversion with the original's losses (DeepSpeed's Adam step carried:
 # apex counts one step more); ckpt-sync-ln --check reads them and finds a layer norm planted
 # out of step on one TP rank, in the bf16 weights or the fp32 masters; a truncated .pt, a pickle
-# with an opcode torch.save never writes, swapped ZeRO partitions, a missing partition and an
-# fp16 ZeRO file are refused with exit 2, naming the file; memory running out is exit 3.  train
+# with an opcode torch.save never writes, swapped ZeRO partitions, a missing partition and bf16
+# and fp16 ZeRO files mixed are refused with exit 2, naming the file (the other kinds DeepSpeed
+# writes: ckpt-mds-kinds.sh); memory running out is exit 3.  train
 # --load takes the Megatron-DeepSpeed directory itself, in one process and in a TP=2 x PP=2 run,
 # re-splitting it as it reads, with the losses of its conversion; without optimizer files only
 # with --no-load-optim, from the bf16 weights.
@@ -161,7 +162,7 @@ contains train_load_without_optimizer_state_says_why "$T/err" 'without optimizer
 "$MT" --from megatron-deepspeed noopt --output noopt.lmtk >noopt.mt 2>&1
 "$BIN/train" "${COMMON[@]}" "${BLOOM[@]}" --load noopt.lmtk --no-load-optim >noopt.lres 2>&1
 [ $rc = 0 ] && [ "$(losses noopt.res | wc -l)" = 4 ] && diff <(losses noopt.res) <(losses noopt.lres) >/dev/null &&
-	grep -q 'no fp32 master weights: the weights are its bfloat16 model weights' noopt.mt &&
+	grep -q 'weights only, its bfloat16 model weights: left out the fp32 master weights' noopt.mt &&
 	ok no_optimizer_files_load_the_bf16_weights || fail no_optimizer_files_load_the_bf16_weights "exit $rc: $(tail -2 noopt.res) $(tail -1 noopt.mt)"
 "$PY" - noopt.lmtk/global_step4/rank_tp00_pp000.safetensors $B/rank_tp00_pp000.safetensors <<'EOF' >noopt.cmp 2>&1 && ok bf16_weights_are_the_masters_rounding || fail bf16_weights_are_the_masters_rounding "$(tail -2 noopt.cmp)"
 import sys
@@ -262,8 +263,8 @@ rm -f z/global_step4/bf16_zero_pp_rank_1_mp_rank_02_optim_states.pt
 expect_rc missing_zero_partition_refused 2 "$MT" --from megatron-deepspeed z --output z.out
 contains missing_zero_partition_named "$T/err" 'bf16_zero_pp_rank_1_mp_rank_02_optim_states\.pt: missing'
 rm -rf z && cp -r ds z && cp ds/global_step4/bf16_zero_pp_rank_0_mp_rank_00_optim_states.pt z/global_step4/zero_pp_rank_0_mp_rank_00_optim_states.pt
-expect_rc fp16_zero_file_refused 2 "$MT" --from megatron-deepspeed z --output z.out
-contains fp16_zero_file_named "$T/err" 'zero_pp_rank_0_mp_rank_00_optim_states\.pt: an fp16 ZeRO optimizer partition'
+expect_rc bf16_and_fp16_zero_files_mixed_refused 2 "$MT" --from megatron-deepspeed z --output z.out
+contains bf16_and_fp16_zero_files_mixed_named "$T/err" 'z/global_step4: both bf16_zero_\* and zero_\* optimizer files'
 
 # --- out of memory: exit 3, could not do the job, as every program's, not 2 (bad input) ----------------
 # a shim fails jansson's json_pack for the learning-rate schedule's object only, as memory running

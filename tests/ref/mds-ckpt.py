@@ -4,7 +4,9 @@ back: the ground truth that lmtk's .pt reader is tested against (tests/ref/mds-f
 every file holds and which source defines it; this file follows that document, not the sources).
 
   mds-ckpt.py write-ds  STEP OUT [--tp 2 --pp 2 --dp 2]   DeepSpeed pipeline + BF16_Optimizer
-                                                           (BLOOM's layout: DeepSpeed 0.7.0)
+              [--optim bf16|fp16-zero|fp16|fp32|universal] (BLOOM's layout: DeepSpeed 0.7.0);
+                                                           or fp16 ZeRO-1, fp16 or fp32 without
+                                                           ZeRO, or ds_to_universal.py's output
   mds-ckpt.py write-meg STEP OUT [--tp 1 --pp 1]          plain Megatron, model_optim_rng.pt
   mds-ckpt.py check     STEP OUT                           read OUT back with torch.load only and
                                                            compare with the lmtk checkpoint STEP
@@ -80,8 +82,33 @@ class fragment_address:                   # deepspeed/runtime/bf16_optimizer.py 
     start: int
 
 
+class ZeroStageEnum(int, enum.Enum):     # deepspeed/runtime/zero/config.py (0.7.0)
+    disabled = 0
+    optimizer_states = 1
+    gradients = 2
+    weights = 3
+    max_stage = 3
+
+
+class DynamicLossScaler:                  # deepspeed/runtime/fp16/loss_scaler.py: the attributes
+    def __init__(self, init_scale=2**32, scale_factor=2., scale_window=1000, min_scale=1,
+                 delayed_shift=1, consecutive_hysteresis=False, raise_error_at_min_scale=True):
+        self.cur_scale = init_scale
+        self.cur_iter = 0
+        self.last_overflow_iter = -1
+        self.scale_factor = scale_factor
+        self.scale_window = scale_window
+        self.min_scale = min_scale
+        self.delayed_shift = delayed_shift
+        self.cur_hysteresis = delayed_shift
+        self.consecutive_hysteresis = consecutive_hysteresis
+        self.raise_error_at_min_scale = raise_error_at_min_scale
+
+
 for _cls, _mod in ((PositionEmbeddingType, "megatron.enums"),
-                   (fragment_address, "deepspeed.runtime.bf16_optimizer")):
+                   (fragment_address, "deepspeed.runtime.bf16_optimizer"),
+                   (ZeroStageEnum, "deepspeed.runtime.zero.config"),
+                   (DynamicLossScaler, "deepspeed.runtime.fp16.loss_scaler")):
     _cls.__module__ = _mod
     setattr(_module(_mod), _cls.__name__, _cls)
 
@@ -385,16 +412,47 @@ def ds_stage_params(lm, s, pp, layers):
     return out
 
 
-def write_ds(lm, out, tp, pp, dp, divisible_by=128):
+# The optimizers DeepSpeed 0.7 may save a Megatron-DeepSpeed run with (mds-format.md 2.6, 2.8):
+#   bf16       BF16_Optimizer: bf16_zero_pp_rank_D_mp_rank_MM_optim_states.pt, bf16 layer files
+#   fp16-zero  fp16 + ZeRO stage 1 (DeepSpeedZeroOptimizer): zero_pp_rank_D_mp_rank_MM_..., fp16
+#   fp16       fp16, ZeRO stage 0 (FP16_Optimizer): the state in mp_rank_MM_model_states.pt
+#   fp32       neither, ZeRO stage 0: the base optimizer's state in mp_rank_MM, fp32 layer files
+OPTIMS = ("bf16", "fp16-zero", "fp16", "fp32")
+# the fp16 loss scalers' state the fixtures carry, and what lmtk's manifest makes of it (2.8)
+ZERO_SCALER = dict(cur_scale=2048.0, cur_iter=4, last_overflow_iter=1, scale_factor=2.0,
+                   scale_window=1000, min_scale=1, delayed_shift=2, cur_hysteresis=1)
+FUSED_SCALER = dict(cur_scale=4096.0, cur_iter=4, last_overflow_iter=0, scale_factor=2.0,
+                    scale_window=1000)
+
+
+def lowp(a, optim):
+    """The model weights of the layer files: bf16, fp16 or the fp32 itself."""
+    t = torch.from_numpy(np.ascontiguousarray(a))
+    return t.to(torch.bfloat16) if optim == "bf16" else t.half() if optim.startswith("fp16") else t.clone()
+
+
+def write_ds(lm, out, tp, pp, dp, divisible_by=128, optim="bf16"):
+    assert optim in OPTIMS, optim
     padded = lm.padded_to(tp, divisible_by)
     it = lm.iteration
     tag = "global_step%d" % it
     d = os.path.join(out, tag)
     args = megatron_args(lm, tp, pp, dp, True, padded)
+    if optim != "bf16":
+        args.bf16, args.fp16 = False, optim.startswith("fp16")
+        args.params_dtype = torch.float16 if args.fp16 else torch.float32
     cfg = ds_config(args)
+    if optim != "bf16":
+        del cfg["bf16"]
+        if args.fp16:
+            cfg["fp16"] = {"enabled": True, "loss_scale": 0, "loss_scale_window": 1000,
+                           "hysteresis": 2, "min_loss_scale": 1, "initial_scale_power": 12}
+        cfg["zero_optimization"] = {"stage": 1 if optim == "fp16-zero" else 0}
     lr = lr_now(lm.man["scheduler"])
     per_stage = stage_layers(lm.L, pp)
-    align = 2 * dp   # nccl_start_alignment_factor * dp_world_size
+    # partitions aligned as DeepSpeed aligns them (nccl_start_alignment_factor * dp_world_size)
+    align = 2 * dp
+    zero = optim in ("bf16", "fp16-zero")
     for s in range(pp):
         params = ds_stage_params(lm, s, pp, per_stage[s])
         for r in range(tp):
@@ -409,13 +467,15 @@ def write_ds(lm, out, tp, pp, dp, divisible_by=128):
                 if spec == "tied_modules":
                     spec, key = "1", key[len("embed."):]
                 a = cut(lm.tensor("weight", name, padded), split_of(name), tp, r)
-                files.setdefault(int(spec), OD())[key] = gpu(bf16(a), dev(0))
+                files.setdefault(int(spec), OD())[key] = gpu(lowp(a, optim), dev(0))
             for spec, sd in files.items():
                 save(sd, os.path.join(d, "layer_%02d-model_%02d-model_states.pt" % (spec, r)))
-            # the flat groups of BF16_Optimizer
-            groups = three_groups([p[0] for p in params])
+            # Megatron's groups over the stage's parameters: flat (bf16, fp16) or not (fp32)
+            # (by module: the embedding's norm is a LayerNorm, whatever DeepSpeed names it)
             by = {p[0]: p for p in params}
-            shapes, flat = [], {g: [] for g in GROUPS + ("bf16",)}
+            lmtk_name = {p[1] + ("#last" if p[2] else ""): p[0] for p in params}
+            groups = [[lmtk_name[n] for n in g] for g in three_groups(list(lmtk_name))]
+            shapes, flat, each = [], {g: [] for g in GROUPS}, {g: [] for g in GROUPS}
             for names in groups:
                 sh = OD()
                 parts = {g: [] for g in GROUPS}
@@ -426,21 +486,26 @@ def write_ds(lm, out, tp, pp, dp, divisible_by=128):
                     sh[pname] = torch.Size(parts["weight"][-1].shape)
                 shapes.append(sh)
                 n = sum(p.size for p in parts["weight"])
-                pad = (align - n % align) % align
+                pad = (align - n % align) % align if zero else 0
                 for g in GROUPS:
+                    each[g].append(parts[g])
                     flat[g].append(np.concatenate([p.reshape(-1) for p in parts[g]] +
                                                   [np.zeros(pad, np.float32)]))
-            for di in range(dp):
+            # BF16_Optimizer and DeepSpeedZeroOptimizer run one Adam step at start-up (2.6)
+            step = it + 1 if zero else it
+            for di in range(dp if zero else 0):
                 fp32, state, pads, maps = [], OD(), [], []
                 for gi, names in enumerate(groups):
                     total = flat["weight"][gi].size
                     ps = total // dp
                     lo, hi = di * ps, (di + 1) * ps
-                    fp32.append(gpu(torch.from_numpy(flat["weight"][gi][lo:hi]), dev(di)))
-                    state[gi] = OD([(g, gpu(torch.from_numpy(flat[g][gi][lo:hi]), dev(di)))
-                                    for g in ("exp_avg", "exp_avg_sq")])
                     used = sum(int(np.prod(shapes[gi][p])) for p in names)
                     pads.append(total - used if di == dp - 1 else 0)
+                    # fp16 ZeRO saves the fp32 partition without its padding (2.8)
+                    keep = hi - lo - (pads[-1] if optim == "fp16-zero" else 0)
+                    fp32.append(gpu(torch.from_numpy(flat["weight"][gi][lo:lo + keep]), dev(di)))
+                    state[gi] = OD([(g, gpu(torch.from_numpy(flat[g][gi][lo:hi]), dev(di)))
+                                    for g in ("exp_avg", "exp_avg_sq")])
                     m, off = OD(), 0
                     for pname in names:
                         n = int(np.prod(shapes[gi][pname]))
@@ -449,17 +514,51 @@ def write_ds(lm, out, tp, pp, dp, divisible_by=128):
                             m[pname] = fragment_address(numel=b - a, start=a - lo)
                         off += n
                     maps.append(m)
-                osd = OD([("clip_grad", args.clip_grad),
-                          ("base_optimizer_state", {"state": dict(state),
-                                                    "param_groups": adam_groups(lm, lr, it + 1, [[0], [1], [2]])}),
-                          ("single_partition_of_fp32_groups", fp32), ("group_paddings", pads),
-                          ("partition_count", [dp] * len(groups)), ("ds_version", DS_VERSION),
-                          ("param_slice_mappings", maps)])
+                base = {"state": dict(state),
+                        "param_groups": adam_groups(lm, lr, step, [[0], [1], [2]])}
+                if optim == "bf16":
+                    osd = OD([("clip_grad", args.clip_grad), ("base_optimizer_state", base),
+                              ("single_partition_of_fp32_groups", fp32), ("group_paddings", pads),
+                              ("partition_count", [dp] * len(groups)), ("ds_version", DS_VERSION),
+                              ("param_slice_mappings", maps)])
+                    name = "bf16_zero_pp_rank_%d_mp_rank_%02d_optim_states.pt" % (di, mp)
+                else:   # stage_1_and_2.py state_dict, 0.7.0
+                    sc = DynamicLossScaler()
+                    sc.__dict__.update(ZERO_SCALER)
+                    osd = OD([("loss_scaler", sc), ("dynamic_loss_scale", True), ("overflow", False),
+                              ("clip_grad", args.clip_grad), ("base_optimizer_state", base),
+                              ("single_partition_of_fp32_groups", fp32),
+                              ("zero_stage", ZeroStageEnum.optimizer_states), ("group_paddings", pads),
+                              ("partition_count", [dp] * len(groups)), ("ds_version", DS_VERSION)])
+                    name = "zero_pp_rank_%d_mp_rank_%02d_optim_states.pt" % (di, mp)
                 save(dict(optimizer_state_dict=dict(osd), ds_config=cfg, ds_version=DS_VERSION),
-                     os.path.join(d, "bf16_zero_pp_rank_%d_mp_rank_%02d_optim_states.pt" % (di, mp)),
-                     fileobj=True)
+                     os.path.join(d, name), fileobj=True)
+            # stage 0: the engine's file holds the optimizer's state dict, no param_shapes (2.8)
+            optimizer = None
+            if optim == "fp16":   # fused_optimizer.py FP16_Optimizer.state_dict
+                base = {"state": {gi: OD([(g, gpu(torch.from_numpy(flat[g][gi]), dev(0)))
+                                         for g in ("exp_avg", "exp_avg_sq")]) for gi in range(len(groups))},
+                        "param_groups": adam_groups(lm, lr, step, [[0], [1], [2]])}
+                optimizer = dict(dynamic_loss_scale=True, cur_scale=FUSED_SCALER["cur_scale"],
+                                 cur_iter=FUSED_SCALER["cur_iter"],
+                                 last_overflow_iter=FUSED_SCALER["last_overflow_iter"],
+                                 scale_factor=FUSED_SCALER["scale_factor"],
+                                 scale_window=FUSED_SCALER["scale_window"], optimizer_state_dict=base,
+                                 fp32_groups_flat=[gpu(torch.from_numpy(f), dev(0)) for f in flat["weight"]],
+                                 clip_grad=args.clip_grad)
+            elif optim == "fp32":   # the base optimizer itself: one state per parameter
+                st_, ids, i = {}, [], 0
+                for gi in range(len(groups)):
+                    ids.append([])
+                    for j in range(len(each["weight"][gi])):
+                        st_[i] = OD([(g, gpu(torch.from_numpy(np.ascontiguousarray(each[g][gi][j])), dev(0)))
+                                     for g in ("exp_avg", "exp_avg_sq")])
+                        ids[-1].append(i)
+                        i += 1
+                optimizer = {"state": st_, "param_groups": adam_groups(lm, lr, step, ids)}
             # the engine's file, with Megatron's client state
-            st = dict(module=None, buffer_names=[], optimizer=None, param_shapes=shapes,
+            st = dict(module=None, buffer_names=[], optimizer=optimizer,
+                      param_shapes=shapes if zero else None,
                       lr_scheduler=scheduler(lm), sparse_tensor_module_names=set(),
                       skipped_steps=lm.man.get("skipped_iterations", 0), global_steps=it,
                       global_samples=lm.man["consumed_samples"], dp_world_size=dp,
@@ -473,6 +572,61 @@ def write_ds(lm, out, tp, pp, dp, divisible_by=128):
         f.write("# stands for DeepSpeed's deepspeed/utils/zero_to_fp32.py, which every checkpoint carries\n")
     with open(os.path.join(out, "latest"), "w") as f:
         f.write(tag)   # DeepSpeed writes the tag without a newline
+
+
+# ---- DeepSpeed universal checkpoint (ds_to_universal.py) -----------------------------------------
+# Megatron-DeepSpeed's tools/convert_checkpoint/ds_to_universal.py (bigscience, 2022) over a bf16
+# checkpoint: OUT/latest_universal names STEP_universal, which holds the source's mp_rank_*
+# files (copied) and zero/<DeepSpeed parameter name>/{fp32,exp_avg,exp_avg_sq}.pt, each a dict
+# {'param': the whole tensor over TP, 'cat_dim': the dim the TP slices were joined on (absent
+# for the replicated ones, which are averaged), 'vocab_divisibility_padding_tensor' (word
+# embeddings: the last padded row)}.  Position embeddings are skipped, and the last stage's copy
+# of the word embeddings (mds-format.md 2.9).
+AVERAGED = [r"tied_modules.embed.word_embeddings.norm.weight", r"tied_modules.embed.word_embeddings.norm.bias",
+            r"\d+.input_layernorm.weight", r"\d+.input_layernorm.bias", r"\d+.post_attention_layernorm.weight",
+            r"\d+.post_attention_layernorm.bias", r"\d+.self_attention.dense.bias", r"\d+.mlp.dense_4h_to_h.bias",
+            r"\d+.weight", r"\d+.bias"]
+ROW_PARALLEL = ["dense_4h_to_h.weight", "self_attention.dense.weight"]
+
+
+def write_universal(lm, out, tp, pp, dp, divisible_by=128):
+    import shutil
+    import tempfile
+    padded = lm.padded_to(tp, divisible_by)
+    src = tempfile.mkdtemp(prefix="mds-universal.")
+    try:
+        write_ds(lm, src, tp, pp, dp, divisible_by)
+        tag = "global_step%d" % lm.iteration
+        d = os.path.join(out, tag + "_universal")
+        os.makedirs(d, exist_ok=True)
+        names = OD()
+        for f in sorted(os.listdir(os.path.join(src, tag))):
+            if f.startswith("mp"):
+                shutil.copy2(os.path.join(src, tag, f), d)
+                for sh in load(os.path.join(src, tag, f))["param_shapes"]:
+                    names.update(sh)
+        for pname in names:
+            if "position_embeddings" in pname:
+                continue
+            name = ds_to_lmtk(pname, lm.L)
+            for g, fn in (("weight", "fp32"), ("exp_avg", "exp_avg"), ("exp_avg_sq", "exp_avg_sq")):
+                whole = lm.tensor(g, name, padded)
+                slices = [torch.from_numpy(np.ascontiguousarray(cut(whole, split_of(name), tp, r))) for r in range(tp)]
+                ck = {}
+                if any(re.match(p, pname) for p in AVERAGED):
+                    param = sum(slices) / len(slices)
+                else:
+                    cat_dim = 1 if any(x in pname for x in ROW_PARALLEL) else 0
+                    param = torch.cat(slices, dim=cat_dim)
+                    ck["cat_dim"] = cat_dim
+                if "word_embeddings.weight" in pname:
+                    ck["vocab_divisibility_padding_tensor"] = param[-1] if param.shape[0] > lm.vocab else torch.zeros(param.shape[1])
+                ck["param"] = param
+                save(ck, os.path.join(d, "zero", pname, fn + ".pt"))
+        with open(os.path.join(out, "latest_universal"), "w") as f:
+            f.write(tag + "_universal")
+    finally:
+        shutil.rmtree(src, ignore_errors=True)
 
 
 # ---- plain Megatron checkpoint (GPT-2) -----------------------------------------------------------
@@ -570,7 +724,7 @@ def load(path):
 
 
 def f32(t):
-    return t.detach().float().numpy() if t.dtype == torch.bfloat16 else t.detach().numpy()
+    return t.detach().float().numpy() if t.dtype in (torch.bfloat16, torch.float16) else t.detach().numpy()
 
 
 def ds_to_lmtk(pname, L):
@@ -601,10 +755,69 @@ def merge(parts, name):
     return cat(parts, split_of(name))
 
 
+def ds_module_order(a, s, pp, tp, layers):
+    """(DeepSpeed parameter name, TP-local shape) of stage s in module order (mds-format.md 2.5),
+    for a checkpoint without param_shapes (2.8): from args alone."""
+    h, V, L = a.hidden_size, a.padded_vocab_size, a.num_layers
+    ffn = a.ffn_hidden_size or 4 * h
+    absolute = a.position_embedding_type in (PositionEmbeddingType.absolute, "absolute", 2)
+    out = []
+    if s == 0 or s == pp - 1:
+        out.append(("tied_modules.embed.word_embeddings.weight", (V // tp, h)))
+        if s == 0 and a.embed_layernorm:
+            out += [("tied_modules.embed.word_embeddings.norm.weight", (h,)),
+                    ("tied_modules.embed.word_embeddings.norm.bias", (h,))]
+        if absolute:
+            out.append(("tied_modules.embed.position_embeddings.weight", (a.max_position_embeddings, h)))
+    shape = {"input_layernorm.weight": (h,), "input_layernorm.bias": (h,),
+             "self_attention.query_key_value.weight": (3 * h // tp, h),
+             "self_attention.query_key_value.bias": (3 * h // tp,),
+             "self_attention.dense.weight": (h, h // tp), "self_attention.dense.bias": (h,),
+             "post_attention_layernorm.weight": (h,), "post_attention_layernorm.bias": (h,),
+             "mlp.dense_h_to_4h.weight": (ffn // tp, h), "mlp.dense_h_to_4h.bias": (ffn // tp,),
+             "mlp.dense_4h_to_h.weight": (h, ffn // tp), "mlp.dense_4h_to_h.bias": (h,)}
+    for l in layers:
+        out += [("%d.%s" % (l + 3, meg), shape[meg]) for _, _, meg in LAYER]
+    if s == pp - 1:
+        out += [("%d.weight" % (L + 4), (h,)), ("%d.bias" % (L + 4), (h,))]
+    return out
+
+
+def ds_no_decay(pname, L):
+    """Megatron's rule by module: LayerNorms (the embedding's norm, the final norm) and biases."""
+    return pname.endswith(".bias") or "layernorm" in pname or ".norm." in pname or \
+        pname == "%d.weight" % (L + 4)
+
+
+def ds_rebuilt_shapes(a, opt, pp, tp, units):
+    """param_shapes as they would have been, for each stage: its layer count found from the
+    units its optimizer state holds (elements of fp16's flat groups, or fp32's parameters),
+    every layer being the same size (2.8); grouped as Megatron groups them."""
+    unit = (lambda sh: int(np.prod(sh))) if opt == "fp16" else (lambda sh: 1)
+    per = sum(unit(sh) for _, sh in ds_module_order(a, 1, 3, tp, [0]) if not _.startswith("tied"))
+    first, out = 0, []
+    for s in range(pp):
+        fixed = sum(unit(sh) for _, sh in ds_module_order(a, s, pp, tp, []))
+        n = (units[s] - fixed) // per
+        assert n >= 0 and fixed + n * per == units[s], ("stage size", s, units[s], fixed, per)
+        params = ds_module_order(a, s, pp, tp, range(first, first + n))
+        first += n
+        dec = [p for p in params if not ds_no_decay(p[0], a.num_layers)]
+        nod = [p for p in params if ds_no_decay(p[0], a.num_layers)]
+        groups = [dec[:len(dec) // 2], dec[len(dec) // 2:], nod] if units["ng"] == 3 else [dec, nod]
+        out.append([OD((k, torch.Size(sh)) for k, sh in g) for g in groups])
+    assert first == a.num_layers, ("layers", first)
+    return out
+
+
 def read_ds(d):
-    """{group: {lmtk name: whole array}} for weight, exp_avg, exp_avg_sq, bf16 (as float32), the
-    last stage's word-embedding copy in 'last', and the counters; from a DeepSpeed checkpoint."""
-    tag = open(os.path.join(d, "latest")).read().strip()
+    """{group: {lmtk name: whole array}} for weight, exp_avg, exp_avg_sq, bf16 (the model weights
+    as float32, whatever their dtype), the last stage's word-embedding copy in 'last', and the
+    counters; from a DeepSpeed checkpoint of any kind write_ds writes (mds-format.md 2.6, 2.8,
+    2.9): bf16 or fp16 ZeRO partitions, ZeRO stage 0's optimizer in mp_rank_MM (fp16, fp32), or
+    a universal checkpoint."""
+    universal = not os.path.exists(os.path.join(d, "latest"))
+    tag = open(os.path.join(d, "latest_universal" if universal else "latest")).read().strip()
     d = os.path.join(d, tag)
     files = os.listdir(d)
     mps = sorted(int(m.group(1)) for f in files for m in [re.match(r"mp_rank_(\d+)_model_states\.pt$", f)] if m)
@@ -614,43 +827,103 @@ def read_ds(d):
     assert len(mps) == tp * pp == st0["mp_world_size"], (mps, tp, pp)
     out = {g: {} for g in GROUPS + ("bf16", "last")}
     parts = {}   # (group, name, last) -> {r: array}
+    prefix = "bf16_" if any(f.startswith("bf16_zero_") for f in files) else ""
+    rebuilt = None
+    if st0["param_shapes"] is None:   # ZeRO stage 0: which optimizer, and the stages' sizes
+        o0 = st0["optimizer"]
+        opt = "fp16" if "fp32_groups_flat" in o0 else "fp32"
+        units = {"ng": len(o0["fp32_groups_flat"] if opt == "fp16" else o0["param_groups"])}
+        for s in range(pp):
+            o = load(os.path.join(d, "mp_rank_%02d_model_states.pt" % (s * tp)))["optimizer"]
+            units[s] = sum(x.numel() for x in o["fp32_groups_flat"]) if opt == "fp16" else \
+                sum(len(g["params"]) for g in o["param_groups"])
+        rebuilt = ds_rebuilt_shapes(a, opt, pp, tp, units)
     for s in range(pp):
         for r in range(tp):
             mp = s * tp + r
             st = load(os.path.join(d, "mp_rank_%02d_model_states.pt" % mp))
-            shapes = st["param_shapes"]
-            osds = [load(os.path.join(d, "bf16_zero_pp_rank_%d_mp_rank_%02d_optim_states.pt" % (di, mp)))["optimizer_state_dict"]
-                    for di in range(dp)]
+            shapes = st["param_shapes"] if rebuilt is None else rebuilt[s]
+            flats = []   # per group: {buffer: the group's flat array, padding included}, padding
+            if universal:
+                for sh in shapes:
+                    for pname, size in sh.items():
+                        if "position_embeddings" in pname:
+                            continue   # ds_to_universal.py skips them
+                        name = ds_to_lmtk(pname, L)
+                        last = pname.startswith("tied_modules.") and s == pp - 1 and s != 0
+                        for g, fn in (("weight", "fp32"), ("exp_avg", "exp_avg"), ("exp_avg_sq", "exp_avg_sq")):
+                            ck = load(os.path.join(d, "zero", pname, fn + ".pt"))
+                            w = ck["param"]
+                            if tuple(w.shape) != tuple(size):
+                                w = w.chunk(tp, ck.get("cat_dim", 0))[r]
+                            assert tuple(w.shape) == tuple(size), (pname, fn, w.shape, size)
+                            parts.setdefault((g, name, last), {})[r] = f32(w)
+                continue
+            if st["param_shapes"] is None and opt == "fp16":   # FP16_Optimizer: one flat group each
+                o = st["optimizer"]
+                for gi in range(len(shapes)):
+                    flats.append(({"weight": f32(o["fp32_groups_flat"][gi]),
+                                   "exp_avg": f32(o["optimizer_state_dict"]["state"][gi]["exp_avg"]),
+                                   "exp_avg_sq": f32(o["optimizer_state_dict"]["state"][gi]["exp_avg_sq"])}, 0))
+            elif st["param_shapes"] is None:   # the base optimizer: a state per parameter
+                o = st["optimizer"]
+                for gi, sh in enumerate(shapes):
+                    ids = o["param_groups"][gi]["params"]
+                    assert len(ids) == len(sh), ("group size", gi)
+                    for j, (pname, size) in enumerate(sh.items()):
+                        if pname.startswith("tied_modules.embed.position") and s == pp - 1 and s != 0:
+                            continue
+                        name = ds_to_lmtk(pname, L)
+                        last = pname.startswith("tied_modules.") and s == pp - 1 and s != 0
+                        for g in ("exp_avg", "exp_avg_sq"):
+                            x = o["state"][ids[j]][g]
+                            assert tuple(x.shape) == tuple(size), (pname, g)
+                            parts.setdefault((g, name, last), {})[r] = f32(x)
+                continue   # the masters: the fp32 layer files, below
+            else:
+                osds = [load(os.path.join(d, "%szero_pp_rank_%d_mp_rank_%02d_optim_states.pt" % (prefix, di, mp)))["optimizer_state_dict"]
+                        for di in range(dp)]
+                for gi, sh in enumerate(shapes):
+                    flat = {}
+                    pad = osds[-1]["group_paddings"][gi]
+                    for g in GROUPS:
+                        chunks = []
+                        for di, o in enumerate(osds):
+                            assert o["partition_count"][gi] == dp
+                            if g == "weight":
+                                chunks.append(f32(o["single_partition_of_fp32_groups"][gi]))
+                                if not prefix and di == dp - 1:   # fp16 ZeRO saves it unpadded
+                                    chunks.append(np.zeros(pad, np.float32))
+                            else:
+                                chunks.append(f32(o["base_optimizer_state"]["state"][gi][g]))
+                        flat[g] = np.concatenate(chunks)
+                    assert all(f.size == flat["weight"].size for f in flat.values()), "partition sizes"
+                    ps = flat["weight"].size // dp
+                    off = 0
+                    for pname, size in sh.items():
+                        n = int(np.prod(size))
+                        for di, o in enumerate(osds):   # the slice mapping agrees with the offsets
+                            lo, hi = di * ps, (di + 1) * ps
+                            a_, b_ = max(off, lo), min(off + n, hi)
+                            mp_ = o.get("param_slice_mappings", [{}] * len(shapes))[gi]
+                            if "param_slice_mappings" in o:
+                                if a_ < b_:
+                                    fa = mp_[pname]
+                                    assert (fa.start, fa.numel) == (a_ - lo, b_ - a_), (pname, di, fa)
+                                else:
+                                    assert pname not in mp_, (pname, di)
+                        off += n
+                    flats.append((flat, pad))
             for gi, sh in enumerate(shapes):
-                flat = {}
-                for g in GROUPS:
-                    chunks = []
-                    for di, o in enumerate(osds):
-                        assert o["partition_count"][gi] == dp
-                        if g == "weight":
-                            chunks.append(f32(o["single_partition_of_fp32_groups"][gi]))
-                        else:
-                            chunks.append(f32(o["base_optimizer_state"]["state"][gi][g]))
-                    flat[g] = np.concatenate(chunks)
-                pad = osds[-1]["group_paddings"][gi]
-                ps = flat["weight"].size // dp
+                flat, pad = flats[gi]
                 off = 0
                 for pname, size in sh.items():
                     n = int(np.prod(size))
-                    for di, o in enumerate(osds):   # the slice mapping agrees with the offsets
-                        lo, hi = di * ps, (di + 1) * ps
-                        a_, b_ = max(off, lo), min(off + n, hi)
-                        mp_ = o.get("param_slice_mappings", [{}] * len(shapes))[gi]
-                        if "param_slice_mappings" in o:
-                            if a_ < b_:
-                                fa = mp_[pname]
-                                assert (fa.start, fa.numel) == (a_ - lo, b_ - a_), (pname, di, fa)
-                            else:
-                                assert pname not in mp_, (pname, di)
-                    name = ds_to_lmtk(pname, L)
-                    last = pname.startswith("tied_modules.") and s == pp - 1 and s != 0
-                    for g in GROUPS:
-                        parts.setdefault((g, name, last), {})[r] = flat[g][off:off + n].reshape(tuple(size))
+                    if not (pname.startswith("tied_modules.embed.position") and s == pp - 1 and s != 0):
+                        name = ds_to_lmtk(pname, L)
+                        last = pname.startswith("tied_modules.") and s == pp - 1 and s != 0
+                        for g in GROUPS:
+                            parts.setdefault((g, name, last), {})[r] = flat[g][off:off + n].reshape(tuple(size))
                     off += n
                 assert off + pad == flat["weight"].size, ("padding", gi, off, pad)
                 assert not flat["weight"][off:].any() and not flat["exp_avg"][off:].any()
@@ -659,8 +932,14 @@ def read_ds(d):
         if m:
             spec, r = int(m.group(1)), int(m.group(2))
             for key, t in load(os.path.join(d, f)).items():
-                assert t.dtype == torch.bfloat16, (f, key, t.dtype)
-                parts.setdefault(("bf16", layer_key_to_lmtk(spec, key, L), False), {})[r] = f32(t)
+                want = torch.bfloat16 if prefix else torch.float32 if rebuilt and opt == "fp32" else torch.float16
+                assert t.dtype == want, (f, key, t.dtype)
+                name = layer_key_to_lmtk(spec, key, L)
+                parts.setdefault(("bf16", name, False), {})[r] = f32(t)
+                if t.dtype == torch.float32:   # fp32 without ZeRO: the weights are the masters
+                    parts.setdefault(("weight", name, False), {})[r] = f32(t)
+                    if name == "word_embeddings.weight" and pp > 1:
+                        parts.setdefault(("weight", name, True), {})[r] = f32(t)
     for (g, name, last), p in parts.items():
         assert sorted(p) == list(range(tp)), (g, name, sorted(p))
         whole = merge([p[r] for r in range(tp)], name)
@@ -670,7 +949,9 @@ def read_ds(d):
             out[g][name] = whole
     meta = {"iteration": st0["iteration"], "global_steps": st0["global_steps"],
             "consumed_train_samples": a.consumed_train_samples, "global_samples": st0["global_samples"],
-            "tokens": st0["tokens"], "tp": tp, "pp": pp, "dp": dp, "padded_vocab_size": a.padded_vocab_size}
+            "tokens": st0["tokens"], "tp": tp, "pp": pp, "dp": dp, "padded_vocab_size": a.padded_vocab_size,
+            "weights": "bf16" if prefix else "fp32" if rebuilt and opt == "fp32" else "fp16",
+            "universal": universal}
     return out, meta
 
 
@@ -803,7 +1084,7 @@ def hf_name(name):
 
 def check(step, d):
     lm = Lmtk(step)
-    ds = os.path.exists(os.path.join(d, "latest"))
+    ds = not os.path.exists(os.path.join(d, "latest_checkpointed_iteration.txt"))
     got, meta = read_ds(d) if ds else read_meg(d)
     padded = meta["padded_vocab_size"]
     bad = []
@@ -818,18 +1099,22 @@ def check(step, d):
             if not same(got["last"].get((g, "word_embeddings.weight"), np.zeros(0)),
                         lm.tensor(g, "word_embeddings.weight", padded, True)):
                 bad.append("%s word_embeddings.weight (last stage's copy): differs" % g)
+    wd = meta.get("weights", "bf16")
+    rnd = {"bf16": rne_bf16, "fp16": lambda x: x.astype(np.float16).astype(np.float32), "fp32": lambda x: x}[wd]
     for name in lm.names():
+        if meta.get("universal"):
+            break   # no model weights: the masters are them
         if name not in got["bf16"]:
-            bad.append("bf16 %s: missing" % name)
-        elif not same(got["bf16"][name], rne_bf16(lm.tensor("weight", name, padded))):
-            bad.append("bf16 %s: not the round-to-nearest-even of the fp32 master" % name)
+            bad.append("%s %s: missing" % (wd, name))
+        elif not same(got["bf16"][name], rnd(lm.tensor("weight", name, padded))):
+            bad.append("%s %s: not the round-to-nearest-even of the fp32 master" % (wd, name))
     if meta["iteration"] != lm.iteration:
         bad.append("iteration %s, lmtk %s" % (meta["iteration"], lm.iteration))
     if meta["consumed_train_samples"] != lm.man["consumed_samples"]:
         bad.append("consumed_train_samples %s, lmtk %s" % (meta["consumed_train_samples"], lm.man["consumed_samples"]))
     if meta["tokens"] != lm.man["consumed_tokens"]:
         bad.append("tokens %s, lmtk %s" % (meta["tokens"], lm.man["consumed_tokens"]))
-    if ds and lm.alibi and lm.embed_ln:
+    if ds and lm.alibi and lm.embed_ln and wd == "bf16" and not meta.get("universal"):
         tag = open(os.path.join(d, "latest")).read()
         hf, want = hf_rules(os.path.join(d, tag), lm.L, meta["tp"])
         if set(hf) != want:
@@ -856,7 +1141,7 @@ def dump(d, path):
     """The checkpoint read back, whole tensors under lmtk's names, as one safetensors file:
     NAME (fp32 master), exp_avg.NAME, exp_avg_sq.NAME (F32), bf16.NAME (BF16, the model weights),
     last.NAME... (the last stage's own copies, PP > 1); the counters in __metadata__."""
-    ds = os.path.exists(os.path.join(d, "latest"))
+    ds = not os.path.exists(os.path.join(d, "latest_checkpointed_iteration.txt"))
     got, meta = read_ds(d) if ds else read_meg(d)
     items = []
     for g, prefix in (("weight", ""), ("exp_avg", "exp_avg."), ("exp_avg_sq", "exp_avg_sq.")):
@@ -954,6 +1239,7 @@ def main(argv=None):
     w.add_argument("step"), w.add_argument("out")
     w.add_argument("--tp", type=int, default=2), w.add_argument("--pp", type=int, default=2)
     w.add_argument("--dp", type=int, default=2)
+    w.add_argument("--optim", choices=OPTIMS + ("universal",), default="bf16")
     w = sub.add_parser("write-meg")
     w.add_argument("step"), w.add_argument("out")
     w.add_argument("--tp", type=int, default=1), w.add_argument("--pp", type=int, default=1)
@@ -973,8 +1259,10 @@ def main(argv=None):
         return batch(sys.stdin)
     if a.cmd == "mutate":
         mutate(a.what, a.file)
+    elif a.cmd == "write-ds" and a.optim == "universal":
+        write_universal(Lmtk(a.step), a.out, a.tp, a.pp, a.dp)
     elif a.cmd == "write-ds":
-        write_ds(Lmtk(a.step), a.out, a.tp, a.pp, a.dp)
+        write_ds(Lmtk(a.step), a.out, a.tp, a.pp, a.dp, optim=a.optim)
     elif a.cmd == "write-meg":
         write_meg(Lmtk(a.step), a.out, a.tp, a.pp)
     elif a.cmd == "check":

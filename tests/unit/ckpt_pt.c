@@ -650,6 +650,39 @@ int main(int argc, char **argv)
 				 !strcmp(v->cls, "deepspeed.runtime.bf16_optimizer.fragment_address"));
 			pt_close(f);
 		}
+		/* DeepSpeed's fp16 ZeRO optimizer pickles its DynamicLossScaler (NEWOBJ, BUILD with its
+		 * __dict__) and zero_stage as a ZeroStageEnum, by value or (Python >= 3.11) by name */
+		begin(&p);
+		op(&p, '(');
+		ustr(&p, "loss_scaler");
+		glob(&p, "deepspeed.runtime.fp16.loss_scaler", "DynamicLossScaler"); op(&p, ')');
+		op(&p, 0x81);
+		op(&p, '}'); op(&p, '('); ustr(&p, "cur_scale"); op(&p, 'G');
+		bytes(&p, "\x40\xa0\0\0\0\0\0\0", 8);  /* 2048.0 */
+		ustr(&p, "cur_iter"); i1(&p, 4); ustr(&p, "last_overflow_iter"); i1(&p, 1);
+		ustr(&p, "cur_hysteresis"); i1(&p, 1); op(&p, 'u'); op(&p, 'b');
+		ustr(&p, "stage_value");
+		glob(&p, "deepspeed.runtime.zero.config", "ZeroStageEnum"); i1(&p, 1); op(&p, 0x85);
+		op(&p, 'R');
+		ustr(&p, "stage_name");
+		glob(&p, "__builtin__", "getattr"); glob(&p, "deepspeed.runtime.zero.config", "ZeroStageEnum");
+		ustr(&p, "gradients"); op(&p, 0x86); op(&p, 'R');
+		op(&p, 'u');
+		end(&p);
+		f = open_pk(&p, NULL, 0);
+		T_ASSERT(f);
+		if (f) {
+			const struct pt_value *v = pt_get(f, NULL, PT_DICT, "loss_scaler", NULL);
+			T_ASSERT(v && !strcmp(v->cls, "deepspeed.runtime.fp16.loss_scaler.DynamicLossScaler") &&
+				 pt_get(f, v, PT_FLOAT, "cur_scale", NULL)->u.f == 2048.0 &&
+				 pt_get(f, v, PT_INT, "last_overflow_iter", NULL)->u.i == 1);
+			v = pt_get(f, NULL, PT_INT, "stage_value", NULL);
+			T_ASSERT(v && v->u.i == 1 && !strcmp(v->cls, "deepspeed.runtime.zero.config.ZeroStageEnum"));
+			v = pt_get(f, NULL, PT_STR, "stage_name", NULL);
+			T_ASSERT(v && !strcmp(v->u.str.s, "gradients") &&
+				 !strcmp(v->cls, "deepspeed.runtime.zero.config.ZeroStageEnum"));
+			pt_close(f);
+		}
 		/* getattr of anything but an enum lmtk knows is a call, refused */
 		begin(&p);
 		ustr(&p, "x");

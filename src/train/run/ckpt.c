@@ -1094,9 +1094,8 @@ static int load_mds(const char *dir, struct model *m, struct ckpt_state *st, cha
 		return -1;
 	if (!md->has_optimizer && !st->weights_only) {
 		errf(err, errlen, "--load %s: a Megatron-DeepSpeed checkpoint without optimizer state "
-		     "(%s): --no-load-optim or --finetune take its weights with a fresh optimizer",
-		     md->dir, md->kind == MDS_DEEPSPEED ? "no bf16_zero_*_optim_states.pt" :
-		     "no 'optimizer' in model_optim_rng.pt");
+		     "lmtk reads (%s): --no-load-optim or --finetune take its weights with a fresh "
+		     "optimizer", md->dir, md->left_out);
 		goto out;
 	}
 	int state = !st->weights_only;
