@@ -13,7 +13,11 @@ PREFIX   ?= /usr/local
 BUILD    := build
 CFLAGS   ?= -O2 -g
 CFLAGS   += -std=gnu11 -D_GNU_SOURCE -Wall -Wextra -pthread -fopenmp -Isrc/lib -Isrc -DLMTK_VERSION='"$(VERSION)"'
-LDLIBS   := -Wl,--as-needed -lcurl -lcrypto -ljansson -lonig -lgit2 -lzip -lopenblas -lpthread -lm -fopenmp
+LDLIBS   := -Wl,--as-needed -lcurl -lcrypto -ljansson -lgit2 -lzip -lopenblas -lpthread -lm -fopenmp
+# libraries only one program links: libonig (tokenize's Split patterns) also exports the POSIX
+# regcomp/regexec under their plain names, with its own regex_t, and would take the place of
+# libc's in a program that uses them (slurm-pulse --regex)
+PROG_LIBS_tokenize := -lonig
 
 # The CUDA backend of train is a plugin ($(PLUGINS)/train-cuda.so) that train loads only for a
 # GPU, so bin/train itself needs no CUDA library.  Built whenever nvcc exists.  Plugins are not
@@ -125,7 +129,7 @@ $(foreach l,$(LIBDIRS),$(eval $(call libdir_rule,$l)))
 PCT := %
 bin/%: $$(subst .c,.o,$$(subst src/,$(BUILD)/,$$(filter-out src/$$*/mpi/$$(PCT).c,$$(wildcard src/$$*/*.c src/$$*/*/*.c)))) $$(call libs_of,$$*) $(LIB_A)
 	@mkdir -p bin
-	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS)
+	$(CC) $(CFLAGS) -o $@ $^ $(PROG_LIBS_$*) $(LDLIBS)
 
 # tests/unit/<prog>_<what>.c also links src/<prog>/*.o except main.o and the program's libraries;
 # lib_<what>.c only src/lib, <libdir>_<what>.c that library and src/lib.
@@ -134,7 +138,7 @@ prog_objs = $(if $(wildcard src/$(call prog_of,$1)/main.c),$(patsubst src/%.c,$(
 unit_libs = $(call libs_of,$(call prog_of,$1)) $(if $(filter $(call prog_of,$1),$(LIBDIRS)),$(BUILD)/lib$(call prog_of,$1).a)
 $(BUILD)/tests/%: tests/unit/%.c $$(call prog_objs,$$*) $$(call unit_libs,$$*) $(LIB_A)
 	@mkdir -p $(@D)
-	$(CC) $(CFLAGS) -Isrc -o $@ $(filter %.c %.o %.a,$^) $(LDLIBS)
+	$(CC) $(CFLAGS) -Isrc -o $@ $(filter %.c %.o %.a,$^) $(PROG_LIBS_$(call prog_of,$*)) $(LDLIBS)
 
 # The replay builds compile the parser's sources with the harness under gcc's AddressSanitizer
 # and UBSan, so an input that once read freed or foreign memory fails make check, not only a
@@ -144,7 +148,7 @@ REPLAY_CFLAGS := -O1 -g -fsanitize=address,undefined -fno-sanitize-recover=undef
   -DLMTK_VERSION='"$(VERSION)"'
 $(BUILD)/fuzz-replay/%: tests/fuzz/%.c tests/fuzz/replay.c tests/fuzz/fuzz.h $(LIB_SRC) $$(call fuzz_deps,$$*)
 	@mkdir -p $(@D)
-	$(CC) $(REPLAY_CFLAGS) -o $@ $(filter %.c,$^) $(FUZZ_LIBS)
+	$(CC) $(REPLAY_CFLAGS) -o $@ $(filter %.c,$^) $(PROG_LIBS_$(call prog_of,$*)) $(FUZZ_LIBS)
 
 # make fuzz: each harness with the sources of its parser (only those: train's and hub-sync's
 # other files want OpenMP, BLAS or a server), instrumented by clang; FUZZ_SECONDS each
@@ -156,7 +160,7 @@ FUZZ_ONLY    ?= $(FUZZ_NAMES)
 FUZZ_CFLAGS  := -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
   -std=gnu11 -D_GNU_SOURCE -pthread -Wno-unknown-pragmas -Isrc/lib -Isrc -Itests/fuzz \
   -DLMTK_VERSION='"$(VERSION)"'
-FUZZ_LIBS    := -lcurl -lcrypto -ljansson -lonig -lgit2 -lzip -lm -lpthread
+FUZZ_LIBS    := -lcurl -lcrypto -ljansson -lgit2 -lzip -lm -lpthread
 fuzz_prog_src = $(filter-out %/main.c,$(wildcard src/$(call prog_of,$1)/*.c))
 FUZZ_DEPS_train_cache := src/train/data/gptdata.c src/train/data/mt19937.c
 FUZZ_DEPS_hub-sync_lfs := src/hub-sync/lfs.c
@@ -164,7 +168,7 @@ FUZZ_DEPS_hub-sync_batch := src/hub-sync/batch.c src/hub-sync/token.c
 fuzz_deps = $(if $(filter train_% hub-sync_%,$1),$(FUZZ_DEPS_$1),$(call fuzz_prog_src,$1))
 $(BUILD)/fuzz/%: tests/fuzz/%.c tests/fuzz/fuzz.h $(LIB_SRC) $$(call fuzz_deps,$$*)
 	@mkdir -p $(@D)
-	$(FUZZ_CC) $(FUZZ_CFLAGS) -o $@ $(filter %.c,$^) $(FUZZ_LIBS)
+	$(FUZZ_CC) $(FUZZ_CFLAGS) -o $@ $(filter %.c,$^) $(PROG_LIBS_$(call prog_of,$*)) $(FUZZ_LIBS)
 
 fuzz: $(addprefix $(BUILD)/fuzz/,$(FUZZ_ONLY))
 	@bad=; for n in $(FUZZ_ONLY); do \
