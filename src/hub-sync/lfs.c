@@ -179,6 +179,10 @@ static int objw_commit(struct objw *w, const char *gitdir, struct lfs_pointer *p
 }
 
 /* Stores the bytes of the file open on fd (path names it in messages). */
+/* lfs_preclean's bytes to hash and hashed so far, and whether it is over (lfs_preclean_progress) */
+static unsigned long long pre_total, pre_done;
+static int pre_over;
+
 static int store_fd(const char *gitdir, int fd, const char *path, struct lfs_pointer *p, int *is_new,
 		    char *err, size_t errlen)
 {
@@ -193,9 +197,11 @@ static int store_fd(const char *gitdir, int fd, const char *path, struct lfs_poi
 		free(buf);
 		return -1;
 	}
-	while ((n = read(fd, buf, BUF)) > 0)
+	while ((n = read(fd, buf, BUF)) > 0) {
 		if (objw_write(&w, buf, (size_t)n, err, errlen) < 0)
 			break;
+		__atomic_add_fetch(&pre_done, (unsigned long long)n, __ATOMIC_RELAXED);
+	}
 	free(buf);
 	if (n != 0) {
 		if (n < 0)
@@ -463,6 +469,17 @@ void lfs_preclean(char *const *paths, size_t n, int jobs, lfs_ready_fn ready, vo
 	pthread_t th[64];
 	int nth = jobs < 1 ? 1 : jobs > 64 ? 64 : jobs;
 
+	unsigned long long total = 0;
+	__atomic_store_n(&pre_done, 0, __ATOMIC_RELAXED);
+	for (size_t i = 0; i < n; i++) {
+		char full[2 * PATH_MAX];
+		struct stat st;
+		snprintf(full, sizeof full, "%s%s", lfs_filter.workdir, paths[i]);
+		if (stat(full, &st) == 0 && S_ISREG(st.st_mode) && st.st_size >= LFS_POINTER_MAX)
+			total += (unsigned long long)st.st_size;
+	}
+	__atomic_store_n(&pre_total, total, __ATOMIC_RELAXED);
+	__atomic_store_n(&pre_over, 0, __ATOMIC_RELEASE);
 	if ((size_t)nth > n)
 		nth = (int)n;
 	for (int i = 0; i < nth; i++)
@@ -472,6 +489,15 @@ void lfs_preclean(char *const *paths, size_t n, int jobs, lfs_ready_fn ready, vo
 		pre_worker(&pr);
 	for (int i = 0; i < nth; i++)
 		pthread_join(th[i], NULL);
+	__atomic_store_n(&pre_over, 1, __ATOMIC_RELEASE);
+}
+
+int lfs_preclean_progress(unsigned long long *done, unsigned long long *total)
+{
+	int over = __atomic_load_n(&pre_over, __ATOMIC_ACQUIRE);
+	*done = __atomic_load_n(&pre_done, __ATOMIC_RELAXED);
+	*total = __atomic_load_n(&pre_total, __ATOMIC_RELAXED);
+	return over;
 }
 
 /* --- the endpoint ------------------------------------------------------------------------- */

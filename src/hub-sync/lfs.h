@@ -62,6 +62,10 @@ void lfs_filter_stats(struct lfs_clean_stats *out);
 typedef void (*lfs_ready_fn)(void *ctx, const char *path, const struct lfs_pointer *p,
 			     const char *object_file);
 void lfs_preclean(char *const *paths, size_t n, int jobs, lfs_ready_fn ready, void *ctx);
+/* For a progress line, from any thread: the bytes lfs_preclean hashed so far, of the sizes of
+ * the files it was given (a file that grows while it is read can overshoot); 1 once it is over,
+ * 0 while it runs or before it starts. */
+int lfs_preclean_progress(unsigned long long *done, unsigned long long *total);
 
 /* The LFS server URL for `remote`, as git-lfs finds it: lfs.url, then remote.NAME.lfsurl from
  * git config, then the same keys in the working tree's .lfsconfig, else the remote URL plus

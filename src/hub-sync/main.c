@@ -250,16 +250,41 @@ static void url_user(const char *url, char *out, size_t len)
 		snprintf(out, len, "%.*s", (int)(at - p), p);
 }
 
-/* The progress line (lib/progress.h: a terminal's, or LMTK_PROGRESS=1's): LFS bytes sent of
- * those the server asked for so far, the rate and the ETA, polled by a thread of its own since
- * the uploads run inside libcurl.  The total grows as objects are hashed and asked about. */
+/* The progress line (lib/progress.h: a terminal's, or LMTK_PROGRESS=1's), polled by a thread of
+ * its own since the work runs in lfs_preclean's threads and inside libcurl: first the LFS bytes
+ * hashed of the files' sizes while lfs_preclean runs, then the LFS bytes sent of those the
+ * server asked for so far, the rate and the ETA.  The upload total grows as objects are hashed
+ * and asked about. */
 static struct {
 	pthread_t th;
-	int on, stop;
-	struct progress pg;
+	int on, stop, hashing;   /* hashing: 1 while its line is drawn, 2 once it is over */
+	struct progress hash, pg;
 	pthread_mutex_t mu;
 	pthread_cond_t cv;
 } ticker = {.mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER};
+
+/* The hashing line while lfs_preclean runs; 1 while it owns the line */
+static int hash_tick(void)
+{
+	unsigned long long done, total;
+	int over = lfs_preclean_progress(&done, &total);
+
+	if (ticker.hashing == 2 || total == 0)
+		return 0;   /* over, or none: a run with no LFS file to hash draws none */
+	if (ticker.hashing == 0) {
+		progress_begin(&ticker.hash, "LFS files: hashed", NULL, total);
+		ticker.hashing = 1;
+	}
+	ticker.hash.total = total;
+	if (!over) {
+		progress_update(&ticker.hash, done);
+		return 1;
+	}
+	ticker.hash.done = done;   /* a forced line ends on the final numbers */
+	progress_end(&ticker.hash);
+	ticker.hashing = 2;
+	return 0;
+}
 
 static void *tick(void *arg)
 {
@@ -274,6 +299,8 @@ static void *tick(void *arg)
 			until.tv_nsec -= 1000000000L;
 		}
 		pthread_cond_timedwait(&ticker.cv, &ticker.mu, &until);
+		if (ticker.stop || hash_tick())
+			continue;
 		unsigned long long b = batch_bytes_sent();
 		ticker.pg.total = batch_bytes_asked();
 		if (!ticker.stop && b > 0)
@@ -295,6 +322,7 @@ static void progress(int start)
 		pthread_mutex_unlock(&ticker.mu);
 		pthread_join(ticker.th, NULL);
 		ticker.on = 0;
+		hash_tick();   /* lfs_preclean is over: its line ends, if it had not yet */
 		ticker.pg.total = batch_bytes_asked();   /* a forced line ends on the final numbers */
 		ticker.pg.done = batch_bytes_sent();
 		progress_end(&ticker.pg);

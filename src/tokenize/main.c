@@ -859,6 +859,12 @@ static int run_train(const struct cfg *cfg)
 	double t0 = units_now();
 	int nfiles = cfg->ninputs ? cfg->ninputs : 1;
 	size_t off = (size_t)snprintf(trained_on, sizeof trained_on, "tokenize --train-punkt:");
+	uint64_t read = 0;   /* bytes of input, for the progress line */
+	struct progress pg;
+
+	progress_begin(&pg, "reading", NULL, input_size(cfg));
+	if (cfg->quiet)
+		pg.on = 0;
 
 	for (int fi = 0; fi < nfiles; fi++) {
 		const char *name = cfg->ninputs ? cfg->inputs[fi] : "-";
@@ -876,6 +882,9 @@ static int run_train(const struct cfg *cfg)
 			char whybuf[600];
 			int blank;
 			lineno++;
+			read += l;
+			if (progress_due(&pg))
+				progress_update(&pg, read);
 			if (l && line[l - 1] == '\n')
 				l--;
 			if (l && line[l - 1] == '\r' && !cfg->plain)
@@ -923,8 +932,15 @@ static int run_train(const struct cfg *cfg)
 	if (bad && !docs)   /* lines read and nothing to learn from: a dead end, not empty parameters */
 		die(EXIT_USAGE, "no document: all %llu lines read were bad; the first: %s", bad, first_bad);
 
+	progress_update(&pg, read);
+	progress_end(&pg);
+	/* the three scans of the text: 3 * len bytes */
 	struct punkt_train_stats stats;
-	struct punkt_params *p = punkt_train(text ? text : "", len, &stats, err, sizeof err);
+	progress_begin(&pg, "training: scanned", NULL, 3 * (uint64_t)len);
+	if (cfg->quiet)
+		pg.on = 0;
+	struct punkt_params *p = punkt_train(text ? text : "", len, &stats, &pg, err, sizeof err);
+	progress_end(&pg);
 	if (!p)
 		die(EXIT_FAILED, "%s", err);
 	char *json = punkt_params_json(p, trained_on);

@@ -93,8 +93,10 @@ struct punkt_train_stats {
 };
 
 /* What PunktTrainer(text).get_params() learns from text[0, len) (valid UTF-8), with NLTK's default
- * settings.  NULL + err when out of memory. */
-struct punkt_params *punkt_train(const char *text, size_t len, struct punkt_train_stats *stats, char *err,
-				 size_t errlen);
+ * settings.  NULL + err when out of memory.  pg (may be NULL): a progress line begun with a total
+ * of 3 * len, the bytes of its three scans of the text, updated as they go. */
+struct progress;
+struct punkt_params *punkt_train(const char *text, size_t len, struct punkt_train_stats *stats,
+				 struct progress *pg, char *err, size_t errlen);
 
 #endif

@@ -27,6 +27,7 @@
 #include <stdlib.h>
 
 #include "msg.h"
+#include "progress.h"
 #include "tokenize/punkt_int.h"
 
 enum { RECLASSIFIED = 1, RARE = 2 };   /* how a type became an abbreviation */
@@ -34,6 +35,7 @@ enum { RECLASSIFIED = 1, RARE = 2 };   /* how a type became an abbreviation */
 struct trainer {
 	const char *text;
 	size_t len;
+	struct progress *pg;         /* NULL: none; else 3 * len bytes, the three scans' */
 	struct pk_strtab types;
 	uint64_t *fdist, *starter;   /* per string id: type frequency, count at a sentence start */
 	uint8_t *ortho, *abbr;
@@ -380,7 +382,11 @@ static void scan(struct trainer *tr, int pass)
 		}
 		parastart = !any;
 		a = end + 1;
+		if (tr->pg && progress_due(tr->pg))
+			progress_update(tr->pg, (uint64_t)(pass - 1) * len + (a < len ? a : len));
 	}
+	if (tr->pg)
+		progress_update(tr->pg, (uint64_t)pass * len);
 }
 
 /* --- finishing ------------------------------------------------------------------------------------ */
@@ -452,13 +458,14 @@ oom:
 	return NULL;
 }
 
-struct punkt_params *punkt_train(const char *text, size_t len, struct punkt_train_stats *stats, char *err,
-				 size_t errlen)
+struct punkt_params *punkt_train(const char *text, size_t len, struct punkt_train_stats *stats,
+				 struct progress *pg, char *err, size_t errlen)
 {
 	struct trainer tr = {0};
 	struct punkt_params *p = NULL;
 	tr.text = text;
 	tr.len = len;
+	tr.pg = pg;
 	scan(&tr, 1);
 	if (!tr.oom) {
 		if (stats)

@@ -118,6 +118,17 @@ LMTK_PROGRESS=1 expect_hs first_sync_exits_0 0 "$R" "${PATS[@]}"
 # the upload progress (forced into a file): ends on the 3 objects' 26000000 bytes, all sent
 contains first_sync_progress_ends_at_the_lfs_bytes "$T/err" '^hub-sync: LFS uploads: sent 24\.80 MiB of 24\.80 MiB \(100%\), [0-9.]+ (KiB|MiB|GiB)/s, ETA 0:00:00$'
 lacks first_sync_progress_not_on_stdout "$T/out" 'LFS uploads'
+# the hashing before the uploads: its last line is all the LFS files' bytes, summed here by stat
+lfs_bytes=$(( $(stat -c %s "$R/checkpoints/global_step100/mp_rank_00_model_states.pt" \
+	"$R/tensorboard/tr1/events.out.tfevents.1700000000.node1" "$R/logs/main/core dump [1].bin" | paste -sd+) ))
+lfs_mib=$(awk -v b="$lfs_bytes" 'BEGIN { printf "%.2f MiB", b / 1048576 }')
+last=$(grep '^hub-sync: LFS files: hashed' "$T/err" | tail -1)
+if [[ "$last" =~ ^hub-sync:\ LFS\ files:\ hashed\ ${lfs_mib}\ of\ ${lfs_mib}\ \(100%\),\ [0-9.]+\ (B|KiB|MiB|GiB|TiB)/s,\ ETA\ 0:00:00$ ]]; then
+	ok first_sync_hashing_progress_ends_at_the_lfs_bytes
+else
+	fail first_sync_hashing_progress_ends_at_the_lfs_bytes "want hashed $lfs_mib of $lfs_mib; last line: ${last:-none}"
+fi
+lacks first_sync_hashing_progress_not_on_stdout "$T/out" 'hashed'
 contains first_sync_tfevents_via_lfs "$T/out" '^A lfs 3000000 tensorboard/tr1/events.out.tfevents.1700000000.node1$'
 contains first_sync_big_binary_via_lfs "$T/out" '^A lfs 11000000 logs/main/core dump \[1\].bin$'
 contains first_sync_log_in_segments "$T/out" '^A seg [0-9]+ logs/main/main_log.txt$'

@@ -215,6 +215,23 @@ ref nltk-part-params.json train.jsonl train
 same_params trained_params_equal_nltk_trainer ours-part-params.json nltk-part-params.json
 contains train_summary_counts "$T/err-ptrain" '^tokenize: Punkt parameters from 277 documents, [0-9.]+ MiB of text, [0-9]+ tokens: [1-9][0-9]* abbreviations, [0-9]+ collocations, [1-9][0-9]* sentence starters'
 check trained_params_are_deterministic cmp ours-part-params.json <($TK --train-punkt --quiet train.jsonl)
+# the progress line, forced: reading ends on the file's size, training on its three scans of the
+# text (the documents' texts joined by blank lines, measured here by Python); the parameters are
+# the same bytes with it on and off
+LMTK_PROGRESS=1 $TK --train-punkt train.jsonl >prog-params.json 2>err-pprog
+LMTK_PROGRESS=0 $TK --train-punkt train.jsonl >noprog-params.json 2>/dev/null
+check train_progress_same_params cmp prog-params.json noprog-params.json
+rb=$(binsize "$(stat -c %s train.jsonl)")
+tb=$(binsize "$("$PY" -c 'import json, sys
+t = [json.loads(l)["text"].encode() for l in open(sys.argv[1], encoding="utf-8") if l.strip()]
+print(3 * (sum(map(len, t)) + 2 * (len(t) - 1)))' train.jsonl)")
+contains train_progress_reading_ends_at_the_files_size err-pprog "^tokenize: reading $rb of $rb \\(100%\\), [0-9.]+ (B|KiB|MiB|GiB)/s, ETA 0:00:00\$"
+last=$(grep '^tokenize: training: scanned' err-pprog | tail -1)
+if [[ "$last" =~ ^tokenize:\ training:\ scanned\ ${tb//\\/}\ of\ ${tb//\\/}\ \(100%\),\ [0-9.]+\ (B|KiB|MiB|GiB)/s,\ ETA\ 0:00:00$ ]]; then
+	ok train_progress_ends_at_three_scans_of_the_text
+else
+	fail train_progress_ends_at_three_scans_of_the_text "want scanned $tb of $tb; last line: ${last:-none}"
+fi
 $TK --train-punkt --json-keys title -o title-params.json part.jsonl 2>/dev/null
 ref nltk-title-params.json part.jsonl train --json-keys title
 same_params trained_on_title_key_equal_nltk title-params.json nltk-title-params.json

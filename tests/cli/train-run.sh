@@ -335,4 +335,34 @@ contains missing_data_names_the_file "$T/err" 'nowhere'
 expect_rc tp_without_the_ranks_is_refused 2 tr --train-iters 2 --tensor-model-parallel-size 2 --nodes 1 --gpus-per-node 2
 expect_rc no_gpu_is_a_clear_error 2 tr --train-iters 2 --device cuda
 contains no_gpu_message_names_device "$T/err" -- '--device cuda'
+
+# --- the index maps' progress line (lib/progress.h), forced: on stderr, ending on all the entries
+# of doc_idx, sample_idx and shuffle_idx (epochs x documents + 2 x samples), computed here from
+# the .idx file and Megatron's split and epoch rules; stdout the same with it on and off
+LMTK_PROGRESS=1 tr --train-iters 6 --eval-iters 0 --data-cache-path pcache1 >pon.out 2>pon.err
+rc=$?
+LMTK_PROGRESS=0 tr --train-iters 6 --eval-iters 0 --data-cache-path pcache0 >poff.out 2>poff.err
+[ $rc$? = 00 ] && ok index_progress_runs_exit_0 || fail index_progress_runs_exit_0 "$(tail -2 pon.err poff.err)"
+read -r want ns < <("$PY" - meg-gpt2-openwebtext_text_document.idx <<'PY'
+import struct, sys
+b = open(sys.argv[1], "rb").read()
+assert b[:9] == b"MMIDIDX\x00\x00"
+n = struct.unpack("<Q", b[18:26])[0]
+sizes = struct.unpack("<%di" % n, b[34:34 + 4 * n])
+idx = [0]
+for w in (949, 50, 1):
+    idx.append(idx[-1] + int(round(w / 1000 * float(n))))
+idx = [0] + [i - (idx[-1] - n) for i in idx[1:]]
+tpe, docs, seq, want = sum(sizes[idx[0]:idx[1]]), idx[1] - idx[0], 64, 6 * 4
+e = 1
+while (e * tpe - 1) // seq < want:
+    e += 1
+ns = (e * tpe - 1) // seq
+print(e * docs + 2 * ns, ns)
+PY
+)
+contains index_progress_ends_at_all_the_entries pon.err "^train: building the sample index: $want of $want entries \\(100%\\), [0-9]+ entries/s, ETA 0:00:00, $ns samples, 1 epoch\$"
+lacks index_progress_not_on_stdout pon.out 'building the sample index'
+lacks index_progress_not_drawn_when_off poff.err 'building the sample index'
+check index_progress_stdout_same_on_and_off cmp <(sed -E 's/[0-9]+\.[0-9]+/N/g' pon.out) <(sed -E 's/[0-9]+\.[0-9]+/N/g' poff.out)
 rm -rf "$T"

@@ -17,7 +17,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	for (size_t i = 0, l; i < size; i += l)
 		if (!(l = utf8_valid_len(data + i, size - i)))
 			return 0;
-	p = punkt_train((const char *)data, size, NULL, err, sizeof err);
+	p = punkt_train((const char *)data, size, NULL, NULL, err, sizeof err);
 	if (!p)
 		abort();
 	struct punkt_state *st = punkt_state_new();

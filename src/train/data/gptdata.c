@@ -17,6 +17,7 @@
 #include "idx.h"
 #include "msg.h"
 #include "outfile.h"
+#include "progress.h"
 #include "train/data/mt19937.h"
 #include "xalloc.h"
 
@@ -206,10 +207,18 @@ static int64_t gd_epochs(int64_t tpe, int64_t seq, int64_t num_samples)
 	return e < 1 ? 1 : e;
 }
 
+static int show_progress;
+
+void gptdata_show_progress(int on)
+{
+	show_progress = on;
+}
+
 int gptdata_build(struct gptdata_index *x, const int32_t *sizes, const struct gptdata_key *k,
 		  char *err, size_t errlen)
 {
 	struct mt19937 rng;
+	struct progress pg;
 	int64_t docs, tpe = 0, e, ndoc, ns, nm1 = 0;
 
 	memset(x, 0, sizeof *x);
@@ -269,6 +278,11 @@ int gptdata_build(struct gptdata_index *x, const int32_t *sizes, const struct gp
 		gptdata_index_free(x);
 		return errf(err, errlen, "out of memory for an index of %lld samples", (long long)ns);
 	}
+	/* the progress line counts the entries of the three arrays as they are made */
+	progress_begin(&pg, "building the sample index:", "entries", (uint64_t)(ndoc + 2 * ns));
+	if (!show_progress)
+		pg.on = 0;
+	progress_extra(&pg, "%lld samples, %lld epoch%s", (long long)ns, (long long)e, e > 1 ? "s" : "");
 	for (int64_t i = 0; i < ndoc; i++)
 		x->doc_idx[i] = (int32_t)(k->start + i % docs);
 	if (x->separate_last_epoch) {
@@ -277,6 +291,7 @@ int gptdata_build(struct gptdata_index *x, const int32_t *sizes, const struct gp
 	} else {
 		mt_shuffle_i32(&rng, x->doc_idx, ndoc);
 	}
+	progress_update(&pg, (uint64_t)ndoc);
 
 	/* sample_idx: build_sample_idx() - walk seq_length+1 tokens per sample, the last token of
 	 * one sample being the first of the next */
@@ -290,6 +305,7 @@ int gptdata_build(struct gptdata_index *x, const int32_t *sizes, const struct gp
 			int32_t rem = k->seq_length + 1;
 			while (rem != 0) {
 				if (d >= ndoc) {  /* cannot happen: ns was computed from the tokens */
+					progress_end(&pg);
 					gptdata_index_free(x);
 					return errf(err, errlen, "sample %lld runs past the last document",
 						    (long long)i);
@@ -306,8 +322,11 @@ int gptdata_build(struct gptdata_index *x, const int32_t *sizes, const struct gp
 			}
 			s[2 * i] = (int32_t)d;
 			s[2 * i + 1] = off;
+			if ((i & 0xffff) == 0 && progress_due(&pg))
+				progress_update(&pg, (uint64_t)(ndoc + i));
 		}
 	}
+	progress_update(&pg, (uint64_t)(ndoc + ns));
 
 	/* shuffle_idx: [0, first) and [first, ns) shuffled apart, first = ns unless separate */
 	x->shuffle_first = x->separate_last_epoch ? nm1 : ns;
@@ -324,6 +343,8 @@ int gptdata_build(struct gptdata_index *x, const int32_t *sizes, const struct gp
 		mt_shuffle_u32(&rng, a, x->shuffle_first);
 		mt_shuffle_u32(&rng, a + x->shuffle_first, ns - x->shuffle_first);
 	}
+	progress_update(&pg, (uint64_t)(ndoc + 2 * ns));
+	progress_end(&pg);
 	x->cache = GPTDATA_BUILT;
 	return 0;
 }

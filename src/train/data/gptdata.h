@@ -121,6 +121,10 @@ struct gptdata_index {
  * fewer than 2 tokens, seq_length < 2, more than 2^31-1 doc_idx entries) or out of memory. */
 int gptdata_build(struct gptdata_index *x, const int32_t *sizes, const struct gptdata_key *k,
 		  char *err, size_t errlen);
+/* on: gptdata_build draws the progress line (lib/progress.h, on stderr) - entries of doc_idx,
+ * sample_idx and shuffle_idx made, of ndoc + 2 * ns - for the one rank that reports; off by
+ * default.  A large corpus's index takes seconds to minutes. */
+void gptdata_show_progress(int on);
 void gptdata_index_free(struct gptdata_index *x);
 
 static inline int64_t gptdata_shuffle_at(const struct gptdata_index *x, int64_t i)

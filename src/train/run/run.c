@@ -865,6 +865,7 @@ static int setup(struct run *r, char *err, size_t errlen)
 	int64_t samples[3] = {p->samples,
 			      (p->iters / a->eval_interval + 1) * a->eval_iters * p->gbs,
 			      a->eval_iters * p->gbs};
+	gptdata_show_progress(r->dist.rank == 0);
 	if (feed_open(&r->feed, a, samples, (int)r->seq, (uint32_t)a->seed, say, err, errlen) < 0)
 		return -1;
 	r->st.nvalid = r->feed.nsets[FEED_VALID] < 64 ? r->feed.nsets[FEED_VALID] : 64;
