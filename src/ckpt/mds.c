@@ -530,6 +530,19 @@ static int uni_step(const char *dir)
 	return ds_step(dir) && is_dir(p);
 }
 
+/* A `latest`/`latest_universal` tag without the whitespace around it (in place). */
+static char *trim_tag(char *tag)
+{
+	char *s = tag, *e;
+	while (*s == ' ' || *s == '\t' || *s == '\n' || *s == '\r')
+		s++;
+	for (e = s + strlen(s); e > s && (e[-1] == ' ' || e[-1] == '\n' || e[-1] == '\r' ||
+					  e[-1] == '\t'); e--)
+		;
+	*e = 0;
+	return s;
+}
+
 /* The step directory path names, and its kind.  A save directory's `latest` (DeepSpeed's own
  * checkpoint) is read before its `latest_universal` (one ds_to_universal.py made from it). */
 static int resolve(struct mds *c, const char *path, char *err, size_t errlen)
@@ -551,14 +564,7 @@ static int resolve(struct mds *c, const char *path, char *err, size_t errlen)
 	}
 	snprintf(p, sizeof p, "%s/latest", base);
 	if (file_read_all(p, &tag, NULL, why, sizeof why) == 0) {
-		/* DeepSpeed writes the tag without a newline; strip whitespace anyway */
-		char *s = tag, *e;
-		while (*s == ' ' || *s == '\t' || *s == '\n' || *s == '\r')
-			s++;
-		for (e = s + strlen(s); e > s && (e[-1] == ' ' || e[-1] == '\n' || e[-1] == '\r' ||
-						  e[-1] == '\t'); e--)
-			;
-		*e = 0;
+		char *s = trim_tag(tag);   /* DeepSpeed writes it without a newline */
 		snprintf(p, sizeof p, "%s/%s", base, s);
 		int ok = *s && !strchr(s, '/') && ds_step(p);
 		if (!ok) {
@@ -581,13 +587,7 @@ static int resolve(struct mds *c, const char *path, char *err, size_t errlen)
 	}
 	snprintf(p, sizeof p, "%s/latest_universal", base);
 	if (file_read_all(p, &tag, NULL, why, sizeof why) == 0) {
-		char *s = tag, *e;
-		while (*s == ' ' || *s == '\t' || *s == '\n' || *s == '\r')
-			s++;
-		for (e = s + strlen(s); e > s && (e[-1] == ' ' || e[-1] == '\n' || e[-1] == '\r' ||
-						  e[-1] == '\t'); e--)
-			;
-		*e = 0;
+		char *s = trim_tag(tag);
 		snprintf(p, sizeof p, "%s/%s", base, s);
 		int ok = *s && !strchr(s, '/') && uni_step(p);
 		snprintf(why, sizeof why, "%s", s);
