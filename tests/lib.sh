@@ -42,6 +42,12 @@ mail_clear() { rm -f "$LMTK_SMTP_DIR"/*.eml; }
 first_mail() { ls "$LMTK_SMTP_DIR"/*.eml 2>/dev/null | head -1; }
 last_mail()  { ls "$LMTK_SMTP_DIR"/*.eml 2>/dev/null | tail -1; }
 
+# For a test of what a run does through the CUDA executor (host syncs, bits, collectives, losses),
+# not of one kernel: the executor's race shadow off (LMTK_CUDA_EXEC_SHADOW=0), which halves its CPU
+# time.  Every kernel runs under the shadow, on awkward shapes and the whole model, in
+# tests/cli/train-cuda.sh (train_cudaops, and train_model against PyTorch), which keeps it on.
+cuda_exec_unshadowed() { export LMTK_CUDA_EXEC_SHADOW=0; }
+
 # Megatron datasets.  MEG_REF: the reference dataset Megatron itself wrote (CI's
 # ../shared/data/megatron, or $LMTK_MEGATRON_DIR); empty when it is not there, and the tests that
 # compare against it then skip, saying so.  tiny_dataset: a dataset of the same shape and file

@@ -14,6 +14,7 @@
 PY=/usr/bin/python3
 TR=$BIN/train
 EXEC=$TOP/build/lib/lmtk/train-cuda-exec.so
+cuda_exec_unshadowed
 cd "$T" || exit 3
 
 "$PY" - <<'PYEOF' || { fail bert_dataset_written "python3 failed"; exit 0; }

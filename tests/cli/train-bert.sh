@@ -19,6 +19,7 @@ PY=/usr/bin/python3
 DUMP=$TOP/build/tests/train_model
 REF=$TOP/tests/ref/bert-ref.py
 EXEC=$TOP/build/lib/lmtk/train-cuda-exec.so
+cuda_exec_unshadowed
 cd "$T" || exit 3
 if ! "$PY" -c 'import torch' 2>/dev/null; then
 	skip bert_matches_pytorch "python3-torch is not installed (make deps installs it)"

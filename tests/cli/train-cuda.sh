@@ -158,6 +158,7 @@ else
 fi
 
 # --- 3. training learns ---------------------------------------------------------------------------
+cuda_exec_unshadowed   # the kernels ran under the race shadow in 1 and 2
 MEG=$(tiny_dataset) || exit 3   # a dataset to train on; the reference one is not needed
 cp "$MEG"/meg-gpt2-openwebtext_text_document.* .
 learns() {   # learns LABEL PLUGIN TRAIN-FLAGS...

@@ -18,6 +18,7 @@
 . "$(dirname "$0")/../lib.sh"
 PY=/usr/bin/python3
 EXEC=$TOP/build/lib/lmtk/train-cuda-exec.so
+cuda_exec_unshadowed
 TR=$BIN/train
 cd "$T" || exit 3
 if [ ! -s "$EXEC" ] || ! nm -D --defined-only "$EXEC" | grep -qw lmtk_dist_nccl; then

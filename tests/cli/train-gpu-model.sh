@@ -18,6 +18,7 @@
 #  - --profile is refused on the CPU backend and with an empty range.
 . "$(dirname "$0")/../lib.sh"
 EXEC=$TOP/build/lib/lmtk/train-cuda-exec.so
+cuda_exec_unshadowed
 if [ ! -s "$EXEC" ]; then
 	skip train_gpu_model "the executor plugin is not built (no CUDA toolkit headers)"
 	exit 0

@@ -150,6 +150,7 @@ fi
 # losses within bf16's reach, and far closer to the CPU's noisy run than the noise moves it (other
 # draws, or draws at other indices, would leave it about as far off as the run without noise)
 EXEC=$TOP/build/lib/lmtk/train-cuda-exec.so
+cuda_exec_unshadowed
 if [ -s "$EXEC" ]; then
 	LMTK_CUDA_PLUGIN=$EXEC "$TR" "${M[@]}" "${V[@]}" --train-iters 8 --device cuda --bf16 \
 		>lamb-cuda.out 2>&1 || fail lamb_cuda_run "$(tail -3 lamb-cuda.out)"

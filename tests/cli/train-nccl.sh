@@ -19,6 +19,7 @@
 . "$(dirname "$0")/../lib.sh"
 PY=/usr/bin/python3
 EXEC=$TOP/build/lib/lmtk/train-cuda-exec.so
+cuda_exec_unshadowed
 TR=$BIN/train
 cd "$T" || exit 3
 if [ ! -s "$EXEC" ]; then

@@ -22,6 +22,7 @@
 #    per-iteration kernel argument), and where the step reads values back (LMTK_TRAIN_SYNC_STEP).
 . "$(dirname "$0")/../lib.sh"
 EXEC=$TOP/build/lib/lmtk/train-cuda-exec.so
+cuda_exec_unshadowed
 if [ ! -s "$EXEC" ]; then
 	skip train_nosync "the executor plugin is not built (no CUDA toolkit headers)"
 	exit 0

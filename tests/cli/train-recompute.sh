@@ -102,6 +102,7 @@ fi
 
 # --- 3. the CUDA backend, through the CPU executor --------------------------------------------------
 EXEC=$TOP/build/lib/lmtk/train-cuda-exec.so
+cuda_exec_unshadowed
 if [ ! -s "$EXEC" ]; then
 	skip cuda_exec_recompute "no $EXEC (make builds it from src/train/cuda and tests/cuda-exec)"
 else

@@ -28,6 +28,7 @@ PY=/usr/bin/python3
 DUMP=$TOP/build/tests/train_t5
 REF=$TOP/tests/ref/t5-ref.py
 EXEC=$TOP/build/lib/lmtk/train-cuda-exec.so
+cuda_exec_unshadowed
 TR=$BIN/train
 cd "$T" || exit 3
 havetorch=1
