@@ -10,7 +10,7 @@
 
 #include "msg.h"
 #include "num.h"
-#include "train/run/gpumodel.h"
+#include "train/plan/gpumodel.h"
 #include "xalloc.h"
 
 enum {

@@ -40,7 +40,7 @@ at 35% of the H100's peak (FlashAttention-3 paper) and 50-73% of the A100's (Fla
 paper); these kernels are single-buffered, so less.  The fp32 SIMT kernels they replaced are
 still priced (simt: 50% of the fp32 peak) when a profile names them.
 
-train --dry-run has this model's analytic twin (src/train/run/gpumodel.c): it writes the same
+train --dry-run has this model's analytic twin (src/train/plan/gpumodel.c): it writes the same
 operations down from the run's flags instead of reading a profile, prices them with the same
 table (DEVICES, EFF, GAP, SYNC, TILE: the two must agree), and adds the NCCL calls and the
 pipeline bubble of a multi-GPU layout.  --json carries each device's per-op rows ("ops") so
@@ -53,7 +53,7 @@ import re
 import sys
 from collections import defaultdict
 
-# THE TABLE: src/train/run/gpumodel.c (train --dry-run's step model, this file's analytic twin)
+# THE TABLE: src/train/plan/gpumodel.c (train --dry-run's step model, this file's analytic twin)
 # holds the same numbers and they must agree; tests/cli/train-gpu-model.sh compares them.
 DEVICES = {
     # name: dense bf16 tensor-core FLOP/s, fp32 SIMT FLOP/s (FMA = 2), HBM bytes/s, SMs; attn_tc:
@@ -91,7 +91,7 @@ TILE = (128, 256)   # cuBLAS's usual bf16 tile on these parts, for wave quantisa
 
 # a kernel's name without the activation type it was instantiated for ("ln_fwd_k<8, __half>" ->
 # "ln_fwd_k<8>", "adamw_multi_k<__nv_bfloat16>" -> "adamw_multi_k"): bf16 and fp16 move the same
-# bytes, and train --dry-run's twin (src/train/run/gpumodel.c) names kernels that way
+# bytes, and train --dry-run's twin (src/train/plan/gpumodel.c) names kernels that way
 ACT_ARG = re.compile(r"(, )?\b(__nv_bfloat16|__half)\b(, )?")
 
 

@@ -8,7 +8,7 @@
 #  - the model's extension from four small runs (1-2 layers, micro-batch 1-2) to a bigger one
 #    predicts that run's launches and GEMM calls exactly and its bytes within 5% (gpu-model.py
 #    --check against a 3-layer, micro-batch-3 run);
-#  - train --dry-run's analytic twin of the model (src/train/run/gpumodel.c) holds gpu-model.py's
+#  - train --dry-run's analytic twin of the model (src/train/plan/gpumodel.c) holds gpu-model.py's
 #    table, and prices the same operations the same way: per operation (kernel by name, GEMM by
 #    shape, memsets, copies, host syncs) its count, bytes and FLOPs and its predicted time agree
 #    with gpu-model.py's prediction from the executor's records - counts exactly, times within 3%,

@@ -3,7 +3,7 @@
  * cross it), what a ring sum and a pipeline send cost, the 1F1B iteration as slots plus tail;
  * and one GEMM's wave quantisation. */
 #include "t.h"
-#include "train/run/gpumodel.h"
+#include "train/plan/gpumodel.h"
 
 #include <math.h>
 #include <string.h>

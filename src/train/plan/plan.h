@@ -61,7 +61,7 @@
 #include "train/args.h"
 #include "train/data/data.h"
 #include "train/data/ramp.h"
-#include "train/run/gpumodel.h"
+#include "train/plan/gpumodel.h"
 
 struct plan_stage {
 	int64_t layers;           /* transformer layers */

@@ -1,4 +1,4 @@
-#include "train/run/plan.h"
+#include "train/plan/plan.h"
 #include "train/optim/bnb.h"
 #include "train/model/model.h"
 
@@ -11,7 +11,7 @@
 
 #include "msg.h"
 #include "xalloc.h"
-#include "train/run/check.h"
+#include "train/plan/check.h"
 
 #define GIB (1024.0 * 1024.0 * 1024.0)
 

@@ -1,4 +1,4 @@
-#include "train/run/check.h"
+#include "train/plan/check.h"
 
 #include <errno.h>
 #include <stddef.h>

@@ -1,4 +1,4 @@
-#include "train/run/report.h"
+#include "train/plan/report.h"
 
 #include <jansson.h>
 #include <math.h>

@@ -1,4 +1,4 @@
-#include "train/run/gpumodel.h"
+#include "train/plan/gpumodel.h"
 
 #include <math.h>
 #include <stddef.h>
