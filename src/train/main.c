@@ -22,6 +22,7 @@
 #include "train/dsconfig.h"
 #include "train/plan/plan.h"
 #include "train/plan/report.h"
+#include "train/plan/diag.h"
 #include "train/run/run.h"
 #include "xalloc.h"
 

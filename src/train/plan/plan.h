@@ -162,11 +162,6 @@ int plan_make(struct plan *p, const struct train_args *a);
 int64_t plan_tokens_at(const struct plan *p, int64_t n);
 void plan_free(struct plan *p);
 
-/* Adds an error (exit 2), a warning or a note to the plan: for plan.c and check.c. */
-void plan_error(struct plan *p, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-void plan_warning(struct plan *p, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-void plan_note(struct plan *p, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-
 /* The padded vocabulary (Megatron's _vocab_size_with_padding without the error cases). */
 int64_t plan_pad_vocab(int64_t vocab, int64_t divisible_by, int64_t tp, int64_t pad_to);
 
