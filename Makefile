@@ -107,6 +107,8 @@ all: $(BINS) $(CUDA_SO) $(EXEC_SO) $(MPI_SO)
 # tokenize's built-in Punkt parameters are this file's bytes, taken in by the assembler's .incbin
 # (src/tokenize/punkt_builtin.c), which the compiler's dependency files do not see.
 $(BUILD)/tokenize/punkt_builtin.o: share/lmtk/punkt-english.json
+# Likewise the step model's table (src/train/plan/gpumodel.c), which tests/bench/gpu-model.py reads.
+$(BUILD)/train/plan/gpumodel.o: share/lmtk/gpu-model.tsv
 
 $(BUILD)/%.o: src/%.c
 	@mkdir -p $(@D)

@@ -43,25 +43,32 @@ struct gpumodel_device {
 	double tc, simt;          /* dense bf16 tensor-core and fp32 SIMT peaks, FLOP/s */
 	double hbm, pcie;         /* bytes/s */
 	int sms;
-	double attn_tc;           /* the attention kernels' share of the tc peak */
+	double mamf;              /* the best GEMM's share of the tc peak (measured, cited) */
+	double attn_tc;           /* lmtk's attention kernels' share of the tc peak */
 	double nvlink;            /* bytes/s per GPU per direction, inside a node */
 	double nic;               /* bytes/s per node per direction, across nodes */
 	const char *network;      /* in words, for the report */
 };
 
-/* The efficiencies and costs gpu-model.py's EFF, GAP, SYNC and TILE hold (the same numbers),
- * and the collectives' latencies it does not use. */
+/* share/lmtk/gpu-model.tsv's other parameters (the file says where each comes from) */
+#define GM_MAX_TILES 8
 struct gpumodel_consts {
-	double gemm, simt, hbm, net;   /* shares of a peak */
-	double gap, sync;              /* seconds per launch, per host synchronisation */
-	double gap_graph;              /* seconds per launch replayed from a CUDA graph */
-	int tile_m, tile_n;
-	double lat_nvlink, lat_net;    /* seconds per NCCL call */
+	double gemm_train;             /* a GEMM in a step keeps this of its MAMF */
+	double k_half;                 /* K efficiency: K / (K + k_half) */
+	double split_k;                /* the shortest K part of a split-K GEMM */
+	int ntiles, tile_m[GM_MAX_TILES], tile_n[GM_MAX_TILES];
+	double tile_eff[GM_MAX_TILES];
+	double simt, hbm, best;        /* shares of a peak */
+	double gap, gap_graph, sync;   /* seconds per launch (plain, graph), per host sync */
+	double nccl_base;              /* seconds per NCCL call */
+	double ring_hop[2], tree_hop[2];   /* seconds per step: [0] NVLink, [1] the network */
+	double eff_link[2];            /* shares of NVLink's, the network's bandwidth */
 };
-extern const struct gpumodel_consts gpumodel_k;
+const struct gpumodel_consts *gpumodel_consts(void);
 
-/* NULL when the name is not one of them */
+/* NULL when the name is not one of them; gpumodel_device_keys() lists them ("h100, a100") */
 const struct gpumodel_device *gpumodel_device(const char *key);
+const char *gpumodel_device_keys(void);
 
 enum gpumodel_opt { GM_ADAMW, GM_LAMB, GM_SGD, GM_BNB };
 
@@ -77,6 +84,8 @@ struct gpumodel_cfg {
 	double hidden_dropout, sgd_momentum;   /* attention dropout launches nothing more */
 	int deferred;                       /* run.c: the step's scalars stay on the device */
 	int graph;                          /* --cuda-graph: the step replayed as a CUDA graph */
+	int mds;                            /* --step-model megatron-deepspeed: its kernels, not ours */
+	double attn_dropout;                /* Megatron-DeepSpeed launches its dropout */
 	enum gpumodel_opt opt;
 };
 
@@ -94,6 +103,7 @@ struct gpumodel_row {
 
 struct gpumodel {
 	const struct gpumodel_device *dev;
+	const char *step_model_name;   /* "lmtk", "megatron-deepspeed" */
 	int stage;                /* the slowest stage: rows and shares are its own */
 	double t_slot;            /* the slowest stage's micro-batch: forward, backward, recompute, p2p */
 	double t_post;            /* after the last backward, the slowest stage's: norm, optimizer, DP */
@@ -108,6 +118,8 @@ struct gpumodel {
 int gpumodel_run(struct gpumodel *g, const struct gpumodel_cfg *c, const struct gpumodel_device *d);
 /* an iteration of m micro-batches per pipeline (a ramp-up's smaller batch), seconds */
 double gpumodel_iter_seconds(const struct gpumodel *g, int64_t pp, int64_t m);
+/* a GEMM (m,n,k) x batch's share of the device's tc peak, as the model prices it */
+double gpumodel_gemm_eff(const struct gpumodel_device *d, int64_t m, int64_t n, int64_t k, int64_t batch);
 void gpumodel_free(struct gpumodel *g);
 
 #endif

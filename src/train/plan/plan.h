@@ -136,7 +136,8 @@ struct plan {
 	 * train logs them (Megatron's formula), mfu of the dense bf16 peak */
 	int time_model;
 	struct gpumodel gm;
-	double model_tflops, model_mfu;
+	double model_tflops, model_mfu, model_mfu_palm;   /* mfu: llm.c's count; PaLM's beside */
+	double model_tokens_s;    /* tokens per second, all GPUs */
 
 	/* the sequence-length curriculum (curriculum.h): tokens are counted at each iteration's
 	 * length; cl_full_iter is the first iteration at the full --seq-length (0: none) */

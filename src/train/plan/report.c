@@ -625,7 +625,7 @@ static json_t *jstep_model(const struct plan *p)
 {
 	const struct gpumodel *g = &p->gm;
 	const struct gpumodel_device *d = g->dev;
-	const struct gpumodel_consts *k = &gpumodel_k;
+	const struct gpumodel_consts *k = gpumodel_consts();
 	json_t *ops = json_array();
 	for (int i = 0; i < g->nrows; i++) {
 		const struct gpumodel_row *r = &g->rows[i];
@@ -634,21 +634,30 @@ static json_t *jstep_model(const struct plan *p)
 						     "flops", r->flops, "bytes", r->bytes, "seconds",
 						     r->seconds));
 	}
+	json_t *tiles = json_array();
+	for (int i = 0; i < k->ntiles; i++)
+		json_array_append_new(tiles, json_pack("[i,i,f]", k->tile_m[i], k->tile_n[i], k->tile_eff[i]));
 	json_t *o = json_pack(
-		"{s:s, s:s, s:s, s:{s:f, s:f, s:f, s:f, s:i, s:f, s:f, s:f}, s:{s:f, s:f, s:f, s:f, s:f, "
-		"s:f, s:[i,i], s:f, s:f}, s:i, s:f, s:f, s:f, s:f, s:f, s:f, s:{s:f, s:f, s:f, s:f}, "
-		"s:f, s:o}",
+		"{s:s, s:s, s:s, s:s, s:{s:f, s:f, s:f, s:f, s:i, s:f, s:f, s:f, s:f}, s:{s:f, s:f, s:f, s:f, "
+		"s:o, s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:f}, s:i, s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:s, "
+		"s:{s:f, s:f, s:f, s:f}, s:f, s:o}",
 		"note", "predicted by the step model (gpu-model), not measured",
+		"step_model", g->step_model_name,
 		"gpu_model", d->key, "device", d->name,
 		"peaks", "tc", d->tc, "simt", d->simt, "hbm", d->hbm, "pcie", d->pcie, "sms", d->sms,
-		"attn_tc", d->attn_tc, "nvlink", d->nvlink, "nic", d->nic,
-		"efficiencies", "gemm", k->gemm, "simt", k->simt, "hbm", k->hbm, "net", k->net,
-		"gap_s", p->a->cuda_graph ? k->gap_graph : k->gap, "sync_s", k->sync, "tile", k->tile_m, k->tile_n,
-		"nvlink_latency_s", k->lat_nvlink, "net_latency_s", k->lat_net,
+		"mamf", d->mamf, "attn_tc", d->attn_tc, "nvlink", d->nvlink, "nic", d->nic,
+		"efficiencies", "gemm_train", k->gemm_train, "k_half", k->k_half, "split_k", k->split_k,
+		"simt", k->simt, "tiles", tiles, "hbm", k->hbm,
+		"gap_s", p->a->cuda_graph ? k->gap_graph : k->gap, "sync_s", k->sync,
+		"nccl_base_s", k->nccl_base, "ring_hop_nvlink_s", k->ring_hop[0],
+		"ring_hop_net_s", k->ring_hop[1], "tree_hop_nvlink_s", k->tree_hop[0],
+		"tree_hop_net_s", k->tree_hop[1], "eff_nvlink", k->eff_link[0], "eff_net", k->eff_link[1],
 		"slowest_stage", g->stage, "slot_seconds", g->t_slot, "tail_seconds", g->t_post,
 		"iteration_seconds", g->t_iter, "bubble",
 		(double)(p->pp - 1) / (double)(p->m_full + p->pp - 1),
-		"tflops_per_gpu", p->model_tflops, "mfu", p->model_mfu,
+		"tflops_per_gpu", p->model_tflops, "mfu", p->model_mfu, "mfu_palm", p->model_mfu_palm,
+		"tokens_per_s", p->model_tokens_s, "tokens_per_s_per_gpu", p->model_tokens_s / (double)p->world,
+		"mfu_counts", "llm.c: 6N + 6 L h s FLOPs per token (N all parameters); PaLM: 6N + 12 L h s",
 		"shares", "gemm", g->share[GM_KIND_GEMM], "attention", g->share[GM_KIND_ATTN],
 		"comm", g->share[GM_KIND_COMM], "other", g->share[GM_KIND_OTHER],
 		"launches", g->launches, "ops", ops);
