@@ -341,6 +341,9 @@ static void text_model_time(const struct plan *p, FILE *f)
 	row(f, "device", d->name, fmt("--gpu-model %s%s: %.0f dense bf16 TFLOP/s, %.0f GB/s HBM", d->key,
 				      a->gpu_model ? "" : " (default)", d->tc / 1e12, d->hbm / 1e9));
 	row(f, "interconnect", "", d->network);
+	row(f, "step model", g->step_model_name, g->step_model_name[0] == 'l' ?
+	    "--step-model lmtk (default): this backend's kernels" :
+	    "--step-model megatron-deepspeed: its kernels, unfused attention, DeepSpeed's pipeline");
 	row(f, "micro-batch slot, slowest stage", duration(g->t_slot),
 	    fmt("forward, backward%s, p2p: MBS %lld x seq %lld", a->checkpoint_activations ?
 		", recompute" : "", LL(p->mbs), LL(p->s)));
@@ -349,7 +352,11 @@ static void text_model_time(const struct plan *p, FILE *f)
 	    fmt("(%lld + PP %lld - 1) slots + the tail; bubble %.1f%%", LL(p->m_full), LL(p->pp),
 		100.0 * (double)(p->pp - 1) / (double)(p->m_full + p->pp - 1)));
 	row(f, "TFLOPs per GPU", fmt("%.1f", p->model_tflops), "Megatron's formula, as train logs it");
-	row(f, "MFU", fmt("%.1f%%", 100 * p->model_mfu), "6N + 12 L h s FLOPs per token, of the peak");
+	row(f, "tokens/s", fmt("%.0f", p->model_tokens_s),
+	    fmt("%.0f per GPU", p->model_tokens_s / (double)p->world));
+	row(f, "MFU", fmt("%.1f%%", 100 * p->model_mfu),
+	    fmt("llm.c's count: 6N + 6 L h s FLOPs per token, of the peak (PaLM's 6N + 12 L h s: %.1f%%)",
+		100 * p->model_mfu_palm));
 	fprintf(f, "  share of stage %d's iteration: GEMMs %.1f%%, attention %.1f%%, NCCL %.1f%%, "
 		"the rest %.1f%%; %.0f launches\n", g->stage, 100 * g->share[GM_KIND_GEMM],
 		100 * g->share[GM_KIND_ATTN], 100 * g->share[GM_KIND_COMM],
