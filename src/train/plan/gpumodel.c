@@ -990,7 +990,14 @@ static void mds_gemm(struct ctx *x, const char *tag, int64_t m, int64_t n, int64
 	else
 		snprintf(name, sizeof name, "gemm %lldx%lldx%lld %s", (long long)m, (long long)n,
 			 (long long)k, tag);
-	add(x, name, GM_KIND_GEMM, 1, flops, bytes, s + gap(x));
+	add(x, name, batch > 1 ? GM_KIND_ATTN : GM_KIND_GEMM, 1, flops, bytes, s + gap(x));
+	x->l->launches++;
+}
+
+/* a memory-bound kernel of the unfused attention (its share is attention's) */
+static void mds_attn_kernel(struct ctx *x, const char *name, double rd, double wr)
+{
+	add(x, name, GM_KIND_ATTN, 1, 0, rd + wr, mem_s(x, rd + wr) + gap(x));
 	x->l->launches++;
 }
 
@@ -1031,9 +1038,9 @@ static void mds_layer_fwd(struct ctx *x)
 	mds_ln(x);
 	mds_gemm(x, "qkv", x->C3, x->N, x->C, 1, 0, 2);
 	mds_gemm(x, "scores (baddbmm)", x->T, x->T, x->HD, x->B * x->NH, c->alibi ? 0 : 0, 2);
-	kernel(x, "scaled_masked_softmax fwd", S, S);
+	mds_attn_kernel(x, "scaled_masked_softmax fwd", S, S);
 	if (c->attn_dropout > 0)
-		kernel(x, "attention dropout fwd", S, S + S / 2);
+		mds_attn_kernel(x, "attention dropout fwd", S, S + S / 2);
 	mds_gemm(x, "context (bmm)", x->T, x->HD, x->T, x->B * x->NH, 0, 2);
 	kernel(x, "context permute (contiguous)", sec(x->N * x->Cl * 2), sec(x->N * x->Cl * 2));
 	mds_gemm(x, "dense", x->C, x->N, x->Cl, 1, 0, 2);
@@ -1065,8 +1072,8 @@ static void mds_layer_bwd(struct ctx *x)
 	mds_gemm(x, "d probs (bmm)", x->T, x->T, x->HD, x->B * x->NH, 0, 2);
 	mds_gemm(x, "d values (bmm)", x->T, x->HD, x->T, x->B * x->NH, 0, 2);
 	if (c->attn_dropout > 0)
-		kernel(x, "attention dropout bwd", S + S / 2, S);
-	kernel(x, "scaled_masked_softmax bwd", 2 * S, S);
+		mds_attn_kernel(x, "attention dropout bwd", S + S / 2, S);
+	mds_attn_kernel(x, "scaled_masked_softmax bwd", 2 * S, S);
 	mds_gemm(x, "d queries (bmm)", x->T, x->HD, x->T, x->B * x->NH, 0, 2);
 	mds_gemm(x, "d keys (bmm)", x->T, x->HD, x->T, x->B * x->NH, 0, 2);
 	mds_linear_bwd(x, x->C, x->C3, 1, 1);
