@@ -8,27 +8,29 @@
  * FLOPs and compulsory bytes of its buffers as the kernel reads and writes them (in 32-byte
  * sectors, as the executor counts) - and prices each with gpu-model.py's rules and constants:
  * the larger of FLOPs at a pipe's peak x efficiency and bytes at HBM bandwidth x efficiency, plus
- * a launch gap; GEMMs with cuBLAS's tile and wave quantisation; attention's FLOPs at the
- * tensor-core efficiency of its kernels; a host synchronisation per device-to-host copy.  The
- * device table and the efficiencies exist twice, here and in gpu-model.py, and must agree
- * (tests/cli/train-gpu-model.sh compares them and the per-op times of the two on a real profile).
+ * a launch gap; GEMMs by shape (cuBLAS's tiles, wave quantisation, K); attention's FLOPs at the
+ * tensor-core efficiency of its kernels; a host synchronisation per device-to-host copy
+ * (tests/cli/train-gpu-model.sh compares the per-op times of the two on a real profile).
  *
  * What gpu-model.py does not see - one GPU's profile has no peers - is added here: the NCCL
  * calls of the layout (TP's all-reduces of activations inside each layer, the pipeline's
  * send/receive per micro-batch, the tied embedding's gradient between first and last stage,
  * DP's gradient sum - under ZeRO-1 a reduce onto each shard's owner - and ZeRO-1's all-gather,
- * the host collectives of every iteration's decisions), each a ring: 2 (g-1)/g of the bytes per
- * rank for a sum (reduce-scatter plus all-gather, dist_nccl.cu), (g-1)/g for a reduce or an
- * all-gather, at NVLink's bandwidth inside a node or at the node's network share across nodes,
- * plus a latency per call; and the 1F1B pipeline: an iteration of m micro-batches takes m + PP -
- * 1 slots of the slowest stage's micro-batch, plus the work after the last backward (gradient
- * norm, optimizer, the DP gradients) of the slowest stage - the bubble (PP-1)/(m+PP-1).
- * Everything runs on the backend's one stream, so nothing overlaps - but with
+ * the host collectives of every iteration's decisions), each priced by an alpha-beta model per
+ * algorithm (ring, tree) and group size, at NVLink's bandwidth inside a node or at the node's
+ * network share across nodes; and the 1F1B pipeline: an iteration of m micro-batches takes
+ * m + PP - 1 slots of the slowest stage's micro-batch, plus the work after the last backward
+ * (gradient norm, optimizer, the DP gradients) of the slowest stage - the bubble
+ * (PP-1)/(m+PP-1).  Everything runs on the backend's one stream, so nothing overlaps - but with
  * --overlap-grad-reduce the DP buckets of the layers (run/buckets.h), whose sums run on a second
  * stream under the last backward: only what outlasts the backward of the layers below the first
- * bucket is counted, and at least the last bucket.  For BLOOM-176B's flags (ZeRO-1 over DP 8) on
- * A100s: 179 TFLOPs per GPU, 91.1 days for 366B tokens (176 and 92.9 while ZeRO-1 summed the
- * gradients everywhere); 179.4 and 90.7 with overlap_comm.
+ * bucket is counted, and at least the last bucket.
+ *
+ * cfg.mds (--step-model megatron-deepspeed) writes down what Megatron-DeepSpeed launches for the
+ * same flags instead (gpumodel.c says what), priced with the same table; on tr11's flags it gives
+ * BLOOM-176B's measured 149 TFLOPs per A100 (tests/cli/train-step-model.sh), lmtk's step 160.7.
+ * The table - peaks, GEMM efficiencies by shape, NCCL's terms - is share/lmtk/gpu-model.tsv,
+ * compiled in; gpu-model.py reads the same file.
  *
  * Not modelled: evaluation, checkpoint saves, data loading, start-up, failures and restarts; the
  * CUB radix sort of the embedding backward (not in a profile either: tens of microseconds). */
