@@ -107,6 +107,8 @@ all: $(BINS) $(CUDA_SO) $(EXEC_SO) $(MPI_SO)
 # tokenize's built-in Punkt parameters are this file's bytes, taken in by the assembler's .incbin
 # (src/tokenize/punkt_builtin.c), which the compiler's dependency files do not see.
 $(BUILD)/tokenize/punkt_builtin.o: share/lmtk/punkt-english.json
+# Likewise the step model's table (src/train/plan/gpumodel.c), which tests/bench/gpu-model.py reads.
+$(BUILD)/train/plan/gpumodel.o: share/lmtk/gpu-model.tsv
 
 $(BUILD)/%.o: src/%.c
 	@mkdir -p $(@D)
@@ -260,7 +262,7 @@ install: all
 	install -m 644 man/man5/*.5 $(DESTDIR)$(PREFIX)/share/man/man5
 	install -m 644 man/man7/*.7 $(DESTDIR)$(PREFIX)/share/man/man7
 	install -d $(DESTDIR)$(PREFIX)/share/lmtk $(DESTDIR)$(PREFIX)/lib/lmtk
-	install -m 644 share/lmtk/*.slurm share/lmtk/*.json $(DESTDIR)$(PREFIX)/share/lmtk
+	install -m 644 share/lmtk/*.slurm share/lmtk/*.json share/lmtk/*.tsv $(DESTDIR)$(PREFIX)/share/lmtk
 	install -m 755 share/lmtk/*.sh share/lmtk/*.py $(DESTDIR)$(PREFIX)/share/lmtk
 	install -m 755 share/lmtk/plot-loss.sh $(DESTDIR)$(PREFIX)/bin/plot-loss
 	# the wrappers: they find the programs in $(PREFIX)/bin from there (or LMTK, or PATH)

@@ -35,7 +35,7 @@
  * stage, the word embeddings also on the last (the tied output layer), the final layer norm and
  * the heads on the last.  Which stage holds which layer is read
  * from the shards themselves (shards.h); lt_stage_of_layer() is only how a NEW layout is cut,
- * as train's plan cuts it (src/train/run/plan.c, DeepSpeed's --pp-partition-method): with
+ * as train's plan cuts it (src/train/plan/plan.c, DeepSpeed's --pp-partition-method): with
  * 'type:transformer' the L layers are the units, with 'type:transformer|embedding' the input and
  * the output embedding are one more unit each, at both ends; every stage gets ceil(units/PP)
  * consecutive units, the last what remains.  Within a shard the order is train's: on the first

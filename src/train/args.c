@@ -10,7 +10,7 @@
 
 #include "msg.h"
 #include "num.h"
-#include "train/run/gpumodel.h"
+#include "train/plan/gpumodel.h"
 #include "xalloc.h"
 
 enum {
@@ -23,7 +23,7 @@ enum {
 	O_DATA, O_DCACHE, O_SPLIT, O_WSPLIT, O_WSPLITPATH, O_VWSPLIT, O_VWSPLITPATH, O_TWSPLIT, O_TWSPLITPATH, O_TOKTYPE, O_VOCAB, O_MERGES, O_TOKPATH,
 	O_SAVE, O_LOAD, O_SAVEINT, O_SAVEKEEP, O_SAVEKEEPEVERY,
 	O_BATCHSIZE, O_WARMUP, O_MPSIZE,
-	O_DRYRUN, O_FORMAT, O_NODES, O_GPUS, O_TFLOPS, O_PARAMS, O_GPUMEM, O_CKPTBW, O_VOCABSIZE, O_GPUMODEL,
+	O_DRYRUN, O_FORMAT, O_NODES, O_GPUS, O_TFLOPS, O_PARAMS, O_GPUMEM, O_CKPTBW, O_VOCABSIZE, O_GPUMODEL, O_STEPMODEL,
 	O_SEED, O_WD, O_CLIP, O_B1, O_B2, O_EPS, O_ILS, O_MINLS, O_LSWIN, O_HYST,
 	O_LOGINT, O_TBDIR, O_TBTIMERS, O_TBBATCH, O_TBPPL, O_ZEROS, O_PNORM,
 	O_EVALINT, O_EVALITERS, O_EXITINT, O_EXITDUR, O_KILL, O_SKIPRANGE, O_OVERRIDE, O_USECKPT,
@@ -190,6 +190,7 @@ const struct opt args_opts[] = {
 	{"gpus-per-node", O_GPUS, "N", "GPUs per node (default $SLURM_GPUS_ON_NODE)"},
 	{"assumed-tflops", O_TFLOPS, "F", "TFLOPs per GPU as Megatron logs them, for the time estimate"},
 	{"gpu-model", O_GPUMODEL, "GPU", "without --assumed-tflops: days from the step model of an h100 or a100 (default a100)"},
+	{"step-model", O_STEPMODEL, "WHAT", "the step model prices lmtk's kernels (lmtk, default) or what Megatron-DeepSpeed runs (megatron-deepspeed)"},
 	{"assumed-params", O_PARAMS, "N", "parameter count for time and checkpoint size (e.g. 176e9; default: exact)"},
 	{"gpu-memory", O_GPUMEM, "GIB", "device memory per GPU in GiB (default 80)"},
 	{"checkpoint-bandwidth", O_CKPTBW, "GB/S", "aggregate write bandwidth for saves, GB/s (default 5)"},
@@ -602,8 +603,13 @@ int args_opt(void *ctx, int key, const char *arg, char *err, size_t errlen)
 	case O_VOCABSIZE: return size_int(arg, &a->vocab_size, INT32_MAX / 2, err, errlen);
 	case O_GPUMODEL:
 		if (!gpumodel_device(arg))
-			return errf(err, errlen, "'%s' is not one of h100, a100", arg);
+			return errf(err, errlen, "'%s' is not one of %s", arg, gpumodel_device_keys());
 		a->gpu_model = arg;
+		return 0;
+	case O_STEPMODEL:
+		if (strcmp(arg, "lmtk") != 0 && strcmp(arg, "megatron-deepspeed") != 0)
+			return errf(err, errlen, "'%s' is not one of lmtk, megatron-deepspeed", arg);
+		a->step_model = arg;
 		return 0;
 	case O_SEED: return nonneg_int(arg, &a->seed, err, errlen);
 	case O_WD: return num(arg, &a->weight_decay, 0, 0, err, errlen);

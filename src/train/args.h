@@ -174,6 +174,7 @@ struct train_args {
 	int64_t nodes, gpus_per_node, vocab_size;
 	double assumed_tflops, assumed_params, gpu_memory_gib, checkpoint_gbps;
 	const char *nodes_from, *gpus_from;   /* "--nodes" or the SLURM variable it came from */
+	const char *step_model;        /* --step-model lmtk|megatron-deepspeed; NULL: lmtk */
 	const char *gpu_model;         /* --gpu-model h100|a100 (gpumodel.h); NULL: not given (a100) */
 };
 

@@ -20,8 +20,9 @@
 #include "train/args.h"
 #include "train/dist/dist.h"
 #include "train/dsconfig.h"
-#include "train/run/plan.h"
-#include "train/run/report.h"
+#include "train/plan/plan.h"
+#include "train/plan/report.h"
+#include "train/plan/diag.h"
 #include "train/run/run.h"
 #include "xalloc.h"
 

@@ -24,13 +24,13 @@ the GEMM: the GeLU epilogues' auxiliary matrix (the pre-activation, m x n bf16) 
 bias or bias-gradient vector (BIAS; BGRADB, the column sums of dout that the weight-gradient GEMM
 writes for each bias, src/train/cuda/matmul.cu) is a few KB and adds nothing; the fp32 add of such
 a gradient into the accumulated one is its own small kernel (vec_acc_k), priced like any other.
-The peaks are the published dense figures; the efficiencies are stated below and are what cuBLAS
-and a memory-bound kernel reach in practice (they are inputs of the model, not measured here).
+The peaks, efficiencies and costs are share/lmtk/gpu-model.tsv's (the file says where each comes
+from; a GEMM's efficiency depends on its shape: cuBLAS's best tile after wave quantisation, K).
 
 Attention kernels are priced by name (ATTN below) on the pipe they run on.  The tensor-core
 kernels (src/train/cuda/attention.cu: mma.sync m16n8k16 bf16, ldmatrix, FlashAttention-2's
-split) at attn_tc of the dense bf16 peak: 25% on an H100, 40% on an A100.  Why so far below the
-GEMMs' 80%: mma.sync cannot use Hopper's wgmma, which the H100's dense peak assumes (mma.sync
+split) at attn_tc of the dense bf16 peak: 15% on an H100, 30% on an A100.  Why so far below the
+GEMMs': mma.sync cannot use Hopper's wgmma, which the H100's dense peak assumes (mma.sync
 reaches about 2/3 of it); every warp reads the whole K and V tiles from shared memory for its 16
 rows, 16 FLOPs per byte at head dim 64 against 128 bytes/clock/SM - half an H100 SM's tensor
 rate (a whole A100 SM's); and every score costs an exp2 on the 16/clock MUFU plus some ten fp32
@@ -40,38 +40,53 @@ at 35% of the H100's peak (FlashAttention-3 paper) and 50-73% of the A100's (Fla
 paper); these kernels are single-buffered, so less.  The fp32 SIMT kernels they replaced are
 still priced (simt: 50% of the fp32 peak) when a profile names them.
 
-train --dry-run has this model's analytic twin (src/train/run/gpumodel.c): it writes the same
+train --dry-run has this model's analytic twin (src/train/plan/gpumodel.c): it writes the same
 operations down from the run's flags instead of reading a profile, prices them with the same
-table (DEVICES, EFF, GAP, SYNC, TILE: the two must agree), and adds the NCCL calls and the
+table (both read share/lmtk/gpu-model.tsv) and the same rules, and adds the NCCL calls and the
 pipeline bubble of a multi-GPU layout.  --json carries each device's per-op rows ("ops") so
 tests/cli/train-gpu-model.sh can compare the two operation by operation.
 """
 import argparse
 import json
 import math
+import os
 import re
 import sys
 from collections import defaultdict
 
-# THE TABLE: src/train/run/gpumodel.c (train --dry-run's step model, this file's analytic twin)
-# holds the same numbers and they must agree; tests/cli/train-gpu-model.sh compares them.
-DEVICES = {
-    # name: dense bf16 tensor-core FLOP/s, fp32 SIMT FLOP/s (FMA = 2), HBM bytes/s, SMs; attn_tc:
-    # the tensor-core attention kernels' efficiency, of the dense bf16 peak (see above).
-    # nvlink (per GPU per direction) and nic (per node per direction, bytes/s) price the NCCL
-    # calls of a layout in gpumodel.c only: a one-GPU profile has none.
-    "H100 SXM": dict(tc=989.4e12, simt=66.9e12, hbm=3.35e12, sms=132, pcie=25e9, attn_tc=0.25,
-                     nvlink=450e9, nic=400e9),
-    "A100 SXM": dict(tc=312.0e12, simt=19.5e12, hbm=2.039e12, sms=108, pcie=20e9, attn_tc=0.40,
-                     nvlink=300e9, nic=50e9),
-}
-EFF = dict(
-    gemm=0.80,      # cuBLASLt on large bf16 GEMMs, before wave quantisation (below)
-    simt=0.50,      # a hand-written fp32 SIMT tile loop (the attention kernels before mma.sync)
-    hbm=0.85,       # a streaming memory-bound kernel
-    best=0.50,      # what-if line: attention as fast as FlashAttention-3 / a tuned FA2 on A100
-    net=0.80,       # an NCCL ring, of the link's bandwidth (gpumodel.c only)
-)
+# THE TABLE: share/lmtk/gpu-model.tsv, which src/train/plan/gpumodel.c (train --dry-run's step
+# model, this file's analytic twin) compiles in: one file, read by both.
+TABLE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "share", "lmtk",
+                     "gpu-model.tsv")
+
+
+def read_table(path=TABLE):
+    """KEY -> VALUE (strings) of share/lmtk/gpu-model.tsv"""
+    t = {}
+    with open(path) as f:
+        for line in f:
+            line = line.rstrip("\n")
+            if not line or line.startswith("#"):
+                continue
+            k, v = line.split("\t", 1)
+            t[k] = v
+    return t
+
+
+_T = read_table()
+DEVICES = {}   # name ("H100 SXM"): peaks and efficiencies, as gpumodel.c's struct gpumodel_device
+for _key in _T["devices"].split():
+    _d = {f: float(_T[f"device.{_key}.{f}"]) for f in
+          ("tc", "simt", "hbm", "pcie", "sms", "nvlink", "nic", "mamf", "attn_tc")}
+    _d["sms"] = int(_d["sms"])
+    _d["key"] = _key
+    DEVICES[_T[f"device.{_key}.name"]] = _d
+EFF = dict(simt=float(_T["eff.simt"]), hbm=float(_T["eff.hbm"]), best=float(_T["eff.best"]),
+           gemm_train=float(_T["gemm.train"]))
+K_HALF = float(_T["gemm.k_half"])
+SPLIT_K = float(_T["gemm.split_k"])
+TILES = [(int(t.split(":")[0].split("x")[0]), int(t.split(":")[0].split("x")[1]),
+          float(t.split(":")[1])) for t in _T["gemm.tiles"].split()]
 # attention kernels by name: causal tile products (units of B x heads x T^2 x head_dim FLOPs,
 # one causal T x T x D product) and the pipe they run on.  attn_bwd_mma_k is the one-kernel
 # backward; its bytes (the profile's) include the fp32 dQ sums once read and once written (the
@@ -82,16 +97,14 @@ ATTN = {
     "attn_bwd_dkv_mma_k": (4, "tc"), "attn_bwd_dq_mma_k": (3, "tc"),
     "attn_fwd_k": (2, "simt"), "attn_bwd_dkv_k": (4, "simt"), "attn_bwd_dq_k": (3, "simt"),
 }
-GAP = 2.5e-6        # per launch: the GPU front end between dependent kernels, no CUDA graph
-GAP_GRAPH = 1.0e-6  # per launch replayed from a CUDA graph (train --cuda-graph): an assumption
-                    # until measured on a GPU (gpumodel.c gap_graph says why)
-SYNC = 10e-6        # per host synchronisation inside the step (one that drains the device)
-TILE = (128, 256)   # cuBLAS's usual bf16 tile on these parts, for wave quantisation
+GAP = float(_T["launch.gap"])              # per launch, no CUDA graph
+GAP_GRAPH = float(_T["launch.gap_graph"])  # per launch replayed from a CUDA graph (--cuda-graph)
+SYNC = float(_T["launch.sync"])            # per host synchronisation inside the step
 
 
 # a kernel's name without the activation type it was instantiated for ("ln_fwd_k<8, __half>" ->
 # "ln_fwd_k<8>", "adamw_multi_k<__nv_bfloat16>" -> "adamw_multi_k"): bf16 and fp16 move the same
-# bytes, and train --dry-run's twin (src/train/run/gpumodel.c) names kernels that way
+# bytes, and train --dry-run's twin (src/train/plan/gpumodel.c) names kernels that way
 ACT_ARG = re.compile(r"(, )?\b(__nv_bfloat16|__half)\b(, )?")
 
 
@@ -169,19 +182,28 @@ def scaled_gemms(g_b1, g_b2, b1, b2, tokens_run1, tokens_target):
     return out
 
 
+def gemm_eff(dev, m, n, k, bt):
+    """gpumodel.c gpumodel_gemm_eff: the best tile after wave quantisation (and split-K for few
+    tiles and a long k), each at gemm.train x MAMF x its tile's share x K / (K + k_half)"""
+    best, sms = 0.0, dev["sms"]
+    for tm, tn, te in TILES:
+        tiles = math.ceil(m / tm) * math.ceil(n / tn) * bt
+        split = max(1, min(int(k / SPLIT_K), sms // tiles))
+        work = tiles * split
+        waves = math.ceil(work / sms)
+        kk = k / split
+        best = max(best, EFF["gemm_train"] * dev["mamf"] * te * kk / (kk + K_HALF) *
+                   work / (waves * sms))
+    return best
+
+
 def gemm_time(o, dev):
     m, n, k, bt = o["m"], o["n"], o["k"], o["batch"]
     flops = 2.0 * m * n * k * bt
     byts = (m * k * o["a"] + k * n * o["b"] + m * n * (o["c"] + o["d"])) * bt
     if o["aux"]:
         byts += m * n * 2 * bt
-    # wave quantisation: output tiles over the SMs; a GEMM with few tiles and a long k (the
-    # weight gradients: k = tokens) is split along k as cuBLAS's heuristics do
-    tiles = math.ceil(m / TILE[0]) * math.ceil(n / TILE[1]) * bt
-    split = max(1, min(k // 2048, dev["sms"] // tiles))
-    work = tiles * split
-    waves = math.ceil(work / dev["sms"])
-    eff = EFF["gemm"] * work / (waves * dev["sms"])
+    eff = gemm_eff(dev, m, n, k, bt)
     return max(flops / (dev["tc"] * eff), byts / (dev["hbm"] * EFF["hbm"])), flops, byts
 
 
@@ -277,7 +299,9 @@ def main():
     htod = [bilinear(*(sum(o["bytes"] for o in p if o["op"] == "copy" and o["kind"] == "HtoD")
                        for p in (p11, p21, p12, p22)), L, x)]
     unit = B * H * T * T * D            # one causal T x T x D tile product, 2 FLOPs per MAC / 2
-    model_flops = (6 * a.params + 12 * L * C * T) * B * T
+    # MFU as llm.c counts it (gpt2_estimate_mfu: 6N + 6 L h T per token, N every parameter),
+    # train --dry-run's "mfu"; PaLM's 6N + 12 L h T is its "mfu_palm"
+    model_flops = (6 * a.params + 6 * L * C * T) * B * T
 
     results = {}
     for dname, dev in DEVICES.items():
@@ -330,7 +354,7 @@ def main():
             print(f"{r['op'][:44]:44s} {r['kind']:9s} {r['count']:6.0f} {r['flops'] / 1e9:9.1f} "
                   f"{r['bytes'] / 1e6:9.1f} {r['time'] * 1e6:9.1f} {100 * r['time'] / step:5.1f}%")
         print(f"step {step * 1e3:.2f} ms, {res['tokens_per_s']:,.0f} tokens/s, MFU "
-              f"{100 * res['mfu']:.1f}% (model FLOPs 6N + 12 L h T per token, of the dense bf16 "
+              f"{100 * res['mfu']:.1f}% (llm.c's count: 6N + 6 L h T FLOPs per token, of the dense bf16 "
               f"peak); GEMMs {100 * res['gemm_share']:.1f}%, attention "
               f"{100 * res['attention_share']:.1f}%, everything else "
               f"{100 * res['other_share']:.1f}% (largest: {res['worst_other']}, "

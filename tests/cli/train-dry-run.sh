@@ -220,7 +220,7 @@ same bloom176b_exact_days_match_python "$py_same" True
 same bloom176b_text_days_match_python "$(tv p176.txt days)" "$py_days"
 check bloom176b_ramp_aware_longer [ "$(js p176.json 'd["time"]["ramp_aware_days"] > d["time"]["days"]')" = True ]
 
-# --- the step model (src/train/run/gpumodel.c): days without --assumed-tflops ---
+# --- the step model (src/train/plan/gpumodel.c): days without --assumed-tflops ---
 # BigScience's figures for BLOOM-176B on these flags and 384 A100 80GB: about 150 TFLOPs per GPU
 # as Megatron-DeepSpeed logged them (the bloom model card) and 366B tokens in 117 days of wall
 # clock, 11 March to 6 July 2022 (the BigScience blog: "about 3.5 months").  The model prices

@@ -8,8 +8,8 @@
 #  - the model's extension from four small runs (1-2 layers, micro-batch 1-2) to a bigger one
 #    predicts that run's launches and GEMM calls exactly and its bytes within 5% (gpu-model.py
 #    --check against a 3-layer, micro-batch-3 run);
-#  - train --dry-run's analytic twin of the model (src/train/run/gpumodel.c) holds gpu-model.py's
-#    table, and prices the same operations the same way: per operation (kernel by name, GEMM by
+#  - train --dry-run's analytic twin of the model (src/train/plan/gpumodel.c) reads gpu-model.py's
+#    table (share/lmtk/gpu-model.tsv), and prices the same operations the same way: per operation (kernel by name, GEMM by
 #    shape, memsets, copies, host syncs) its count, bytes and FLOPs and its predicted time agree
 #    with gpu-model.py's prediction from the executor's records - counts exactly, times within 3%,
 #    bytes and FLOPs within 0.1% - on an H100 and an A100 at the profiled run (3 layers,
@@ -126,8 +126,9 @@ for f in sys.argv[2:]:
         if dev[k] != v:
             bad.append("%s %s: %r here, %r in gpu-model.py" % (s["device"], k, v, dev[k]))
     e = s["efficiencies"]
-    want = dict(gemm=gm.EFF["gemm"], simt=gm.EFF["simt"], hbm=gm.EFF["hbm"], net=gm.EFF["net"],
-                gap_s=gm.GAP, sync_s=gm.SYNC, tile=list(gm.TILE))
+    want = dict(gemm_train=gm.EFF["gemm_train"], simt=gm.EFF["simt"], hbm=gm.EFF["hbm"],
+                k_half=gm.K_HALF, split_k=gm.SPLIT_K, gap_s=gm.GAP, sync_s=gm.SYNC,
+                tiles=[list(t) for t in gm.TILES])
     for k, v in want.items():
         if e[k] != v:
             bad.append("%s: %r here, %r in gpu-model.py" % (k, e[k], v))

@@ -4,7 +4,7 @@
  * formulas of plan.h worked by hand; plus the argv conventions of args.h. */
 #include "t.h"
 #include "train/args.h"
-#include "train/run/plan.h"
+#include "train/plan/plan.h"
 
 #include <math.h>
 #include <stdlib.h>

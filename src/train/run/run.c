@@ -21,7 +21,7 @@
 #include "units.h"
 #include "xalloc.h"
 #include "train/run/buckets.h"
-#include "train/run/check.h"
+#include "train/plan/check.h"
 #include "train/run/ckpt.h"
 #include "train/run/energy.h"
 #include "train/dist/dist.h"

@@ -24,7 +24,7 @@
 #define TRAIN_RUN_H
 
 #include "train/args.h"
-#include "train/run/plan.h"
+#include "train/plan/plan.h"
 
 int run_train(const struct train_args *a, const struct plan *p, const char *cmdline);
 

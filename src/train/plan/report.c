@@ -1,4 +1,4 @@
-#include "train/run/report.h"
+#include "train/plan/report.h"
 
 #include <jansson.h>
 #include <math.h>
@@ -341,6 +341,9 @@ static void text_model_time(const struct plan *p, FILE *f)
 	row(f, "device", d->name, fmt("--gpu-model %s%s: %.0f dense bf16 TFLOP/s, %.0f GB/s HBM", d->key,
 				      a->gpu_model ? "" : " (default)", d->tc / 1e12, d->hbm / 1e9));
 	row(f, "interconnect", "", d->network);
+	row(f, "step model", g->step_model_name, g->step_model_name[0] == 'l' ?
+	    "--step-model lmtk (default): this backend's kernels" :
+	    "--step-model megatron-deepspeed: its kernels, unfused attention, DeepSpeed's pipeline");
 	row(f, "micro-batch slot, slowest stage", duration(g->t_slot),
 	    fmt("forward, backward%s, p2p: MBS %lld x seq %lld", a->checkpoint_activations ?
 		", recompute" : "", LL(p->mbs), LL(p->s)));
@@ -349,7 +352,11 @@ static void text_model_time(const struct plan *p, FILE *f)
 	    fmt("(%lld + PP %lld - 1) slots + the tail; bubble %.1f%%", LL(p->m_full), LL(p->pp),
 		100.0 * (double)(p->pp - 1) / (double)(p->m_full + p->pp - 1)));
 	row(f, "TFLOPs per GPU", fmt("%.1f", p->model_tflops), "Megatron's formula, as train logs it");
-	row(f, "MFU", fmt("%.1f%%", 100 * p->model_mfu), "6N + 12 L h s FLOPs per token, of the peak");
+	row(f, "tokens/s", fmt("%.0f", p->model_tokens_s),
+	    fmt("%.0f per GPU", p->model_tokens_s / (double)p->world));
+	row(f, "MFU", fmt("%.1f%%", 100 * p->model_mfu),
+	    fmt("llm.c's count: 6N + 6 L h s FLOPs per token, of the peak (PaLM's 6N + 12 L h s: %.1f%%)",
+		100 * p->model_mfu_palm));
 	fprintf(f, "  share of stage %d's iteration: GEMMs %.1f%%, attention %.1f%%, NCCL %.1f%%, "
 		"the rest %.1f%%; %.0f launches\n", g->stage, 100 * g->share[GM_KIND_GEMM],
 		100 * g->share[GM_KIND_ATTN], 100 * g->share[GM_KIND_COMM],
@@ -625,7 +632,7 @@ static json_t *jstep_model(const struct plan *p)
 {
 	const struct gpumodel *g = &p->gm;
 	const struct gpumodel_device *d = g->dev;
-	const struct gpumodel_consts *k = &gpumodel_k;
+	const struct gpumodel_consts *k = gpumodel_consts();
 	json_t *ops = json_array();
 	for (int i = 0; i < g->nrows; i++) {
 		const struct gpumodel_row *r = &g->rows[i];
@@ -634,21 +641,30 @@ static json_t *jstep_model(const struct plan *p)
 						     "flops", r->flops, "bytes", r->bytes, "seconds",
 						     r->seconds));
 	}
+	json_t *tiles = json_array();
+	for (int i = 0; i < k->ntiles; i++)
+		json_array_append_new(tiles, json_pack("[i,i,f]", k->tile_m[i], k->tile_n[i], k->tile_eff[i]));
 	json_t *o = json_pack(
-		"{s:s, s:s, s:s, s:{s:f, s:f, s:f, s:f, s:i, s:f, s:f, s:f}, s:{s:f, s:f, s:f, s:f, s:f, "
-		"s:f, s:[i,i], s:f, s:f}, s:i, s:f, s:f, s:f, s:f, s:f, s:f, s:{s:f, s:f, s:f, s:f}, "
-		"s:f, s:o}",
+		"{s:s, s:s, s:s, s:s, s:{s:f, s:f, s:f, s:f, s:i, s:f, s:f, s:f, s:f}, s:{s:f, s:f, s:f, s:f, "
+		"s:o, s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:f}, s:i, s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:s, "
+		"s:{s:f, s:f, s:f, s:f}, s:f, s:o}",
 		"note", "predicted by the step model (gpu-model), not measured",
+		"step_model", g->step_model_name,
 		"gpu_model", d->key, "device", d->name,
 		"peaks", "tc", d->tc, "simt", d->simt, "hbm", d->hbm, "pcie", d->pcie, "sms", d->sms,
-		"attn_tc", d->attn_tc, "nvlink", d->nvlink, "nic", d->nic,
-		"efficiencies", "gemm", k->gemm, "simt", k->simt, "hbm", k->hbm, "net", k->net,
-		"gap_s", p->a->cuda_graph ? k->gap_graph : k->gap, "sync_s", k->sync, "tile", k->tile_m, k->tile_n,
-		"nvlink_latency_s", k->lat_nvlink, "net_latency_s", k->lat_net,
+		"mamf", d->mamf, "attn_tc", d->attn_tc, "nvlink", d->nvlink, "nic", d->nic,
+		"efficiencies", "gemm_train", k->gemm_train, "k_half", k->k_half, "split_k", k->split_k,
+		"simt", k->simt, "tiles", tiles, "hbm", k->hbm,
+		"gap_s", p->a->cuda_graph ? k->gap_graph : k->gap, "sync_s", k->sync,
+		"nccl_base_s", k->nccl_base, "ring_hop_nvlink_s", k->ring_hop[0],
+		"ring_hop_net_s", k->ring_hop[1], "tree_hop_nvlink_s", k->tree_hop[0],
+		"tree_hop_net_s", k->tree_hop[1], "eff_nvlink", k->eff_link[0], "eff_net", k->eff_link[1],
 		"slowest_stage", g->stage, "slot_seconds", g->t_slot, "tail_seconds", g->t_post,
 		"iteration_seconds", g->t_iter, "bubble",
 		(double)(p->pp - 1) / (double)(p->m_full + p->pp - 1),
-		"tflops_per_gpu", p->model_tflops, "mfu", p->model_mfu,
+		"tflops_per_gpu", p->model_tflops, "mfu", p->model_mfu, "mfu_palm", p->model_mfu_palm,
+		"tokens_per_s", p->model_tokens_s, "tokens_per_s_per_gpu", p->model_tokens_s / (double)p->world,
+		"mfu_counts", "llm.c: 6N + 6 L h s FLOPs per token (N all parameters); PaLM: 6N + 12 L h s",
 		"shares", "gemm", g->share[GM_KIND_GEMM], "attention", g->share[GM_KIND_ATTN],
 		"comm", g->share[GM_KIND_COMM], "other", g->share[GM_KIND_OTHER],
 		"launches", g->launches, "ops", ops);

@@ -1,4 +1,5 @@
-#include "train/run/check.h"
+#include "train/plan/check.h"
+#include "train/plan/diag.h"
 
 #include <errno.h>
 #include <stddef.h>

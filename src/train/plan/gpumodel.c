@@ -1,4 +1,4 @@
-#include "train/run/gpumodel.h"
+#include "train/plan/gpumodel.h"
 
 #include <math.h>
 #include <stddef.h>
@@ -8,46 +8,147 @@
 
 #include "train/model/ops.h"
 #include "train/optim/bnb.h"
+#include "msg.h"
 
-/* --- the one table: tests/bench/gpu-model.py has the same numbers and they must agree -------
- * Peaks: NVIDIA's data sheets, dense (no sparsity).  Efficiencies: what cuBLAS and a streaming
- * kernel reach in practice, inputs of the model (gpu-model.py's header says why each).  The
- * interconnect, which gpu-model.py does not use: NVLink per GPU per direction (A100: 12 links,
- * H100: 18 links, 25 GB/s each), and the network per node per direction: an A100 node of Jean
- * Zay, where BLOOM-176B trained, has 4 x 100 Gb/s Omni-Path links (the BigScience tr11 README
- * and "The Technology Behind BLOOM Training"); an H100 node (a DGX H100) 8 x 400 Gb/s
- * InfiniBand.  NCCL's ring reaches gpumodel_k.net of a link; a call costs a latency on top. */
-static const struct gpumodel_device devices[] = {
-	{"h100", "H100 SXM", 989.4e12, 66.9e12, 3.35e12, 25e9, 132, 0.25, 450e9, 400e9,
-	 "NVLink 4, 450 GB/s per direction; 8 x 400 Gb/s InfiniBand per node"},
-	{"a100", "A100 SXM", 312.0e12, 19.5e12, 2.039e12, 20e9, 108, 0.40, 300e9, 50e9,
-	 "NVLink 3, 300 GB/s per direction; 4 x 100 Gb/s Omni-Path per node (Jean Zay)"},
-};
-const struct gpumodel_consts gpumodel_k = {
-	.gemm = 0.80,         /* cuBLASLt on large bf16 GEMMs, before wave quantisation */
-	.simt = 0.50,         /* a fp32 SIMT tile loop (no such kernel is left in the backend) */
-	.hbm = 0.85,          /* a streaming memory-bound kernel */
-	.net = 0.80,          /* an NCCL ring, of the link's bandwidth */
-	.gap = 2.5e-6,        /* per launch: the front end between dependent kernels, no CUDA graph */
-	/* per launch of a graph's node (--cuda-graph): an assumption, not a measurement - the
-	 * graph removes the per-launch submission (the runtime call, the driver's push of each
-	 * launch) and leaves the device's resolution of each dependency; 1 us is taken until an
-	 * H100 run of train with and without --cuda-graph measures it */
-	.gap_graph = 1.0e-6,
-	.sync = 10e-6,        /* per host synchronisation that drains the device (a read-back the
-			       * step waits for; a deferred one, behind the next step, costs none) */
-	.tile_m = 128,        /* cuBLAS's usual bf16 tile on these parts, for wave quantisation */
-	.tile_n = 256,
-	.lat_nvlink = 10e-6,  /* per NCCL call inside a node */
-	.lat_net = 30e-6,     /* per NCCL call across nodes */
-};
-#define K gpumodel_k
+/* --- the one table: share/lmtk/gpu-model.tsv, which tests/bench/gpu-model.py reads too --------
+ * The file is compiled in (the assembler's .incbin, as tokenize's built-in Punkt parameters), so
+ * train --dry-run needs nothing at run time, from any directory or an installed copy, and the two
+ * readers cannot hold different numbers.  It is parsed once, on first use; a key missing or
+ * malformed is a build defect (tests/unit/train_gpumodel.c loads it) and stops train with 3. */
+__asm__(".pushsection .rodata\n"
+	".type gpumodel_tsv, @object\n"
+	".balign 16\n"
+	"gpumodel_tsv:\n"
+	".incbin \"share/lmtk/gpu-model.tsv\"\n"
+	"gpumodel_tsv_end:\n"
+	".byte 0\n"
+	".popsection\n");
+extern const char gpumodel_tsv[], gpumodel_tsv_end[];
+
+#define MAX_DEVICES 8
+static struct gpumodel_device devices[MAX_DEVICES];
+static int ndevices;
+static struct gpumodel_consts consts;
+static char keys_text[128];
+
+/* the value of KEY (a copy in buf), or die */
+static char *tsv_get(const char *key, char *buf, size_t len)
+{
+	size_t kl = strlen(key);
+	for (const char *l = gpumodel_tsv; l < gpumodel_tsv_end;) {
+		const char *e = memchr(l, '\n', (size_t)(gpumodel_tsv_end - l));
+		if (!e)
+			e = gpumodel_tsv_end;
+		if (*l != '#' && (size_t)(e - l) > kl && strncmp(l, key, kl) == 0 && l[kl] == '\t') {
+			size_t n = (size_t)(e - l) - kl - 1;
+			if (n >= len)
+				n = len - 1;
+			memcpy(buf, l + kl + 1, n);
+			buf[n] = 0;
+			return buf;
+		}
+		l = e + 1;
+	}
+	die(3, "the compiled-in share/lmtk/gpu-model.tsv has no %s: rebuild train", key);
+}
+
+static double tsv_num(const char *key)
+{
+	char buf[64], *end;
+	double v = strtod(tsv_get(key, buf, sizeof buf), &end);
+	if (end == buf || *end)
+		die(3, "the compiled-in share/lmtk/gpu-model.tsv: %s '%s' is not a number", key, buf);
+	return v;
+}
+
+static double dev_num(const char *dev, const char *field)
+{
+	char key[64];
+	snprintf(key, sizeof key, "device.%s.%s", dev, field);
+	return tsv_num(key);
+}
+
+static void load(void)
+{
+	static int loaded;
+	char buf[256], key[64];
+	if (loaded)
+		return;
+	loaded = 1;
+	char *save = NULL, *w = tsv_get("devices", buf, sizeof buf);
+	snprintf(keys_text, sizeof keys_text, "%s", "");
+	for (w = strtok_r(w, " ", &save); w && ndevices < MAX_DEVICES; w = strtok_r(NULL, " ", &save)) {
+		struct gpumodel_device *d = &devices[ndevices++];
+		char v[128];
+		d->key = strdup(w);
+		snprintf(key, sizeof key, "device.%s.name", w);
+		d->name = strdup(tsv_get(key, v, sizeof v));
+		snprintf(key, sizeof key, "device.%s.network", w);
+		d->network = strdup(tsv_get(key, v, sizeof v));
+		if (!d->key || !d->name || !d->network)
+			die(3, "out of memory reading the step model's table");
+		d->tc = dev_num(w, "tc");
+		d->simt = dev_num(w, "simt");
+		d->hbm = dev_num(w, "hbm");
+		d->pcie = dev_num(w, "pcie");
+		d->sms = (int)dev_num(w, "sms");
+		d->nvlink = dev_num(w, "nvlink");
+		d->nic = dev_num(w, "nic");
+		d->mamf = dev_num(w, "mamf");
+		d->attn_tc = dev_num(w, "attn_tc");
+		snprintf(keys_text + strlen(keys_text), sizeof keys_text - strlen(keys_text), "%s%s",
+			 ndevices > 1 ? ", " : "", w);
+	}
+	struct gpumodel_consts *k = &consts;
+	k->gemm_train = tsv_num("gemm.train");
+	k->k_half = tsv_num("gemm.k_half");
+	k->split_k = tsv_num("gemm.split_k");
+	save = NULL;
+	for (w = strtok_r(tsv_get("gemm.tiles", buf, sizeof buf), " ", &save);
+	     w && k->ntiles < GM_MAX_TILES; w = strtok_r(NULL, " ", &save)) {
+		int m, n, used = 0;
+		double e;
+		if (sscanf(w, "%dx%d:%lf%n", &m, &n, &e, &used) != 3 || w[used] || m <= 0 || n <= 0)
+			die(3, "the compiled-in share/lmtk/gpu-model.tsv: gemm.tiles '%s' is not MxN:EFF", w);
+		k->tile_m[k->ntiles] = m;
+		k->tile_n[k->ntiles] = n;
+		k->tile_eff[k->ntiles++] = e;
+	}
+	k->simt = tsv_num("eff.simt");
+	k->hbm = tsv_num("eff.hbm");
+	k->best = tsv_num("eff.best");
+	k->gap = tsv_num("launch.gap");
+	k->gap_graph = tsv_num("launch.gap_graph");
+	k->sync = tsv_num("launch.sync");
+	k->nccl_base = tsv_num("nccl.base");
+	k->ring_hop[0] = tsv_num("nccl.ring.hop_nvlink");
+	k->ring_hop[1] = tsv_num("nccl.ring.hop_net");
+	k->tree_hop[0] = tsv_num("nccl.tree.hop_nvlink");
+	k->tree_hop[1] = tsv_num("nccl.tree.hop_net");
+	k->eff_link[0] = tsv_num("nccl.eff_nvlink");
+	k->eff_link[1] = tsv_num("nccl.eff_net");
+}
+
+const struct gpumodel_consts *gpumodel_consts(void)
+{
+	load();
+	return &consts;
+}
+
+const char *gpumodel_device_keys(void)
+{
+	load();
+	return keys_text;
+}
+
+#define K (*gpumodel_consts())
 
 const char *const gpumodel_kind_name[GM_KINDS] = {"gemm", "attention", "other", "comm"};
 
 const struct gpumodel_device *gpumodel_device(const char *key)
 {
-	for (size_t i = 0; i < sizeof devices / sizeof devices[0]; i++)
+	load();
+	for (int i = 0; i < ndevices; i++)
 		if (strcmp(devices[i].key, key) == 0)
 			return &devices[i];
 	return NULL;
@@ -144,6 +245,32 @@ static void attention(struct ctx *x, const char *base, int units, double rd, dou
 	x->l->launches++;
 }
 
+/* A GEMM's share of the tc peak (share/lmtk/gpu-model.tsv): the best of cuBLAS's tiles after
+ * wave quantisation - output tiles (times the batch) over the SMs; few tiles and a long k (the
+ * weight gradients: k = tokens) are split along k, as cuBLAS's heuristics do - each at the
+ * table's share of the MAMF, times K / (K + k_half) for its part of k.  gpu-model.py's
+ * gemm_eff is the same function. */
+double gpumodel_gemm_eff(const struct gpumodel_device *d, int64_t m, int64_t n, int64_t k, int64_t batch)
+{
+	double best = 0;
+	int64_t sms = d->sms;
+	for (int i = 0; i < K.ntiles; i++) {
+		int64_t tm = K.tile_m[i], tn = K.tile_n[i];
+		int64_t tiles = ((m + tm - 1) / tm) * ((n + tn - 1) / tn) * batch;
+		int64_t split = (int64_t)((double)k / K.split_k) < sms / tiles ?
+				(int64_t)((double)k / K.split_k) : sms / tiles;
+		if (split < 1)
+			split = 1;
+		int64_t work = tiles * split, waves = (work + sms - 1) / sms;
+		double kk = (double)k / (double)split;
+		double eff = K.gemm_train * d->mamf * K.tile_eff[i] * kk / (kk + K.k_half) *
+			     (double)work / (double)(waves * sms);
+		if (eff > best)
+			best = eff;
+	}
+	return best;
+}
+
 /* One cuBLASLt call, D(m,n) = A(m,k) B(k,n) (+ C): A and B bf16; c bytes per element of C read
  * (0: beta 0; 4: the fp32 weight gradient accumulated in place), d of D written; aux: the GeLU
  * epilogues' bf16 pre-activation, written or read */
@@ -154,15 +281,7 @@ static void gemm(struct ctx *x, int64_t m, int64_t n, int64_t k, int c, int d, c
 	double flops = 2.0 * (double)m * (double)n * (double)k;
 	double bytes = (double)m * k * 2 + (double)k * n * 2 + (double)m * n * (c + d) +
 		       (aux ? (double)m * n * 2 : 0);
-	/* wave quantisation: output tiles over the SMs; few tiles and a long k (the weight
-	 * gradients: k = tokens) are split along k, as cuBLAS's heuristics do */
-	int64_t sms = x->d->sms;
-	int64_t tiles = ((m + K.tile_m - 1) / K.tile_m) * ((n + K.tile_n - 1) / K.tile_n);
-	int64_t split = k / 2048 < sms / tiles ? k / 2048 : sms / tiles;
-	if (split < 1)
-		split = 1;
-	int64_t work = tiles * split, waves = (work + sms - 1) / sms;
-	double eff = K.gemm * (double)work / (double)(waves * sms);
+	double eff = gpumodel_gemm_eff(x->d, m, n, k, 1);
 	double s = fmax(flops / (x->d->tc * eff), mem_s(x, bytes));
 	snprintf(name, sizeof name, "gemm %lldx%lldx%lld %s%s%s", (long long)m, (long long)n,
 		 (long long)k, epi, bias ? "+bias" : "", aux ? "+aux" : "");
@@ -203,7 +322,11 @@ struct group {
 	int64_t g, stride;
 };
 
-static void link_of(const struct ctx *x, struct group gr, double *bw, double *lat)
+enum nccl_op { NCCL_ALLREDUCE, NCCL_HALF };   /* HALF: a reduce-scatter, all-gather, reduce */
+
+/* The link a group's transfers cross and its bandwidth per transfer: NVLink inside a node; a
+ * group spanning nodes gets its node's network divided by the node's groups crossing it */
+static double link_of(const struct ctx *x, struct group gr, int *net, int64_t *local, int64_t *nodes)
 {
 	int64_t gpn = x->c->gpus_per_node > 0 ? x->c->gpus_per_node : 1;
 	int64_t per_node = gr.stride >= gpn ? 1 : gpn / gr.stride;
@@ -211,35 +334,69 @@ static void link_of(const struct ctx *x, struct group gr, double *bw, double *la
 		per_node = gr.g;
 	if (per_node < 1)
 		per_node = 1;
-	if (gr.g <= per_node) {
-		*bw = x->d->nvlink * K.net;
-		*lat = K.lat_nvlink;
-	} else {
-		*bw = x->d->nic * K.net / (double)(gpn / per_node > 0 ? gpn / per_node : 1);
-		*lat = K.lat_net;
+	*local = per_node;
+	*nodes = (gr.g + per_node - 1) / per_node;
+	*net = gr.g > per_node;
+	if (!*net)
+		return x->d->nvlink * K.eff_link[0];
+	return x->d->nic * K.eff_link[1] / (double)(gpn / per_node > 0 ? gpn / per_node : 1);
+}
+
+/* NCCL's alpha-beta cost of one call (share/lmtk/gpu-model.tsv says where the terms come from):
+ * alpha seconds plus beta seconds per byte of the buffer.  A ring takes 2(g-1) steps for an
+ * all-reduce (g-1 for the halves), each moving 1/g of the bytes through every link; a tree
+ * (all-reduce only) a chain inside each node and a binary tree across them, every link carrying
+ * the bytes up and down.  The faster of the two at `bytes`, as NCCL's tuner picks. */
+static void nccl_ab(const struct ctx *x, struct group gr, enum nccl_op op, double bytes,
+		    double *alpha, double *beta)
+{
+	int net;
+	int64_t local, nodes;
+	double bw = link_of(x, gr, &net, &local, &nodes), g = (double)gr.g;
+	double steps = op == NCCL_ALLREDUCE ? 2 * (g - 1) : g - 1;
+	*alpha = K.nccl_base + steps * K.ring_hop[net];
+	*beta = steps / g / bw;
+	if (op == NCCL_ALLREDUCE && nodes > 1) {
+		double ts = 2 * ((double)(local - 1) + ceil(log2((double)nodes)));
+		double ta = K.nccl_base + ts * K.tree_hop[net], tb = 2 / bw;
+		if (ta + tb * bytes < *alpha + *beta * bytes) {
+			*alpha = ta;
+			*beta = tb;
+		}
 	}
 }
 
-/* a sum as dist_nccl.cu does it: reduce-scatter, then all-gather (2 (g-1)/g of the bytes) */
+static double nccl_seconds(const struct ctx *x, struct group gr, enum nccl_op op, double bytes)
+{
+	double al, be;
+	if (gr.g <= 1)
+		return 0;
+	nccl_ab(x, gr, op, bytes, &al, &be);
+	return al + be * bytes;
+}
+
+/* a sum as dist_nccl.cu does it: reduce-scatter, then all-gather */
 static void comm_sum(struct ctx *x, const char *name, struct group gr, double bytes)
 {
-	double bw, lat;
 	if (gr.g <= 1)
 		return;
-	link_of(x, gr, &bw, &lat);
-	add(x, name, GM_KIND_COMM, 2, 0, bytes,
-	    2 * (lat + (double)(gr.g - 1) / (double)gr.g * bytes / bw));
+	add(x, name, GM_KIND_COMM, 2, 0, bytes, 2 * nccl_seconds(x, gr, NCCL_HALF, bytes));
+}
+
+/* one all-reduce call (Megatron-DeepSpeed: torch.distributed.all_reduce) */
+static void comm_allreduce(struct ctx *x, const char *name, struct group gr, double bytes)
+{
+	if (gr.g <= 1)
+		return;
+	add(x, name, GM_KIND_COMM, 1, 0, bytes, nccl_seconds(x, gr, NCCL_ALLREDUCE, bytes));
 }
 
 /* an all-gather of `bytes` in all ((g-1)/g of them arrive) */
 static void comm_gather(struct ctx *x, const char *name, struct group gr, double bytes)
 {
-	double bw, lat;
 	if (gr.g <= 1)
 		return;
-	link_of(x, gr, &bw, &lat);
-	add(x, name, GM_KIND_COMM, 1, 0, bytes,
-	    lat + (double)(gr.g - 1) / (double)gr.g * bytes / bw);
+	add(x, name, GM_KIND_COMM, 1, 0, bytes, nccl_seconds(x, gr, NCCL_HALF, bytes));
 }
 
 /* The DP gradients (run/buckets.c): a sum (reduce-scatter + all-gather) of `bytes`, or under
@@ -247,10 +404,9 @@ static void comm_gather(struct ctx *x, const char *name, struct group gr, double
  * buckets; seconds */
 static double dp_seconds(struct ctx *x, struct group gr, double bytes, double calls, int zero)
 {
-	double bw, lat;
-	link_of(x, gr, &bw, &lat);
-	double k = zero ? 1 : 2;
-	return k * calls * lat + k * (double)(gr.g - 1) / (double)gr.g * bytes / bw;
+	double al, be, k = zero ? 1 : 2;
+	nccl_ab(x, gr, NCCL_HALF, bytes / calls, &al, &be);
+	return k * calls * al + k * be * bytes;
 }
 
 static void comm_dp(struct ctx *x, struct group gr, double P, int zero)
@@ -325,9 +481,9 @@ static void p2p(struct ctx *x, double bytes)
 {
 	int64_t gpn = x->c->gpus_per_node > 0 ? x->c->gpus_per_node : 1;
 	int inter = x->c->tp * x->c->dp >= gpn;
-	double bw = inter ? x->d->nic * K.net / (double)gpn : x->d->nvlink * K.net;
+	double bw = inter ? x->d->nic * K.eff_link[1] / (double)gpn : x->d->nvlink * K.eff_link[0];
 	add(x, "nccl send/recv PP", GM_KIND_COMM, 1, 0, bytes,
-	    (inter ? K.lat_net : K.lat_nvlink) + bytes / bw);
+	    K.nccl_base + K.ring_hop[inter] + bytes / bw);
 }
 
 /* --- the kernels, as src/train/cuda/ *.cu launches them ------------------------------------ */
@@ -804,6 +960,222 @@ static void iteration_tail(struct ctx *x)
 	free(numel), free(repl), free(wte);
 }
 
+/* --- Megatron-DeepSpeed's step (--step-model megatron-deepspeed) ------------------------------
+ * What BigScience's Megatron-DeepSpeed launches for the same flags, priced with the same table:
+ * PyTorch's eager kernels and Megatron's fused ones (apex's fused layer norm, the JIT-fused
+ * bias-GeLU and bias-dropout-add, the fused scale-mask-softmax), attention unfused - the scores
+ * (B, heads/TP, T, T) written by a batched GEMM (baddbmm, with ALiBi as its input), softmaxed,
+ * dropped out and read back by the second batched GEMM, all of them in bf16 and all of T x T
+ * (the mask is applied after the products) - each weight gradient a GEMM of its own plus an add
+ * into the parameter's bf16 .grad and a bias gradient a column sum, the TP all-reduces of
+ * torch.distributed; --checkpoint-activations recomputes every layer's forward (TP all-reduces
+ * included) before its backward.  DeepSpeed's pipeline engine (deepspeed/runtime/pipe) sends the
+ * whole activation from every TP rank between stages and runs the 1F1B schedule (m + PP - 1
+ * slots); after the last backward its BF16 optimizer (the ZeRO-1 tr11 ran: fp32 state sharded
+ * over DP) folds the bf16 gradients into fp32, all-reduces the tied embedding's between the first
+ * and last stage and every gradient over DP in fp32 (buckets of 5e8 elements), takes the norm,
+ * steps Adam on its shard, and all-gathers the updated bf16 weights over DP.  Nothing overlaps:
+ * one stream, blocking collectives. */
+static void mds_gemm(struct ctx *x, const char *tag, int64_t m, int64_t n, int64_t k, int64_t batch,
+		     double c, double d)
+{
+	char name[80];
+	double flops = 2.0 * (double)m * (double)n * (double)k * (double)batch;
+	double bytes = (double)batch * ((double)m * k * 2 + (double)k * n * 2 + (double)m * n * (c + d));
+	double eff = gpumodel_gemm_eff(x->d, m, n, k, batch);
+	double s = fmax(flops / (x->d->tc * eff), mem_s(x, bytes));
+	if (batch > 1)
+		snprintf(name, sizeof name, "bmm %lldx%lldx%lld x%lld %s", (long long)m, (long long)n,
+			 (long long)k, (long long)batch, tag);
+	else
+		snprintf(name, sizeof name, "gemm %lldx%lldx%lld %s", (long long)m, (long long)n,
+			 (long long)k, tag);
+	add(x, name, batch > 1 ? GM_KIND_ATTN : GM_KIND_GEMM, 1, flops, bytes, s + gap(x));
+	x->l->launches++;
+}
+
+/* a memory-bound kernel of the unfused attention (its share is attention's) */
+static void mds_attn_kernel(struct ctx *x, const char *name, double rd, double wr)
+{
+	add(x, name, GM_KIND_ATTN, 1, 0, rd + wr, mem_s(x, rd + wr) + gap(x));
+	x->l->launches++;
+}
+
+/* a linear layer's backward: dX (when asked), dW and its add into .grad, the bias's column sum */
+static void mds_linear_bwd(struct ctx *x, int64_t in, int64_t out, int dinp, int bias)
+{
+	if (dinp)
+		mds_gemm(x, "dgrad", in, x->N, out, 1, 0, 2);
+	mds_gemm(x, "wgrad", out, in, x->N, 1, 0, 2);
+	kernel(x, "grad accumulate (bf16 .grad +=)", 2 * sec(in * out * 2.0), sec(in * out * 2.0));
+	if (bias)
+		kernel(x, "bias grad (column sum)", sec(x->N * out * 2.0), sec(out * 2.0));
+}
+
+static void mds_ln(struct ctx *x)   /* apex FusedLayerNorm forward */
+{
+	kernel(x, "fused_layer_norm fwd", sec(x->N * x->C * 2) + 2 * sec(x->C * 2),
+	       sec(x->N * x->C * 2) + 2 * sec(x->N * 4));
+}
+
+static void mds_ln_bwd(struct ctx *x)
+{
+	double nc = sec(x->N * x->C * 2);
+	kernel(x, "fused_layer_norm bwd", 2 * nc + 2 * sec(x->N * 4) + sec(x->C * 2), nc);
+	kernel(x, "fused_layer_norm bwd (gamma, beta)", 2 * nc, 2 * sec(x->C * 4));
+}
+
+static void mds_bda(struct ctx *x)   /* the JIT-fused bias-dropout-add */
+{
+	double nc = sec(x->N * x->C * 2);
+	kernel(x, "bias_dropout_add fwd", 2 * nc, nc + (x->hd > 0 ? sec(x->N * x->C) : 0));
+}
+
+static void mds_layer_fwd(struct ctx *x)
+{
+	const struct gpumodel_cfg *c = x->c;
+	double nc = sec(x->N * x->C * 2), S = sec((double)x->B * x->NH * x->T * x->T * 2);
+	mds_ln(x);
+	mds_gemm(x, "qkv", x->C3, x->N, x->C, 1, 0, 2);
+	mds_gemm(x, "scores (baddbmm)", x->T, x->T, x->HD, x->B * x->NH, c->alibi ? 0 : 0, 2);
+	mds_attn_kernel(x, "scaled_masked_softmax fwd", S, S);
+	if (c->attn_dropout > 0)
+		mds_attn_kernel(x, "attention dropout fwd", S, S + S / 2);
+	mds_gemm(x, "context (bmm)", x->T, x->HD, x->T, x->B * x->NH, 0, 2);
+	kernel(x, "context permute (contiguous)", sec(x->N * x->Cl * 2), sec(x->N * x->Cl * 2));
+	mds_gemm(x, "dense", x->C, x->N, x->Cl, 1, 0, 2);
+	comm_allreduce(x, "nccl all-reduce TP (activations)", tp_group(x), nc);
+	mds_bda(x);
+	mds_ln(x);
+	mds_gemm(x, "h_to_4h", x->F, x->N, x->C, 1, 0, 2);
+	kernel(x, "bias_gelu fwd", sec(x->N * x->F * 2), sec(x->N * x->F * 2));
+	mds_gemm(x, "4h_to_h", x->C, x->N, x->F, 1, 0, 2);
+	comm_allreduce(x, "nccl all-reduce TP (activations)", tp_group(x), nc);
+	mds_bda(x);
+}
+
+static void mds_layer_bwd(struct ctx *x)
+{
+	const struct gpumodel_cfg *c = x->c;
+	double nc = sec(x->N * x->C * 2), S = sec((double)x->B * x->NH * x->T * x->T * 2);
+	double nf = sec(x->N * x->F * 2);
+	kernel(x, "bias_dropout_add bwd", nc + (x->hd > 0 ? sec(x->N * x->C) : 0), nc);
+	mds_linear_bwd(x, x->F, x->C, 1, 1);
+	kernel(x, "bias_gelu bwd", 2 * nf, nf);
+	mds_linear_bwd(x, x->C, x->F, 1, 1);
+	comm_allreduce(x, "nccl all-reduce TP (activations)", tp_group(x), nc);
+	mds_ln_bwd(x);
+	kernel(x, "residual grad add", 2 * nc, nc);
+	kernel(x, "bias_dropout_add bwd", nc + (x->hd > 0 ? sec(x->N * x->C) : 0), nc);
+	mds_linear_bwd(x, x->Cl, x->C, 1, 1);
+	kernel(x, "context permute (contiguous)", sec(x->N * x->Cl * 2), sec(x->N * x->Cl * 2));
+	mds_gemm(x, "d probs (bmm)", x->T, x->T, x->HD, x->B * x->NH, 0, 2);
+	mds_gemm(x, "d values (bmm)", x->T, x->HD, x->T, x->B * x->NH, 0, 2);
+	if (c->attn_dropout > 0)
+		mds_attn_kernel(x, "attention dropout bwd", S + S / 2, S);
+	mds_attn_kernel(x, "scaled_masked_softmax bwd", 2 * S, S);
+	mds_gemm(x, "d queries (bmm)", x->T, x->HD, x->T, x->B * x->NH, 0, 2);
+	mds_gemm(x, "d keys (bmm)", x->T, x->HD, x->T, x->B * x->NH, 0, 2);
+	mds_linear_bwd(x, x->C, x->C3, 1, 1);
+	comm_allreduce(x, "nccl all-reduce TP (activations)", tp_group(x), nc);
+	mds_ln_bwd(x);
+	kernel(x, "residual grad add", 2 * nc, nc);
+}
+
+static void mds_micro_batch(struct ctx *x)
+{
+	const struct gpumodel_cfg *c = x->c;
+	double nc = sec(x->N * x->C * 2), n4 = sec(x->N * 8);
+	if (x->first) {   /* VocabParallelEmbedding: mask the ids, look up, zero the others', sum */
+		htod(x, n4);
+		kernel(x, "embedding (vocab-parallel) fwd", 3 * n4 + nc, nc + n4);
+		comm_allreduce(x, "nccl all-reduce TP (activations)", tp_group(x), nc);
+		if (!c->alibi)
+			kernel(x, "position embedding add", 2 * nc, nc);
+		if (c->embed_ln)
+			mds_ln(x);
+		if (x->hd > 0)
+			kernel(x, "embedding dropout", nc, nc + sec(x->N * x->C));
+	}
+	for (int l = 0; l < x->nl; l++)
+		mds_layer_fwd(x);
+	if (x->last) {   /* final norm, logits, vocab-parallel cross entropy in fp32 */
+		double lg = sec((double)x->N * x->Vl * 2), lf = sec((double)x->N * x->Vl * 4);
+		mds_ln(x);
+		mds_gemm(x, "logits", x->Vl, x->N, x->C, 1, 0, 2);
+		kernel(x, "logits to fp32", lg, lf);
+		kernel(x, "cross entropy: max", lf, sec(x->N * 4));
+		comm_allreduce(x, "nccl all-reduce TP (cross entropy)", tp_group(x), sec(x->N * 4));
+		kernel(x, "cross entropy: exp, sum, softmax", 2 * lf, lf);
+		comm_allreduce(x, "nccl all-reduce TP (cross entropy)", tp_group(x), sec(x->N * 4));
+		comm_allreduce(x, "nccl all-reduce TP (cross entropy)", tp_group(x), sec(x->N * 4));
+		kernel(x, "cross entropy bwd", lf, lg);
+		mds_linear_bwd(x, x->C, x->Vl, 1, 0);
+		comm_allreduce(x, "nccl all-reduce TP (activations)", tp_group(x), nc);
+		mds_ln_bwd(x);
+	}
+	for (int l = 0; l < x->nl; l++) {
+		if (x->ck)
+			mds_layer_fwd(x);   /* the recomputation before each layer's backward */
+		mds_layer_bwd(x);
+	}
+	if (x->first) {
+		double vc = sec((double)x->Vl * x->C * 2);
+		if (c->embed_ln)
+			mds_ln_bwd(x);
+		kernel(x, "embedding dense bwd", 2 * n4 + nc, vc);
+		kernel(x, "grad accumulate (bf16 .grad +=)", 2 * vc, vc);
+	}
+	double xb = (double)x->N * x->C * 2;   /* DeepSpeed sends each TP rank's whole activation */
+	if (!x->first)
+		p2p(x, xb);
+	if (!x->last)
+		p2p(x, xb);
+}
+
+static void mds_iteration_tail(struct ctx *x)
+{
+	const struct gpumodel_cfg *c = x->c;
+	int nt = 12 * x->nl + 7;
+	int64_t *numel = calloc((size_t)nt, sizeof *numel);
+	int *repl = calloc((size_t)nt, sizeof *repl), *wte = calloc((size_t)nt, sizeof *wte);
+	if (!numel || !repl || !wte) {
+		x->oom = 1;
+		free(numel), free(repl), free(wte);
+		return;
+	}
+	nt = tensors(x, numel, repl, wte);
+	double P = 0, P_wte = 0;
+	for (int i = 0; i < nt; i++) {
+		P += (double)numel[i];
+		if (wte[i])
+			P_wte = (double)numel[i];
+	}
+	double dp = (double)c->dp, Ps = P / dp;
+	/* the BF16 optimizer: bf16 gradients into the fp32 flat buffer */
+	kernel(x, "bf16 grads into fp32", sec(P * 2) + sec(P * 4), sec(P * 4));
+	if (c->pp > 1 && (x->first || x->last))
+		comm_allreduce(x, "nccl all-reduce tied embedding (fp32)",
+			       (struct group){2, (c->pp - 1) * c->tp * c->dp}, P_wte * 4);
+	if (c->dp > 1)
+		for (double left = P; left > 0; left -= 5e8)
+			comm_allreduce(x, "nccl all-reduce DP (fp32 gradients)", dp_group(x),
+				       fmin(left, 5e8) * 4);
+	kernel(x, "gradient norm", sec(Ps * 4), 32);
+	for (int i = 0; i < 3; i++)   /* the norm over DP, TP and PP */
+		comm_allreduce(x, "nccl all-reduce (norm)", i == 0 ? dp_group(x) : i == 1 ? tp_group(x)
+			       : pp_group(x), 4);
+	dtoh(x);
+	kernel(x, "clip", sec(Ps * 4), sec(Ps * 4));
+	kernel(x, "FusedAdam (shard)", 16 * Ps, 12 * Ps);
+	kernel(x, "fp32 to bf16 (shard)", sec(Ps * 4), sec(Ps * 2));
+	if (c->dp > 1)
+		comm_gather(x, "nccl all-gather DP (bf16 weights)", dp_group(x), P * 2);
+	memset_(x, P * 2);   /* zero the bf16 .grad */
+	memset_(x, P * 4);   /* and the fp32 buffer */
+	free(numel), free(repl), free(wte);
+}
+
 static double total(const struct list *l)
 {
 	double s = 0;
@@ -816,6 +1188,7 @@ int gpumodel_run(struct gpumodel *g, const struct gpumodel_cfg *c, const struct 
 {
 	memset(g, 0, sizeof *g);
 	g->dev = d;
+	g->step_model_name = c->mds ? "megatron-deepspeed" : "lmtk";
 	int pp = (int)c->pp, oom = 0;
 	struct list *mb = calloc((size_t)pp, sizeof *mb), *it = calloc((size_t)pp, sizeof *it);
 	if (!mb || !it) {
@@ -833,10 +1206,16 @@ int gpumodel_run(struct gpumodel *g, const struct gpumodel_cfg *c, const struct 
 		};
 		x.N = x.B * x.T;
 		x.l = &mb[s];
-		micro_batch(&x);
+		if (c->mds)
+			mds_micro_batch(&x);
+		else
+			micro_batch(&x);
 		x.t_mb = total(&mb[s]);
 		x.l = &it[s];
-		iteration_tail(&x);
+		if (c->mds)
+			mds_iteration_tail(&x);
+		else
+			iteration_tail(&x);
 		oom |= x.oom;
 		double t_mb = total(&mb[s]), t_post = total(&it[s]);
 		if (t_mb > g->t_slot)

@@ -8,27 +8,29 @@
  * FLOPs and compulsory bytes of its buffers as the kernel reads and writes them (in 32-byte
  * sectors, as the executor counts) - and prices each with gpu-model.py's rules and constants:
  * the larger of FLOPs at a pipe's peak x efficiency and bytes at HBM bandwidth x efficiency, plus
- * a launch gap; GEMMs with cuBLAS's tile and wave quantisation; attention's FLOPs at the
- * tensor-core efficiency of its kernels; a host synchronisation per device-to-host copy.  The
- * device table and the efficiencies exist twice, here and in gpu-model.py, and must agree
- * (tests/cli/train-gpu-model.sh compares them and the per-op times of the two on a real profile).
+ * a launch gap; GEMMs by shape (cuBLAS's tiles, wave quantisation, K); attention's FLOPs at the
+ * tensor-core efficiency of its kernels; a host synchronisation per device-to-host copy
+ * (tests/cli/train-gpu-model.sh compares the per-op times of the two on a real profile).
  *
  * What gpu-model.py does not see - one GPU's profile has no peers - is added here: the NCCL
  * calls of the layout (TP's all-reduces of activations inside each layer, the pipeline's
  * send/receive per micro-batch, the tied embedding's gradient between first and last stage,
  * DP's gradient sum - under ZeRO-1 a reduce onto each shard's owner - and ZeRO-1's all-gather,
- * the host collectives of every iteration's decisions), each a ring: 2 (g-1)/g of the bytes per
- * rank for a sum (reduce-scatter plus all-gather, dist_nccl.cu), (g-1)/g for a reduce or an
- * all-gather, at NVLink's bandwidth inside a node or at the node's network share across nodes,
- * plus a latency per call; and the 1F1B pipeline: an iteration of m micro-batches takes m + PP -
- * 1 slots of the slowest stage's micro-batch, plus the work after the last backward (gradient
- * norm, optimizer, the DP gradients) of the slowest stage - the bubble (PP-1)/(m+PP-1).
- * Everything runs on the backend's one stream, so nothing overlaps - but with
+ * the host collectives of every iteration's decisions), each priced by an alpha-beta model per
+ * algorithm (ring, tree) and group size, at NVLink's bandwidth inside a node or at the node's
+ * network share across nodes; and the 1F1B pipeline: an iteration of m micro-batches takes
+ * m + PP - 1 slots of the slowest stage's micro-batch, plus the work after the last backward
+ * (gradient norm, optimizer, the DP gradients) of the slowest stage - the bubble
+ * (PP-1)/(m+PP-1).  Everything runs on the backend's one stream, so nothing overlaps - but with
  * --overlap-grad-reduce the DP buckets of the layers (run/buckets.h), whose sums run on a second
  * stream under the last backward: only what outlasts the backward of the layers below the first
- * bucket is counted, and at least the last bucket.  For BLOOM-176B's flags (ZeRO-1 over DP 8) on
- * A100s: 179 TFLOPs per GPU, 91.1 days for 366B tokens (176 and 92.9 while ZeRO-1 summed the
- * gradients everywhere); 179.4 and 90.7 with overlap_comm.
+ * bucket is counted, and at least the last bucket.
+ *
+ * cfg.mds (--step-model megatron-deepspeed) writes down what Megatron-DeepSpeed launches for the
+ * same flags instead (gpumodel.c says what), priced with the same table; on tr11's flags it gives
+ * BLOOM-176B's measured 149 TFLOPs per A100 (tests/cli/train-step-model.sh), lmtk's step 160.7.
+ * The table - peaks, GEMM efficiencies by shape, NCCL's terms - is share/lmtk/gpu-model.tsv,
+ * compiled in; gpu-model.py reads the same file.
  *
  * Not modelled: evaluation, checkpoint saves, data loading, start-up, failures and restarts; the
  * CUB radix sort of the embedding backward (not in a profile either: tens of microseconds). */
@@ -43,25 +45,32 @@ struct gpumodel_device {
 	double tc, simt;          /* dense bf16 tensor-core and fp32 SIMT peaks, FLOP/s */
 	double hbm, pcie;         /* bytes/s */
 	int sms;
-	double attn_tc;           /* the attention kernels' share of the tc peak */
+	double mamf;              /* the best GEMM's share of the tc peak (measured, cited) */
+	double attn_tc;           /* lmtk's attention kernels' share of the tc peak */
 	double nvlink;            /* bytes/s per GPU per direction, inside a node */
 	double nic;               /* bytes/s per node per direction, across nodes */
 	const char *network;      /* in words, for the report */
 };
 
-/* The efficiencies and costs gpu-model.py's EFF, GAP, SYNC and TILE hold (the same numbers),
- * and the collectives' latencies it does not use. */
+/* share/lmtk/gpu-model.tsv's other parameters (the file says where each comes from) */
+#define GM_MAX_TILES 8
 struct gpumodel_consts {
-	double gemm, simt, hbm, net;   /* shares of a peak */
-	double gap, sync;              /* seconds per launch, per host synchronisation */
-	double gap_graph;              /* seconds per launch replayed from a CUDA graph */
-	int tile_m, tile_n;
-	double lat_nvlink, lat_net;    /* seconds per NCCL call */
+	double gemm_train;             /* a GEMM in a step keeps this of its MAMF */
+	double k_half;                 /* K efficiency: K / (K + k_half) */
+	double split_k;                /* the shortest K part of a split-K GEMM */
+	int ntiles, tile_m[GM_MAX_TILES], tile_n[GM_MAX_TILES];
+	double tile_eff[GM_MAX_TILES];
+	double simt, hbm, best;        /* shares of a peak */
+	double gap, gap_graph, sync;   /* seconds per launch (plain, graph), per host sync */
+	double nccl_base;              /* seconds per NCCL call */
+	double ring_hop[2], tree_hop[2];   /* seconds per step: [0] NVLink, [1] the network */
+	double eff_link[2];            /* shares of NVLink's, the network's bandwidth */
 };
-extern const struct gpumodel_consts gpumodel_k;
+const struct gpumodel_consts *gpumodel_consts(void);
 
-/* NULL when the name is not one of them */
+/* NULL when the name is not one of them; gpumodel_device_keys() lists them ("h100, a100") */
 const struct gpumodel_device *gpumodel_device(const char *key);
+const char *gpumodel_device_keys(void);
 
 enum gpumodel_opt { GM_ADAMW, GM_LAMB, GM_SGD, GM_BNB };
 
@@ -77,6 +86,8 @@ struct gpumodel_cfg {
 	double hidden_dropout, sgd_momentum;   /* attention dropout launches nothing more */
 	int deferred;                       /* run.c: the step's scalars stay on the device */
 	int graph;                          /* --cuda-graph: the step replayed as a CUDA graph */
+	int mds;                            /* --step-model megatron-deepspeed: its kernels, not ours */
+	double attn_dropout;                /* Megatron-DeepSpeed launches its dropout */
 	enum gpumodel_opt opt;
 };
 
@@ -94,6 +105,7 @@ struct gpumodel_row {
 
 struct gpumodel {
 	const struct gpumodel_device *dev;
+	const char *step_model_name;   /* "lmtk", "megatron-deepspeed" */
 	int stage;                /* the slowest stage: rows and shares are its own */
 	double t_slot;            /* the slowest stage's micro-batch: forward, backward, recompute, p2p */
 	double t_post;            /* after the last backward, the slowest stage's: norm, optimizer, DP */
@@ -108,6 +120,8 @@ struct gpumodel {
 int gpumodel_run(struct gpumodel *g, const struct gpumodel_cfg *c, const struct gpumodel_device *d);
 /* an iteration of m micro-batches per pipeline (a ramp-up's smaller batch), seconds */
 double gpumodel_iter_seconds(const struct gpumodel *g, int64_t pp, int64_t m);
+/* a GEMM (m,n,k) x batch's share of the device's tc peak, as the model prices it */
+double gpumodel_gemm_eff(const struct gpumodel_device *d, int64_t m, int64_t n, int64_t k, int64_t batch);
 void gpumodel_free(struct gpumodel *g);
 
 #endif

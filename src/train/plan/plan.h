@@ -61,7 +61,7 @@
 #include "train/args.h"
 #include "train/data/data.h"
 #include "train/data/ramp.h"
-#include "train/run/gpumodel.h"
+#include "train/plan/gpumodel.h"
 
 struct plan_stage {
 	int64_t layers;           /* transformer layers */
@@ -136,7 +136,8 @@ struct plan {
 	 * train logs them (Megatron's formula), mfu of the dense bf16 peak */
 	int time_model;
 	struct gpumodel gm;
-	double model_tflops, model_mfu;
+	double model_tflops, model_mfu, model_mfu_palm;   /* mfu: llm.c's count; PaLM's beside */
+	double model_tokens_s;    /* tokens per second, all GPUs */
 
 	/* the sequence-length curriculum (curriculum.h): tokens are counted at each iteration's
 	 * length; cl_full_iter is the first iteration at the full --seq-length (0: none) */
@@ -161,11 +162,6 @@ int plan_make(struct plan *p, const struct train_args *a);
  * iteration's sequence length (the curriculum's, else --seq-length). */
 int64_t plan_tokens_at(const struct plan *p, int64_t n);
 void plan_free(struct plan *p);
-
-/* Adds an error (exit 2), a warning or a note to the plan: for plan.c and check.c. */
-void plan_error(struct plan *p, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-void plan_warning(struct plan *p, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-void plan_note(struct plan *p, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 /* The padded vocabulary (Megatron's _vocab_size_with_padding without the error cases). */
 int64_t plan_pad_vocab(int64_t vocab, int64_t divisible_by, int64_t tp, int64_t pad_to);

@@ -11,7 +11,7 @@
 #ifndef TRAIN_CHECK_H
 #define TRAIN_CHECK_H
 
-#include "train/run/plan.h"
+#include "train/plan/plan.h"
 
 /* Flag-level rules; resolves p->vocab.  Returns 1 when the plan cannot be computed. */
 int check_flags(struct plan *p);

@@ -10,7 +10,7 @@
 
 #include <stdio.h>
 
-#include "train/run/plan.h"
+#include "train/plan/plan.h"
 
 void report_text(const struct plan *p, FILE *f);
 /* 0, or -1 if the JSON could not be built or written */

@@ -1,9 +1,8 @@
-#include "train/run/plan.h"
+#include "train/plan/plan.h"
 #include "train/optim/bnb.h"
 #include "train/model/model.h"
 
 #include <math.h>
-#include <stdarg.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -11,43 +10,10 @@
 
 #include "msg.h"
 #include "xalloc.h"
-#include "train/run/check.h"
+#include "train/plan/check.h"
+#include "train/plan/diag.h"
 
 #define GIB (1024.0 * 1024.0 * 1024.0)
-
-static void add(char ***list, int *n, const char *fmt, va_list ap)
-{
-	char *s;
-	char **l = xrealloc(*list, (size_t)(*n + 1) * sizeof *l, "the plan's list of messages");
-	if (vasprintf(&s, fmt, ap) < 0)
-		xalloc_die("a message of the plan", 0);
-	l[(*n)++] = s;
-	*list = l;
-}
-
-void plan_error(struct plan *p, const char *fmt, ...)
-{
-	va_list ap;
-	va_start(ap, fmt);
-	add(&p->errors, &p->nerrors, fmt, ap);
-	va_end(ap);
-}
-
-void plan_warning(struct plan *p, const char *fmt, ...)
-{
-	va_list ap;
-	va_start(ap, fmt);
-	add(&p->warnings, &p->nwarnings, fmt, ap);
-	va_end(ap);
-}
-
-void plan_note(struct plan *p, const char *fmt, ...)
-{
-	va_list ap;
-	va_start(ap, fmt);
-	add(&p->notes, &p->nnotes, fmt, ap);
-	va_end(ap);
-}
 
 #define LL(x) ((long long)(x))
 
@@ -492,6 +458,8 @@ static void model_timing(struct plan *p)
 			    !a->use_bnb_optimizer && strcmp(a->optimizer, "adam") == 0 &&
 			    !a->spike_policy && !a->log_zeros,
 		.graph = a->cuda_graph,
+		.mds = a->step_model && strcmp(a->step_model, "megatron-deepspeed") == 0,
+		.attn_dropout = a->attention_dropout,
 		.opt = a->use_bnb_optimizer ? GM_BNB : strcmp(a->optimizer, "lamb") == 0 ? GM_LAMB
 		       : strcmp(a->optimizer, "sgd") == 0 ? GM_SGD : GM_ADAMW,
 	};
@@ -527,8 +495,13 @@ static void model_timing(struct plan *p)
 	p->model_tflops = f / (p->t_iter * (double)p->world * 1e12);
 	struct model_config mc = {.layers = (int)p->L, .hidden = (int)p->h, .ffn = (int)p->f,
 				  .padded_vocab = (int)p->vocab_padded, .seq = (int)p->s};
-	p->model_mfu = model_flops_per_token(&mc) * (double)p->gbs * s /
-		       (p->t_iter * dev->tc * (double)p->world);
+	/* MFU as llm.c counts it (train_gpt2.cu gpt2_estimate_mfu): 6N + 6 L h s FLOPs per token, N
+	 * every parameter (the tied embedding included), attention's causal half; PaLM's (appendix
+	 * B) counts the whole T x T, 6N + 12 L h s, N the matmul weights */
+	p->model_tokens_s = (double)p->gbs * s / p->t_iter;
+	p->model_mfu = (6 * (double)p->p_total + 6 * L * h * s) * p->model_tokens_s /
+		       (dev->tc * (double)p->world);
+	p->model_mfu_palm = model_flops_per_token(&mc) * p->model_tokens_s / (dev->tc * (double)p->world);
 	p->ramp_tflops = ramp_s > 0 ? p->model_tflops * p->ramp_days_full_speed / p->ramp_days : 0;
 	if (a->glu_activation)
 		plan_note(p, "the step model prices a GeLU MLP, not --glu-activation %s", a->glu_activation);
