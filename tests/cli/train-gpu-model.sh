@@ -202,6 +202,8 @@ expect_rc profile_empty_range_refused 2 env LMTK_CUDA_PLUGIN=$EXEC "$BIN/train" 
 LMTK_CUDA_PLUGIN=$EXEC "$BIN/train" --num-layers 1 --hidden-size $C --num-attention-heads $HEADS \
 	--seq-length $SEQ --max-position-embeddings $SEQ --micro-batch-size 1 --global-batch-size 1 \
 	--train-iters 1 --lr 1e-4 --data-path rand --vocab-file vocab.json --merge-file merges.txt \
-	--split 1000,0,0 --eval-iters 0 --device cuda --profile-step-start 0 --gpu-model h100 >norange.out 2>&1
+	--split 1000,0,0 --eval-iters 0 --device cuda --profile-step-start 0 --gpu-model h100 \
+	--step-model megatron-deepspeed >norange.out 2>&1
 contains profile_range_without_profile_is_named norange.out "^train: --profile-step-start.*no effect without --profile"
 contains gpu_model_without_dry_run_is_named norange.out "^train: --gpu-model: no effect without --dry-run"
+contains step_model_without_dry_run_is_named norange.out "^train: --step-model: no effect without --dry-run"

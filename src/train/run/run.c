@@ -503,6 +503,9 @@ static void startup_notes(const struct train_args *a, const struct ops *ops)
 	if (a->gpu_model)
 		out("train: --gpu-model: no effect without --dry-run (it picks the device whose step "
 		    "model --dry-run's time estimate uses)\n");
+	if (a->step_model)
+		out("train: --step-model: no effect without --dry-run (it picks what --dry-run's step "
+		    "model prices)\n");
 	if (a->sgd_momentum_given && strcmp(a->optimizer, "sgd"))
 		out("train: --sgd-momentum: no effect without --optimizer sgd, as in Megatron\n");
 	if (a->lamb_noise_given && a->lamb_layerwise_noise == 0)
