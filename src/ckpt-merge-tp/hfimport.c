@@ -238,6 +238,20 @@ static int add_tensor(struct hfi *h, int file, const char *name, const struct st
 	return 0;
 }
 
+/* Is a tensor the class has that carries no weight lmtk keeps (buffers: the causal
+ * mask GPT-2 files carry, BERT's position ids)?  Never read, whatever their dtype. */
+static int buffer_name(const char *n)
+{
+	size_t l = strlen(n);
+	static const char *const ends[] = {".attn.bias", ".attn.masked_bias", "position_ids", NULL};
+	for (int i = 0; ends[i]; i++) {
+		size_t e = strlen(ends[i]);
+		if (l >= e && strcmp(n + l - e, ends[i]) == 0)
+			return 1;
+	}
+	return 0;
+}
+
 static int open_file(struct hfi *h, const char *name, int *rc, char *err, size_t errlen)
 {
 	char path[PATH_MAX + 64];
@@ -263,6 +277,8 @@ static int open_file(struct hfi *h, const char *name, int *rc, char *err, size_t
 			return -1;
 		for (int i = 0; i < f->st->ntensors; i++) {
 			const struct st_tensor *t = &f->st->tensors[i];
+			if (buffer_name(t->name))
+				continue;
 			if (t->dtype != ST_F32 && t->dtype != ST_F16 && t->dtype != ST_BF16 &&
 			    t->dtype != ST_F64)
 				return errf(err, errlen, "%s: tensor %s is %s: the weights are F32, F16, "
@@ -283,6 +299,8 @@ static int open_file(struct hfi *h, const char *name, int *rc, char *err, size_t
 		if (k->kind != PT_STR)
 			return errf(err, errlen, "%s: a key of the state dict is a %s, not a name", path,
 				    pt_kind_name(k->kind));
+		if (buffer_name(k->u.str.s))
+			continue;
 		if (v->kind != PT_TENSOR)
 			return errf(err, errlen, "%s: %s is a %s, not a tensor", path, k->u.str.s,
 				    pt_kind_name(v->kind));
@@ -714,19 +732,6 @@ static int plan(struct planner *p, const struct lt_model *m, enum cls k, const c
 		    "LM head's decoder bias");
 }
 
-/* Is a tensor the class has that carries no weight lmtk keeps (buffers)?  */
-static int buffer_name(const char *n)
-{
-	size_t l = strlen(n);
-	static const char *const ends[] = {".attn.bias", ".attn.masked_bias", "position_ids", NULL};
-	for (int i = 0; ends[i]; i++) {
-		size_t e = strlen(ends[i]);
-		if (l >= e && strcmp(n + l - e, ends[i]) == 0)
-			return 1;
-	}
-	return 0;
-}
-
 /* ---- the tokenizer the directory has, recorded as train records its own ---- */
 
 static int tokenizer(const char *dir, enum cls k, json_t **rec, char *err, size_t errlen)
@@ -1015,7 +1020,7 @@ int hfi_open(struct sh_ckpt *c, const char *dir, int divisible_by, const char **
 	int extra = 0;
 	char names[300] = "";
 	for (int i = 0; i < h->nt; i++)
-		if (!h->t[i].used && !buffer_name(h->t[i].name) && extra++ < 3)
+		if (!h->t[i].used && extra++ < 3)
 			snprintf(names + strlen(names), sizeof names - strlen(names), "%s%.80s",
 				 extra > 1 ? ", " : "", h->t[i].name);
 	if (extra)
