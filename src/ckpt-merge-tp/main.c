@@ -1,13 +1,14 @@
 /* ckpt-merge-tp - merge the TP (and PP) shards of a checkpoint, re-split it, or export it to HF.
  *
- *   ckpt-merge-tp [--from lmtk|megatron-deepspeed] [--input] DIR --output OUT [--force] [--optimizer]
+ *   ckpt-merge-tp [--from lmtk|megatron-deepspeed|hf] [--input] DIR --output OUT [--force] [--optimizer]
  *                 [--target-tp N] [--target-pp N] [--pp-partition-method M]
- *                 [--padded-vocab-size N] [--average] [--tolerance X]
+ *                 [--padded-vocab-size N | --make-vocab-size-divisible-by N] [--average] [--tolerance X]
  *                 [--format hf [--dtype fp32|bf16] [--max-shard-size SIZE] [--tokenizer-files FILE...]]
  *
  * This file parses options and wires the modules: shards.h opens and verifies the input (every
  * shard mapped, checksums, shapes) - or mds.h reads a Megatron-DeepSpeed checkpoint's .pt
- * files and presents it the same way, streamed - and measures the drift of replicated tensors;
+ * files and presents it the same way, streamed, and hfimport.h a Hugging Face model directory -
+ * and measures the drift of replicated tensors;
  * reshard.h writes another TP/PP layout, hfexport.h a transformers model directory; outdir.h
  * makes OUT appear whole or not at all.  Exit: 0 done, 1 replicated tensors differ (refused
  * without --average), 2 usage or bad input, 3 I/O. */
@@ -251,8 +252,9 @@ int main(int argc, char **argv)
 	static struct cfg c = {.tp = 1, .pp = 1, .max_shard = 5000000000ull};
 	struct optgroup groups[] = {{opts, on_opt, &c, NULL}, {0}};
 	struct optspec spec = {
-		"[--from lmtk|megatron-deepspeed] [--input] DIR --output OUT [--force] [--optimizer]\n"
+		"[--from lmtk|megatron-deepspeed|hf] [--input] DIR --output OUT [--force] [--optimizer]\n"
 		"       [--target-tp N] [--target-pp N] [--pp-partition-method M] [--padded-vocab-size N]\n"
+		"       [--make-vocab-size-divisible-by N]\n"
 		"       [--average] [--tolerance X]\n"
 		"       [--format hf [--dtype fp32|bf16] [--max-shard-size SIZE] [--tokenizer-files FILE...]]",
 		"Merge the tensor-parallel (and pipeline) shards of a train checkpoint - fp32 master\n"
@@ -271,6 +273,12 @@ int main(int argc, char **argv)
 		"fp32 masters, and with --optimizer Adam's moments and step, un-partitioned, and the\n"
 		"fp16 loss scaler; its iteration, consumed samples and schedule.  Without optimizer\n"
 		"state lmtk reads, the model weights alone, saying what was left out.\n"
+		"--from hf reads a Hugging Face GPT2LMHeadModel, BloomForCausalLM or MegatronBert\n"
+		"directory (config.json; model.safetensors, sharded with its index, or\n"
+		"pytorch_model.bin) into a checkpoint at iteration 0 with a fresh optimizer, the model's\n"
+		"flags and tokenizer recorded, the vocabulary padded as Megatron pads it: train --load\n"
+		"OUT --finetune continues from it.  Every number and shape is checked against\n"
+		"config.json; a link out of DIR is refused.\n"
 		"Exit 0 done, 1 replicated tensors differ, 2 usage or bad input, 3 I/O error.",
 		groups, NULL, 0};
 	char err[8192], step[64];
