@@ -101,9 +101,9 @@ static int confined(const char *dir, const char *name, char *path, size_t n, cha
 	int rc = fsx_confined(dir, path, why, sizeof why);
 	if (rc < 0 && errno == ENOENT)   /* a dangling link */
 		return errf(err, errlen, "%s: a symbolic link to nothing", path);
-	if (rc)
-		return errf(err, errlen, "%s: %s: a link out of the model directory is not followed",
-			    path, why);
+	if (rc)   /* the Hub's cache: snapshots/REV/NAME -> ../../blobs/HASH */
+		return errf(err, errlen, "%s: %s: a link out of the model directory is not followed "
+			    "(a copy with the links resolved, cp -rL, is read)", path, why);
 	if (stat(path, &sb) < 0 || !S_ISREG(sb.st_mode))
 		return errf(err, errlen, "%s: not a regular file", path);
 	return 1;
@@ -123,6 +123,12 @@ static json_t *read_json(const char *dir, const char *name, int required, int *r
 	if (in == 0) {
 		if (required)
 			errf(err, errlen, "%s: not there: not a Hugging Face model directory", path);
+		return NULL;
+	}
+	struct stat sb;
+	if (stat(path, &sb) == 0 && sb.st_size > (64 << 20)) {   /* a config, not a corpus */
+		errf(err, errlen, "%s: %lld bytes: not a configuration file", path,
+		     (long long)sb.st_size);
 		return NULL;
 	}
 	if (file_read_all(path, &data, &len, err, errlen) < 0) {
