@@ -34,7 +34,9 @@
  * understands: the model's flags under "model", iteration and counters 0, Adam's moments zero
  * (step 0), the tokenizer files the directory has (vocab.json + merges.txt, tokenizer.json,
  * BERT's vocab.txt) recorded as train records them (tokrec.h), "converted_from" saying where
- * it came from.  reshard.h writes it in any TP/PP layout, as it writes any other input. */
+ * it came from.  reshard.h writes it in any TP/PP layout, as it writes any other input.
+ * hfimport.c reads the tensors and feeds the checkpoint; hfconfig.c reads config.json (the
+ * class, the model's flags) and the tokenizer's record (hfimport_int.h between them). */
 #ifndef CKPT_MERGE_TP_HFIMPORT_H
 #define CKPT_MERGE_TP_HFIMPORT_H
 
