@@ -279,6 +279,10 @@ static json_t *config(const struct sh_ckpt *in, const char *cls, int bf16,
 			      "apply_residual_connection_post_layernorm", sw.post_ln, "slow_but_exact", 0,
 			      "pretraining_tp", in->tp, "tie_word_embeddings", 1, "use_cache", 1,
 			      "bos_token_id", id_or_null(sp->bos), "eos_token_id", id_or_null(sp->eos));
+	/* ALiBi has no position table to say the length: Megatron-DeepSpeed's BLOOM configs record
+	 * seq_length, which --from hf reads back as --max-position-embeddings */
+	if (c && in->m.type != LT_BERT && strcmp(cls, "BloomForCausalLM") == 0)
+		json_object_set_new(c, "seq_length", json_integer(m->max_pos));
 	if (c && in->m.type != LT_BERT && sp->pad >= 0)   /* BERT's config has its own */
 		json_object_set_new(c, "pad_token_id", json_integer(sp->pad));
 	if (c)

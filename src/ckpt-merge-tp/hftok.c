@@ -1,7 +1,7 @@
 /* hftok - the export's tokenizer: the files AutoTokenizer.from_pretrained reads, and the
  * special tokens' ids config.json and generation_config.json carry for generate().
  *
- * Only the files the manifest's "tokenizer" records are read (train's tokrec.h: each file's
+ * Only the files the manifest's "tokenizer" records are read (ckpt/tokrec.h: each file's
  * absolute path, size and SHA-256, hashed when the run started), and each only while it still
  * is that file (hf_recorded_file): never a path out of the recorded command line, never one
  * relative to the current directory, so an export works from anywhere and copies nothing else.

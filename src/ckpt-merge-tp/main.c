@@ -1,13 +1,14 @@
 /* ckpt-merge-tp - merge the TP (and PP) shards of a checkpoint, re-split it, or export it to HF.
  *
- *   ckpt-merge-tp [--from lmtk|megatron-deepspeed] [--input] DIR --output OUT [--force] [--optimizer]
+ *   ckpt-merge-tp [--from lmtk|megatron-deepspeed|hf] [--input] DIR --output OUT [--force] [--optimizer]
  *                 [--target-tp N] [--target-pp N] [--pp-partition-method M]
- *                 [--padded-vocab-size N] [--average] [--tolerance X]
+ *                 [--padded-vocab-size N | --make-vocab-size-divisible-by N] [--average] [--tolerance X]
  *                 [--format hf [--dtype fp32|bf16] [--max-shard-size SIZE] [--tokenizer-files FILE...]]
  *
  * This file parses options and wires the modules: shards.h opens and verifies the input (every
  * shard mapped, checksums, shapes) - or mds.h reads a Megatron-DeepSpeed checkpoint's .pt
- * files and presents it the same way, streamed - and measures the drift of replicated tensors;
+ * files and presents it the same way, streamed, and hfimport.h a Hugging Face model directory -
+ * and measures the drift of replicated tensors;
  * reshard.h writes another TP/PP layout, hfexport.h a transformers model directory; outdir.h
  * makes OUT appear whole or not at all.  Exit: 0 done, 1 replicated tensors differ (refused
  * without --average), 2 usage or bad input, 3 I/O. */
@@ -25,6 +26,7 @@
 #include "units.h"
 #include "ckpt-merge-tp/hf_int.h"
 #include "ckpt-merge-tp/hfexport.h"
+#include "ckpt-merge-tp/hfimport.h"
 #include "ckpt/mds.h"
 #include "outdir.h"
 #include "progress.h"
@@ -34,12 +36,13 @@
 #include "xalloc.h"
 
 enum { O_INPUT = 1000, O_OUTPUT, O_TP, O_PP, O_FORMAT, O_AVERAGE, O_TOLERANCE, O_DTYPE, O_MAXSHARD,
-       O_TOKFILES, O_VOCAB, O_PARTITION, O_FROM, O_OPTIMIZER, O_FORCE };
+       O_TOKFILES, O_VOCAB, O_PARTITION, O_FROM, O_OPTIMIZER, O_FORCE, O_DIVISIBLE };
 
 struct cfg {
 	const char *input, *output;
 	int tp, pp, hf, average, bf16, padded_vocab, pp_embedding, mds, optimizer, force;
 	int set_tp, set_pp, set_dtype, set_shard;
+	int from_hf, divisible;   /* --from hf; --make-vocab-size-divisible-by (0: not given) */
 	double tolerance;
 	unsigned long long max_shard;
 	char **tokfiles;
@@ -48,7 +51,8 @@ struct cfg {
 
 static const struct opt opts[] = {
 	{"input", O_INPUT, "DIR", "the checkpoint: a step directory, or a save directory (its latest); also as the one operand"},
-	{"from", O_FROM, "FMT", "the input's format: lmtk (default) or megatron-deepspeed (DeepSpeed pipeline, universal or plain Megatron .pt files)"},
+	{"from", O_FROM, "FMT", "the input's format: lmtk (default), megatron-deepspeed (DeepSpeed pipeline, universal or plain Megatron .pt files) or hf (a Hugging Face model directory)"},
+	{"make-vocab-size-divisible-by", O_DIVISIBLE, "N", "hf: pad the vocabulary to a multiple of N x the target TP, as train's flag (default 128)"},
 	{"optimizer", O_OPTIMIZER, NULL, "megatron-deepspeed: carry Adam's moments and step (default: weights only, a fresh optimizer)"},
 	{"output", O_OUTPUT, "OUT", "a new directory (or an empty one) for the result"},
 	{"force", O_FORCE, NULL, "replace OUT if it is an earlier output (an export's config.json, a checkpoint's latest), atomically"},
@@ -105,10 +109,14 @@ static int on_opt(void *ctx, int key, const char *arg, char *err, size_t errlen)
 		c->input = strdup(arg);
 		return 0;
 	case O_FROM:
-		if (strcmp(arg, "lmtk") && strcmp(arg, "megatron-deepspeed"))
-			return errf(err, errlen, "'%s' is not lmtk or megatron-deepspeed", arg);
+		if (strcmp(arg, "lmtk") && strcmp(arg, "megatron-deepspeed") && strcmp(arg, "hf"))
+			return errf(err, errlen, "'%s' is not lmtk, megatron-deepspeed or hf", arg);
 		c->mds = strcmp(arg, "megatron-deepspeed") == 0;
+		c->from_hf = strcmp(arg, "hf") == 0;
 		return 0;
+	case O_DIVISIBLE:
+		return parse_int(arg, 1, 1 << 20, &c->divisible) ? errf(err, errlen, "'%s' is not 1 to "
+									 "1048576", arg) : 0;
 	case O_OPTIMIZER:
 		c->optimizer = 1;
 		return 0;
@@ -244,8 +252,9 @@ int main(int argc, char **argv)
 	static struct cfg c = {.tp = 1, .pp = 1, .max_shard = 5000000000ull};
 	struct optgroup groups[] = {{opts, on_opt, &c, NULL}, {0}};
 	struct optspec spec = {
-		"[--from lmtk|megatron-deepspeed] [--input] DIR --output OUT [--force] [--optimizer]\n"
+		"[--from lmtk|megatron-deepspeed|hf] [--input] DIR --output OUT [--force] [--optimizer]\n"
 		"       [--target-tp N] [--target-pp N] [--pp-partition-method M] [--padded-vocab-size N]\n"
+		"       [--make-vocab-size-divisible-by N]\n"
 		"       [--average] [--tolerance X]\n"
 		"       [--format hf [--dtype fp32|bf16] [--max-shard-size SIZE] [--tokenizer-files FILE...]]",
 		"Merge the tensor-parallel (and pipeline) shards of a train checkpoint - fp32 master\n"
@@ -264,6 +273,12 @@ int main(int argc, char **argv)
 		"fp32 masters, and with --optimizer Adam's moments and step, un-partitioned, and the\n"
 		"fp16 loss scaler; its iteration, consumed samples and schedule.  Without optimizer\n"
 		"state lmtk reads, the model weights alone, saying what was left out.\n"
+		"--from hf reads a Hugging Face GPT2LMHeadModel, BloomForCausalLM or MegatronBert\n"
+		"directory (config.json; model.safetensors, sharded with its index, or\n"
+		"pytorch_model.bin) into a checkpoint at iteration 0 with a fresh optimizer, the model's\n"
+		"flags and tokenizer recorded, the vocabulary padded as Megatron pads it: train --load\n"
+		"OUT --finetune continues from it.  Every number and shape is checked against\n"
+		"config.json; a link out of DIR is refused.\n"
 		"Exit 0 done, 1 replicated tensors differ, 2 usage or bad input, 3 I/O error.",
 		groups, NULL, 0};
 	char err[8192], step[64];
@@ -283,6 +298,11 @@ int main(int argc, char **argv)
 			    "go with --format lmtk");
 	if (!c.hf && (c.set_dtype || c.set_shard || c.ntokfiles))
 		usage_error(&spec, "--dtype, --max-shard-size and --tokenizer-files go with --format hf");
+	if (c.divisible && !c.from_hf)
+		usage_error(&spec, "--make-vocab-size-divisible-by goes with --from hf (the padding of "
+			    "another input is its own, or --padded-vocab-size)");
+	if (c.divisible && c.padded_vocab)
+		usage_error(&spec, "--make-vocab-size-divisible-by or --padded-vocab-size, not both");
 	/* an output that is there already is refused before any reading (and again when written) */
 	const char *mark = !c.force ? NULL : c.hf ? "config.json" : "latest";
 	if ((rc = od_check(c.output, mark, err, sizeof err)))
@@ -294,9 +314,14 @@ int main(int argc, char **argv)
 	struct sh_ckpt in;
 	struct progress pg;
 	struct mds *md = NULL;
+	const char *hf_in = NULL;   /* --from hf: the class read */
 	/* the model's shape first: an export no class can hold, or a layout that does not fit the
 	 * model, is refused before any reading */
-	if (c.mds) {
+	if (c.from_hf) {
+		if ((rc = hfi_open(&in, c.input, c.divisible ? c.divisible : 128, &hf_in, err,
+				   sizeof err)))
+			die(rc, "%s", err);
+	} else if (c.mds) {
 		if ((rc = mds_open(&md, c.input, err, sizeof err)))
 			die(rc, "%s", err);
 		if (c.optimizer && !md->has_optimizer)
@@ -319,6 +344,8 @@ int main(int argc, char **argv)
 	if (c.hf && !hf_class(&in, err, sizeof err))
 		die(EXIT_USAGE, "%s%s: %s", in.dir, md ? "" : "/manifest.json", err);
 	struct rs_target tg = {c.tp, c.pp, c.padded_vocab, c.average, c.pp_embedding};
+	if (!tg.padded_vocab && hf_in)   /* Megatron's for the target TP */
+		tg.padded_vocab = lt_padded_vocab(in.m.vocab, c.divisible ? c.divisible : 128, c.tp);
 	if (!tg.padded_vocab)   /* Megatron's padding for the target TP, if it was for the input's */
 		tg.padded_vocab = in.m.padded_vocab == lt_megatron_padded_vocab(in.m.vocab, in.tp)
 					  ? lt_megatron_padded_vocab(in.m.vocab, c.tp)
@@ -339,7 +366,7 @@ int main(int argc, char **argv)
 			    "(train trains it with --pipeline-model-parallel-size 1); re-split its TP "
 			    "with --target-tp", c.pp);
 	}
-	if (!md) {
+	if (!md && !hf_in) {
 		sh_close(&in);
 		if ((rc = sh_open(&in, c.input, &pg, err, sizeof err)))
 			die(rc, "%s", err);
@@ -388,6 +415,11 @@ int main(int argc, char **argv)
 			     "is the LM head's (erf, \"gelu\"); this model's MLPs used the tanh GeLU, "
 			     "so HF's logits differ slightly from train's (about 1e-4 relative; "
 			     "--openai-gelu models export exactly)");
+	} else if (hf_in) {
+		warn("%s (Hugging Face %s, %s) -> %s/%s (TP=%d PP=%d, vocabulary %d padded to %d) in "
+		     "%.1f s (%s/s): iteration 0, a fresh optimizer; train --load it with --finetune",
+		     in.dir, hf_in, size, od.final, step, tg.tp, tg.pp, in.m.vocab, tg.padded_vocab, dt,
+		     rate);
 	} else if (md) {
 		warn("%s (Megatron-DeepSpeed TP=%d PP=%d DP=%d, %s, iteration %lld, %lld samples) -> %s/%s "
 		     "(TP=%d PP=%d%s) in %.1f s (%s/s): %s", in.dir, md->tp, md->pp, md->dp, size,

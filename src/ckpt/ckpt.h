@@ -39,6 +39,8 @@
  *                  optimizer's ZeRO partitions, or plain Megatron's model_optim_rng.pt) read
  *                  as lmtk's tensors and manifest, streamed, and presented as a shards.h
  *                  checkpoint that reshard.h, sh_compare and train's load take as they are
+ *   tokrec.h       the manifest's record of the tokenizer files (absolute path, size, SHA-256):
+ *                  train's of the files it was given, ckpt-merge-tp --from hf's of an HF dir's
  *
  * train writes and loads its own steps with train/run/ckpt.c (over safetensors.h): the layout of
  * its model table is the one layout.h repeats, and the tests prove the two agree byte for
@@ -55,6 +57,7 @@
 #include "ckpt/safetensors.h"
 #include "ckpt/shards.h"
 #include "ckpt/steplock.h"
+#include "ckpt/tokrec.h"
 #include "ckpt/stop.h"
 
 #endif

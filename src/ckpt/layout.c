@@ -308,10 +308,15 @@ void lt_free(struct lt_model *m)
 	m->n = 0;
 }
 
+int lt_padded_vocab(int vocab, int divisible_by, int tp)
+{
+	int64_t mult = (int64_t)divisible_by * tp, p = ((int64_t)vocab + mult - 1) / mult * mult;
+	return p > INT32_MAX ? -1 : (int)p;
+}
+
 int lt_megatron_padded_vocab(int vocab, int tp)
 {
-	int mult = 128 * tp;
-	return (vocab + mult - 1) / mult * mult;
+	return lt_padded_vocab(vocab, 128, tp);
 }
 
 int lt_check_tp(const struct lt_model *m, int tp, char *err, size_t errlen)

@@ -105,8 +105,10 @@ void lt_free(struct lt_model *m);
 
 /* Can the model be cut into tp ranks?  0, or -1 + err saying which size does not divide. */
 int lt_check_tp(const struct lt_model *m, int tp, char *err, size_t errlen);
-/* Megatron's padded vocabulary: the smallest multiple of 128*tp >= vocab. */
+/* Megatron's padded vocabulary: the smallest multiple of 128*tp >= vocab; with
+ * --make-vocab-size-divisible-by D, of D*tp (-1: past INT32_MAX). */
 int lt_megatron_padded_vocab(int vocab, int tp);
+int lt_padded_vocab(int vocab, int divisible_by, int tp);
 
 /* Table index of a parameter name (without group prefix), or -1. */
 int lt_find(const struct lt_model *m, const char *name);

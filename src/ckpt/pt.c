@@ -24,6 +24,7 @@
 #include <zip.h>
 
 #include "ckpt/pickle.h"
+#include "ckpt/safetensors.h"
 #include "xalloc.h"
 
 #define PKL_MAX (1u << 30)           /* data.pkl holds metadata only: 1 GiB is forged */
@@ -468,28 +469,6 @@ int pt_read(struct pt_file *f, const struct pt_tensor *t, int64_t a, int64_t b, 
 	return 0;
 }
 
-static float f16_to_f32(uint16_t h)
-{
-	uint32_t sign = (uint32_t)(h & 0x8000) << 16, e = h >> 10 & 0x1f, m = h & 0x3ff, u;
-	if (e == 0x1f)
-		u = sign | 0x7f800000u | m << 13;                /* inf, nan */
-	else if (e)
-		u = sign | (e + 112) << 23 | m << 13;            /* normal */
-	else if (!m)
-		u = sign;                                        /* zero */
-	else {                                                   /* subnormal: normalise */
-		e = 113;
-		while (!(m & 0x400)) {
-			m <<= 1;
-			e--;
-		}
-		u = sign | e << 23 | (m & 0x3ff) << 13;
-	}
-	float x;
-	memcpy(&x, &u, sizeof x);
-	return x;
-}
-
 /* n elements of dtype d at src to float; one loop per dtype, so each vectorises */
 static void to_f32(enum pt_dtype d, const uint8_t *src, float *o, int64_t n)
 {
@@ -503,7 +482,7 @@ static void to_f32(enum pt_dtype d, const uint8_t *src, float *o, int64_t n)
 	switch (d) {
 	case PTD_F32: memcpy(o, src, (size_t)n * 4); break;
 	case PTD_F64: CONV(double, (float)x); break;
-	case PTD_F16: CONV(uint16_t, f16_to_f32(x)); break;
+	case PTD_F16: CONV(uint16_t, st_f16_to_f32(x)); break;
 	case PTD_BF16:
 		for (int64_t j = 0; j < n; j++) {
 			uint16_t h;

@@ -18,6 +18,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 enum st_dtype { ST_F32, ST_F16, ST_BF16, ST_F64, ST_I32, ST_I64, ST_U8, ST_NDTYPES };
 
@@ -66,5 +67,27 @@ void st_close(struct st_file *f);
 /* bf16 <-> f32 (round to nearest even), for exports and loading bf16 files */
 float st_bf16_to_f32(uint16_t h);
 uint16_t st_f32_to_bf16(float f);
+/* IEEE half -> f32, exact (subnormals, inf, nan); inline so the readers' loops vectorise */
+static inline float st_f16_to_f32(uint16_t h)
+{
+	uint32_t sign = (uint32_t)(h & 0x8000) << 16, e = h >> 10 & 0x1f, m = h & 0x3ff, u;
+	if (e == 0x1f)
+		u = sign | 0x7f800000u | m << 13;                /* inf, nan */
+	else if (e)
+		u = sign | (e + 112) << 23 | m << 13;            /* normal */
+	else if (!m)
+		u = sign;                                        /* zero */
+	else {                                                   /* subnormal: normalise */
+		e = 113;
+		while (!(m & 0x400)) {
+			m <<= 1;
+			e--;
+		}
+		u = sign | e << 23 | (m & 0x3ff) << 13;
+	}
+	float x;
+	memcpy(&x, &u, sizeof x);
+	return x;
+}
 
 #endif

@@ -33,7 +33,7 @@
 #include "train/optim/sched.h"
 #include "train/run/tfevents.h"
 #include "train/data/vocab.h"
-#include "train/run/tokrec.h"
+#include "ckpt/tokrec.h"
 
 #define SPIKE_WARMUP 20        /* iterations before the running mean is trusted */
 #define SPIKE_ALPHA 0.02       /* running mean: exponential, about the last 50 iterations */

@@ -1,5 +1,5 @@
 /* tokrec - see tokrec.h. */
-#include "train/run/tokrec.h"
+#include "ckpt/tokrec.h"
 
 #include <jansson.h>
 #include <limits.h>

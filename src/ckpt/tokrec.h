@@ -9,8 +9,8 @@
  * A tokenizer directory (--tokenizer-name-or-path DIR) is recorded as its tokenizer.json and,
  * where it has them, its special_tokens_map.json and tokenizer_config.json: they name the eos
  * token (the end of document) and the other special tokens the export's configs carry. */
-#ifndef TRAIN_TOKREC_H
-#define TRAIN_TOKREC_H
+#ifndef CKPT_TOKREC_H
+#define CKPT_TOKREC_H
 
 #include <stddef.h>
 
