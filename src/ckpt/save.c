@@ -4,6 +4,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,6 +21,48 @@
 void save_owner(char *buf, size_t len)
 {
 	snprintf(buf, len, "%ld@%s", (long)getpid(), lock_hostname());
+}
+
+/* A temporary's owner: ".global_stepN.tmp.PID@HOST" (a save) or ".global_stepN.tmp.old.PID@HOST"
+ * (a re-saved step moved aside), PID being world rank 0's.  1 with *pid and *host; 0 for a name
+ * without one (an lmtk before the names had an owner). */
+static int tmp_owner(const char *name, long *pid, const char **host)
+{
+	const char *t = strstr(name, ".tmp.");
+	char *end;
+	if (!t)
+		return 0;
+	t += 5;
+	if (strncmp(t, "old.", 4) == 0)
+		t += 4;
+	if (*t < '0' || *t > '9')
+		return 0;
+	*pid = strtol(t, &end, 10);
+	if (*end != '@' || !end[1] || *pid <= 0)
+		return 0;
+	*host = end + 1;
+	return 1;
+}
+
+void save_clean(const char *dir, int all)
+{
+	DIR *d = opendir(dir);
+	struct dirent *e;
+	char p[4096];
+	if (!d)
+		return;
+	while ((e = readdir(d)))
+		if (strncmp(e->d_name, ".global_step", 12) == 0 && strstr(e->d_name, ".tmp.")) {
+			long pid;
+			const char *host;
+			if (!all && (!tmp_owner(e->d_name, &pid, &host) ||
+					strcmp(host, lock_hostname()) != 0 ||
+					(pid != (long)getpid() && !(kill((pid_t)pid, 0) < 0 && errno == ESRCH))))
+				continue;
+			snprintf(p, sizeof p, "%s/%s", dir, e->d_name);
+			fsx_rm_tree(p);
+		}
+	closedir(d);
 }
 
 int save_step_begin(const char *stepdir, char *err, size_t errlen)

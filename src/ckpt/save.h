@@ -4,6 +4,7 @@
  * rewrites are the same files, byte for byte.
  *
  * What the writers share:
+ *   save_clean           the temporaries of interrupted saves removed (step 1)
  *   save_step_begin      the step's directory under its temporary name, with the readers'
  *                        empty .lock in it from its first instant (steplock.h)
  *   save_shard_metadata  a shard's safetensors metadata: format, iteration, optimizer kind
@@ -33,6 +34,11 @@
 
 /* "PID@HOST": the owner of this process's temporaries, in their names */
 void save_owner(char *buf, size_t len);
+/* Removes the temporaries of interrupted saves in dir (".global_stepN.tmp.PID@HOST", and
+ * ".tmp.old." ones: "Saving", step 1): all of them when `all` (the caller holds dir's lock, so
+ * no other writer saves there), else only those of this host whose process is gone.  Another
+ * writer's save in progress is never taken for a leftover. */
+void save_clean(const char *dir, int all);
 /* mkdir stepdir (it must not exist) and its .lock.  0, or -1 + err. */
 int save_step_begin(const char *stepdir, char *err, size_t errlen);
 void save_shard_metadata(struct st_writer *w, int64_t iteration, const char *kind);

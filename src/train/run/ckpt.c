@@ -64,53 +64,6 @@ int ckpt_save_lock(const char *dir, char *err, size_t errlen)
 	return CKPT_LOCK_ERROR;
 }
 
-/* A temporary's owner: ".global_stepN.tmp.PID@HOST" (a save) or ".global_stepN.tmp.old.PID@HOST"
- * (a re-saved step moved aside), PID being world rank 0's.  1 with *pid and *host; 0 for a name
- * without one (an lmtk before the names had an owner). */
-static int tmp_owner(const char *name, long *pid, const char **host)
-{
-	const char *t = strstr(name, ".tmp.");
-	char *end;
-	if (!t)
-		return 0;
-	t += 5;
-	if (strncmp(t, "old.", 4) == 0)
-		t += 4;
-	if (*t < '0' || *t > '9')
-		return 0;
-	*pid = strtol(t, &end, 10);
-	if (*end != '@' || !end[1] || *pid <= 0)
-		return 0;
-	*host = end + 1;
-	return 1;
-}
-
-/* Removes stray temporaries of interrupted saves - only those no live run owns: all of them when
- * this process holds the --save lock (no other run saves here), else those of this host whose
- * process is gone (the lock could not be had: a filesystem without flock).  Another run's save
- * in progress is never taken for a leftover. */
-static void clean_tmp(const char *dir)
-{
-	int locked = save_lock.fd >= 0 && strcmp(save_locked, dir) == 0;
-	DIR *d = opendir(dir);
-	struct dirent *e;
-	char p[4096];
-	if (!d)
-		return;
-	while ((e = readdir(d)))
-		if (strncmp(e->d_name, ".global_step", 12) == 0 && strstr(e->d_name, ".tmp.")) {
-			long pid;
-			const char *host;
-			if (!locked && (!tmp_owner(e->d_name, &pid, &host) ||
-					strcmp(host, lock_hostname()) != 0 ||
-					(pid != (long)getpid() && !(kill((pid_t)pid, 0) < 0 && errno == ESRCH))))
-				continue;
-			snprintf(p, sizeof p, "%s/%s", dir, e->d_name);
-			fsx_rm_tree(p);
-		}
-	closedir(d);
-}
-
 static json_t *sched_json(const struct sched *s)
 {
 	return json_pack("{s:f,s:f,s:I,s:I,s:s,s:b,s:I,s:I,s:I}", "max_lr", s->max_lr, "min_lr",
@@ -594,7 +547,7 @@ int ckpt_save(const char *dir, const struct model *m, struct dist *d,
 	if (!info)
 		return xalloc_err(err, errlen, "every rank's shard report", (size_t)world * sizeof *info);
 	/* one temporary directory for all ranks, named after world rank 0's pid and host, so that
-	 * a later run can tell a leftover from another run's save in progress (clean_tmp) */
+	 * a later run can tell a leftover from another run's save in progress (save_clean) */
 	save_owner(owner, sizeof owner);
 	d->bcast(d, DIST_WORLD, owner, sizeof owner, 0);
 	snprintf(name, sizeof name, "global_step%lld", (long long)st->iteration);
@@ -603,7 +556,8 @@ int ckpt_save(const char *dir, const struct model *m, struct dist *d,
 		if (mkdir(dir, 0755) < 0 && errno != EEXIST)
 			rc = errf(err, errlen, "--save %s: %s", dir, strerror(errno));
 		else {
-			clean_tmp(dir);
+			/* holding the --save lock, no other run saves here: every temporary is a leftover */
+			save_clean(dir, save_lock.fd >= 0 && strcmp(save_locked, dir) == 0);
 			rc = save_step_begin(tmp, err, errlen);
 		}
 	}
