@@ -49,6 +49,7 @@
 #include "progress.h"
 #include "ckpt/stop.h"
 #include "ckpt/reshard.h"
+#include "ckpt/save.h"
 #include "ckpt/shards.h"
 #include "xalloc.h"
 
@@ -456,8 +457,8 @@ int main(int argc, char **argv)
 		snprintf(sdir, sizeof sdir, "%s/.%s.tmp.%d", parent, slash ? slash + 1 : in.dir,
 			 (int)getpid());
 		fsx_rm_tree(sdir);
-		if (mkdir(sdir, 0755) < 0)
-			die(EXIT_FAILED, "%s: %s", sdir, strerror(errno));
+		if (save_step_begin(sdir, err, sizeof err) < 0)
+			die(EXIT_FAILED, "%s", err);
 		rc = rs_write(&in, &tg, sdir, &pg, err, sizeof err);
 		if (rc) {
 			fsx_rm_tree(sdir);

@@ -42,9 +42,12 @@
  *   tokrec.h       the manifest's record of the tokenizer files (absolute path, size, SHA-256):
  *                  train's of the files it was given, ckpt-merge-tp --from hf's of an HF dir's
  *
- * train writes and loads its own steps with train/run/ckpt.c (over safetensors.h): the layout of
- * its model table is the one layout.h repeats, and the tests prove the two agree byte for
- * byte. */
+ *   save.h         the one writer of a step, train's and the tools': the step directory and its
+ *                  lock, shard metadata, the manifest's text and files, the publish (`latest`)
+ *
+ * train writes and loads its own steps with train/run/ckpt.c (over safetensors.h and save.h):
+ * the layout of its model table is the one layout.h repeats, and the tests prove the two agree
+ * byte for byte. */
 #ifndef CKPT_CKPT_H
 #define CKPT_CKPT_H
 
@@ -55,6 +58,7 @@
 #include "ckpt/pt.h"
 #include "ckpt/reshard.h"
 #include "ckpt/safetensors.h"
+#include "ckpt/save.h"
 #include "ckpt/shards.h"
 #include "ckpt/steplock.h"
 #include "ckpt/tokrec.h"

@@ -12,6 +12,7 @@
 #include "ckpt/stop.h"
 #include "msg.h"
 #include "ckpt/safetensors.h"
+#include "ckpt/save.h"
 #include "xalloc.h"
 
 /* Does stage s of the target layout hold tensor t? */
@@ -74,7 +75,7 @@ static int write_shard(const struct sh_ckpt *in, const struct lt_model *out,
 		       const struct rs_target *tg, int r, int s, const char *stepdir, float *buf,
 		       int *order, json_t *files, struct progress *pg, char *err, size_t errlen)
 {
-	char name[64], path[4200], it[32], hex[16];
+	char name[64], path[4200];
 	uint32_t crc = 0;
 	uint64_t bytes = 0;
 	int rc = 0;
@@ -94,12 +95,9 @@ static int write_shard(const struct sh_ckpt *in, const struct lt_model *out,
 			snprintf(tn, sizeof tn, "%s%s", lt_group_prefix[g], out->t[t].name);
 			st_declare(w, tn, ST_F32, out->t[t].ndim, lsh);
 		}
-	snprintf(it, sizeof it, "%lld", (long long)in->iteration);
-	st_metadata(w, "format", "lmtk-checkpoint");
-	st_metadata(w, "iteration", it);
 	const char *kind = json_string_value(json_object_get(json_object_get(in->manifest,
 									     "optimizer"), "kind"));
-	st_metadata(w, "optimizer", kind ? kind : "adamw");
+	save_shard_metadata(w, in->iteration, kind ? kind : "adamw");
 	for (int g = 0; g < LT_GROUPS && !rc; g++)
 		for (int i = 0; i < n && !rc; i++)
 			rc = write_part(in, out, tg, order[i], g, r, w, buf, &crc, &bytes, pg);
@@ -117,13 +115,13 @@ static int write_shard(const struct sh_ckpt *in, const struct lt_model *out,
 		st_abort(w);
 		return EXIT_FAILED;
 	}
-	snprintf(hex, sizeof hex, "%08x", crc);
-	json_object_set_new(files, name, json_pack("{s:I,s:s}", "bytes", (json_int_t)bytes,
-						    "crc32c", hex));
+	if (save_files_add(files, name, bytes, crc) < 0)
+		return xalloc_err(err, errlen, "the manifest's list of files", 0), EXIT_FAILED;
 	return 0;
 }
 
-char *rs_manifest(const struct sh_ckpt *in, const struct rs_target *tg, json_t *files)
+/* The input's manifest with the new layout, padded vocabulary and files, or NULL. */
+static json_t *new_manifest(const struct sh_ckpt *in, const struct rs_target *tg, json_t *files)
 {
 	json_t *man = json_deep_copy(in->manifest);
 	if (!man)
@@ -133,18 +131,14 @@ char *rs_manifest(const struct sh_ckpt *in, const struct rs_target *tg, json_t *
 	json_object_set_new(lay, "pp", json_integer(tg->pp));
 	json_object_set_new(mo, "padded_vocab_size", json_integer(tg->padded_vocab));
 	json_object_set(man, "files", files);
-	char *js = json_dumps(man, JSON_INDENT(1) | JSON_PRESERVE_ORDER);
+	return man;
+}
+
+char *rs_manifest(const struct sh_ckpt *in, const struct rs_target *tg, json_t *files)
+{
+	json_t *man = new_manifest(in, tg, files);
+	char *s = man ? save_manifest_text(man) : NULL;
 	json_decref(man);
-	if (!js)
-		return NULL;
-	size_t n = strlen(js);
-	char *s = realloc(js, n + 2);
-	if (!s) {
-		free(js);
-		return NULL;
-	}
-	s[n] = '\n';
-	s[n + 1] = 0;
 	return s;
 }
 
@@ -152,7 +146,7 @@ int rs_write(const struct sh_ckpt *in, const struct rs_target *tg, const char *s
 	     struct progress *pg, char *err, size_t errlen)
 {
 	struct lt_model out;
-	char why[256], path[4200];
+	char why[256];
 	int rc = 0;
 	if (lt_copy(&out, &in->m, tg->padded_vocab) < 0)
 		return xalloc_err(err, errlen, "the target layout's copy of the model", 0), EXIT_FAILED;
@@ -190,15 +184,14 @@ int rs_write(const struct sh_ckpt *in, const struct rs_target *tg, const char *s
 	progress_end(pg);
 	if (rc)
 		goto out;
-	char *man = rs_manifest(in, tg, files);
+	json_t *man = new_manifest(in, tg, files);
 	if (!man) {
 		rc = (xalloc_err(err, errlen, "the resharded checkpoint's manifest", 0), EXIT_FAILED);
 		goto out;
 	}
-	snprintf(path, sizeof path, "%s/manifest.json", stepdir);
-	if (file_write_atomic(path, man, strlen(man), 0644, err, errlen) < 0)
+	if (save_manifest(stepdir, man, err, errlen) < 0)
 		rc = EXIT_FAILED;
-	free(man);
+	json_decref(man);
 out:
 	json_decref(files);
 	free(order);
@@ -207,32 +200,17 @@ out:
 	return rc;
 }
 
-/* `latest` and latest_checkpointed_iteration.txt naming step, each replaced atomically. */
-static int write_latest(const char *dir, const char *step, long long iteration, char *err,
-			size_t errlen)
-{
-	char path[4200], line[96];
-	snprintf(path, sizeof path, "%s/latest", dir);
-	snprintf(line, sizeof line, "%s\n", step);
-	if (file_write_atomic(path, line, strlen(line), 0644, err, errlen) < 0)
-		return -1;
-	snprintf(path, sizeof path, "%s/latest_checkpointed_iteration.txt", dir);
-	snprintf(line, sizeof line, "%lld\n", iteration);
-	return file_write_atomic(path, line, strlen(line), 0644, err, errlen);
-}
-
 int rs_write_checkpoint(const struct sh_ckpt *in, const struct rs_target *tg, const char *dir,
 			struct progress *pg, char *err, size_t errlen)
 {
-	char step[64], sdir[8400];
-	snprintf(step, sizeof step, "global_step%lld", (long long)in->iteration);
-	snprintf(sdir, sizeof sdir, "%s/%s", dir, step);
-	if (mkdir(sdir, 0755) < 0) {
-		snprintf(err, errlen, "%.4000s: %s", sdir, strerror(errno));
+	char owner[96], tmp[8400];
+	/* as train saves: the step under a temporary name, then published (save.h) */
+	save_owner(owner, sizeof owner);
+	snprintf(tmp, sizeof tmp, "%s/.global_step%lld.tmp.%s", dir, (long long)in->iteration, owner);
+	if (save_step_begin(tmp, err, errlen) < 0)
 		return EXIT_FAILED;
-	}
-	int rc = rs_write(in, tg, sdir, pg, err, errlen);
-	if (!rc && write_latest(dir, step, (long long)in->iteration, err, errlen) < 0)
+	int rc = rs_write(in, tg, tmp, pg, err, errlen);
+	if (!rc && save_publish(dir, tmp, in->iteration, err, errlen) < 0)
 		rc = EXIT_FAILED;
 	return rc;
 }

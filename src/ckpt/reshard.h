@@ -32,13 +32,14 @@ struct rs_target {
 	int pp_embedding;       /* a new PP cut counts the embeddings as units (layout.h) */
 };
 
-/* Writes the shards and manifest.json into stepdir (an existing, empty directory).  0, or
+/* Writes the shards and manifest.json into stepdir (a new step directory, save_step_begin).  0, or
  * EXIT_USAGE (the layout does not fit the model) / EXIT_FAILED (I/O) + err. */
 int rs_write(const struct sh_ckpt *in, const struct rs_target *tg, const char *stepdir,
 	     struct progress *pg, char *err, size_t errlen);
 
 /* A whole checkpoint in directory `dir` (an output's temporary): global_stepN re-split by
- * rs_write(), then `latest`.  0, or an exit status + err. */
+ * rs_write() and published as train publishes its saves (save.h), `latest` naming it.  0, or an
+ * exit status + err. */
 int rs_write_checkpoint(const struct sh_ckpt *in, const struct rs_target *tg, const char *dir,
 			struct progress *pg, char *err, size_t errlen);
 

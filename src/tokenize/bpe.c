@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "ids.h"
+#include "strtab.h"
 #include "xalloc.h"
 
 #define SCAN_MAX 48          /* symbols; above this the heap's log n beats the scan's n */
@@ -12,24 +13,13 @@
 #define CACHE_KEY 24         /* bytes; longer pieces are rare and not cached */
 #define CACHE_IDS 12
 
-struct vent {                /* vocabulary hash entry */
-	uint64_t hash;
-	uint32_t off, len, id;
-	int used;
-};
-
 struct ment {                /* merge hash entry: (a, b) -> (rank, id) */
 	uint64_t key;            /* a << 32 | b, plus 1 so that 0 means empty */
 	uint32_t rank, id;
 };
 
 struct bpe {
-	char *blob;              /* every token's bytes */
-	size_t blob_len, blob_cap;
-	struct vent *vt;
-	size_t vt_cap, vt_n;
-	uint32_t *id_off, *id_len; /* by id; id_len == UINT32_MAX for holes */
-	uint32_t id_cap, id_end;
+	struct strtab vocab;     /* token bytes <-> id */
 	struct ment *mt;
 	size_t mt_cap, mt_n;
 	int byte_level, fuse_unk, byte_fallback, ignore_merges;
@@ -82,19 +72,6 @@ const char *bpe_byte_char(uint8_t b, size_t *len)
 	return byte_chars[b];
 }
 
-static uint64_t hash_bytes(const void *p, size_t n)
-{
-	/* FNV-1a, then a 64-bit finaliser so that the low bits index well */
-	const uint8_t *s = p;
-	uint64_t h = 0xcbf29ce484222325ull;
-	for (size_t i = 0; i < n; i++)
-		h = (h ^ s[i]) * 0x100000001b3ull;
-	h ^= h >> 33;
-	h *= 0xff51afd7ed558ccdull;
-	h ^= h >> 33;
-	return h;
-}
-
 static uint64_t mix64(uint64_t h)
 {
 	h ^= h >> 33;
@@ -112,11 +89,9 @@ struct bpe *bpe_new(void)
 		return NULL;
 	init_byte_chars();
 	m->unk = BPE_NONE;
-	m->vt_cap = 1024;
-	m->vt = calloc(m->vt_cap, sizeof *m->vt);
 	m->mt_cap = 1024;
 	m->mt = calloc(m->mt_cap, sizeof *m->mt);
-	if (!m->vt || !m->mt) {
+	if (!m->mt) {
 		bpe_free(m);
 		return NULL;
 	}
@@ -127,120 +102,45 @@ void bpe_free(struct bpe *m)
 {
 	if (!m)
 		return;
-	free(m->blob);
-	free(m->vt);
-	free(m->id_off);
-	free(m->id_len);
+	strtab_free(&m->vocab);
 	free(m->mt);
 	free(m);
 }
 
-static struct vent *vfind(const struct bpe *m, const char *s, size_t len, uint64_t h)
-{
-	size_t mask = m->vt_cap - 1, i = h & mask;
-	for (;; i = (i + 1) & mask) {
-		struct vent *e = &m->vt[i];
-		if (!e->used || (e->hash == h && e->len == len && memcmp(m->blob + e->off, s, len) == 0))
-			return e;
-	}
-}
-
-static int vgrow(struct bpe *m)
-{
-	struct vent *old = m->vt;
-	size_t oc = m->vt_cap;
-	m->vt_cap *= 2;
-	m->vt = calloc(m->vt_cap, sizeof *m->vt);
-	if (!m->vt)
-		return -1;
-	for (size_t i = 0; i < oc; i++)
-		if (old[i].used)
-			*vfind(m, m->blob + old[i].off, old[i].len, old[i].hash) = old[i];
-	free(old);
-	return 0;
-}
-
 int bpe_add_token(struct bpe *m, const char *s, size_t len, uint32_t id, char *err, size_t errlen)
 {
-	uint64_t h = hash_bytes(s, len);
-	struct vent *e;
-
-	if (id == BPE_NONE || len > UINT32_MAX / 2) {
+	uint32_t had;
+	if (id > STRTAB_ID_MAX || len > UINT32_MAX / 2) {
 		snprintf(err, errlen, "token id %u out of range", id);
 		return -1;
 	}
-	if ((m->vt_n + 1) * 2 > m->vt_cap && vgrow(m) < 0)
-		goto oom;
-	e = vfind(m, s, len, h);
-	if (e->used) {
-		snprintf(err, errlen, "token '%.*s' appears twice (ids %u and %u)", (int)len, s, e->id, id);
+	switch (strtab_put(&m->vocab, s, len, id, &had)) {
+	case 0:
+		return 0;
+	case STRTAB_DUP_STR:
+		snprintf(err, errlen, "token '%.*s' appears twice (ids %u and %u)", (int)len, s, had, id);
 		return -1;
-	}
-	if (m->blob_len + len + 1 > m->blob_cap) {
-		size_t cap = m->blob_cap ? m->blob_cap * 2 : 1 << 16;
-		while (cap < m->blob_len + len + 1)
-			cap *= 2;
-		char *b = realloc(m->blob, cap);
-		if (!b)
-			goto oom;
-		m->blob = b;
-		m->blob_cap = cap;
-	}
-	memcpy(m->blob + m->blob_len, s, len);
-	m->blob[m->blob_len + len] = '\0';
-	e->used = 1;
-	e->hash = h;
-	e->off = (uint32_t)m->blob_len;
-	e->len = (uint32_t)len;
-	e->id = id;
-	m->blob_len += len + 1;
-	m->vt_n++;
-	if (id >= m->id_cap) {
-		uint32_t cap = m->id_cap ? m->id_cap : 1024;
-		while (cap <= id)
-			cap *= 2;
-		uint32_t *o = realloc(m->id_off, cap * sizeof *o), *l;
-		if (!o)
-			goto oom;
-		m->id_off = o;
-		l = realloc(m->id_len, cap * sizeof *l);
-		if (!l)
-			goto oom;
-		m->id_len = l;
-		memset(m->id_len + m->id_cap, 0xff, (cap - m->id_cap) * sizeof *l);
-		m->id_cap = cap;
-	}
-	if (m->id_len[id] != UINT32_MAX) {
+	case STRTAB_DUP_ID:
 		snprintf(err, errlen, "id %u is given to two tokens", id);
 		return -1;
 	}
-	m->id_off[id] = e->off;
-	m->id_len[id] = e->len;
-	if (id + 1 > m->id_end)
-		m->id_end = id + 1;
-	return 0;
-oom:
 	xalloc_err(err, errlen, "the tokenizer's vocabulary table", 0);
 	return -1;
 }
 
 uint32_t bpe_lookup(const struct bpe *m, const char *s, size_t len)
 {
-	struct vent *e = vfind(m, s, len, hash_bytes(s, len));
-	return e->used ? e->id : BPE_NONE;
+	return strtab_find(&m->vocab, s, len);
 }
 
 const char *bpe_token(const struct bpe *m, uint32_t id, size_t *len)
 {
-	if (id >= m->id_end || m->id_len[id] == UINT32_MAX)
-		return NULL;
-	*len = m->id_len[id];
-	return m->blob + m->id_off[id];
+	return strtab_str(&m->vocab, id, len);
 }
 
 uint32_t bpe_vocab_end(const struct bpe *m)
 {
-	return m->id_end;
+	return strtab_id_end(&m->vocab);
 }
 
 size_t bpe_merge_count(const struct bpe *m)
@@ -517,7 +417,7 @@ int bpe_encode(const struct bpe *m, struct bpe_cache *c, const uint8_t *s, size_
 	int pending_unk = 0;
 
 	if (c && len <= CACHE_KEY) {
-		h = hash_bytes(s, len);
+		h = strtab_hash(s, len);
 		ce = &c->e[h & ((1 << CACHE_BITS) - 1)];
 		if (ce->hash == h && ce->klen == len && ce->nids && memcmp(ce->key, s, len) == 0) {
 			for (size_t i = 0; i < ce->nids; i++)

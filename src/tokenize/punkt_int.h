@@ -1,5 +1,6 @@
-/* punkt_int - what the Punkt modules share and nobody else needs: a string table, the parameters'
- * layout, and the word tokens (punkt_word.c) that the splitter and the trainer both annotate.
+/* punkt_int - what the Punkt modules share and nobody else needs: the parameters' layout (their
+ * types interned in a strtab), and the word tokens (punkt_word.c) that the splitter and the
+ * trainer both annotate.
  *
  * A word token is NLTK's PunktToken: its bytes, its type (the lowercased text, or "##number##"
  * for a number), and the properties the passes ask about, computed once when the token is made.
@@ -12,9 +13,10 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "strtab.h"
 #include "tokenize/punkt.h"
 
-#define PK_NONE 0xFFFFFFFFu
+#define PK_NONE STRTAB_NONE
 #define PK_NUMBER "##number##"
 #define PK_NUMBER_LEN 10
 
@@ -61,34 +63,12 @@ static inline size_t pk_prev(const char *s, size_t i)
 	return i;
 }
 
-/* --- strings -------------------------------------------------------------------------------------- */
-
-struct pk_strtab {
-	char *bytes;
-	size_t nbytes, capbytes;
-	uint32_t *off, *len, *hash;   /* per id */
-	uint32_t n, cap;
-	uint32_t *slot;               /* open addressing: id + 1, 0 empty */
-	uint32_t nslot;               /* a power of two */
-};
-
-uint32_t pk_hash(const char *s, size_t len);
-void pk_strtab_free(struct pk_strtab *t);
-uint32_t pk_strtab_find(const struct pk_strtab *t, const char *s, size_t len);    /* id or PK_NONE */
-/* the id of s, added if new: PK_NONE when out of memory (or at 2^32 - 2 strings) */
-uint32_t pk_strtab_add(struct pk_strtab *t, const char *s, size_t len);
-static inline const char *pk_str(const struct pk_strtab *t, uint32_t id, size_t *len)
-{
-	*len = t->len[id];
-	return t->bytes + t->off[id];
-}
-
 /* --- parameters ----------------------------------------------------------------------------------- */
 
 enum { PK_P_ABBREV = 1, PK_P_STARTER = 2 };
 
 struct punkt_params {
-	struct pk_strtab types;
+	struct strtab types;
 	uint8_t *ortho, *flags;    /* per type id: ortho context bits, PK_P_* */
 	uint32_t cap;              /* of ortho and flags */
 	uint64_t *colloc;          /* open addressing: (a + 1) << 32 | (b + 1), 0 empty */
@@ -103,7 +83,7 @@ int pk_params_add_colloc(struct punkt_params *p, uint32_t a, uint32_t b);   /* 0
 int pk_params_has_colloc(const struct punkt_params *p, uint32_t a, uint32_t b);
 static inline uint32_t pk_params_find(const struct punkt_params *p, const char *s, size_t len)
 {
-	return pk_strtab_find(&p->types, s, len);
+	return strtab_find(&p->types, s, len);
 }
 
 /* --- word tokens ---------------------------------------------------------------------------------- */

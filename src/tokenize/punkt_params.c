@@ -28,107 +28,6 @@
 
 #define FORMAT "lmtk-punkt-params 1"
 
-/* --- string table --------------------------------------------------------------------------------- */
-
-uint32_t pk_hash(const char *s, size_t len)
-{
-	uint64_t h = 0x9e3779b97f4a7c15ull ^ len;
-	for (size_t i = 0; i < len; i++)
-		h = (h ^ (unsigned char)s[i]) * 0x100000001b3ull;
-	h ^= h >> 29;
-	h *= 0xbf58476d1ce4e5b9ull;
-	return (uint32_t)(h ^ h >> 32);
-}
-
-void pk_strtab_free(struct pk_strtab *t)
-{
-	free(t->bytes);
-	free(t->off);
-	free(t->len);
-	free(t->hash);
-	free(t->slot);
-	memset(t, 0, sizeof *t);
-}
-
-uint32_t pk_strtab_find(const struct pk_strtab *t, const char *s, size_t len)
-{
-	if (!t->nslot)
-		return PK_NONE;
-	uint32_t h = pk_hash(s, len), mask = t->nslot - 1;
-	for (uint32_t i = h & mask;; i = (i + 1) & mask) {
-		uint32_t v = t->slot[i];
-		if (!v)
-			return PK_NONE;
-		v--;
-		if (t->hash[v] == h && t->len[v] == len && memcmp(t->bytes + t->off[v], s, len) == 0)
-			return v;
-	}
-}
-
-static int rehash(struct pk_strtab *t, uint32_t nslot)
-{
-	uint32_t *slot = calloc(nslot, sizeof *slot);
-	if (!slot)
-		return -1;
-	for (uint32_t id = 0; id < t->n; id++) {
-		uint32_t i = t->hash[id] & (nslot - 1);
-		while (slot[i])
-			i = (i + 1) & (nslot - 1);
-		slot[i] = id + 1;
-	}
-	free(t->slot);
-	t->slot = slot;
-	t->nslot = nslot;
-	return 0;
-}
-
-uint32_t pk_strtab_add(struct pk_strtab *t, const char *s, size_t len)
-{
-	uint32_t id = pk_strtab_find(t, s, len);
-	if (id != PK_NONE)
-		return id;
-	if (t->n >= 0x7ffffffeu || len > UINT32_MAX)
-		return PK_NONE;
-	if (t->n == t->cap) {
-		uint32_t cap = t->cap ? 2 * t->cap : 1024;
-		uint32_t *o = realloc(t->off, cap * sizeof *o), *l = o ? realloc(t->len, cap * sizeof *l) : NULL,
-			 *h = l ? realloc(t->hash, cap * sizeof *h) : NULL;
-		if (o)
-			t->off = o;
-		if (l)
-			t->len = l;
-		if (!h)
-			return PK_NONE;
-		t->hash = h;
-		t->cap = cap;
-	}
-	if (t->nbytes + len > t->capbytes) {
-		size_t cap = t->capbytes ? 2 * t->capbytes : 16384;
-		while (cap < t->nbytes + len)
-			cap *= 2;
-		char *b = realloc(t->bytes, cap);
-		if (!b)
-			return PK_NONE;
-		t->bytes = b;
-		t->capbytes = cap;
-	}
-	if (2 * (t->n + 1) > t->nslot && rehash(t, t->nslot ? 2 * t->nslot : 2048) < 0)
-		return PK_NONE;
-	if (t->nbytes > UINT32_MAX - len)
-		return PK_NONE;
-	memcpy(t->bytes + t->nbytes, s, len);
-	id = t->n++;
-	t->off[id] = (uint32_t)t->nbytes;
-	t->len[id] = (uint32_t)len;
-	t->hash[id] = pk_hash(s, len);
-	t->nbytes += len;
-	uint32_t i = t->hash[id] & (t->nslot - 1);
-	while (t->slot[i])
-		i = (i + 1) & (t->nslot - 1);
-	t->slot[i] = id + 1;
-	return id;
-}
-
 /* --- parameters ----------------------------------------------------------------------------------- */
 
 struct punkt_params *pk_params_new(void)
@@ -140,7 +39,7 @@ void punkt_params_free(struct punkt_params *p)
 {
 	if (!p)
 		return;
-	pk_strtab_free(&p->types);
+	strtab_free(&p->types);
 	free(p->ortho);
 	free(p->flags);
 	free(p->colloc);
@@ -149,7 +48,7 @@ void punkt_params_free(struct punkt_params *p)
 
 uint32_t pk_params_type(struct punkt_params *p, const char *s, size_t len)
 {
-	uint32_t id = pk_strtab_add(&p->types, s, len);
+	uint32_t id = strtab_intern(&p->types, s, len);
 	if (id == PK_NONE || id < p->cap)
 		return id;
 	uint32_t cap = p->cap ? 2 * p->cap : 1024;
@@ -354,7 +253,7 @@ struct punkt_params *punkt_params_load(const char *path, char *err, size_t errle
 
 /* --- writing -------------------------------------------------------------------------------------- */
 
-static const struct pk_strtab *sort_tab;
+static const struct strtab *sort_tab;
 
 static int by_bytes(const void *a, const void *b)
 {
@@ -429,10 +328,10 @@ static void put_str(struct out *o, const char *s, size_t n)
 	put(o, "\"", 1);
 }
 
-static void put_id(struct out *o, const struct pk_strtab *t, uint32_t id)
+static void put_id(struct out *o, const struct strtab *t, uint32_t id)
 {
 	size_t len;
-	const char *s = pk_str(t, id, &len);
+	const char *s = strtab_str(t, id, &len);
 	put_str(o, s, len);
 }
 
@@ -450,7 +349,7 @@ static void put_list(struct out *o, const char *name, int last)
 
 char *punkt_params_json(const struct punkt_params *p, const char *trained_on)
 {
-	const struct pk_strtab *t = &p->types;
+	const struct strtab *t = &p->types;
 	uint32_t *ids = malloc(((size_t)t->n + 1) * sizeof *ids), *pairs = malloc((p->ncolloc + 1) * 2 * sizeof *pairs);
 	struct out o = {0};
 	size_t n = 0, np = 0;

@@ -36,7 +36,7 @@ struct trainer {
 	const char *text;
 	size_t len;
 	struct progress *pg;         /* NULL: none; else 3 * len bytes, the three scans' */
-	struct pk_strtab types;
+	struct strtab types;
 	uint64_t *fdist, *starter;   /* per string id: type frequency, count at a sentence start */
 	uint8_t *ortho, *abbr;
 	uint32_t cap;
@@ -49,7 +49,7 @@ struct trainer {
 
 static uint32_t intern(struct trainer *tr, const char *s, size_t len)
 {
-	uint32_t id = pk_strtab_add(&tr->types, s, len);
+	uint32_t id = strtab_intern(&tr->types, s, len);
 	if (id == PK_NONE) {
 		tr->oom = 1;
 		return PK_NONE;
@@ -83,7 +83,7 @@ static uint32_t intern(struct trainer *tr, const char *s, size_t len)
 /* the frequency of a string, 0 if it was never a type */
 static uint64_t freq(const struct trainer *tr, const char *s, size_t len)
 {
-	uint32_t id = pk_strtab_find(&tr->types, s, len);
+	uint32_t id = strtab_find(&tr->types, s, len);
 	return id == PK_NONE ? 0 : tr->fdist[id];
 }
 
@@ -91,7 +91,7 @@ static uint64_t freq(const struct trainer *tr, const char *s, size_t len)
 static uint64_t freq_dot(struct trainer *tr, uint32_t id)
 {
 	size_t len;
-	const char *s = pk_str(&tr->types, id, &len);
+	const char *s = strtab_str(&tr->types, id, &len);
 	if (pk_buf_reserve(&tr->buf, len + 1) < 0) {
 		tr->oom = 1;
 		return 0;
@@ -143,7 +143,7 @@ static void find_abbrevs(struct trainer *tr, uint32_t ntypes)
 {
 	for (uint32_t id = 0; id < ntypes && !tr->oom; id++) {
 		size_t len, i, l;
-		const char *typ = pk_str(&tr->types, id, &len);
+		const char *typ = strtab_str(&tr->types, id, &len);
 		for (i = 0; i < len && !(pk_bits_at(typ + i, &l) & PKU_WORD); i += l)
 			;
 		if (i == len || (len == PK_NUMBER_LEN && memcmp(typ, PK_NUMBER, len) == 0) || typ[len - 1] != '.')
@@ -180,7 +180,7 @@ struct ttok {
 
 static int reclassified_abbrev(const struct trainer *tr, const char *s, size_t n)
 {
-	uint32_t id = pk_strtab_find(&tr->types, s, n);
+	uint32_t id = strtab_find(&tr->types, s, n);
 	return id != PK_NONE && (tr->abbr[id] & RECLASSIFIED);
 }
 
@@ -305,7 +305,7 @@ static int rare_abbrev(struct trainer *tr, const struct ttok *t1, const struct t
 		return 0;
 	uint32_t typ = t1->tnp;   /* type_no_sentperiod of a break */
 	size_t len;
-	const char *s = pk_str(&tr->types, typ, &len);
+	const char *s = strtab_str(&tr->types, typ, &len);
 	/* NLTK adds the frequency of typ[:-1], the type without its last character */
 	uint64_t count = tr->fdist[typ] + (len ? freq(tr, s, pk_prev(s, len)) : 0);
 	if (tr->abbr[typ] || count >= 5)
@@ -395,14 +395,14 @@ static struct punkt_params *finish(struct trainer *tr)
 {
 	struct punkt_params *p = pk_params_new();
 	int64_t n = (int64_t)tr->n;
-	uint32_t ntypes = tr->types.n;
+	uint32_t ntypes = strtab_count(&tr->types);
 	if (!p)
 		return NULL;
 	/* the tables' strings, in the trainer's id order */
 	for (uint32_t id = 0; id < ntypes; id++) {
 		int keep = tr->abbr[id] || tr->ortho[id] || tr->starter[id];
 		size_t len;
-		const char *s = pk_str(&tr->types, id, &len);
+		const char *s = strtab_str(&tr->types, id, &len);
 		if (!keep)
 			continue;
 		uint32_t pid = pk_params_type(p, s, len);
@@ -435,7 +435,7 @@ static struct punkt_params *finish(struct trainer *tr)
 			continue;
 		uint32_t a = (uint32_t)(tr->pair_key[i] >> 32) - 1, b = (uint32_t)tr->pair_key[i] - 1;
 		size_t la, lb;
-		const char *sa = pk_str(&tr->types, a, &la), *sb = pk_str(&tr->types, b, &lb);
+		const char *sa = strtab_str(&tr->types, a, &la), *sb = strtab_str(&tr->types, b, &lb);
 		uint32_t pb = pk_params_find(p, sb, lb);
 		if (pb != PK_NONE && (p->flags[pb] & PK_P_STARTER))
 			continue;
@@ -469,8 +469,8 @@ struct punkt_params *punkt_train(const char *text, size_t len, struct punkt_trai
 	scan(&tr, 1);
 	if (!tr.oom) {
 		if (stats)
-			stats->types = tr.types.n;
-		find_abbrevs(&tr, tr.types.n);
+			stats->types = strtab_count(&tr.types);
+		find_abbrevs(&tr, strtab_count(&tr.types));
 	}
 	if (!tr.oom)
 		scan(&tr, 2);
@@ -485,7 +485,7 @@ struct punkt_params *punkt_train(const char *text, size_t len, struct punkt_trai
 		stats->period_tokens = tr.nperiod;
 		stats->sentbreaks = tr.nbreak;
 	}
-	pk_strtab_free(&tr.types);
+	strtab_free(&tr.types);
 	free(tr.fdist);
 	free(tr.starter);
 	free(tr.ortho);

@@ -7,29 +7,19 @@
 #include "ids.h"
 
 #include "msg.h"
+#include "strtab.h"
 #include "xalloc.h"
 
 #define CACHE_BITS 15
 #define CACHE_KEY 30         /* bytes; longer words are rare and not cached */
 #define CACHE_IDS 7
 
-struct vent {                /* vocabulary hash entry */
-	uint64_t hash;
-	uint32_t off, len, id;
-	int used;
-};
-
 struct wp {
-	char *blob;              /* every token's bytes */
-	size_t blob_len, blob_cap;
-	struct vent *vt;
-	size_t vt_cap, vt_n;
-	uint32_t *id_off, *id_len; /* by id; id_len == UINT32_MAX for holes */
-	uint32_t id_cap, id_end;
+	struct strtab vocab;     /* token bytes <-> id */
 	uint32_t unk;
 	char *prefix;
 	size_t prefix_len;
-	uint64_t prefix_state;   /* FNV-1a state after the prefix's bytes */
+	uint64_t prefix_state;   /* strtab_hash_step's state after the prefix's bytes */
 	size_t max_len, max_cont_len; /* longest token; longest continuation after its prefix (bytes) */
 	unsigned max_chars;
 };
@@ -118,36 +108,12 @@ unsigned wpu_ccc_rank(uint32_t cp)
 /* ---------------------------------------------------------------------------------------------
  * the vocabulary */
 
-#define FNV0 0xcbf29ce484222325ull
-
-static uint64_t fnv(uint64_t h, const void *p, size_t n)
-{
-	const uint8_t *s = p;
-	for (size_t i = 0; i < n; i++)
-		h = (h ^ s[i]) * 0x100000001b3ull;
-	return h;
-}
-
-static uint64_t fin(uint64_t h)  /* so that the low bits index well */
-{
-	h ^= h >> 33;
-	h *= 0xff51afd7ed558ccdull;
-	h ^= h >> 33;
-	return h;
-}
-
 struct wp *wp_new(void)
 {
 	struct wp *m = calloc(1, sizeof *m);
 	if (!m)
 		return NULL;
 	m->unk = WP_NONE;
-	m->vt_cap = 1024;
-	m->vt = calloc(m->vt_cap, sizeof *m->vt);
-	if (!m->vt) {
-		free(m);
-		return NULL;
-	}
 	return m;
 }
 
@@ -155,120 +121,45 @@ void wp_free(struct wp *m)
 {
 	if (!m)
 		return;
-	free(m->blob);
-	free(m->vt);
-	free(m->id_off);
-	free(m->id_len);
+	strtab_free(&m->vocab);
 	free(m->prefix);
 	free(m);
 }
 
-/* the entry of the string a + b (two parts, so a probe can put the prefix before a piece
- * without copying), or the empty slot where it would go */
-static struct vent *vfind(const struct wp *m, uint64_t h, const char *a, size_t alen, const char *b, size_t blen)
-{
-	size_t mask = m->vt_cap - 1;
-	for (size_t i = h & mask;; i = (i + 1) & mask) {
-		struct vent *e = &m->vt[i];
-		if (!e->used)
-			return e;
-		if (e->hash == h && e->len == alen + blen && memcmp(m->blob + e->off, a, alen) == 0 &&
-		    memcmp(m->blob + e->off + alen, b, blen) == 0)
-			return e;
-	}
-}
-
-static int vgrow(struct wp *m)
-{
-	struct vent *old = m->vt;
-	size_t oc = m->vt_cap;
-	m->vt_cap *= 2;
-	m->vt = calloc(m->vt_cap, sizeof *m->vt);
-	if (!m->vt) {
-		m->vt = old;
-		m->vt_cap = oc;
-		return -1;
-	}
-	for (size_t i = 0; i < oc; i++)
-		if (old[i].used)
-			*vfind(m, old[i].hash, m->blob + old[i].off, old[i].len, "", 0) = old[i];
-	free(old);
-	return 0;
-}
-
 int wp_add_token(struct wp *m, const char *s, size_t len, uint32_t id, char *err, size_t errlen)
 {
-	uint64_t h = fin(fnv(FNV0, s, len));
-	struct vent *e;
-
-	if (len > UINT32_MAX / 2 || id >= WP_NONE - 1)
+	uint32_t had;
+	if (len > UINT32_MAX / 2 || id >= WP_NONE - 1 || id > STRTAB_ID_MAX)
 		return errf(err, errlen, "token %u is too long or its id too large", id);
-	if ((m->vt_n + 1) * 2 > m->vt_cap && vgrow(m) < 0)
-		return xalloc_err(err, errlen, "the vocabulary's hash table", 0);
-	e = vfind(m, h, s, len, "", 0);
-	if (e->used)
+	switch (strtab_put(&m->vocab, s, len, id, &had)) {
+	case 0:
+		return 0;
+	case STRTAB_DUP_STR:
 		return errf(err, errlen, "token '%.*s' is there twice (ids %u and %u)", (int)(len > 80 ? 80 : len), s,
-			    e->id, id);
-	if (!m->blob || m->blob_len + len > m->blob_cap) {
-		size_t c = m->blob_cap ? m->blob_cap : 65536;
-		while (c < m->blob_len + len)
-			c *= 2;
-		char *p = realloc(m->blob, c);
-		if (!p)
-			return xalloc_err(err, errlen, "the vocabulary's strings", c);
-		m->blob = p;
-		m->blob_cap = c;
-	}
-	if (id >= m->id_cap) {
-		uint32_t c = m->id_cap ? m->id_cap : 1024;
-		while (c <= id)
-			c *= 2;
-		uint32_t *o = realloc(m->id_off, c * sizeof *o), *l;
-		if (!o)
-			return xalloc_err(err, errlen, "the vocabulary's id index", c * sizeof *o);
-		m->id_off = o;
-		l = realloc(m->id_len, c * sizeof *l);
-		if (!l)
-			return xalloc_err(err, errlen, "the vocabulary's id index", c * sizeof *l);
-		m->id_len = l;
-		for (uint32_t i = m->id_cap; i < c; i++)
-			m->id_len[i] = UINT32_MAX;
-		m->id_cap = c;
-	}
-	if (m->id_len[id] != UINT32_MAX)
+			    had, id);
+	case STRTAB_DUP_ID:
 		return errf(err, errlen, "id %u is given to two tokens", id);
-	memcpy(m->blob + m->blob_len, s, len);
-	*e = (struct vent){h, (uint32_t)m->blob_len, (uint32_t)len, id, 1};
-	m->id_off[id] = (uint32_t)m->blob_len;
-	m->id_len[id] = (uint32_t)len;
-	m->blob_len += len;
-	m->vt_n++;
-	if (id + 1 > m->id_end)
-		m->id_end = id + 1;
-	return 0;
+	}
+	return xalloc_err(err, errlen, "the vocabulary", 0);
 }
 
 uint32_t wp_lookup(const struct wp *m, const char *s, size_t len)
 {
-	struct vent *e = vfind(m, fin(fnv(FNV0, s, len)), s, len, "", 0);
-	return e->used ? e->id : WP_NONE;
+	return strtab_find(&m->vocab, s, len);
 }
 
 const char *wp_token(const struct wp *m, uint32_t id, size_t *len)
 {
-	if (id >= m->id_end || m->id_len[id] == UINT32_MAX)
-		return NULL;
-	*len = m->id_len[id];
-	return m->blob + m->id_off[id];
+	return strtab_str(&m->vocab, id, len);
 }
 
-uint32_t wp_vocab_end(const struct wp *m) { return m->id_end; }
-size_t wp_vocab_count(const struct wp *m) { return m->vt_n; }
+uint32_t wp_vocab_end(const struct wp *m) { return strtab_id_end(&m->vocab); }
+size_t wp_vocab_count(const struct wp *m) { return strtab_count(&m->vocab); }
 const char *wp_prefix(const struct wp *m) { return m->prefix; }
 
 int wp_finish(struct wp *m, const char *unk, const char *prefix, unsigned max_chars, char *err, size_t errlen)
 {
-	if (m->vt_n == 0)
+	if (strtab_count(&m->vocab) == 0)
 		return errf(err, errlen, "the vocabulary is empty");
 	m->unk = wp_lookup(m, unk, strlen(unk));
 	if (m->unk == WP_NONE)
@@ -276,17 +167,17 @@ int wp_finish(struct wp *m, const char *unk, const char *prefix, unsigned max_ch
 	if (!(m->prefix = strdup(prefix)))
 		return xalloc_err(err, errlen, "the continuing-subword prefix", strlen(prefix) + 1);
 	m->prefix_len = strlen(prefix);
-	m->prefix_state = fnv(FNV0, prefix, m->prefix_len);
+	m->prefix_state = strtab_hash_step(STRTAB_HASH0, prefix, m->prefix_len);
 	m->max_chars = max_chars;
-	for (size_t i = 0; i < m->vt_cap; i++) {
-		const struct vent *e = &m->vt[i];
-		if (!e->used)
+	for (uint32_t id = 0; id < strtab_id_end(&m->vocab); id++) {
+		size_t len;
+		const char *s = strtab_str(&m->vocab, id, &len);
+		if (!s)
 			continue;
-		if (e->len > m->max_len)
-			m->max_len = e->len;
-		if (e->len >= m->prefix_len && memcmp(m->blob + e->off, prefix, m->prefix_len) == 0 &&
-		    e->len - m->prefix_len > m->max_cont_len)
-			m->max_cont_len = e->len - m->prefix_len;
+		if (len > m->max_len)
+			m->max_len = len;
+		if (len >= m->prefix_len && memcmp(s, prefix, m->prefix_len) == 0 && len - m->prefix_len > m->max_cont_len)
+			m->max_cont_len = len - m->prefix_len;
 	}
 	return 0;
 }
@@ -540,24 +431,24 @@ int wp_normalize(const struct wp_norm *n, struct wp_state *st, const uint8_t *s,
 static uint32_t longest_at(const struct wp *m, const uint8_t *w, size_t wl, size_t start, size_t *endp)
 {
 	size_t lim = start ? m->max_cont_len : m->max_len, end = wl - start > lim ? start + lim : wl;
-	uint64_t hs[257], h0 = start ? m->prefix_state : FNV0, h = h0;
+	uint64_t hs[257], h0 = start ? m->prefix_state : STRTAB_HASH0, h = h0;
 	const char *a = start ? m->prefix : "";
 	size_t al = start ? m->prefix_len : 0;
 	int inc = end - start < sizeof hs / sizeof *hs;
 
 	if (inc)
 		for (size_t i = start; i < end; i++)
-			hs[i - start + 1] = h = (h ^ w[i]) * 0x100000001b3ull;
+			hs[i - start + 1] = h = strtab_hash_step(h, w + i, 1);
 	while (end < wl && (w[end] & 0xC0) == 0x80)  /* back to a character boundary */
 		end--;
 	for (; end > start; end--) {
 		if (end < wl && (w[end] & 0xC0) == 0x80)
 			continue;
-		uint64_t hh = fin(inc ? hs[end - start] : fnv(h0, w + start, end - start));
-		const struct vent *e = vfind(m, hh, a, al, (const char *)w + start, end - start);
-		if (e->used) {
+		uint64_t hh = strtab_hash_fin(inc ? hs[end - start] : strtab_hash_step(h0, w + start, end - start));
+		uint32_t id = strtab_find_hash2(&m->vocab, hh, a, al, (const char *)w + start, end - start);
+		if (id != STRTAB_NONE) {
 			*endp = end;
-			return e->id;
+			return id;
 		}
 	}
 	return WP_NONE;
@@ -574,7 +465,7 @@ static int encode_word(const struct wp *m, struct wp_state *st, const uint8_t *w
 	if (nchars > m->max_chars)
 		return ids_push(out, n, cap, m->unk);
 	if (wl <= CACHE_KEY) {
-		h = fin(fnv(FNV0, w, wl));
+		h = strtab_hash(w, wl);
 		ce = &st->cache[h & (((size_t)1 << CACHE_BITS) - 1)];
 		if (ce->nids && ce->hash == h && ce->klen == wl && memcmp(ce->key, w, wl) == 0) {
 			for (size_t i = 0; i < ce->nids; i++)

@@ -3,9 +3,7 @@
 
 #include <dirent.h>
 #include <errno.h>
-#include <fcntl.h>
 #include <jansson.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,6 +18,7 @@
 #include "xalloc.h"
 #include "ckpt/manifest.h"
 #include "ckpt/mds.h"
+#include "ckpt/save.h"
 #include "ckpt/safetensors.h"
 #include "ckpt/steplock.h"
 #include "train/optim/bnb.h"
@@ -61,59 +60,6 @@ int ckpt_save_lock(const char *dir, char *err, size_t errlen)
 	}
 	errf(err, errlen, "--save %s: cannot take its lock: %s", dir, why);
 	return CKPT_LOCK_ERROR;
-}
-
-/* A temporary's owner: ".global_stepN.tmp.PID@HOST" (a save) or ".global_stepN.tmp.old.PID@HOST"
- * (a re-saved step moved aside), PID being world rank 0's.  1 with *pid and *host; 0 for a name
- * without one (an lmtk before the names had an owner). */
-static int tmp_owner(const char *name, long *pid, const char **host)
-{
-	const char *t = strstr(name, ".tmp.");
-	char *end;
-	if (!t)
-		return 0;
-	t += 5;
-	if (strncmp(t, "old.", 4) == 0)
-		t += 4;
-	if (*t < '0' || *t > '9')
-		return 0;
-	*pid = strtol(t, &end, 10);
-	if (*end != '@' || !end[1] || *pid <= 0)
-		return 0;
-	*host = end + 1;
-	return 1;
-}
-
-/* This process's owner tag for the temporaries' names, "PID@HOST". */
-static void owner_tag(char *buf, size_t len)
-{
-	snprintf(buf, len, "%ld@%s", (long)getpid(), lock_hostname());
-}
-
-/* Removes stray temporaries of interrupted saves - only those no live run owns: all of them when
- * this process holds the --save lock (no other run saves here), else those of this host whose
- * process is gone (the lock could not be had: a filesystem without flock).  Another run's save
- * in progress is never taken for a leftover. */
-static void clean_tmp(const char *dir)
-{
-	int locked = save_lock.fd >= 0 && strcmp(save_locked, dir) == 0;
-	DIR *d = opendir(dir);
-	struct dirent *e;
-	char p[4096];
-	if (!d)
-		return;
-	while ((e = readdir(d)))
-		if (strncmp(e->d_name, ".global_step", 12) == 0 && strstr(e->d_name, ".tmp.")) {
-			long pid;
-			const char *host;
-			if (!locked && (!tmp_owner(e->d_name, &pid, &host) ||
-					strcmp(host, lock_hostname()) != 0 ||
-					(pid != (long)getpid() && !(kill((pid_t)pid, 0) < 0 && errno == ESRCH))))
-				continue;
-			snprintf(p, sizeof p, "%s/%s", dir, e->d_name);
-			fsx_rm_tree(p);
-		}
-	closedir(d);
 }
 
 static json_t *sched_json(const struct sched *s)
@@ -399,7 +345,6 @@ static int write_shard(const char *path, const struct model *m, const char *kind
 		       const struct ostate_img *g,
 		       int64_t iteration, uint32_t *crc, uint64_t *bytes, char *err, size_t errlen)
 {
-	char it[32];
 	size_t most = 0;
 	struct entry *e;
 	int n = shard_entries(m, g, &e);
@@ -414,10 +359,7 @@ static int write_shard(const char *path, const struct model *m, const char *kind
 		st_declare(w, e[k].name, e[k].dtype, e[k].ndim, e[k].shape);
 		most = e[k].bytes > most ? e[k].bytes : most;
 	}
-	snprintf(it, sizeof it, "%lld", (long long)iteration);
-	st_metadata(w, "format", "lmtk-checkpoint");
-	st_metadata(w, "iteration", it);
-	st_metadata(w, "optimizer", kind);
+	save_shard_metadata(w, iteration, kind);
 	float *buf = malloc(most ? most : 1);
 	if (!buf) {
 		st_abort(w);
@@ -520,102 +462,9 @@ int ckpt_check_ahead(const char *dir, int64_t from, int64_t last, char *err, siz
 		    (long long)first);
 }
 
-/* Points `latest` and latest_checkpointed_iteration.txt at global_step<it>, then drops the
- * publish record (the publish is done).  0, or -1 + err. */
-static int name_latest(const char *dir, int64_t it, char *err, size_t errlen)
-{
-	char path[4200], line[80];
-	snprintf(path, sizeof path, "%s/latest", dir);
-	snprintf(line, sizeof line, "global_step%lld\n", (long long)it);
-	if (file_write_atomic(path, line, strlen(line), 0644, err, errlen) < 0)
-		return -1;
-	snprintf(path, sizeof path, "%s/latest_checkpointed_iteration.txt", dir);
-	snprintf(line, sizeof line, "%lld\n", (long long)it);
-	if (file_write_atomic(path, line, strlen(line), 0644, err, errlen) < 0)
-		return -1;
-	snprintf(path, sizeof path, "%s/" CKPT_PUBLISHING, dir);
-	if (unlink(path) < 0 && errno != ENOENT)
-		return errf(err, errlen, "%s: %s", path, strerror(errno));
-	file_fsync_dir(dir);
-	return 0;
-}
-
-/* The directory entry dir/name, when it is a real directory (not a link) holding a regular
- * manifest.json: 1, else 0. */
-static int is_step_dir(const char *dir, const char *name)
-{
-	char p[4200];
-	struct stat sb;
-	snprintf(p, sizeof p, "%s/%s", dir, name);
-	if (lstat(p, &sb) < 0 || !S_ISDIR(sb.st_mode))
-		return 0;
-	snprintf(p, sizeof p, "%s/%s/manifest.json", dir, name);
-	return lstat(p, &sb) == 0 && S_ISREG(sb.st_mode);
-}
-
 int ckpt_finish_publish(const char *dir, char *msg, size_t msglen, char *err, size_t errlen)
 {
-	char path[4200], buf[64], name[64];
-	*msg = 0;
-	snprintf(path, sizeof path, "%s/" CKPT_PUBLISHING, dir);
-	int fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
-	if (fd < 0) {
-		if (errno == ENOENT)
-			return 0;
-		return errf(err, errlen, "%s: %s (remove it: it is not one train wrote)", path,
-			    errno == ELOOP ? "a symbolic link" : strerror(errno));
-	}
-	struct stat sb;
-	ssize_t n = fstat(fd, &sb) == 0 && S_ISREG(sb.st_mode) ? read(fd, buf, sizeof buf - 1) : -1;
-	close(fd);
-	long long it = -1;
-	int used = 0;
-	if (n > 0) {
-		buf[n] = 0;
-		if (sscanf(buf, "global_step%lld\n%n", &it, &used) != 1 || used != n || it < 0 ||
-		    buf[11] < '0' || buf[11] > '9')
-			it = -1;
-	}
-	if (it < 0)
-		return errf(err, errlen, "%s: not a record of a step being published (\"global_stepN\" "
-			    "and a newline); remove it", path);
-	snprintf(name, sizeof name, "global_step%lld", it);
-	if (is_step_dir(dir, name)) {
-		/* killed between renaming the step into place and naming it in `latest` */
-		if (name_latest(dir, it, err, errlen) < 0)
-			return -1;
-		snprintf(msg, msglen, "--save %s: %s was saved in full by a run killed before "
-			 "`latest` named it; latest names it now", dir, name);
-		return 1;
-	}
-	/* killed while a re-saved step was moved aside: its earlier copy goes back into place */
-	DIR *d = opendir(dir);
-	struct dirent *e;
-	char prefix[96], from[4400], to[4200];
-	int back = 0;
-	snprintf(prefix, sizeof prefix, ".%s.tmp.old.", name);
-	while (d && !back && (e = readdir(d)))
-		if (strncmp(e->d_name, prefix, strlen(prefix)) == 0 && is_step_dir(dir, e->d_name)) {
-			snprintf(from, sizeof from, "%s/%s", dir, e->d_name);
-			snprintf(to, sizeof to, "%s/%s", dir, name);
-			if (rename(from, to) < 0) {
-				closedir(d);
-				return errf(err, errlen, "%s: %s", from, strerror(errno));
-			}
-			file_fsync_dir(dir);
-			back = 1;
-		}
-	if (d)
-		closedir(d);
-	if (unlink(path) < 0 && errno != ENOENT)
-		return errf(err, errlen, "%s: %s", path, strerror(errno));
-	file_fsync_dir(dir);
-	if (back) {
-		snprintf(msg, msglen, "--save %s: %s is back in place: a run was killed while it "
-			 "replaced it", dir, name);
-		return 1;
-	}
-	return 0;
+	return save_finish_publish(dir, msg, msglen, err, errlen);
 }
 
 /* World rank 0's half of a save: the manifest over every shard, then the publish. */
@@ -623,15 +472,13 @@ static int publish(const char *dir, const char *name, const char *tmp, const str
 		   const struct ckpt_state *st, const struct shard_info *info, int world,
 		   const char *args, char *err, size_t errlen)
 {
-	char final[4096], path[4200], old[4200];
+	char final[4096];
 	json_t *files = json_object();
 	for (int r = 0; r < world; r++)
 		if (info[r].writer) {
-			char shard[64], crchex[16];
+			char shard[64];
 			snprintf(shard, sizeof shard, SHARD, info[r].tp, info[r].pp);
-			snprintf(crchex, sizeof crchex, "%08x", info[r].crc);
-			json_object_set_new(files, shard, json_pack("{s:I,s:s}", "bytes",
-								    (json_int_t)info[r].bytes, "crc32c", crchex));
+			save_files_add(files, shard, info[r].bytes, info[r].crc);
 		}
 	const struct optim *o = &st->optim;
 	json_t *man = json_pack(
@@ -666,43 +513,21 @@ static int publish(const char *dir, const char *name, const char *tmp, const str
 		json_object_set_new(man, "tokenizer", tok);
 	else
 		json_decref(tok);
-	char *js = man ? json_dumps(man, JSON_INDENT(1) | JSON_PRESERVE_ORDER) : NULL;
+	if (!man)
+		return xalloc_err(err, errlen, "the checkpoint manifest", 0);
+	int rc = save_manifest(tmp, man, err, errlen);
 	json_decref(man);
-	if (!js)
-		return xalloc_err(err, errlen, "the checkpoint manifest's text", 0);
-	snprintf(path, sizeof path, "%s/manifest.json", tmp);
-	size_t jl = strlen(js);
-	js[jl] = '\n';
-	int rc = file_write_atomic(path, js, jl + 1, 0644, err, errlen);
-	free(js);
 	if (rc < 0)
 		return -1;
-	file_fsync_dir(tmp);
-
-	/* publish: an existing step directory of the same number (a re-save) is moved aside first */
+	/* publish: an existing step directory of the same number (a re-save) is replaced only when
+	 * this run wrote it */
 	snprintf(final, sizeof final, "%s/%s", dir, name);
-	char owner[96];
-	owner_tag(owner, sizeof owner);
-	snprintf(old, sizeof old, "%s/.%s.tmp.old.%s", dir, name, owner);
 	struct stat sb;
 	if (lstat(final, &sb) == 0 && !was_written(st->iteration))
 		return errf(err, errlen, "%s is there and this run did not write it: a run never "
 			    "replaces a checkpoint it did not write (move it aside)", final);
-	/* the intent, first: a kill from here until `latest` names the step leaves this record,
-	 * and the next run on dir finishes the publish (ckpt_finish_publish) */
-	char line[80];
-	snprintf(path, sizeof path, "%s/" CKPT_PUBLISHING, dir);
-	snprintf(line, sizeof line, "%s\n", name);
-	if (file_write_atomic(path, line, strlen(line), 0644, err, errlen) < 0)
+	if (save_publish(dir, tmp, st->iteration, err, errlen) < 0)
 		return -1;
-	if (lstat(final, &sb) == 0 && rename(final, old) < 0)
-		return errf(err, errlen, "%s: %s", final, strerror(errno));
-	if (rename(tmp, final) < 0)
-		return errf(err, errlen, "%s: %s", final, strerror(errno));
-	file_fsync_dir(dir);
-	if (name_latest(dir, st->iteration, err, errlen) < 0)
-		return -1;
-	fsx_rm_tree(old);
 	note_written(st->iteration);
 	return 0;
 }
@@ -720,8 +545,8 @@ int ckpt_save(const char *dir, const struct model *m, struct dist *d,
 	if (!info)
 		return xalloc_err(err, errlen, "every rank's shard report", (size_t)world * sizeof *info);
 	/* one temporary directory for all ranks, named after world rank 0's pid and host, so that
-	 * a later run can tell a leftover from another run's save in progress (clean_tmp) */
-	owner_tag(owner, sizeof owner);
+	 * a later run can tell a leftover from another run's save in progress (save_clean) */
+	save_owner(owner, sizeof owner);
 	d->bcast(d, DIST_WORLD, owner, sizeof owner, 0);
 	snprintf(name, sizeof name, "global_step%lld", (long long)st->iteration);
 	snprintf(tmp, sizeof tmp, "%s/.%s.tmp.%s", dir, name, owner);
@@ -729,11 +554,9 @@ int ckpt_save(const char *dir, const struct model *m, struct dist *d,
 		if (mkdir(dir, 0755) < 0 && errno != EEXIST)
 			rc = errf(err, errlen, "--save %s: %s", dir, strerror(errno));
 		else {
-			clean_tmp(dir);
-			if (mkdir(tmp, 0755) < 0)
-				rc = errf(err, errlen, "%s: %s", tmp, strerror(errno));
-			else   /* the readers' lock, there from the step's first instant */
-				rc = steplock_create(tmp, err, errlen);
+			/* holding the --save lock, no other run saves here: every temporary is a leftover */
+			save_clean(dir, save_lock.fd >= 0 && strcmp(save_locked, dir) == 0);
+			rc = save_step_begin(tmp, err, errlen);
 		}
 	}
 	d->barrier(d);

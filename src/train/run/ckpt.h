@@ -36,6 +36,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "ckpt/save.h"
 #include "train/dist/dist.h"
 #include "train/run/keep.h"
 #include "train/model/model.h"
@@ -62,7 +63,7 @@ struct ckpt_state {
 };
 
 #define CKPT_SAVE_LOCK ".lmtk-save.lock"
-#define CKPT_PUBLISHING ".lmtk-publishing"
+#define CKPT_PUBLISHING SAVE_PUBLISHING  /* ckpt/save.h */
 
 enum { CKPT_LOCK_HELD = 0, CKPT_LOCK_NONE = 1, CKPT_LOCK_TAKEN = -1, CKPT_LOCK_ERROR = -2 };
 
