@@ -1,5 +1,5 @@
-/* ptw - see ptw.h.  Record layouts: PKWARE's APPNOTE.TXT 4.3.7 (local header), 4.3.9 (data
- * descriptor), 4.3.12 (central directory), 4.3.14-16 (ZIP64 end records), 4.5.3 (ZIP64 extra). */
+/* ptw - see ptw.h.  Record layouts: PKWARE's APPNOTE.TXT 4.3.7 (local header),
+ * 4.3.12 (central directory), 4.3.14-16 (ZIP64 end records), 4.5.3 (ZIP64 extra). */
 #include "ckpt/ptw.h"
 
 #include <stdio.h>
@@ -101,8 +101,7 @@ int ptw_begin(struct ptw *w, const char *name, uint64_t size)
 	memset(h, 0, sizeof h);
 	le32(h, 0x04034b50);
 	le16(h + 4, m->zip64 ? 45 : 20);   /* version needed */
-	le16(h + 6, 1u << 3);              /* sizes and CRC in the data descriptor */
-	/* method 0 (stored), time, date, CRC: 0 */
+	/* flags 0, method 0 (stored), time, date 0; the CRC patched in by ptw_end */
 	le32(h + 18, m->zip64 ? (uint32_t)U32MAX : (uint32_t)size);
 	le32(h + 22, m->zip64 ? (uint32_t)U32MAX : (uint32_t)size);
 	le16(h + 26, (uint16_t)nl);
@@ -151,17 +150,9 @@ int ptw_end(struct ptw *w)
 				(unsigned long long)m->size), -1;
 	w->open = 0;
 	m->crc = w->crc;
-	uint8_t d[24];
-	le32(d, 0x08074b50);
-	le32(d + 4, m->crc);
-	if (m->zip64) {
-		le64(d + 8, m->size);
-		le64(d + 16, m->size);
-		return out(w, d, 24);
-	}
-	le32(d + 8, (uint32_t)m->size);
-	le32(d + 12, (uint32_t)m->size);
-	return out(w, d, 16);
+	uint8_t c[4];
+	le32(c, m->crc);
+	return outfile_patch(&w->o, m->off + 14, c, 4, w->err, sizeof w->err);
 }
 
 int ptw_member(struct ptw *w, const char *name, const void *p, size_t n)
@@ -204,7 +195,6 @@ int ptw_close(struct ptw *w, char *err, size_t errlen)
 		le32(h, 0x02014b50);
 		le16(h + 4, big ? 45 : 20);   /* made by, needed */
 		le16(h + 6, big ? 45 : 20);
-		le16(h + 8, 1u << 3);
 		le32(h + 16, m->crc);
 		if (big) {   /* sizes and offset in the ZIP64 extra */
 			le16(x, 0x0001);

@@ -7,11 +7,12 @@
  * ARCHIVE/data/KEY, then ARCHIVE/version ("3\n"); ptw_close() adds the version.
  *
  * A storage is streamed: ptw_begin() with its size, ptw_write() its bytes in pieces (a 176B's
- * optimizer partition is 5 GB and never in memory whole), ptw_end().  Since the CRC is known
- * only after the data, each member's local header has bit 3 set and a data descriptor follows
- * the data (APPNOTE 4.3.9), which zip readers - torch's miniz, Python's zipfile, libzip - take
- * from the central directory.  The file is written through outfile.h: nobody sees it before
- * ptw_close() has synced and published it; ptw_abort() leaves nothing. */
+ * optimizer partition is 5 GB and never in memory whole), ptw_end().  The CRC, known only
+ * after the data, is patched into the member's local header then (outfile_patch), so the
+ * headers are complete as torch's own writer leaves them - no data descriptors, which libzip's
+ * consistency check (pt.c opens with ZIP_CHECKCONS) refuses.  The file is written through
+ * outfile.h: nobody sees it before ptw_close() has synced and published it; ptw_abort() leaves
+ * nothing. */
 #ifndef CKPT_PTW_H
 #define CKPT_PTW_H
 
