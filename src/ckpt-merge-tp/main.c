@@ -456,10 +456,10 @@ int main(int argc, char **argv)
 		     rate);
 	} else if (c.mdsout) {
 		warn("%s (TP=%d PP=%d, %s, iteration %lld) -> %s/%s: Megatron-DeepSpeed, TP=%d PP=%d "
-		     "DP=%d, %s weights and %s ZeRO partitions, in %.1f s (%s/s)", in.dir, in.tp, in.pp,
-		     size, (long long)in.iteration, od.final, step, tg.tp, tg.pp, c.dp,
-		     prec == MDSW_FP16 ? "fp16" : "bf16", prec == MDSW_FP16 ? "ZeRO-1" : "bf16", dt,
-		     rate);
+		     "DP=%d, %s in %.1f s (%s/s)", in.dir, in.tp, in.pp, size, (long long)in.iteration,
+		     od.final, step, tg.tp, tg.pp, c.dp, prec == MDSW_FP16 ?
+		     "fp16 weights, fp16 ZeRO-1 partitions with the loss scaler," :
+		     "bf16 weights, bf16 ZeRO partitions (BF16_Optimizer),", dt, rate);
 	} else if (md) {
 		warn("%s (Megatron-DeepSpeed TP=%d PP=%d DP=%d, %s, iteration %lld, %lld samples) -> %s/%s "
 		     "(TP=%d PP=%d%s) in %.1f s (%s/s): %s", in.dir, md->tp, md->pp, md->dp, size,
