@@ -11,6 +11,8 @@
 
 #define U32MAX 0xffffffffull
 
+uint64_t ptw_zip64_at = U32MAX;
+
 struct member {
 	char *name;             /* ARCHIVE/name */
 	uint64_t off, size;     /* of the local header; of the data */
@@ -92,7 +94,7 @@ int ptw_begin(struct ptw *w, const char *name, uint64_t size)
 		return snprintf(w->err, sizeof w->err, "%s: out of memory", w->o.path), -1;
 	snprintf(full, nl + 1, "%s/%s", w->archive, name);
 	struct member *m = &w->m[w->n++];
-	*m = (struct member){full, w->o.size, size, 0, size >= U32MAX};
+	*m = (struct member){full, w->o.size, size, 0, size >= ptw_zip64_at};
 	/* local header, ZIP64 extra (sizes) when large, then 'FB' padding to the next multiple
 	 * of 64 for the data */
 	uint8_t h[30 + 20 + 4];
@@ -185,10 +187,10 @@ int ptw_close(struct ptw *w, char *err, size_t errlen)
 	if (w->open || ptw_member(w, "version", "3\n", 2) < 0)
 		goto fail;
 	uint64_t cd = w->o.size;
-	int z64 = w->n >= 0xffff || cd >= U32MAX;
+	int z64 = w->n >= 0xffff || cd >= ptw_zip64_at;
 	for (size_t i = 0; i < w->n; i++) {
 		struct member *m = &w->m[i];
-		int big = m->zip64 || m->off >= U32MAX;
+		int big = m->zip64 || m->off >= ptw_zip64_at;
 		uint8_t h[46], x[28];
 		size_t nl = strlen(m->name), xl = 0;
 		memset(h, 0, sizeof h);

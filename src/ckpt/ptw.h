@@ -21,6 +21,10 @@
 
 struct ptw;
 
+/* Sizes and offsets from which ZIP64 records are written: 0xffffffff (the zip limit); tests
+ * lower it to exercise them on small files. */
+extern uint64_t ptw_zip64_at;
+
 /* path: the file to write; archive: the folder name inside ("archive", as torch names it when
  * saving to an open file, or the file's base name).  NULL + err. */
 struct ptw *ptw_create(const char *path, const char *archive, char *err, size_t errlen);

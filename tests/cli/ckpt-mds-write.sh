@@ -100,6 +100,35 @@ for n in b22 g22; do
 		fail "train_load_of_${n}_resumes_with_the_originals_losses" "exit $rc: $(diff <(losses "$n.res") <(losses "$o.res") | head -3) $(grep -v '^ iter' "$n.res" | tail -2)"
 done
 
+# the .pt writer alone (tests/unit/ckpt_ptw.c writes it): every integer form at its edges, floats,
+# UTF-8, bytes, the classes, tensors - and ZIP64 records, forced on a small file - as torch.load
+# and Python's zipfile read them
+PTW=$TOP/build/tests/ckpt_ptw
+if [ -x "$PTW" ]; then
+	"$PTW" write plain.pt && "$PTW" write z64.pt zip64 && "$PY" - plain.pt z64.pt <<'PYEOF' >ptw.out 2>&1 &&
+import argparse, collections, sys, zipfile, torch
+for p in sys.argv[1:]:
+    assert zipfile.ZipFile(p).testzip() is None, p
+    try:
+        d = torch.load(p, weights_only=False)
+    except TypeError:   # torch < 1.13
+        d = torch.load(p)
+    assert d["ints"] == [0, 1, 255, 256, 65535, 65536, -1, -256, 2**31 - 1, 2**31, -2**31, -2**31 - 1,
+                         2**32 - 1, 2**40, 2**63 - 1, -2**63, -129, 128, 32768], d["ints"]
+    assert d["f"] == 1.5 and d["neg"] == -0.125 and d["s"] == "h\u00e9llo \u2713" and d["b"] == bytes(range(256))
+    assert d["none"] is None and d["t"] is True and d["tup"] == (1, "x") and d["set"] == set()
+    assert type(d["od"]) is collections.OrderedDict and d["od"] == {"a": 1}
+    assert type(d["ns"]) is argparse.Namespace and vars(d["ns"]) == {"x": 2}
+    assert type(d["size"]) is torch.Size and d["size"] == (2, 3) and d["dtype"] is torch.bfloat16
+    w = torch.tensor([[1.5, -2.25, 0.0], [3e38, -1e-30, 7.0]], dtype=torch.float32)
+    assert d["w"].dtype == torch.float32 and torch.equal(d["w"], w), d["w"]
+    assert d["h"].dtype == torch.uint8 and d["h"].tolist() == [1, 128, 255]
+PYEOF
+		ok pt_writer_values_and_zip64_load_in_torch || fail pt_writer_values_and_zip64_load_in_torch "$(tail -3 ptw.out)"
+else
+	skip pt_writer_values_and_zip64_load_in_torch "$PTW not built (make build/tests/ckpt_ptw)"
+fi
+
 # --- bad input: exit 2, saying what to do -------------------------------------------------------
 "$BIN/train" "${COMMON[@]}" --num-layers 2 --hidden-size 64 --num-attention-heads 4 --exit-interval 2 \
 	--save-interval 2 --save fp32 >fp32.train 2>&1 || fail fp32_trains "$(tail -2 fp32.train)"
