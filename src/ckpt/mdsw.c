@@ -1142,14 +1142,17 @@ int mdsw_write(const struct sh_ckpt *in, const struct mdsw_target *tg, const cha
 		goto out;
 	}
 	size_t widest = RS_BLOCK;
-	uint64_t total = 0;
+	uint64_t total = 0;   /* the tensor bytes put_part writes: progress */
 	for (int t = 0; t < w.out.n; t++) {
 		int64_t lsh[2];
 		lt_local_shape(&w.out.t[t], tg->tp, lsh);
 		if ((size_t)lsh[1] > widest)
 			widest = (size_t)lsh[1];
-		/* the model weights once, masters and moments once per stage that holds them */
-		total += (uint64_t)tg->tp * lt_numel(lsh) * (2 + 12);
+		/* the model weights once (2 bytes), masters and moments per stage that holds them */
+		total += (uint64_t)tg->tp * lt_numel(lsh) * 2;
+		for (int s = 0; s < tg->pp; s++)
+			if (on_stage(&w, t, s))
+				total += (uint64_t)tg->tp * lt_numel(lsh) * 12;
 	}
 	w.bufn = widest;
 	w.buf = malloc(w.bufn * sizeof *w.buf);
