@@ -85,7 +85,7 @@ int mdsw_precision(const struct sh_ckpt *in, enum mdsw_precision *p, char *err, 
 {
 	int bf = has_flag(in, "--bf16"), fp = has_flag(in, "--fp16");
 	if (bf == fp)
-		return errf(err, errlen, "%s/manifest.json: the run's precision is %s: Megatron-DeepSpeed's "
+		return errf(err, errlen, "%s: the run's recorded precision is %s: Megatron-DeepSpeed's "
 			    "checkpoints here are bf16 (BF16_Optimizer) or fp16 (ZeRO stage 1); give "
 			    "--dtype bf16 or --dtype fp16", in->dir, bf ? "both --bf16 and --fp16" :
 			    "fp32 (no --bf16 or --fp16 recorded)"), -1;

@@ -133,7 +133,7 @@ fi
 "$BIN/train" "${COMMON[@]}" --num-layers 2 --hidden-size 64 --num-attention-heads 4 --exit-interval 2 \
 	--save-interval 2 --save fp32 >fp32.train 2>&1 || fail fp32_trains "$(tail -2 fp32.train)"
 expect_rc fp32_run_refused 2 "$MT" fp32 --format megatron-deepspeed --output fp32.out
-contains fp32_run_says_give_dtype "$T/err" 'fp32.*precision is fp32 .*give --dtype bf16 or --dtype fp16'
+contains fp32_run_says_give_dtype "$T/err" 'fp32/global_step2: the run.s recorded precision is fp32 .*give --dtype bf16 or --dtype fp16'
 [ ! -e fp32.out ] && ok fp32_run_writes_nothing || fail fp32_run_writes_nothing "fp32.out exists"
 expect_rc fp32_dtype_refused 2 "$MT" fp32 --format megatron-deepspeed --dtype fp32 --output fp32.out
 contains fp32_dtype_says_bf16_or_fp16 "$T/err" '--dtype is bf16 or fp16'
