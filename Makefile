@@ -13,7 +13,7 @@ PREFIX   ?= /usr/local
 BUILD    := build
 CFLAGS   ?= -O2 -g
 CFLAGS   += -std=gnu11 -D_GNU_SOURCE -Wall -Wextra -pthread -fopenmp -Isrc/lib -Isrc -DLMTK_VERSION='"$(VERSION)"'
-LDLIBS   := -Wl,--as-needed -lcurl -lcrypto -ljansson -lgit2 -lzip -lopenblas -lpthread -lm -fopenmp
+LDLIBS   := -Wl,--as-needed -lcurl -lcrypto -ljansson -lgit2 -lzip -lz -lopenblas -lpthread -lm -fopenmp
 # libraries only one program links: libonig (tokenize's Split patterns) also exports the POSIX
 # regcomp/regexec under their plain names, with its own regex_t, and would take the place of
 # libc's in a program that uses them (slurm-pulse --regex)
@@ -67,8 +67,8 @@ LIB_A    := $(BUILD)/liblmtk.a
 # $(BUILD)/lib<dir>.a and linked by the programs LINK_<dir> names (and by their unit tests);
 # tests/unit/<dir>_<what>.c links the library alone.  No program compiles another's sources.
 #   src/ckpt  the checkpoint format: safetensors, manifest, layouts, shards, resharding, stop;
-#             PyTorch .pt files (zip + a pickle reader that runs nothing); Megatron-DeepSpeed
-#             checkpoints read through them (mds)
+#             PyTorch .pt files (zip + a pickle reader that runs nothing, and their writers);
+#             Megatron-DeepSpeed checkpoints read through them (mds) and written (mdsw)
 LIBDIRS  := ckpt
 LINK_ckpt := train ckpt-merge-tp ckpt-sync-ln
 libs_of   = $(foreach l,$(LIBDIRS),$(if $(filter $1,$(LINK_$l)),$(BUILD)/lib$l.a))
@@ -162,7 +162,7 @@ FUZZ_ONLY    ?= $(FUZZ_NAMES)
 FUZZ_CFLAGS  := -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
   -std=gnu11 -D_GNU_SOURCE -pthread -Wno-unknown-pragmas -Isrc/lib -Isrc -Itests/fuzz \
   -DLMTK_VERSION='"$(VERSION)"'
-FUZZ_LIBS    := -lcurl -lcrypto -ljansson -lgit2 -lzip -lm -lpthread
+FUZZ_LIBS    := -lcurl -lcrypto -ljansson -lgit2 -lzip -lz -lm -lpthread
 fuzz_prog_src = $(filter-out %/main.c,$(wildcard src/$(call prog_of,$1)/*.c))
 FUZZ_DEPS_train_cache := src/train/data/gptdata.c src/train/data/mt19937.c
 FUZZ_DEPS_hub-sync_lfs := src/hub-sync/lfs.c

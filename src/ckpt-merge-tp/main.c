@@ -4,12 +4,14 @@
  *                 [--target-tp N] [--target-pp N] [--pp-partition-method M]
  *                 [--padded-vocab-size N | --make-vocab-size-divisible-by N] [--average] [--tolerance X]
  *                 [--format hf [--dtype fp32|bf16] [--max-shard-size SIZE] [--tokenizer-files FILE...]]
+ *                 [--format megatron-deepspeed [--dtype bf16|fp16] [--target-dp N]]
  *
  * This file parses options and wires the modules: shards.h opens and verifies the input (every
  * shard mapped, checksums, shapes) - or mds.h reads a Megatron-DeepSpeed checkpoint's .pt
  * files and presents it the same way, streamed, and hfimport.h a Hugging Face model directory -
  * and measures the drift of replicated tensors;
- * reshard.h writes another TP/PP layout, hfexport.h a transformers model directory; outdir.h
+ * reshard.h writes another TP/PP layout, hfexport.h a transformers model directory, mdsw.h a
+ * Megatron-DeepSpeed checkpoint (DeepSpeed's pipeline files, ZeRO partitions); outdir.h
  * makes OUT appear whole or not at all.  Exit: 0 done, 1 replicated tensors differ (refused
  * without --average), 2 usage or bad input, 3 I/O. */
 #include <errno.h>
@@ -28,6 +30,7 @@
 #include "ckpt-merge-tp/hfexport.h"
 #include "ckpt-merge-tp/hfimport.h"
 #include "ckpt/mds.h"
+#include "ckpt/mdsw.h"
 #include "outdir.h"
 #include "progress.h"
 #include "ckpt/stop.h"
@@ -36,13 +39,14 @@
 #include "xalloc.h"
 
 enum { O_INPUT = 1000, O_OUTPUT, O_TP, O_PP, O_FORMAT, O_AVERAGE, O_TOLERANCE, O_DTYPE, O_MAXSHARD,
-       O_TOKFILES, O_VOCAB, O_PARTITION, O_FROM, O_OPTIMIZER, O_FORCE, O_DIVISIBLE };
+       O_TOKFILES, O_VOCAB, O_PARTITION, O_FROM, O_OPTIMIZER, O_FORCE, O_DIVISIBLE, O_DP };
 
 struct cfg {
 	const char *input, *output;
 	int tp, pp, hf, average, bf16, padded_vocab, pp_embedding, mds, optimizer, force;
 	int set_tp, set_pp, set_dtype, set_shard;
 	int from_hf, divisible;   /* --from hf; --make-vocab-size-divisible-by (0: not given) */
+	int mdsout, dp, fp16;   /* --format megatron-deepspeed: its DP, --dtype fp16 */
 	double tolerance;
 	unsigned long long max_shard;
 	char **tokfiles;
@@ -59,10 +63,11 @@ static const struct opt opts[] = {
 	{"target-tp", O_TP, "N", "tensor-parallel ranks to write (default 1: merged)"},
 	{"target-pp", O_PP, "N", "pipeline stages to write (default 1)"},
 	{"pp-partition-method", O_PARTITION, "M", "layers per stage as train cuts them: 'type:transformer' (default) or 'type:transformer|embedding'"},
-	{"format", O_FORMAT, "FMT", "lmtk (a checkpoint train can --load; default) or hf"},
+	{"format", O_FORMAT, "FMT", "lmtk (a checkpoint train can --load; default), hf, or megatron-deepspeed (DeepSpeed's pipeline checkpoint with ZeRO partitions)"},
+	{"target-dp", O_DP, "N", "megatron-deepspeed: data-parallel ranks the ZeRO partitions are cut for (default: the run's)"},
 	{"average", O_AVERAGE, NULL, "average replicated tensors whose copies differ, instead of refusing"},
 	{"tolerance", O_TOLERANCE, "X", "largest |difference| between copies accepted (default 0: bit-exact)"},
-	{"dtype", O_DTYPE, "T", "hf: fp32 (default) or bf16"},
+	{"dtype", O_DTYPE, "T", "hf: fp32 (default) or bf16; megatron-deepspeed: bf16 or fp16 (default: the run's)"},
 	{"max-shard-size", O_MAXSHARD, "SIZE", "hf: bytes per safetensors file (default 5GB = 5e9; 2GiB, 500MB)"},
 	{"tokenizer-files", O_TOKFILES, "FILE...", "hf: also copy these files (default: the tokenizer files the manifest records, while unchanged)"},
 	{"padded-vocab-size", O_VOCAB, "N", "lmtk: pad the vocabulary to N rows (default: Megatron's for the target TP)"},
@@ -133,10 +138,14 @@ static int on_opt(void *ctx, int key, const char *arg, char *err, size_t errlen)
 		c->set_pp = 1;
 		return parse_int(arg, 1, 64, &c->pp) ? errf(err, errlen, "'%s' is not 1 to 64", arg) : 0;
 	case O_FORMAT:
-		if (strcmp(arg, "lmtk") && strcmp(arg, "hf"))
-			return errf(err, errlen, "'%s' is not lmtk or hf", arg);
+		if (strcmp(arg, "lmtk") && strcmp(arg, "hf") && strcmp(arg, "megatron-deepspeed"))
+			return errf(err, errlen, "'%s' is not lmtk, hf or megatron-deepspeed", arg);
 		c->hf = strcmp(arg, "hf") == 0;
+		c->mdsout = strcmp(arg, "megatron-deepspeed") == 0;
 		return 0;
+	case O_DP:
+		return parse_int(arg, 1, 1 << 20, &c->dp) ? errf(err, errlen, "'%s' is not 1 to 1048576",
+								    arg) : 0;
 	case O_AVERAGE:
 		c->average = 1;
 		return 0;
@@ -149,12 +158,15 @@ static int on_opt(void *ctx, int key, const char *arg, char *err, size_t errlen)
 	}
 	case O_DTYPE:
 		c->set_dtype = 1;
+		c->bf16 = c->fp16 = 0;
 		if (!strcmp(arg, "fp32") || !strcmp(arg, "float32"))
 			c->bf16 = 0;
 		else if (!strcmp(arg, "bf16") || !strcmp(arg, "bfloat16"))
 			c->bf16 = 1;
+		else if (!strcmp(arg, "fp16") || !strcmp(arg, "float16"))
+			c->fp16 = 1;
 		else
-			return errf(err, errlen, "'%s' is not fp32 or bf16", arg);
+			return errf(err, errlen, "'%s' is not fp32, bf16 or fp16", arg);
 		return 0;
 	case O_MAXSHARD:
 		c->set_shard = 1;
@@ -256,7 +268,8 @@ int main(int argc, char **argv)
 		"       [--target-tp N] [--target-pp N] [--pp-partition-method M] [--padded-vocab-size N]\n"
 		"       [--make-vocab-size-divisible-by N]\n"
 		"       [--average] [--tolerance X]\n"
-		"       [--format hf [--dtype fp32|bf16] [--max-shard-size SIZE] [--tokenizer-files FILE...]]",
+		"       [--format hf [--dtype fp32|bf16] [--max-shard-size SIZE] [--tokenizer-files FILE...]]\n"
+		"       [--format megatron-deepspeed [--dtype bf16|fp16] [--target-dp N]]",
 		"Merge the tensor-parallel (and pipeline) shards of a train checkpoint - fp32 master\n"
 		"weights and both Adam moments - and write it in another layout (default TP=1 PP=1) as a\n"
 		"checkpoint that train --load resumes from, or (--format hf) as a Hugging Face\n"
@@ -279,6 +292,12 @@ int main(int argc, char **argv)
 		"flags and tokenizer recorded, the vocabulary padded as Megatron pads it: train --load\n"
 		"OUT --finetune continues from it.  Every number and shape is checked against\n"
 		"config.json; a link out of DIR is refused.\n"
+		"--format megatron-deepspeed writes what Megatron-DeepSpeed resumes from: OUT/latest and\n"
+		"OUT/global_stepN with DeepSpeed's layer_XX-model_TT-model_states.pt (the weights in the\n"
+		"run's bf16 or fp16), mp_rank_MM_model_states.pt (args, iteration, consumed samples,\n"
+		"schedule, RNG states) and the optimizer as ZeRO partitions for --target-dp ranks:\n"
+		"bf16_zero_pp_rank_D_mp_rank_MM_optim_states.pt (bf16) or zero_pp_rank_D_... (fp16,\n"
+		"ZeRO stage 1, with the loss scaler), every one a torch zip pickle.\n"
 		"Exit 0 done, 1 replicated tensors differ, 2 usage or bad input, 3 I/O error.",
 		groups, NULL, 0};
 	char err[8192], step[64];
@@ -293,11 +312,18 @@ int main(int argc, char **argv)
 			    "optimizer state is always carried)");
 	if (c.optimizer && c.hf)
 		usage_error(&spec, "--optimizer goes with --format lmtk: an export holds no optimizer state");
+	if (c.mdsout && c.set_dtype && !c.bf16 && !c.fp16)
+		usage_error(&spec, "--format megatron-deepspeed: --dtype is bf16 or fp16 (DeepSpeed's "
+			    "BF16_Optimizer or fp16 ZeRO); an fp32 run has neither");
+	if (!c.mdsout && (c.fp16 || c.dp))
+		usage_error(&spec, c.dp ? "--target-dp goes with --format megatron-deepspeed"
+			    : "--dtype fp16 goes with --format megatron-deepspeed");
 	if (c.hf && (c.set_tp || c.set_pp || c.padded_vocab))
 		usage_error(&spec, "--target-tp, --target-pp, --pp-partition-method and --padded-vocab-size "
 			    "go with --format lmtk");
-	if (!c.hf && (c.set_dtype || c.set_shard || c.ntokfiles))
-		usage_error(&spec, "--dtype, --max-shard-size and --tokenizer-files go with --format hf");
+	if (!c.hf && ((c.set_dtype && !c.mdsout) || c.set_shard || c.ntokfiles))
+		usage_error(&spec, "--dtype, --max-shard-size and --tokenizer-files go with --format hf"
+			    " (--dtype also with megatron-deepspeed)");
 	if (c.divisible && !c.from_hf)
 		usage_error(&spec, "--make-vocab-size-divisible-by goes with --from hf (the padding of "
 			    "another input is its own, or --padded-vocab-size)");
@@ -341,6 +367,9 @@ int main(int argc, char **argv)
 			    err, c.input);
 		die(rc, "%s", err);
 	}
+	enum mdsw_precision prec = c.fp16 ? MDSW_FP16 : MDSW_BF16;
+	if (c.mdsout && !c.set_dtype && mdsw_precision(&in, &prec, err, sizeof err) < 0)
+		die(EXIT_USAGE, "%s", err);
 	if (c.hf && !hf_class(&in, err, sizeof err))
 		die(EXIT_USAGE, "%s%s: %s", in.dir, md ? "" : "/manifest.json", err);
 	struct rs_target tg = {c.tp, c.pp, c.padded_vocab, c.average, c.pp_embedding};
@@ -390,6 +419,11 @@ int main(int argc, char **argv)
 	if (c.hf) {
 		struct hf_opts ho = {c.bf16, c.max_shard, c.tokfiles, c.ntokfiles, c.average};
 		rc = hf_export(&in, &ho, od.tmp, &pg, err, sizeof err);
+	} else if (c.mdsout) {
+		struct mdsw_target mt = {tg.tp, tg.pp, c.dp ? c.dp : mdsw_run_dp(&in), tg.padded_vocab,
+					 tg.average, tg.pp_embedding, prec};
+		c.dp = mt.dp;
+		rc = mdsw_write(&in, &mt, od.tmp, &pg, err, sizeof err);
 	} else {
 		rc = rs_write_checkpoint(&in, &tg, od.tmp, &pg, err, sizeof err);
 	}
@@ -420,6 +454,12 @@ int main(int argc, char **argv)
 		     "%.1f s (%s/s): iteration 0, a fresh optimizer; train --load it with --finetune",
 		     in.dir, hf_in, size, od.final, step, tg.tp, tg.pp, in.m.vocab, tg.padded_vocab, dt,
 		     rate);
+	} else if (c.mdsout) {
+		warn("%s (TP=%d PP=%d, %s, iteration %lld) -> %s/%s: Megatron-DeepSpeed, TP=%d PP=%d "
+		     "DP=%d, %s in %.1f s (%s/s)", in.dir, in.tp, in.pp, size, (long long)in.iteration,
+		     od.final, step, tg.tp, tg.pp, c.dp, prec == MDSW_FP16 ?
+		     "fp16 weights, fp16 ZeRO-1 partitions with the loss scaler," :
+		     "bf16 weights, bf16 ZeRO partitions (BF16_Optimizer),", dt, rate);
 	} else if (md) {
 		warn("%s (Megatron-DeepSpeed TP=%d PP=%d DP=%d, %s, iteration %lld, %lld samples) -> %s/%s "
 		     "(TP=%d PP=%d%s) in %.1f s (%s/s): %s", in.dir, md->tp, md->pp, md->dp, size,

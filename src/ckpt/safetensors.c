@@ -5,6 +5,7 @@
 #include <fcntl.h>
 #include <jansson.h>
 #include <stdarg.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -44,6 +45,27 @@ uint16_t st_f32_to_bf16(float f)
 		return (uint16_t)((u >> 16) | 0x40);   /* NaN stays NaN */
 	u += 0x7fff + ((u >> 16) & 1);
 	return (uint16_t)(u >> 16);
+}
+
+uint16_t st_f32_to_f16(float f)
+{
+	uint32_t u;
+	memcpy(&u, &f, sizeof u);
+	uint16_t sign = (uint16_t)((u >> 16) & 0x8000);
+	uint32_t a = u & 0x7fffffff;
+	if (a > 0x7f800000)                  /* NaN: quiet, top mantissa bits kept */
+		return sign | 0x7e00 | (uint16_t)((a >> 13) & 0x3ff);
+	if (a >= 0x477ff000)                 /* >= 65520 rounds past the largest half: inf */
+		return sign | 0x7c00;
+	if (a < 0x38800000) {                /* below 2^-14: a subnormal half, units of 2^-24 */
+		float x;
+		memcpy(&x, &a, sizeof x);
+		return sign | (uint16_t)lrintf(x * 16777216.0f);   /* exact scaling; ties to even */
+	}
+	uint32_t h = ((a >> 23) - 112) << 10 | ((a >> 13) & 0x3ff), rest = a & 0x1fff;
+	if (rest > 0x1000 || (rest == 0x1000 && (h & 1)))
+		h++;                         /* a carry into the exponent is right too */
+	return sign | (uint16_t)h;
 }
 
 /* ---- writer ---- */

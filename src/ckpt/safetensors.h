@@ -89,5 +89,8 @@ static inline float st_f16_to_f32(uint16_t h)
 	memcpy(&x, &u, sizeof x);
 	return x;
 }
+/* f32 -> IEEE half, round to nearest even (numpy's astype(float16)): overflow to inf,
+ * subnormals kept (Megatron-DeepSpeed's fp16 layer files) */
+uint16_t st_f32_to_f16(float f);
 
 #endif

@@ -167,6 +167,32 @@ unsigned char *outfile_room(struct outfile *o, size_t n, char *err, size_t errle
 	return o->buf + o->len;
 }
 
+int outfile_patch(struct outfile *o, uint64_t off, const void *p, size_t n, char *err,
+		  size_t errlen)
+{
+	if (off + n > o->size)
+		return errf(err, errlen, "%s: a patch of bytes %llu-%llu past the %llu written",
+			    o->path, (unsigned long long)off, (unsigned long long)(off + n),
+			    (unsigned long long)o->size);
+	uint64_t flushed = o->size - o->len;   /* bytes already in the file; the rest buffered */
+	const unsigned char *s = p;
+	while (n && off < flushed) {
+		size_t k = flushed - off < n ? (size_t)(flushed - off) : n;
+		ssize_t w = pwrite(o->fd, s, k, (off_t)off);
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w <= 0)
+			return errf(err, errlen, "%s: write error at byte %llu: %s", o->path,
+				    (unsigned long long)off, w < 0 ? strerror(errno) : "nothing written");
+		s += w;
+		off += (uint64_t)w;
+		n -= (size_t)w;
+	}
+	if (n)
+		memcpy(o->buf + (off - flushed), s, n);
+	return 0;
+}
+
 int outfile_write(struct outfile *o, const void *p, size_t n, char *err, size_t errlen)
 {
 	const unsigned char *s = p;

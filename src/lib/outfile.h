@@ -54,6 +54,10 @@ static inline void outfile_advance(struct outfile *o, size_t n)
 	o->len += n;
 	o->size += n;
 }
+/* Overwrites n bytes already written at offset off (< o->size - n + 1): a header whose fields
+ * are known only after what follows it (a zip member's CRC).  0, or -1 + err. */
+int outfile_patch(struct outfile *o, uint64_t off, const void *p, size_t n, char *err,
+		  size_t errlen);
 /* Appends n bytes of fd from offset off (copy_file_range where the kernel can, else read/write). */
 int outfile_copy(struct outfile *o, int fd, uint64_t off, uint64_t n, const char *src, char *err,
 		 size_t errlen);
