@@ -66,7 +66,7 @@ int manifest_check(json_t *man, const char *path, char *err, size_t errlen)
 		"consumed_tokens", "skip_ranges_done_through", "loss_spikes",
 		"scheduler.warmup", "scheduler.decay", "scheduler.num_steps", "scheduler.num_tokens",
 		"scheduler.warmup_tokens", "optimizer.step", "optimizer.good_steps",
-		"optimizer.hysteresis_left", "loss_tracker.count",
+		"loss_tracker.count",
 	};
 	int64_t it, samples, position, skipped, nan, tp, pp, v;
 	if (!json_is_object(man))
@@ -80,6 +80,14 @@ int manifest_check(json_t *man, const char *path, char *err, size_t errlen)
 	for (size_t i = 0; i < sizeof counts / sizeof *counts; i++)
 		if (count(man, path, counts[i], 0, &v, err, errlen))
 			return -1;
+	/* Megatron's hysteresis tracker counts down on every overflow and is reset only by a window
+	 * of good steps, so a streak of overflows takes it below 0: any int a run could reach
+	 * (|v| <= 2^30: a billion overflowing steps) */
+	json_t *h = at(man, "optimizer.hysteresis_left");
+	if (h && (!json_is_integer(h) || json_integer_value(h) < -(1 << 30) ||
+		  json_integer_value(h) > (1 << 30)))
+		return errf(err, errlen, "%s: \"optimizer.hysteresis_left\" is not a whole number in "
+			    "-2^30..2^30: " DAMAGED, path);
 	if (samples > position)
 		return errf(err, errlen, "%s: \"consumed_samples\" %lld is past \"data_position\" %lld "
 			    "(every sample consumed was drawn): " DAMAGED, path, (long long)samples,

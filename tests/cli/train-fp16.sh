@@ -69,4 +69,23 @@ if [ "$(scales dbl.out | tail -1 | cut -d" " -f1)" = 256.0 ] && [ "$(lossnorm db
 else
 	fail doubling_scale_unscales_by_the_scale_used "$(scales dbl.out | tr '\n' ';') | $(lossnorm dbl.out | tr '\n' ';') vs $(lossnorm fix.out | tr '\n' ';')"
 fi
+# Megatron's hysteresis tracker goes below 0 in a streak of overflows (it is only reset by a
+# window of good steps): a checkpoint saved in such a streak (from 2^32 the first 4 steps overflow,
+# leaving it at -2) is resumed, and the resumed run's scales and losses are the unbroken run's
+"$TR" "${M[@]}" --train-iters 6 --lr-decay-iters 6 --loss-scale-window 4 >whole.out 2>&1
+"$TR" "${M[@]}" --train-iters 4 --lr-decay-iters 6 --loss-scale-window 4 --save ck --save-interval 4 >first.out 2>&1
+h=$("$PY" -c 'import json,sys; print(json.load(open(sys.argv[1]))["optimizer"]["hysteresis_left"])' \
+	ck/global_step4/manifest.json 2>&1)
+if [ "$h" -lt 0 ] 2>/dev/null; then
+	ok hysteresis_below_zero_saved_as_megatrons
+else
+	fail hysteresis_below_zero_saved_as_megatrons "hysteresis_left: $h ($(tail -2 first.out))"
+fi
+"$TR" "${M[@]}" --train-iters 6 --lr-decay-iters 6 --loss-scale-window 4 --load ck >second.out 2>&1
+if [ "$(scales second.out)" = "$(scales whole.out | tail -2)" ] &&
+   [ "$(lossnorm second.out)" = "$(lossnorm whole.out | tail -2)" ]; then
+	ok resumes_a_save_with_hysteresis_below_zero
+else
+	fail resumes_a_save_with_hysteresis_below_zero "$(tail -2 second.out)"
+fi
 rm -rf "$T"
