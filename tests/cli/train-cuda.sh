@@ -69,6 +69,21 @@ else
 	fail exec_cuda_ops_give_identical_bits_under_forward_and_reverse_thread_orders \
 		"$(cmp ops-forward.bin ops-reverse.bin 2>&1 | head -1)"
 fi
+# The attention backward's dQ chain takes key tiles from a ticket per head, so its waits end in
+# any dispatch order: the reverse run above starts the last key tile first, and the executor runs
+# each block to its end (a wait on a block not yet started is a deadlock there).  And a backward
+# stopped midway (LMTK_CUDA_EXEC_ABANDON: its semaphores half counted, its tickets advanced)
+# leaves nothing the next one trips over: it neither hangs nor differs from the CPU.
+for order in forward random:3; do
+	LMTK_CUDA_PLUGIN=$EXEC LMTK_CUDA_EXEC_ORDER=$order LMTK_CUDA_EXEC_ABANDON=attn_bwd_mma_k:2 \
+		timeout 600 "$TOP/build/tests/train_cudaops" --only abandoned >"ops-abandon-$order.out" 2>&1
+	rc=$?
+	grep -q '^ok cuda_attention_backward_after_an_abandoned_one' "ops-abandon-$order.out" &&
+		grep -q 'ABANDON: launch #[0-9]* attn_bwd_mma_k.* stops after 2 of its 6 blocks' "ops-abandon-$order.out" &&
+		ok "exec_attention_backward_after_one_abandoned_midway_matches_cpu_${order%%:*}_order" ||
+		fail "exec_attention_backward_after_one_abandoned_midway_matches_cpu_${order%%:*}_order" \
+			"exit $rc: $(grep -v '^# NV' "ops-abandon-$order.out" | tail -3)"
+done
 # the same cases on the fp16 kernels (train --fp16), at fp16's tolerance, 8 times bf16's
 LMTK_CUDA_PLUGIN=$EXEC LMTK_CUDA_EXEC_ORDER=random:5 "$TOP/build/tests/train_cudaops" --fp16 \
 	>ops-fp16.out 2>&1
