@@ -104,6 +104,31 @@ fi
 LMTK_CUDA_PLUGIN=$EXEC LMTK_CUDA_EXEC_LT_NOALGO=1 "$TOP/build/tests/train_cudaops" --only matmul \
 	>ops-gemmex.out 2>&1
 sed -E "s/^(ok|FAIL|skip) ([a-z0-9_]+)/\1 exec_\2_through_the_cublasgemmex_fallback/" ops-gemmex.out
+# cublasLtMatmul itself refusing one shape (the executor's LMTK_CUDA_EXEC_LT_FAIL; the cases'
+# 37 x 64 -> 96 layers' forward GEMM, m=96 n=37 k=64, fused with GeLU and plain):
+# NOT_SUPPORTED - the shape falls back, said once per kind of GEMM with what it runs instead,
+# and the numbers still match the CPU's
+LMTK_CUDA_PLUGIN=$EXEC LMTK_CUDA_EXEC_LT_FAIL=unsupported:96,37,64 "$TOP/build/tests/train_cudaops" \
+	--only cuda_matmul >ops-ltunsup.out 2>&1
+rc=$?
+sed -nE "s/^(ok|FAIL|skip) ([a-z0-9_]+)/\1 exec_\2_where_cublaslt_answers_not_supported/p" ops-ltunsup.out
+w='^train: cuda: warning: cuBLASLt has no algorithm for the'
+n_fwd=$(grep -c "$w linear forward GEMM m=96 n=37 k=64 (op(A) T, op(B) N, lda 64, ldb 64, ldd 96; .* epilogue BIAS; .*CUBLAS_STATUS_NOT_SUPPORTED); this shape runs cublasGemmEx and a separate bias add" ops-ltunsup.out)
+n_gelu=$(grep -c "$w GeLU-fused forward GEMM m=96 n=37 k=64 .*epilogue GELU_AUX_BIAS.*; this shape runs the unfused GEMM, bias and GeLU kernels" ops-ltunsup.out)
+n_all=$(grep -c "$w" ops-ltunsup.out)
+[ $rc = 0 ] && [ "$n_fwd" = 1 ] && [ "$n_gelu" = 1 ] && [ "$n_all" = 2 ] &&
+	ok exec_cublaslt_not_supported_warns_once_per_shape_with_its_fallback ||
+	fail exec_cublaslt_not_supported_warns_once_per_shape_with_its_fallback \
+		"exit $rc, warnings: forward $n_fwd, gelu $n_gelu, all $n_all: $(grep -v '^# NV' ops-ltunsup.out | head -3)"
+# INVALID_VALUE - a bug in the call, not a shape to reroute: the run stops (exit 3) naming the
+# whole GEMM, and nothing falls back
+LMTK_CUDA_PLUGIN=$EXEC LMTK_CUDA_EXEC_LT_FAIL=invalid:96,37,64 "$TOP/build/tests/train_cudaops" \
+	--only cuda_matmul_matches >ops-ltinval.out 2>&1
+rc=$?
+[ $rc = 3 ] && grep -q '^train: cuda: cublasLtMatmul refused the linear forward GEMM m=96 n=37 k=64 (op(A) T, op(B) N, lda 64, ldb 64, ldd 96; A, B bf16, D bf16; epilogue BIAS; pointers aligned to .*): CUBLAS_STATUS_INVALID_VALUE, a bug' ops-ltinval.out &&
+	! grep -q '^ok \|warning' ops-ltinval.out &&
+	ok exec_cublaslt_invalid_value_stops_naming_the_gemm ||
+	fail exec_cublaslt_invalid_value_stops_naming_the_gemm "exit $rc: $(grep -v '^# NV' ops-ltinval.out | tail -3)"
 
 # --- 2. the model against PyTorch -----------------------------------------------------------------
 cfg() {   # cfg NAME POS EMBED_LN LAYERS HIDDEN HEADS
