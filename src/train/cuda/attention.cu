@@ -97,8 +97,9 @@
  * (45.6% later).  The one-kernel backward (5 products, the fp32 sums' bytes counted) takes the
  * 124M step from 31.0 to 29.7 ms (MFU 45.6% to 47.6%) and the 350M step (24 x 1024, 16 heads)
  * from 78.8 to 75.4 ms (50.9% to 53.2%).  ptxas (CUDA 13.0.88, sm_90, bf16), registers at HDM
- * 32 / 64 / 128: forward - / 128 / 168, backward 159 / 228 / 254, no spill: 2 backward blocks
- * per SM at HDM 64, as the dK/dV kernel had (209 registers). */
+ * 32 / 64 / 128: forward - / 128 / 168, backward 159 / 237 / 255 (228 / 254 before the tile
+ * tickets), no spill on sm_80/86/89/90: 2 backward blocks per SM at HDM 64, as the dK/dV kernel
+ * had (209 registers). */
 #include <math.h>
 
 #include "train/cuda/common.h"
