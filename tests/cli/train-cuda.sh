@@ -69,6 +69,21 @@ else
 	fail exec_cuda_ops_give_identical_bits_under_forward_and_reverse_thread_orders \
 		"$(cmp ops-forward.bin ops-reverse.bin 2>&1 | head -1)"
 fi
+# The attention backward's dQ chain takes key tiles from a ticket per head, so its waits end in
+# any dispatch order: the reverse run above starts the last key tile first, and the executor runs
+# each block to its end (a wait on a block not yet started is a deadlock there).  And a backward
+# stopped midway (LMTK_CUDA_EXEC_ABANDON: its semaphores half counted, its tickets advanced)
+# leaves nothing the next one trips over: it neither hangs nor differs from the CPU.
+for order in forward random:3; do
+	LMTK_CUDA_PLUGIN=$EXEC LMTK_CUDA_EXEC_ORDER=$order LMTK_CUDA_EXEC_ABANDON=attn_bwd_mma_k:2 \
+		timeout 600 "$TOP/build/tests/train_cudaops" --only abandoned >"ops-abandon-$order.out" 2>&1
+	rc=$?
+	grep -q '^ok cuda_attention_backward_after_an_abandoned_one' "ops-abandon-$order.out" &&
+		grep -q 'ABANDON: launch #[0-9]* attn_bwd_mma_k.* stops after 2 of its 6 blocks' "ops-abandon-$order.out" &&
+		ok "exec_attention_backward_after_one_abandoned_midway_matches_cpu_${order%%:*}_order" ||
+		fail "exec_attention_backward_after_one_abandoned_midway_matches_cpu_${order%%:*}_order" \
+			"exit $rc: $(grep -v '^# NV' "ops-abandon-$order.out" | tail -3)"
+done
 # the same cases on the fp16 kernels (train --fp16), at fp16's tolerance, 8 times bf16's
 LMTK_CUDA_PLUGIN=$EXEC LMTK_CUDA_EXEC_ORDER=random:5 "$TOP/build/tests/train_cudaops" --fp16 \
 	>ops-fp16.out 2>&1
@@ -89,6 +104,31 @@ fi
 LMTK_CUDA_PLUGIN=$EXEC LMTK_CUDA_EXEC_LT_NOALGO=1 "$TOP/build/tests/train_cudaops" --only matmul \
 	>ops-gemmex.out 2>&1
 sed -E "s/^(ok|FAIL|skip) ([a-z0-9_]+)/\1 exec_\2_through_the_cublasgemmex_fallback/" ops-gemmex.out
+# cublasLtMatmul itself refusing one shape (the executor's LMTK_CUDA_EXEC_LT_FAIL; the cases'
+# 37 x 64 -> 96 layers' forward GEMM, m=96 n=37 k=64, fused with GeLU and plain):
+# NOT_SUPPORTED - the shape falls back, said once per kind of GEMM with what it runs instead,
+# and the numbers still match the CPU's
+LMTK_CUDA_PLUGIN=$EXEC LMTK_CUDA_EXEC_LT_FAIL=unsupported:96,37,64 "$TOP/build/tests/train_cudaops" \
+	--only cuda_matmul >ops-ltunsup.out 2>&1
+rc=$?
+sed -nE "s/^(ok|FAIL|skip) ([a-z0-9_]+)/\1 exec_\2_where_cublaslt_answers_not_supported/p" ops-ltunsup.out
+w='^train: cuda: warning: cuBLASLt has no algorithm for the'
+n_fwd=$(grep -c "$w linear forward GEMM m=96 n=37 k=64 (op(A) T, op(B) N, lda 64, ldb 64, ldd 96; .* epilogue BIAS; .*CUBLAS_STATUS_NOT_SUPPORTED); this shape runs cublasGemmEx and a separate bias add" ops-ltunsup.out)
+n_gelu=$(grep -c "$w GeLU-fused forward GEMM m=96 n=37 k=64 .*epilogue GELU_AUX_BIAS.*; this shape runs the unfused GEMM, bias and GeLU kernels" ops-ltunsup.out)
+n_all=$(grep -c "$w" ops-ltunsup.out)
+[ $rc = 0 ] && [ "$n_fwd" = 1 ] && [ "$n_gelu" = 1 ] && [ "$n_all" = 2 ] &&
+	ok exec_cublaslt_not_supported_warns_once_per_shape_with_its_fallback ||
+	fail exec_cublaslt_not_supported_warns_once_per_shape_with_its_fallback \
+		"exit $rc, warnings: forward $n_fwd, gelu $n_gelu, all $n_all: $(grep -v '^# NV' ops-ltunsup.out | head -3)"
+# INVALID_VALUE - a bug in the call, not a shape to reroute: the run stops (exit 3) naming the
+# whole GEMM, and nothing falls back
+LMTK_CUDA_PLUGIN=$EXEC LMTK_CUDA_EXEC_LT_FAIL=invalid:96,37,64 "$TOP/build/tests/train_cudaops" \
+	--only cuda_matmul_matches >ops-ltinval.out 2>&1
+rc=$?
+[ $rc = 3 ] && grep -q '^train: cuda: cublasLtMatmul refused the linear forward GEMM m=96 n=37 k=64 (op(A) T, op(B) N, lda 64, ldb 64, ldd 96; A, B bf16, D bf16; epilogue BIAS; pointers aligned to .*): CUBLAS_STATUS_INVALID_VALUE, a bug' ops-ltinval.out &&
+	! grep -q '^ok \|warning' ops-ltinval.out &&
+	ok exec_cublaslt_invalid_value_stops_naming_the_gemm ||
+	fail exec_cublaslt_invalid_value_stops_naming_the_gemm "exit $rc: $(grep -v '^# NV' ops-ltinval.out | tail -3)"
 
 # --- 2. the model against PyTorch -----------------------------------------------------------------
 cfg() {   # cfg NAME POS EMBED_LN LAYERS HIDDEN HEADS

@@ -222,6 +222,12 @@ env -u SLURM_LOCALID SLURM_JOB_ID=9 SLURM_PROCID=0 SLURM_NTASKS=2 SLURM_STEP_NUM
 rc=$?
 [ $rc = 2 ] && grep -q 'cannot pick its GPU' noloc.out && ok a_rank_without_a_local_index_is_told_why ||
 	fail a_rank_without_a_local_index_is_told_why "exit $rc: $(tail -1 noloc.out)"
+# torchrun's and deepspeed's LOCAL_RANK is read before srun's inherited SLURM_LOCALID; not an index: said
+env LOCAL_RANK=one SLURM_LOCALID=0 SLURM_JOB_ID=9 SLURM_PROCID=0 SLURM_NTASKS=2 SLURM_STEP_NUM_TASKS=2 \
+	"$TR" "${M[@]}" --global-batch-size 4 >badloc.out 2>&1
+rc=$?
+[ $rc = 2 ] && grep -q 'LOCAL_RANK=one is not a local rank' badloc.out && ok a_local_rank_that_is_not_an_index_is_named ||
+	fail a_local_rank_that_is_not_an_index_is_named "exit $rc: $(tail -1 badloc.out)"
 
 # --- mpirun: ids over MPI -----------------------------------------------------------------------
 if command -v mpirun >/dev/null && [ -s "$TOP/build/lib/lmtk/train-mpi.so" ]; then

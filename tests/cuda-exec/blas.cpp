@@ -41,7 +41,11 @@
  * different layouts, and buffers that do not fit in their device allocations are
  * CUBLAS_STATUS_INVALID_VALUE, checked when the call is made; the arithmetic runs on the stream
  * like a kernel.  The heuristic always offers one algorithm (this one) unless
- * LMTK_CUDA_EXEC_LT_NOALGO=1, which makes it offer none, to exercise a caller's fallback. */
+ * LMTK_CUDA_EXEC_LT_NOALGO=1, which makes it offer none, to exercise a caller's fallback; and
+ * LMTK_CUDA_EXEC_LT_FAIL=invalid:M,N,K (or unsupported:M,N,K) makes cublasLtMatmul answer
+ * CUBLAS_STATUS_INVALID_VALUE (CUBLAS_STATUS_NOT_SUPPORTED) for every GEMM of that m, n, k, as
+ * the library does for a leading dimension or alignment it rejects (a caller's bug) or an
+ * epilogue it has no kernel for at that shape, so that what the caller does then is tested. */
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -745,6 +749,15 @@ extern "C" cublasStatus_t cublasLtMatmul(cublasLtHandle_t h, cublasLtMatmulDesc_
 	cublasStatus_t s = lt_problem(what, d, adesc, bdesc, cdesc, ddesc, &g);
 	if (s)
 		return s;
+	const char *inj = getenv("LMTK_CUDA_EXEC_LT_FAIL");
+	long long fm, fn, fk;
+	char fs[16];
+	if (inj && sscanf(inj, "%15[a-z]:%lld,%lld,%lld", fs, &fm, &fn, &fk) == 4 &&
+	    fm == g.m && fn == g.n && fk == g.k &&
+	    (!strcmp(fs, "invalid") || !strcmp(fs, "unsupported")))
+		return refuse(!strcmp(fs, "invalid") ? CUBLAS_STATUS_INVALID_VALUE
+						     : CUBLAS_STATUS_NOT_SUPPORTED,
+			      what, "m=%lld n=%lld k=%lld, as LMTK_CUDA_EXEC_LT_FAIL says", fm, fn, fk);
 	if (C == D && (cdesc->ld != ddesc->ld || cdesc->stride != ddesc->stride))
 		return refuse(CUBLAS_STATUS_INVALID_VALUE, what, "in place (C == D) with different "
 			      "layouts: ldc %lld, ldd %lld", (long long)cdesc->ld,

@@ -26,6 +26,9 @@ struct Cfg {
 	size_t stack;       /* bytes per fiber stack */
 	int trace;          /* print each launch, and where each operation is queued */
 	int eager;          /* run each operation as soon as it is queued */
+	int dispatch;       /* 0 any (a block runs to its end), 1 index (it may wait for lower ones) */
+	char abandon[120];  /* LMTK_CUDA_EXEC_ABANDON: the first launch of a kernel whose name */
+	long abandon_after; /* holds this stops after that many blocks (runtime.cpp) */
 };
 extern Cfg cfg;
 extern cudaError_t g_sticky; /* an execution error: every later call returns it */

@@ -8,13 +8,18 @@
  * blocking copy, cudaFree, ...), so a host that reads results before synchronising sees stale
  * memory, as on a GPU.  A kernel runs its blocks one after another on the calling host thread,
  * in an order chosen by LMTK_CUDA_EXEC_ORDER (forward, reverse or random[:seed]; blocks of a grid
- * may run in any order on a GPU).  LMTK_CUDA_EXEC_EAGER=1 runs each operation as soon as it is
+ * may run in any order on a GPU), each to its end before the next starts: CUDA promises neither
+ * the order in which a grid's blocks start nor that more than one is resident, so a block may
+ * wait only for blocks that started before it (LMTK_CUDA_EXEC_DISPATCH=index assumes, as the
+ * hardware happens to do, that lower indices start first; see sched.cpp).
+ * LMTK_CUDA_EXEC_ABANDON=KERNEL:N stops the first launch whose name contains KERNEL after N of
+ * its blocks, as a kernel killed midway, and lets the stream go on: what it left behind (a
+ * semaphore half counted) is then the next launch's to cope with.  LMTK_CUDA_EXEC_EAGER=1 runs each operation as soon as it is
  * queued instead - as legal a schedule (each stream in order, the host waiting), and the one
  * where work queued on a second stream runs before the first stream's later work, so a missing
  * event between them changes the results rather than hiding behind a late flush.  A block that
- * spin-waits (__nanosleep in the loop) for a block of lower index, which the device starts
- * first, is set aside while that block runs; a wait nothing can end is reported as a deadlock
- * (sched.cpp).  Inside a block every CUDA thread is a fiber with its own
+ * spin-waits (__nanosleep in the loop) for a write no block that started before it will make is
+ * reported as a deadlock (sched.cpp).  Inside a block every CUDA thread is a fiber with its own
  * stack (a small context switch, below).  A fiber runs until it reaches __syncthreads(), a
  * warp-synchronous call (__shfl_*_sync, __ballot_sync, __syncwarp, ...) or its end, so the code
  * between two barriers runs one thread at a time, in the same chosen order: forward (thread 0
@@ -122,6 +127,24 @@ static void config_init(void)
 	cfg.trace = t && *t && strcmp(t, "0");
 	const char *e = getenv("LMTK_CUDA_EXEC_EAGER");
 	cfg.eager = e && *e && strcmp(e, "0");
+	const char *dp = getenv("LMTK_CUDA_EXEC_DISPATCH");
+	cfg.dispatch = dp && !strcmp(dp, "index");
+	if (dp && *dp && strcmp(dp, "index") && strcmp(dp, "any"))
+		fprintf(stderr, "cuda-exec: LMTK_CUDA_EXEC_DISPATCH=%s: expected any or index; "
+			"using any\n", dp);
+	const char *ab = getenv("LMTK_CUDA_EXEC_ABANDON"), *colon = ab ? strrchr(ab, ':') : NULL;
+	if (ab && *ab) {
+		char *end;
+		long n = colon ? strtol(colon + 1, &end, 10) : -1;
+		if (!colon || colon == ab || colon - ab >= (long)sizeof cfg.abandon || *end || n < 0)
+			fprintf(stderr, "cuda-exec: LMTK_CUDA_EXEC_ABANDON=%s: expected KERNEL:BLOCKS; "
+				"ignored\n", ab);
+		else {
+			memcpy(cfg.abandon, ab, (size_t)(colon - ab));
+			cfg.abandon[colon - ab] = 0;
+			cfg.abandon_after = n;
+		}
+	}
 }
 
 /* for the executor's own tests: another thread order from now on */
@@ -130,6 +153,13 @@ extern "C" void cx_test_set_order(int order, unsigned long long seed)
 	config_init();
 	cfg.order = order;
 	cfg.seed = seed;
+}
+
+/* for the executor's own tests: another dispatch of blocks from now on (0 any, 1 index) */
+extern "C" void cx_test_set_dispatch(int dispatch)
+{
+	config_init();
+	cfg.dispatch = dispatch;
 }
 
 extern "C" const char *cx_last_diagnostic(void)

@@ -21,14 +21,20 @@
  *
  * Spin-waits.  A block may wait for another block's writes (a flag or counter in global memory,
  * polled with __nanosleep() in the loop, or a volatile load alone: one location read 64 times
- * in a row with no write in between counts as a spin) if that block has a lower linear index: the device
- * starts blocks in index order, so those are running or done.  Here __nanosleep() yields the
- * thread; when every runnable thread of the block has spun without any write of the launch in
- * between, the block is stuck, and it is parked (its fibers, stacks and shared memory set aside)
+ * in a row with no write in between counts as a spin) if that block started before it: CUDA
+ * promises no order in which a grid's blocks start, nor that a later one ever becomes resident
+ * while earlier ones spin, only that a resident block runs on.  So a kernel whose blocks hand
+ * each other work in order takes its tile ids from an atomic counter when each block starts
+ * (CUB's decoupled look-back does) rather than from blockIdx, and waits only for lower tile ids.
+ * Here __nanosleep() yields the thread; when every runnable thread of the block has spun without
+ * any write of the launch in between, the block is stuck.  By default (LMTK_CUDA_EXEC_DISPATCH=
+ * any) a block runs to its end before the next one in the launch's order starts - one resident
+ * block, a legal device - so a stuck block waits for nothing that can happen: a deadlock,
+ * reported with the spinning line instead of hanging, in whichever order (forward, reverse,
+ * random) exposes it.  LMTK_CUDA_EXEC_DISPATCH=index models the hardware's habit of starting
+ * lower indices first: a stuck block is parked (its fibers, stacks and shared memory set aside)
  * while a block of lower index that has not started yet runs - the next one in the launch's
- * order - after which it is resumed.  Stuck with no such block left is a deadlock on the device
- * too (it waits for a later block, or for nothing), reported with the spinning line instead of
- * hanging.  What blocks hand each other goes through atomics: the race shadow knows no acquire
+ * order - after which it is resumed; stuck with no such block left is a deadlock.  What blocks hand each other goes through atomics: the race shadow knows no acquire
  * or release, so a plain store one block makes and another reads after the wait is a race to
  * it.  The race shadow tells blocks apart by block, so the blocks that ran while one was
  * parked are checked against it as any two blocks are. */
@@ -967,7 +973,7 @@ static void run_block(const Launch *L, const std::vector<size_t> &order, std::ve
 	while (!run_threads()) {
 		size_t j = (size_t)-1;
 		for (size_t k : order)
-			if (k < i && !started[k]) {
+			if (cfg.dispatch && k < i && !started[k]) {
 				j = k;
 				break;
 			}
@@ -977,9 +983,18 @@ static void run_block(const Launch *L, const std::vector<size_t> &order, std::ve
 				snprintf(at, sizeof at, "%s:%d (__nanosleep)", g_spin_file, g_spin_line);
 			else
 				snprintf(at, sizeof at, "%s", g_spin_file);
-			kfail(cudaErrorLaunchFailure, NULL, "deadlock: spins at %s waiting for a write "
-			      "that no thread of this block and no block of lower index (all done) will "
-			      "make; a block may wait only for blocks that start before it", at);
+			if (cfg.dispatch)
+				kfail(cudaErrorLaunchFailure, NULL, "deadlock: spins at %s waiting for a "
+				      "write that no thread of this block and no block of lower index (all "
+				      "done) will make; a block may wait only for blocks that start before "
+				      "it", at);
+			else
+				kfail(cudaErrorLaunchFailure, NULL, "deadlock: spins at %s waiting for a "
+				      "write that no thread of this block and no block started before it "
+				      "(all done) will make; CUDA starts a grid's blocks in no promised "
+				      "order, so a block may wait only for blocks that started before it "
+				      "(take tile ids from an atomic counter, not blockIdx; "
+				      "LMTK_CUDA_EXEC_DISPATCH=index assumes index order)", at);
 			return;
 		}
 		Parked p = {};
@@ -1026,10 +1041,20 @@ void run_kernel(const Launch *L)
 		for (size_t i = nb - 1; i > 0 && nb > 1; i--)
 			std::swap(order[i], order[rng_next() % (i + 1)]);
 	std::vector<char> started(nb, 0);
+	/* LMTK_CUDA_EXEC_ABANDON: this launch stops after so many blocks (the first match only) */
+	size_t stop = nb;
+	if (cfg.abandon[0] && strstr(L->name, cfg.abandon)) {
+		stop = (size_t)cfg.abandon_after < nb ? (size_t)cfg.abandon_after : nb;
+		cfg.abandon[0] = 0;
+		fprintf(stderr, "cuda-exec: LMTK_CUDA_EXEC_ABANDON: launch #%llu %s stops after %zu of "
+			"its %zu blocks\n", (unsigned long long)L->serial, L->name, stop, nb);
+	}
 	g_running = 1;
-	for (size_t k = 0; k < nb && !g_abort; k++)
-		if (!started[order[k]])
+	for (size_t k = 0, ran = 0; k < nb && ran < stop && !g_abort; k++)
+		if (!started[order[k]]) {
 			run_block(L, order, started, order[k]);
+			ran++;
+		}
 	g_running = 0;
 	g_cur = NULL;
 	if (g_prof_on) {

@@ -28,6 +28,7 @@
 #include "cx_ptx.h"
 
 extern "C" void cx_test_set_order(int order, unsigned long long seed);
+extern "C" void cx_test_set_dispatch(int dispatch);
 
 template <typename K, typename... A>
 static cudaError_t launch(K kernel, dim3 g, dim3 b, size_t smem, A... args)
@@ -216,6 +217,27 @@ __global__ void wait_then_read_k(int *flag, float *x, float *out)
 		while (*(volatile int *)flag == 0)
 			__nanosleep(20);
 		out[0] = x[0];
+	}
+}
+
+/* ordered_add_k with dynamic tile ids, as CUB's decoupled look-back takes them: a block's place
+ * is the ticket it draws from sem[2] when it starts, not blockIdx, so it waits only for blocks
+ * that started before it - whatever order the device starts them in. */
+__global__ void ticket_add_k(float *sum, int *sem, int *seq, const float *vals)
+{
+	__shared__ int tile;
+	if (threadIdx.x == 0)
+		tile = atomicAdd(sem + 2, 1);
+	__syncthreads();
+	int i = tile;
+	if (threadIdx.x == 0) {
+		while (*(volatile int *)sem != i)
+			__nanosleep(20);
+		__threadfence();
+		atomicAdd(sum, vals[i]);
+		seq[i] = atomicAdd(sem + 1, 1);
+		__threadfence();
+		atomicAdd(sem, 1);
 	}
 }
 
@@ -577,8 +599,34 @@ static int spin_waits(void)
 	for (int i = 0; i < n; i++)
 		want += v[i];
 	float *dv = dalloc<float>(n), *sum = dalloc<float>(1);
-	int *sem = dalloc<int>(2), *seq = dalloc<int>(n);
+	int *sem = dalloc<int>(3), *seq = dalloc<int>(n);
 	cudaMemcpy(dv, v.data(), n * 4, cudaMemcpyHostToDevice);
+	/* dynamic tile ids: the same bits in every dispatch order, each block run to its end */
+	for (int order = 0; order < 3; order++) {
+		cx_test_set_order(order, 7);
+		cudaMemset(sum, 0, 4);
+		cudaMemset(sem, 0, 12);
+		ok &= launch(ticket_add_k, n, 32, 0, sum, sem, seq, (const float *)dv) == cudaSuccess;
+		float got = fetch(sum, 1)[0];
+		ok &= memcmp(&got, &want, 4) == 0;
+		std::vector<int> q = fetch(seq, n);
+		for (int i = 0; i < n; i++)
+			ok &= q[i] == i;
+	}
+	/* tile ids from blockIdx: CUDA does not promise that block 0 starts first, so block 8
+	 * waiting for it, started first (reverse) or somewhere (random), is a deadlock... */
+	for (int order = 1; order < 3; order++) {
+		cx_test_set_order(order, 7);
+		cudaMemset(sem, 0, 12);
+		ok &= fails_with(launch(ordered_add_k, n, 32, 0, sum, sem, seq, (const float *)dv),
+				 cudaErrorLaunchFailure, {"ordered_add_k", "deadlock: spins at",
+				 "no block started before it", "LMTK_CUDA_EXEC_DISPATCH=index"});
+		cudaDeviceReset();
+		dv = dalloc<float>(n), sum = dalloc<float>(1), sem = dalloc<int>(3), seq = dalloc<int>(n);
+		cudaMemcpy(dv, v.data(), n * 4, cudaMemcpyHostToDevice);
+	}
+	/* ...unless the executor assumes the hardware's habit of index order */
+	cx_test_set_dispatch(1);
 	for (int order = 0; order < 3; order++) {
 		cx_test_set_order(order, 7);
 		cudaMemset(sum, 0, 4);
@@ -622,6 +670,7 @@ static int spin_waits(void)
 	ok &= fails_with(launch(wait_flag_k, 1, 32, 0, flag, 0, 1), cudaErrorLaunchFailure,
 			 {"wait_flag_k", "deadlock: spins at"});
 	cudaDeviceReset();
+	cx_test_set_dispatch(0);
 	return ok;
 }
 
@@ -1318,7 +1367,7 @@ int main(int argc, char **argv)
 	T_CASE("shared_memory_races_and_uninitialised_reads_are_reported") T_ASSERT(races());
 	T_CASE("global_memory_races_between_blocks_and_threads_are_reported") T_ASSERT(global_races());
 	T_CASE("barrier_divergence_and_bad_member_masks_are_reported") T_ASSERT(divergence());
-	T_CASE("blocks_waiting_for_lower_blocks_run_in_every_order_and_other_waits_are_deadlocks")
+	T_CASE("blocks_waiting_for_earlier_tickets_run_in_every_order_and_waits_on_unstarted_blocks_are_deadlocks")
 		T_ASSERT(spin_waits());
 	T_CASE("out_of_bounds_host_pointers_use_after_free_and_misalignment_are_reported")
 		T_ASSERT(memory_checks());

@@ -519,18 +519,54 @@ static int case_matmul_gelu(int N, int IC, int OC, int misalign)
 	return ok;
 }
 
+/* Queries that see no key (a sample of key length 0, bidirectionally) have output 0 and lse +inf
+ * on both backends (FlashAttention-2's convention: exp(s - lse) is 0 for every key, so the
+ * backward's P and dQ are 0 too), and a zero dQ; the lse entries are then set to 0 for the
+ * tolerance comparison, which takes inf - inf for a difference.  out/dq rows are (b, i, h) of
+ * HD elements, dq's with stride nq (3 for qkv's columns, 1 for q). */
+static int empty_rows_agree(const char *name, float *out[2], float *lse[2], float *dq[2],
+			    const int32_t *kl, int B, int T, int NH, int HD, int nq)
+{
+	int ok = 1;
+	for (int k = 0; k < 2; k++)
+		for (int b = 0; b < B; b++) {
+			if (kl[b] != 0)
+				continue;
+			for (int i = 0; i < T; i++)
+				for (int h = 0; h < NH; h++) {
+					size_t r = ((size_t)b * T + i) * NH + h;
+					float *l = &lse[k][((size_t)b * NH + h) * T + i], lv = *l;
+					int good = lv == INFINITY;
+					*l = 0.0f;
+					for (int d = 0; d < HD; d++)
+						good &= out[k][r * HD + d] == 0.0f &&
+							dq[k][r * nq * HD + d] == 0.0f;
+					if (!good && ok)
+						printf("# %s: %s, sample %d query %d head %d sees no key: lse "
+						       "%g (want inf), out[0] %g, dq[0] %g (want 0)\n", name,
+						       k ? "cuda" : "cpu", b, i, h,
+						       (double)lv,
+						       (double)out[k][r * HD], (double)dq[k][r * nq * HD]);
+					ok &= good;
+				}
+		}
+	return ok;
+}
+
 /* Cross-attention (T5's inter_attention): q(B,Tq,NH,HD) against kv(B,Tk,NH,2,HD), every query
  * seeing its sample's first kl[b] keys; the tolerances as the self-attention's below. */
-static int case_xattn(int B, int Tq, int Tk, int NH, int HD, float p, int head0, int heads)
+static int case_xattn(int B, int Tq, int Tk, int NH, int HD, float p, int head0, int heads,
+		      int empty)
 {
 	char name[128];
-	snprintf(name, sizeof name, "xattn B%d Tq%d Tk%d NH%d HD%d p%g", B, Tq, Tk, NH, HD, p);
+	snprintf(name, sizeof name, "xattn B%d Tq%d Tk%d NH%d HD%d p%g%s", B, Tq, Tk, NH, HD, p,
+		 empty ? " sample 1 empty" : "");
 	size_t nq = (size_t)B * Tq * NH * HD, nkv = (size_t)B * Tk * NH * 2 * HD;
 	size_t nl = (size_t)B * NH * Tq;
 	float *q = randn(nq, 1.0f, 60), *kv = randn(nkv, 1.0f, 61), *dout = randn(nq, 1, 62);
 	int32_t kl[B];
-	for (int b = 0; b < B; b++)
-		kl[b] = b == 0 ? Tk : 1 + (int)(philox_u32(63, b) % Tk);
+	for (int b = 0; b < B; b++)   /* empty: sample 1 sees no keys */
+		kl[b] = b == 0 ? Tk : empty && b == 1 ? 0 : 1 + (int)(philox_u32(63, b) % Tk);
 	float *out[2], *lse[2], *dq[2], *dkv[2];
 	const struct ops *os[2] = {cpu, cu};
 	float *ref_out = NULL, *ref_lse = NULL;
@@ -562,6 +598,7 @@ static int case_xattn(int B, int Tq, int Tk, int NH, int HD, float p, int head0,
 	}
 	int ok = 1;
 	char wn[160];
+	ok &= empty_rows_agree(name, out, lse, dq, kl, B, Tq, NH, HD, 1);
 	snprintf(wn, sizeof wn, "%s out", name);
 	ok &= near(wn, out[1], out[0], nq, TOL_ACT);
 	snprintf(wn, sizeof wn, "%s lse", name);
@@ -611,14 +648,15 @@ static int case_attention(int B, int T, int NH, int HD, int alibi, int docs, flo
 {
 	char name[128];
 	snprintf(name, sizeof name, "attention B%d T%d NH%d HD%d%s%s p%g", B, T, NH, HD,
-		 alibi ? " alibi" : "", docs == 2 ? " bidirectional" : docs ? " docs" : "", p);
+		 alibi ? " alibi" : "", docs == 3 ? " bidirectional, sample 1 empty"
+		 : docs == 2 ? " bidirectional" : docs ? " docs" : "", p);
 	size_t nq = (size_t)B * T * NH * 3 * HD, no = (size_t)B * T * NH * HD, nl = (size_t)B * NH * T;
 	float *qkv = randn(nq, 1.0f, 30), *dout = randn(no, 1, 31);
 	float *slopes = zeros(heads);
 	model_alibi_slopes(heads, slopes);
 	int32_t *ks = malloc((size_t)B * T * sizeof *ks), kl[B];
 	for (int b = 0; b < B; b++)   /* docs 2: bidirectional over a key length per sample */
-		kl[b] = b == 0 ? T : 1 + (int)(philox_u32(45, b) % T);
+		kl[b] = b == 0 ? T : docs == 3 && b == 1 ? 0 : 1 + (int)(philox_u32(45, b) % T);
 	for (int b = 0; b < B; b++) {
 		int start = 0;
 		for (int i = 0; i < T; i++) {
@@ -635,7 +673,7 @@ static int case_attention(int B, int T, int NH, int HD, int alibi, int docs, flo
 		float *ds = up_f32(o, slopes + head0, NH);
 		int32_t *dk = up_i32(o, ks, (size_t)B * T), *dkl = up_i32(o, kl, B);
 		struct ops_attn a = {alibi ? ds : NULL, docs == 1 ? dk : NULL, p, 77, 3, head0, heads,
-				     docs == 2, docs == 2 ? dkl : NULL};
+				     docs >= 2, docs >= 2 ? dkl : NULL};
 		void *dx = up_act(o, qkv, nq), *dO = o->alloc(no * o->act_size);
 		float *dl = up_f32(o, NULL, nl);
 		o->attention_fwd(dO, dl, dx, B, T, NH, HD, a);
@@ -659,6 +697,8 @@ static int case_attention(int B, int T, int NH, int HD, int alibi, int docs, flo
 	}
 	int ok = 1;
 	char wn[160];
+	if (docs >= 2)
+		ok &= empty_rows_agree(name, out, lse, dqkv, kl, B, T, NH, HD, 3);
 	snprintf(wn, sizeof wn, "%s out", name);
 	ok &= near(wn, out[1], out[0], no, TOL_ACT);
 	snprintf(wn, sizeof wn, "%s lse", name);
@@ -681,6 +721,26 @@ static int case_attention(int B, int T, int NH, int HD, int alibi, int docs, flo
 		free(out[k]), free(lse[k]), free(dqkv[k]);
 	free(ref_out), free(qkv), free(dout), free(slopes), free(ks);
 	return ok;
+}
+
+/* One attention forward and backward on the CUDA backend alone, its results dropped: under
+ * the executor's LMTK_CUDA_EXEC_ABANDON=attn_bwd_mma_k:N its backward stops after N blocks, as a
+ * backward killed midway, leaving the dQ semaphores half counted, the tile counters advanced
+ * and the partial sums dirty for the next backward of the shape (tests/cli/train-cuda.sh). */
+static void attention_throwaway(int B, int T, int NH, int HD)
+{
+	size_t nq = (size_t)B * T * NH * 3 * HD, no = (size_t)B * T * NH * HD;
+	float *qkv = randn(nq, 1.0f, 90), *dout = randn(no, 1.0f, 91);
+	struct ops_attn a = {NULL, NULL, 0.0f, 1, 0, 0, NH, 0, NULL};
+	void *dx = up_act(cu, qkv, nq), *g = up_act(cu, dout, no);
+	void *dO = cu->alloc(no * cu->act_size), *gx = cu->alloc(nq * cu->act_size);
+	float *dl = cu->alloc((size_t)B * NH * T * sizeof(float));
+	cu->attention_fwd(dO, dl, dx, B, T, NH, HD, a);
+	cu->attention_bwd(gx, g, dx, dO, dl, B, T, NH, HD, a);
+	float *h = zeros(nq);
+	down_act(cu, h, gx, nq);   /* waits for it */
+	cu->free(dx), cu->free(g), cu->free(dO), cu->free(gx), cu->free(dl);
+	free(h), free(qkv), free(dout);
 }
 
 /* The exact GeLU, tanh (fwd from the input, bwd from the output) and the strided rows of
@@ -1416,10 +1476,10 @@ int main(int argc, char **argv)
 		T_ASSERT(case_attention(1, 9, 1, 7, 0, 0, 0.5f, 0, 1)); /* odd head dim */
 	}
 	CASE("cuda_cross_attention_matches_cpu_other_query_and_key_lengths") {
-		T_ASSERT(case_xattn(3, 70, 130, 2, 64, 0.0f, 0, 2));   /* keys over three tiles */
-		T_ASSERT(case_xattn(2, 130, 20, 3, 32, 0.2f, 1, 4));   /* queries over three */
-		T_ASSERT(case_xattn(2, 9, 67, 2, 40, 0.1f, 0, 2));     /* HD not a multiple of 16 */
-		T_ASSERT(case_xattn(1, 1, 1, 1, 16, 0.0f, 0, 1));
+		T_ASSERT(case_xattn(3, 70, 130, 2, 64, 0.0f, 0, 2, 0));   /* keys over three tiles */
+		T_ASSERT(case_xattn(2, 130, 20, 3, 32, 0.2f, 1, 4, 0));   /* queries over three */
+		T_ASSERT(case_xattn(2, 9, 67, 2, 40, 0.1f, 0, 2, 0));     /* HD not a multiple of 16 */
+		T_ASSERT(case_xattn(1, 1, 1, 1, 16, 0.0f, 0, 1, 0));
 	}
 	CASE("cuda_attention_matches_cpu_bidirectional_with_key_lengths") {
 		/* BERT's padding mask: sample 0 whole, the others' keys cut anywhere (1 key, a tile
@@ -1428,6 +1488,18 @@ int main(int argc, char **argv)
 		T_ASSERT(case_attention(3, 70, 3, 32, 0, 2, 0.2f, 1, 4));
 		T_ASSERT(case_attention(2, 24, 4, 40, 0, 2, 0.1f, 0, 4));
 		T_ASSERT(case_attention(2, 1, 1, 16, 0, 2, 0.0f, 0, 1));
+	}
+	CASE("cuda_attention_backward_after_an_abandoned_one_matches_cpu") {
+		/* 3 key tiles, causal: an abandoned run leaves query tiles 1, 2 mid-chain */
+		attention_throwaway(1, 150, 2, 32);
+		T_ASSERT(case_attention(1, 150, 2, 32, 0, 0, 0.0f, 0, 2));
+	}
+	CASE("cuda_attention_rows_that_see_no_key_give_0_as_on_the_cpu") {
+		/* a sample of key length 0: every query sees nothing; output 0 (not 0 x 1/0),
+		 * lse +inf, dq 0, and the other samples as before */
+		T_ASSERT(case_attention(3, 70, 2, 32, 0, 3, 0.0f, 0, 2));
+		T_ASSERT(case_attention(2, 24, 3, 64, 0, 3, 0.1f, 0, 3));
+		T_ASSERT(case_xattn(3, 20, 67, 2, 32, 0.0f, 0, 2, 1));
 	}
 	CASE("cuda_bert_head_ops_match_cpu") {
 		T_ASSERT(case_bert_heads(1000, 0));

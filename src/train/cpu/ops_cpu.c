@@ -328,7 +328,9 @@ SIMD_CLONES static void att_probs(float *S, float *lse, int compute_lse, const s
 			double sum = 0;
 			for (int j = j0; j <= je; j++)
 				sum += exp_fast(s[j] - mx);
-			lse[i] = mx + (float)log(sum);
+			/* a row that sees no key (key length 0): +inf, so that exp(s - lse) is 0
+			 * for every key, as the CUDA kernels (FlashAttention-2's convention) */
+			lse[i] = je < j0 ? INFINITY : mx + (float)log(sum);
 		}
 		float l = lse[i];
 		for (int j = 0; j < j0; j++)

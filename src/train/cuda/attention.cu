@@ -45,7 +45,9 @@
  * key tiles 0..diagonal through shared memory; per tile each warp computes S = Q K^T for its
  * 16 rows, masks, updates the running max m (four lanes share a row: two xor shuffles) and the
  * per-lane partial sums l, rescales O by exp(m_old - m_new), and adds P V.  A row whose max is
- * still -inf uses 0 as reference so no inf - inf appears.  Key chunks (16 wide) past a warp's
+ * still -inf uses 0 as reference so no inf - inf appears; one that sees no key at all (the
+ * bidirectional mode with klen 0) ends with l = 0 and writes O = 0 and lse = +inf, as the CPU
+ * backend does, so that exp(s - lse) = 0 and the backward's dQ = 0 agree with it.  Key chunks (16 wide) past a warp's
  * last row are skipped, so the diagonal tile costs each warp only what its rows can see.
  *
  * Backward (FlashAttention-2's algebra): with P recomputed as exp(s - lse) and D_i = dO_i . O_i
@@ -62,15 +64,22 @@
  * of dQ, dS K, with each warp owning 16 queries.  The parts are added in a fixed order, key tile
  * 0, 1, ..., through an fp32 sum per (b, h, query tile) and a semaphore counting the parts in:
  * the block of key tile j waits until the count is j, adds its part (atomicAdd, so the adds need
- * no ordering from the memory model beyond the semaphore's), fences, and counts one more; the
- * last part (the diagonal tile; bidirectionally the last tile below klen) reads the sum instead,
- * writes dQ = scale (sum + part) in the activation type and clears the sum and the semaphore, so
- * the scratch (B x NH x Tq fp32 rows of HD, and a semaphore per 64 of them) is allocated once
- * and zero between calls.  A block waits only for blocks of its own (b, h) with a lower index,
- * which the device starts first, so the waits end (the CUDA executor checks it: tests/cuda-exec
- * parks a waiting block and runs the lower ones).  Walking the query tiles from the last, every
- * key tile reaches a given query tile at about the same step, so a block waits for the adds of
- * the tiles before it, not for their whole work.  S^T multiplies the same pairs as the
+ * no ordering from the memory model beyond the semaphore's; key tile 0 stores it with
+ * atomicExch, so the sum needs no clearing), fences, and counts one more; the last part (the
+ * diagonal tile; bidirectionally the last tile below klen) reads the sum instead and writes
+ * dQ = scale (sum + part) in the activation type.  A block's key tile is not its blockIdx.x but
+ * a ticket it takes from a counter per (b, h) when it starts (atomicAdd; CUB's decoupled
+ * look-back takes its tile ids so): CUDA promises no order in which blocks start, but the blocks
+ * holding key tiles 0..j-1 took their tickets before this one, so they are running or done and
+ * the wait ends whatever the dispatch order (the CUDA executor checks it: tests/cuda-exec runs
+ * each block to its end in forward, reverse or random order, and a block waiting for one that
+ * has not started is a deadlock there).  The counters and semaphores are set to 0 by
+ * attn_dsum_k, which runs just before on the same stream, so a backward abandoned midway leaves
+ * nothing for the next one to wait on; the scratch (B x NH x Tq fp32 rows of HD, a semaphore per
+ * 64 of them, a counter per head) is allocated once.  Key tile 0, the longest causal column,
+ * goes to the first block that starts.  Walking the query tiles from the last, every key tile
+ * reaches a given query tile at about the same step, so a block waits for the adds of the tiles
+ * before it, not for their whole work.  S^T multiplies the same pairs as the
  * forward's S = Q K^T in the same k order (bit-identical in the executor, which adds them in k
  * order; the device's adder order within a k16 step is not documented).
  *
@@ -88,8 +97,9 @@
  * (45.6% later).  The one-kernel backward (5 products, the fp32 sums' bytes counted) takes the
  * 124M step from 31.0 to 29.7 ms (MFU 45.6% to 47.6%) and the 350M step (24 x 1024, 16 heads)
  * from 78.8 to 75.4 ms (50.9% to 53.2%).  ptxas (CUDA 13.0.88, sm_90, bf16), registers at HDM
- * 32 / 64 / 128: forward - / 128 / 168, backward 159 / 228 / 254, no spill: 2 backward blocks
- * per SM at HDM 64, as the dK/dV kernel had (209 registers). */
+ * 32 / 64 / 128: forward - / 128 / 168, backward 159 / 237 / 255 (228 / 254 before the tile
+ * tickets), no spill on sm_80/86/89/90: 2 backward blocks per SM at HDM 64, as the dK/dV kernel
+ * had (209 registers). */
 #include <math.h>
 
 #include "train/cuda/common.h"
@@ -420,7 +430,9 @@ __global__ __launch_bounds__(AT_T) void attn_fwd_mma_k(A *out, float *lse, struc
 		int i = ir[r];
 		if (i >= T)
 			continue;
-		float inv = 1.0f / l[r];
+		/* a row that saw no key (bidirectional, klen 0): output 0, lse +inf, so that the
+		 * backward's exp(s - lse) is 0 too (FlashAttention-2's convention) - not 0 x 1/0 */
+		float inv = l[r] == 0.0f ? 0.0f : 1.0f / l[r];
 		A *dst = out + (((size_t)b * T + i) * NH + h) * HD;
 #pragma unroll
 		for (int c = 0; c < ND; c++) {
@@ -431,17 +443,21 @@ __global__ __launch_bounds__(AT_T) void attn_fwd_mma_k(A *out, float *lse, struc
 				dst[d + 1] = f_act<A>(o[c][2 * r + 1] * inv);
 		}
 		if (t == 0)
-			lse[bh * T + i] = (m[r] + log2f(l[r])) * AT_LN2;
+			lse[bh * T + i] = l[r] == 0.0f ? INFINITY : (m[r] + log2f(l[r])) * AT_LN2;
 	}
 }
 
 /* Dsum(B,NH,T) = sum over HD of dout * out, rows of dout/out(B,T,NH,HD) in memory order.
- * One warp per row. */
+ * One warp per row.  Also zeroes zero[0..nzero) (the dQ protocol's semaphores and tile
+ * counters, for the backward that follows: the grid has a thread for each). */
 template <typename A>
 __global__ void attn_dsum_k(float *Dsum, const A *dout, const A *out, int T, int NH, int HD,
-			    size_t rows)
+			    size_t rows, int *zero, size_t nzero)
 {
-	size_t r = (blockIdx.x * (size_t)blockDim.x + threadIdx.x) >> 5; /* (b*T + t)*NH + h */
+	size_t gid = blockIdx.x * (size_t)blockDim.x + threadIdx.x;
+	if (gid < nzero)
+		zero[gid] = 0;
+	size_t r = gid >> 5; /* (b*T + t)*NH + h */
 	int lane = threadIdx.x & 31;
 	if (r >= rows)
 		return; /* whole warp */
@@ -458,17 +474,19 @@ __global__ void attn_dsum_k(float *Dsum, const A *dout, const A *out, int T, int
 }
 
 /* The deterministic dQ protocol's scratch (see the top): per (b, h, query tile) a semaphore (the
- * number of key tiles whose contributions are in) and 64 x HD fp32 partial sums, both zero
- * between calls (the last contributor of a query tile clears its own). */
+ * number of key tiles whose contributions are in) and 64 x HD fp32 partial sums, and per (b, h)
+ * the counter its blocks take their key tiles from.  sem and tick are zeroed before each
+ * backward (attn_dsum_k); acc is written by key tile 0 before it is read. */
 struct at_dq {
-	int *sem;    /* (B, NH, nqt) */
+	int *sem;    /* (B, NH, nqt), then tick (B, NH): one range for attn_dsum_k to zero */
+	int *tick;
 	float *acc;  /* (B, NH, nqt, 64, HD) */
 };
 
 /* Thread 0 waits until `want` key tiles have added into a query tile's sum, then the block goes
- * on: only ever lower-index blocks of the grid (key tiles before this one) are waited for, and
- * those are dispatched first, so the wait ends.  The volatile load sees other SMs' atomics; the
- * fence orders it before the block's own reads of the sum. */
+ * on: only key tiles below this block's are waited for, and the blocks holding them took their
+ * tickets first, so they are running or done and the wait ends.  The volatile load sees other
+ * SMs' atomics; the fence orders it before the block's own reads of the sum. */
 __device__ __forceinline__ void at_dq_wait(const int *sem, int want)
 {
 	if (threadIdx.x == 0) {
@@ -480,7 +498,8 @@ __device__ __forceinline__ void at_dq_wait(const int *sem, int want)
 }
 
 /* dK, dV (io.dk, io.dk + HD) for one key tile and its part of dQ (io.dq).  grid (ceil(Tk/64),
- * NH, B), block 128; block x owns keys [64x, 64x+64) and walks the query tiles that see them
+ * NH, B), block 128; a block owns keys [64x, 64x+64) for the ticket x it takes from its head's
+ * counter (not blockIdx.x: see the top) and walks the query tiles that see them
  * from the last down to x (causal; all of them bidirectionally, none for a tile at or past klen);
  * warp w owns keys 16w..16w+15 of the tile for dK, dV and queries 16w..16w+15 of the query tile
  * for dQ.  Query tile qt's contributions are added in the order of the key tiles (0, 1, ...); the
@@ -496,9 +515,13 @@ __global__ __launch_bounds__(AT_T) void attn_bwd_mma_k(struct at_io<A> io, const
 	A *Ks = (A *)at_smem, *Vs = Ks + AT_B * LD, *Qs = Vs + AT_B * LD;
 	A *dOs = Qs + AT_B * LD, *dSs = dOs + AT_B * LD; /* dSs: dS[query][key], stride LS */
 	float *lse_s = (float *)(dSs + AT_B * LS), *D_s = lse_s + AT_B; /* lse in log2 units */
-	int *ks_s = (int *)(D_s + AT_B);
+	int *ks_s = (int *)(D_s + AT_B), *kt_s = ks_s + AT_B;
 
-	int kt = blockIdx.x, h = blockIdx.y, b = blockIdx.z;
+	int h = blockIdx.y, b = blockIdx.z;
+	if (threadIdx.x == 0)   /* this block's key tile: the head's next ticket */
+		*kt_s = atomicAdd(dqs.tick + (size_t)b * NH + h, 1);
+	__syncthreads();
+	int kt = *kt_s;
 	int k0 = kt * AT_B;
 	int lane = threadIdx.x & 31, w0 = (threadIdx.x >> 5) * 16, g = lane >> 2, t = lane & 3;
 	int nk = (HD + 15) / 16, T = io.Tq, Tk = io.Tk;
@@ -615,24 +638,20 @@ __global__ __launch_bounds__(AT_T) void attn_bwd_mma_k(struct at_io<A> io, const
 					if (d >= HD || i >= T)
 						continue;
 					float *ap = acc + (size_t)ii * HD + d, v = dq[c][2 * r + x];
-					if (kt == last) {
-						/* the whole sum: write dQ, leave the scratch zero */
-						dqb[(size_t)i * io.qrs + d] = f_act<A>((__ldcg(ap) + v) * scale);
-						*ap = 0.0f;
-					} else {
+					if (kt == last) /* the whole sum: write dQ */
+						dqb[(size_t)i * io.qrs + d] =
+							f_act<A>((kt == 0 ? v : __ldcg(ap) + v) * scale);
+					else if (kt == 0) /* the first part: whatever the sum held before */
+						atomicExch(ap, v);
+					else
 						atomicAdd(ap, v);
-					}
 				}
 		}
 		if (kt != last)
 			__threadfence(); /* the adds are in before the next tile may start */
 		__syncthreads();
-		if (threadIdx.x == 0) {
-			if (kt == last)
-				atomicExch(sem, 0);
-			else
-				atomicAdd(sem, 1);
-		}
+		if (threadIdx.x == 0 && kt != last)
+			atomicAdd(sem, 1);
 	}
 
 #pragma unroll
@@ -664,7 +683,7 @@ template <int HDM> static size_t smem_fwd()
 template <int HDM> static size_t smem_bwd()
 {
 	return 4 * AT_B * (HDM + 8) * 2 + AT_B * (AT_B + 8) * 2 + 2 * AT_B * sizeof(float) +
-	       AT_B * sizeof(int);
+	       (AT_B + 1) * sizeof(int);
 }
 
 /* Kernels using more than 48 KB of dynamic shared memory must say so once. */
@@ -707,14 +726,16 @@ static void bwd_launch(const struct at_io<A> &io, const void *dout, const float 
 }
 
 /* The dQ protocol's scratch for B x NH x Tq at head dim HD: one buffer for every shape, grown
- * (and zeroed) when a larger one comes and otherwise left zero by each backward, so nothing is
- * allocated or cleared inside a step after the first. */
-static struct at_dq dq_scratch(int B, int NH, int Tq, int HD)
+ * when a larger one comes, so nothing is allocated inside a step after the first; its
+ * semaphores and counters (*nzero ints from .sem) are zeroed by the attn_dsum_k before each
+ * backward. */
+static struct at_dq dq_scratch(int B, int NH, int Tq, int HD, size_t *nzero)
 {
 	static void *buf;
 	static size_t have;
-	size_t tiles = (size_t)B * NH * ((Tq + AT_B - 1) / AT_B);
-	size_t semb = cu_round256(tiles * sizeof(int));
+	size_t heads = (size_t)B * NH, tiles = heads * ((Tq + AT_B - 1) / AT_B);
+	size_t semb = cu_round256((tiles + heads) * sizeof(int));
+	*nzero = tiles + heads;
 	size_t need = semb + tiles * AT_B * (size_t)HD * sizeof(float);
 	if (need > have) {
 		CU_CHECK(cudaStreamSynchronize(cu.stream)); /* the old buffer may still be in use */
@@ -727,10 +748,9 @@ static struct at_dq dq_scratch(int B, int NH, int Tq, int HD)
 			cu_die("attention_bwd: out of GPU memory for %zu bytes of dQ accumulator; "
 			       "try a smaller --micro-batch-size", need);
 		}
-		CU_CHECK(cudaMemsetAsync(buf, 0, need, cu.stream));
 		have = need;
 	}
-	return {(int *)buf, (float *)((char *)buf + semb)};
+	return {(int *)buf, (int *)buf + tiles, (float *)((char *)buf + semb)};
 }
 
 static void check_shape(const char *op, int B, int T, int NH, int HD)
@@ -779,12 +799,13 @@ static void attn_bwd(const struct at_io<A> &io, const void *dout, const void *ou
 		     const float *lse, int B, int NH, int HD, struct ops_attn k)
 {
 	float scale = 1.0f / sqrtf((float)HD);
-	size_t rows = (size_t)B * io.Tq * NH;
+	size_t rows = (size_t)B * io.Tq * NH, nzero;
 	float *Dsum = (float *)cu_scratch(rows * sizeof(float));
-	cu_launch(attn_dsum_k<A>, (unsigned)((rows + 7) / 8), 256, 0, cu.stream, Dsum,
-		  (const A *)dout, (const A *)out, io.Tq, NH, HD, rows);
+	struct at_dq dqs = dq_scratch(B, NH, io.Tq, HD, &nzero);
+	size_t blocks = (rows + 7) / 8 > (nzero + 255) / 256 ? (rows + 7) / 8 : (nzero + 255) / 256;
+	cu_launch(attn_dsum_k<A>, (unsigned)blocks, 256, 0, cu.stream, Dsum, (const A *)dout,
+		  (const A *)out, io.Tq, NH, HD, rows, dqs.sem, nzero);
 	CU_LAUNCHED("attention_dsum");
-	struct at_dq dqs = dq_scratch(B, NH, io.Tq, HD);
 	if (HD <= 32)
 		bwd_launch<32, A>(io, dout, lse, Dsum, dqs, B, NH, HD, scale, k);
 	else if (HD <= 64)

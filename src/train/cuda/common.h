@@ -79,6 +79,7 @@ extern struct cuda_state cu;
 
 /* --- errors (ops_cuda.cu) --- */
 void cu_die(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
+void cu_warn(const char *fmt, ...) __attribute__((format(printf, 1, 2))); /* and go on */
 void cu_check_(cudaError_t e, const char *what, const char *file, int line);
 void cu_blas_check_(cublasStatus_t s, const char *what, const char *file, int line);
 void cu_launched_(const char *kernel, const char *file, int line);

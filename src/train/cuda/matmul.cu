@@ -54,13 +54,18 @@
  * cached in a small table; a model has a handful of shapes.  The alignment of every pointer
  * (up to 256 bytes) is part of the key and is given to the heuristic, which would otherwise assume
  * 256-byte alignment and could pick a kernel that faults on a pointer into the middle of a
- * parameter buffer.  When the heuristic finds nothing (odd leading dimensions) or cuBLASLt refuses
- * the call, the plan falls back to cublasGemmEx with the same mapping, plus a separate bias kernel
- * (the output is then rounded twice: once after the GEMM, once after the bias).
+ * parameter buffer.  When cuBLASLt has no algorithm for a shape (the heuristic finds none, or
+ * cublasLtMatmul answers CUBLAS_STATUS_NOT_SUPPORTED), the plan falls back, and says so once per
+ * shape on stderr: to cublasGemmEx with the same mapping plus a separate bias kernel (the output
+ * is then rounded twice: once after the GEMM, once after the bias), or for the fused kinds to
+ * the unfused kernels.  CUBLAS_STATUS_INVALID_VALUE is no such case: it means lmtk described the
+ * problem wrongly (a leading dimension, an alignment, an epilogue's operand), so the run stops
+ * with the whole description rather than run a slower path that hides the bug.
  *
  * Determinism: cuBLAS(Lt) gives the same bits for the same algorithm, shapes and GPU model; the
  * plan fixes the algorithm per shape and every call runs on the one stream with its own
  * workspace, so runs repeat bit for bit. */
+#include <stdio.h>
 #include <string.h>
 
 #include "train/cuda/common.h"
@@ -80,6 +85,85 @@ struct mm_plan {
 #define MM_PLANS 64
 static struct mm_plan plans[MM_PLANS];
 static int plan_next;
+
+static const char *const kind_name[] = {"linear forward", "linear input-gradient",
+					"linear weight-gradient", "GeLU-fused forward",
+					"GeLU-gradient-fused input-gradient",
+					"bias-gradient-fused weight-gradient"};
+
+/* what a kind falls back to where cuBLASLt has no algorithm */
+static const char *fallback_of(int kind, int bias)
+{
+	switch (kind) {
+	case MM_FWD_GELU:
+		return "the unfused GEMM, bias and GeLU kernels (the pre-activation rounded before "
+		       "the GeLU)";
+	case MM_DINP_DGELU:
+		return "the unfused GEMM and GeLU-gradient kernels (rounded between them)";
+	case MM_DW_BGRAD:
+		return "the plain weight-gradient GEMM and a separate column-sum kernel for the bias "
+		       "gradient";
+	default:
+		return bias ? "cublasGemmEx and a separate bias add (the output rounded twice)"
+			    : "cublasGemmEx";
+	}
+}
+
+static const char *epilogue_of(int kind, int bias)
+{
+	switch (kind) {
+	case MM_FWD_GELU: return "GELU_AUX_BIAS";
+	case MM_DINP_DGELU: return "DGELU";
+	case MM_DW_BGRAD: return "BGRADB";
+	default: return bias ? "BIAS" : "DEFAULT";
+	}
+}
+
+static const char *type_of(cudaDataType_t t)
+{
+	return t == CUDA_R_16BF ? "bf16" : t == CUDA_R_16F ? "fp16" : t == CUDA_R_32F ? "fp32"
+										     : "?";
+}
+
+/* The whole problem, for a message: "linear forward GEMM m=.. n=.. k=.. (...)" */
+static void mm_describe(char *buf, size_t len, int kind, cublasOperation_t ta,
+			cublasOperation_t tb, int m, int n, int k, int lda, int ldb, int ldd,
+			cudaDataType_t dtype, const unsigned al[5])
+{
+	snprintf(buf, len, "%s GEMM m=%d n=%d k=%d (op(A) %s, op(B) %s, lda %d, ldb %d, ldd %d; A, B "
+		 "%s, D %s; epilogue %s; pointers aligned to A %u, B %u, D %u, bias %u, aux %u "
+		 "bytes)", kind_name[kind], m, n, k, ta == CUBLAS_OP_N ? "N" : "T",
+		 tb == CUBLAS_OP_N ? "N" : "T", lda, ldb, ldd, type_of(cu_act_dtype()),
+		 type_of(dtype), epilogue_of(kind, al[3] != 0), al[0], al[1], al[2], al[3], al[4]);
+}
+
+/* A cuBLASLt answer that is not an algorithm: NOT_SUPPORTED (or no algorithm at all) is said
+ * once per (kind, shape) and the caller falls back; INVALID_VALUE, or anything else, stops. */
+static void mm_refused(const char *call, cublasStatus_t s, int kind, cublasOperation_t ta,
+		       cublasOperation_t tb, int m, int n, int k, int lda, int ldb, int ldd,
+		       cudaDataType_t dtype, const unsigned al[5])
+{
+	static int warned[MM_PLANS][4];
+	static int nwarned;
+	char what[400];
+	mm_describe(what, sizeof what, kind, ta, tb, m, n, k, lda, ldb, ldd, dtype, al);
+	if (s == CUBLAS_STATUS_INVALID_VALUE)
+		cu_die("%s refused the %s: CUBLAS_STATUS_INVALID_VALUE, a bug in how lmtk described "
+		       "it (a leading dimension, an alignment or an epilogue's operand), not a shape "
+		       "to send elsewhere; please report it", call, what);
+	if (s != CUBLAS_STATUS_NOT_SUPPORTED && s != CUBLAS_STATUS_SUCCESS)
+		cu_die("%s, %s: %s", call, what, cublasLtGetStatusString(s));
+	for (int i = 0; i < nwarned; i++)
+		if (warned[i][0] == kind && warned[i][1] == m && warned[i][2] == n && warned[i][3] == k)
+			return;
+	if (nwarned < MM_PLANS) {
+		int *w = warned[nwarned++];
+		w[0] = kind, w[1] = m, w[2] = n, w[3] = k;
+	}
+	cu_warn("cuBLASLt has no algorithm for the %s (%s: %s); this shape runs %s from now on",
+		what, call, s == CUBLAS_STATUS_SUCCESS ? "no heuristic result" : "CUBLAS_STATUS_NOT_SUPPORTED",
+		fallback_of(kind, al[3] != 0));
+}
 
 static unsigned align_of(const void *p)
 {
@@ -185,6 +269,10 @@ static struct mm_plan *plan_get(int kind, cublasOperation_t ta, cublasOperation_
 	if (s == CUBLAS_STATUS_SUCCESS && nres > 0 && res.state == CUBLAS_STATUS_SUCCESS) {
 		p->algo = res.algo;
 		p->ok = 1;
+	} else {
+		mm_refused("cublasLtMatmulAlgoGetHeuristic",
+			   s == CUBLAS_STATUS_SUCCESS && nres > 0 ? res.state : s, kind, ta, tb, m, n,
+			   k, lda, ldb, ldd, dtype, al);
 	}
 	return p;
 }
@@ -213,10 +301,9 @@ static int gemm_lt(int kind, cublasOperation_t ta, cublasOperation_t tb, int m, 
 						  cu.lt_ws_size, cu.stream);
 		if (s == CUBLAS_STATUS_SUCCESS)
 			return 1;
-		if (s != CUBLAS_STATUS_NOT_SUPPORTED && s != CUBLAS_STATUS_INVALID_VALUE)
-			cu_die("cublasLtMatmul (m=%d n=%d k=%d): %s", m, n, k,
-			       cublasLtGetStatusString(s));
-		p->ok = 0; /* this shape goes through cublasGemmEx from now on */
+		mm_refused("cublasLtMatmul", s, kind, ta, tb, m, n, k, lda, ldb, ldd, dtype,
+			   p->align);   /* stops unless NOT_SUPPORTED */
+		p->ok = 0; /* this shape falls back from now on */
 	}
 	if (aux || kind == MM_DW_BGRAD)
 		return 0;

@@ -57,6 +57,17 @@ void cu_die(const char *fmt, ...)
 	exit(3); /* EXIT_FAILED: could not do the job */
 }
 
+void cu_warn(const char *fmt, ...)
+{
+	va_list ap;
+	fflush(stdout);
+	fputs("train: cuda: warning: ", stderr);
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fputc('\n', stderr);
+}
+
 void cu_check_(cudaError_t e, const char *what, const char *file, int line)
 {
 	if (e != cudaSuccess)

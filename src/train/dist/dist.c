@@ -77,19 +77,24 @@ int dist_launched_world(const char **from)
 	return 1;
 }
 
-/* mpirun's and MPICH's before srun's: an mpirun inside a batch script inherits the batch step's
- * SLURM_LOCALID (0 for every rank), while srun sets its own for every task. */
+/* The MPI launchers' own variables (Open MPI's mpirun, MPICH's Hydra, MVAPICH2's, Cray PALS'),
+ * then LOCAL_RANK (torchrun, the deepspeed launcher), then srun's: each launcher sets its own
+ * for every rank, while a launcher started inside another's environment inherits the outer one's
+ * single value - an mpirun in a batch script the batch step's SLURM_LOCALID (0 for every rank),
+ * one under torchrun its LOCAL_RANK.  A variable that is set but not an index 0..2^20-1 is a
+ * launcher's mistake, not a reason to fall back to the next (every rank would take GPU 0). */
 int dist_local_rank(const char **from)
 {
-	static const char *vars[] = {"OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID", "SLURM_LOCALID"};
+	static const char *vars[] = {"OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID",
+				     "MV2_COMM_WORLD_LOCAL_RANK", "PALS_LOCAL_RANKID", "LOCAL_RANK",
+				     "SLURM_LOCALID"};
 	for (size_t i = 0; i < sizeof vars / sizeof *vars; i++) {
 		const char *v = getenv(vars[i]);
-		char *end;
-		long l = v && *v ? strtol(v, &end, 10) : -1;
-		if (v && *v && !*end && l >= 0 && l < 1 << 20) {
-			*from = vars[i];
-			return (int)l;
-		}
+		int64_t l;
+		if (!v || !*v)
+			continue;
+		*from = vars[i];
+		return num_int(v, 0, (1 << 20) - 1, &l) == NUM_OK ? (int)l : -2;
 	}
 	*from = NULL;
 	return -1;

@@ -101,8 +101,10 @@ int dist_init(struct dist *d, int tp, int pp, const char *backend, const char *d
 int dist_launched_world(const char **from);
 
 /* This rank's place among the ranks on its node, as the launcher said it (mpirun's
- * OMPI_COMM_WORLD_LOCAL_RANK, MPICH's MPI_LOCALRANKID, srun's SLURM_LOCALID), or -1 when none
- * did; *from names the variable.  Each rank of a multi-GPU run binds GPU local % visible. */
+ * OMPI_COMM_WORLD_LOCAL_RANK, MPICH's MPI_LOCALRANKID, MVAPICH2's MV2_COMM_WORLD_LOCAL_RANK,
+ * PALS_LOCAL_RANKID, torchrun's and deepspeed's LOCAL_RANK, srun's SLURM_LOCALID: the first set),
+ * -1 when none did, -2 when the first set one is not an index; *from names the variable.  Each
+ * rank of a multi-GPU run binds GPU local % visible. */
 int dist_local_rank(const char **from);
 
 /* Conveniences over the table above. */

@@ -588,11 +588,16 @@ static int setup(struct run *r, char *err, size_t errlen)
 	if (world > 1 && (strcmp(device, "cuda") == 0 || strcmp(device, "auto") == 0)) {
 		char why[512];
 		int local = dist_local_rank(&lfrom), n = ops_cuda_devices(why, sizeof why);
+		if (n > 0 && local == -2)
+			return errf(err, errlen, "launched as %d ranks (%s), but %s=%.40s is not a local "
+				    "rank (0, 1, ...), so it cannot pick its GPU", world, wfrom, lfrom,
+				    getenv(lfrom));
 		if (n > 0 && local < 0)
 			return errf(err, errlen, "launched as %d ranks (%s), but nothing says which of this "
-				    "node's ranks this one is (no OMPI_COMM_WORLD_LOCAL_RANK, MPI_LOCALRANKID "
-				    "or SLURM_LOCALID), so it cannot pick its GPU: launch with srun or "
-				    "mpirun, or give each rank --device cuda:N", world, wfrom);
+				    "node's ranks this one is (no OMPI_COMM_WORLD_LOCAL_RANK, MPI_LOCALRANKID, "
+				    "MV2_COMM_WORLD_LOCAL_RANK, PALS_LOCAL_RANKID, LOCAL_RANK or "
+				    "SLURM_LOCALID), so it cannot pick its GPU: launch with srun or mpirun, "
+				    "or give each rank --device cuda:N", world, wfrom);
 		if (n > 0) {
 			const char *vis = getenv("CUDA_VISIBLE_DEVICES");
 			snprintf(bound, sizeof bound, "cuda:%d", local % n);
