@@ -740,6 +740,17 @@ static ncclResult_t launch(std::vector<Call> calls)
 			return ncclUnhandledCudaError;
 		cudaEventDestroy(e);
 	}
+	if (cfg.trace) /* each call as the host queued it, and over which communicator: its name less
+			* a split's colour (".cN"), so the groups of one kind read alike on every rank */
+		for (const Call &o : calls) {
+			std::string nm = o.c->name;
+			size_t dot = nm.rfind(".c");
+			if (dot != std::string::npos && nm.find_first_not_of("0123456789", dot + 2) == std::string::npos)
+				nm.resize(dot);
+			fprintf(stderr, "cuda-exec: nccl: queued %s\n",
+				(call_str(o.kind, o.count, o.dtype, o.op, o.root, o.peer) + " over " + nm +
+				 " (" + std::to_string(o.c->nranks) + " ranks)").c_str());
+		}
 	std::shared_ptr<std::vector<Call>> sp = std::make_shared<std::vector<Call>>(std::move(calls));
 	const char *what = sp->size() == 1 ? kind_name[(*sp)[0].kind] : "an NCCL group";
 	if (cx_enqueue(ss[0], what, [sp]() { run_calls(*sp); }))
