@@ -116,9 +116,9 @@ near "$(ck one)" "$(ck z1)" >z1.cmp 2>&1 && ok zero1_checkpoint_tracks_one_rank 
 # buckets' chunks (the same counts) on the compute stream
 qseq z1.0 >z1.q
 nb=$(sed -n 's/^train: ZeRO-1: \([0-9]*\) buckets .*/\1/p' z1.0)
-chunks() { sed -n "s/^$1(count \([0-9]*\), fp32[,)].*; stream $2\$/\1/p" z1.q | sort -n | uniq -c; }
+chunks() { sed -n "s/^$1(count \([0-9]*\), ncclFloat32[,)].*; stream $2\$/\1/p" z1.q | sort -n | uniq -c; }
 [ "${nb:-0}" -gt 1 ] && [ "$(grep -c 'stream 2$' z1.q)" = $((3 * nb)) ] &&
-	[ "$(grep -c '^ncclReduceScatter(count [0-9]*, fp32, ncclSum) .*; stream 2$' z1.q)" = $((3 * nb)) ] &&
+	[ "$(grep -c '^ncclReduceScatter(count [0-9]*, ncclFloat32, ncclSum) .*; stream 2$' z1.q)" = $((3 * nb)) ] &&
 	[ "$(chunks ncclReduceScatter 2)" = "$(chunks ncclAllGather 1 | grep -F -x -f <(chunks ncclReduceScatter 2))" ] &&
 	ok zero1_one_reduce_scatter_and_one_all_gather_per_bucket ||
 	fail zero1_one_reduce_scatter_and_one_all_gather_per_bucket "$nb buckets: $(sed 's/(count [0-9]*/(/' z1.q | sort | uniq -c | head -8)"
@@ -145,7 +145,7 @@ rc=$?
 # order, so no two ranks start collectives of two communicators in opposite orders
 # (dist_nccl.cu's header)
 for r in 0 1 2 3; do qseq tpo.$r >tpo.q$r; qseq ppo.$r >ppo.q$r; done
-[ "$(grep -c 'stream 2$' tpo.q0)" -gt 0 ] && [ "$(grep -c 'ncclAllGather(count [0-9]*, bf16)' tpo.q0)" -gt 0 ] &&
+[ "$(grep -c 'stream 2$' tpo.q0)" -gt 0 ] && [ "$(grep -c 'ncclAllGather(count [0-9]*, ncclBfloat16)' tpo.q0)" -gt 0 ] &&
 	cmp -s tpo.q0 tpo.q1 && cmp -s tpo.q0 tpo.q2 && cmp -s tpo.q0 tpo.q3 &&
 	[ "$(grep -c 'ncclSend' ppo.q0)" -gt 0 ] && cmp -s ppo.q0 ppo.q1 && cmp -s ppo.q2 ppo.q3 &&
 	ok every_rank_of_a_stage_queues_its_collectives_in_one_order ||
