@@ -8,9 +8,11 @@
 #  - the overlap is real: in the last iteration the buckets' NCCL calls are queued on a second
 #    stream before the backward's last kernels (the embeddings') are queued on the first, and
 #    without the flag nothing goes to a second stream;
-#  - ZeRO-1 reduces (ncclReduce onto each shard's owner, no all-gather of gradients on the bucket
-#    stream) and still saves the plain DP=2 run's bytes; one rank's losses, and its checkpoint
-#    within fp32's order of sums;
+#  - ZeRO-1 is Megatron's distributed optimizer: one reduce-scatter per (padded) bucket on the
+#    bucket stream and one all-gather of its chunks after the step, and it still saves the plain
+#    DP=2 run's bytes; one rank's losses, and its checkpoint within fp32's order of sums;
+#  - every rank of a DP=2 x TP=2 run, and of each stage of DP=2 x PP=2, queues the same NCCL
+#    calls in the same order across its two streams and its communicators;
 #  - DP=2 x PP=2 (the tied embedding's sum between stages before its DP sum) and DP=2 x TP=2 (the
 #    replicated tensors' TP average after their DP sum) overlapped and under ZeRO-1 save the bytes
 #    of the plain runs of their layouts;
@@ -64,6 +66,11 @@ for k in a:
     assert d <= 1e-3 * max(np.abs(a[k]).max(), 1e-30), (k, d)
 PYEOF
 }
+# qseq LOG: the NCCL calls a rank queued, in order, each with its stream (the executor's trace)
+qseq() {
+	awk '/^cuda-exec: nccl: queued / { sub(/^cuda-exec: nccl: queued /, ""); p = p $0 "; "; next }
+	     /^cuda-exec: queued (nccl|an NCCL group)/ && p != "" { print p "stream " $NF; p = "" }' "$1"
+}
 # last_iter LOG: what rank 0 queued in the last iteration's last backward, from the one before's
 # embedding backward (the word embedding's: the backward's last GEMM-free kernel) to its own
 last_iter() {
@@ -105,13 +112,21 @@ rc=$?
 	fail zero1_overlapped_checkpoint_equals_plain_dp2_byte_for_byte "exit $rc: $(cmp "$(ck dp2)" "$(ck z1)" 2>&1; grep -v cuda-exec z1.0 | tail -2)"
 near "$(ck one)" "$(ck z1)" >z1.cmp 2>&1 && ok zero1_checkpoint_tracks_one_rank ||
 	fail zero1_checkpoint_tracks_one_rank "$(tail -2 z1.cmp)"
-grep -q 'queued an NCCL group on stream 2' z1.0 && ! grep -Eq 'queued nccl(AllGather|ReduceScatter|AllReduce) on stream 2' z1.0 &&
-	ok zero1_reduces_gradients_onto_shard_owners_without_all_gather ||
-	fail zero1_reduces_gradients_onto_shard_owners_without_all_gather "$(grep 'on stream 2' z1.0 | sort | uniq -c)"
+# Megatron's distributed optimizer: per iteration one reduce-scatter per bucket on the bucket
+# stream (nothing else there, no reduce per shard), and the optimizer's fp32 all-gathers of the
+# buckets' chunks (the same counts) on the compute stream
+qseq z1.0 >z1.q
+nb=$(sed -n 's/^train: ZeRO-1: \([0-9]*\) buckets .*/\1/p' z1.0)
+chunks() { sed -n "s/^$1(count \([0-9]*\), ncclFloat32[,)].*; stream $2\$/\1/p" z1.q | sort -n | uniq -c; }
+[ "${nb:-0}" -gt 1 ] && [ "$(grep -c 'stream 2$' z1.q)" = $((3 * nb)) ] &&
+	[ "$(grep -c '^ncclReduceScatter(count [0-9]*, ncclFloat32, ncclSum) .*; stream 2$' z1.q)" = $((3 * nb)) ] &&
+	[ "$(chunks ncclReduceScatter 2)" = "$(chunks ncclAllGather 1 | grep -F -x -f <(chunks ncclReduceScatter 2))" ] &&
+	ok zero1_one_reduce_scatter_and_one_all_gather_per_bucket ||
+	fail zero1_one_reduce_scatter_and_one_all_gather_per_bucket "$nb buckets: $(sed 's/(count [0-9]*/(/' z1.q | sort | uniq -c | head -8)"
 
 # DP=2 x PP=2: the tied embedding's stage sum, then its DP sum, as before
 ranks pp 4 --pipeline-model-parallel-size 2 --save pp || fail dp2_pp2_runs "$(tail -2 pp.0 pp.3)"
-ranks ppo 4 --pipeline-model-parallel-size 2 "${OV[@]}" --zero-stage 1 --save ppo
+RANKS_ENV="LMTK_CUDA_EXEC_TRACE=1" ranks ppo 4 --pipeline-model-parallel-size 2 "${OV[@]}" --zero-stage 1 --save ppo
 rc=$?
 [ $rc = 0 ] && cmp -s "$(ck pp 0)" "$(ck ppo 0)" && cmp -s "$(ck pp 1)" "$(ck ppo 1)" &&
 	ok dp2_pp2_overlapped_zero1_checkpoint_equals_plain_byte_for_byte ||
@@ -119,12 +134,23 @@ rc=$?
 
 # DP=2 x TP=2: the replicated tensors' TP average after every bucket's DP sum, as before
 ranks tp 4 --tensor-model-parallel-size 2 --save tp || fail dp2_tp2_runs "$(tail -2 tp.0 tp.3)"
-ranks tpo 4 --tensor-model-parallel-size 2 "${OV[@]}" --zero-stage 1 --save tpo
+RANKS_ENV="LMTK_CUDA_EXEC_TRACE=1" ranks tpo 4 --tensor-model-parallel-size 2 "${OV[@]}" --zero-stage 1 --save tpo
 rc=$?
 [ $rc = 0 ] && cmp -s "$(ck tp)" "$(ck tpo)" &&
 	cmp -s tp/global_step3/rank_tp01_pp000.safetensors tpo/global_step3/rank_tp01_pp000.safetensors &&
 	ok dp2_tp2_overlapped_zero1_checkpoint_equals_plain_byte_for_byte ||
 	fail dp2_tp2_overlapped_zero1_checkpoint_equals_plain_byte_for_byte "exit $rc: $(tail -2 tpo.0)"
+
+# TP's and PP's collectives on the compute stream while DP's buckets run on the second: every
+# rank of a stage queues the same calls (kind, count, type, communicator, stream) in the same
+# order, so no two ranks start collectives of two communicators in opposite orders
+# (dist_nccl.cu's header)
+for r in 0 1 2 3; do qseq tpo.$r >tpo.q$r; qseq ppo.$r >ppo.q$r; done
+[ "$(grep -c 'stream 2$' tpo.q0)" -gt 0 ] && [ "$(grep -c 'ncclAllGather(count [0-9]*, ncclBfloat16)' tpo.q0)" -gt 0 ] &&
+	cmp -s tpo.q0 tpo.q1 && cmp -s tpo.q0 tpo.q2 && cmp -s tpo.q0 tpo.q3 &&
+	[ "$(grep -c 'ncclSend' ppo.q0)" -gt 0 ] && cmp -s ppo.q0 ppo.q1 && cmp -s ppo.q2 ppo.q3 &&
+	ok every_rank_of_a_stage_queues_its_collectives_in_one_order ||
+	fail every_rank_of_a_stage_queues_its_collectives_in_one_order "$(diff tpo.q0 tpo.q1 | head -3; diff tpo.q0 tpo.q2 | head -3; diff ppo.q0 ppo.q1 | head -3)"
 
 # the MPI transport: the buckets summed at once, the same numbers
 if command -v mpirun >/dev/null && [ -s "$TOP/build/lib/lmtk/train-mpi.so" ]; then

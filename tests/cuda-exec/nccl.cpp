@@ -54,8 +54,12 @@
  * and the CUDA context gets the sticky cudaErrorLaunchFailure, as a faulting kernel gives, so the
  * cudaStreamSynchronize that ran it reports it.
  *
+ * ncclCommSplit is a collective of the parent: its (color, key) exchange is one more operation in
+ * the parent's order (a rank that splits while another runs a collective fails both, naming the
+ * two calls), and each color's ranks then form a communicator as ncclCommInitRank does.
+ *
  * Not modelled: several GPUs per process (ncclCommInitAll takes one device: a process is a rank),
- * communicator splitting, user-defined reduction operators, fp8, the real library's algorithms,
+ * the split's config (shared resources, blocking), user-defined reduction operators, fp8, the real library's algorithms,
  * chunking and bits of its reduction order, performance, and interleavings of independent
  * communicators used concurrently from one process (each group's communicators progress one
  * after another). */
@@ -88,9 +92,11 @@
 #define NC_MAGIC 0x6c6d746bu        /* "lmtk" */
 static const char id_prefix[] = "lmtk-cuda-exec-nccl:";
 
-enum { K_ALLREDUCE, K_BROADCAST, K_REDUCE, K_ALLGATHER, K_REDUCESCATTER, K_SEND, K_RECV };
+/* K_SPLIT: ncclCommSplit's exchange of every rank's (color, key), an all-gather on the host */
+enum { K_ALLREDUCE, K_BROADCAST, K_REDUCE, K_ALLGATHER, K_REDUCESCATTER, K_SEND, K_RECV, K_SPLIT };
 static const char *const kind_name[] = {"ncclAllReduce", "ncclBroadcast", "ncclReduce",
-					"ncclAllGather", "ncclReduceScatter", "ncclSend", "ncclRecv"};
+					"ncclAllGather", "ncclReduceScatter", "ncclSend", "ncclRecv",
+					"ncclCommSplit"};
 static const char *const op_name[] = {"ncclSum", "ncclProd", "ncclMax", "ncclMin", "ncclAvg"};
 enum { ST_NONE, ST_LIVE, ST_DESTROYED, ST_FAILED, ST_ABORTED };
 
@@ -151,6 +157,7 @@ struct ncclComm {
 	Hdr *h;
 	RankSh *rk;
 	uint64_t step, seq;
+	uint64_t splits; /* ncclCommSplit calls so far: names each split's segments */
 	std::vector<uint64_t> sent, recvd; /* messages to / from each peer */
 	ncclResult_t async;
 	std::string msg;
@@ -496,6 +503,7 @@ static ncclResult_t run_coll(ncclComm *c, const Call &o)
 		case K_ALLREDUCE:
 		case K_REDUCE:
 		case K_ALLGATHER:
+		case K_SPLIT:
 			memcpy(mine_slot, o.send + lo * es, b);
 			break;
 		case K_BROADCAST:
@@ -522,6 +530,7 @@ static ncclResult_t run_coll(ncclComm *c, const Call &o)
 			memcpy(o.recv + lo * es, sh_slot(c, o.root), b);
 			break;
 		case K_ALLGATHER:
+		case K_SPLIT:
 			for (int j = 0; j < n; j++)
 				memcpy(o.recv + (j * o.count + lo) * es, sh_slot(c, j), b);
 			break;
@@ -731,6 +740,17 @@ static ncclResult_t launch(std::vector<Call> calls)
 			return ncclUnhandledCudaError;
 		cudaEventDestroy(e);
 	}
+	if (cfg.trace) /* each call as the host queued it, and over which communicator: its name less
+			* a split's colour (".cN"), so the groups of one kind read alike on every rank */
+		for (const Call &o : calls) {
+			std::string nm = o.c->name;
+			size_t dot = nm.rfind(".c");
+			if (dot != std::string::npos && nm.find_first_not_of("0123456789", dot + 2) == std::string::npos)
+				nm.resize(dot);
+			fprintf(stderr, "cuda-exec: nccl: queued %s\n",
+				(call_str(o.kind, o.count, o.dtype, o.op, o.root, o.peer) + " over " + nm +
+				 " (" + std::to_string(o.c->nranks) + " ranks)").c_str());
+		}
 	std::shared_ptr<std::vector<Call>> sp = std::make_shared<std::vector<Call>>(std::move(calls));
 	const char *what = sp->size() == 1 ? kind_name[(*sp)[0].kind] : "an NCCL group";
 	if (cx_enqueue(ss[0], what, [sp]() { run_calls(*sp); }))
@@ -986,6 +1006,67 @@ ncclResult_t ncclCommInitRank(ncclComm_t *out, int nranks, ncclUniqueId id, int 
 	g_comms.insert(c);
 	*out = c;
 	return ncclSuccess;
+}
+
+/* NCCL's ncclCommSplit: collective over the parent, blocking.  The parent's queued operations run
+ * first (the exchange goes through the parent's segment, after them on every rank); then every
+ * rank's (color, key) is exchanged, and the ranks of one color join a new segment named after the
+ * parent's, the split's number and the color, ordered by key, ties by their parent rank, as NCCL
+ * documents. */
+ncclResult_t ncclCommSplit(ncclComm_t comm, int color, int key, ncclComm_t *newcomm, ncclConfig_t *config)
+{
+	if (!newcomm) {
+		say("ncclCommSplit: newcomm is a null pointer");
+		return ncclInvalidArgument;
+	}
+	*newcomm = NULL;
+	ncclResult_t r = check_comm(comm, "ncclCommSplit");
+	if (r)
+		return r;
+	if (g_depth > 0) {
+		say("ncclCommSplit: inside ncclGroupStart/ncclGroupEnd (the executor does not group it)");
+		return ncclInvalidUsage;
+	}
+	if (color < 0 && color != NCCL_SPLIT_NOCOLOR) {
+		say("ncclCommSplit: rank %d: color %d is neither >= 0 nor NCCL_SPLIT_NOCOLOR", comm->rank,
+		    color);
+		return ncclInvalidArgument;
+	}
+	if (config && config->magic != 0xcafebeef) {
+		say("ncclCommSplit: the config was not set from NCCL_CONFIG_INITIALIZER");
+		return ncclInvalidArgument;
+	}
+	cudaDeviceSynchronize();
+	if (comm->async != ncclSuccess)
+		return comm->async;
+	int n = comm->nranks;
+	int32_t mine[2] = {color, key};
+	std::vector<int32_t> all((size_t)n * 2);
+	r = run_coll(comm, Call{K_SPLIT, (const char *)mine, (char *)all.data(), 2, ncclInt32, -1, -1,
+				-1, comm, 0});
+	if (r)
+		return r;
+	uint64_t split = ++comm->splits;
+	if (color == NCCL_SPLIT_NOCOLOR)
+		return ncclSuccess;
+	std::vector<std::pair<int32_t, int>> members; /* (key, parent rank) of this color */
+	for (int j = 0; j < n; j++)
+		if (all[(size_t)j * 2] == color)
+			members.push_back({all[(size_t)j * 2 + 1], j});
+	std::sort(members.begin(), members.end());
+	int newrank = 0;
+	while (members[(size_t)newrank].second != comm->rank)
+		newrank++;
+	ncclUniqueId id;
+	memset(&id, 0, sizeof id);
+	int len = snprintf(id.internal, sizeof id.internal, "%s%s.s%llu.c%d", id_prefix, comm->name,
+			   (unsigned long long)split, color);
+	if (len < 0 || (size_t)len >= sizeof id.internal) {
+		say("ncclCommSplit: split %llu of %s: the new communicator's name is too long",
+		    (unsigned long long)split, comm->name);
+		return ncclInternalError;
+	}
+	return ncclCommInitRank(newcomm, (int)members.size(), id, newrank);
 }
 
 ncclResult_t ncclCommInitAll(ncclComm_t *comms, int ndev, const int *devlist)

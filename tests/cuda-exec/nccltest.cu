@@ -9,7 +9,8 @@
  * order, each step rounded in the datatype, bit for bit.  Then the errors, which must come within
  * bounded time: collectives that differ between ranks (operation, count, datatype, root), a
  * receive that does not match its send, a rank that never joins, one that never arrives, one that
- * exited, two ranks that send first outside a group, and invalid arguments.
+ * exited, two ranks that send first outside a group, and invalid arguments.  ncclCommSplit: by
+ * colour, ordered by key, NCCL_SPLIT_NOCOLOR giving NULL, and collectives over the new members.
  *
  * Only NCCL's and the CUDA runtime's API is used (no executor internals): the same source
  * compiles against the real nccl.h (tests/cli/train-cuda.sh checks that where CUDA is installed)
@@ -359,6 +360,60 @@ static void collectives(ncclComm_t comm, int n, int me)
 	}
 }
 
+/* ncclCommSplit: colour me % 2 (with 4 ranks, rank 3 joins none), keys that reverse the order;
+ * each new communicator's size and ranks, and an all-gather of the world ranks and an all-reduce
+ * over it against the members in key order */
+static void split(ncclComm_t comm, int n, int me)
+{
+	cudaStream_t s;
+	cudaStreamCreate(&s);
+	int color = n == 4 && me == 3 ? NCCL_SPLIT_NOCOLOR : me % 2;
+	ncclComm_t sub = (ncclComm_t)&color; /* must become NULL for NCCL_SPLIT_NOCOLOR */
+	ncclResult_t r = ncclCommSplit(comm, color, n - me, &sub, NULL);
+	std::vector<int> members; /* world ranks of my colour, by key (n - rank): descending */
+	for (int j = n - 1; j >= 0; j--)
+		if (color != NCCL_SPLIT_NOCOLOR && j % 2 == color && !(n == 4 && j == 3))
+			members.push_back(j);
+	if (color == NCCL_SPLIT_NOCOLOR) {
+		CHECK("comm_split_groups_by_color_ordered_by_key", r == ncclSuccess && sub == NULL);
+		CHECK("comm_split_collectives_run_over_the_new_members", 1);
+	} else {
+		int cnt = -1, rk = -1, want = 0;
+		while (members[(size_t)want] != me)
+			want++;
+		CHECK("comm_split_groups_by_color_ordered_by_key",
+		      r == ncclSuccess && sub && !ncclCommCount(sub, &cnt) && !ncclCommUserRank(sub, &rk) &&
+		      cnt == (int)members.size() && rk == want);
+		size_t m = members.size(), k = 1000;
+		std::vector<char> gwant(m * 4), in(k * 4), swant(k * 4);
+		for (size_t i = 0; i < m; i++)
+			memcpy(&gwant[i * 4], &members[i], 4);
+		for (size_t i = 0; i < k; i++) {
+			put(in.data(), i, F32, me, i, 4242);
+			float acc = fval(members[0], i, 4242);
+			for (size_t q = 1; q < m; q++)
+				acc += fval(members[q], i, 4242);
+			memcpy(&swant[i * 4], &acc, 4);
+		}
+		int *g = (int *)dev(m * 4), *mine = (int *)dev(4);
+		float *a = (float *)dev(k * 4);
+		cudaMemcpyAsync(mine, &me, 4, cudaMemcpyHostToDevice, s);
+		cudaMemcpyAsync(a, in.data(), k * 4, cudaMemcpyHostToDevice, s);
+		ncclResult_t r1 = ncclAllGather(mine, g, 1, ncclInt32, sub, s);
+		ncclResult_t r2 = ncclAllReduce(a, a, k, ncclFloat32, ncclSum, sub, s);
+		CHECK("comm_split_collectives_run_over_the_new_members",
+		      !r1 && !r2 && same(g, gwant, s) && same(a, swant, s));
+		ncclCommDestroy(sub);
+	}
+	/* the parent still works after the split */
+	int one = 1, *d1 = (int *)dev(4);
+	cudaMemcpyAsync(d1, &one, 4, cudaMemcpyHostToDevice, s);
+	ncclAllReduce(d1, d1, 1, ncclInt32, ncclSum, comm, s);
+	std::vector<char> nw(4);
+	memcpy(nw.data(), &n, 4);
+	CHECK("comm_split_leaves_the_parent_usable", same(d1, nw, s));
+}
+
 static int rank_main(int n, int me, ncclUniqueId id)
 {
 	ncclComm_t comm;
@@ -370,6 +425,7 @@ static int rank_main(int n, int me, ncclUniqueId id)
 	if (r)
 		return 1;
 	collectives(comm, n, me);
+	split(comm, n, me);
 	ncclResult_t ae = ncclSuccess;
 	CHECK("no_asynchronous_error_after_the_collectives",
 	      !ncclCommGetAsyncError(comm, &ae) && ae == ncclSuccess);
@@ -692,6 +748,9 @@ int main(int argc, char **argv)
 		for (const char *c : {"comm_init_rank_count_and_user_rank", "allreduce_is_bit_reproducible",
 				      "sendrecv_ring_in_a_group_over_two_streams",
 				      "alltoall_sendrecv_in_a_group_with_self_sends",
+				      "comm_split_groups_by_color_ordered_by_key",
+				      "comm_split_collectives_run_over_the_new_members",
+				      "comm_split_leaves_the_parent_usable",
 				      "no_asynchronous_error_after_the_collectives", "comm_destroy"})
 			keep.push_back(c);
 		std::vector<const char *> names;

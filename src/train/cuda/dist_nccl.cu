@@ -8,14 +8,15 @@
  * processes), so every collective here runs in `make check` without a GPU.  train finds it
  * through the plugin's second exported symbol, lmtk_dist_nccl.
  *
- * Communicators.  One per group this rank belongs to (world, TP, DP, PP, and the embedding pair
+ * Communicators.  One per group this rank belongs to (world, DP, TP, PP, and the embedding pair
  * of first and last stage when PP > 2; with PP = 2 that pair is the PP group), none for a group
- * of one, whose collectives are the identity.  Rank 0 makes every group's ncclUniqueId and sends
- * them all in one message through struct dist_boot (MPI's broadcast, or rendezvous.h's files);
- * each rank then joins its groups in a fixed order - world, TP, DP, PP, embedding - so a rank
- * waiting in one group's ncclCommInitRank only ever waits for ranks that will get there.  One id
- * per group rather than ncclCommSplit keeps to the calls the executor models; rank 0 holds one
- * bootstrap listener per group while the groups form.
+ * of one, whose collectives are the identity.  The layout is dist.c's (dist_layout: the groups'
+ * colours and ranks, the same table the MPI transport splits by).  Only the world is
+ * bootstrapped: rank 0 makes one ncclUniqueId and sends it through struct dist_boot (MPI's
+ * broadcast, or rendezvous.h's files), every rank joins the world, and each group is an
+ * ncclCommSplit of the world, in the table's order on every rank - one bootstrap root in all,
+ * and NCCL may share the world's resources with the groups, instead of one id and one
+ * ncclCommInitRank per group (209 roots on rank 0 at TP4 x PP12 x DP8).
  *
  * Bit-identical replicas.  Megatron's 176B layer-norm desync came from replicas that stopped
  * agreeing in their last bits.  A sum here is a reduce-scatter followed by an all-gather (what a
@@ -29,11 +30,32 @@
  * layouts.
  *
  * Gradient buckets (dist.h bucket_*, run/buckets.h) are the one exception to the one stream: a
- * second stream, made on first use, takes each bucket's sum (or ZeRO-1's reduce onto each
- * shard's owner) behind an event the compute stream records as the run hands it over, so the sum
+ * second stream, made on first use, takes each bucket's sum (or ZeRO-1's reduce-scatter of the
+ * padded bucket) behind an event the compute stream records as the run hands it over, so the sum
  * runs under the rest of the backward; bucket_wait makes the compute stream wait for the last one
  * before the gradient norm.  Every host-memory collective below waits for the buckets first, so
  * that each rank reaches its host synchronisations with the same collectives queued before them.
+ *
+ * Two streams, several communicators: the order.  While a bucket's reduce runs on the comm stream
+ * (DP), the backward goes on queueing TP's sums and PP's sends on the compute stream.  NCCL's
+ * kernels block until their peers arrive, so two ranks that share two communicators and start
+ * their collectives in different orders can wait for each other for ever; NCCL asks that every
+ * rank submit them in the same order.  Here they are: each rank queues every call from one host
+ * thread in program order, and that order is a function of the model, the flags and the
+ * pipeline stage only - the backward's layer sequence, where TP sums; the buckets, whose cuts
+ * and order depend on the model and the flags (ZeRO-1's are fixed at init, model.h zb) and go
+ * when a layer's gradients are final, at the same point of every rank's backward; the 1F1B
+ * schedule, fixed by the stage and the micro-batch count - never of data or timing (the data's
+ * decisions - skip, stop, save - are world collectives that every rank takes at the same point).
+ * So ranks of one stage (all of a DP and a TP group) queue the same sequence of calls, and ranks
+ * of different stages share only the PP and embedding communicators (sends, receives and the
+ * tied embedding's sum, all on the compute stream in the schedule's order) and the world
+ * (host-memory collectives, queued only after the buckets are waited for).  tests/cli/
+ * train-ddp.sh compares the calls each rank of a DP x TP and a DP x PP run queues, in order
+ * (the executor's trace names each call, its count and its communicator).  And the device
+ * starts them in that order: the CUDA plugin asks for one hardware queue for all streams
+ * (CUDA_DEVICE_MAX_CONNECTIONS=1, as Megatron-LM does for the same reason; ops_cuda.cu), so a
+ * later collective is never dispatched before an earlier one on another stream.
  *
  * Host memory (losses, norms, decisions, the vocabulary-parallel cross-entropy's statistics,
  * checkpoint bookkeeping) goes through a device staging buffer: copy in, collective, copy out,
@@ -130,21 +152,17 @@ static void nc_sum_act(struct dist *d, enum dist_group g, void *x, size_t n)
 	allsum(g, x, n, cu.act == CU_F16 ? ncclFloat16 : ncclBfloat16, sizeof(bf16));
 }
 
-/* ZeRO-1's all-gather of unequal shards: NCCL has no all-gatherv, so each member broadcasts
- * its own piece, all in one group call */
-static void nc_allgatherv_f32(struct dist *d, enum dist_group g, float *x, const int *counts,
-			      const int *displs)
+/* ZeRO-1's parameter all-gather of one bucket: its chunks are equal (model.h zb), so one
+ * ncclAllGather, in place */
+static void nc_gather_f32(struct dist *d, enum dist_group g, float *x, size_t n)
 {
 	(void)d;
 	CU_ENTER();
-	if (nc.size[g] <= 1)
+	size_t c = nc.size[g] > 1 ? n / (size_t)nc.size[g] : 0;
+	if (!c)
 		return;
-	NC_CHECK(ncclGroupStart(), "ncclGroupStart", g);
-	for (int r = 0; r < nc.size[g]; r++)
-		if (counts[r] > 0)
-			NC_CHECK(ncclBroadcast(x + displs[r], x + displs[r], (size_t)counts[r],
-					       ncclFloat32, r, nc.comm[g], cu.stream), "ncclBroadcast", g);
-	NC_CHECK(ncclGroupEnd(), "ncclGroupEnd (ZeRO-1's all-gather)", g);
+	NC_CHECK(ncclAllGather(x + (size_t)nc.rank[g] * c, x, c, ncclFloat32, nc.comm[g], cu.stream),
+		 "ncclAllGather", g);
 }
 
 /* Gradient buckets (dist.h).  The comm stream waits for the compute stream's work so far (an
@@ -179,27 +197,17 @@ static void nc_bucket_sum_f32(struct dist *d, enum dist_group g, float *x, size_
 	allsum_on(g, x, n, ncclFloat32, sizeof *x, bucket_begin());
 }
 
-/* ZeRO-1: each shard's part of the bucket summed onto its owner only - ncclReduce per (bucket x
- * shard) in one group call.  Not ncclReduceScatter: its equal chunks would be of the bucket, not
- * the run's shards (model_zero_range's cuts, which under bnb move to block boundaries), and
- * padding every bucket to P equal parts would move the shard boundaries bucket by bucket. */
-static void nc_bucket_reduce_f32(struct dist *d, enum dist_group g, float *x, size_t lo, size_t hi,
-				 const size_t *cut)
+/* ZeRO-1: one ncclReduceScatter of the bucket, in place: the bucket is padded to P equal chunks
+ * (model.h zb, Megatron's distributed optimizer), rank r's chunk being its shard of the bucket */
+static void nc_bucket_reduce_f32(struct dist *d, enum dist_group g, float *x, size_t n)
 {
 	(void)d;
 	CU_ENTER();
-	int P = nc.size[g];
-	if (P <= 1 || hi <= lo)
+	size_t c = nc.size[g] > 1 ? n / (size_t)nc.size[g] : 0;
+	if (!c)
 		return;
-	cudaStream_t st = bucket_begin();
-	NC_CHECK(ncclGroupStart(), "ncclGroupStart", g);
-	for (int r = 0; r < P; r++) {
-		size_t a = cut[r] > lo ? cut[r] : lo, b = cut[r + 1] < hi ? cut[r + 1] : hi;
-		if (a < b)
-			NC_CHECK(ncclReduce(x + a, x + a, b - a, ncclFloat32, ncclSum, r, nc.comm[g], st),
-				 "ncclReduce", g);
-	}
-	NC_CHECK(ncclGroupEnd(), "ncclGroupEnd (ZeRO-1's gradient reduce)", g);
+	NC_CHECK(ncclReduceScatter(x, x + (size_t)nc.rank[g] * c, c, ncclFloat32, ncclSum, nc.comm[g],
+				   bucket_begin()), "ncclReduceScatter", g);
 }
 
 static void nc_bucket_wait(struct dist *d)
@@ -357,90 +365,73 @@ static void nc_finish(struct dist *d)
 
 /* --- forming the groups ---------------------------------------------------------------------- */
 
-static int join(enum dist_group g, int size, int rank, const ncclUniqueId *id, char *err,
-		size_t errlen)
+static int nccl_fail(char *err, size_t errlen, const char *what, enum dist_group g, int rank,
+		     int size, ncclResult_t r)
 {
-	nc.size[g] = size;
-	nc.rank[g] = rank;
-	if (size <= 1)
-		return 0;
-	ncclResult_t r = ncclCommInitRank(&nc.comm[g], size, *id, rank);
-	if (r != ncclSuccess) {
-		const char *last = ncclGetLastError(NULL);
-		snprintf(err, errlen, "nccl: forming the %s group (rank %d of %d): %s%s%.400s",
-			 group_name[g], rank, size, ncclGetErrorString(r), last && *last ? ": " : "",
-			 last ? last : "");
-		nc.comm[g] = NULL;
-		return -1;
-	}
-	return 0;
+	const char *last = ncclGetLastError(NULL);
+	snprintf(err, errlen, "nccl: %s the %s group (rank %d of %d): %s%s%.400s", what,
+		 group_name[g], rank, size, ncclGetErrorString(r), last && *last ? ": " : "",
+		 last ? last : "");
+	return DIST_NOT_MET;
 }
 
 extern "C" __attribute__((visibility("default"))) int
-lmtk_dist_nccl(struct dist *d, int tp, int pp, struct dist_boot *boot, char *err, size_t errlen)
+lmtk_dist_nccl(struct dist *d, struct dist_boot *boot, char *err, size_t errlen)
 {
-	int world = boot->world, rank = boot->rank;
 	if (!cu.stream) {
 		snprintf(err, errlen, "nccl: the CUDA backend is not open");
 		return -1;
 	}
 	CU_ENTER();
-	if (tp < 1 || pp < 1 || world % (tp * pp)) {
-		snprintf(err, errlen, "%d ranks are not divisible by TP=%d x PP=%d", world, tp, pp);
-		return -1;
-	}
-	int dp = world / (tp * pp);
 	memset(&nc, 0, sizeof nc);
-	d->world = world;
-	d->rank = rank;
-	d->tp = tp;
-	d->pp = pp;
-	d->dp = dp;
-	d->tp_rank = rank % tp;
-	d->dp_rank = rank / tp % dp;
-	d->pp_rank = rank / (tp * dp);
-
-	/* every group's id, in one table: [world | TP groups | DP groups | PP groups | pairs] */
-	int n_tp = tp > 1 ? dp * pp : 0, n_dp = dp > 1 ? tp * pp : 0, n_pp = pp > 1 ? dp * tp : 0;
-	int n_emb = pp > 2 ? dp * tp : 0;
-	int b_tp = 1, b_dp = b_tp + n_tp, b_pp = b_dp + n_dp, b_emb = b_pp + n_pp, n = b_emb + n_emb;
-	std::vector<ncclUniqueId> ids((size_t)n);
-	memset(ids.data(), 0, ids.size() * sizeof ids[0]);
-	if (rank == 0)
-		for (int i = 0; i < n; i++) {
-			ncclResult_t r = ncclGetUniqueId(&ids[(size_t)i]);
-			if (r != ncclSuccess) {
-				snprintf(err, errlen, "nccl: ncclGetUniqueId: %s", ncclGetErrorString(r));
-				return DIST_NOT_MET;
-			}
+	for (int g = 0; g < DIST_GROUPS; g++) {
+		nc.size[g] = d->gsize[g];
+		nc.rank[g] = d->grank[g];
+	}
+	/* the world: one unique id, made by rank 0 and carried by boot */
+	ncclUniqueId id;
+	memset(&id, 0, sizeof id);
+	if (d->rank == 0) {
+		ncclResult_t r = ncclGetUniqueId(&id);
+		if (r != ncclSuccess) {
+			snprintf(err, errlen, "nccl: ncclGetUniqueId: %s", ncclGetErrorString(r));
+			return DIST_NOT_MET;
 		}
-	if (boot->bcast(boot, ids.data(), ids.size() * sizeof ids[0], err, errlen) < 0)
+	}
+	if (boot->bcast(boot, &id, sizeof id, err, errlen) < 0)
 		return DIST_NOT_MET;
 	nc.boot = boot;
-	if (join(DIST_WORLD, world, rank, &ids[0], err, errlen) < 0)
-		return DIST_NOT_MET;
+	ncclResult_t r = ncclCommInitRank(&nc.comm[DIST_WORLD], d->world, id, d->rank);
+	if (r != ncclSuccess) {
+		nc.comm[DIST_WORLD] = NULL;
+		return nccl_fail(err, errlen, "forming", DIST_WORLD, d->rank, d->world, r);
+	}
 	if (boot->done)
-		boot->done(boot);   /* every rank has read the ids */
-	int edge = d->pp_rank == 0 || d->pp_rank == pp - 1, cell = d->dp_rank * tp + d->tp_rank;
-	if (join(DIST_TP, tp, d->tp_rank, &ids[(size_t)(b_tp + d->pp_rank * dp + d->dp_rank)], err, errlen) < 0 ||
-	    join(DIST_DP, dp, d->dp_rank, &ids[(size_t)(b_dp + d->pp_rank * tp + d->tp_rank)], err, errlen) < 0 ||
-	    join(DIST_PP, pp, d->pp_rank, &ids[(size_t)(b_pp + cell)], err, errlen) < 0)
-		return DIST_NOT_MET;
-	if (pp == 2) {   /* the first and last stage are the whole pipeline */
-		nc.comm[DIST_EMB] = nc.comm[DIST_PP];
-		nc.size[DIST_EMB] = 2;
-		nc.rank[DIST_EMB] = d->pp_rank;
-	} else if (pp > 2 && edge) {
-		if (join(DIST_EMB, 2, d->pp_rank ? 1 : 0, &ids[(size_t)(b_emb + cell)], err, errlen) < 0)
-			return DIST_NOT_MET;
-	} else {
-		nc.size[DIST_EMB] = 1;   /* one stage; or a middle stage, which holds no embedding */
+		boot->done(boot);   /* every rank has read the id */
+	/* the groups, split from the world in the table's order on every rank (a collective of the
+	 * world); a kind whose groups are all of one rank is skipped by every rank alike, and with
+	 * PP = 2 the embedding pair is the PP group itself */
+	for (int g = DIST_WORLD + 1; g < DIST_GROUPS; g++) {
+		if (g == DIST_EMB && d->pp == 2) {
+			nc.comm[DIST_EMB] = nc.comm[DIST_PP];
+			continue;
+		}
+		int kind_size = g == DIST_DP ? d->dp : g == DIST_TP ? d->tp : d->pp;
+		if (kind_size <= 1 || (g == DIST_EMB && d->pp < 2))
+			continue;
+		int color = d->color[g] >= 0 ? d->color[g] : NCCL_SPLIT_NOCOLOR;
+		r = ncclCommSplit(nc.comm[DIST_WORLD], color, d->grank[g], &nc.comm[g], NULL);
+		if (r != ncclSuccess) {
+			nc.comm[g] = NULL;
+			return nccl_fail(err, errlen, "splitting off", (enum dist_group)g, d->grank[g],
+					 d->gsize[g], r);
+		}
 	}
 
 	d->transport = "nccl";
 	d->sum_f32 = nc_sum_f32;
 	d->sum_act = nc_sum_act;
-	d->allgatherv_f32 = nc_allgatherv_f32;
+	d->gather_f32 = nc_gather_f32;
 	d->p2p = nc_p2p;
 	d->bucket_sum_f32 = nc_bucket_sum_f32;
 	d->bucket_reduce_f32 = nc_bucket_reduce_f32;

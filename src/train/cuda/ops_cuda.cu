@@ -396,9 +396,19 @@ static void fill_table(void)
 
 /* The GPUs this process may use (CUDA_VISIBLE_DEVICES applied): what a rank's local index is
  * taken modulo.  0 without a driver or a GPU; lmtk_ops_cuda says which. */
+/* One hardware queue for all of the process's streams, so the device starts kernels and NCCL
+ * collectives in the order the host queued them, across the compute and the DP buckets'
+ * streams (dist_nccl.cu's header: why that order is the same on every rank).  Read when the
+ * context is made, so set before the first call that makes it; a value the user set wins. */
+static void one_connection(void)
+{
+	setenv("CUDA_DEVICE_MAX_CONNECTIONS", "1", 0);
+}
+
 extern "C" __attribute__((visibility("default"))) int lmtk_cuda_devices(void)
 {
 	int n = 0;
+	one_connection();
 	if (cudaGetDeviceCount(&n) != cudaSuccess) {
 		(void)cudaGetLastError();
 		return 0;
@@ -424,6 +434,7 @@ lmtk_ops_cuda(int device, int prec, char *err, size_t errlen)
 	}
 
 	int count = 0, rt = 0, drv = 0;
+	one_connection();
 	cudaError_t e = cudaGetDeviceCount(&count);
 	cudaRuntimeGetVersion(&rt);
 	cudaDriverGetVersion(&drv);

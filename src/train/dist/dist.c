@@ -18,7 +18,7 @@
 static void one_f32(struct dist *d, enum dist_group g, float *x, size_t n) { (void)d, (void)g, (void)x, (void)n; }
 static void one_act(struct dist *d, enum dist_group g, void *x, size_t n) { (void)d, (void)g, (void)x, (void)n; }
 static void one_f64(struct dist *d, enum dist_group g, double *x, size_t n) { (void)d, (void)g, (void)x, (void)n; }
-static void one_gather(struct dist *d, enum dist_group g, const void *in, size_t bytes, void *out)
+static void one_allgather(struct dist *d, enum dist_group g, const void *in, size_t bytes, void *out)
 {
 	(void)d, (void)g;
 	memmove(out, in, bytes);
@@ -28,9 +28,9 @@ static void one_bcast(struct dist *d, enum dist_group g, void *x, size_t bytes, 
 	(void)d, (void)g, (void)x, (void)bytes, (void)root;
 }
 static void one_barrier(struct dist *d) { (void)d; }
-static void one_gatherv(struct dist *d, enum dist_group g, float *x, const int *c, const int *o)
+static void one_gather(struct dist *d, enum dist_group g, float *x, size_t n)
 {
-	(void)d, (void)g, (void)x, (void)c, (void)o;
+	(void)d, (void)g, (void)x, (void)n;
 }
 static void one_p2p(struct dist *d, const void *sbuf, size_t sb, int to, void *rbuf, size_t rb,
 		    int from)
@@ -39,16 +39,14 @@ static void one_p2p(struct dist *d, const void *sbuf, size_t sb, int to, void *r
 }
 
 /* Gradient buckets for transports without a stream of their own (dist.h): summed at once, the
- * whole of [lo, hi) on every rank (each rank's shard is a part of it) */
+ * whole bucket on every rank (each rank's chunk is a part of it) */
 static void plain_bucket_sum(struct dist *d, enum dist_group g, float *x, size_t n)
 {
 	d->sum_f32(d, g, x, n);
 }
-static void plain_bucket_reduce(struct dist *d, enum dist_group g, float *x, size_t lo, size_t hi,
-				const size_t *cut)
+static void plain_bucket_reduce(struct dist *d, enum dist_group g, float *x, size_t n)
 {
-	(void)cut;
-	d->sum_f32(d, g, x + lo, hi - lo);
+	d->sum_f32(d, g, x, n);
 }
 
 static void buckets_default(struct dist *d)
@@ -113,7 +111,7 @@ static int mpi_open(struct dist *d, int tp, int pp, int world, const char *from,
 	dist_mpi_fn fn = (dist_mpi_fn)dlsym(h, DIST_MPI_SYMBOL);
 	if (!fn)
 		return errf(err, errlen, "train-mpi.so lacks %s", DIST_MPI_SYMBOL);
-	return fn(d, tp, pp, err, errlen);
+	return fn(d, tp, pp, dist_layout, err, errlen);
 }
 
 /* --- how the NCCL transport's ranks meet --- */
@@ -223,12 +221,51 @@ static int nccl_open(struct dist *d, int tp, int pp, int world, const char *from
 	if (boot.world != world)
 		return errf(err, errlen, "%s says %d ranks, but %s says %d", boot.how, boot.world, from,
 			    world);
-	int rc = fn(d, tp, pp, &boot, err, errlen);
+	if (dist_layout(d, boot.world, boot.rank, tp, pp, err, errlen) < 0)
+		return -1;
+	int rc = fn(d, &boot, err, errlen);
 	if (rc < 0)
 		return rc;
 	static char transport[4300];
 	snprintf(transport, sizeof transport, "NCCL (unique ids via %s)", boot.how);
 	d->transport = transport;
+	return 0;
+}
+
+int dist_layout(struct dist *d, int world, int rank, int tp, int pp, char *err, size_t errlen)
+{
+	if (tp < 1 || pp < 1 || world % (tp * pp))
+		return errf(err, errlen, "%d ranks are not divisible by TP=%d x PP=%d", world, tp, pp);
+	int dp = world / (tp * pp);
+	d->world = world;
+	d->rank = rank;
+	d->tp = tp;
+	d->pp = pp;
+	d->dp = dp;
+	d->tp_rank = rank % tp;
+	d->dp_rank = rank / tp % dp;
+	d->pp_rank = rank / (tp * dp);
+	/* color: what the group's members share; rank: their order within it */
+	int edge = d->pp_rank == 0 || d->pp_rank == pp - 1, cell = d->dp_rank * tp + d->tp_rank;
+	static const int none = -1;
+	const int color[DIST_GROUPS] = {
+		[DIST_WORLD] = 0,
+		[DIST_DP] = d->pp_rank * tp + d->tp_rank,
+		[DIST_TP] = d->pp_rank * dp + d->dp_rank,
+		[DIST_PP] = cell,
+		[DIST_EMB] = edge ? cell : none,   /* the first and last stage of each pipeline */
+	};
+	const int grank[DIST_GROUPS] = {
+		[DIST_WORLD] = rank, [DIST_DP] = d->dp_rank, [DIST_TP] = d->tp_rank,
+		[DIST_PP] = d->pp_rank, [DIST_EMB] = edge && d->pp_rank ? 1 : 0,
+	};
+	const int gsize[DIST_GROUPS] = {
+		[DIST_WORLD] = world, [DIST_DP] = dp, [DIST_TP] = tp, [DIST_PP] = pp,
+		[DIST_EMB] = edge && pp > 1 ? 2 : 1,
+	};
+	memcpy(d->color, color, sizeof color);
+	memcpy(d->grank, grank, sizeof grank);
+	memcpy(d->gsize, gsize, sizeof gsize);
 	return 0;
 }
 
@@ -238,14 +275,15 @@ int dist_init(struct dist *d, int tp, int pp, const char *backend, const char *d
 	const char *from = NULL;
 	int world = dist_launched_world(&from);
 	*d = (struct dist){.world = 1, .dp = 1, .tp = 1, .pp = 1, .transport = "one",
-			   .sum_f32 = one_f32, .sum_act = one_act, .allgatherv_f32 = one_gatherv,
+			   .sum_f32 = one_f32, .sum_act = one_act, .gather_f32 = one_gather,
 			   .p2p = one_p2p, .host_sum_f32 = one_f32, .host_max_f32 = one_f32,
-			   .sum_f64 = one_f64, .allgather = one_gather, .bcast = one_bcast,
+			   .sum_f64 = one_f64, .allgather = one_allgather, .bcast = one_bcast,
 			   .barrier = one_barrier, .finish = one_barrier};
 	if (world == 1) {
 		if (tp != 1 || pp != 1)
 			return errf(err, errlen, "TP=%d x PP=%d needs that many ranks: launch with mpirun "
 				    "-np N or srun --ntasks N (one rank per GPU)", tp, pp);
+		dist_layout(d, 1, 0, 1, 1, err, errlen);
 		buckets_default(d);
 		return 0;
 	}

@@ -19,7 +19,7 @@
  *    without MPI, and srun without PMIx.
  *
  * Two kinds of buffers.  The model's tensors live in the backend's memory (device memory of the
- * CUDA backend, host memory of the CPU's): sum_f32, sum_act, allgatherv_f32 and p2p take those,
+ * CUDA backend, host memory of the CPU's): sum_f32, sum_act, gather_f32 and p2p take those,
  * and their results are ordered like the backend's own work - the MPI transport runs them at
  * once, NCCL queues them on the CUDA stream, so no host synchronisation is needed around them.
  * The rest - scalars and small host arrays: losses, norms, decisions, the vocabulary-parallel
@@ -43,6 +43,10 @@ struct dist {
 	int world, rank;
 	int dp, tp, pp;                /* group sizes */
 	int dp_rank, tp_rank, pp_rank;
+	/* per group (dist_layout): which of the world's groups of that kind this rank belongs to
+	 * (-1: none - a middle pipeline stage holds no embedding), its rank there and the group's
+	 * size; color and rank are what MPI_Comm_split and ncclCommSplit take */
+	int color[DIST_GROUPS], grank[DIST_GROUPS], gsize[DIST_GROUPS];
 	const char *transport;         /* "one", "mpi", "nccl" */
 
 	/* --- the backend's memory, ordered with the backend's work --- */
@@ -51,22 +55,21 @@ struct dist {
 	 * input gradients) */
 	void (*sum_f32)(struct dist *d, enum dist_group g, float *x, size_t n);
 	void (*sum_act)(struct dist *d, enum dist_group g, void *x, size_t n);
-	/* in place: group rank r contributes x[displs[r], displs[r] + counts[r]) and every rank ends
-	 * with all of them (ZeRO-1's parameter all-gather) */
-	void (*allgatherv_f32)(struct dist *d, enum dist_group g, float *x, const int *counts,
-			       const int *displs);
+	/* in place over x(n), n a multiple of the group's size P: group rank r contributes its
+	 * chunk x[r n/P, (r + 1) n/P) and every rank ends with all of them (ZeRO-1's parameter
+	 * all-gather, one per bucket) */
+	void (*gather_f32)(struct dist *d, enum dist_group g, float *x, size_t n);
 	/* Gradient buckets (run.c: --overlap-grad-reduce, ZeRO-1): the backend's memory, queued
 	 * behind all the backend's work so far, on a stream of their own where the transport has
 	 * one (NCCL), so that the backward's later kernels run meanwhile; the buffer must not be
 	 * written again until bucket_wait, after which the backend's work sees every result.
-	 * bucket_sum_f32 is sum_f32 of x(n).  bucket_reduce_f32 reduces the elements [lo, hi) of
-	 * the flat buffer x for ZeRO-1's shards: group rank r gets the sum of the part of them in
-	 * [cut[r], cut[r + 1]) (its shard); the other elements of [lo, hi) are left as some partial
-	 * sum (a transport may sum them all).  dist_init gives transports without a stream of their
-	 * own these over sum_f32, at once, and a bucket_wait that does nothing. */
+	 * bucket_sum_f32 is sum_f32 of x(n).  bucket_reduce_f32 is ZeRO-1's reduce-scatter of x(n),
+	 * n a multiple of the group's size P: group rank r gets the sum of its chunk
+	 * x[r n/P, (r + 1) n/P); the rest of x is left as some partial sum (a transport may sum it
+	 * all).  dist_init gives transports without a stream of their own these over sum_f32, at
+	 * once, and a bucket_wait that does nothing. */
 	void (*bucket_sum_f32)(struct dist *d, enum dist_group g, float *x, size_t n);
-	void (*bucket_reduce_f32)(struct dist *d, enum dist_group g, float *x, size_t lo, size_t hi,
-				  const size_t *cut);
+	void (*bucket_reduce_f32)(struct dist *d, enum dist_group g, float *x, size_t n);
 	void (*bucket_wait)(struct dist *d);
 	/* Pipeline point-to-point: sends `sb` bytes to pipeline stage `to` and receives `rb` bytes
 	 * from stage `from` (either side skipped when its buffer is NULL), both in flight at once
@@ -111,8 +114,18 @@ int dist_local_rank(const char **from);
 double dist_max(struct dist *d, enum dist_group g, double v);
 int dist_any(struct dist *d, enum dist_group g, int flag);
 
-/* What the MPI plugin exports. */
-typedef int (*dist_mpi_fn)(struct dist *d, int tp, int pp, char *err, size_t errlen);
+/* The layout of `world` ranks as TP x PP x DP (Megatron's order, the top of this file) seen from
+ * world rank `rank`: d's sizes, ranks and group table.  The one place the order is written;
+ * both transports form their groups from the table.  -1 + err when world is not a multiple of
+ * tp x pp. */
+int dist_layout(struct dist *d, int world, int rank, int tp, int pp, char *err, size_t errlen);
+typedef int (*dist_layout_fn)(struct dist *d, int world, int rank, int tp, int pp, char *err,
+			      size_t errlen);
+
+/* What the MPI plugin exports: MPI's world, laid out by `layout` (dist_layout: a plugin cannot
+ * call into train, so dist.c passes it). */
+typedef int (*dist_mpi_fn)(struct dist *d, int tp, int pp, dist_layout_fn layout, char *err,
+			   size_t errlen);
 #define DIST_MPI_SYMBOL "lmtk_dist_mpi"
 
 /* How the NCCL transport's ranks find each other: rank 0's `bytes` bytes (the ncclUniqueIds it
@@ -127,10 +140,10 @@ struct dist_boot {
 	void *ctx;
 };
 
-/* What the CUDA plugin exports for several ranks; boot is kept for finish().  0, -1 + err (the
- * layout), or DIST_NOT_MET + err. */
-typedef int (*dist_nccl_fn)(struct dist *d, int tp, int pp, struct dist_boot *boot, char *err,
-			    size_t errlen);
+/* What the CUDA plugin exports for several ranks: the groups of d's layout (dist_layout, done by
+ * the caller for boot's world and rank); boot is kept for finish().  0, -1 + err, or
+ * DIST_NOT_MET + err. */
+typedef int (*dist_nccl_fn)(struct dist *d, struct dist_boot *boot, char *err, size_t errlen);
 #define DIST_NCCL_SYMBOL "lmtk_dist_nccl"
 
 #endif

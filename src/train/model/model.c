@@ -152,28 +152,66 @@ static int tensor_q8(const struct model *m, int i)
 	return m->cfg.bnb && i != m->wte && bnb_is_8bit(m->tensors[i].numel);
 }
 
-static size_t zero_cut(const struct model *m, size_t x)
+/* ZeRO-1's buckets (model.h zb): whole tensors from the top of the table down (the order the
+ * backward finishes them) until a bucket holds zero_bucket elements; then the offsets again,
+ * bucket by bucket upwards, each bucket padded to a multiple of zero_dp x A elements (A = 64,
+ * 256-byte chunks; BNB_BLOCK under bnb, where an 8-bit tensor also starts on a block) so that
+ * one reduce-scatter and one all-gather of equal chunks move it.  The padding is never a
+ * tensor's: its gradients stay zero and no optimizer reads it. */
+static int zero_layout(struct model *m)
 {
-	for (int i = 0; i < m->ntensors; i++) {
-		const struct model_tensor *t = &m->tensors[i];
-		if (x > t->offset && x < t->offset + t->numel && tensor_q8(m, i))
-			return t->offset + (x - t->offset) / BNB_BLOCK * BNB_BLOCK;
+	size_t P = (size_t)m->cfg.zero_dp, A = m->cfg.bnb ? BNB_BLOCK : 64, unit = P * A;
+	size_t want = m->cfg.zero_bucket ? m->cfg.zero_bucket : 1, acc = 0;
+	int n = m->ntensors, nb = 0;
+	m->tbucket = calloc(n ? n : 1, sizeof *m->tbucket);
+	m->zb = calloc(n ? n : 1, sizeof *m->zb);
+	if (!m->tbucket || !m->zb)
+		return -1;
+	for (int i = n - 1; i >= 0; i--) {   /* bucket ids from the top: 0 is the last tensors' */
+		m->tbucket[i] = nb;
+		acc += m->tensors[i].numel;
+		if (acc >= want || i == 0) {
+			nb++;
+			acc = 0;
+		}
 	}
-	return x;
+	size_t off = 0;
+	for (int i = 0; i < n; i++) {        /* ascending: bucket k holds ids nb - 1 - k */
+		int k = nb - 1 - m->tbucket[i];
+		m->tbucket[i] = k;
+		if (i == 0 || m->tbucket[i - 1] != k) {
+			if (i > 0)
+				m->zb[k - 1].hi = off = m->zb[k - 1].lo + (off - m->zb[k - 1].lo + unit - 1) / unit * unit;
+			m->zb[k].lo = off;
+		}
+		if (tensor_q8(m, i))
+			off = (off + BNB_BLOCK - 1) / BNB_BLOCK * BNB_BLOCK;
+		m->tensors[i].offset = off;
+		off += m->tensors[i].numel;
+	}
+	if (nb)
+		m->zb[nb - 1].hi = off = m->zb[nb - 1].lo + (off - m->zb[nb - 1].lo + unit - 1) / unit * unit;
+	m->nzb = nb;
+	m->nparams = off;
+	return 0;
 }
 
-void model_zero_range(const struct model *m, int n, int r, size_t *lo, size_t *hi)
+void model_zero_chunk(const struct model *m, int k, int r, size_t *lo, size_t *hi)
 {
-	*lo = zero_cut(m, m->nparams * (size_t)r / (size_t)n);
-	*hi = zero_cut(m, m->nparams * (size_t)(r + 1) / (size_t)n);
+	size_t c = (m->zb[k].hi - m->zb[k].lo) / (size_t)m->cfg.zero_dp;
+	*lo = m->zb[k].lo + (size_t)r * c;
+	*hi = *lo + c;
 }
 
-void model_opt_layout(const struct model *m, size_t lo, size_t hi, struct model_ostate *ost,
-		      size_t *n32, size_t *n8, size_t *nblk)
+void model_opt_layout(const struct model *m, int r, struct model_ostate *ost, size_t *n32,
+		      size_t *n8, size_t *nblk)
 {
 	*n32 = *n8 = *nblk = 0;
 	for (int i = 0; i < m->ntensors; i++) {
 		const struct model_tensor *t = &m->tensors[i];
+		size_t lo = 0, hi = (size_t)-1;
+		if (r >= 0 && m->zb)
+			model_zero_chunk(m, m->tbucket[i], r, &lo, &hi);
 		size_t a = t->offset > lo ? t->offset : lo, b = t->offset + t->numel;
 		b = b < hi ? b : hi;
 		struct model_ostate o = {.lo = a, .hi = a < b ? b : a, .q8 = tensor_q8(m, i)};
@@ -205,7 +243,7 @@ void model_zero_grad(struct model *m)
 void model_zero_optim(struct model *m)
 {
 	size_t n32, n8, nblk;
-	model_opt_layout(m, m->opt_lo, m->opt_hi, NULL, &n32, &n8, &nblk);
+	model_opt_layout(m, m->cfg.zero_rank, NULL, &n32, &n8, &nblk);
 	m->ops->zero(m->adam_m, n32 * sizeof(float));
 	m->ops->zero(m->adam_v, n32 * sizeof(float));
 	if (m->cfg.bnb) {
@@ -466,13 +504,13 @@ int model_init(struct model *m, const struct model_config *cfg, const struct ops
 	}
 
 	size_t P = m->nparams * sizeof(float), n32, n8, nblk;
-	m->opt_lo = 0;
-	m->opt_hi = m->nparams;
-	if (m->cfg.zero_dp > 1)
-		model_zero_range(m, m->cfg.zero_dp, m->cfg.zero_rank, &m->opt_lo, &m->opt_hi);
+	m->nweights = m->nparams;
+	if (m->cfg.zero_dp > 1 && zero_layout(m) < 0)
+		goto oom;
+	P = m->nparams * sizeof(float);
 	if (!(m->ost = calloc(m->ntensors ? m->ntensors : 1, sizeof *m->ost)))
 		goto oom;
-	model_opt_layout(m, m->opt_lo, m->opt_hi, m->ost, &n32, &n8, &nblk);
+	model_opt_layout(m, m->cfg.zero_dp > 1 ? m->cfg.zero_rank : -1, m->ost, &n32, &n8, &nblk);
 	size_t PO = n32 * sizeof(float);
 	m->master = dalloc(m, P, 0);
 	m->grads = dalloc(m, P, 0);
@@ -635,6 +673,8 @@ void model_free(struct model *m)
 		o->free(m->qmap);
 	}
 	free(m->ost);
+	free(m->zb);
+	free(m->tbucket);
 	if (m->aseg)
 		o->free(m->aseg);
 	o->free(m->slopes);

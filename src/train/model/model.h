@@ -66,6 +66,7 @@ struct model_config {
 	 * workspace of n layers shared by all slots, with the same dropout masks */
 	int ckpt_layers;
 	int zero_dp, zero_rank;              /* ZeRO-1: optimizer state sharded over zero_dp ranks */
+	size_t zero_bucket;                  /* ZeRO-1: elements a bucket holds at least (>= 1) */
 	/* Megatron's get_ltor_masks_and_position_ids and the residual ordering (train(1)): */
 	int eod;                             /* the end-of-document token id (-1: unknown) */
 	int eod_mask_loss;                   /* --eod-mask-loss: no loss where the input token is eod */
@@ -161,14 +162,22 @@ struct model {
 	int pool_w, pool_b, bin_w, bin_b;  /* BERT's pooler and binary head */
 	int first, last, nl, l0;           /* pipeline stage: holds the input / the output; layers */
 	size_t nparams;                    /* elements in every parameter-shaped buffer */
+	size_t nweights;                   /* the tensors' elements: nparams less ZeRO-1's padding */
+	/* ZeRO-1 (cfg.zero_dp > 1; else NULL, 0): the flat buffer cut into buckets of whole tensors,
+	 * from the top down, each at least cfg.zero_bucket elements and padded to a multiple of
+	 * zero_dp (x 64, x BNB_BLOCK under bnb) - Megatron's distributed optimizer.  Bucket k is
+	 * [zb[k].lo, zb[k].hi) in ascending order; tbucket[i] is tensor i's. */
+	struct model_zbucket { size_t lo, hi; } *zb;
+	int nzb;
+	int *tbucket;
 
 	void *params;                      /* working weights, activation type */
 	float *master, *grads;             /* fp32, nparams; master == params on the CPU */
-	float *adam_m, *adam_v;            /* fp32 Adam moments of elements [opt_lo, opt_hi) only:
-	                                      the whole model, or this rank's ZeRO-1 shard (under
-	                                      bnb: of the tensors that keep fp32 state) */
-	size_t opt_lo, opt_hi;
-	struct model_ostate *ost;          /* per tensor: its part of [opt_lo, opt_hi) (model_opt_layout) */
+	float *adam_m, *adam_v;            /* fp32 Adam moments of this rank's elements only: the
+	                                      whole model, or its ZeRO-1 shard (under bnb: of the
+	                                      tensors that keep fp32 state) */
+	struct model_ostate *ost;          /* per tensor: its part of this rank's elements
+	                                      (model_opt_layout) */
 	uint8_t *q1, *q2;                  /* bnb: 8-bit codes of both moments (device) */
 	float *absmax1, *absmax2;          /* bnb: one absmax per block of BNB_BLOCK (device) */
 	float *qmap;                       /* bnb: the signed map, then the unsigned one (512, device) */
@@ -285,15 +294,17 @@ void model_zero_grad(struct model *m);
 /* A fresh optimizer state (zero moments; under bnb zero codes and absmax, which decode to 0). */
 void model_zero_optim(struct model *m);
 
-/* ZeRO-1 shard r of n over the flat parameters: [lo, hi).  Equal cuts, except that under bnb a
- * cut inside a tensor with 8-bit state moves down to the start of its block, so no block is
- * ever split between ranks and each rank quantizes whole blocks, as one rank would. */
-void model_zero_range(const struct model *m, int n, int r, size_t *lo, size_t *hi);
+/* ZeRO-1: DP rank r's chunk of bucket k, [lo, hi): the r-th of zero_dp equal parts, what a
+ * reduce-scatter of the bucket leaves reduced on rank r.  A rank's shard is its chunk of every
+ * bucket, so each tensor meets it in one range at most; under bnb the chunks and the 8-bit
+ * tensors start on BNB_BLOCK boundaries, so each rank quantizes whole blocks, as one rank would. */
+void model_zero_chunk(const struct model *m, int k, int r, size_t *lo, size_t *hi);
 
-/* The optimizer-state layout of flat elements [lo, hi): ost[ntensors] (may be NULL), and the
- * counts of fp32-state elements, 8-bit elements and absmax blocks it needs. */
-void model_opt_layout(const struct model *m, size_t lo, size_t hi, struct model_ostate *ost,
-		      size_t *n32, size_t *n8, size_t *nblk);
+/* The optimizer-state layout of DP rank r's elements (its ZeRO-1 shard; r < 0 or no ZeRO-1: the
+ * whole model): ost[ntensors] (may be NULL), and the counts of fp32-state elements, 8-bit
+ * elements and absmax blocks it needs. */
+void model_opt_layout(const struct model *m, int r, struct model_ostate *ost, size_t *n32,
+		      size_t *n8, size_t *nblk);
 
 /* Copies tensor i of an fp32 parameter-shaped device buffer (master, grads; the moments when
  * they are not sharded) to

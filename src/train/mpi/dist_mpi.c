@@ -3,8 +3,8 @@
  * by mpirun (dist.c).  The CPU backend's memory is host memory and its ops are synchronous, so
  * "the backend's memory" and "host memory" (dist.h) are the same here.
  *
- * Groups are MPI_Comm_split()s of the world by Megatron's rank order (TP fastest, then DP, then
- * PP).  Sums must be bit-identical on every rank (replicated tensors must never drift, the
+ * Groups are MPI_Comm_split()s of the world by dist_layout's table (Megatron's rank order: TP
+ * fastest, then DP, then PP; computed in dist.c and passed in, as for the NCCL transport).  Sums must be bit-identical on every rank (replicated tensors must never drift, the
  * 176B lesson), and MPI_Allreduce does not promise that for floats in general: here a sum is an
  * MPI_Reduce to the group's rank 0 with MPI's deterministic tree for a fixed size, then an
  * MPI_Bcast of that one result - every rank holds the same bits by construction.  Large
@@ -99,11 +99,14 @@ static void p2p(struct dist *d, const void *sbuf, size_t sb, int to, void *rbuf,
 	MPI_Waitall(n, req, MPI_STATUSES_IGNORE);
 }
 
-static void allgatherv_f32(struct dist *d, enum dist_group g, float *x, const int *counts,
-			   const int *displs)
+static void gather_f32(struct dist *d, enum dist_group g, float *x, size_t n)
 {
 	struct impl *m = d->impl;
-	MPI_Allgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, x, counts, displs, MPI_FLOAT, m->comm[g]);
+	int size;
+	MPI_Comm_size(m->comm[g], &size);
+	if (size > 1 && n)
+		MPI_Allgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, x, (int)(n / (size_t)size), MPI_FLOAT,
+			      m->comm[g]);
 }
 
 static void bcast(struct dist *d, enum dist_group g, void *x, size_t bytes, int root)
@@ -129,7 +132,7 @@ static void finish(struct dist *d)
 	(void)d;
 }
 
-int lmtk_dist_mpi(struct dist *d, int tp, int pp, char *err, size_t errlen)
+int lmtk_dist_mpi(struct dist *d, int tp, int pp, dist_layout_fn layout, char *err, size_t errlen)
 {
 	int init = 0, world, rank;
 	MPI_Initialized(&init);
@@ -139,35 +142,22 @@ int lmtk_dist_mpi(struct dist *d, int tp, int pp, char *err, size_t errlen)
 	}
 	MPI_Comm_size(MPI_COMM_WORLD, &world);
 	MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-	if (tp < 1 || pp < 1 || world % (tp * pp)) {
-		snprintf(err, errlen, "%d ranks are not divisible by TP=%d x PP=%d", world, tp, pp);
+	if (layout(d, world, rank, tp, pp, err, errlen) < 0)
 		return -1;
-	}
 	struct impl *m = calloc(1, sizeof *m);
 	if (!m) {
 		snprintf(err, errlen, "out of memory for the MPI transport's state");
 		return -1;
 	}
-	int dp = world / (tp * pp);
-	d->world = world;
-	d->rank = rank;
-	d->tp = tp;
-	d->pp = pp;
-	d->dp = dp;
-	d->tp_rank = rank % tp;
-	d->dp_rank = rank / tp % dp;
-	d->pp_rank = rank / (tp * dp);
+	/* the groups of dist_layout's table, split in the same order on every rank (MPI_Comm_split
+	 * is collective over the world) */
 	m->comm[DIST_WORLD] = MPI_COMM_WORLD;
-	/* color: what the group's members share; key: their order within it */
-	MPI_Comm_split(MPI_COMM_WORLD, d->pp_rank * dp + d->dp_rank, d->tp_rank, &m->comm[DIST_TP]);
-	MPI_Comm_split(MPI_COMM_WORLD, d->pp_rank * tp + d->tp_rank, d->dp_rank, &m->comm[DIST_DP]);
-	MPI_Comm_split(MPI_COMM_WORLD, d->dp_rank * tp + d->tp_rank, d->pp_rank, &m->comm[DIST_PP]);
-	/* first and last stage of each pipeline; the middle stages are in no embedding group */
-	int edge = d->pp_rank == 0 || d->pp_rank == pp - 1;
-	MPI_Comm_split(MPI_COMM_WORLD, edge ? d->dp_rank * tp + d->tp_rank : MPI_UNDEFINED, d->pp_rank,
-		       &m->comm[DIST_EMB]);
-	if (!edge)
-		m->comm[DIST_EMB] = MPI_COMM_SELF;
+	for (int g = DIST_WORLD + 1; g < DIST_GROUPS; g++) {
+		MPI_Comm_split(MPI_COMM_WORLD, d->color[g] >= 0 ? d->color[g] : MPI_UNDEFINED,
+			       d->grank[g], &m->comm[g]);
+		if (d->color[g] < 0)   /* a middle stage: in no embedding group */
+			m->comm[g] = MPI_COMM_SELF;
+	}
 	d->impl = m;
 	d->transport = "MPI";
 	d->sum_f32 = sum_f32;
@@ -179,7 +169,7 @@ int lmtk_dist_mpi(struct dist *d, int tp, int pp, char *err, size_t errlen)
 	d->bcast = bcast;
 	d->barrier = barrier;
 	d->p2p = p2p;
-	d->allgatherv_f32 = allgatherv_f32;
+	d->gather_f32 = gather_f32;
 	d->finish = finish;
 	return 0;
 }

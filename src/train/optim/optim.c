@@ -57,11 +57,20 @@ static float tensor_lr(const struct optim *o, const struct model *m, int i, floa
 	return i == m->wte ? lr * o->emb_lr_mult : lr;
 }
 
-/* the elements of the gradient this rank holds reduced over DP: its ZeRO-1 shard, or all */
-static void held(const struct model *m, size_t *lo, size_t *hi)
+/* The gradient's range k of those this rank holds reduced over DP: its chunk of ZeRO-1's bucket
+ * k (model.h zb; the padding's gradients are zero), or the whole buffer (k = 0).  0 past the
+ * last. */
+static int held(const struct model *m, int k, size_t *lo, size_t *hi)
 {
-	*lo = m->cfg.zero_dp > 1 ? m->opt_lo : 0;
-	*hi = m->cfg.zero_dp > 1 ? m->opt_hi : m->nparams;
+	if (m->zb && m->cfg.zero_dp > 1) {
+		if (k >= m->nzb)
+			return 0;
+		model_zero_chunk(m, k, m->cfg.zero_rank, lo, hi);
+		return 1;
+	}
+	*lo = 0;
+	*hi = m->nparams;
+	return k == 0;
 }
 
 double optim_grad_norm(const struct optim *o, struct model *m)
@@ -69,7 +78,6 @@ double optim_grad_norm(const struct optim *o, struct model *m)
 	const struct ops *ops = m->ops;
 	double ss = 0;
 	size_t zlo, zhi;
-	held(m, &zlo, &zhi);
 	if (m->dist && (m->dist->tp > 1 || m->dist->pp > 1)) {
 		/* each split tensor's shard once per rank, each replicated tensor once (TP rank 0's),
 		 * the tied word embeddings once (the first stage's), then over TP and PP */
@@ -78,9 +86,7 @@ double optim_grad_norm(const struct optim *o, struct model *m)
 				continue;
 			if (i == m->wte && !m->first)
 				continue;
-			size_t a = m->tensors[i].offset, b = a + m->tensors[i].numel;
-			a = a > zlo ? a : zlo;
-			b = b < zhi ? b : zhi;
+			size_t a = m->ost[i].lo, b = m->ost[i].hi;   /* its part this rank holds */
 			if (a < b)
 				ss += ops->sumsq(m->grads + a, b - a);
 		}
@@ -89,7 +95,8 @@ double optim_grad_norm(const struct optim *o, struct model *m)
 		m->dist->sum_f64(m->dist, DIST_TP, &ss, 1);
 		m->dist->sum_f64(m->dist, DIST_PP, &ss, 1);
 	} else {
-		ss = ops->sumsq(m->grads + zlo, zhi - zlo);
+		for (int k = 0; held(m, k, &zlo, &zhi); k++)
+			ss += ops->sumsq(m->grads + zlo, zhi - zlo);
 		if (m->cfg.zero_dp > 1)   /* ZeRO-1: the shards' squares, summed over DP */
 			m->dist->sum_f64(m->dist, DIST_DP, &ss, 1);
 	}
@@ -100,7 +107,6 @@ int optim_step(struct optim *o, struct model *m, float lr, double *grad_norm)
 {
 	const struct ops *ops = m->ops;
 	size_t zlo, zhi;
-	held(m, &zlo, &zhi);
 	double norm = optim_grad_norm(o, m);
 	*grad_norm = norm;
 	/* fp16: Megatron's fp16 gradients overflow beyond 65504; lmtk's weight gradients are fp32
@@ -108,7 +114,7 @@ int optim_step(struct optim *o, struct model *m, float lr, double *grad_norm)
 	 * here as inf or NaN), so an element that fp16 could not hold is the overflow Megatron's
 	 * scaler would also see */
 	int over = !isfinite(norm);
-	if (o->fp16 && !over)
+	for (int k = 0; o->fp16 && !over && held(m, k, &zlo, &zhi); k++)
 		over = !ops->all_within(m->grads + zlo, zhi - zlo, FP16_MAX);
 	if (o->fp16 && m->dist && m->dist->world > 1)   /* the shards of TP, PP (and ZeRO-1) ranks */
 		over = dist_any(m->dist, DIST_WORLD, over);
@@ -128,8 +134,8 @@ int optim_step(struct optim *o, struct model *m, float lr, double *grad_norm)
 			gscale *= (float)coeff;
 	}
 	o->step++;
-	/* AdamW (or bitsandbytes' Adam) on this rank's elements [opt_lo, opt_hi): every tensor that
-	 * overlaps them (the whole model without ZeRO-1), each from its own state */
+	/* AdamW (or bitsandbytes' Adam) on this rank's elements: every tensor's part of them (the
+	 * whole model without ZeRO-1), each from its own state */
 	if (o->kind == OPT_LAMB) {
 		/* FusedLAMB sees the gradients after Megatron's clipping and clips their norm
 		 * again at its max_grad_norm (1.0) */
@@ -201,15 +207,10 @@ int optim_step(struct optim *o, struct model *m, float lr, double *grad_norm)
 				    m->adam_v + os->s, n, lri, o->b1, o->b2, o->eps, wd, gscale, o->step);
 	}
 updated:
-	if (m->cfg.zero_dp > 1) {   /* ZeRO-1: every DP rank gets the others' updated shards */
-		int n = m->cfg.zero_dp, counts[n], displs[n];
-		for (int r = 0; r < n; r++) {
-			size_t a, b;
-			model_zero_range(m, n, r, &a, &b);
-			displs[r] = (int)a;
-			counts[r] = (int)(b - a);
-		}
-		m->dist->allgatherv_f32(m->dist, DIST_DP, m->master, counts, displs);
+	if (m->zb && m->cfg.zero_dp > 1) {   /* ZeRO-1: every DP rank gets the others' chunks */
+		for (int k = 0; k < m->nzb; k++)
+			m->dist->gather_f32(m->dist, DIST_DP, m->master + m->zb[k].lo,
+					    m->zb[k].hi - m->zb[k].lo);
 		model_sync_params(m);
 	}
 	return 1;

@@ -10,8 +10,8 @@ static void send(struct buckets *b, size_t lo, size_t hi)
 {
 	if (hi <= lo)
 		return;
-	if (b->cut)
-		b->d->bucket_reduce_f32(b->d, DIST_DP, b->m->grads, lo, hi, b->cut);
+	if (b->zero)
+		b->d->bucket_reduce_f32(b->d, DIST_DP, b->m->grads + lo, hi - lo);
 	else
 		b->d->bucket_sum_f32(b->d, DIST_DP, b->m->grads + lo, hi - lo);
 	if (b->nsent == b->cap) {
@@ -22,12 +22,35 @@ static void send(struct buckets *b, size_t lo, size_t hi)
 	b->sent[b->nsent++] = (struct bucket_range){lo, hi};
 }
 
+/* ZeRO-1: bucket k of the model's, once */
+static void send_zero(struct buckets *b, int k)
+{
+	if (b->zsent[k])
+		return;
+	b->zsent[k] = 1;
+	send(b, b->m->zb[k].lo, b->m->zb[k].hi);
+}
+
 /* model.h grads_ready: tensors [t0, t1) are final */
 static void ready(struct model *m, int t0, int t1, void *ctx)
 {
 	struct buckets *b = ctx;
 	if (!b->armed || t1 <= t0)
 		return;
+	if (b->zero) {   /* the model's buckets: each goes when its last tensor is final */
+		for (int i = t0; i < t1; i++) {
+			int k = m->tbucket[i];
+			if (b->done[i])
+				continue;
+			b->done[i] = 1;
+			b->left[k] -= m->tensors[i].numel;
+			if (!b->left[k]) {
+				send_zero(b, k);
+				b->steps_sent++;
+			}
+		}
+		return;
+	}
 	size_t lo = m->tensors[t0].offset, hi = m->tensors[t1 - 1].offset + m->tensors[t1 - 1].numel;
 	if (b->lo == b->hi) {
 		b->lo = lo;
@@ -47,11 +70,31 @@ static void ready(struct model *m, int t0, int t1, void *ctx)
 	}
 }
 
+/* ZeRO-1: no tensor finished, no bucket sent */
+static void zero_reset(struct buckets *b)
+{
+	struct model *m = b->m;
+	for (int k = 0; k < m->nzb; k++) {
+		b->left[k] = 0;
+		b->zsent[k] = 0;
+	}
+	for (int i = 0; i < m->ntensors; i++) {
+		b->done[i] = 0;
+		b->left[m->tbucket[i]] += m->tensors[i].numel;
+	}
+}
+
 void buckets_init(struct buckets *b, struct model *m, struct dist *d, int overlap, size_t size,
-		  const size_t *cut)
+		  int zero)
 {
 	*b = (struct buckets){.m = m, .d = d, .overlap = overlap, .size = size ? size : 1,
-			      .cut = cut};
+			      .zero = zero && m->zb};
+	if (b->zero) {
+		b->left = xmalloc((size_t)m->nzb * sizeof *b->left, "ZeRO-1's bucket counts");
+		b->zsent = xmalloc((size_t)m->nzb, "ZeRO-1's bucket flags");
+		b->done = xmalloc(m->ntensors ? (size_t)m->ntensors : 1, "ZeRO-1's tensor flags");
+		zero_reset(b);
+	}
 	if (overlap) {
 		m->grads_ready = ready;
 		m->grads_ctx = b;
@@ -65,6 +108,11 @@ void buckets_free(struct buckets *b)
 		b->m->grads_ctx = NULL;
 	}
 	free(b->sent);
+	free(b->left);
+	free(b->zsent);
+	free(b->done);
+	b->left = NULL;
+	b->zsent = b->done = NULL;
 	b->sent = NULL;
 	b->nsent = b->cap = 0;
 }
@@ -74,6 +122,8 @@ void buckets_arm(struct buckets *b)
 	b->armed = b->overlap;
 	b->lo = b->hi = 0;
 	b->nsent = 0;
+	if (b->zero)
+		zero_reset(b);
 }
 
 static int by_lo(const void *x, const void *y)
@@ -85,7 +135,14 @@ static int by_lo(const void *x, const void *y)
 void buckets_finish(struct buckets *b)
 {
 	b->armed = 0;
-	if (!b->overlap && !b->cut) {   /* one sum on the compute stream, as without buckets */
+	if (b->zero) {   /* what the backward left, from the top bucket down */
+		for (int k = b->m->nzb - 1; k >= 0; k--)
+			send_zero(b, k);
+		zero_reset(b);
+		b->d->bucket_wait(b->d);
+		return;
+	}
+	if (!b->overlap) {   /* one sum on the compute stream, as without buckets */
 		b->d->sum_f32(b->d, DIST_DP, b->m->grads, b->m->nparams);
 		return;
 	}

@@ -16,9 +16,13 @@
  * every run, and each element is summed once over the same ranks (the transport's reduce is
  * elementwise), so the bits are those of the one sum after the backward that they replace.
  *
- * ZeRO-1 (cut != NULL): a bucket is reduced, not all-reduced - each rank receives the sum of its
- * own shard's part only (dist.h bucket_reduce_f32); the rest of the buffer is not the global
- * gradient, and the optimizer reads the shard only (optim.c). */
+ * ZeRO-1 (zero): the buckets are the model's (model.h zb: fixed at init, whole tensors, padded
+ * to equal chunks, Megatron's distributed optimizer), and a bucket goes once the backward has
+ * finished all its tensors; it is reduce-scattered, not all-reduced - each rank receives the sum
+ * of its own chunk only (dist.h bucket_reduce_f32); the rest of the buffer is not the global
+ * gradient, and the optimizer reads the shard only (optim.c), then all-gathers each bucket's
+ * updated weights (dist.h gather_f32).  What the backward did not finish goes after it, from
+ * the top bucket down. */
 #ifndef TRAIN_RUN_BUCKETS_H
 #define TRAIN_RUN_BUCKETS_H
 
@@ -36,7 +40,10 @@ struct buckets {
 	struct dist *d;
 	int overlap;               /* reduce during the last backward (else all after it) */
 	size_t size;               /* elements: a bucket goes once it holds at least this many */
-	const size_t *cut;         /* ZeRO-1: the DP+1 shard bounds; NULL: every rank the whole sum */
+	int zero;                  /* ZeRO-1: the model's buckets, reduce-scattered */
+	size_t *left;              /* ZeRO-1: per bucket, elements the backward has not finished */
+	unsigned char *done;       /* ZeRO-1: per tensor, finished; per bucket (zsent), sent */
+	unsigned char *zsent;
 	int armed;                 /* the last micro-batch's backward is running */
 	size_t lo, hi;             /* the pending bucket: final, not sent (lo == hi: none) */
 	struct bucket_range *sent; /* this step's buckets, in the order they went */
@@ -46,7 +53,7 @@ struct buckets {
 
 /* Hooks the model (m->grads_ready).  size: elements per bucket, > 0. */
 void buckets_init(struct buckets *b, struct model *m, struct dist *d, int overlap, size_t size,
-		  const size_t *cut);
+		  int zero);
 void buckets_free(struct buckets *b);
 /* Before the last micro-batch's backward. */
 void buckets_arm(struct buckets *b);

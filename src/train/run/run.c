@@ -82,7 +82,6 @@ struct run {
 	int fail_code;                 /* exit status when setup fails */
 	int fail_said;                 /* the failure is the same on every rank: world rank 0 says it */
 	struct buckets bk;             /* the DP gradient reduction (buckets.h) */
-	size_t *zcut;                  /* ZeRO-1: the DP + 1 shard bounds, else NULL */
 	int64_t graph_first;           /* --cuda-graph: the first iteration this process queued */
 	void *dsteps;                  /* device: the deferred iterations' scalars by parity, one
 				        * struct ops_step per DSTEP_BYTES (the same sectors for both) */
@@ -755,23 +754,15 @@ static int setup(struct run *r, char *err, size_t errlen)
 		r->fail_code = EXIT_FAILED;
 		return -1;
 	}
+	/* Megatron-LM's default bucket: max(4e7, 1e6 x DP) elements; ZeRO-1's are the model's */
+	int64_t bs = a->ddp_bucket_size > 0 ? a->ddp_bucket_size
+		     : r->dist.dp * 1000000 > 40000000 ? r->dist.dp * 1000000 : 40000000;
+	c.zero_bucket = (size_t)bs;
 	if (model_init(&r->m, &c, ops, (int)r->mbs, (int)r->seq, err, errlen) < 0)
 		return -1;
 	r->m.dist = &r->dist;
-	if (r->dist.dp > 1) {
-		/* Megatron-LM's default bucket: max(4e7, 1e6 x DP) elements */
-		int64_t bs = a->ddp_bucket_size > 0 ? a->ddp_bucket_size
-			     : r->dist.dp * 1000000 > 40000000 ? r->dist.dp * 1000000 : 40000000;
-		if (c.zero_dp > 1) {
-			r->zcut = malloc(((size_t)c.zero_dp + 1) * sizeof *r->zcut);
-			if (!r->zcut)
-				return xalloc_err(err, errlen, "the ZeRO shard boundaries",
-						  ((size_t)c.zero_dp + 1) * sizeof *r->zcut);
-			for (int q = 0; q < c.zero_dp; q++)
-				model_zero_range(&r->m, c.zero_dp, q, &r->zcut[q], &r->zcut[q + 1]);
-		}
-		buckets_init(&r->bk, &r->m, &r->dist, a->overlap_grad_reduce, (size_t)bs, r->zcut);
-	}
+	if (r->dist.dp > 1)
+		buckets_init(&r->bk, &r->m, &r->dist, a->overlap_grad_reduce, (size_t)bs, c.zero_dp > 1);
 	int64_t rows = r->dseq > r->seq ? r->dseq : r->seq;   /* T5: the longer of its two */
 	r->sample = malloc((r->seq + 1) * sizeof *r->sample);
 	r->tok = malloc(r->mbs * r->seq * sizeof *r->tok);
@@ -813,8 +804,9 @@ static int setup(struct run *r, char *err, size_t errlen)
 	       r->dist.dp, r->dist.tp, r->dist.pp, r->dist.world > 1 ? ", collectives over " : "",
 	       r->dist.world > 1 ? r->dist.transport : "");
 	{
-		size_t n32, n8, nblk, own = r->m.opt_hi - r->m.opt_lo;
-		model_opt_layout(&r->m, r->m.opt_lo, r->m.opt_hi, NULL, &n32, &n8, &nblk);
+		size_t n32, n8, nblk, own;
+		model_opt_layout(&r->m, c.zero_dp > 1 ? c.zero_rank : -1, NULL, &n32, &n8, &nblk);
+		own = n32 + n8;
 		if (c.bnb)
 			out("train: optimizer: bitsandbytes' 8-bit Adam, %zu bytes of state allocated on "
 			    "this rank for %zu weights (%.3f B each): %zu in 8-bit blocks of %d (%zu "
@@ -836,15 +828,18 @@ static int setup(struct run *r, char *err, size_t errlen)
 			    "%g x the learning rate (the position embeddings at 1 x)\n",
 			    a->embedding_lr_mult_given, a->embedding_lr_mult, a->embedding_lr_mult);
 		if (c.zero_dp > 1)
-			out("train: ZeRO-1: this rank's optimizer shard is weights [%zu, %zu) of %zu%s\n",
-			    r->m.opt_lo, r->m.opt_hi, r->m.nparams, c.bnb ? " (cuts moved down to "
-			    "8-bit blocks' starts)" : "");
+			out("train: ZeRO-1: %d buckets of whole tensors, at least %zu elements each, "
+			    "padded to %d equal chunks (%zu elements of padding%s), one reduce-scatter and "
+			    "one all-gather each; this rank's optimizer shard is its chunk of each: %zu of "
+			    "%zu weights\n", r->m.nzb, (size_t)bs, c.zero_dp, r->m.nparams - r->m.nweights,
+			    c.bnb ? ", 8-bit tensors and chunks starting on blocks" : "", own,
+			    r->m.nweights);
 		if (a->overlap_grad_reduce && r->dist.dp > 1)
 			out("train: DP gradients in buckets of whole layers, at least %zu elements, "
 			    "reduced during the last micro-batch's backward%s%s\n", r->bk.size,
 			    strncmp(r->dist.transport, "NCCL", 4) == 0 ? " on a second stream"
 			    : " (MPI: each summed at once)",
-			    r->zcut ? ", each shard onto its ZeRO-1 owner" : "");
+			    c.zero_dp > 1 ? ", each reduce-scattered over ZeRO-1's shards" : "");
 		else if (a->overlap_grad_reduce)
 			out("train: --overlap-grad-reduce: DP=1, no gradients to reduce\n");
 	}
@@ -1382,16 +1377,16 @@ static int iter_sync(struct run *r, struct loop *L, struct iter *q, uint64_t key
 	q->nzeros = 0;
 	if (a->log_zeros) {
 		/* count on the host: rare, only with --log-num-zeros-in-grad */
-		size_t zlo = r->zcut ? r->m.opt_lo : 0;
-		size_t zn = (r->zcut ? r->m.opt_hi : r->m.nparams) - zlo;
+		size_t zn = r->m.nparams;
 		float *g = malloc((zn ? zn : 1) * sizeof *g);
-		if (g) {
-			r->m.ops->to_host(g, r->m.grads + zlo, zn * sizeof *g);
-			for (size_t i = 0; i < zn; i++)
-				q->nzeros += g[i] == 0.0f;
+		if (g) {   /* each tensor's part this rank holds reduced (all, without ZeRO-1) */
+			r->m.ops->to_host(g, r->m.grads, zn * sizeof *g);
+			for (int t = 0; t < r->m.ntensors; t++)
+				for (size_t i = r->m.ost[t].lo; i < r->m.ost[t].hi; i++)
+					q->nzeros += g[i] == 0.0f;
 			free(g);
 		}
-		if (r->zcut) {   /* ZeRO-1: each rank holds its shard's reduced gradient */
+		if (r->m.zb) {   /* ZeRO-1: each rank holds its shard's reduced gradient */
 			double z = (double)q->nzeros;
 			r->dist.sum_f64(&r->dist, DIST_DP, &z, 1);
 			q->nzeros = (int64_t)z;
@@ -1578,7 +1573,7 @@ static int iter_finish(struct run *r, struct loop *L, struct iter *q)
 			tb_scalar(r, "batch-size/batch-size vs samples", st->consumed_samples, gbs);
 		}
 		if (stepped) {
-			double gflos = 6.0 * (r->m.nparams - r->m.tensors[r->m.wte].numel -
+			double gflos = 6.0 * (r->m.nweights - r->m.tensors[r->m.wte].numel -
 					      (r->m.wpe >= 0 ? r->m.tensors[r->m.wpe].numel : 0)) *
 				       (double)st->consumed_samples * (double)r->seq / 1e9;   /* at --seq-length */
 			/* Megatron-DeepSpeed: each key of the loss dict under lm-loss-training/ */
@@ -1889,7 +1884,6 @@ int run_train(const struct train_args *a, const struct plan *p, const char *cmdl
 	free(r.dtok);
 	feed_close(&r.feed);
 	buckets_free(&r.bk);
-	free(r.zcut);
 	if (r.dsteps)
 		r.m.ops->free(r.dsteps);
 	model_free(&r.m);
