@@ -75,6 +75,27 @@ static int fits_in_memory(const struct plan *p, int stage, char *err, size_t err
 		    ranks > 1 ? " on this node" : "", (double)avail / gib, what);
 }
 
+/* The data flags, for feed_open */
+static struct feed_config feed_config_of(const struct train_args *a, int seq)
+{
+	_Static_assert(ARGS_MAX_DATA <= FEED_MAX_DATA, "FEED_MAX_DATA");
+	struct feed_config c = {
+		.kind = a->model_type == MT_T5 ? FEED_T5 : a->model_type == MT_BERT ? FEED_BERT
+		      : FEED_GPT,
+		.data_path = a->data_path, .ndata_path = a->ndata_path,
+		.weighted_split_paths = a->weighted_split_paths, .wsplit_sep = ARGS_SEP,
+		.split = a->split, .cache_dir = a->data_cache_path, .seq = seq, .seed = a->seed,
+		.vocab_file = a->vocab_file, .vocab_extra_ids = a->vocab_extra_ids,
+		.mask_prob = a->mask_prob, .short_seq_prob = a->short_seq_prob,
+		.binary_head = !a->bert_no_binary_head, .dec_seq = a->decoder_seq_length,
+	};
+	for (int s = 0; s < 3; s++) {
+		c.wsplit[s] = a->wsplit[s];
+		c.wsplit_file[s] = a->wsplit_file[s];
+	}
+	return c;
+}
+
 int setup_run(struct run *r, char *err, size_t errlen)
 {
 	const struct train_args *a = r->a;
@@ -285,7 +306,8 @@ int setup_run(struct run *r, char *err, size_t errlen)
 			      (p->iters / a->eval_interval + 1) * a->eval_iters * p->gbs,
 			      a->eval_iters * p->gbs};
 	gptdata_show_progress(r->dist.rank == 0);
-	if (feed_open(&r->feed, a, samples, (int)r->seq, (uint32_t)a->seed, logs_line, err, errlen) < 0)
+	struct feed_config fc = feed_config_of(a, (int)r->seq);
+	if (feed_open(&r->feed, &fc, samples, logs_line, err, errlen) < 0)
 		return -1;
 	r->st.nvalid = r->feed.nsets[FEED_VALID] < 64 ? r->feed.nsets[FEED_VALID] : 64;
 	if (r->feed.nsets[FEED_TRAIN] == 0 || r->feed.sets[FEED_TRAIN][0].size == 0)
