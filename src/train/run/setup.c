@@ -96,10 +96,13 @@ static struct feed_config feed_config_of(const struct train_args *a, int seq)
 	return c;
 }
 
-int setup_run(struct run *r, char *err, size_t errlen)
+#define BIND_LINE 400
+
+/* The device: --threads (else what SLURM gave this task), the GPU of this rank (bind_line says
+ * which, and why, when several ranks share a node's GPUs), the backend opened. */
+static int setup_device(const struct train_args *a, int *threads_out, char bind_line[BIND_LINE],
+			const struct ops **ops_out, char *err, size_t errlen)
 {
-	const struct train_args *a = r->a;
-	const struct plan *p = r->p;
 	int threads = (int)a->threads;
 	const char *cpt = getenv("SLURM_CPUS_PER_TASK");
 	int64_t ncpt;
@@ -108,7 +111,7 @@ int setup_run(struct run *r, char *err, size_t errlen)
 	/* Several ranks on GPUs: each binds its node-local index modulo the GPUs it sees, so
 	 * `--device cuda` means one GPU per rank whether the launcher shows every rank all of the
 	 * node's GPUs (mpirun, srun --gpu-bind=none) or one each (srun --gpus-per-task=1). */
-	char bound[32], bind_line[400] = "";
+	char bound[32];
 	const char *device = a->device, *lfrom = NULL, *wfrom = NULL;
 	int world = dist_launched_world(&wfrom);
 	if (world > 1 && (strcmp(device, "cuda") == 0 || strcmp(device, "auto") == 0)) {
@@ -123,14 +126,14 @@ int setup_run(struct run *r, char *err, size_t errlen)
 			const char *vis = getenv("CUDA_VISIBLE_DEVICES");
 			snprintf(bound, sizeof bound, "cuda:%d", local % n);
 			device = bound;
-			snprintf(bind_line, sizeof bind_line, "%s (local rank %d from %s, modulo %d "
+			snprintf(bind_line, BIND_LINE, "%s (local rank %d from %s, modulo %d "
 				 "visible GPU%s%s%.100s)", bound, local, lfrom, n, n > 1 ? "s" : "",
 				 vis ? "; CUDA_VISIBLE_DEVICES=" : "", vis ? vis : "");
 		} else if (strcmp(device, "cuda") == 0) {
 			return errf(err, errlen, "--device cuda: %s", why);
 		}
 	} else if (world > 1 && strncmp(device, "cuda:", 5) == 0) {
-		snprintf(bind_line, sizeof bind_line, "%s, as --device says", device);
+		snprintf(bind_line, BIND_LINE, "%s, as --device says", device);
 	}
 	/* --fp16 asks the CUDA backend for real fp16 arithmetic; the CPU computes in fp32 anyway */
 	const struct ops *ops = ops_open(device, threads, a->fp16 ? OPS_FP16 : OPS_BF16, err,
@@ -141,6 +144,50 @@ int setup_run(struct run *r, char *err, size_t errlen)
 		return errf(err, errlen, "--profile brackets iterations with CUDA profiler ranges; "
 			    "the %s backend has none (profile it with perf, or use --device cuda)",
 			    ops->name);
+	*threads_out = threads;
+	*ops_out = ops;
+	return 0;
+}
+
+/* The flags' kernels: refused now when this backend has none */
+static int check_backend(const struct train_args *a, const struct ops *ops, char *err,
+			 size_t errlen)
+{
+	if (a->use_bnb_optimizer && !ops->adam8bit)
+		return errf(err, errlen, "--use-bnb-optimizer: the %s backend has no 8-bit Adam kernel; "
+			    "use --device cpu, or drop the flag to train with AdamW", ops->name);
+	int lamb = strcmp(a->optimizer, "lamb") == 0, sgd = strcmp(a->optimizer, "sgd") == 0;
+	if ((lamb && !ops->lamb_update) || (sgd && !ops->sgd))
+		return errf(err, errlen, "--optimizer %s: the %s backend has no %s kernels in this "
+			    "build; use --device cpu", a->optimizer, ops->name, a->optimizer);
+	return 0;
+}
+
+/* --data-cache-path and --save made now, as Megatron makes them */
+static int make_dirs(const struct train_args *a, char *err, size_t errlen)
+{
+	if (a->data_cache_path && file_mkdirs(a->data_cache_path, err, errlen) < 0)
+		return errf(err, errlen, "--data-cache-path %s: %s", a->data_cache_path, strerror(errno));
+	/* --save is made now, as Megatron makes it, so a typo is found before the first iteration
+	 * and not at the first save hours later */
+	if (a->save) {
+		char why[1024];
+		if (file_mkdirs(a->save, why, sizeof why) < 0)
+			return errf(err, errlen, "--save %s: %s", a->save, why);
+		if (access(a->save, W_OK | X_OK) < 0)
+			return errf(err, errlen, "--save %s: %s: checkpoints cannot be written there",
+				    a->save, strerror(errno));
+	}
+	return 0;
+}
+
+/* The model's shape and the flags that change its layers, from the plan and the flags; its
+ * layout over the ranks comes with model_layout. */
+static int model_config_of(struct run *r, const struct ops *ops, struct model_config *cp,
+			   char *err, size_t errlen)
+{
+	const struct train_args *a = r->a;
+	const struct plan *p = r->p;
 	struct model_config c = {
 		.layers = p->L, .hidden = p->h, .heads = p->heads, .ffn = p->f, .seq = p->s,
 		.max_pos = p->maxpos, .vocab = p->vocab, .padded_vocab = p->vocab_padded,
@@ -163,25 +210,8 @@ int setup_run(struct run *r, char *err, size_t errlen)
 		c.binary_head = !a->bert_no_binary_head;
 		c.head_gelu_tanh = a->openai_gelu;
 	}
-	if (a->use_bnb_optimizer && !ops->adam8bit)
-		return errf(err, errlen, "--use-bnb-optimizer: the %s backend has no 8-bit Adam kernel; "
-			    "use --device cpu, or drop the flag to train with AdamW", ops->name);
-	int lamb = strcmp(a->optimizer, "lamb") == 0, sgd = strcmp(a->optimizer, "sgd") == 0;
-	if ((lamb && !ops->lamb_update) || (sgd && !ops->sgd))
-		return errf(err, errlen, "--optimizer %s: the %s backend has no %s kernels in this "
-			    "build; use --device cpu", a->optimizer, ops->name, a->optimizer);
-	if (a->data_cache_path && file_mkdirs(a->data_cache_path, err, errlen) < 0)
-		return errf(err, errlen, "--data-cache-path %s: %s", a->data_cache_path, strerror(errno));
-	/* --save is made now, as Megatron makes it, so a typo is found before the first iteration
-	 * and not at the first save hours later */
-	if (a->save) {
-		char why[1024];
-		if (file_mkdirs(a->save, why, sizeof why) < 0)
-			return errf(err, errlen, "--save %s: %s", a->save, why);
-		if (access(a->save, W_OK | X_OK) < 0)
-			return errf(err, errlen, "--save %s: %s: checkpoints cannot be written there",
-				    a->save, strerror(errno));
-	}
+	if (check_backend(a, ops, err, errlen) < 0 || make_dirs(a, err, errlen) < 0)
+		return -1;
 	if (a->eod_mask_loss || a->reset_position_ids || a->reset_attention_mask) {
 		int64_t eod = -1;
 		const char *flag = a->eod_mask_loss ? "--eod-mask-loss" : a->reset_position_ids
@@ -201,6 +231,16 @@ int setup_run(struct run *r, char *err, size_t errlen)
 		c.reset_attention_mask = a->reset_attention_mask;
 	}
 	c.post_ln_residual = a->post_ln_residual;
+	*cp = c;
+	return 0;
+}
+
+/* The ranks and their groups (dist.h), the --save lock, the tokenizer's record, the GPU line */
+static int setup_dist(struct run *r, const struct ops *ops, const char *bind_line, char *err,
+		      size_t errlen)
+{
+	const struct train_args *a = r->a;
+	const struct plan *p = r->p;
 	int drc = dist_init(&r->dist, (int)p->tp, (int)p->pp, ops->name, a->save, err, errlen);
 	if (drc < 0) {
 		if (drc == DIST_NOT_MET)
@@ -243,29 +283,49 @@ int setup_run(struct run *r, char *err, size_t errlen)
 	if (r->dist.dp != p->dp)
 		return errf(err, errlen, "the plan has DP=%lld but %d ranks / (TP=%d x PP=%d) = %d",
 			    (long long)p->dp, r->dist.world, r->dist.tp, r->dist.pp, r->dist.dp);
-	c.tp = r->dist.tp;
-	c.tp_rank = r->dist.tp_rank;
+	return 0;
+}
+
+/* This rank's part of the model: its tensor-parallel rank, pipeline stage, activation slots,
+ * ZeRO-1 shard */
+static int model_layout(struct run *r, struct model_config *c, char *err, size_t errlen)
+{
+	const struct train_args *a = r->a;
+	const struct plan *p = r->p;
+	c->tp = r->dist.tp;
+	c->tp_rank = r->dist.tp_rank;
 	/* the pipeline stage: its layers from the plan's partition (--pp-partition-method) */
-	c.pp = r->dist.pp;
-	c.pp_rank = r->dist.pp_rank;
+	c->pp = r->dist.pp;
+	c->pp_rank = r->dist.pp_rank;
 	for (int i = 0; i < r->dist.pp_rank; i++)
-		c.stage_l0 += (int)p->st[i].layers;
-	c.stage_nl = (int)p->st[r->dist.pp_rank].layers;
+		c->stage_l0 += (int)p->st[i].layers;
+	c->stage_nl = (int)p->st[r->dist.pp_rank].layers;
 	/* 1F1B keeps at most min(PP - stage, micro-batches) in flight: the plan's count, and the
 	 * micro-batches of the full batch are the most any iteration has (the ramp only grows) */
-	c.slots = r->dist.pp - r->dist.pp_rank;
-	if (p->m_full >= 1 && p->m_full < c.slots)
-		c.slots = (int)p->m_full;
+	c->slots = r->dist.pp - r->dist.pp_rank;
+	if (p->m_full >= 1 && p->m_full < c->slots)
+		c->slots = (int)p->m_full;
 	if (a->checkpoint_activations)
-		c.ckpt_layers = a->checkpoint_num_layers > 0 ? (int)a->checkpoint_num_layers : 1;
+		c->ckpt_layers = a->checkpoint_num_layers > 0 ? (int)a->checkpoint_num_layers : 1;
 	if (p->zero1 && r->dist.dp > 1 && strcmp(a->optimizer, "adam"))
 		return errf(err, errlen, "--optimizer %s with ZeRO-1 over %d data-parallel ranks: "
 			    "LAMB's trust ratio needs each tensor whole on a rank, and DeepSpeed's "
 			    "ZeRO shards only Adam; use --zero-stage 0", a->optimizer, r->dist.dp);
 	if (p->zero1 && r->dist.dp > 1) {   /* ZeRO-1: Adam's moments sharded over the DP group */
-		c.zero_dp = r->dist.dp;
-		c.zero_rank = r->dist.dp_rank;
+		c->zero_dp = r->dist.dp;
+		c->zero_rank = r->dist.dp_rank;
 	}
+	return 0;
+}
+
+/* The model allocated (what fits checked first on the cpu backend), the DP gradient buckets,
+ * the micro-batch's buffers */
+static int setup_model(struct run *r, const struct model_config *cfg, const struct ops *ops,
+		       int threads, char *err, size_t errlen)
+{
+	const struct train_args *a = r->a;
+	const struct plan *p = r->p;
+	struct model_config c = *cfg;
 	r->mbs = p->mbs;
 	r->seq = p->s;
 	r->cur = p->s;
@@ -297,11 +357,14 @@ int setup_run(struct run *r, char *err, size_t errlen)
 		return -1;
 	r->peak = a->peak_tflops > 0 ? a->peak_tflops * 1e12
 		  : ops->peak_flops > 0 ? ops->peak_flops : cpu_peak(threads);
-	logs_startup(r, &c);
-	if (a->log_path && r->dist.rank == 0 && logs_write_args(a->log_path, r->cmdline, err, errlen) < 0)
-		return -1;
+	return 0;
+}
 
-	/* data: the samples Megatron would ask each split for */
+/* The data: the samples Megatron would ask each split for */
+static int setup_data(struct run *r, char *err, size_t errlen)
+{
+	const struct train_args *a = r->a;
+	const struct plan *p = r->p;
 	int64_t samples[3] = {p->samples,
 			      (p->iters / a->eval_interval + 1) * a->eval_iters * p->gbs,
 			      a->eval_iters * p->gbs};
@@ -316,7 +379,15 @@ int setup_run(struct run *r, char *err, size_t errlen)
 		return xalloc_err(err, errlen, "a BERT sample's buffers", 0);
 	if (r->t5 && t5_sample_alloc(&r->feed.bd[FEED_TRAIN], &r->ts) < 0)
 		return xalloc_err(err, errlen, "a T5 sample's buffers", 0);
+	return 0;
+}
 
+/* The optimizer and the learning-rate schedule, from the flags */
+static void setup_optim(struct run *r)
+{
+	const struct train_args *a = r->a;
+	const struct plan *p = r->p;
+	int lamb = strcmp(a->optimizer, "lamb") == 0;
 	/* the schedule, in samples (tokens with --lr-decay-tokens) */
 	struct sched *s = &r->st.sched;
 	s->max_lr = a->lr;
@@ -341,7 +412,13 @@ int setup_run(struct run *r, char *err, size_t errlen)
 	r->st.tp = r->dist.tp;
 	r->st.pp = r->dist.pp;
 	r->st.dp = r->dist.dp;
+}
 
+/* The weights: initialised, then --load's checkpoint if there is one (resume, --finetune,
+ * --no-load-optim); and no step ahead of this run in --save */
+static int setup_resume(struct run *r, char *err, size_t errlen)
+{
+	const struct train_args *a = r->a;
 	model_init_weights(&r->m);
 	if (a->load) {
 		struct ckpt_state ck = r->st;
@@ -417,5 +494,29 @@ int setup_run(struct run *r, char *err, size_t errlen)
 		r->fail_said = r->dist.rank != 0;   /* every rank read the same directory */
 		return -1;
 	}
+	return 0;
+}
+
+int setup_run(struct run *r, char *err, size_t errlen)
+{
+	const struct train_args *a = r->a;
+	const struct ops *ops = NULL;
+	struct model_config c;
+	char bind_line[BIND_LINE] = "";
+	int threads = 0;
+	if (setup_device(a, &threads, bind_line, &ops, err, errlen) < 0 ||
+	    model_config_of(r, ops, &c, err, errlen) < 0 ||
+	    setup_dist(r, ops, bind_line, err, errlen) < 0 ||
+	    model_layout(r, &c, err, errlen) < 0 ||
+	    setup_model(r, &c, ops, threads, err, errlen) < 0)
+		return -1;
+	logs_startup(r, &c);
+	if (a->log_path && r->dist.rank == 0 && logs_write_args(a->log_path, r->cmdline, err, errlen) < 0)
+		return -1;
+	if (setup_data(r, err, errlen) < 0)
+		return -1;
+	setup_optim(r);
+	if (setup_resume(r, err, errlen) < 0)
+		return -1;
 	return logs_open(r, err, errlen);
 }
