@@ -1,7 +1,12 @@
 /* num - see num.h. */
 #include "num.h"
 
+#include <ctype.h>
+#include <errno.h>
+#include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 
 int num_int(const char *s, int64_t lo, int64_t hi, int64_t *v)
 {
@@ -82,4 +87,27 @@ int num_scan(const char **p, const char *end, uint64_t *v)
 		return NUM_RANGE;
 	*v = x;
 	return NUM_OK;
+}
+
+int num_float(const char *s, double *v)
+{
+	char buf[128], *end;
+	size_t n = 0;
+	if (!s || !*s || strlen(s) >= sizeof buf)
+		return -1;
+	for (const char *p = s; *p; p++) {
+		if (*p == '_') {
+			if (p == s || !isdigit((unsigned char)p[-1]) || !isdigit((unsigned char)p[1]))
+				return -1;
+			continue;
+		}
+		buf[n++] = *p;
+	}
+	buf[n] = '\0';
+	errno = 0;
+	double x = strtod(buf, &end);
+	if (*end || errno || !isfinite(x) || isspace((unsigned char)buf[0]))
+		return -1;
+	*v = x;
+	return 0;
 }

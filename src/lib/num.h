@@ -1,4 +1,5 @@
-/* num - whole numbers read from flags, config files and log lines, with their range.
+/* num - numbers read from flags, config files and log lines: whole ones with their range, and
+ * Python float()'s reals (num_float).
  *
  * atoi() and sscanf("%d") take "8x" as 8, wrap 4294967297 to 1 and are undefined past INT_MAX;
  * strtol() accepts leading blanks and a sign where a count has none.  Every number a program
@@ -29,5 +30,10 @@ int num_flag(const char *s, int64_t lo, int64_t hi, int64_t *v, char *err, size_
  * NUM_SYNTAX when *p is not at a digit; NUM_RANGE when the digits pass UINT64_MAX (*p is still
  * advanced past them all, *v untouched). */
 int num_scan(const char **p, const char *end, uint64_t *v);
+
+/* s as a finite real number, Python's float() as Megatron reads a flag: strtod's syntax, with an
+ * underscore allowed between two digits ("1_000.5"), no leading blank, nothing after it.  0 and
+ * *v, or -1 (*v untouched). */
+int num_float(const char *s, double *v);
 
 #endif

@@ -849,7 +849,7 @@ static int run_decode(const struct cfg *cfg, const struct tok *tok)
  * --train-punkt: the texts of every document (each key's, in order), joined by blank lines so that
  * each starts a paragraph, are one training text for Punkt */
 
-static int run_train(const struct cfg *cfg)
+static int run_train_punkt(const struct cfg *cfg)
 {
 	struct scratch sc = {0};
 	char *text = NULL, *line = NULL, trained_on[1024];
@@ -1007,7 +1007,7 @@ int main(int argc, char **argv)
 			: c.workers_given ? "--workers" : NULL;
 		if (extra)
 			die(EXIT_USAGE, "--train-punkt learns from the text alone, on one thread; drop %s", extra);
-		return run_train(&c);
+		return run_train_punkt(&c);
 	}
 	if (c.output)
 		die(EXIT_USAGE, "--output is for --train-punkt; the token stream goes to standard output");

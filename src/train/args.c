@@ -342,25 +342,7 @@ int args_int(const char *s, int64_t *v)
 
 int args_float(const char *s, double *v)
 {
-	char buf[128], *end;
-	size_t n = 0;
-	if (!s || !*s || strlen(s) >= sizeof buf)
-		return -1;
-	for (const char *p = s; *p; p++) {
-		if (*p == '_') {
-			if (p == s || !isdigit((unsigned char)p[-1]) || !isdigit((unsigned char)p[1]))
-				return -1;
-			continue;
-		}
-		buf[n++] = *p;
-	}
-	buf[n] = '\0';
-	errno = 0;
-	double x = strtod(buf, &end);
-	if (*end || errno || !isfinite(x) || isspace((unsigned char)buf[0]))
-		return -1;
-	*v = x;
-	return 0;
+	return num_float(s, v);
 }
 
 static int pos_int(const char *arg, int64_t *v, char *err, size_t errlen)

@@ -227,7 +227,7 @@ char *args_noeffect_line(const struct train_args *a);
 /* Python int() for the non-negative integers Megatron flags take: digits, single '_' between
  * digits.  0 or -1. */
 int args_int(const char *s, int64_t *v);
-/* Python float(): also "6e-5", "176e9", "1_000.5".  0 or -1. */
+/* Python float(): also "6e-5", "176e9", "1_000.5" (num_float).  0 or -1. */
 int args_float(const char *s, double *v);
 
 /* Fills nodes/gpus_per_node from SLURM_JOB_NUM_NODES / SLURM_GPUS_ON_NODE where the flags were not

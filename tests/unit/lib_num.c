@@ -78,5 +78,14 @@ int main(void)
 		p = buf;
 		T_ASSERT(num_scan(&p, buf + 3, &v) == NUM_OK && v == 123 && p == buf + 3);
 	}
+	T_CASE("num_float_reads_pythons_float") {
+		double d = 0;
+		T_ASSERT(num_float("6e-5", &d) == 0 && d == 6e-5);
+		T_ASSERT(num_float("1_000.5", &d) == 0 && d == 1000.5);
+		d = 7;
+		T_ASSERT(num_float("1__0", &d) < 0 && num_float("_1", &d) < 0 && num_float(" 1", &d) < 0);
+		T_ASSERT(num_float("1x", &d) < 0 && num_float("inf", &d) < 0 && num_float("", &d) < 0);
+		T_ASSERT(d == 7);
+	}
 	T_DONE();
 }

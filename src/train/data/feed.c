@@ -8,6 +8,7 @@
 
 #include "file.h"
 #include "msg.h"
+#include "num.h"
 #include "xalloc.h"
 
 static const char *split_names[3] = {"train", "valid", "test"};
@@ -157,10 +158,10 @@ static int parse_group(char *g, char **name, struct member *mb, int max, int *n,
 		char *c = strchr(range, ':');
 		struct member *m = &mb[(*n)++];
 		m->frac = 1;
-		if (!c || args_float(w, &m->w) < 0 || m->w < 0)
+		if (!c || num_float(w, &m->w) < 0 || m->w < 0)
 			return errf(err, errlen, "%s: group '%s': bad weight or range in '%s'", flag, *name, d);
 		*c = 0;
-		if (args_float(range, &m->s) < 0 || args_float(c + 1, &m->e) < 0 || m->s < 0 || m->e > 1 ||
+		if (num_float(range, &m->s) < 0 || num_float(c + 1, &m->e) < 0 || m->s < 0 || m->e > 1 ||
 		    m->s >= m->e)
 			return errf(err, errlen, "%s: group '%s': the range in '%s' must be START:END with "
 				    "0 <= START < END <= 1", flag, *name, d);
@@ -173,7 +174,7 @@ static int parse_group(char *g, char **name, struct member *mb, int max, int *n,
 
 /* The groups of one split: from the flag's values, or its -path file's one line of
  * double-quoted groups separated by spaces. */
-static int groups_of(const struct train_args *a, int split, char ***out, int *n, char *err,
+static int groups_of(const struct feed_config *fc, int split, char ***out, int *n, char *err,
 		     size_t errlen)
 {
 	char *text = NULL;
@@ -182,17 +183,17 @@ static int groups_of(const struct train_args *a, int split, char ***out, int *n,
 				       "--test-weighted-split-paths"};
 	*n = 0;
 	*out = NULL;
-	if (!a->wsplit[split])
+	if (!fc->wsplit[split])
 		return 0;
-	if (a->wsplit_file[split]) {
-		if (file_read_all(a->wsplit[split], &text, &len, err, errlen) < 0)
+	if (fc->wsplit_file[split]) {
+		if (file_read_all(fc->wsplit[split], &text, &len, err, errlen) < 0)
 			return -1;
 		while (len && (text[len - 1] == '\n' || text[len - 1] == '\r'))
 			text[--len] = 0;
 		if (len < 2 || text[0] != '"' || text[len - 1] != '"' || strchr(text, '\n')) {
 			free(text);
 			return errf(err, errlen, "%s-path %s: expected one line of double-quoted groups",
-				    flags[split], a->wsplit[split]);
+				    flags[split], fc->wsplit[split]);
 		}
 		text[len - 1] = 0;
 		char *p = text + 1, *q;
@@ -210,10 +211,11 @@ static int groups_of(const struct train_args *a, int split, char ***out, int *n,
 		*out = v;
 		*n = k;
 	} else {
-		char *copy = strdup(a->wsplit[split]), *save = NULL;
+		char *copy = strdup(fc->wsplit[split]), *save = NULL;
 		char **v = NULL;
 		int k = 0;
-		for (char *t = strtok_r(copy, ARGS_SEP, &save); t; t = strtok_r(NULL, ARGS_SEP, &save)) {
+		for (char *t = strtok_r(copy, fc->wsplit_sep, &save); t;
+		     t = strtok_r(NULL, fc->wsplit_sep, &save)) {
 			v = realloc(v, (k + 1) * sizeof *v);
 			v[k++] = strdup(t);
 		}
@@ -229,16 +231,16 @@ static int groups_of(const struct train_args *a, int split, char ***out, int *n,
 /* --model-type bert: BertDataset over each split of the one sentence dataset (t5: T5Dataset).  A
  * split without documents (or asked for no samples) is an empty set, as Megatron builds no
  * dataset for it. */
-static int open_bert(struct feed *f, const struct train_args *a, const int64_t samples[3],
+static int open_bert(struct feed *f, const struct feed_config *fc, const int64_t samples[3],
 		     int seq, void (*say)(const char *), char *err, size_t errlen)
 {
 	char why[1024], line[1200];
-	int t5 = a->model_type == MT_T5;
+	int t5 = fc->kind == FEED_T5;
 	const char *kind = t5 ? "T5" : "BERT";
-	if (a->ndata_path != 1)
+	if (fc->ndata_path != 1)
 		return errf(err, errlen, "--model-type %s: --data-path takes one sentence dataset "
 			    "PREFIX (blends are not implemented for %s)", t5 ? "t5" : "bert", kind);
-	if (bertdata_vocab_load(&f->bvocab, a->vocab_file, t5 ? (int32_t)a->vocab_extra_ids : 0,
+	if (bertdata_vocab_load(&f->bvocab, fc->vocab_file, t5 ? (int32_t)fc->vocab_extra_ids : 0,
 				err, errlen) < 0)
 		return -1;
 	f->bert = 1;
@@ -253,17 +255,17 @@ static int open_bert(struct feed *f, const struct train_args *a, const int64_t s
 			continue;
 		struct bertdata_config c;
 		bertdata_config_default(&c, t5 ? BERTDATA_T5 : BERTDATA_BERT);
-		c.split = a->split ? a->split : "969, 30, 1";
+		c.split = fc->split ? fc->split : "969, 30, 1";
 		c.which = s;
 		c.num_samples = (uint64_t)samples[s];
 		c.seq_length = seq;
-		c.mask_prob = a->mask_prob;
-		c.short_seq_prob = a->short_seq_prob;
-		c.seed = (int32_t)a->seed;
-		c.binary_head = !t5 && !a->bert_no_binary_head;
+		c.mask_prob = fc->mask_prob;
+		c.short_seq_prob = fc->short_seq_prob;
+		c.seed = (int32_t)fc->seed;
+		c.binary_head = !t5 && fc->binary_head;
 		if (t5)
-			c.dec_seq_length = (int32_t)a->decoder_seq_length;
-		if (bertdata_open(&f->bd[s], a->data_path[0], &c, &f->bvocab, why, sizeof why) < 0) {
+			c.dec_seq_length = (int32_t)fc->dec_seq;
+		if (bertdata_open(&f->bd[s], fc->data_path[0], &c, &f->bvocab, why, sizeof why) < 0) {
 			if (s > 0 && strstr(why, "has no documents"))
 				continue;   /* Megatron: no valid/test dataset */
 			return errf(err, errlen, "--data-path %s", why);
@@ -271,12 +273,12 @@ static int open_bert(struct feed *f, const struct train_args *a, const int64_t s
 		f->bd_open[s] = 1;
 		set->size = f->bd[s].n;
 		char len[64];
-		snprintf(len, sizeof len, t5 ? "%d + %lld" : "%d", seq, (long long)a->decoder_seq_length);
+		snprintf(len, sizeof len, t5 ? "%d + %lld" : "%d", seq, (long long)fc->dec_seq);
 		snprintf(line, sizeof line, "%s: %s split, documents [%lld, %lld): %lld %s samples of "
 			 "%s tokens for the %lld asked (Megatron's samples mapping, seed %lld)",
-			 a->data_path[0], split_names[s], (long long)f->bd[s].split[s],
+			 fc->data_path[0], split_names[s], (long long)f->bd[s].split[s],
 			 (long long)f->bd[s].split[s + 1], (long long)set->size, kind, len,
-			 (long long)samples[s], (long long)a->seed);
+			 (long long)samples[s], (long long)fc->seed);
 		say(line);
 	}
 	return 0;
@@ -315,32 +317,34 @@ int feed_get_t5(struct feed *f, int split, int64_t i, struct t5_sample *s, char 
 	return bertdata_t5_get(&f->bd[split], i, s, err, errlen);
 }
 
-int feed_open(struct feed *f, const struct train_args *a, const int64_t samples[3], int seq,
-	      uint32_t seed, void (*say)(const char *line), char *err, size_t errlen)
+int feed_open(struct feed *f, const struct feed_config *fc, const int64_t samples[3],
+	      void (*say)(const char *line), char *err, size_t errlen)
 {
-	struct member mb[ARGS_MAX_DATA];
+	struct member mb[FEED_MAX_DATA];
+	int seq = fc->seq;
+	uint32_t seed = (uint32_t)fc->seed;
 	memset(f, 0, sizeof *f);
 	f->seq = seq;
-	f->cache_dir = a->data_cache_path;
-	if (a->model_type == MT_BERT || a->model_type == MT_T5)
-		return open_bert(f, a, samples, seq, say, err, errlen);
-	if (a->weighted_split_paths || a->wsplit[1] || a->wsplit[2]) {
-		if (a->ndata_path)
+	f->cache_dir = fc->cache_dir;
+	if (fc->kind == FEED_BERT || fc->kind == FEED_T5)
+		return open_bert(f, fc, samples, seq, say, err, errlen);
+	if (fc->weighted_split_paths || fc->wsplit[1] || fc->wsplit[2]) {
+		if (fc->ndata_path)
 			return errf(err, errlen, "--data-path and --*-weighted-split-paths are mutually "
 				    "exclusive");
-		if (!a->weighted_split_paths)
+		if (!fc->weighted_split_paths)
 			return errf(err, errlen, "--valid/test-weighted-split-paths need "
 				    "--train-weighted-split-paths");
 		for (int s = 0; s < 3; s++) {
 			char **g;
 			int ng, n;
-			if (groups_of(a, s, &g, &ng, err, errlen) < 0)
+			if (groups_of(fc, s, &g, &ng, err, errlen) < 0)
 				return -1;
 			for (int i = 0; i < ng; i++) {
 				char *name = NULL;
 				n = 0;
 				memset(mb, 0, sizeof mb);
-				if (parse_group(g[i], &name, mb, ARGS_MAX_DATA, &n,
+				if (parse_group(g[i], &name, mb, FEED_MAX_DATA, &n,
 						split_names[s], err, errlen) < 0 ||
 				    build_set(f, s, name, mb, n, samples[s], NULL, seq, seed, say, err,
 					      errlen) < 0)
@@ -353,23 +357,24 @@ int feed_open(struct feed *f, const struct train_args *a, const int64_t samples[
 		}
 		return 0;
 	}
-	if (a->ndata_path < 1)
+	if (fc->ndata_path < 1)
 		return errf(err, errlen, "no --data-path: train needs a Megatron dataset (tokenize | "
 			    "mkindex makes one)");
-	if (a->ndata_path > 1 && a->ndata_path % 2)
+	if (fc->ndata_path > 1 && fc->ndata_path % 2)
 		return errf(err, errlen, "--data-path: %d values; expected PREFIX or pairs WEIGHT "
-			    "PREFIX", a->ndata_path);
-	int n = a->ndata_path == 1 ? 1 : a->ndata_path / 2;
+			    "PREFIX", fc->ndata_path);
+	int n = fc->ndata_path == 1 ? 1 : fc->ndata_path / 2;
 	memset(mb, 0, sizeof mb);
 	for (int i = 0; i < n; i++) {
-		mb[i].prefix = (char *)(a->ndata_path == 1 ? a->data_path[0] : a->data_path[2 * i + 1]);
+		mb[i].prefix = (char *)(fc->ndata_path == 1 ? fc->data_path[0]
+					: fc->data_path[2 * i + 1]);
 		mb[i].w = 1;
-		if (a->ndata_path > 1 && (args_float(a->data_path[2 * i], &mb[i].w) < 0 || mb[i].w < 0))
+		if (fc->ndata_path > 1 && (num_float(fc->data_path[2 * i], &mb[i].w) < 0 || mb[i].w < 0))
 			return errf(err, errlen, "--data-path: '%s' is not a weight (pairs WEIGHT PREFIX)",
-				    a->data_path[2 * i]);
+				    fc->data_path[2 * i]);
 	}
 	for (int s = 0; s < 3; s++)
-		if (build_set(f, s, NULL, mb, n, samples[s], a->split ? a->split : "969, 30, 1", seq,
+		if (build_set(f, s, NULL, mb, n, samples[s], fc->split ? fc->split : "969, 30, 1", seq,
 			      seed, say, err, errlen) < 0)
 			return -1;
 	return 0;

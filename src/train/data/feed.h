@@ -27,11 +27,36 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "train/args.h"
 #include "train/data/bertdata.h"
 #include "train/data/gptdata.h"
 
 enum { FEED_TRAIN, FEED_VALID, FEED_TEST };
+
+#define FEED_MAX_DATA 256   /* --data-path values; datasets in one weighted-split group */
+
+enum feed_kind { FEED_GPT, FEED_BERT, FEED_T5 };
+
+/* What the data is and how to read it: the data flags, as train's setup hands them over. */
+struct feed_config {
+	enum feed_kind kind;              /* --model-type */
+	const char *const *data_path;     /* --data-path: PREFIX, or WEIGHT PREFIX pairs */
+	int ndata_path;
+	int weighted_split_paths;         /* --train-weighted-split-paths[-path] given */
+	const char *wsplit[3];            /* train/valid/test weighted split paths: groups joined by
+	                                     wsplit_sep, or (wsplit_file) the file holding them */
+	int wsplit_file[3];
+	const char *wsplit_sep;
+	const char *split;                /* --split, or NULL: Megatron's "969, 30, 1" */
+	const char *cache_dir;            /* --data-cache-path, or NULL: beside the data */
+	int seq;                          /* tokens per sample (T5: the encoder's) */
+	int64_t seed;                     /* --seed */
+	/* BERT and T5 (bertdata.h) */
+	const char *vocab_file;
+	int64_t vocab_extra_ids;          /* T5's sentinels */
+	double mask_prob, short_seq_prob;
+	int binary_head;                  /* BERT's sentence-order pairs */
+	int64_t dec_seq;                  /* T5: the decoder's tokens per sample */
+};
 
 struct feed_set {
 	char *name;                       /* the group's NAME; NULL with --data-path */
@@ -61,8 +86,8 @@ struct feed {
 
 /* samples[3]: what each split asks each of its sets for.  Reports what it builds or loads
  * through `say`.  0, or -1 + err (a dataset that cannot be read, a bad split, group or weight). */
-int feed_open(struct feed *f, const struct train_args *a, const int64_t samples[3], int seq,
-	      uint32_t seed, void (*say)(const char *line), char *err, size_t errlen);
+int feed_open(struct feed *f, const struct feed_config *c, const int64_t samples[3],
+	      void (*say)(const char *line), char *err, size_t errlen);
 int feed_get(struct feed *f, int split, int set, int64_t i, int32_t *tokens, char *err,
 	     size_t errlen);
 /* BERT's sample i of a split into s (bert_sample_alloc'd for seq): 0, or -1 + err */

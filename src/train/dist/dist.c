@@ -11,7 +11,6 @@
 
 #include "msg.h"
 #include "num.h"
-#include "train/model/ops.h"
 #include "train/dist/plugin.h"
 #include "train/dist/rendezvous.h"
 
@@ -186,6 +185,23 @@ static int file_boot_open(struct dist_boot *b, struct file_boot *f, const char *
 	return 0;
 }
 
+/* The NCCL transport's entry point in the CUDA plugin (train-cuda.so, which the CUDA backend has
+ * loaded already: the same handle), or NULL + err. */
+static dist_nccl_fn nccl_symbol(char *err, size_t errlen)
+{
+	int missing;
+	void *h = plugin_open("train-cuda.so", "LMTK_CUDA_PLUGIN", 0, &missing, err, errlen), *sym;
+	if (!h && missing)
+		snprintf(err, errlen, "the CUDA backend (train-cuda.so) is not found: this build has no "
+			 "CUDA support (build on a machine with nvcc, or use --device cpu)");
+	if (!h)
+		return NULL;
+	if (!(sym = dlsym(h, DIST_NCCL_SYMBOL)))
+		snprintf(err, errlen, "train-cuda.so lacks %s (built from older sources?)",
+			 DIST_NCCL_SYMBOL);
+	return (dist_nccl_fn)sym;
+}
+
 /* The NCCL transport: rank 0's ncclUniqueIds over MPI when an MPI launcher started the ranks
  * and train-mpi.so loads, else through files from SLURM's variables. */
 static int nccl_open(struct dist *d, int tp, int pp, int world, const char *from, const char *dir,
@@ -195,7 +211,7 @@ static int nccl_open(struct dist *d, int tp, int pp, int world, const char *from
 	static struct dist_boot boot;
 	static struct file_boot fb;
 	char why[600];
-	dist_nccl_fn fn = (dist_nccl_fn)ops_cuda_symbol(DIST_NCCL_SYMBOL, why, sizeof why);
+	dist_nccl_fn fn = nccl_symbol(why, sizeof why);
 	if (!fn)
 		return errf(err, errlen, "launched as %d ranks (%s) on the CUDA backend, but its NCCL "
 			    "transport cannot be loaded: %s (build where the CUDA toolkit has NCCL)",

@@ -21,7 +21,7 @@ static void *load_plugin(char *err, size_t errlen)
 	return h;
 }
 
-void *ops_cuda_symbol(const char *name, char *err, size_t errlen)
+static void *cuda_symbol(const char *name, char *err, size_t errlen)
 {
 	void *h = load_plugin(err, errlen), *sym;
 	if (!h)
@@ -33,7 +33,7 @@ void *ops_cuda_symbol(const char *name, char *err, size_t errlen)
 
 int ops_cuda_devices(char *err, size_t errlen)
 {
-	ops_cuda_count_fn fn = (ops_cuda_count_fn)ops_cuda_symbol(OPS_CUDA_COUNT_SYMBOL, err, errlen);
+	ops_cuda_count_fn fn = (ops_cuda_count_fn)cuda_symbol(OPS_CUDA_COUNT_SYMBOL, err, errlen);
 	int n = fn ? fn() : 0;
 	if (fn && n <= 0)
 		snprintf(err, errlen, "no CUDA GPU is visible to this process");

@@ -357,9 +357,6 @@ const struct ops *ops_cpu(int threads);
  * binding a rank to one: 0 when there are none or no CUDA backend loads (err says why). */
 int ops_cuda_devices(char *err, size_t errlen);
 
-/* Another symbol of the CUDA plugin (the NCCL transport, dist.h), or NULL + err. */
-void *ops_cuda_symbol(const char *name, char *err, size_t errlen);
-
 /* The symbols the CUDA plugin (train-cuda.so) exports. */
 typedef const struct ops *(*ops_cuda_fn)(int device, int prec, char *err, size_t errlen);
 #define OPS_CUDA_SYMBOL "lmtk_ops_cuda"

@@ -579,7 +579,7 @@ static void data(struct plan *p)
 			           a->data_path[2 * i]);
 			w = 0;
 		}
-		if (data_read(&p->ds[i], prefix, split, err, sizeof err) < 0)
+		if (datasize_read(&p->ds[i], prefix, split, err, sizeof err) < 0)
 			plan_error(p, "--data-path: %s", err);
 		p->ds[i].prefix = prefix;
 		p->ds[i].weight = w;

@@ -59,7 +59,7 @@
 #include <stdint.h>
 
 #include "train/args.h"
-#include "train/data/data.h"
+#include "train/data/datasize.h"
 #include "train/data/ramp.h"
 #include "train/plan/gpumodel.h"
 

@@ -1,4 +1,5 @@
-#include "train/data/data.h"
+/* datasize - see datasize.h. */
+#include "train/data/datasize.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -12,7 +13,7 @@
 #include "idx.h"
 #include "msg.h"
 
-int data_split(const char *split, uint64_t n, uint64_t bounds[4], char *err, size_t errlen)
+int datasize_split(const char *split, uint64_t n, uint64_t bounds[4], char *err, size_t errlen)
 {
 	double f[3] = {0, 0, 0}, sum = 0;
 	char buf[256], *save = NULL;
@@ -47,7 +48,7 @@ int data_split(const char *split, uint64_t n, uint64_t bounds[4], char *err, siz
 	return 0;
 }
 
-int data_read(struct dataset *d, const char *prefix, const char *split, char *err, size_t errlen)
+int datasize_read(struct dataset *d, const char *prefix, const char *split, char *err, size_t errlen)
 {
 	struct idx x;
 	int rc;
@@ -62,7 +63,7 @@ int data_read(struct dataset *d, const char *prefix, const char *split, char *er
 	}
 	d->dtype = x.dtype;
 	d->docs = x.n;
-	if (data_split(split, x.n, d->bounds, err, errlen) < 0) {
+	if (datasize_split(split, x.n, d->bounds, err, errlen) < 0) {
 		idx_close(&x);
 		return -2;
 	}

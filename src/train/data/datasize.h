@@ -1,4 +1,5 @@
-/* data - what a plan needs to know about --data-path: tokens per dataset and per split.
+/* datasize - what a plan needs to know about --data-path: the size of each dataset and of each
+ * of its splits, in sequences and tokens, from its .idx alone.
  *
  * Only PREFIX.idx is read (lib/idx.h's idx_open_index, mapped, every field checked as mkindex
  * check does): the .bin is not touched, so a dry run over a 1.2 TB dataset reads the .idx's
@@ -9,8 +10,8 @@
  * to three, normalised, each boundary idx[i+1] = idx[i] + round(f_i * N) (half to even), then
  * shifted so the last one is N.  GPT's datasets split by sequence index, which mkindex and
  * Megatron's preprocessor make one per document. */
-#ifndef TRAIN_DATA_H
-#define TRAIN_DATA_H
+#ifndef TRAIN_DATASIZE_H
+#define TRAIN_DATASIZE_H
 
 #include <stddef.h>
 #include <stdint.h>
@@ -27,10 +28,10 @@ struct dataset {
 };
 
 /* Megatron's split boundaries for n sequences: 0, or -1 + err for a malformed split string. */
-int data_split(const char *split, uint64_t n, uint64_t bounds[4], char *err, size_t errlen);
+int datasize_split(const char *split, uint64_t n, uint64_t bounds[4], char *err, size_t errlen);
 
 /* Reads PREFIX.idx's header and sizes into d (prefix, bounds from `split`).  0; -1 + err when
  * the file cannot be read; -2 + err when it is not a valid MMIDIDX v1 index. */
-int data_read(struct dataset *d, const char *prefix, const char *split, char *err, size_t errlen);
+int datasize_read(struct dataset *d, const char *prefix, const char *split, char *err, size_t errlen);
 
 #endif

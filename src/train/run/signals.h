@@ -1,0 +1,27 @@
+/* signals - when a run stops before its last iteration.
+ *
+ * SIGUSR1, SIGTERM and SIGINT (sbatch --signal=B:USR1@600, scancel, a preemption) are only
+ * noted by the handler; the loop asks after each iteration, so the iteration in flight finishes
+ * and is saved.  The kill switch (--kill-switch-path) is a file whose presence stops the run: at
+ * start-up before anything is done, during training like a signal.  --exit-duration-in-mins and
+ * --exit-interval are Megatron's.  Every rank takes the decision together (dist_any, dist_max),
+ * so that no rank waits in a collective for one that left. */
+#ifndef TRAIN_RUN_SIGNALS_H
+#define TRAIN_RUN_SIGNALS_H
+
+#include <stdint.h>
+
+#include "train/run/state.h"
+
+/* SIGUSR1, SIGTERM, SIGINT: noted, for signals_stop_reason */
+void signals_install(void);
+
+/* 1 when --kill-switch-path names a file that exists */
+int signals_kill_switch(const struct run *r);
+
+/* After iteration `it` (every rank calls it): NULL to go on, else why the run stops - a
+ * signal or the kill switch seen by any rank, the longest elapsed time since t_start of all,
+ * --exit-interval. */
+const char *signals_stop_reason(struct run *r, double t_start, int64_t it);
+
+#endif
