@@ -21,7 +21,7 @@ PROG_LIBS_tokenize := -lonig
 
 # The CUDA backend of train is a plugin ($(PLUGINS)/train-cuda.so) that train loads only for a
 # GPU, so bin/train itself needs no CUDA library.  Built whenever nvcc exists.  Plugins are not
-# programs: they go where train looks for libraries (src/train/dist/plugin.h), not in bin/.
+# programs: they go where train looks for libraries (src/train/parallel/plugin.h), not in bin/.
 PLUGINS  := $(BUILD)/lib/lmtk
 NVCC     ?= $(firstword $(wildcard /usr/local/cuda/bin/nvcc) $(shell command -v nvcc 2>/dev/null))
 CUDA_ARCH ?= -gencode arch=compute_80,code=sm_80 -gencode arch=compute_90,code=sm_90 -gencode arch=compute_90,code=compute_90
@@ -183,7 +183,7 @@ fuzz: $(addprefix $(BUILD)/fuzz/,$(FUZZ_ONLY))
 		[ $$rc = 0 ] || { echo "fuzz $$n: exit $$rc, see $(BUILD)/fuzz/$$n.log and $(BUILD)/fuzz/crashes/$$n"; bad="$$bad $$n"; }; \
 	done; [ -z "$$bad" ] || { echo "fuzz: findings in$$bad"; exit 1; }
 
-$(PLUGINS)/train-cuda.so: $(CUDA_SO_SRC) $(wildcard src/train/cuda/*.h) src/train/model/ops.h src/train/model/philox.h src/train/dist/dist.h
+$(PLUGINS)/train-cuda.so: $(CUDA_SO_SRC) $(wildcard src/train/cuda/*.h) src/train/model/ops.h src/train/model/philox.h src/train/parallel/dist.h
 	@mkdir -p $(@D)
 	$(NVCC) -O3 -std=c++17 -Xcompiler -fPIC,-Wall,-Wextra,-fvisibility=hidden -shared -Isrc -Isrc/lib $(CUDA_ARCH) -o $@ $(CUDA_SO_SRC) -lcublas -lcublasLt $(if $(NCCL_H),-lnccl)
 
@@ -232,7 +232,7 @@ $(BUILD)/tests/cuda_exec_nccl: $(BUILD)/cuda-exec/nccltest.o $(BUILD)/cuda-exec/
 	@mkdir -p $(@D)
 	$(CXX) -rdynamic -pthread -o $@ $^ -ldl
 
-$(PLUGINS)/train-mpi.so: $(MPI_SRC) src/train/dist/dist.h
+$(PLUGINS)/train-mpi.so: $(MPI_SRC) src/train/parallel/dist.h
 	@mkdir -p $(@D)
 	$(MPICC) -O2 -g -std=gnu11 -Wall -Wextra -fPIC -shared -Isrc -Isrc/lib -o $@ $(MPI_SRC)
 

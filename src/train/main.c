@@ -18,7 +18,7 @@
 #include "msg.h"
 #include "opt.h"
 #include "train/args.h"
-#include "train/dist/dist.h"
+#include "train/parallel/dist.h"
 #include "train/dsconfig.h"
 #include "train/plan/plan.h"
 #include "train/plan/report.h"

@@ -7,7 +7,7 @@
 
 #include <stdlib.h>
 
-#include "train/dist/dist.h"
+#include "train/parallel/dist.h"
 
 static const char *all[] = {"OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID",
 			    "MV2_COMM_WORLD_LOCAL_RANK", "PALS_LOCAL_RANKID", "LOCAL_RANK",

@@ -22,7 +22,7 @@
 #include "train/optim/optim.h"
 #include "train/model/philox.h"
 #include "ckpt/safetensors.h"
-#include "train/dist/dist.h"
+#include "train/parallel/dist.h"
 
 static struct model_config tiny(int alibi, int embed_ln, int heads, int hidden)
 {

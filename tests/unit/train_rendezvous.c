@@ -2,7 +2,7 @@
  * forked processes in a fresh directory, as srun's tasks on one node would be.  The files live
  * in its private subdirectory (sub); a file or directory another user laid there is refused. */
 #include "t.h"
-#include "train/dist/rendezvous.h"
+#include "train/parallel/rendezvous.h"
 
 #include <dirent.h>
 #include <errno.h>

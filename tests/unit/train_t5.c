@@ -20,7 +20,7 @@
 #include <sys/stat.h>
 
 #include "ckpt/safetensors.h"
-#include "train/dist/dist.h"
+#include "train/parallel/dist.h"
 #include "train/model/model.h"
 #include "train/model/philox.h"
 #include "train/optim/optim.h"

@@ -74,7 +74,7 @@
 #include "train/cuda/common.h"
 
 extern "C" {
-#include "train/dist/dist.h"
+#include "train/parallel/dist.h"
 }
 
 struct nccl_state {

@@ -25,7 +25,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "train/dist/dist.h"
+#include "train/parallel/dist.h"
 #include "train/model/ops.h"
 
 enum model_kind { MODEL_GPT, MODEL_BERT, MODEL_T5 };

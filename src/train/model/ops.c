@@ -9,7 +9,7 @@
 
 #include "num.h"
 #include "train/model/ops.h"
-#include "train/dist/plugin.h"
+#include "train/parallel/plugin.h"
 
 static void *load_plugin(char *err, size_t errlen)
 {

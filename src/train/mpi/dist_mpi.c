@@ -14,7 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "train/dist/dist.h"
+#include "train/parallel/dist.h"
 
 struct impl {
 	MPI_Comm comm[DIST_GROUPS];

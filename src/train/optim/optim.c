@@ -3,7 +3,7 @@
 
 #include <math.h>
 
-#include "train/dist/dist.h"
+#include "train/parallel/dist.h"
 #include "train/model/philox.h"
 
 #define FP16_MAX 65504.0f   /* the largest finite fp16 value */

@@ -28,7 +28,7 @@
 
 #include <stddef.h>
 
-#include "train/dist/dist.h"
+#include "train/parallel/dist.h"
 #include "train/model/model.h"
 
 struct bucket_range {

@@ -37,7 +37,7 @@
 #include <stdint.h>
 
 #include "ckpt/save.h"
-#include "train/dist/dist.h"
+#include "train/parallel/dist.h"
 #include "train/run/keep.h"
 #include "train/model/model.h"
 #include "train/optim/optim.h"

@@ -14,7 +14,7 @@
 
 #include "train/args.h"
 #include "train/data/feed.h"
-#include "train/dist/dist.h"
+#include "train/parallel/dist.h"
 #include "train/model/model.h"
 #include "train/run/buckets.h"
 #include "train/run/ckpt.h"

@@ -1,5 +1,5 @@
 /* rendezvous - see rendezvous.h. */
-#include "train/dist/rendezvous.h"
+#include "train/parallel/rendezvous.h"
 
 #include <errno.h>
 #include <fcntl.h>

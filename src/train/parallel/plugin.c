@@ -1,5 +1,5 @@
 /* plugin - see plugin.h. */
-#include "train/dist/plugin.h"
+#include "train/parallel/plugin.h"
 
 #include <dlfcn.h>
 #include <libgen.h>

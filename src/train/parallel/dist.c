@@ -1,7 +1,7 @@
 /* dist - see dist.h.  The size-1 grid, and loading the transport for several ranks: MPI's
  * plugin for the CPU backend, the CUDA plugin's NCCL for the CUDA backend, with the two ways its
  * ranks can meet (MPI, or rendezvous.h's files named from SLURM's variables). */
-#include "train/dist/dist.h"
+#include "train/parallel/dist.h"
 
 #include <dlfcn.h>
 #include <stdio.h>
@@ -11,8 +11,8 @@
 
 #include "msg.h"
 #include "num.h"
-#include "train/dist/plugin.h"
-#include "train/dist/rendezvous.h"
+#include "train/parallel/plugin.h"
+#include "train/parallel/rendezvous.h"
 
 static void one_f32(struct dist *d, enum dist_group g, float *x, size_t n) { (void)d, (void)g, (void)x, (void)n; }
 static void one_act(struct dist *d, enum dist_group g, void *x, size_t n) { (void)d, (void)g, (void)x, (void)n; }
