@@ -164,7 +164,7 @@ FUZZ_CFLAGS  := -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover
   -DLMTK_VERSION='"$(VERSION)"'
 FUZZ_LIBS    := -lcurl -lcrypto -ljansson -lgit2 -lzip -lz -lm -lpthread
 fuzz_prog_src = $(filter-out %/main.c,$(wildcard src/$(call prog_of,$1)/*.c))
-FUZZ_DEPS_train_cache := src/train/data/gptdata.c src/train/data/mt19937.c
+FUZZ_DEPS_train_cache := src/train/data/gptdata.c
 FUZZ_DEPS_hub-sync_lfs := src/hub-sync/lfs.c
 FUZZ_DEPS_hub-sync_batch := src/hub-sync/batch.c src/hub-sync/token.c
 fuzz_deps = $(if $(filter train_% hub-sync_%,$1),$(FUZZ_DEPS_$1),$(call fuzz_prog_src,$1))

@@ -10,6 +10,7 @@
 
 #include "file.h"
 #include "msg.h"
+#include "mt19937.h"
 #include "ckpt/mds_int.h"
 #include "ckpt/pklw.h"
 #include "ckpt/ptw.h"
@@ -717,39 +718,6 @@ static int write_optim(struct w *w, const struct run *rn, int d)
 
 /* ---- RNG states as Megatron's _set_random_seed(seed + 100 * pp rank) leaves them (2.4) ---- */
 
-/* MT19937 seeded by init_genrand (numpy's RandomState(int), torch's CPU generator) */
-static void mt_genrand(uint32_t *mt, uint32_t seed)
-{
-	mt[0] = seed;
-	for (uint32_t i = 1; i < 624; i++)
-		mt[i] = 1812433253u * (mt[i - 1] ^ (mt[i - 1] >> 30)) + i;
-}
-
-/* Python's random.seed(int): init_by_array over the 32-bit words of the seed */
-static void mt_by_array(uint32_t *mt, uint64_t seed)
-{
-	uint32_t key[2] = {(uint32_t)seed, (uint32_t)(seed >> 32)};
-	uint32_t n = key[1] ? 2 : 1, i = 1, j = 0;
-	mt_genrand(mt, 19650218u);
-	for (uint32_t k = 624 > n ? 624 : n; k; k--) {
-		mt[i] = (mt[i] ^ ((mt[i - 1] ^ (mt[i - 1] >> 30)) * 1664525u)) + key[j] + j;
-		if (++i >= 624) {
-			mt[0] = mt[623];
-			i = 1;
-		}
-		if (++j >= n)
-			j = 0;
-	}
-	for (uint32_t k = 623; k; k--) {
-		mt[i] = (mt[i] ^ ((mt[i - 1] ^ (mt[i - 1] >> 30)) * 1566083941u)) - i;
-		if (++i >= 624) {
-			mt[0] = mt[623];
-			i = 1;
-		}
-	}
-	mt[0] = 0x80000000u;
-}
-
 static void put_le(uint8_t *p, uint64_t v, int n)
 {
 	for (int i = 0; i < n; i++)
@@ -761,14 +729,14 @@ static void put_le(uint8_t *p, uint64_t v, int n)
 enum { TORCH_RNG = 5056, CUDA_RNG = 816 };
 static void torch_rng(uint8_t *b, uint64_t seed)
 {
-	uint32_t mt[624];
+	struct mt19937 mt;
 	memset(b, 0, TORCH_RNG);
-	mt_genrand(mt, (uint32_t)seed);
+	mt_seed(&mt, (uint32_t)seed);
 	put_le(b, seed, 8);
 	put_le(b + 8, 1, 4);
 	put_le(b + 12, 1, 4);
-	for (int i = 0; i < 624; i++)
-		put_le(b + 24 + 8 * i, mt[i], 8);
+	for (int i = 0; i < MT_N; i++)
+		put_le(b + 24 + 8 * i, mt.key[i], 8);
 }
 
 /* torch.cuda.get_rng_state(): 800 bytes kept for compatibility, the Philox seed and offset */
@@ -781,11 +749,11 @@ static void cuda_rng(uint8_t *b, uint64_t seed)
 /* np.random.get_state() as numpy pickles it: ('MT19937', ndarray uint32[624], 624, 0, 0.0) */
 static void np_state(struct pklw *p, uint32_t seed)
 {
-	uint32_t mt[624];
-	uint8_t raw[624 * 4];
-	mt_genrand(mt, seed);
-	for (int i = 0; i < 624; i++)
-		put_le(raw + 4 * i, mt[i], 4);
+	struct mt19937 mt;
+	uint8_t raw[MT_N * 4];
+	mt_seed(&mt, seed);
+	for (int i = 0; i < MT_N; i++)
+		put_le(raw + 4 * i, mt.key[i], 4);
 	int64_t n = 624;
 	pklw_tuple(p);
 	pklw_str(p, "MT19937");
@@ -1061,14 +1029,15 @@ static int write_model_states(struct w *w, const struct run *rn)
 	kv_int(&p, "original_vocab_size", w->out.vocab);
 	pklw_end(&p);
 	/* random.getstate(): (3, the 624 words and the index 624, None) */
-	uint32_t mt[624];
-	mt_by_array(mt, (uint64_t)ps);
+	struct mt19937 mt;
+	uint32_t words[2] = {(uint32_t)(uint64_t)ps, (uint32_t)((uint64_t)ps >> 32)};
+	mt_seed_by_array(&mt, words, words[1] ? 2 : 1);
 	pklw_str(&p, "random_rng_state");
 	pklw_tuple(&p);
 	pklw_int(&p, 3);
 	pklw_tuple(&p);
-	for (int i = 0; i < 624; i++)
-		pklw_int(&p, mt[i]);
+	for (int i = 0; i < MT_N; i++)
+		pklw_int(&p, mt.key[i]);
 	pklw_int(&p, 624);
 	pklw_end(&p);
 	pklw_none(&p);

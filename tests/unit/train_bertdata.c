@@ -10,7 +10,7 @@
  * KIND is bert, bert-nobinary or t5. */
 #include "t.h"
 #include "train/data/bertdata.h"
-#include "train/data/mt19937.h"
+#include "mt19937.h"
 
 #include <math.h>
 #include <stdint.h>

@@ -13,7 +13,7 @@
  * (with CACHE_DIR the index goes through the cache, whose verdict goes to stderr). */
 #include "t.h"
 #include "train/data/gptdata.h"
-#include "train/data/mt19937.h"
+#include "mt19937.h"
 
 #include <dirent.h>
 #include <fcntl.h>

@@ -8,7 +8,7 @@
 
 #include "idx.h"
 #include "msg.h"
-#include "train/data/mt19937.h"
+#include "mt19937.h"
 #include "xalloc.h"
 
 /* helpers.cpp: a document with a sentence longer than this gives no sample */

@@ -18,7 +18,7 @@
 #include "msg.h"
 #include "outfile.h"
 #include "progress.h"
-#include "train/data/mt19937.h"
+#include "mt19937.h"
 #include "xalloc.h"
 
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__

@@ -5,7 +5,10 @@
  * to reproduce it bit for bit:
  *
  *   mt_seed       init_genrand(seed): the reference MT19937 seeding that RandomState(int) uses
- *                 (numpy's mt19937_seed; an integer seed never goes through init_by_array)
+ *                 (numpy's mt19937_seed; an integer seed never goes through init_by_array),
+ *                 and torch's CPU generator's manual_seed
+ *   mt_seed_by_array  init_by_array(key, n): Python's random.seed(int) over the integer's
+ *                 32-bit words, low word first (ckpt/mdsw.c writes the state it leaves)
  *   mt_next32     the tempered 32-bit output (genrand_int32)
  *   mt_interval   numpy's random_interval(max): a uniform value in [0, max] by masking to the
  *                 smallest 2^k-1 >= max and rejecting; above 0xffffffff each draw takes two
@@ -37,8 +40,8 @@
  * differently (Lemire's bounded integers); nothing here reproduces it.  Check values, from
  * numpy: RandomState(1234) first outputs 822569775, 2137449171; permutation(10) is
  * [2,8,4,9,1,6,7,3,0,5] with seed 0 and [8,1,5,0,7,2,9,4,3,6] with seed 42. */
-#ifndef TRAIN_MT19937_H
-#define TRAIN_MT19937_H
+#ifndef LMTK_MT19937_H
+#define LMTK_MT19937_H
 
 #include <stdint.h>
 
@@ -50,6 +53,8 @@ struct mt19937 {
 };
 
 void mt_seed(struct mt19937 *mt, uint32_t seed);
+/* 1 <= n */
+void mt_seed_by_array(struct mt19937 *mt, const uint32_t *key, int n);
 uint32_t mt_next32(struct mt19937 *mt);
 /* two outputs, the first one in the high word */
 uint64_t mt_next64(struct mt19937 *mt);

@@ -1,4 +1,4 @@
-#include "train/data/mt19937.h"
+#include "mt19937.h"
 
 #include <math.h>
 
@@ -14,6 +14,30 @@ void mt_seed(struct mt19937 *mt, uint32_t seed)
 		uint32_t p = mt->key[i - 1];
 		mt->key[i] = 1812433253U * (p ^ (p >> 30)) + i;  /* mod 2^32 by uint32_t */
 	}
+	mt->pos = MT_N;
+}
+
+void mt_seed_by_array(struct mt19937 *mt, const uint32_t *key, int n)
+{
+	uint32_t *k = mt->key, i = 1, j = 0;
+	mt_seed(mt, 19650218U);
+	for (uint32_t c = MT_N > n ? MT_N : (uint32_t)n; c; c--) {
+		k[i] = (k[i] ^ ((k[i - 1] ^ (k[i - 1] >> 30)) * 1664525U)) + key[j] + j;
+		if (++i >= MT_N) {
+			k[0] = k[MT_N - 1];
+			i = 1;
+		}
+		if (++j >= (uint32_t)n)
+			j = 0;
+	}
+	for (uint32_t c = MT_N - 1; c; c--) {
+		k[i] = (k[i] ^ ((k[i - 1] ^ (k[i - 1] >> 30)) * 1566083941U)) - i;
+		if (++i >= MT_N) {
+			k[0] = k[MT_N - 1];
+			i = 1;
+		}
+	}
+	k[0] = 0x80000000U;   /* MSB 1: a non-zero initial state */
 	mt->pos = MT_N;
 }
 
