@@ -134,14 +134,6 @@ static json_t *new_manifest(const struct sh_ckpt *in, const struct rs_target *tg
 	return man;
 }
 
-char *rs_manifest(const struct sh_ckpt *in, const struct rs_target *tg, json_t *files)
-{
-	json_t *man = new_manifest(in, tg, files);
-	char *s = man ? save_manifest_text(man) : NULL;
-	json_decref(man);
-	return s;
-}
-
 int rs_write(const struct sh_ckpt *in, const struct rs_target *tg, const char *stepdir,
 	     struct progress *pg, char *err, size_t errlen)
 {

@@ -43,8 +43,4 @@ int rs_write(const struct sh_ckpt *in, const struct rs_target *tg, const char *s
 int rs_write_checkpoint(const struct sh_ckpt *in, const struct rs_target *tg, const char *dir,
 			struct progress *pg, char *err, size_t errlen);
 
-/* The manifest text of a new layout: the input's, with layout, padded vocabulary and files
- * replaced; indented by one space as train writes it.  malloc'd, or NULL. */
-char *rs_manifest(const struct sh_ckpt *in, const struct rs_target *tg, json_t *files);
-
 #endif
