@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# A training step without host synchronisation (src/train/run/run.c, struct ops_step), on the
+# A training step without host synchronisation (src/train/run/iter.c, struct ops_step), on the
 # CUDA executor:
 #  - inside the --profile range, every host synchronisation train makes leaves work queued on the
 #    device (the executor's LMTK_CUDA_EXEC_SYNCS log: "CALL QUEUED"): the host reads iteration
