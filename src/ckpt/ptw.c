@@ -8,6 +8,7 @@
 #include <zlib.h>
 
 #include "outfile.h"
+#include "xalloc.h"
 
 #define U32MAX 0xffffffffull
 
@@ -64,7 +65,7 @@ struct ptw *ptw_create(const char *path, const char *archive, char *err, size_t 
 	struct ptw *w = calloc(1, sizeof *w);
 	if (!w || !(w->archive = strdup(archive))) {
 		free(w);
-		snprintf(err, errlen, "%s: out of memory", path);
+		xalloc_err_in(err, errlen, path, "the zip writer's state", sizeof *w + strlen(archive) + 1);
 		return NULL;
 	}
 	if (outfile_open(&w->o, path, 1 << 20, err, errlen) < 0) {
@@ -84,14 +85,15 @@ int ptw_begin(struct ptw *w, const char *name, uint64_t size)
 		size_t cap = w->cap ? 2 * w->cap : 16;
 		struct member *m = realloc(w->m, cap * sizeof *m);
 		if (!m)
-			return snprintf(w->err, sizeof w->err, "%s: out of memory", w->o.path), -1;
+			return xalloc_err_in(w->err, sizeof w->err, w->o.path, "the zip's member list",
+					     cap * sizeof *m);
 		w->m = m;
 		w->cap = cap;
 	}
 	size_t nl = strlen(w->archive) + 1 + strlen(name);
 	char *full = malloc(nl + 1);
 	if (!full)
-		return snprintf(w->err, sizeof w->err, "%s: out of memory", w->o.path), -1;
+		return xalloc_err_in(w->err, sizeof w->err, w->o.path, "a member's name", nl + 1);
 	snprintf(full, nl + 1, "%s/%s", w->archive, name);
 	struct member *m = &w->m[w->n++];
 	*m = (struct member){full, w->o.size, size, 0, size >= ptw_zip64_at};

@@ -89,9 +89,9 @@ TILES = [(int(t.split(":")[0].split("x")[0]), int(t.split(":")[0].split("x")[1])
           float(t.split(":")[1])) for t in _T["gemm.tiles"].split()]
 # attention kernels by name: causal tile products (units of B x heads x T^2 x head_dim FLOPs,
 # one causal T x T x D product) and the pipe they run on.  attn_bwd_mma_k is the one-kernel
-# backward; its bytes (the profile's) include the fp32 dQ sums once read and once written (the
-# last contributor of a query tile reads and clears them), not the atomic adds between, which
-# stay in L2.  The two-kernel backward's names stay for older profiles.
+# backward; its bytes (the profile's) include the fp32 dQ sums read once by the last contributor
+# of a query tile that several key tiles see, not the atomics (key tile 0's exchange, the adds
+# between), which stay in L2.  The two-kernel backward's names stay for older profiles.
 ATTN = {
     "attn_fwd_mma_k": (2, "tc"), "attn_bwd_mma_k": (5, "tc"),
     "attn_bwd_dkv_mma_k": (4, "tc"), "attn_bwd_dq_mma_k": (3, "tc"),

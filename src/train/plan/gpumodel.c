@@ -633,13 +633,14 @@ static void layer_bwd(struct ctx *x, int l)
 	ln_bwd(x, 1);
 	matmul_bwd(x, x->Cl, x->C, 1, 1);
 	kernel(x, "attn_dsum_k", 2 * o, lse);
-	/* one kernel, 5 tile products; dQ is summed in fp32 (B,NH,T,HD) in key-tile order, each
-	 * query tile's semaphore read: the sums are read (the first adds fetch the zeros, the last
-	 * contributor the total) and written back (cleared) once; the atomic adds between stay in
-	 * L2 */
-	double acc = sec(x->N * x->Cl * 4), sem = sec(x->B * x->NH * ((x->T + 63) / 64) * 4);
-	attention(x, "attn_bwd_mma_k", 5, qkv + o + 2 * lse + attn_extra(x) + acc + sem,
-		  3 * o + acc);
+	/* one kernel, 5 tile products; dQ is summed in fp32 (B,NH,T,HD) in key-tile order.  A
+	 * query tile that one key tile alone sees (causally the first 64 rows) writes dQ without the
+	 * sums; in the others key tile 0's exchange, the adds between and the semaphores' and
+	 * tickets' counts are atomics that stay in L2, the last contributor reads the sum once and
+	 * the waiting blocks the semaphores (attention.cu's header) */
+	double multi = x->T > 64 ? (double)(x->T - 64) : 0.0, nqt = (double)((x->T + 63) / 64);
+	double acc = sec(x->B * multi * x->Cl * 4), sem = sec(x->B * x->NH * (nqt - 1) * 4);
+	attention(x, "attn_bwd_mma_k", 5, qkv + o + 2 * lse + attn_extra(x) + acc + sem, 3 * o);
 	matmul_bwd(x, x->C, x->C3, 1, 1);
 	comm_sum(x, "nccl sum TP (activations)", tp_group(x), nc);
 	if (x->c->post_ln) {
