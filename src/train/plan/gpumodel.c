@@ -632,13 +632,16 @@ static void layer_bwd(struct ctx *x, int l)
 	}
 	ln_bwd(x, 1);
 	matmul_bwd(x, x->Cl, x->C, 1, 1);
-	kernel(x, "attn_dsum_k", 2 * o, lse);
+	/* D = rowsum(dO x O), and the zeroing of the dQ protocol's semaphores (one per query tile)
+	 * and tickets (one per head) for the backward that follows */
+	double nqt = (double)((x->T + 63) / 64);
+	kernel(x, "attn_dsum_k", 2 * o, lse + sec(x->B * x->NH * (nqt + 1) * 4));
 	/* one kernel, 5 tile products; dQ is summed in fp32 (B,NH,T,HD) in key-tile order.  A
 	 * query tile that one key tile alone sees (causally the first 64 rows) writes dQ without the
 	 * sums; in the others key tile 0's exchange, the adds between and the semaphores' and
 	 * tickets' counts are atomics that stay in L2, the last contributor reads the sum once and
 	 * the waiting blocks the semaphores (attention.cu's header) */
-	double multi = x->T > 64 ? (double)(x->T - 64) : 0.0, nqt = (double)((x->T + 63) / 64);
+	double multi = x->T > 64 ? (double)(x->T - 64) : 0.0;
 	double acc = sec(x->B * multi * x->Cl * 4), sem = sec(x->B * x->NH * (nqt - 1) * 4);
 	attention(x, "attn_bwd_mma_k", 5, qkv + o + 2 * lse + attn_extra(x) + acc + sem, 3 * o);
 	matmul_bwd(x, x->C, x->C3, 1, 1);
