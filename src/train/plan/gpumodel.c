@@ -86,7 +86,8 @@ static void load(void)
 		snprintf(key, sizeof key, "device.%s.network", w);
 		d->network = strdup(tsv_get(key, v, sizeof v));
 		if (!d->key || !d->name || !d->network)
-			die(3, "out of memory reading the step model's table");
+			die(3, "out of memory for device %s's names in the step model's table (%zu "
+			    "bytes)", w, 2 * strlen(w) + 128);
 		d->tc = dev_num(w, "tc");
 		d->simt = dev_num(w, "simt");
 		d->hbm = dev_num(w, "hbm");
@@ -845,25 +846,46 @@ static void deferred_tail(struct ctx *x, double P)
 	       span(offsetof(struct ops_step, bad), sizeof(struct ops_step)));
 }
 
+/* This stage's tensors (tensors()): their sizes, which are replicated over TP, which is the word
+ * embedding, and the totals P and P_wte.  -1 (x->oom set) when out of memory. */
+struct stage_tensors {
+	int n;
+	int64_t *numel;
+	int *repl, *wte;
+	double P, P_wte;
+};
+
+static int stage_tensors(struct ctx *x, struct stage_tensors *t)
+{
+	int cap = 12 * x->nl + 7;
+	*t = (struct stage_tensors){0};
+	t->numel = calloc((size_t)cap, sizeof *t->numel);
+	t->repl = calloc((size_t)cap, sizeof *t->repl);
+	t->wte = calloc((size_t)cap, sizeof *t->wte);
+	if (!t->numel || !t->repl || !t->wte) {
+		x->oom = 1;
+		free(t->numel), free(t->repl), free(t->wte);
+		return -1;
+	}
+	t->n = tensors(x, t->numel, t->repl, t->wte);
+	for (int i = 0; i < t->n; i++) {
+		t->P += (double)t->numel[i];
+		if (t->wte[i])
+			t->P_wte = (double)t->numel[i];
+	}
+	return 0;
+}
+
 /* run.c step_grads after the micro-batches, and optim.c optim_step */
 static void iteration_tail(struct ctx *x)
 {
 	const struct gpumodel_cfg *c = x->c;
-	int nt = 12 * x->nl + 7;
-	int64_t *numel = calloc((size_t)nt, sizeof *numel);
-	int *repl = calloc((size_t)nt, sizeof *repl), *wte = calloc((size_t)nt, sizeof *wte);
-	if (!numel || !repl || !wte) {
-		x->oom = 1;
-		free(numel), free(repl), free(wte);
+	struct stage_tensors st;
+	if (stage_tensors(x, &st) < 0)
 		return;
-	}
-	nt = tensors(x, numel, repl, wte);
-	double P = 0, P_wte = 0;
-	for (int i = 0; i < nt; i++) {
-		P += (double)numel[i];
-		if (wte[i])
-			P_wte = (double)numel[i];
-	}
+	int nt = st.n, *repl = st.repl, *wte = st.wte;
+	int64_t *numel = st.numel;
+	double P = st.P, P_wte = st.P_wte;
 	int dp = (int)c->dp, tpar = c->tp > 1, zero = c->zero1 && dp > 1;
 
 	if (c->deferred)
@@ -1140,21 +1162,10 @@ static void mds_micro_batch(struct ctx *x)
 static void mds_iteration_tail(struct ctx *x)
 {
 	const struct gpumodel_cfg *c = x->c;
-	int nt = 12 * x->nl + 7;
-	int64_t *numel = calloc((size_t)nt, sizeof *numel);
-	int *repl = calloc((size_t)nt, sizeof *repl), *wte = calloc((size_t)nt, sizeof *wte);
-	if (!numel || !repl || !wte) {
-		x->oom = 1;
-		free(numel), free(repl), free(wte);
+	struct stage_tensors st;
+	if (stage_tensors(x, &st) < 0)
 		return;
-	}
-	nt = tensors(x, numel, repl, wte);
-	double P = 0, P_wte = 0;
-	for (int i = 0; i < nt; i++) {
-		P += (double)numel[i];
-		if (wte[i])
-			P_wte = (double)numel[i];
-	}
+	double P = st.P, P_wte = st.P_wte;
 	double dp = (double)c->dp, Ps = P / dp;
 	/* the BF16 optimizer: bf16 gradients into the fp32 flat buffer */
 	kernel(x, "bf16 grads into fp32", sec(P * 2) + sec(P * 4), sec(P * 4));
@@ -1177,7 +1188,7 @@ static void mds_iteration_tail(struct ctx *x)
 		comm_gather(x, "nccl all-gather DP (bf16 weights)", dp_group(x), P * 2);
 	memset_(x, P * 2);   /* zero the bf16 .grad */
 	memset_(x, P * 4);   /* and the fp32 buffer */
-	free(numel), free(repl), free(wte);
+	free(st.numel), free(st.repl), free(st.wte);
 }
 
 static double total(const struct list *l)
