@@ -87,11 +87,11 @@ $(BUILD)/train/cpu/ops_cpu.o: CFLAGS += -fno-trapping-math
 # dtype: the cheap cost model of -O2 leaves them scalar, at a third of the read's time.
 $(BUILD)/ckpt/pt.o: CFLAGS += -fvect-cost-model=dynamic
 
-# Debian packages: build (gcc ... libonig-dev), test peers (slurm ... fcgiwrap; python3-nltk is
+# Debian packages: build (gcc ... zlib1g-dev: ckpt/ptw.c's crc32), test peers (slurm ... fcgiwrap; python3-nltk is
 # NLTK's Punkt, the peer of tokenize --split-sentences), and the real
 # multilingual text the tokenizer tests and benchmarks are built from (gzip ... vim-runtime).
 DEB_PACKAGES := gcc make pkg-config libc6-dev libcurl4-openssl-dev libssl-dev libjansson-dev libgit2-dev \
-  libopenmpi-dev openmpi-bin libopenblas-dev libonig-dev libzip-dev man-db groff-base \
+  libopenmpi-dev openmpi-bin libopenblas-dev libonig-dev libzip-dev zlib1g-dev man-db groff-base \
   slurm-wlm slurmctld slurmd slurm-client munge python3 python3-aiosmtpd \
   python3-numpy python3-torch python3-nltk git git-lfs lighttpd fcgiwrap util-linux procps \
   gzip unicode-data iso-codes libgtk2.0-common libglib2.0-data xkb-data shared-mime-info \
