@@ -15,6 +15,7 @@
 #include "fsx.h"
 #include "lock.h"
 #include "msg.h"
+#include "outfile.h"
 #include "xalloc.h"
 #include "ckpt/steplock.h"
 
@@ -63,6 +64,12 @@ void save_clean(const char *dir, int all)
 			fsx_rm_tree(p);
 		}
 	closedir(d);
+	/* the small files a publish writes: a kill inside one's link-and-rename leaves a link */
+	if (all) {
+		outfile_sweep(dir, "latest");
+		outfile_sweep(dir, "latest_checkpointed_iteration.txt");
+		outfile_sweep(dir, SAVE_PUBLISHING);
+	}
 }
 
 int save_step_begin(const char *stepdir, char *err, size_t errlen)

@@ -37,7 +37,9 @@ void save_owner(char *buf, size_t len);
 /* Removes the temporaries of interrupted saves in dir (".global_stepN.tmp.PID@HOST", and
  * ".tmp.old." ones: "Saving", step 1): all of them when `all` (the caller holds dir's lock, so
  * no other writer saves there), else only those of this host whose process is gone.  Another
- * writer's save in progress is never taken for a leftover. */
+ * writer's save in progress is never taken for a leftover.  With `all`, also the leftovers of
+ * a kill inside the publish's small writes (`latest`, latest_checkpointed_iteration.txt,
+ * SAVE_PUBLISHING: outfile_sweep). */
 void save_clean(const char *dir, int all);
 /* mkdir stepdir (it must not exist) and its .lock.  0, or -1 + err. */
 int save_step_begin(const char *stepdir, char *err, size_t errlen);

@@ -1,5 +1,6 @@
 #include "outfile.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
@@ -365,4 +366,24 @@ void outfile_discard(struct outfile *o)
 	free(o->path);
 	memset(o, 0, sizeof *o);
 	o->fd = o->dirfd = o->slot = -1;
+}
+
+int outfile_sweep(const char *dir, const char *base)
+{
+	char prefix[300];
+	int n = 0;
+	if (snprintf(prefix, sizeof prefix, ".%s.tmp.", base) >= (int)sizeof prefix)
+		return 0;
+	DIR *d = opendir(dir);
+	if (!d)
+		return 0;
+	struct dirent *e;
+	struct stat sb;
+	while ((e = readdir(d)))
+		if (strncmp(e->d_name, prefix, strlen(prefix)) == 0 &&
+		    fstatat(dirfd(d), e->d_name, &sb, AT_SYMLINK_NOFOLLOW) == 0 &&
+		    S_ISREG(sb.st_mode) && unlinkat(dirfd(d), e->d_name, 0) == 0)
+			n++;
+	closedir(d);
+	return n;
 }

@@ -5,7 +5,11 @@
  * through file_write_atomic() (file.h).
  *
  * The data goes to an anonymous file in the destination's directory (O_TMPFILE): a crash or a
- * kill -9 leaves nothing behind, not even a stray temporary, and the kernel frees the space.
+ * kill -9 while it is written leaves nothing behind, and the kernel frees the space.  Only the
+ * publish itself has a window: an anonymous file cannot replace a name, so it is linked as
+ * ".NAME.tmp.PID.K" and renamed over NAME, and a kill -9 between the two leaves that link.  A
+ * writer that owns NAME (it holds a lock no other writer of NAME can) clears such leftovers
+ * with outfile_sweep().
  * Where O_TMPFILE is not supported (some network filesystems) or /proc is missing, a named
  * ".NAME.tmp.XXXXXX" is used instead and removed on error and, in a program that has not set
  * its own handlers, on SIGINT/SIGTERM/SIGHUP/SIGPIPE (only kill -9 can leave it behind).  A
@@ -70,5 +74,11 @@ int outfile_publish(struct outfile *o, char *err, size_t errlen);
 int outfile_publish_as(struct outfile *o, const char *path, char *err, size_t errlen);
 /* Drops an unpublished file (safe after publish, and twice); frees everything. */
 void outfile_discard(struct outfile *o);
+/* Removes the leftovers of interrupted writes of dir/base: the regular files named
+ * ".BASE.tmp.*" (a named temporary, or an anonymous file's link killed before its rename).
+ * Only for a caller no other writer of dir/base can run beside (it holds their lock): a
+ * leftover cannot be told from a write in progress by its name.  Links and directories of
+ * that name are not touched.  The number removed. */
+int outfile_sweep(const char *dir, const char *base);
 
 #endif

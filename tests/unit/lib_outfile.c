@@ -136,6 +136,32 @@ int main(int argc, char **argv)
 		outfile_no_tmpfile = 0;
 	}
 
+	T_CASE("sweep_removes_only_the_named_files_leftovers") {
+		const char *names[] = {".latest.tmp.123.0", ".latest.tmp.aB3xYz", "latest",
+				       ".latest.tmpx", ".other.tmp.1.0", "x.latest.tmp.1"};
+		for (size_t i = 0; i < sizeof names / sizeof *names; i++) {
+			FILE *f = fopen(path(names[i]), "w");
+			T_ASSERT(f && fclose(f) == 0);
+		}
+		T_ASSERT(symlink("latest", path(".latest.tmp.link")) == 0);
+		T_ASSERT(mkdir(path(".latest.tmp.dir"), 0755) == 0);
+		T_ASSERT(outfile_sweep(dir, "latest") == 2);
+		T_ASSERT(access(path(".latest.tmp.123.0"), F_OK) != 0);
+		T_ASSERT(access(path(".latest.tmp.aB3xYz"), F_OK) != 0);
+		for (size_t i = 2; i < sizeof names / sizeof *names; i++)
+			T_ASSERT(access(path(names[i]), F_OK) == 0);
+		struct stat lsb;
+		T_ASSERT(lstat(path(".latest.tmp.link"), &lsb) == 0 && S_ISLNK(lsb.st_mode));
+		T_ASSERT(stat(path(".latest.tmp.dir"), &lsb) == 0 && S_ISDIR(lsb.st_mode));
+		T_ASSERT(outfile_sweep(dir, "latest") == 0);
+		T_ASSERT(outfile_sweep(path("no-such-dir"), "latest") == 0);
+		for (size_t i = 2; i < sizeof names / sizeof *names; i++)
+			unlink(path(names[i]));
+		unlink(path(".latest.tmp.link"));
+		rmdir(path(".latest.tmp.dir"));
+		T_STREQ(listing(dir), "");
+	}
+
 	T_CASE("named_fallback_is_removed_when_a_signal_ends_the_program") {
 		int sigs[] = {SIGTERM, SIGINT, SIGHUP};
 		for (int k = 0; k < 3; k++) {
