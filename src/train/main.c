@@ -20,6 +20,7 @@
 #include "train/args.h"
 #include "train/parallel/dist.h"
 #include "train/dsconfig.h"
+#include "train/plan/gpumodel.h"
 #include "train/plan/plan.h"
 #include "train/plan/report.h"
 #include "train/plan/diag.h"
@@ -64,6 +65,8 @@ int main(int argc, char **argv)
 	first = opt_parse(&spec, argc, argv);
 	if (first < argc)
 		die(EXIT_USAGE, "unexpected argument '%s'; see --help", argv[first]);
+	if (a.gpu_model && !gpumodel_device(a.gpu_model))
+		die(EXIT_USAGE, "--gpu-model: '%s' is not one of %s", a.gpu_model, gpumodel_device_keys());
 	for (int i = 0; i < a.nrefused; i++)
 		warn("%s--%s: %s", a.dry_run ? "warning: training would refuse " : "",
 		     a.refused[i]->name, a.refused[i]->why);

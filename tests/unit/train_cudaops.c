@@ -34,6 +34,8 @@
 #include "train/model/model.h"
 #include "train/model/ops.h"
 #include "train/model/philox.h"
+#include "train/device.h"
+#include "train/cpu/ops_cpu.h"
 
 static const struct ops *cu, *cpu;
 static int fp16;           /* --fp16: the CUDA backend computes in fp16 */

@@ -20,9 +20,12 @@
 
 #include "train/model/model.h"
 #include "train/optim/optim.h"
+#include "train/optim/state.h"
 #include "train/model/philox.h"
 #include "ckpt/safetensors.h"
 #include "train/parallel/dist.h"
+#include "train/device.h"
+#include "train/cpu/ops_cpu.h"
 
 static struct model_config tiny(int alibi, int embed_ln, int heads, int hidden)
 {
@@ -702,7 +705,9 @@ static int dump(const char *cfgpath, const char *outdir)
 	c.tp = d.tp;
 	c.tp_rank = d.tp_rank;
 	int writer = d.rank == 0;
-	if (model_init(&m, &c, ops, B, T, err, sizeof err) < 0) {
+	optim_state_rule(&c);
+	if (model_init(&m, &c, ops, B, T, err, sizeof err) < 0 ||
+	    optim_state_init(&m, err, sizeof err) < 0) {
 		fprintf(stderr, "%s\n", err);
 		return 2;
 	}

@@ -24,6 +24,9 @@
 #include "train/model/model.h"
 #include "train/model/philox.h"
 #include "train/optim/optim.h"
+#include "train/optim/state.h"
+#include "train/device.h"
+#include "train/cpu/ops_cpu.h"
 
 static struct model_config tiny_t5(void)
 {
@@ -422,7 +425,9 @@ static int dump(const char *cfgpath, const char *outdir)
 	c.tp = d.tp;
 	c.tp_rank = d.tp_rank;
 	int writer = d.rank == 0, Te = c.seq, Td = c.dec_seq;
-	if (model_init(&m, &c, ops, B, Te, err, sizeof err) < 0) {
+	optim_state_rule(&c);
+	if (model_init(&m, &c, ops, B, Te, err, sizeof err) < 0 ||
+	    optim_state_init(&m, err, sizeof err) < 0) {
 		fprintf(stderr, "%s\n", err);
 		return 2;
 	}

@@ -24,7 +24,7 @@
 
 #include "xalloc.h"
 #include "train/optim/bnb.h"
-#include "train/model/ops.h"
+#include "train/cpu/ops_cpu.h"
 #include "train/model/philox.h"
 
 void openblas_set_num_threads(int n);

@@ -3,7 +3,6 @@
 
 #include <errno.h>
 #include <fcntl.h>
-#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -12,38 +11,15 @@
 
 #include "idx.h"
 #include "msg.h"
+#include "train/data/gptdata.h"
 
 int datasize_split(const char *split, uint64_t n, uint64_t bounds[4], char *err, size_t errlen)
 {
-	double f[3] = {0, 0, 0}, sum = 0;
-	char buf[256], *save = NULL;
-	const char *sep = strchr(split, ',') ? "," : "/";
-	int k = 0;
-
-	if (strlen(split) >= sizeof buf)
-		return errf(err, errlen, "'%s' is too long", split);
-	snprintf(buf, sizeof buf, "%s", split);
-	for (char *t = strtok_r(buf, sep, &save); t; t = strtok_r(NULL, sep, &save)) {
-		char *end;
-		double v = strtod(t, &end);  /* Python's float() also takes the spaces of "969, 30, 1" */
-		while (*end == ' ' || *end == '\t')
-			end++;
-		if (end == t || *end || !isfinite(v) || v < 0)
-			return errf(err, errlen, "'%s': '%s' is not a non-negative number", split, t);
-		if (k < 3)
-			f[k] = v;
-		k++;
-	}
-	sum = f[0] + f[1] + f[2];
-	if (sum <= 0)
-		return errf(err, errlen, "'%s' sums to zero", split);
-	int64_t idx[4] = {0, 0, 0, 0};
-	for (int i = 0; i < 3; i++)
-		idx[i + 1] = idx[i] + (int64_t)nearbyint(f[i] / sum * (double)n);  /* round half even */
-	int64_t diff = idx[3] - (int64_t)n;
-	for (int i = 1; i < 4; i++)
-		idx[i] -= diff;
-	for (int i = 0; i < 4; i++)
+	int64_t idx[4];
+	if (n > INT64_MAX || gptdata_split(split, (int64_t)n, idx, err, errlen) < 0)
+		return n > INT64_MAX ? errf(err, errlen, "%llu sequences: too many",
+					    (unsigned long long)n) : -1;
+	for (int i = 0; i < 4; i++)   /* a bound the shift took below 0 counts as 0 */
 		bounds[i] = idx[i] < 0 ? 0 : (uint64_t)idx[i];
 	return 0;
 }

@@ -6,10 +6,9 @@
  * 20 bytes per document and needs no .bin at hand.  A truncated or foreign file is reported
  * instead of counted.
  *
- * Splits follow Megatron's get_train_valid_test_split_(): "949,50,1" (or "/"-separated) padded
- * to three, normalised, each boundary idx[i+1] = idx[i] + round(f_i * N) (half to even), then
- * shifted so the last one is N.  GPT's datasets split by sequence index, which mkindex and
- * Megatron's preprocessor make one per document. */
+ * Splits follow Megatron's get_train_valid_test_split_() as the data loader reads them
+ * (gptdata_split, gptdata.h: one rule for the plan and the run).  GPT's datasets split by
+ * sequence index, which mkindex and Megatron's preprocessor make one per document. */
 #ifndef TRAIN_DATASIZE_H
 #define TRAIN_DATASIZE_H
 
@@ -27,7 +26,8 @@ struct dataset {
 	uint64_t total_tokens;
 };
 
-/* Megatron's split boundaries for n sequences: 0, or -1 + err for a malformed split string. */
+/* Megatron's split boundaries for n sequences (gptdata_split's, a bound below 0 as 0): 0, or
+ * -1 + err for a malformed split string. */
 int datasize_split(const char *split, uint64_t n, uint64_t bounds[4], char *err, size_t errlen);
 
 /* Reads PREFIX.idx's header and sizes into d (prefix, bounds from `split`).  0; -1 + err when

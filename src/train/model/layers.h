@@ -1,7 +1,7 @@
 /* layers - the pieces every architecture is built from, over the ops interface, once.
  *
- * model.c owns what all architectures share - the tensor table, the one-allocation buffers, the
- * activation slots, initialisation, the optimizer layout - and an architecture (gpt.c, bert.c,
+ * model.c and build.c own what all architectures share - the tensor table, the one-allocation
+ * buffers, the activation slots, initialisation - and an architecture (gpt.c, bert.c,
  * t5.c) is a short file that lists its tensors and composes a forward and a backward from the
  * pieces here:
  *   embedding     words (vocab-parallel under TP) [-> layer norm] [+ learned positions]
@@ -20,8 +20,8 @@
  *   dense         a replicated linear layer with its activation (GeLU erf/tanh, tanh), for
  *                 heads: BERT's LM transform, pooler               dense_fwd / _bwd
  * Each forward has its backward beside it and allocates nothing: the activations a piece keeps
- * live in the slot's struct model_acts, carved once by model.c (layers' part) and by the
- * architecture (its heads' part, arch->carve).
+ * live in the slot's struct model_acts (model.h), carved once by build.c (layers' part) and by
+ * the architecture (its heads' part, arch->carve).
  *
  * Stacks.  The blocks come in stacks (model.h struct model_stack): a run of layers over one
  * sequence, with its own length, mask mode and place in the table.  GPT and BERT have one; T5
@@ -41,47 +41,6 @@
 
 #include "train/model/model.h"
 
-/* Activations for micro-batch (B,T).  act type unless noted; N = B*T. */
-struct model_acts {
-	const struct model_stack *stk;   /* the stack these activations are for (model.c) */
-	void *emb;                  /* (N,C) word embeddings before the embedding LN (embed_ln) */
-	float *eln_mean, *eln_rstd; /* (N) */
-	void *encoded;              /* (N,C) the residual stream entering layer 0 */
-	struct block_acts {
-		void *ln1, *qkv, *atty, *attproj, *res2, *ln2, *fch, *fchg, *fcproj, *res3;
-		float *ln1_mean, *ln1_rstd, *lse, *ln2_mean, *ln2_rstd;
-		/* cross-attention (stk->cross): q (N,C/tp), kv (B*Tk, 2C/tp) in Megatron's per-head
-		 * [k, v] order, its output (N,C/tp), the dense's (N,C), the residual and the layer
-		 * norm after it (N,C); lse (B,NH/tp,T) */
-		void *xq, *xkv, *xatty, *xproj, *xres, *xln;
-		float *xlse, *xln_mean, *xln_rstd;
-	} *l;
-	void *lnf, *logits;         /* (N,C), (N,Vp) */
-	float *lnf_mean, *lnf_rstd;
-	/* gradient scratch */
-	void *dres, *dbtc, *dbtc2, *dqkv, *dbtf;
-	/* cross-attention (T5's decoder): the encoder's output its layers read (B,Tk,C) and that
-	 * output's gradient, accumulated over the layers (B,Tk,C); scratch for the key/value
-	 * gradient (B*Tk, 2C/tp) and its input gradient (B*Tk, C) */
-	const void *xsrc;
-	void *dxsrc, *dxkv, *dxin;
-	int xT;                     /* Tk: the encoder's length */
-	int32_t *tokens, *tokens_local;   /* (B,T) device: the embedding backward needs this slot's */
-	int32_t *positions;         /* (B,T) device: t, or t - its document's start (reset_position_ids) */
-	int32_t *kstart;            /* (B,T) device: the first key each query sees (reset_attention_mask) */
-	int32_t *types;             /* (B,T) device: token types (num_tokentypes > 0) */
-	int32_t *klen;              /* (B) device: keys each sample's queries see (bidirectional) */
-	uint64_t rng, sample0;      /* the forward's dropout key and place in the batch, for the backward */
-	/* BERT's heads (bert.c): LM transform dense -> GeLU -> LN (N,C) each; pooler input, dense,
-	 * tanh (B,C) each; the binary head's logits (B,2); scratch for their gradients (B,C) */
-	void *hd_pre, *hd_act, *hd_ln, *pool_in, *pool_pre, *pool_out, *bin_logits;
-	float *hd_mean, *hd_rstd, *bin_losses;   /* (N), (N), (B) */
-	int32_t *bin_targets;       /* (B) device */
-	void *dpool, *dpool2;
-	void *act_block;
-	float *f32_block;
-};
-
 /* Carving a block of activations: sizes first (ab, fb NULL), then pointers. */
 struct carver {
 	char *ab;
@@ -99,7 +58,7 @@ struct model_arch {
 	const char *name;
 	/* appends the architecture's tensors to m's table (model_add_tensor) and sets its indices */
 	void (*build_table)(struct model *m);
-	/* the activations of its embedding and heads, beyond model.c's: carve_act/carve_f32 on k */
+	/* the activations of its embedding and heads, beyond build.c's: carve_act/carve_f32 on k */
 	void (*carve)(struct model *m, struct model_acts *a, struct carver *k);
 	double (*forward)(struct model *m, const struct model_batch *b, float dscale, uint64_t rng,
 			  uint64_t sample0, float *logits_out, int *bad);

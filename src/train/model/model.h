@@ -1,5 +1,7 @@
 /* model - the models Megatron builds (GPT/BLOOM decoder: gpt.c; BERT: bert.c; T5: t5.c), over
- * the ops interface, from the pieces of layers.h.
+ * the ops interface, from the pieces of layers.h.  model.c holds the tensor table and the
+ * buffers every layer reads; build.c, above the pieces, puts a model together (model_init) and
+ * dispatches its step; optim/state.c sizes the optimizer state the model holds.
  *
  * Layout (llm.c style): the parameters are one allocation, described by a table of named
  * tensors (model_tensor) in a fixed order - the embeddings (words, positions, token types,
@@ -78,6 +80,11 @@ struct model_config {
 	 * xavier-uniform word embedding, U(-a, a), a = sqrt(6 / (Vp + C)) on the full padded
 	 * vocabulary whatever the TP split (its xavier_uniform_tensor_parallel_) */
 	int bnb;
+	/* The optimizer state's blocks (optim_state_rule, optim/state.h; 0: none): under ZeRO-1
+	 * the chunks are multiples of state_block elements, and every tensor but the word
+	 * embedding of state_block_min elements or more starts on a block, so that each rank's
+	 * shard holds whole blocks */
+	size_t state_block, state_block_min;
 };
 
 enum split { SPLIT_NONE, SPLIT_COLUMN, SPLIT_ROW, SPLIT_VOCAB };
@@ -124,6 +131,47 @@ enum { LN1_W, LN1_B, QKV_W, QKV_B, PROJ_W, PROJ_B, LN2_W, LN2_B, FC_W, FC_B, FCP
  * after its LAYER_TENSORS */
 enum { XQ_W = LAYER_TENSORS, XQ_B, XKV_W, XKV_B, XPROJ_W, XPROJ_B, XLN_W, XLN_B, XLAYER_TENSORS };
 
+/* Activations for micro-batch (B,T).  act type unless noted; N = B*T. */
+struct model_acts {
+	const struct model_stack *stk;   /* the stack these activations are for (build.c) */
+	void *emb;                  /* (N,C) word embeddings before the embedding LN (embed_ln) */
+	float *eln_mean, *eln_rstd; /* (N) */
+	void *encoded;              /* (N,C) the residual stream entering layer 0 */
+	struct block_acts {
+		void *ln1, *qkv, *atty, *attproj, *res2, *ln2, *fch, *fchg, *fcproj, *res3;
+		float *ln1_mean, *ln1_rstd, *lse, *ln2_mean, *ln2_rstd;
+		/* cross-attention (stk->cross): q (N,C/tp), kv (B*Tk, 2C/tp) in Megatron's per-head
+		 * [k, v] order, its output (N,C/tp), the dense's (N,C), the residual and the layer
+		 * norm after it (N,C); lse (B,NH/tp,T) */
+		void *xq, *xkv, *xatty, *xproj, *xres, *xln;
+		float *xlse, *xln_mean, *xln_rstd;
+	} *l;
+	void *lnf, *logits;         /* (N,C), (N,Vp) */
+	float *lnf_mean, *lnf_rstd;
+	/* gradient scratch */
+	void *dres, *dbtc, *dbtc2, *dqkv, *dbtf;
+	/* cross-attention (T5's decoder): the encoder's output its layers read (B,Tk,C) and that
+	 * output's gradient, accumulated over the layers (B,Tk,C); scratch for the key/value
+	 * gradient (B*Tk, 2C/tp) and its input gradient (B*Tk, C) */
+	const void *xsrc;
+	void *dxsrc, *dxkv, *dxin;
+	int xT;                     /* Tk: the encoder's length */
+	int32_t *tokens, *tokens_local;   /* (B,T) device: the embedding backward needs this slot's */
+	int32_t *positions;         /* (B,T) device: t, or t - its document's start (reset_position_ids) */
+	int32_t *kstart;            /* (B,T) device: the first key each query sees (reset_attention_mask) */
+	int32_t *types;             /* (B,T) device: token types (num_tokentypes > 0) */
+	int32_t *klen;              /* (B) device: keys each sample's queries see (bidirectional) */
+	uint64_t rng, sample0;      /* the forward's dropout key and place in the batch, for the backward */
+	/* BERT's heads (bert.c): LM transform dense -> GeLU -> LN (N,C) each; pooler input, dense,
+	 * tanh (B,C) each; the binary head's logits (B,2); scratch for their gradients (B,C) */
+	void *hd_pre, *hd_act, *hd_ln, *pool_in, *pool_pre, *pool_out, *bin_logits;
+	float *hd_mean, *hd_rstd, *bin_losses;   /* (N), (N), (B) */
+	int32_t *bin_targets;       /* (B) device */
+	void *dpool, *dpool2;
+	void *act_block;
+	float *f32_block;
+};
+
 /* A stack of transformer layers over one sequence (layers.h): GPT's and BERT's one, T5's encoder
  * and decoder.  Its layers' tensors are `per` consecutive table entries each from t0. */
 struct model_stack {
@@ -165,7 +213,7 @@ struct model {
 	size_t nweights;                   /* the tensors' elements: nparams less ZeRO-1's padding */
 	/* ZeRO-1 (cfg.zero_dp > 1; else NULL, 0): the flat buffer cut into buckets of whole tensors,
 	 * from the top down, each at least cfg.zero_bucket elements and padded to a multiple of
-	 * zero_dp (x 64, x BNB_BLOCK under bnb) - Megatron's distributed optimizer.  Bucket k is
+	 * zero_dp (x 64, x cfg.state_block under bnb) - Megatron's distributed optimizer.  Bucket k is
 	 * [zb[k].lo, zb[k].hi) in ascending order; tbucket[i] is tensor i's. */
 	struct model_zbucket { size_t lo, hi; } *zb;
 	int nzb;
@@ -177,9 +225,9 @@ struct model {
 	                                      whole model, or its ZeRO-1 shard (under bnb: of the
 	                                      tensors that keep fp32 state) */
 	struct model_ostate *ost;          /* per tensor: its part of this rank's elements
-	                                      (model_opt_layout) */
+	                                      (optim_state_layout) */
 	uint8_t *q1, *q2;                  /* bnb: 8-bit codes of both moments (device) */
-	float *absmax1, *absmax2;          /* bnb: one absmax per block of BNB_BLOCK (device) */
+	float *absmax1, *absmax2;          /* bnb: one absmax per block of state (device) */
 	float *qmap;                       /* bnb: the signed map, then the unsigned one (512, device) */
 	struct adam_seg *aseg;             /* ost as one multi-tensor AdamW launch's table (device;
 	                                      NULL: the backend updates tensor by tensor) */
@@ -191,7 +239,7 @@ struct model {
 	struct model_stack stk[2];         /* the stacks: [0] GPT's, BERT's, T5's encoder; [1] T5's
 					      decoder */
 	int nstk;
-	struct model_acts *act;            /* activations (model.c), one set per slot (T5: the
+	struct model_acts *act;            /* activations (build.c), one set per slot (T5: the
 					      decoder's) */
 	struct model_acts *xact;           /* T5: the encoder's, one set per slot; else NULL */
 	int slot;                          /* the set forward/backward use (model_use_slot) */
@@ -230,8 +278,9 @@ int model_padded_vocab(int vocab, int divisible_by, int tp, int pad_to);
 /* ALiBi slopes for n heads (Press et al.; BLOOM's build_alibi_tensor for non-powers of two). */
 void model_alibi_slopes(int n, float *out);
 
-/* Builds the tensor table and allocates every buffer for micro-batch (B,T).  0, or -1 + err
- * (invalid shapes, out of memory, naming the size asked for). */
+/* Builds the tensor table and allocates every buffer for micro-batch (B,T) but the optimizer
+ * state's (optim_state_init, after it).  0, or -1 + err (invalid shapes, out of memory, naming
+ * the size asked for). */
 int model_init(struct model *m, const struct model_config *cfg, const struct ops *ops, int B,
 	       int T, char *err, size_t errlen);
 void model_free(struct model *m);
@@ -291,20 +340,12 @@ int model_set_seq(struct model *m, int len);
 
 void model_zero_grad(struct model *m);
 
-/* A fresh optimizer state (zero moments; under bnb zero codes and absmax, which decode to 0). */
-void model_zero_optim(struct model *m);
-
 /* ZeRO-1: DP rank r's chunk of bucket k, [lo, hi): the r-th of zero_dp equal parts, what a
  * reduce-scatter of the bucket leaves reduced on rank r.  A rank's shard is its chunk of every
  * bucket, so each tensor meets it in one range at most; under bnb the chunks and the 8-bit
- * tensors start on BNB_BLOCK boundaries, so each rank quantizes whole blocks, as one rank would. */
+ * tensors start on cfg.state_block boundaries, so each rank quantizes whole blocks, as one rank
+ * would. */
 void model_zero_chunk(const struct model *m, int k, int r, size_t *lo, size_t *hi);
-
-/* The optimizer-state layout of DP rank r's elements (its ZeRO-1 shard; r < 0 or no ZeRO-1: the
- * whole model): ost[ntensors] (may be NULL), and the counts of fp32-state elements, 8-bit
- * elements and absmax blocks it needs. */
-void model_opt_layout(const struct model *m, int r, struct model_ostate *ost, size_t *n32,
-		      size_t *n8, size_t *nblk);
 
 /* Copies tensor i of an fp32 parameter-shaped device buffer (master, grads; the moments when
  * they are not sharded) to
@@ -321,6 +362,13 @@ void model_sync_params(struct model *m);
  * (model.c has the formula). */
 double model_flops_per_token(const struct model_config *c);
 
+/* A device buffer the model holds until model_free (act: one of the activations'), counted in
+ * its memory: every device allocation of the model goes through here, for the peak the
+ * start-up line and README report (the optimizer state's too: optim/state.h).  NULL when out
+ * of memory. */
+void *model_alloc(struct model *m, size_t bytes, int act);
+/* Every stack's positions 0..T-1 (model_init; T5's stay so).  0, or -1 out of memory. */
+int model_positions_init(struct model *m);
 /* A transient device buffer (counted in the peak), for the step's rare host copies. */
 void *model_alloc_transient(struct model *m, size_t bytes);
 void model_free_transient(struct model *m, void *p, size_t bytes);

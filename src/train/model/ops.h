@@ -4,7 +4,7 @@
  * and cuda/ (bf16 or fp16 activations and working weights, fp32 master weights and gradients,
  * cuBLAS GEMMs, hand-written kernels) fill the same table of function pointers, so the model code
  * never names a device and never says #ifdef.  The CUDA backend lives in a shared object that
- * train loads only when asked for a GPU (ops_open()), so a CPU-only machine needs no CUDA
+ * train loads only when asked for a GPU (device.h), so a CPU-only machine needs no CUDA
  * libraries.
  *
  * Memory conventions, which both backends follow:
@@ -342,20 +342,6 @@ enum { OPS_GRAPH_OFF, OPS_GRAPH_SIZE, OPS_GRAPH_CAPTURE, OPS_GRAPH_FILL };
 /* The activation type asked of a backend that has a choice: the CUDA backend computes in bf16
  * (OPS_BF16) or IEEE fp16 (OPS_FP16, train --fp16); the CPU backend in fp32 either way. */
 enum ops_prec { OPS_BF16 = 0, OPS_FP16 = 1 };
-
-/* The backend for --device cpu|cuda|auto.  "auto" is cuda when the CUDA backend loads and sees
- * a GPU, else cpu.  NULL + err when the named backend cannot be used (no GPU, plugin missing),
- * naming what is missing.  The CUDA backend is process-wide: one device and one activation
- * type per process. */
-const struct ops *ops_open(const char *device, int threads, enum ops_prec prec, char *err,
-			   size_t errlen);
-
-/* The CPU backend (cpu/ops_cpu.c).  threads <= 0: all online CPUs. */
-const struct ops *ops_cpu(int threads);
-
-/* The GPUs this process sees (CUDA_VISIBLE_DEVICES applied, as the runtime counts them), for
- * binding a rank to one: 0 when there are none or no CUDA backend loads (err says why). */
-int ops_cuda_devices(char *err, size_t errlen);
 
 /* The symbols the CUDA plugin (train-cuda.so) exports. */
 typedef const struct ops *(*ops_cuda_fn)(int device, int prec, char *err, size_t errlen);

@@ -228,7 +228,7 @@ static void partition(struct plan *p)
 
 /* bitsandbytes' optimizer-state bytes of a stage's tensors on one rank (bnb.h): 8 B per element
  * of the word embedding and of tensors under BNB_MIN_8BIT elements, else 2 B per element plus
- * two fp32 absmax per block - what model_opt_layout allocates without ZeRO-1 */
+ * two fp32 absmax per block - what optim_state_layout allocates without ZeRO-1 */
 static double bnb_stage_bytes(const struct plan *p, const struct plan_stage *s)
 {
 	int64_t h = p->h, t = p->tp;

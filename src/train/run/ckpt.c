@@ -22,6 +22,7 @@
 #include "ckpt/safetensors.h"
 #include "ckpt/steplock.h"
 #include "train/optim/bnb.h"
+#include "train/optim/state.h"
 
 #define SHARD "rank_tp%02d_pp%03d.safetensors"
 
@@ -101,7 +102,7 @@ static json_t *model_json(const struct model_config *c)
 /* ---- the optimizer state on the host ----
  *
  * A checkpoint holds a (TP, PP) position's whole optimizer state whatever the ZeRO-1 sharding, in
- * the layout one rank without ZeRO-1 has (model_opt_layout over [0, nparams)): the "image".
+ * the layout one rank without ZeRO-1 has (optim_state_layout over [0, nparams)): the "image".
  * Each DP rank packs its own state (fp32 moments, then absmax, then codes), the packs are
  * gathered, and each is unpacked into the image by its rank's layout.  ZeRO-1 chunks start on
  * block boundaries under bnb (model_zero_chunk), so a rank's blocks are whole blocks of the
@@ -136,7 +137,7 @@ static int img_alloc(const struct model *m, struct ostate_img *g)
 	g->ost = calloc(m->ntensors ? m->ntensors : 1, sizeof *g->ost);
 	if (!g->ost)
 		return -1;
-	model_opt_layout(m, -1, g->ost, &g->n32, &g->n8, &g->nblk);
+	optim_state_layout(m, -1, g->ost, &g->n32, &g->n8, &g->nblk);
 	char *buf = malloc(pack_bytes(g->n32, g->n8, g->nblk) + 1);
 	if (!buf) {
 		free(g->ost);
@@ -204,7 +205,7 @@ static int img_gather(const struct model *m, struct dist *d, struct ostate_img *
 		return -1;
 	}
 	for (int r = 0; r < n; r++) {
-		model_opt_layout(m, n > 1 ? r : -1, NULL, &c[0], &c[1], &c[2]);
+		optim_state_layout(m, n > 1 ? r : -1, NULL, &c[0], &c[1], &c[2]);
 		size_t b = pack_bytes(c[0], c[1], c[2]);
 		most = b > most ? b : most;
 	}
@@ -216,14 +217,14 @@ static int img_gather(const struct model *m, struct dist *d, struct ostate_img *
 		img_free(g);
 		return -1;
 	}
-	model_opt_layout(m, n > 1 ? m->cfg.zero_rank : -1, NULL, &c[0], &c[1], &c[2]);
+	optim_state_layout(m, n > 1 ? m->cfg.zero_rank : -1, NULL, &c[0], &c[1], &c[2]);
 	pack_own(m, c[0], c[1], c[2], own);
 	if (n > 1)
 		d->allgather(d, DIST_DP, own, most + 1, all);
 	else
 		memcpy(all, own, most + 1);
 	for (int r = 0; r < n; r++) {
-		model_opt_layout(m, n > 1 ? r : -1, ost, &c[0], &c[1], &c[2]);
+		optim_state_layout(m, n > 1 ? r : -1, ost, &c[0], &c[1], &c[2]);
 		img_unpack(m, g, ost, c[0], c[1], c[2], all + (size_t)r * (most + 1));
 	}
 	free(all);
@@ -264,7 +265,7 @@ static int shard_entries(const struct model *m, const struct ostate_img *g, stru
 		return -1;
 	}
 	if (!g)
-		model_opt_layout(m, -1, ost, &c[0], &c[1], &c[2]);
+		optim_state_layout(m, -1, ost, &c[0], &c[1], &c[2]);
 	bnb_dynamic_map(1, qmaps);
 	bnb_dynamic_map(0, qmaps + 256);
 	static const char *prefix[5] = {"", "exp_avg.", "exp_avg_sq.", "exp_avg_absmax.",

@@ -16,6 +16,7 @@
 #include "train/model/philox.h"
 #include "train/optim/bnb.h"
 #include "train/optim/sched.h"
+#include "train/optim/state.h"
 
 /* Only world rank 0 prints (every rank computes the same numbers); warnings come from any rank. */
 static int quiet;
@@ -163,7 +164,7 @@ void logs_startup(const struct run *r, const struct model_config *c)
 	       r->dist.world > 1 ? r->dist.transport : "");
 	{
 		size_t n32, n8, nblk, own;
-		model_opt_layout(&r->m, c->zero_dp > 1 ? c->zero_rank : -1, NULL, &n32, &n8, &nblk);
+		optim_state_layout(&r->m, c->zero_dp > 1 ? c->zero_rank : -1, NULL, &n32, &n8, &nblk);
 		own = n32 + n8;
 		if (c->bnb)
 			logs_out("train: optimizer: bitsandbytes' 8-bit Adam, %zu bytes of state allocated on "

@@ -14,9 +14,11 @@
 #include "xalloc.h"
 #include "train/data/vocab.h"
 #include "train/optim/sched.h"
+#include "train/optim/state.h"
 #include "train/run/batch.h"
 #include "train/run/logs.h"
 #include "ckpt/tokrec.h"
+#include "train/device.h"
 
 /* A rough fp32 FMA peak for MFU on the CPU: cores x clock x 32 FLOP/cycle (two 256-bit FMA
  * pipes, or one 512-bit).  --peak-tflops overrides it. */
@@ -345,7 +347,9 @@ static int setup_model(struct run *r, const struct model_config *cfg, const stru
 	int64_t bs = a->ddp_bucket_size > 0 ? a->ddp_bucket_size
 		     : r->dist.dp * 1000000 > 40000000 ? r->dist.dp * 1000000 : 40000000;
 	c.zero_bucket = (size_t)bs;
-	if (model_init(&r->m, &c, ops, (int)r->mbs, (int)r->seq, err, errlen) < 0)
+	optim_state_rule(&c);
+	if (model_init(&r->m, &c, ops, (int)r->mbs, (int)r->seq, err, errlen) < 0 ||
+	    optim_state_init(&r->m, err, errlen) < 0)
 		return -1;
 	r->m.dist = &r->dist;
 	if (r->dist.dp > 1)
@@ -438,7 +442,7 @@ static int setup_resume(struct run *r, char *err, size_t errlen)
 			 * the tokens with it; Megatron-DeepSpeed still takes the consumed samples from the
 			 * checkpoint's args, so the data order goes on where it was. */
 			struct ckpt_state fresh = r->st;
-			model_zero_optim(&r->m);
+			optim_state_zero(&r->m);
 			if (a->finetune) {
 				fresh.consumed_samples = ck.consumed_samples;
 				fresh.data_position = ck.data_position;

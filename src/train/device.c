@@ -1,14 +1,14 @@
-/* ops - choosing a backend.  The CPU backend is linked in; the CUDA backend is a plugin
- * (train-cuda.so, found by plugin.h) loaded with
- * dlopen only when a GPU is asked for or --device auto probes for one, so train runs on
- * machines without any CUDA library. */
+/* device - see device.h.  The CPU backend is linked in; the CUDA backend is a plugin
+ * (train-cuda.so, found by plugin.h) loaded with dlopen only when a GPU is asked for or
+ * --device auto probes for one, so train runs on machines without any CUDA library. */
 #include <dlfcn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "num.h"
-#include "train/model/ops.h"
+#include "train/device.h"
+#include "train/cpu/ops_cpu.h"
 #include "train/parallel/plugin.h"
 
 static void *load_plugin(char *err, size_t errlen)
