@@ -193,6 +193,53 @@ else
 	fail tp2_fp16_sums_in_fp16_and_tracks_one_rank "exit $rc: $(tail -1 tp2fp16.err; tail -2 tp2fp16.0)"
 fi
 
+# --- torchrun (and the deepspeed launcher): RANK of WORLD_SIZE, met under MASTER_ADDR:PORT --------
+# torchrun --no-python runs each rank with these, inside an srun task whose SLURM_* it inherits
+# (SLURM_STEP_NUM_TASKS=1: one torchrun per node) - the inner launcher's must win
+torch_ranks() {
+	local name=$1 np=$2 r rc=0 st pids=()
+	shift 2
+	for ((r = 0; r < np; r++)); do
+		env SLURM_JOB_ID=77 SLURM_STEP_ID=0 SLURM_PROCID=0 SLURM_LOCALID=0 SLURM_NTASKS=1 \
+			SLURM_STEP_NUM_TASKS=1 PMI_RANK=0 PMI_SIZE=1 RANK=$r LOCAL_RANK=$r WORLD_SIZE=$np \
+			LOCAL_WORLD_SIZE=$np MASTER_ADDR=127.0.0.1 MASTER_PORT=$((29500 + RANKS_JOB)) \
+			TORCHELASTIC_RUN_ID=none LMTK_CUDA_EXEC_DEVICES=2 "$@" >"$name.$r" 2>&1 &
+		pids+=($!)
+	done
+	for r in "${pids[@]}"; do
+		st=0
+		wait "$r" || st=$?
+		[ $st -gt $rc ] && rc=$st
+	done
+	return $rc
+}
+RANKS_JOB=$((RANKS_JOB + 1))
+torch_ranks torch 2 "$TR" "${M[@]}" --global-batch-size 4 --save torch
+rc=$?
+[ $rc = 0 ] && grep -q 'DP=2 TP=1 PP=1, collectives over NCCL (unique ids via files in ' torch.0 &&
+	grep -q '^train: rank 1 of 2: GPU cuda:1 (local rank 1 from LOCAL_RANK, modulo 2 visible GPUs)' torch.1 &&
+	cmp -s dp2/global_step4/rank_tp00_pp000.safetensors torch/global_step4/rank_tp00_pp000.safetensors &&
+	ok torchrun_ranks_meet_and_train_as_srun_ranks_do ||
+	fail torchrun_ranks_meet_and_train_as_srun_ranks_do "exit $rc: $(grep -h -e 'DP=' -e 'rank . of' -e 'train:' torch.0 torch.1 | tail -4)"
+[ "$(leftovers)" = 0 ] && ok torchrun_rendezvous_files_removed || fail torchrun_rendezvous_files_removed "$(ls -A rdv "$RDV_SUB")"
+# over two nodes the files must be where both nodes look: neither --save nor LMTK_RENDEZVOUS_DIR
+env -u LMTK_RENDEZVOUS_DIR RANK=0 LOCAL_RANK=0 WORLD_SIZE=4 LOCAL_WORLD_SIZE=2 MASTER_ADDR=n1 \
+	MASTER_PORT=29500 LMTK_CUDA_EXEC_DEVICES=2 "$TR" "${M[@]}" --global-batch-size 8 >tnodes.out 2>&1
+rc=$?
+[ $rc = 2 ] && grep -q 'over several nodes (4 ranks, 2 on this node).*LMTK_RENDEZVOUS_DIR' tnodes.out &&
+	ok torchrun_over_nodes_without_a_shared_directory_is_told_why ||
+	fail torchrun_over_nodes_without_a_shared_directory_is_told_why "exit $rc: $(tail -1 tnodes.out)"
+env RANK=0 LOCAL_RANK=0 WORLD_SIZE=2 "$TR" "${M[@]}" --global-batch-size 4 >tnoaddr.out 2>&1
+rc=$?
+[ $rc = 2 ] && grep -q 'MASTER_ADDR and MASTER_PORT, which both set, are not set' tnoaddr.out &&
+	ok torchrun_without_master_addr_is_told_why || fail torchrun_without_master_addr_is_told_why "exit $rc: $(tail -1 tnoaddr.out)"
+# the CPU backend's ranks meet through MPI only: refused, not N runs of one rank each
+env RANK=0 LOCAL_RANK=0 WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=29999 "$TR" "${M[@]/cuda/cpu}" \
+	--global-batch-size 4 >tcpu.out 2>&1
+rc=$?
+[ $rc = 2 ] && grep -q "CPU backend's ranks meet through MPI: launch them with mpirun or srun" tcpu.out &&
+	ok torchrun_on_the_cpu_backend_is_refused || fail torchrun_on_the_cpu_backend_is_refused "exit $rc: $(tail -1 tcpu.out)"
+
 # --- a rank that never comes --------------------------------------------------------------------
 RANKS_JOB=$((RANKS_JOB + 1))
 start=$SECONDS

@@ -58,11 +58,13 @@ static void buckets_default(struct dist *d)
 		d->bucket_wait = one_barrier;
 }
 
-/* The world size a launcher announced: mpirun (Open MPI), PMIx/PMI, or an srun job step (not
- * SLURM_NTASKS: a batch script of a multi-task job may run train directly, as one process). */
+/* The world size a launcher announced: mpirun (Open MPI), PMIx/PMI, torchrun or the deepspeed
+ * launcher (WORLD_SIZE: read before srun's, as one runs under srun, one per node, and its ranks
+ * inherit the step's size), or an srun job step (not SLURM_NTASKS: a batch script of a
+ * multi-task job may run train directly, as one process). */
 int dist_launched_world(const char **from)
 {
-	static const char *vars[] = {"OMPI_COMM_WORLD_SIZE", "PMIX_SIZE", "PMI_SIZE",
+	static const char *vars[] = {"OMPI_COMM_WORLD_SIZE", "PMIX_SIZE", "PMI_SIZE", "WORLD_SIZE",
 				     "SLURM_STEP_NUM_TASKS"};
 	for (size_t i = 0; i < sizeof vars / sizeof *vars; i++) {
 		int64_t n;
@@ -152,29 +154,71 @@ static int env_int(const char *name, int *v)
 	return 0;
 }
 
-/* SLURM's view of the step: this task's rank, the step's size and a name no other step of the
- * cluster has (the job, the step, and the requeue count: a requeued job keeps its id) */
-static int file_boot_open(struct dist_boot *b, struct file_boot *f, const char *dir, char *err,
+/* torchrun's (and the deepspeed launcher's) view of the launch: RANK of WORLD_SIZE, and a name
+ * no other launch has - its store's address and port (two launches on one node need two ports),
+ * torchrun's run id and its restart count (an elastic restart meets afresh) */
+static int torch_boot_key(struct dist_boot *b, struct file_boot *f, const char *dir, char *err,
 			  size_t errlen)
+{
+	const char *addr = getenv("MASTER_ADDR"), *port = getenv("MASTER_PORT"),
+		   *id = getenv("TORCHELASTIC_RUN_ID"), *restart = getenv("TORCHELASTIC_RESTART_COUNT"),
+		   *d = getenv("LMTK_RENDEZVOUS_DIR");
+	int local = -1;
+	if (env_int("RANK", &b->rank) < 0 || env_int("WORLD_SIZE", &b->world) < 0)
+		return errf(err, errlen, "launched by torchrun or the deepspeed launcher (WORLD_SIZE), "
+			    "but RANK=%s is not this process's rank", getenv("RANK") ? getenv("RANK")
+			    : "(unset)");
+	if (!addr || !*addr || !port || !*port || strpbrk(addr, "/ ") || strpbrk(port, "/ ") ||
+	    (id && strpbrk(id, "/ ")) || (restart && strpbrk(restart, "/ ")))
+		return errf(err, errlen, "launched by torchrun or the deepspeed launcher (WORLD_SIZE), "
+			    "the ranks meet under the name of the launch: MASTER_ADDR and MASTER_PORT, "
+			    "which both set, are %s", !addr || !*addr || !port || !*port ? "not set"
+			    : "not a host name and a port");
+	/* several nodes meet through a directory they all see: --save's, or the one named */
+	if ((env_int("LOCAL_WORLD_SIZE", &local) == 0 || env_int("LOCAL_SIZE", &local) == 0) &&
+	    local < b->world && !(d && *d) && !(dir && *dir))
+		return errf(err, errlen, "launched by torchrun or the deepspeed launcher over several "
+			    "nodes (%d ranks, %d on this node), whose ranks meet through files in a "
+			    "directory every node sees: give --save on a shared filesystem or set "
+			    "LMTK_RENDEZVOUS_DIR", b->world, local);
+	snprintf(f->key, sizeof f->key, "torch.%.60s.%.10s.%.40s%s%.20s", addr, port,
+		 id && *id ? id : "none", restart && *restart && strcmp(restart, "0") ? ".r" : "",
+		 restart && *restart && strcmp(restart, "0") ? restart : "");
+	return 0;
+}
+
+/* SLURM's view of the step: this task's rank, the step's size and a name no other step of the
+ * cluster has (the job, the step, and the requeue count: a requeued job keeps its id); or,
+ * launched by torchrun (torch), torch_boot_key's */
+static int file_boot_open(struct dist_boot *b, struct file_boot *f, const char *dir, int torch,
+			  char *err, size_t errlen)
 {
 	const char *job = getenv("SLURM_JOB_ID"), *step = getenv("SLURM_STEP_ID"),
 		   *restart = getenv("SLURM_RESTART_COUNT"), *d = getenv("LMTK_RENDEZVOUS_DIR"),
 		   *t = getenv("LMTK_RENDEZVOUS_TIMEOUT");
-	if (env_int("SLURM_PROCID", &b->rank) < 0 ||
+	if (torch) {
+		if (torch_boot_key(b, f, dir, err, errlen) < 0)
+			return -1;
+		if (b->world < 2 || b->rank >= b->world)
+			return errf(err, errlen, "RANK=%d of WORLD_SIZE=%d: not a rank of a multi-rank "
+				    "launch", b->rank, b->world);
+	} else if (env_int("SLURM_PROCID", &b->rank) < 0 ||
 	    (env_int("SLURM_STEP_NUM_TASKS", &b->world) < 0 && env_int("SLURM_NTASKS", &b->world) < 0))
 		return errf(err, errlen, "without MPI, the ranks of a CUDA run meet through SLURM's "
 			    "SLURM_PROCID and SLURM_NTASKS, which are not set: launch with srun (one "
 			    "task per GPU) or mpirun");
-	if (!job || !*job || strpbrk(job, "/ ") || (step && strpbrk(step, "/ ")))
+	if (!torch && (!job || !*job || strpbrk(job, "/ ") || (step && strpbrk(step, "/ "))))
 		return errf(err, errlen, "without MPI, the ranks of a CUDA run meet under the name of "
 			    "their job step: SLURM_JOB_ID%s is not set", step ? "" : " (and SLURM_STEP_ID)");
-	if (b->world < 2 || b->rank >= b->world)
+	if (!torch && (b->world < 2 || b->rank >= b->world))
 		return errf(err, errlen, "SLURM_PROCID=%d of %d tasks: not a rank of a multi-rank "
 			    "step", b->rank, b->world);
 	snprintf(f->dir, sizeof f->dir, "%s", d && *d ? d : dir && *dir ? dir : "/tmp");
-	snprintf(f->key, sizeof f->key, "%.60s.%.40s%s%.20s", job, step && *step ? step : "batch",
-		 restart && *restart && strcmp(restart, "0") ? ".r" : "",
-		 restart && *restart && strcmp(restart, "0") ? restart : "");
+	if (!torch)
+		snprintf(f->key, sizeof f->key, "%.60s.%.40s%s%.20s", job,
+			 step && *step ? step : "batch",
+			 restart && *restart && strcmp(restart, "0") ? ".r" : "",
+			 restart && *restart && strcmp(restart, "0") ? restart : "");
 	f->timeout = t && *t && atof(t) > 0 ? atof(t) : 300;
 	snprintf(f->how, sizeof f->how, "files in %s/" RENDEZVOUS_SUBDIR "%u", f->dir,
 		 (unsigned)geteuid());
@@ -217,17 +261,20 @@ static int nccl_open(struct dist *d, int tp, int pp, int world, const char *from
 			    "transport cannot be loaded: %s (build where the CUDA toolkit has NCCL)",
 			    world, from, why);
 	memset(&boot, 0, sizeof boot);
-	int by_mpi = getenv("OMPI_COMM_WORLD_SIZE") || getenv("PMIX_RANK") || getenv("PMI_RANK");
+	/* torchrun's ranks inherit the PMI variables of the srun task that started torchrun */
+	int torch = strcmp(from, "WORLD_SIZE") == 0;
+	int by_mpi = !torch && (getenv("OMPI_COMM_WORLD_SIZE") || getenv("PMIX_RANK") ||
+				getenv("PMI_RANK"));
 	if (by_mpi && mpi_open(&mpi, 1, 1, world, from, why, sizeof why) == 0) {
 		boot = (struct dist_boot){.rank = mpi.rank, .world = mpi.world, .how = "MPI",
 					  .bcast = mpi_boot_bcast, .mpi = &mpi};
-	} else if (getenv("OMPI_COMM_WORLD_SIZE")) {
+	} else if (!torch && getenv("OMPI_COMM_WORLD_SIZE")) {
 		/* mpirun's ranks may carry the batch step's SLURM_PROCID (0 for all): no fallback */
 		return errf(err, errlen, "launched by mpirun (%s), but the MPI transport that carries "
 			    "NCCL's unique id failed: %s", from, why);
 	} else {
 		char fwhy[600];
-		if (file_boot_open(&boot, &fb, dir, fwhy, sizeof fwhy) < 0) {
+		if (file_boot_open(&boot, &fb, dir, torch, fwhy, sizeof fwhy) < 0) {
 			if (by_mpi)
 				return errf(err, errlen, "launched by MPI (%s), whose transport failed: %s; "
 					    "and no file rendezvous either: %s", from, why, fwhy);
@@ -303,6 +350,10 @@ int dist_init(struct dist *d, int tp, int pp, const char *backend, const char *d
 		buckets_default(d);
 		return 0;
 	}
+	if (strcmp(backend, "cpu") == 0 && strcmp(from, "WORLD_SIZE") == 0)
+		return errf(err, errlen, "launched as %d ranks by torchrun or the deepspeed launcher "
+			    "(WORLD_SIZE), but the CPU backend's ranks meet through MPI: launch them "
+			    "with mpirun or srun (or train on GPUs)", world);
 	int rc = strcmp(backend, "cpu") == 0 ? mpi_open(d, tp, pp, world, from, err, errlen)
 					      : nccl_open(d, tp, pp, world, from, dir, err, errlen);
 	buckets_default(d);

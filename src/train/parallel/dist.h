@@ -99,7 +99,7 @@ struct dist {
 int dist_init(struct dist *d, int tp, int pp, const char *backend, const char *dir, char *err,
 	      size_t errlen);
 
-/* The number of ranks a launcher started (mpirun, PMIx/PMI, an srun step), 1 for a plain
+/* The number of ranks a launcher started (mpirun, PMIx/PMI, torchrun, an srun step), 1 for a plain
  * process; *from names the variable that said so. */
 int dist_launched_world(const char **from);
 
