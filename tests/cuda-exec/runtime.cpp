@@ -553,10 +553,15 @@ struct CUstream_st {
 struct CUevent_st {
 	CUstream_st *s;
 	int pending;     /* recorded, not yet reached */
-	int done;
+	int done;        /* the latest record reached */
 	double t;        /* seconds, when reached */
 	int live;
 	int captured;    /* last recorded into a capture: waits on it are errors outside it */
+	/* records made (host order) and the latest one reached: a wait or a synchronisation is for
+	 * the record made before it, as CUDA's are, not for whichever record runs next - an event
+	 * recorded again before its earlier record ran (a stream's work runs only when the host
+	 * synchronises here) must not let a wait on the later record pass at the earlier one */
+	unsigned long recorded, reached;
 };
 
 static CUstream_st g_null_stream = {{}, 0, 1, NULL, 0, 0};
@@ -671,6 +676,21 @@ static void flush(CUstream_st *s, const int *until = NULL)
 		return;
 	cx_dev_open();
 	while (!s->q.empty() && !(until && *until)) {
+		Op op = std::move(s->q.front());
+		s->q.pop_front();
+		if (g_sticky == cudaSuccess) /* after a fault nothing else runs */
+			op.fn();
+	}
+	cx_dev_close();
+}
+
+/* Runs the queued work of s until event e's record number v has been reached. */
+static void flush_to(CUstream_st *s, const CUevent_st *e, unsigned long v)
+{
+	if (s->q.empty() || e->reached >= v)
+		return;
+	cx_dev_open();
+	while (!s->q.empty() && e->reached < v) {
 		Op op = std::move(s->q.front());
 		s->q.pop_front();
 		if (g_sticky == cudaSuccess) /* after a fault nothing else runs */
@@ -917,7 +937,7 @@ extern "C" cudaError_t cudaEventCreateWithFlags(cudaEvent_t *pe, unsigned flags)
 	API_ENTER();
 	if (!pe || (flags & ~7u))
 		return ret(cudaErrorInvalidValue);
-	*pe = new CUevent_st{NULL, 0, 0, 0.0, 1, 0};
+	*pe = new CUevent_st{NULL, 0, 0, 0.0, 1, 0, 0, 0};
 	return cudaSuccess;
 }
 
@@ -945,9 +965,14 @@ extern "C" cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t st)
 	e->pending = !s->cap;
 	e->done = 0;
 	e->captured = s->cap != NULL;
-	return enqueue(s, "cudaEventRecord", [e]() {
-		e->done = 1;
-		e->pending = 0;
+	unsigned long v = ++e->recorded;
+	return enqueue(s, "cudaEventRecord", [e, v]() {
+		if (v > e->reached)
+			e->reached = v;
+		if (e->reached >= e->recorded) {
+			e->done = 1;
+			e->pending = 0;
+		}
 		e->t = now();
 	});
 }
@@ -994,9 +1019,10 @@ extern "C" cudaError_t cudaStreamWaitEvent(cudaStream_t st, cudaEvent_t e, unsig
 	if (!e->pending)
 		return cudaSuccess; /* never recorded, or already reached: nothing to wait for */
 	CUstream_st *src = e->s;
-	return enqueue(s, "cudaStreamWaitEvent", [e, src]() {
-		if (!e->done)
-			flush(src, &e->done);
+	unsigned long v = e->recorded;   /* the record this wait is for */
+	return enqueue(s, "cudaStreamWaitEvent", [e, src, v]() {
+		if (e->reached < v)
+			flush_to(src, e, v);
 	});
 }
 

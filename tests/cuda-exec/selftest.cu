@@ -774,6 +774,11 @@ static int host_cannot_touch_device_memory(void)
 	return ok;
 }
 
+__global__ void add_k(int *p, int v)
+{
+	p[threadIdx.x] += v;
+}
+
 __global__ void fill_k(int *p, int v)
 {
 	p[threadIdx.x] = v;
@@ -803,6 +808,22 @@ static int streams_are_asynchronous(void)
 	int ok = before == 0 && after == 42 && pinned[31] == 7;
 	if (!ok)
 		printf("# before %d after %d then %d\n", before, after, pinned[31]);
+	/* one event recorded again before its first record ran (dist_nccl.cu's bucket event, once
+	 * a step): b's second wait is for the second record, as CUDA's is, not for the first one
+	 * having run - b must see the 5 added after the first record */
+	int *d2 = dalloc<int>(32);
+	cx_launch_kernel(fill_k, 1, 32, 0, a, d2, 1);
+	cudaEventRecord(e, a);
+	cudaStreamWaitEvent(b, e, 0);
+	cx_launch_kernel(add_k, 1, 32, 0, a, d2, 5);
+	cudaEventRecord(e, a);
+	cudaStreamWaitEvent(b, e, 0);
+	cudaMemcpyAsync(pinned, d2, 32 * sizeof(int), cudaMemcpyDeviceToHost, b);
+	cudaStreamSynchronize(b);
+	if (pinned[3] != 6) {
+		printf("# a wait on a re-recorded event let b read %d before the second record\n", pinned[3]);
+		ok = 0;
+	}
 	cudaFreeHost(pinned);
 	cudaStreamDestroy(a);
 	cudaStreamDestroy(b);
@@ -811,10 +832,6 @@ static int streams_are_asynchronous(void)
 	return ok;
 }
 
-__global__ void add_k(int *p, int v)
-{
-	p[threadIdx.x] += v;
-}
 
 /* A captured stream records instead of running; a graph launch replays the operations with the
  * argument values of their capture; a host synchronisation while capturing is refused

@@ -59,7 +59,9 @@
  *
  * Host memory (losses, norms, decisions, the vocabulary-parallel cross-entropy's statistics,
  * checkpoint bookkeeping) goes through a device staging buffer: copy in, collective, copy out,
- * synchronise - a few per iteration, each a few bytes to a few tens of kilobytes.
+ * synchronise - a few per iteration, each a few bytes to a few tens of kilobytes.  A deferred
+ * step (run/iter.h) has none: its losses, norm and flags stay on the device and their sums
+ * are queued like the gradients' (dev_reduce).
  *
  * Failures: a failing NCCL call ends the program as a failing CUDA call does ("train: cuda:
  * nccl: ...", exit 3), naming the collective and the group; an error inside a queued collective
@@ -289,6 +291,21 @@ static void nc_sum_f64(struct dist *d, enum dist_group g, double *x, size_t n)
 	host_reduce(g, x, n, ncclFloat64, sizeof *x, ncclSum);
 }
 
+/* A deferred step's scalars, in device memory: queued on the compute stream like sum_f32 */
+static void nc_dev_reduce(struct dist *d, enum dist_group g, void *x, size_t n, int type, int op)
+{
+	(void)d;
+	CU_ENTER();
+	if (nc.size[g] <= 1 || n == 0)
+		return;
+	ncclDataType_t t = type == DIST_F64 ? ncclFloat64 : ncclInt32;
+	size_t esz = type == DIST_F64 ? sizeof(double) : sizeof(int32_t);
+	if (op == DIST_SUM)
+		allsum(g, x, n, t, esz);
+	else
+		NC_CHECK(ncclAllReduce(x, x, n, t, ncclMax, nc.comm[g], cu.stream), "ncclAllReduce", g);
+}
+
 static void nc_allgather(struct dist *d, enum dist_group g, const void *in, size_t bytes, void *out)
 {
 	(void)d;
@@ -439,6 +456,7 @@ lmtk_dist_nccl(struct dist *d, struct dist_boot *boot, char *err, size_t errlen)
 	d->host_sum_f32 = nc_host_sum_f32;
 	d->host_max_f32 = nc_host_max_f32;
 	d->sum_f64 = nc_sum_f64;
+	d->dev_reduce = nc_dev_reduce;
 	d->allgather = nc_allgather;
 	d->bcast = nc_bcast;
 	d->barrier = nc_barrier;

@@ -92,6 +92,9 @@ struct ops_step {
 				    * gradient norm, or bad targets) */
 	float gscale;              /* the gradients' factor: 1/loss_scale, times the clip coefficient */
 	float lr, bc1, bc2;        /* the chosen pair entries */
+	/* several ranks: the stop this rank saw as it queued the step (signals_stop_code), then the
+	 * world's maximum (the run's dist.h dev_reduce); no kernel reads it */
+	int32_t stop;
 };
 
 struct ops {

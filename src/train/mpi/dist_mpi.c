@@ -160,6 +160,7 @@ int lmtk_dist_mpi(struct dist *d, int tp, int pp, dist_layout_fn layout, char *e
 	}
 	d->impl = m;
 	d->transport = "MPI";
+	d->dev_reduce = NULL;   /* its backend (the CPU) reads every value back: dist.h */
 	d->sum_f32 = sum_f32;
 	d->sum_act = sum_act;
 	d->host_sum_f32 = sum_f32;

@@ -73,34 +73,66 @@ static int held(const struct model *m, int k, size_t *lo, size_t *hi)
 	return k == 0;
 }
 
-double optim_grad_norm(const struct optim *o, struct model *m)
+/* The k-th part [lo, hi) of the gradients the global norm counts on this rank, 0 past the
+ * last: with TP or PP each split tensor's part this rank holds, each replicated tensor only
+ * on TP rank 0, the tied word embeddings only on the first stage; else held()'s parts (the
+ * whole buffer, or ZeRO-1's chunks).  *k advances past skipped tensors. */
+static int norm_part(const struct model *m, int *k, size_t *lo, size_t *hi)
 {
-	const struct ops *ops = m->ops;
-	double ss = 0;
-	size_t zlo, zhi;
 	if (m->dist && (m->dist->tp > 1 || m->dist->pp > 1)) {
-		/* each split tensor's shard once per rank, each replicated tensor once (TP rank 0's),
-		 * the tied word embeddings once (the first stage's), then over TP and PP */
-		for (int i = 0; i < m->ntensors; i++) {
+		for (; *k < m->ntensors; (*k)++) {
+			int i = *k;
 			if (m->tensors[i].split == SPLIT_NONE && m->dist->tp_rank != 0)
 				continue;
 			if (i == m->wte && !m->first)
 				continue;
-			size_t a = m->ost[i].lo, b = m->ost[i].hi;   /* its part this rank holds */
-			if (a < b)
-				ss += ops->sumsq(m->grads + a, b - a);
+			if (m->ost[i].lo < m->ost[i].hi) {
+				*lo = m->ost[i].lo;
+				*hi = m->ost[i].hi;
+				return 1;
+			}
 		}
-		if (m->cfg.zero_dp > 1)
-			m->dist->sum_f64(m->dist, DIST_DP, &ss, 1);
+		return 0;
+	}
+	return held(m, *k, lo, hi);
+}
+
+double optim_grad_norm(const struct optim *o, struct model *m)
+{
+	const struct ops *ops = m->ops;
+	double ss = 0;
+	size_t lo, hi;
+	for (int k = 0; norm_part(m, &k, &lo, &hi); k++)
+		ss += ops->sumsq(m->grads + lo, hi - lo);
+	if (m->cfg.zero_dp > 1)   /* ZeRO-1: the shards' squares, summed over DP */
+		m->dist->sum_f64(m->dist, DIST_DP, &ss, 1);
+	if (m->dist && (m->dist->tp > 1 || m->dist->pp > 1)) {
 		m->dist->sum_f64(m->dist, DIST_TP, &ss, 1);
 		m->dist->sum_f64(m->dist, DIST_PP, &ss, 1);
-	} else {
-		for (int k = 0; held(m, k, &zlo, &zhi); k++)
-			ss += ops->sumsq(m->grads + zlo, zhi - zlo);
-		if (m->cfg.zero_dp > 1)   /* ZeRO-1: the shards' squares, summed over DP */
-			m->dist->sum_f64(m->dist, DIST_DP, &ss, 1);
 	}
 	return sqrt(ss) / o->loss_scale;
+}
+
+void optim_queue_norm_check(const struct optim *o, struct model *m, double *sumsq,
+			    int32_t *overflow)
+{
+	const struct ops *ops = m->ops;
+	struct dist *d = m->dist;
+	size_t lo, hi;
+	for (int k = 0; norm_part(m, &k, &lo, &hi); k++)
+		ops->sumsq_acc(sumsq, m->grads + lo, hi - lo);
+	if (m->cfg.zero_dp > 1)
+		d->dev_reduce(d, DIST_DP, sumsq, 1, DIST_F64, DIST_SUM);
+	if (d && (d->tp > 1 || d->pp > 1)) {
+		d->dev_reduce(d, DIST_TP, sumsq, 1, DIST_F64, DIST_SUM);
+		d->dev_reduce(d, DIST_PP, sumsq, 1, DIST_F64, DIST_SUM);
+	}
+	if (!o->fp16)
+		return;
+	for (int k = 0; held(m, k, &lo, &hi); k++)   /* beyond 65504: what fp16 could not hold */
+		ops->within_acc(overflow, m->grads + lo, hi - lo, FP16_MAX);
+	if (d && d->world > 1)   /* the shards of TP, PP (and ZeRO-1) ranks */
+		d->dev_reduce(d, DIST_WORLD, overflow, 1, DIST_I32, DIST_MAX);
 }
 
 int optim_step(struct optim *o, struct model *m, float lr, double *grad_norm)

@@ -68,5 +68,11 @@ void optim_scaler(struct optim *o, int overflow);
  * each replicated tensor once, the tied word embedding once; under ZeRO-1 each DP rank's own
  * shard of the gradient (the only part it holds reduced, buckets.h), summed over DP. */
 double optim_grad_norm(const struct optim *o, struct model *m);
+/* The same on the device, for a deferred step (run/iter.h): the squares optim_grad_norm sums
+ * accumulated into *sumsq and summed over the same groups, and under fp16 any gradient beyond
+ * fp16's range flagged into *overflow over the world (device pointers: struct ops_step's;
+ * m->dist's dev_reduce queues the sums).  Nothing is read back. */
+void optim_queue_norm_check(const struct optim *o, struct model *m, double *sumsq,
+			    int32_t *overflow);
 
 #endif

@@ -27,6 +27,10 @@ static void one_bcast(struct dist *d, enum dist_group g, void *x, size_t bytes, 
 	(void)d, (void)g, (void)x, (void)bytes, (void)root;
 }
 static void one_barrier(struct dist *d) { (void)d; }
+static void one_dev_reduce(struct dist *d, enum dist_group g, void *x, size_t n, int type, int op)
+{
+	(void)d, (void)g, (void)x, (void)n, (void)type, (void)op;
+}
 static void one_gather(struct dist *d, enum dist_group g, float *x, size_t n)
 {
 	(void)d, (void)g, (void)x, (void)n;
@@ -340,7 +344,8 @@ int dist_init(struct dist *d, int tp, int pp, const char *backend, const char *d
 	*d = (struct dist){.world = 1, .dp = 1, .tp = 1, .pp = 1, .transport = "one",
 			   .sum_f32 = one_f32, .sum_act = one_act, .gather_f32 = one_gather,
 			   .p2p = one_p2p, .host_sum_f32 = one_f32, .host_max_f32 = one_f32,
-			   .sum_f64 = one_f64, .allgather = one_allgather, .bcast = one_bcast,
+			   .sum_f64 = one_f64, .dev_reduce = one_dev_reduce,
+			   .allgather = one_allgather, .bcast = one_bcast,
 			   .barrier = one_barrier, .finish = one_barrier};
 	if (world == 1) {
 		if (tp != 1 || pp != 1)

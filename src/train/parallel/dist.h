@@ -39,6 +39,10 @@
  * embeddings (input lookup and output layer) and sum their gradients. */
 enum dist_group { DIST_WORLD, DIST_DP, DIST_TP, DIST_PP, DIST_EMB, DIST_GROUPS };
 
+/* dev_reduce's element types and operations */
+enum { DIST_F64, DIST_I32 };
+enum { DIST_SUM, DIST_MAX };
+
 struct dist {
 	int world, rank;
 	int dp, tp, pp;                /* group sizes */
@@ -59,6 +63,13 @@ struct dist {
 	 * chunk x[r n/P, (r + 1) n/P) and every rank ends with all of them (ZeRO-1's parameter
 	 * all-gather, one per bucket) */
 	void (*gather_f32)(struct dist *d, enum dist_group g, float *x, size_t n);
+	/* A step's scalars where the backend keeps them (the deferred step's struct ops_step: its
+	 * losses, the gradients' sum of squares, the bad-target and overflow counts): x(n) of type
+	 * DIST_F64 or DIST_I32, summed (DIST_SUM, bit-identical on every rank as sum_f32) or
+	 * maximised (DIST_MAX) in place over the group, queued with the backend's work and never
+	 * waited for by the host.  NULL in the MPI transport (the CPU backend reads every value
+	 * back as it is computed). */
+	void (*dev_reduce)(struct dist *d, enum dist_group g, void *x, size_t n, int type, int op);
 	/* Gradient buckets (run.c: --overlap-grad-reduce, ZeRO-1): the backend's memory, queued
 	 * behind all the backend's work so far, on a stream of their own where the transport has
 	 * one (NCCL), so that the backward's later kernels run meanwhile; the buffer must not be

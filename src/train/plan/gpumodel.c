@@ -831,21 +831,6 @@ static double span(size_t lo, size_t hi)
 	return 32.0 * (double)((hi + 31) / 32 - lo / 32);
 }
 
-static void deferred_tail(struct ctx *x, double P)
-{
-	double G = ceil(P / 4096);
-	if (G > 1024)
-		G = 1024;
-	htod(x, sizeof(struct ops_step));   /* the struct's inputs */
-	htod(x, 4);                         /* the masked targets' count */
-	kernel(x, "sumsq_part_k", sec(P * 4), sec(G * 8));
-	kernel(x, "sumsq_fin_k", sec(G * 8) + 32, 32);   /* reads the accumulator too */
-	/* reads the inputs and the sums (then writes the decision), the previous struct's `taken`,
-	 * the bad-target count */
-	kernel(x, "step_decide_k", span(0, offsetof(struct ops_step, taken)) + 64,
-	       span(offsetof(struct ops_step, bad), sizeof(struct ops_step)));
-}
-
 /* This stage's tensors (tensors()): their sizes, which are replicated over TP, which is the word
  * embedding, and the totals P and P_wte.  -1 (x->oom set) when out of memory. */
 struct stage_tensors {
@@ -876,6 +861,48 @@ static int stage_tensors(struct ctx *x, struct stage_tensors *t)
 	return 0;
 }
 
+/* one part of the norm's squares added into the struct (ops.h sumsq_acc) */
+static void sumsq_acc(struct ctx *x, double n)
+{
+	double G = ceil(n / 4096);
+	if (G > 1024)
+		G = 1024;
+	kernel(x, "sumsq_part_k", sec(n * 4), sec(G * 8));
+	kernel(x, "sumsq_fin_k", sec(G * 8) + 32, 32);   /* reads the accumulator too */
+}
+
+/* P: the elements of the norm's one part (no PP), or 0 with the stage's tensors (PP: each its
+ * own part, optim.c norm_part) */
+static void deferred_tail(struct ctx *x, double P, const struct stage_tensors *st)
+{
+	const struct gpumodel_cfg *c = x->c;
+	htod(x, sizeof(struct ops_step));   /* the struct's inputs */
+	htod(x, 4);                         /* the masked targets' count */
+	if (c->tp * c->dp * c->pp > 1) {
+		/* the world's loss (the last stage's, over DP) and counts, on the device (iter.c) */
+		comm_sum(x, "nccl sum PP (the step's loss)", pp_group(x), 16);
+		comm_sum(x, "nccl sum DP (the step's loss)", dp_group(x), 16);
+		comm_sum(x, "nccl sum (the step's target counts)", world_group(x), 4);
+		comm_sum(x, "nccl sum (the step's target counts)", world_group(x), 4);
+		comm_allreduce(x, "nccl max (the step's stop)", world_group(x), 4);
+	}
+	if (P > 0) {
+		sumsq_acc(x, P);
+	} else {
+		for (int i = 0; i < st->n; i++)
+			if (st->numel[i] > 0 && !(st->wte[i] && !x->first))
+				sumsq_acc(x, (double)st->numel[i]);
+	}
+	if (c->zero1 && c->dp > 1)
+		comm_sum(x, "nccl sum DP (the step's norm)", dp_group(x), 8);
+	if (c->pp > 1)
+		comm_sum(x, "nccl sum PP (the step's norm)", pp_group(x), 8);
+	/* reads the inputs and the sums (then writes the decision), the previous struct's `taken`,
+	 * the bad-target count */
+	kernel(x, "step_decide_k", span(0, offsetof(struct ops_step, taken)) + 64,
+	       span(offsetof(struct ops_step, bad), sizeof(struct ops_step)));
+}
+
 /* run.c step_grads after the micro-batches, and optim.c optim_step */
 static void iteration_tail(struct ctx *x)
 {
@@ -892,14 +919,16 @@ static void iteration_tail(struct ctx *x)
 		memset_(x, 4);   /* the bad-target count, once per step */
 	memset_(x, P * 4);   /* model_zero_grad, before the first micro-batch */
 	if (c->pp > 1) {
-		host_coll(x, pp_group(x), 8);   /* the loss */
+		if (!c->deferred)
+			host_coll(x, pp_group(x), 8);   /* the loss */
 		if (x->first || x->last)
 			comm_sum(x, "nccl sum embedding (tied gradient)",
 				 (struct group){2, (c->pp - 1) * c->tp * c->dp}, P_wte * 4);
 	}
 	if (dp > 1) {
 		comm_dp(x, dp_group(x), P, zero);
-		host_coll(x, dp_group(x), 8);
+		if (!c->deferred)
+			host_coll(x, dp_group(x), 8);
 	}
 	if (tpar)
 		for (int i = 0; i < nt; i++)
@@ -907,14 +936,15 @@ static void iteration_tail(struct ctx *x)
 				comm_sum(x, "nccl sum TP (replicated gradients)", tp_group(x), numel[i] * 4.0);
 				kernel(x, "scale_k", sec(numel[i] * 4.0), sec(numel[i] * 4.0));
 			}
-	/* the decisions every rank takes together: failed reads, bad targets, bad data, a signal,
-	 * the kill switch */
-	for (int i = 0; i < 5; i++)
+	/* the decisions every rank takes together: failed reads, bad targets, bad data, the stop
+	 * (a signal, the kill switch, the elapsed time); deferred, they travel with the step's
+	 * scalars (deferred_tail) */
+	for (int i = 0; i < (c->deferred ? 0 : 4); i++)
 		host_coll(x, world_group(x), 4);
 
 	/* the gradient norm: per tensor with TP or PP (each shard once), else the one buffer */
 	if (c->deferred) {
-		deferred_tail(x, P);
+		deferred_tail(x, c->pp > 1 ? 0 : zero ? P / dp : P, &st);
 	} else if (tpar || c->pp > 1) {
 		for (int i = 0; i < nt; i++)
 			if (!(wte[i] && !x->first))
@@ -929,7 +959,8 @@ static void iteration_tail(struct ctx *x)
 			host_coll(x, dp_group(x), 8);
 	}
 	if (c->fp16 && c->deferred) {   /* the overflow check, into the step's struct */
-		kernel(x, "nonfinite_k", sec(P * 4), 0);
+		kernel(x, "nonfinite_k", sec((zero ? P / dp : P) * 4), 0);
+		comm_allreduce(x, "nccl max (the step's overflow)", world_group(x), 4);
 	} else if (c->fp16) {   /* the overflow check Megatron's fp16 scaler needs */
 		memset_(x, 4);
 		kernel(x, "nonfinite_k", sec((zero ? P / dp : P) * 4), 0);

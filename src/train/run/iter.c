@@ -13,7 +13,13 @@
 #include "train/run/save.h"
 #include "train/run/signals.h"
 #include "train/run/step.h"
+#include "train/optim/optim.h"
 #include "train/optim/sched.h"
+
+/* Added to a rank's count of masked targets when it read ids outside the vocabulary (deferred,
+ * several ranks): the world's bad-target count (bad - masked, step_decide) goes below 0, which
+ * no real count does, so every rank skips the step and stops (iter_finish) */
+#define BAD_DATA_MARK (1 << 20)
 
 static struct ops_step *dstep(const struct run *r, int slot)
 {
@@ -30,8 +36,11 @@ const char *iter_defer_blocker(const struct run *r)
 		return "the backend reads every value back at once";
 	if (e && *e && strcmp(e, "0") != 0)
 		return "LMTK_TRAIN_SYNC_STEP is set";
-	if (r->dist.world > 1)
-		return "more than one rank";
+	if (r->dist.world > 1 && !r->dist.dev_reduce)
+		return "the transport reads every value back";
+	if (r->dist.tp > 1)
+		return "tensor parallelism (its cross-entropy combines the vocabulary slices' "
+		       "statistics on the host)";
 	if (!r->m.aseg || r->st.optim.kind != OPT_ADAMW)
 		return "an optimizer other than the one-launch AdamW";
 	return check_defer_flags(a);
@@ -175,6 +184,7 @@ int iter_queue(struct run *r, struct loop *L, struct iter *q, const struct iter 
 		in.bc2_if[k] = (float)(1.0 - pow((double)op->b2, step));
 	}
 	in.loss_scale = op->loss_scale;
+	in.stop = r->dist.world > 1 ? signals_stop_code(r, L->t_start) : 0;
 	in.clip = op->clip;
 	in.prev_pending = prev != NULL;
 	struct ops_step *ds = dstep(r, q->slot);
@@ -196,7 +206,8 @@ int iter_queue(struct run *r, struct loop *L, struct iter *q, const struct iter 
 	int bad = 0;
 	double l = step_grads(r, st->data_position, q->micro, key, &bad);
 	m->dstep = NULL;
-	if (dist_any(&r->dist, DIST_WORLD, r->bad_data)) {
+	int many = r->dist.world > 1;
+	if (!many && r->bad_data) {
 		L->rc = EXIT_USAGE;
 		return -1;
 	}
@@ -208,15 +219,29 @@ int iter_queue(struct run *r, struct loop *L, struct iter *q, const struct iter 
 		double nan = NAN;
 		o->to_device(&ds->loss[0], &nan, sizeof nan);
 	}
-	int32_t masked = m->dstep_masked;
+	/* a sample with ids outside the vocabulary on some rank (batch.c said which): that rank's
+	 * mark makes the world's bad count negative, so every rank skips the step and stops */
+	int32_t masked = m->dstep_masked + (many && r->bad_data ? BAD_DATA_MARK : 0);
 	o->to_device(&ds->masked, &masked, sizeof masked);
-	o->sumsq_acc(&ds->sumsq, m->grads, m->nparams);
-	if (op->fp16)   /* beyond 65504: what fp16 gradients could not hold (optim.c) */
-		o->within_acc(&ds->overflow, m->grads, m->nparams, 65504.0f);
+	if (many) {   /* the world's loss (the last stages', over DP) and counts, on the device */
+		struct dist *d = &r->dist;
+		d->dev_reduce(d, DIST_PP, ds->loss, 2, DIST_F64, DIST_SUM);
+		d->dev_reduce(d, DIST_DP, ds->loss, 2, DIST_F64, DIST_SUM);
+		d->dev_reduce(d, DIST_WORLD, &ds->masked, 1, DIST_I32, DIST_SUM);
+		d->dev_reduce(d, DIST_WORLD, m->bad_targets, 1, DIST_I32, DIST_SUM);
+		d->dev_reduce(d, DIST_WORLD, &ds->stop, 1, DIST_I32, DIST_MAX);
+	}
+	optim_queue_norm_check(op, m, &ds->sumsq, &ds->overflow);
 	o->step_decide(ds, dstep(r, q->slot ^ 1), m->bad_targets);
 	o->adamw_multi_step(m->master, m->params, m->grads, m->adam_m, m->adam_v, m->aseg,
 			    m->naseg, m->aseg_total, op->emb_lr_mult, op->b1, op->b2, op->eps,
 			    op->wd, ds);
+	if (m->zb && m->cfg.zero_dp > 1) {   /* ZeRO-1: every DP rank gets the others' chunks */
+		for (int k = 0; k < m->nzb; k++)
+			r->dist.gather_f32(&r->dist, DIST_DP, m->master + m->zb[k].lo,
+					   m->zb[k].hi - m->zb[k].lo);
+		model_sync_params(m);
+	}
 	if (gm == OPS_GRAPH_SIZE)
 		o->graph_mode(OPS_GRAPH_OFF, 0);
 	else if (gm != OPS_GRAPH_OFF)
@@ -241,12 +266,19 @@ int iter_finish(struct run *r, struct loop *L, struct iter *q)
 	iter_read(r, q);
 	if (q->deferred) {
 		const struct ops_step *s = &q->s;
-		q->loss = s->loss[0] / q->micro;
+		q->loss = s->loss[0] / q->micro / r->dist.dp;   /* the world's sum over DP */
 		q->lm = q->loss;
-		q->sop = s->loss[1] / q->micro;
+		q->sop = s->loss[1] / q->micro / r->dist.dp;
 		q->grad_norm = sqrt(s->sumsq) / st->optim.loss_scale;
 		q->stepped = s->taken;
 		q->bad = s->bad;
+		if (q->bad < 0) {   /* BAD_DATA_MARK: a rank read ids outside the vocabulary */
+			warn("iteration %lld: a rank read token ids outside the vocabulary of %d (its "
+			     "message above says which sample): the data does not match "
+			     "--vocab-file/--tokenizer-name-or-path", (long long)q->it, r->m.cfg.vocab);
+			L->rc = EXIT_USAGE;
+			return -1;
+		}
 		if (q->bad) {
 			warn("iteration %lld: %d target tokens are outside the vocabulary of %d: the "
 			     "data does not match --vocab-file/--tokenizer-name-or-path",
@@ -306,7 +338,9 @@ int iter_finish(struct run *r, struct loop *L, struct iter *q)
 		}
 		L->last_saved = it;
 	}
-	const char *why_stop = signals_stop_reason(r, L->t_start, it);
+	/* deferred over several ranks, the world's decision came with the step's scalars */
+	const char *why_stop = q->deferred && r->dist.world > 1 ? signals_stop_why(r, q->s.stop, it)
+			       : signals_stop_reason(r, L->t_start, it);
 	r->cur = cur_now;
 	if (why_stop) {
 		L->why_stop = why_stop;

@@ -29,9 +29,18 @@
  *
  * The synchronous path (every value read at once, as before) remains where a value is needed
  * on the host inside the step (iter_defer_blocker says which): --spike-policy skip/rollback (a host
- * decision before the update), BERT (the sentence-order loss comes back per micro-batch), more
- * than one rank (host collectives of the loss), optimizers other than the one-launch AdamW, and
- * --log-num-zeros-in-grad.  LMTK_TRAIN_SYNC_STEP=1 forces it, to compare the two. */
+ * decision before the update), BERT (the sentence-order loss comes back per micro-batch), tensor
+ * parallelism (the vocabulary-parallel cross-entropy combines its statistics on the host),
+ * optimizers other than the one-launch AdamW, and --log-num-zeros-in-grad.
+ * LMTK_TRAIN_SYNC_STEP=1 forces it, to compare the two.
+ *
+ * Several ranks (DP, PP, ZeRO-1): what the synchronous step agrees on through host collectives
+ * travels with the step's scalars instead, summed or maximised on the device (dist.h
+ * dev_reduce): the loss over PP and DP, the masked and bad-target counts over the world (a
+ * rank that read ids outside the vocabulary adds BAD_DATA_MARK), the norm's squares as
+ * optim_grad_norm sums them, the fp16 overflow flag, and each rank's stop code
+ * (signals_stop_code), read back with the struct.  A micro-batch a rank could not read makes
+ * its loss NaN, and the world's with it. */
 #ifndef TRAIN_RUN_ITER_H
 #define TRAIN_RUN_ITER_H
 

@@ -95,6 +95,8 @@ int run_train(const struct train_args *a, const struct plan *p, const char *cmdl
 			 .last_saved = st->iteration, .rc = EXIT_OK};   /* a resumed run has nothing new to save yet */
 	const char *blocker = iter_defer_blocker(&r);
 	int deferred = blocker == NULL;
+	if (blocker && r.m.ops->step_decide)   /* a backend that could keep them on the device */
+		logs_out("train: each step's scalars are read back as it runs: %s\n", blocker);
 	_Static_assert(sizeof(struct ops_step) <= DSTEP_BYTES, "DSTEP_BYTES");
 	if (deferred && !(r.dsteps = r.m.ops->alloc(2 * DSTEP_BYTES))) {
 		char oom[200];

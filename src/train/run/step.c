@@ -21,7 +21,9 @@ static uint64_t sample0(const struct run *r, int64_t k)
  * activation slot k % (pp - s): no more are ever in flight.  With one stage this is the plain
  * loop: forward k, backward k.  The DP gradient buckets (buckets.h) are armed for the last
  * backward only, and what they did not take is reduced after the tied embedding's stage sum.
- * Returns the mean loss (on every stage), or NaN. */
+ * Returns the mean loss (on every stage), or NaN; deferred (m->dstep) over several ranks, this
+ * rank's part only (the device has the loss: iter_queue sums it), NaN when one of its
+ * micro-batches could not be read. */
 double step_grads(struct run *r, int64_t first, int64_t micro, uint64_t key, int *bad)
 {
 	struct model *m = &r->m;
@@ -94,7 +96,11 @@ double step_grads(struct run *r, int64_t first, int64_t micro, uint64_t key, int
 	}
 #undef FORWARD
 #undef BACKWARD
-	if (dist_any(dd, DIST_WORLD, failed))
+	/* deferred over several ranks (iter.h): the loss and the failure stay on the device (a
+	 * failed read makes this rank's loss NaN, and the world's sum with it), and every rank
+	 * goes on to queue the same collectives */
+	int dev = m->dstep && dd->world > 1;
+	if (!dev && dist_any(dd, DIST_WORLD, failed))
 		return NAN;
 	double v[3] = {sum, part[0], part[1]};   /* the loss, and its lm and sop parts */
 	if (pp > 1) {
@@ -102,7 +108,8 @@ double step_grads(struct run *r, int64_t first, int64_t micro, uint64_t key, int
 		 * input lookup's (first stage) and the output layer's (last stage) */
 		if (!m->last)
 			v[0] = v[1] = v[2] = 0;
-		dd->sum_f64(dd, DIST_PP, v, 3);
+		if (!dev)
+			dd->sum_f64(dd, DIST_PP, v, 3);
 		if (m->first || m->last)
 			dd->sum_f32(dd, DIST_EMB, model_grad(m, m->wte), m->tensors[m->wte].numel);
 	}
@@ -112,7 +119,8 @@ double step_grads(struct run *r, int64_t first, int64_t micro, uint64_t key, int
 	if (d->dp > 1) {   /* the gradient of the global batch's mean loss, on every DP rank (under
 			    * ZeRO-1, of its shard): what the buckets did not reduce yet, then wait */
 		buckets_finish(&r->bk);
-		d->sum_f64(d, DIST_DP, v, 3);
+		if (!dev)
+			d->sum_f64(d, DIST_DP, v, 3);
 		for (int q = 0; q < 3; q++)
 			v[q] /= d->dp;
 	}
@@ -130,6 +138,8 @@ double step_grads(struct run *r, int64_t first, int64_t micro, uint64_t key, int
 				r->m.ops->scale(g, 1.0f / d->tp, r->m.tensors[i].numel);
 			}
 	}
+	if (dev)   /* the device counts the bad targets (ops_step) */
+		return failed ? NAN : loss;
 	*bad = dist_any(d, DIST_WORLD, *bad != 0) ? (*bad ? *bad : 1) : 0;
 	return loss;
 }
