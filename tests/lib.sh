@@ -87,17 +87,14 @@ hf_encode() {
 	cat "$cache/$key"
 }
 
-# srun_ranks NAME NP CMD...: CMD as NP tasks of one srun step (SLURM_PROCID, SLURM_LOCALID,
-# SLURM_NTASKS, a fresh SLURM_JOB_ID each call), all at once, rank r's output in NAME.r; returns
-# the largest exit status.  RANKS_ENV (words) is added to every rank's environment.
-RANKS_JOB=${RANKS_JOB:-100}
-srun_ranks() {
-	local name=$1 np=$2 r rc=0 st pids=()
-	shift 2
-	RANKS_JOB=$((RANKS_JOB + 1))
+# launch_ranks NAME NP ENVFN CMD...: CMD as NP processes at once, rank r's environment the words
+# `ENVFN r NP` prints plus RANKS_ENV (words), its output in NAME.r; returns the largest exit
+# status.  srun_ranks below is the srun step's; a test adds its own launcher's (torchrun's).
+launch_ranks() {
+	local name=$1 np=$2 envfn=$3 r rc=0 st pids=()
+	shift 3
 	for ((r = 0; r < np; r++)); do
-		env SLURM_JOB_ID=$RANKS_JOB SLURM_STEP_ID=0 SLURM_PROCID=$r SLURM_LOCALID=$r \
-			SLURM_NTASKS=$np SLURM_STEP_NUM_TASKS=$np ${RANKS_ENV:-} "$@" >"$name.$r" 2>&1 &
+		env $("$envfn" "$r" "$np") ${RANKS_ENV:-} "$@" >"$name.$r" 2>&1 &
 		pids+=($!)
 	done
 	for r in "${pids[@]}"; do
@@ -106,6 +103,21 @@ srun_ranks() {
 		[ $st -gt $rc ] && rc=$st
 	done
 	return $rc
+}
+
+# srun_ranks NAME NP CMD...: CMD as NP tasks of one srun step (SLURM_PROCID, SLURM_LOCALID,
+# SLURM_NTASKS, a fresh SLURM_JOB_ID each call), all at once, rank r's output in NAME.r; returns
+# the largest exit status.  RANKS_ENV (words) is added to every rank's environment.
+RANKS_JOB=${RANKS_JOB:-100}
+srun_env() {
+	echo "SLURM_JOB_ID=$RANKS_JOB SLURM_STEP_ID=0 SLURM_PROCID=$1 SLURM_LOCALID=$1" \
+		"SLURM_NTASKS=$2 SLURM_STEP_NUM_TASKS=$2"
+}
+srun_ranks() {
+	local name=$1 np=$2
+	shift 2
+	RANKS_JOB=$((RANKS_JOB + 1))
+	launch_ranks "$name" "$np" srun_env "$@"
 }
 
 # json_ok NAME FILE PYTHON [ARG...]: ok when FILE (a program's stdout under --json) is exactly one

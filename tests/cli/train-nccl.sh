@@ -196,25 +196,14 @@ fi
 # --- torchrun (and the deepspeed launcher): RANK of WORLD_SIZE, met under MASTER_ADDR:PORT --------
 # torchrun --no-python runs each rank with these, inside an srun task whose SLURM_* it inherits
 # (SLURM_STEP_NUM_TASKS=1: one torchrun per node) - the inner launcher's must win
-torch_ranks() {
-	local name=$1 np=$2 r rc=0 st pids=()
-	shift 2
-	for ((r = 0; r < np; r++)); do
-		env SLURM_JOB_ID=77 SLURM_STEP_ID=0 SLURM_PROCID=0 SLURM_LOCALID=0 SLURM_NTASKS=1 \
-			SLURM_STEP_NUM_TASKS=1 PMI_RANK=0 PMI_SIZE=1 RANK=$r LOCAL_RANK=$r WORLD_SIZE=$np \
-			LOCAL_WORLD_SIZE=$np MASTER_ADDR=127.0.0.1 MASTER_PORT=$((29500 + RANKS_JOB)) \
-			TORCHELASTIC_RUN_ID=none LMTK_CUDA_EXEC_DEVICES=2 "$@" >"$name.$r" 2>&1 &
-		pids+=($!)
-	done
-	for r in "${pids[@]}"; do
-		st=0
-		wait "$r" || st=$?
-		[ $st -gt $rc ] && rc=$st
-	done
-	return $rc
+torch_env() {
+	echo "SLURM_JOB_ID=77 SLURM_STEP_ID=0 SLURM_PROCID=0 SLURM_LOCALID=0 SLURM_NTASKS=1" \
+		"SLURM_STEP_NUM_TASKS=1 PMI_RANK=0 PMI_SIZE=1 RANK=$1 LOCAL_RANK=$1 WORLD_SIZE=$2" \
+		"LOCAL_WORLD_SIZE=$2 MASTER_ADDR=127.0.0.1 MASTER_PORT=$((29500 + RANKS_JOB))" \
+		"TORCHELASTIC_RUN_ID=none LMTK_CUDA_EXEC_DEVICES=2"
 }
 RANKS_JOB=$((RANKS_JOB + 1))
-torch_ranks torch 2 "$TR" "${M[@]}" --global-batch-size 4 --save torch
+launch_ranks torch 2 torch_env "$TR" "${M[@]}" --global-batch-size 4 --save torch
 rc=$?
 [ $rc = 0 ] && grep -q 'DP=2 TP=1 PP=1, collectives over NCCL (unique ids via files in ' torch.0 &&
 	grep -q '^train: rank 1 of 2: GPU cuda:1 (local rank 1 from LOCAL_RANK, modulo 2 visible GPUs)' torch.1 &&

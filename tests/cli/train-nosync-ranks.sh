@@ -36,57 +36,46 @@ strip() {   # the log lines without the wall-clock fields
 		s/ time remaining: [^|]*\|//'
 }
 
-# --- no host synchronisation that drains the device, iterations 3..5 of rank 0 ---------------
-prof=(--train-iters 6 --profile --profile-step-start 2 --profile-step-end 5)
-for layout in "dp2z --global-batch-size 4 --zero-stage 1" "pp2 --global-batch-size 8 --pipeline-model-parallel-size 2"; do
+# --- no host synchronisation that drains the device (iterations 3..5 of rank 0), and the same
+# logs and checkpoints as the synchronous step ------------------------------------------------
+prof=(--train-iters 6 --profile --profile-step-start 2 --profile-step-end 5 --save-interval 6)
+for layout in "dp2z --global-batch-size 4 --zero-stage 1" "pp2 --global-batch-size 4 --pipeline-model-parallel-size 2"; do
 	set -- $layout
 	name=$1
 	shift
-	rm -f syncs-$name-deferred syncs-$name-sync
-	RANKS_ENV="LMTK_CUDA_EXEC_SYNCS=$T/syncs-$name-deferred" ranks $name-prof 2 "$@" "${prof[@]}"
+	rm -f syncs-$name-d syncs-$name-s
+	RANKS_ENV="LMTK_CUDA_EXEC_SYNCS=$T/syncs-$name-d" ranks $name-d 2 "$@" "${prof[@]}" --save ck-$name-d
 	rc=$?
-	RANKS_ENV="LMTK_TRAIN_SYNC_STEP=1 LMTK_CUDA_EXEC_SYNCS=$T/syncs-$name-sync" ranks $name-profsync 2 "$@" "${prof[@]}"
+	RANKS_ENV="LMTK_TRAIN_SYNC_STEP=1 LMTK_CUDA_EXEC_SYNCS=$T/syncs-$name-s" ranks $name-s 2 "$@" "${prof[@]}" --save ck-$name-s
 	rc2=$?
 	if [ $rc != 0 ] || [ $rc2 != 0 ]; then
-		fail "${name}_step_makes_no_host_sync_that_drains_the_device" "exit $rc/$rc2: $(tail -n 2 $name-prof.0 $name-prof.1 $name-profsync.0)"
+		fail "${name}_step_makes_no_host_sync_that_drains_the_device" "exit $rc/$rc2: $(tail -n 2 $name-d.0 $name-d.1 $name-s.0)"
 		continue
 	fi
-	n=$(wc -l <syncs-$name-deferred)
-	idle=$(awk '$NF == 0' syncs-$name-deferred | wc -l)
-	idle_sync=$(awk '$NF == 0' syncs-$name-sync | wc -l)
-	if grep -q 'the step is not deferred\|read back as it runs' $name-prof.0; then
-		fail "${name}_step_makes_no_host_sync_that_drains_the_device" "$(grep -h 'deferred\|read back' $name-prof.0)"
+	n=$(wc -l <syncs-$name-d)
+	idle=$(awk '$NF == 0' syncs-$name-d | wc -l)
+	idle_sync=$(awk '$NF == 0' syncs-$name-s | wc -l)
+	if grep -q 'the step is not deferred\|read back as it runs' $name-d.0; then
+		fail "${name}_step_makes_no_host_sync_that_drains_the_device" "$(grep -h 'deferred\|read back' $name-d.0)"
 	elif [ "$idle" -eq 0 ] && [ "$n" -le 3 ] && [ "$idle_sync" -ge 3 ]; then
 		ok "${name}_step_makes_no_host_sync_that_drains_the_device"
 	else
 		fail "${name}_step_makes_no_host_sync_that_drains_the_device" \
-			"deferred: $n syncs in 3 iterations, $idle with nothing queued: $(head -5 syncs-$name-deferred | tr '\n' ';'); synchronous: $idle_sync draining"
+			"deferred: $n syncs in 3 iterations, $idle with nothing queued: $(head -5 syncs-$name-d | tr '\n' ';'); synchronous: $idle_sync draining"
 	fi
-done
-
-# --- the deferred step is the synchronous one: logs and checkpoints ----------------------------
-for layout in "dp2z --global-batch-size 4 --zero-stage 1" "pp2 --global-batch-size 8 --pipeline-model-parallel-size 2"; do
-	set -- $layout
-	name=$1
-	shift
-	ranks $name-d 2 "$@" --train-iters 6 --save-interval 3 --save ck-$name-d
-	rc=$?
-	RANKS_ENV="LMTK_TRAIN_SYNC_STEP=1" ranks $name-s 2 "$@" --train-iters 6 --save-interval 3 --save ck-$name-s
-	rc2=$?
 	strip $name-d.0 >a.txt
 	strip $name-s.0 >b.txt
 	same=1 files=0
-	for f in ck-$name-s/global_step3/*.safetensors ck-$name-s/global_step6/*.safetensors; do
+	for f in ck-$name-s/global_step6/*.safetensors; do
 		files=$((files + 1))
 		cmp -s "$f" "ck-$name-d/${f#ck-$name-s/}" || same=0
 	done
 	clipped=$(grep -c 'grad norm: [1-9]' a.txt)
-	if [ $rc = 0 ] && [ $rc2 = 0 ] && [ $same = 1 ] && [ $files -ge 2 ] && [ "$clipped" -ge 6 ] &&
-	   cmp -s a.txt b.txt; then
+	if [ $same = 1 ] && [ $files -ge 1 ] && [ -s "${f/ck-$name-s/ck-$name-d}" ] && [ "$clipped" -ge 6 ] && cmp -s a.txt b.txt; then
 		ok "${name}_deferred_step_gives_the_synchronous_logs_and_checkpoints"
 	else
 		fail "${name}_deferred_step_gives_the_synchronous_logs_and_checkpoints" \
-			"exit $rc/$rc2, $files checkpoint files, same $same, clipped $clipped: $(diff a.txt b.txt | head -4)"
+			"$files checkpoint files, same $same, clipped $clipped: $(diff a.txt b.txt | head -4)"
 	fi
 done
 
