@@ -589,6 +589,27 @@ static int global_races(void)
 	return ok;
 }
 
+/* kernel k (ordered_add_k's signature) over n blocks in the forward, reverse and a random
+ * dispatch order, semaphores (sembytes) cleared each time: 1 when every run sums to want's bits
+ * and takes the tiles in index order */
+static int sums_in_every_order(void (*k)(float *, int *, int *, const float *), size_t sembytes,
+			       float *sum, int *sem, int *seq, const float *dv, int n, float want)
+{
+	int ok = 1;
+	for (int order = 0; order < 3; order++) {
+		cx_test_set_order(order, 7);
+		cudaMemset(sum, 0, 4);
+		cudaMemset(sem, 0, sembytes);
+		ok &= launch(k, n, 32, 0, sum, sem, seq, dv) == cudaSuccess;
+		float got = fetch(sum, 1)[0];
+		ok &= memcmp(&got, &want, 4) == 0;
+		std::vector<int> q = fetch(seq, n);
+		for (int i = 0; i < n; i++)
+			ok &= q[i] == i;
+	}
+	return ok;
+}
+
 static int spin_waits(void)
 {
 	int ok = 1, n = 9;
@@ -602,17 +623,7 @@ static int spin_waits(void)
 	int *sem = dalloc<int>(3), *seq = dalloc<int>(n);
 	cudaMemcpy(dv, v.data(), n * 4, cudaMemcpyHostToDevice);
 	/* dynamic tile ids: the same bits in every dispatch order, each block run to its end */
-	for (int order = 0; order < 3; order++) {
-		cx_test_set_order(order, 7);
-		cudaMemset(sum, 0, 4);
-		cudaMemset(sem, 0, 12);
-		ok &= launch(ticket_add_k, n, 32, 0, sum, sem, seq, (const float *)dv) == cudaSuccess;
-		float got = fetch(sum, 1)[0];
-		ok &= memcmp(&got, &want, 4) == 0;
-		std::vector<int> q = fetch(seq, n);
-		for (int i = 0; i < n; i++)
-			ok &= q[i] == i;
-	}
+	ok &= sums_in_every_order(ticket_add_k, 12, sum, sem, seq, dv, n, want);
 	/* tile ids from blockIdx: CUDA does not promise that block 0 starts first, so block 8
 	 * waiting for it, started first (reverse) or somewhere (random), is a deadlock... */
 	for (int order = 1; order < 3; order++) {
@@ -627,17 +638,7 @@ static int spin_waits(void)
 	}
 	/* ...unless the executor assumes the hardware's habit of index order */
 	cx_test_set_dispatch(1);
-	for (int order = 0; order < 3; order++) {
-		cx_test_set_order(order, 7);
-		cudaMemset(sum, 0, 4);
-		cudaMemset(sem, 0, 8);
-		ok &= launch(ordered_add_k, n, 32, 0, sum, sem, seq, (const float *)dv) == cudaSuccess;
-		float got = fetch(sum, 1)[0];
-		ok &= memcmp(&got, &want, 4) == 0;
-		std::vector<int> q = fetch(seq, n);
-		for (int i = 0; i < n; i++)
-			ok &= q[i] == i;
-	}
+	ok &= sums_in_every_order(ordered_add_k, 8, sum, sem, seq, dv, n, want);
 	for (int order = 1; order < 3; order++) {
 		cx_test_set_order(order, 3);
 		cudaMemset(sem, 0, 8);

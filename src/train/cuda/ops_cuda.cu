@@ -45,27 +45,30 @@ static int opened;
 
 /* --- errors --- */
 
+/* one line on stderr after what stdout holds: "train: cuda: " PREFIX MESSAGE */
+static void cu_say(const char *prefix, const char *fmt, va_list ap)
+{
+	fflush(stdout);
+	fprintf(stderr, "train: cuda: %s", prefix);
+	vfprintf(stderr, fmt, ap);
+	fputc('\n', stderr);
+}
+
 void cu_die(const char *fmt, ...)
 {
 	va_list ap;
-	fflush(stdout);
-	fputs("train: cuda: ", stderr);
 	va_start(ap, fmt);
-	vfprintf(stderr, fmt, ap);
+	cu_say("", fmt, ap);
 	va_end(ap);
-	fputc('\n', stderr);
 	exit(3); /* EXIT_FAILED: could not do the job */
 }
 
 void cu_warn(const char *fmt, ...)
 {
 	va_list ap;
-	fflush(stdout);
-	fputs("train: cuda: warning: ", stderr);
 	va_start(ap, fmt);
-	vfprintf(stderr, fmt, ap);
+	cu_say("warning: ", fmt, ap);
 	va_end(ap);
-	fputc('\n', stderr);
 }
 
 void cu_check_(cudaError_t e, const char *what, const char *file, int line)

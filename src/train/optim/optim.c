@@ -239,11 +239,16 @@ int optim_step(struct optim *o, struct model *m, float lr, double *grad_norm)
 				    m->adam_v + os->s, n, lri, o->b1, o->b2, o->eps, wd, gscale, o->step);
 	}
 updated:
+	optim_zero_gather(m);
+	return 1;
+}
+
+void optim_zero_gather(struct model *m)
+{
 	if (m->zb && m->cfg.zero_dp > 1) {   /* ZeRO-1: every DP rank gets the others' chunks */
 		for (int k = 0; k < m->nzb; k++)
 			m->dist->gather_f32(m->dist, DIST_DP, m->master + m->zb[k].lo,
 					    m->zb[k].hi - m->zb[k].lo);
 		model_sync_params(m);
 	}
-	return 1;
 }

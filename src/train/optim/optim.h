@@ -72,6 +72,9 @@ double optim_grad_norm(const struct optim *o, struct model *m);
  * accumulated into *sumsq and summed over the same groups, and under fp16 any gradient beyond
  * fp16's range flagged into *overflow over the world (device pointers: struct ops_step's;
  * m->dist's dev_reduce queues the sums).  Nothing is read back. */
+/* ZeRO-1, after an update: every DP rank gathers the others' updated chunks of the master
+ * weights, then refreshes its working copy (nothing without ZeRO-1). */
+void optim_zero_gather(struct model *m);
 void optim_queue_norm_check(const struct optim *o, struct model *m, double *sumsq,
 			    int32_t *overflow);
 

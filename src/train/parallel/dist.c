@@ -158,6 +158,17 @@ static int env_int(const char *name, int *v)
 	return 0;
 }
 
+/* A rendezvous name's restart part: ".rN" for a restart count N > 0, else nothing (a restarted
+ * launch meets afresh, under a name the earlier one never used) */
+static const char *restart_suffix(const char *restart)
+{
+	static char buf[32];
+	if (!restart || !*restart || strcmp(restart, "0") == 0)
+		return "";
+	snprintf(buf, sizeof buf, ".r%.20s", restart);
+	return buf;
+}
+
 /* torchrun's (and the deepspeed launcher's) view of the launch: RANK of WORLD_SIZE, and a name
  * no other launch has - its store's address and port (two launches on one node need two ports),
  * torchrun's run id and its restart count (an elastic restart meets afresh) */
@@ -185,9 +196,8 @@ static int torch_boot_key(struct dist_boot *b, struct file_boot *f, const char *
 			    "nodes (%d ranks, %d on this node), whose ranks meet through files in a "
 			    "directory every node sees: give --save on a shared filesystem or set "
 			    "LMTK_RENDEZVOUS_DIR", b->world, local);
-	snprintf(f->key, sizeof f->key, "torch.%.60s.%.10s.%.40s%s%.20s", addr, port,
-		 id && *id ? id : "none", restart && *restart && strcmp(restart, "0") ? ".r" : "",
-		 restart && *restart && strcmp(restart, "0") ? restart : "");
+	snprintf(f->key, sizeof f->key, "torch.%.60s.%.10s.%.40s%s", addr, port,
+		 id && *id ? id : "none", restart_suffix(restart));
 	return 0;
 }
 
@@ -219,10 +229,8 @@ static int file_boot_open(struct dist_boot *b, struct file_boot *f, const char *
 			    "step", b->rank, b->world);
 	snprintf(f->dir, sizeof f->dir, "%s", d && *d ? d : dir && *dir ? dir : "/tmp");
 	if (!torch)
-		snprintf(f->key, sizeof f->key, "%.60s.%.40s%s%.20s", job,
-			 step && *step ? step : "batch",
-			 restart && *restart && strcmp(restart, "0") ? ".r" : "",
-			 restart && *restart && strcmp(restart, "0") ? restart : "");
+		snprintf(f->key, sizeof f->key, "%.60s.%.40s%s", job, step && *step ? step : "batch",
+			 restart_suffix(restart));
 	f->timeout = t && *t && atof(t) > 0 ? atof(t) : 300;
 	snprintf(f->how, sizeof f->how, "files in %s/" RENDEZVOUS_SUBDIR "%u", f->dir,
 		 (unsigned)geteuid());

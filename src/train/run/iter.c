@@ -236,12 +236,7 @@ int iter_queue(struct run *r, struct loop *L, struct iter *q, const struct iter 
 	o->adamw_multi_step(m->master, m->params, m->grads, m->adam_m, m->adam_v, m->aseg,
 			    m->naseg, m->aseg_total, op->emb_lr_mult, op->b1, op->b2, op->eps,
 			    op->wd, ds);
-	if (m->zb && m->cfg.zero_dp > 1) {   /* ZeRO-1: every DP rank gets the others' chunks */
-		for (int k = 0; k < m->nzb; k++)
-			r->dist.gather_f32(&r->dist, DIST_DP, m->master + m->zb[k].lo,
-					   m->zb[k].hi - m->zb[k].lo);
-		model_sync_params(m);
-	}
+	optim_zero_gather(m);
 	if (gm == OPS_GRAPH_SIZE)
 		o->graph_mode(OPS_GRAPH_OFF, 0);
 	else if (gm != OPS_GRAPH_OFF)
