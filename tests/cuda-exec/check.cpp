@@ -502,3 +502,56 @@ extern "C" void *__tsan_memset(void *d, int c, size_t n)
 	access(d, n, 1, 0);
 	return memset(d, c, n);
 }
+
+/* ---------------------------------------------------------------------------------------------
+ * cp.async (cx_ptx.h has the contract): the destination is written in the thread's name and
+ * poisoned at issue, filled at the wait that completes its group */
+
+extern "C" void cx_cp_async(void *dst, const void *src, int n, const char *file, int line)
+{
+	Thr *t = g_cur;
+	if (!g_running || !t)
+		return;
+	if (n < 0 || n > 16)
+		kfail(cudaErrorLaunchFailure, t, "cp.async (%s:%d): source size %d is not 0..16",
+		      file, line, n);
+	if (!smem_contains(dst, 16))
+		kfail(cudaErrorIllegalAddress, t, "cp.async (%s:%d): destination %p is not 16 bytes "
+		      "of shared memory", file, line, dst);
+	if ((uintptr_t)dst & 15)
+		kfail(cudaErrorMisalignedAddress, t, "cp.async (%s:%d): destination %p is not "
+		      "16-byte aligned", file, line, dst);
+	if (n > 0 && ((uintptr_t)src & 15))
+		kfail(cudaErrorMisalignedAddress, t, "cp.async (%s:%d): source %p is not 16-byte "
+		      "aligned", file, line, src);
+	if (n > 0)
+		thread_access(src, (size_t)n, 0); /* bounds, host pointers, races in global memory */
+	thread_access(dst, 16, 1);
+	memset(dst, 0xff, 16);
+	t->cpa.push_back(CpAsync{dst, src, n, t->cpa_groups});
+}
+
+extern "C" void cx_cp_async_commit(void)
+{
+	if (g_running && g_cur)
+		g_cur->cpa_groups++;
+}
+
+extern "C" void cx_cp_async_wait(int n)
+{
+	Thr *t = g_cur;
+	if (!g_running || !t)
+		return;
+	size_t keep = 0;
+	for (size_t i = 0; i < t->cpa.size(); i++) {
+		CpAsync c = t->cpa[i];
+		if (c.group + (unsigned)n >= t->cpa_groups) { /* among the n most recent, or open */
+			t->cpa[keep++] = c;
+			continue;
+		}
+		thread_access(c.dst, 16, 1);
+		memcpy(c.dst, c.src, (size_t)c.n);
+		memset((char *)c.dst + c.n, 0, (size_t)(16 - c.n));
+	}
+	t->cpa.resize(keep);
+}

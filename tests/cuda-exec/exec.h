@@ -56,6 +56,14 @@ std::string short_name(std::string s); /* "attn_fwd_k<64>" */
 
 /* --- sched.cpp --- */
 
+/* a cp.async not yet landed: 16 bytes at dst, n of them from src, in commit group `group` */
+struct CpAsync {
+	void *dst;
+	const void *src;
+	int n;
+	unsigned group;
+};
+
 struct Thr {
 	/* fiber */
 	void *sp;
@@ -84,6 +92,9 @@ struct Thr {
 	const void *vaddr;
 	uint64_t vprog;
 	int vcount;
+	/* its cp.async copies in flight, and how many groups it has committed (check.cpp) */
+	std::vector<CpAsync> cpa;
+	unsigned cpa_groups;
 };
 enum { T_RUN, T_BAR, T_WARP, T_DONE };
 enum { C_SHFL, C_VOTE, C_MATCH, C_REDUCE, C_SYNCWARP, C_MMA, C_LDSM };

@@ -878,6 +878,8 @@ static void start_block(const Launch *L, uint3 b)
 		t.cpred = 0;
 		t.vaddr = NULL;
 		t.vcount = 0;
+		t.cpa.clear();
+		t.cpa_groups = 0;
 		fiber_init(&t, g_stacks[i]);
 	}
 	smem_block_start(L->smem);

@@ -484,6 +484,53 @@ __global__ void ldmatrix_bad_k(uint32_t *out, const uint16_t *g, int what)
 	out[threadIdx.x] = r[0];
 }
 
+/* cp.async, 32 threads, each 16 bytes (4 ints) of a 128-int buffer; g holds 256 ints.  what:
+ * 0 two groups in flight, wait_group 1 then 0, and 8-of-16-byte zero fill (correct use: out is
+ * g's elements of other threads); 1 reads its own copy before the wait (out: the poison, -1);
+ * 2 after wait_group 1 reads the newer group's buffer (-1); 3 issues over bytes another thread
+ * read since the barrier (a race); 4 a misaligned source; 5 a global destination */
+__global__ void cpasync_k(int *out, const int *g, int what)
+{
+	__shared__ __align__(16) int sm[2][128];
+	int t = threadIdx.x, o = (t + 1) % 32;
+	for (int k = 0; k < 4; k++)
+		sm[0][4 * t + k] = sm[1][4 * t + k] = 7;
+	__syncthreads();
+	if (what == 4 || what == 5) {
+		ptx_cp_async16(what == 5 ? out + 4 * t : &sm[0][4 * t], what == 4 ? g + 2 : g + 4 * t,
+			       16);
+		ptx_cp_async_commit();
+		ptx_cp_async_wait<0>();
+		return;
+	}
+	if (what == 3)
+		out[t] = sm[0][4 * o];
+	ptx_cp_async16(&sm[0][4 * t], g + 4 * t, 16);
+	ptx_cp_async_commit();
+	if (what == 1) {
+		out[t] = sm[0][4 * t];
+		return;
+	}
+	ptx_cp_async16(&sm[1][4 * t], g + 128 + 4 * t, 16);
+	ptx_cp_async_commit();
+	ptx_cp_async_wait<1>();
+	__syncthreads();
+	if (what == 2) {
+		out[t] = sm[1][4 * o + 1];
+		return;
+	}
+	out[t] = sm[0][4 * o + 1];
+	ptx_cp_async_wait<0>();
+	__syncthreads();
+	out[32 + t] = sm[1][4 * o + 2];
+	ptx_cp_async16(&sm[0][4 * t], g + 4 * t, 8);
+	ptx_cp_async_commit();
+	ptx_cp_async_wait<0>();
+	__syncthreads();
+	out[64 + t] = sm[0][4 * o + 1];
+	out[96 + t] = sm[0][4 * o + 2];
+}
+
 /* ---- the cases ---- */
 
 static int shuffles(void)
@@ -1348,6 +1395,47 @@ static int ldmatrix_follows_the_ptx_table(void)
 	return ok;
 }
 
+static int cp_async_lands_at_the_wait(void)
+{
+	int ok = 1;
+	std::vector<int> hg(256);
+	for (int i = 0; i < 256; i++)
+		hg[i] = 1000 + i;
+	int *g = dalloc<int>(256), *o = dalloc<int>(128);
+	cudaMemcpy(g, hg.data(), 256 * 4, cudaMemcpyHostToDevice);
+	for (int order = 0; order < 3; order++) {
+		cx_test_set_order(order, 4);
+		ok &= launch(cpasync_k, 1, 32, 0, o, (const int *)g, 0) == cudaSuccess;
+		std::vector<int> h = fetch(o, 128);
+		for (int t = 0; t < 32; t++) {
+			int n = (t + 1) % 32;
+			ok &= h[t] == hg[4 * n + 1] && h[32 + t] == hg[128 + 4 * n + 2] &&
+			      h[64 + t] == hg[4 * n + 1] && h[96 + t] == 0;
+		}
+	}
+	cx_test_set_order(0, 1);
+	for (int what = 1; what <= 2; what++) { /* read too early: the poison, not g nor the 7 */
+		ok &= launch(cpasync_k, 1, 32, 0, o, (const int *)g, what) == cudaSuccess;
+		std::vector<int> h = fetch(o, 32);
+		for (int t = 0; t < 32; t++)
+			ok &= h[t] == -1;
+	}
+	for (int order = 0; order < 2; order++) {
+		cx_test_set_order(order, 1);
+		g = dalloc<int>(256), o = dalloc<int>(128);
+		ok &= fails_with(launch(cpasync_k, 1, 32, 0, o, (const int *)g, 3),
+				 cudaErrorLaunchFailure, {"cpasync_k", "race on shared memory", "sm in"});
+	}
+	cx_test_set_order(0, 1);
+	g = dalloc<int>(256), o = dalloc<int>(128);
+	ok &= fails_with(launch(cpasync_k, 1, 32, 0, o, (const int *)g, 4),
+			 cudaErrorMisalignedAddress, {"cpasync_k", "cp.async", "not 16-byte aligned"});
+	g = dalloc<int>(256), o = dalloc<int>(128);
+	ok &= fails_with(launch(cpasync_k, 1, 32, 0, o, (const int *)g, 5), cudaErrorIllegalAddress,
+			 {"cpasync_k", "cp.async", "not 16 bytes of shared memory"});
+	return ok;
+}
+
 static int matrix_instruction_misuse(void)
 {
 	int ok = 1;
@@ -1404,5 +1492,7 @@ int main(int argc, char **argv)
 	T_CASE("ldmatrix_x1_x2_x4_and_trans_per_the_ptx_table_feed_mma")
 		T_ASSERT(ldmatrix_follows_the_ptx_table());
 	T_CASE("mma_and_ldmatrix_misuse_is_reported") T_ASSERT(matrix_instruction_misuse());
+	T_CASE("cp_async_lands_at_its_wait_group_and_misuse_is_reported")
+		T_ASSERT(cp_async_lands_at_the_wait());
 	T_DONE();
 }

@@ -1460,6 +1460,10 @@ int main(int argc, char **argv)
 		T_ASSERT(case_attention(2, 130, 2, 64, 1, 1, 0.1f, 0, 2)); /* three tiles */
 		T_ASSERT(case_attention(1, 128, 3, 128, 0, 0, 0, 0, 3));
 		T_ASSERT(case_attention(3, 1, 2, 32, 1, 0, 0, 0, 2));
+		/* the forward's query tiles are 128 rows (two key tiles each, the last partial),
+		 * the backward's 64: 3 and 5 of them, every K/V and Q/dO load overlapped */
+		T_ASSERT(case_attention(1, 300, 2, 64, 1, 1, 0.1f, 0, 2));
+		T_ASSERT(case_attention(2, 200, 1, 128, 0, 2, 0.0f, 0, 1));
 	}
 	CASE("cuda_attention_matches_cpu_head_dim_80_alibi_odd_heads") {
 		T_ASSERT(case_attention(2, 24, 5, 80, 1, 0, 0, 0, 5));

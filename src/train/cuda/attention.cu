@@ -106,9 +106,12 @@
 #include "train/cuda/ptx.h"
 #include "train/model/philox.h"
 
-#define AT_B 64           /* query rows and key columns per tile */
-#define AT_W 4            /* warps per block, each 16 rows of the tile */
-#define AT_T (32 * AT_W)  /* threads per block */
+#define AT_B 64           /* key rows per tile; the backward's query rows per tile */
+#define AT_W 4            /* the backward's warps per block, each 16 rows of a tile */
+#define AT_T (32 * AT_W)  /* the backward's threads per block */
+#define AT_BQ 128         /* the forward's query rows per block */
+#define AT_WF 8           /* the forward's warps per block, each 16 of its rows */
+#define AT_TF (32 * AT_WF)
 #define AT_LOG2E 1.4426950408889634f
 #define AT_LN2 0.69314718055994531f
 
@@ -130,25 +133,26 @@ __device__ __forceinline__ size_t at_row0(int b, int T, int rs, int h, int hs)
 	return ((size_t)b * (size_t)T) * (size_t)rs + (size_t)h * (size_t)hs;
 }
 
-/* Rows [r0, r0+64) of one head's q, k, v or dout into sm[64][HDM+8]; src points at row 0 of that
- * head, rs is the distance between rows (elements).  Zero past T and past HD.  vec: HD is a
- * multiple of 8 and src 16-byte aligned, so rows go in 16-byte pieces. */
-template <int HDM, typename A>
+/* Rows [r0, r0+ROWS) of one head's q, k, v or dout into sm[ROWS][HDM+8] by a block of NT
+ * threads; src points at row 0 of that head, rs is the distance between rows (elements).  Zero
+ * past T and past HD.  vec: HD is a multiple of 8 and src 16-byte aligned, so rows go in 16-byte
+ * pieces by cp.async (ptx.h), which the caller commits and waits for; else by plain loads and
+ * stores, done when this returns (the caller's wait is then a no-op). */
+template <int HDM, int ROWS, int NT, typename A>
 __device__ __forceinline__ void at_load(A *sm, const A *src, size_t rs, int r0, int T, int HD,
 					int vec)
 {
 	constexpr int LD = HDM + 8, CH = HDM / 8;
 	if (vec) {
-		for (int idx = threadIdx.x; idx < AT_B * CH; idx += AT_T) {
+		for (int idx = threadIdx.x; idx < ROWS * CH; idx += NT) {
 			int rr = idx / CH, d = idx % CH * 8, row = r0 + rr;
-			int4 v = make_int4(0, 0, 0, 0);
-			if (row < T && d < HD)
-				v = *reinterpret_cast<const int4 *>(src + (size_t)row * rs + d);
-			*reinterpret_cast<int4 *>(sm + rr * LD + d) = v;
+			bool in = row < T && d < HD;
+			ptx_cp_async16(sm + rr * LD + d, in ? src + (size_t)row * rs + d : src,
+				       in ? 16 : 0);
 		}
 		return;
 	}
-	for (int idx = threadIdx.x; idx < AT_B * HDM; idx += AT_T) {
+	for (int idx = threadIdx.x; idx < ROWS * HDM; idx += NT) {
 		int rr = idx / HDM, d = idx % HDM, row = r0 + rr;
 		A v = f_act<A>(0.0f);
 		if (row < T && d < HD)
@@ -335,19 +339,20 @@ __device__ __forceinline__ int at_chunks_upto(int last, int k0)
 	return last < k0 ? 0 : min(4, (last - k0) / 16 + 1);
 }
 
-/* out(B,Tq,NH,HD), lse(B,NH,Tq) from the operands of io.  grid (ceil(Tq/64), NH, B), block
- * 128.  Block x handles query tile ceil(Tq/64)-1-x (longest rows first); warp w its rows
- * 16w..16w+15. */
+/* out(B,Tq,NH,HD), lse(B,NH,Tq) from the operands of io.  grid (ceil(Tq/128), NH, B), block
+ * 256.  Block x handles query tile ceil(Tq/128)-1-x (longest rows first); warp w its rows
+ * 16w..16w+15.  Key tile kt's V is loaded while the warps compute its scores, key tile kt+1's K
+ * (into the other of two K buffers) during the whole of tile kt (see the top). */
 template <int HDM, typename A>
-__global__ __launch_bounds__(AT_T) void attn_fwd_mma_k(A *out, float *lse, struct at_io<A> io,
-						       int NH, int HD, float scale, int vec,
-						       struct ops_attn k)
+__global__ __launch_bounds__(AT_TF) void attn_fwd_mma_k(A *out, float *lse, struct at_io<A> io,
+							int NH, int HD, float scale, int vec,
+							struct ops_attn k)
 {
 	constexpr int LD = HDM + 8, ND = HDM / 8;
 	extern __shared__ __align__(16) unsigned char at_smem[];
-	A *Qs = (A *)at_smem, *Ks = Qs + AT_B * LD, *Vs = Ks + AT_B * LD;
+	A *Qs = (A *)at_smem, *Vs = Qs + AT_BQ * LD, *Kb = Vs + AT_B * LD; /* Kb: two K tiles */
 
-	int q0 = (gridDim.x - 1 - blockIdx.x) * AT_B, h = blockIdx.y, b = blockIdx.z;
+	int q0 = (gridDim.x - 1 - blockIdx.x) * AT_BQ, h = blockIdx.y, b = blockIdx.z;
 	int lane = threadIdx.x & 31, w0 = (threadIdx.x >> 5) * 16, g = lane >> 2, t = lane & 3;
 	int nk = (HD + 15) / 16, T = io.Tq, Tk = io.Tk;
 	const A *qb = io.q + at_row0(b, T, io.qrs, h, io.qhs);
@@ -357,7 +362,6 @@ __global__ __launch_bounds__(AT_T) void attn_fwd_mma_k(A *out, float *lse, struc
 	float keep1 = 1.0f / (1.0f - p); /* a kept score's factor, as philox_keep's */
 	uint64_t seed = k.seed;
 
-	at_load<HDM>(Qs, qb, io.qrs, q0, T, HD, vec);
 	int ir[2] = {q0 + w0 + g, q0 + w0 + g + 8}; /* this lane's rows */
 	int ks[2] = {at_kstart(k, b, T, ir[0]), at_kstart(k, b, T, ir[1])};
 	float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f}; /* l: this lane's part */
@@ -370,57 +374,76 @@ __global__ __launch_bounds__(AT_T) void attn_fwd_mma_k(A *out, float *lse, struc
 	int last = q0 + w0 >= T ? -1 : kl >= 0 ? kl - 1 : min(q0 + w0 + 15, T - 1);
 
 	/* key tiles up to the diagonal (causal, where Tk = T), or up to kl */
-	int nkt = kl >= 0 ? (kl + AT_B - 1) / AT_B : min(q0 + AT_B - 1, T - 1) / AT_B + 1;
+	int nkt = kl >= 0 ? (kl + AT_B - 1) / AT_B : min(q0 + AT_BQ - 1, T - 1) / AT_B + 1;
+	at_load<HDM, AT_BQ, AT_TF>(Qs, qb, io.qrs, q0, T, HD, vec);
+	if (nkt > 0)
+		at_load<HDM, AT_B, AT_TF>(Kb, kb, io.krs, 0, Tk, HD, vec);
+	ptx_cp_async_commit();
 	for (int kt = 0; kt < nkt; kt++) {
 		int k0 = kt * AT_B;
-		__syncthreads(); /* the previous tile's Ks, Vs are consumed */
-		at_load<HDM>(Ks, kb, io.krs, k0, Tk, HD, vec);
-		at_load<HDM>(Vs, kb + HD, io.krs, k0, Tk, HD, vec);
+		const A *Ks = Kb + (kt & 1) * AT_B * LD;
+		ptx_cp_async_wait<0>();
+		/* this tile's K (and Q) are in; every warp is done with the last V and the K before */
 		__syncthreads();
+		at_load<HDM, AT_B, AT_TF>(Vs, kb + HD, io.krs, k0, Tk, HD, vec);
+		ptx_cp_async_commit();
+		if (kt + 1 < nkt)
+			at_load<HDM, AT_B, AT_TF>(Kb + ((kt + 1) & 1) * AT_B * LD, kb, io.krs,
+						  k0 + AT_B, Tk, HD, vec);
+		ptx_cp_async_commit();
 
+		/* the 16-key chunks the warp's rows see; none (the upper warps of the tile's first
+		 * half at the diagonal): the tile changes nothing of theirs, m, l, o as they were */
 		int hi = at_chunks_upto(last, k0);
 		float s[8][4];
-		at_scores<HDM>(s, Qs, w0, Ks, nk, 0, hi, lane);
-		float mt[2] = {-INFINITY, -INFINITY};
+		if (hi > 0) {
+			at_scores<HDM>(s, Qs, w0, Ks, nk, 0, hi, lane);
+			float mt[2] = {-INFINITY, -INFINITY};
 #pragma unroll
-		for (int n = 0; n < 8; n++)
+			for (int n = 0; n < 8; n++)
 #pragma unroll
-			for (int e = 0; e < 4; e++) {
-				int r = e >> 1, i = ir[r], j = k0 + n * 8 + 2 * t + (e & 1);
-				s[n][e] = at_sees(i, j, T, kl, ks[r]) ? at_score(s[n][e], sc2, sl2, j)
-								       : -INFINITY;
-				mt[r] = fmaxf(mt[r], s[n][e]);
+				for (int e = 0; e < 4; e++) {
+					int r = e >> 1, i = ir[r], j = k0 + n * 8 + 2 * t + (e & 1);
+					s[n][e] = at_sees(i, j, T, kl, ks[r])
+							  ? at_score(s[n][e], sc2, sl2, j)
+							  : -INFINITY;
+					mt[r] = fmaxf(mt[r], s[n][e]);
+				}
+			float ref[2];
+#pragma unroll
+			for (int r = 0; r < 2; r++) {
+				mt[r] = fmaxf(mt[r], __shfl_xor_sync(0xffffffffu, mt[r], 1));
+				mt[r] = fmaxf(mt[r], __shfl_xor_sync(0xffffffffu, mt[r], 2));
+				float mn = fmaxf(m[r], mt[r]);
+				ref[r] = mn == -INFINITY ? 0.0f : mn;
+				float alpha = exp2f(m[r] - ref[r]);
+				m[r] = mn;
+				l[r] *= alpha;
+#pragma unroll
+				for (int c = 0; c < ND; c++) {
+					o[c][2 * r] *= alpha;
+					o[c][2 * r + 1] *= alpha;
+				}
 			}
-		float ref[2];
+			uint32_t kbits = p > 0.0f ? at_keepbits(seed, dbh, T, Tk, ir[0], ir[1],
+								  k0 + 2 * t, 0, p, kl)
+						  : 0;
 #pragma unroll
-		for (int r = 0; r < 2; r++) {
-			mt[r] = fmaxf(mt[r], __shfl_xor_sync(0xffffffffu, mt[r], 1));
-			mt[r] = fmaxf(mt[r], __shfl_xor_sync(0xffffffffu, mt[r], 2));
-			float mn = fmaxf(m[r], mt[r]);
-			ref[r] = mn == -INFINITY ? 0.0f : mn;
-			float alpha = exp2f(m[r] - ref[r]);
-			m[r] = mn;
-			l[r] *= alpha;
+			for (int n = 0; n < 8; n++)
 #pragma unroll
-			for (int c = 0; c < ND; c++) {
-				o[c][2 * r] *= alpha;
-				o[c][2 * r + 1] *= alpha;
-			}
+				for (int e = 0; e < 4; e++) {
+					int r = e >> 1;
+					float pr = exp2f(s[n][e] - ref[r]); /* masked: exp2(-inf) = 0 */
+					l[r] += pr;
+					if (p > 0.0f)
+						pr *= (kbits >> (4 * n + e) & 1) ? keep1 : 0.0f;
+					s[n][e] = pr;
+				}
 		}
-		uint32_t kbits = p > 0.0f ? at_keepbits(seed, dbh, T, Tk, ir[0], ir[1], k0 + 2 * t, 0,
-							  p, kl) : 0;
-#pragma unroll
-		for (int n = 0; n < 8; n++)
-#pragma unroll
-			for (int e = 0; e < 4; e++) {
-				int r = e >> 1;
-				float pr = exp2f(s[n][e] - ref[r]); /* masked: exp2(-inf) = 0 */
-				l[r] += pr;
-				if (p > 0.0f)
-					pr *= (kbits >> (4 * n + e) & 1) ? keep1 : 0.0f;
-				s[n][e] = pr;
-			}
-		at_accum<HDM>(o, s, Vs, nk, 0, hi, lane);
+		ptx_cp_async_wait<1>(); /* V's group; the next K's may still be in flight */
+		__syncthreads(); /* this tile's V is in */
+		if (hi > 0)
+			at_accum<HDM>(o, s, Vs, nk, 0, hi, lane);
 	}
 
 #pragma unroll
@@ -535,8 +558,8 @@ __global__ __launch_bounds__(AT_T) void attn_bwd_mma_k(struct at_io<A> io, const
 	float keep1 = 1.0f / (1.0f - p); /* a kept score's factor, as philox_keep's */
 	uint64_t seed = k.seed;
 
-	at_load<HDM>(Ks, kb, io.krs, k0, Tk, HD, vec);
-	at_load<HDM>(Vs, kb + HD, io.krs, k0, Tk, HD, vec);
+	at_load<HDM, AT_B, AT_T>(Ks, kb, io.krs, k0, Tk, HD, vec);
+	at_load<HDM, AT_B, AT_T>(Vs, kb + HD, io.krs, k0, Tk, HD, vec);
 	int jr[2] = {k0 + w0 + g, k0 + w0 + g + 8}; /* this lane's keys */
 	float dk[ND][4], dv[ND][4];
 #pragma unroll
@@ -555,18 +578,23 @@ __global__ __launch_bounds__(AT_T) void attn_bwd_mma_k(struct at_io<A> io, const
 			dqb[(size_t)(idx / HD) * io.qrs + idx % HD] = f_act<A>(0.0f);
 	}
 	int qfirst = kl >= 0 ? (kt < ncon ? 0 : nqt) : kt;
+	if (nqt - 1 >= qfirst) {
+		at_load<HDM, AT_B, AT_T>(Qs, qb, io.qrs, (nqt - 1) * AT_B, T, HD, vec);
+		at_load<HDM, AT_B, AT_T>(dOs, obase, ors, (nqt - 1) * AT_B, T, HD, vec);
+	}
+	ptx_cp_async_commit();
 	for (int qt = nqt - 1; qt >= qfirst; qt--) {
 		int q0 = qt * AT_B;
-		__syncthreads(); /* the previous tile's Qs, dOs, dSs, lse_s, D_s, ks_s are consumed */
-		at_load<HDM>(Qs, qb, io.qrs, q0, T, HD, vec);
-		at_load<HDM>(dOs, obase, ors, q0, T, HD, vec);
+		/* (the last tile's lse_s, D_s, ks_s were read before its middle barrier, its dSs
+		 * before its last one) */
 		if (threadIdx.x < AT_B) {
 			int i = q0 + threadIdx.x;
 			lse_s[threadIdx.x] = i < T ? lse[bh * T + i] * AT_LOG2E : 0.0f;
 			D_s[threadIdx.x] = i < T ? Dsum[bh * T + i] : 0.0f;
 			ks_s[threadIdx.x] = at_kstart(k, b, T, i);
 		}
-		__syncthreads();
+		ptx_cp_async_wait<0>();
+		__syncthreads(); /* this tile's Q and dO (and at the first, K and V) are in */
 
 		/* 16-query chunks that can see one of the warp's keys: queries >= its first key (causal),
 		 * < T; none when the warp's keys are all past T (or kl) */
@@ -594,7 +622,12 @@ __global__ __launch_bounds__(AT_T) void attn_bwd_mma_k(struct at_io<A> io, const
 			}
 		at_accum<HDM>(dv, st, dOs, nk, lo, hi, lane);
 		at_accum<HDM>(dk, dp, Qs, nk, lo, hi, lane);
-		__syncthreads(); /* dSs is whole */
+		__syncthreads(); /* dSs is whole; Qs and dOs are consumed */
+		if (qt - 1 >= qfirst) { /* the next tile's, while this one's dQ part is made */
+			at_load<HDM, AT_B, AT_T>(Qs, qb, io.qrs, q0 - AT_B, T, HD, vec);
+			at_load<HDM, AT_B, AT_T>(dOs, obase, ors, q0 - AT_B, T, HD, vec);
+		}
+		ptx_cp_async_commit();
 
 		/* this key tile's part of dQ for queries q0+w0..+15: dS(16 x 64) K(64 x HD), over the
 		 * 16-key chunks that hold a key the warp's queries can see */
@@ -678,7 +711,7 @@ __global__ __launch_bounds__(AT_T) void attn_bwd_mma_k(struct at_io<A> io, const
 /* shared memory bytes; activations are 2 bytes in both types */
 template <int HDM> static size_t smem_fwd()
 {
-	return 3 * AT_B * (HDM + 8) * 2;
+	return (AT_BQ + 3 * AT_B) * (HDM + 8) * 2;
 }
 template <int HDM> static size_t smem_bwd()
 {
@@ -703,9 +736,9 @@ static void fwd_launch(void *out, float *lse, const struct at_io<A> &io, int B, 
 	static int ready;
 	size_t sm = smem_fwd<HDM>();
 	allow_smem(attn_fwd_mma_k<HDM, A>, sm, &ready);
-	dim3 grid((unsigned)((io.Tq + AT_B - 1) / AT_B), (unsigned)NH, (unsigned)B);
+	dim3 grid((unsigned)((io.Tq + AT_BQ - 1) / AT_BQ), (unsigned)NH, (unsigned)B);
 	int vec = HD % 8 == 0 && cu_aligned16(io.q) && cu_aligned16(io.k);
-	cu_launch(attn_fwd_mma_k<HDM, A>, grid, AT_T, sm, cu.stream, (A *)out, lse, io, NH, HD,
+	cu_launch(attn_fwd_mma_k<HDM, A>, grid, AT_TF, sm, cu.stream, (A *)out, lse, io, NH, HD,
 		  scale, vec, k);
 	CU_LAUNCHED("attention_fwd");
 }

@@ -3,7 +3,10 @@
  * twin ...f32.f16.f16.f32 (a 16 x 16 tile times a 16 x 8 one, fp32 accumulate; the fragments
  * have the same layout, only the 16-bit format differs) and ldmatrix.sync.aligned.m8n8.x{1,2,4}
  * {.trans}.shared.b16 (8 x 8 tiles of 16-bit elements from shared memory into the fragments mma
- * takes, whatever their format).
+ * takes, whatever their format), and the asynchronous copy cp.async.cg.shared.global (16 bytes
+ * from global to shared memory, zero-filled past the source size, without the thread waiting;
+ * commit_group closes a group of them, wait_group N waits until at most the N most recent
+ * groups are in flight: the kernels load the next tile while computing on this one).
  *
  * For nvcc they are the assembly itself (sm_80 and later); for the host compiler, which builds
  * the same sources into the CPU executor (tests/cuda-exec), they are the executor's functions of
@@ -69,6 +72,24 @@ __device__ __forceinline__ void ptx_ldmatrix_trans(uint32_t (&r)[N], const void 
 	else
 		asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
 			     : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(a));
+}
+
+/* 16 bytes to shared dst from global src, of which n (0..16) are read and the rest zero */
+__device__ __forceinline__ void ptx_cp_async16(void *dst, const void *src, int n)
+{
+	unsigned a = (unsigned)__cvta_generic_to_shared(dst);
+	asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(a), "l"(src), "r"(n)
+		     : "memory");
+}
+
+__device__ __forceinline__ void ptx_cp_async_commit(void)
+{
+	asm volatile("cp.async.commit_group;\n" ::: "memory");
+}
+
+template <int N> __device__ __forceinline__ void ptx_cp_async_wait(void)
+{
+	asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
 }
 
 #else
