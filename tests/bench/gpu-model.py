@@ -28,17 +28,16 @@ The peaks, efficiencies and costs are share/lmtk/gpu-model.tsv's (the file says 
 from; a GEMM's efficiency depends on its shape: cuBLAS's best tile after wave quantisation, K).
 
 Attention kernels are priced by name (ATTN below) on the pipe they run on.  The tensor-core
-kernels (src/train/cuda/attention.cu: mma.sync m16n8k16 bf16, ldmatrix, FlashAttention-2's
-split) at attn_tc of the dense bf16 peak: 15% on an H100, 30% on an A100.  Why so far below the
-GEMMs': mma.sync cannot use Hopper's wgmma, which the H100's dense peak assumes (mma.sync
-reaches about 2/3 of it); every warp reads the whole K and V tiles from shared memory for its 16
-rows, 16 FLOPs per byte at head dim 64 against 128 bytes/clock/SM - half an H100 SM's tensor
-rate (a whole A100 SM's); and every score costs an exp2 on the 16/clock MUFU plus some ten fp32
-operations of softmax, masking and rescaling beside the 2 x head-dim x 2 FLOPs of its two
-products.  FlashAttention-2, the same instructions tuned with cp.async pipelining, is published
-at 35% of the H100's peak (FlashAttention-3 paper) and 50-73% of the A100's (FlashAttention-2
-paper); these kernels are single-buffered, so less.  The fp32 SIMT kernels they replaced are
-still priced (simt: 50% of the fp32 peak) when a profile names them.
+kernels (src/train/cuda/attention.cu: mma.sync m16n8k16, ldmatrix, FlashAttention-2's split) by
+their structure (attn_seconds, the twin of gpumodel.c's gpumodel_attn_seconds): per mma the
+larger of the tensor pipe at mma.sync's share of the peak (about 2/3 on Hopper, whose peak needs
+wgmma) and the shared-memory bytes of its operands - every warp reads the whole K and V tiles
+for its 16 rows, 16 FLOPs per byte at head dim 64 against 128 bytes/clock/SM, which bounds them
+below the tensor pipe on both devices - plus an exp2 per score on the 16/clock SFU, partly
+hidden; the tile loads each iteration exposes, hidden under the other blocks the SM holds;
+a block's start and end.  Three constants are fit to FlashAttention-2's published causal
+forward on an H100 (gpu-model.tsv says which and how well).  The fp32 SIMT kernels they
+replaced are still priced (simt: 50% of the fp32 peak) when a profile names them.
 
 train --dry-run has this model's analytic twin (src/train/plan/gpumodel.c): it writes the same
 operations down from the run's flags instead of reading a profile, prices them with the same
@@ -77,7 +76,8 @@ _T = read_table()
 DEVICES = {}   # name ("H100 SXM"): peaks and efficiencies, as gpumodel.c's struct gpumodel_device
 for _key in _T["devices"].split():
     _d = {f: float(_T[f"device.{_key}.{f}"]) for f in
-          ("tc", "simt", "hbm", "pcie", "sms", "nvlink", "nic", "mamf", "attn_tc")}
+          ("tc", "simt", "hbm", "pcie", "sms", "nvlink", "nic", "mamf", "clock", "mma_sync",
+           "smem_sm")}
     _d["sms"] = int(_d["sms"])
     _d["key"] = _key
     DEVICES[_T[f"device.{_key}.name"]] = _d
@@ -88,15 +88,57 @@ SPLIT_K = float(_T["gemm.split_k"])
 TILES = [(int(t.split(":")[0].split("x")[0]), int(t.split(":")[0].split("x")[1]),
           float(t.split(":")[1])) for t in _T["gemm.tiles"].split()]
 # attention kernels by name: causal tile products (units of B x heads x T^2 x head_dim FLOPs,
-# one causal T x T x D product) and the pipe they run on.  attn_bwd_mma_k is the one-kernel
+# one causal T x T x D product), the pipe they run on, and on the tensor cores their structure
+# (gpu-model.tsv's attn.cur.* lines, priced by attn_seconds).  attn_bwd_mma_k is the one-kernel
 # backward; its bytes (the profile's) include the fp32 dQ sums read once by the last contributor
 # of a query tile that several key tiles see, not the atomics (key tile 0's exchange, the adds
-# between), which stay in L2.  The two-kernel backward's names stay for older profiles.
+# between), which stay in L2.  The fp32 SIMT kernels' names stay for older profiles.
 ATTN = {
-    "attn_fwd_mma_k": (2, "tc"), "attn_bwd_mma_k": (5, "tc"),
-    "attn_bwd_dkv_mma_k": (4, "tc"), "attn_bwd_dq_mma_k": (3, "tc"),
-    "attn_fwd_k": (2, "simt"), "attn_bwd_dkv_k": (4, "simt"), "attn_bwd_dq_k": (3, "simt"),
+    "attn_fwd_mma_k": (2, "tc", "attn.cur.fwd"), "attn_bwd_mma_k": (5, "tc", "attn.cur.bwd"),
+    "attn_fwd_k": (2, "simt", None), "attn_bwd_dkv_k": (4, "simt", None),
+    "attn_bwd_dq_k": (3, "simt", None),
 }
+ATTN_K = {k: float(_T["attn." + k]) for k in
+          ("smem_bw", "sfu", "latency", "l2_x_hbm", "issue", "block", "exp_hidden", "regs_sm",
+           "warps_sm")}
+
+
+def attn_kernel(key):
+    """an attn.* line of the table: "rows=128 keys=64 ... regs=128,128,202 ..." -> dict"""
+    k = {}
+    for w in _T[key].split():
+        f, v = w.split("=")
+        k[f] = tuple(int(x) for x in v.split(",")) if f == "regs" else float(v)
+    return k
+
+
+def attn_seconds(dev, k, heads, T, HD):
+    """gpumodel.c gpumodel_attn_seconds (its comment says how): one launch of kernel k over
+    `heads` causal T x T attentions at head dim HD"""
+    hdm = 32 if HD <= 32 else 64 if HD <= 64 else 128
+    ri = {32: 0, 64: 1, 128: 2}[hdm]
+    hdp, sms, t = math.ceil(HD / 16) * 16, dev["sms"], float(T)
+    c_mma = 4096.0 / (dev["tc"] / (sms * dev["clock"]) * dev["mma_sync"])
+    c_lds = (256.0 * 16 / k["rpw"] + k["abytes"]) / ATTN_K["smem_bw"]
+    scores = heads * t * (t + k["kchunk"]) / 2
+    mmas = scores * k["products"] * hdp / 2048
+    m, e = mmas * max(c_mma, c_lds), scores * k["exps"] / ATTN_K["sfu"]
+    compute = (max(m, e) + (1 - ATTN_K["exp_hidden"]) * min(m, e)) / ATTN_K["issue"]
+    rows, keys = int(k["rows"]), int(k["keys"])
+    iters = heads * sum((min(r0 + rows, T) - 1) // keys + 1 for r0 in range(0, T, rows))
+    nblk = heads * len(range(0, T, rows))
+    l2 = ATTN_K["l2_x_hbm"] * dev["hbm"] / (sms * dev["clock"])
+    load = ATTN_K["latency"] + 2 * keys * hdp * 2 / l2
+    exposed = iters * max(0.0, load - k["overlap"] * compute / iters)
+    regs = math.ceil(k["regs"][ri] / 8.0) * 8 * 32 * k["warps"]
+    smem = k["tiles"] * 64 * (hdm + 8) * 2 + k["extra"] + 1024
+    blocks = min(math.floor(ATTN_K["regs_sm"] / regs), math.floor(dev["smem_sm"] / smem),
+                 math.floor(ATTN_K["warps_sm"] / k["warps"]), math.ceil(nblk / sms))
+    blocks = max(blocks, 1)
+    ends = nblk * ATTN_K["block"] * k["io"] * rows * hdp / (2.0 * 128 * 128)
+    return (max(compute, (compute + exposed) / blocks) + ends) / sms / dev["clock"]
+
+
 GAP = float(_T["launch.gap"])              # per launch, no CUDA graph
 GAP_GRAPH = float(_T["launch.gap_graph"])  # per launch replayed from a CUDA graph (--cuda-graph)
 SYNC = float(_T["launch.sync"])            # per host synchronisation inside the step
@@ -309,12 +351,13 @@ def main():
         for n, k in kern.items():
             base = n.split("<")[0]
             byts = k["rd"] + k["wr"]
-            units, pipe = ATTN.get(base, (0, None))
+            units, pipe, struct = ATTN.get(base, (0, None, None))
             flops = float(units * unit * k["count"])
             tm = byts / (dev["hbm"] * EFF["hbm"])
-            if flops:
-                eff = dev["attn_tc"] if pipe == "tc" else EFF["simt"]
-                tm = max(tm, flops / (dev[pipe] * eff))
+            if flops and pipe == "tc":
+                tm = max(tm, attn_seconds(dev, attn_kernel(struct), B * H, T, D) * k["count"])
+            elif flops:
+                tm = max(tm, flops / (dev[pipe] * EFF["simt"]))
             kind = "attention" if base.startswith("attn") else "other"
             rows.append(dict(op=n, kind=kind, count=k["count"], per_layer=k["per_layer"],
                              flops=flops, bytes=byts, time=tm + gap * k["count"]))

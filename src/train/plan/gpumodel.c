@@ -68,6 +68,87 @@ static double dev_num(const char *dev, const char *field)
 	return tsv_num(key);
 }
 
+/* --- attention kernels: attn.* lines, "rows=128 warps=8 ..." ------------------------------- */
+
+static struct gpumodel_attn_variant attn_cur, attn_var[GM_ATTN_VARIANTS];
+static struct gpumodel_attn attn_fa2[2]; /* head dim 64, 128 */
+static int n_attn_var;
+
+static void attn_parse(const char *key, struct gpumodel_attn *k)
+{
+	char buf[256], *save = NULL;
+	int seen = 0;
+	memset(k, 0, sizeof *k);
+	for (char *w = strtok_r(tsv_get(key, buf, sizeof buf), " ", &save); w;
+	     w = strtok_r(NULL, " ", &save)) {
+		int used = 0, ok = 0;
+		if (sscanf(w, "rows=%d%n", &k->rows, &used) == 1 ||
+		    sscanf(w, "keys=%d%n", &k->keys, &used) == 1 ||
+		    sscanf(w, "warps=%d%n", &k->warps, &used) == 1 ||
+		    sscanf(w, "rpw=%d%n", &k->rpw, &used) == 1 ||
+		    sscanf(w, "kchunk=%d%n", &k->kchunk, &used) == 1 ||
+		    sscanf(w, "products=%lf%n", &k->products, &used) == 1 ||
+		    sscanf(w, "exps=%lf%n", &k->exps, &used) == 1 ||
+		    sscanf(w, "abytes=%lf%n", &k->abytes, &used) == 1 ||
+		    sscanf(w, "overlap=%lf%n", &k->overlap, &used) == 1 ||
+		    sscanf(w, "io=%lf%n", &k->io, &used) == 1 ||
+		    sscanf(w, "tiles=%lf%n", &k->tiles, &used) == 1 ||
+		    sscanf(w, "extra=%lf%n", &k->extra, &used) == 1 ||
+		    sscanf(w, "regs=%d,%d,%d%n", &k->regs[0], &k->regs[1], &k->regs[2], &used) == 3)
+			ok = !w[used];
+		if (!ok)
+			die(3, "the compiled-in share/lmtk/gpu-model.tsv: %s: '%s' is not a field", key, w);
+		seen++;
+	}
+	if (seen != 13 || k->rows < 16 || k->keys < 16 || k->warps < 1 || k->rpw < 16 ||
+	    k->kchunk < 1 || k->products <= 0 || k->overlap < 0 || k->overlap > 1 || k->io < 0 ||
+	    k->regs[0] < 1 || k->regs[1] < 1 || k->regs[2] < 1 || k->tiles <= 0)
+		die(3, "the compiled-in share/lmtk/gpu-model.tsv: %s needs rows, keys, warps, rpw, "
+		    "kchunk, products, exps, abytes, overlap, io, regs, tiles and extra, each in "
+		    "range", key);
+}
+
+static void attn_variant(const char *v, struct gpumodel_attn_variant *a)
+{
+	char key[64];
+	snprintf(key, sizeof key, "attn.%s.name", v);
+	tsv_get(key, a->name, sizeof a->name);
+	snprintf(key, sizeof key, "attn.%s.fwd", v);
+	attn_parse(key, &a->fwd);
+	snprintf(key, sizeof key, "attn.%s.bwd", v);
+	attn_parse(key, &a->bwd);
+}
+
+static void attn_load(void)
+{
+	char buf[256], *save = NULL;
+	attn_variant("cur", &attn_cur);
+	attn_parse("attn.ref.fa2_64", &attn_fa2[0]);
+	attn_parse("attn.ref.fa2_128", &attn_fa2[1]);
+	for (char *w = strtok_r(tsv_get("attn.variants", buf, sizeof buf), " ", &save);
+	     w && n_attn_var < GM_ATTN_VARIANTS; w = strtok_r(NULL, " ", &save))
+		attn_variant(w, &attn_var[n_attn_var++]);
+}
+
+const struct gpumodel_attn_variant *gpumodel_attn_current(void)
+{
+	gpumodel_consts();
+	return &attn_cur;
+}
+
+int gpumodel_attn_variants(const struct gpumodel_attn_variant **v)
+{
+	gpumodel_consts();
+	*v = attn_var;
+	return n_attn_var;
+}
+
+const struct gpumodel_attn *gpumodel_attn_fa2(int hd)
+{
+	gpumodel_consts();
+	return &attn_fa2[hd > 64];
+}
+
 static void load(void)
 {
 	static int loaded;
@@ -96,7 +177,9 @@ static void load(void)
 		d->nvlink = dev_num(w, "nvlink");
 		d->nic = dev_num(w, "nic");
 		d->mamf = dev_num(w, "mamf");
-		d->attn_tc = dev_num(w, "attn_tc");
+		d->clock = dev_num(w, "clock");
+		d->mma_sync = dev_num(w, "mma_sync");
+		d->smem_sm = dev_num(w, "smem_sm");
 		snprintf(keys_text + strlen(keys_text), sizeof keys_text - strlen(keys_text), "%s%s",
 			 ndevices > 1 ? ", " : "", w);
 	}
@@ -128,6 +211,16 @@ static void load(void)
 	k->tree_hop[1] = tsv_num("nccl.tree.hop_net");
 	k->eff_link[0] = tsv_num("nccl.eff_nvlink");
 	k->eff_link[1] = tsv_num("nccl.eff_net");
+	k->smem_bw = tsv_num("attn.smem_bw");
+	k->sfu = tsv_num("attn.sfu");
+	k->latency = tsv_num("attn.latency");
+	k->l2_x_hbm = tsv_num("attn.l2_x_hbm");
+	k->issue = tsv_num("attn.issue");
+	k->block = tsv_num("attn.block");
+	k->exp_hidden = tsv_num("attn.exp_hidden");
+	k->regs_sm = tsv_num("attn.regs_sm");
+	k->warps_sm = tsv_num("attn.warps_sm");
+	attn_load();
 }
 
 const struct gpumodel_consts *gpumodel_consts(void)
@@ -233,8 +326,58 @@ static void kernel(struct ctx *x, const char *name, double rd, double wr)
 	x->l->launches++;
 }
 
-/* an attention kernel: `units` causal T x T x HD tile products per head on the tensor cores */
-static void attention(struct ctx *x, const char *base, int units, double rd, double wr)
+/* One launch of attention kernel k over `heads` causal T x T attentions at head dim HD, seconds.
+ * The kernel is priced by its structure (share/lmtk/gpu-model.tsv's attn.* lines say each
+ * kernel's and where each constant comes from), in SM clocks:
+ *   compute: every m16n8k16 mma (2048 MACs of rows x keys x HD per tile product) costs the
+ *   larger of its tensor-pipe time at mma.sync's share of the peak and the shared-memory bytes
+ *   its operands take through ldmatrix (B: a 16 x 8 fragment, 256 bytes, shared by a warp's
+ *   rpw / 16 row groups; A: abytes) at smem_bw; every score an exp2 on the SFU, exp_hidden of
+ *   the smaller of the two hidden under the larger (other warps' work); all of it at `issue` of
+ *   that bound.  The scores computed are the causal triangle with kchunk-wide steps at the
+ *   diagonal: T (T + kchunk) / 2 per head.
+ *   loads: each iteration (a block's pass over one tile of `keys` rows) loads two such tiles
+ *   (K and V; the backward's Q and dO), latency plus bytes at the SM's share of l2_x_hbm x
+ *   HBM; what the overlap share of the iteration's compute does not cover is exposed, and
+ *   hidden in turn under the other blocks the SM holds (registers, shared memory plus the 1 KB
+ *   the runtime reserves per block, warps; no more than the grid gives each SM): max(compute,
+ *   (compute + exposed) / blocks).
+ *   a block's start and end (its Q load and O store - io tiles of rows x HD - and the tail of
+ *   the grid): `block` clocks per 128 x 128 tile, not hidden. */
+double gpumodel_attn_seconds(const struct gpumodel_device *d, const struct gpumodel_attn *k,
+			     double heads, int64_t T, int64_t HD)
+{
+	int hdm = HD <= 32 ? 32 : HD <= 64 ? 64 : 128, ri = hdm == 32 ? 0 : hdm == 64 ? 1 : 2;
+	double hdp = ceil((double)HD / 16) * 16, sms = d->sms, t = (double)T;
+	double c_mma = 4096.0 / (d->tc / (sms * d->clock) * d->mma_sync);
+	double c_lds = (256.0 * 16 / k->rpw + k->abytes) / K.smem_bw;
+	double scores = heads * t * (t + k->kchunk) / 2, mmas = scores * k->products * hdp / 2048;
+	double m = mmas * fmax(c_mma, c_lds), e = scores * k->exps / K.sfu;
+	double compute = (fmax(m, e) + (1 - K.exp_hidden) * fmin(m, e)) / K.issue;
+	double iters = 0, nblk = 0;
+	for (int64_t r0 = 0; r0 < T; r0 += k->rows, nblk++) {
+		int64_t end = r0 + k->rows < T ? r0 + k->rows : T;
+		iters += (double)((end - 1) / k->keys + 1);
+	}
+	iters *= heads;
+	nblk *= heads;
+	double l2 = K.l2_x_hbm * d->hbm / (sms * d->clock); /* bytes per clock per SM */
+	double load = K.latency + 2 * k->keys * hdp * 2 / l2;
+	double exposed = iters * fmax(0, load - k->overlap * compute / iters);
+	double regs = ceil(k->regs[ri] / 8.0) * 8 * 32 * k->warps;
+	double smem = k->tiles * 64 * (hdm + 8) * 2 + k->extra + 1024;
+	double blocks = floor(K.regs_sm / regs);
+	blocks = fmin(blocks, floor(d->smem_sm / smem));
+	blocks = fmin(blocks, floor(K.warps_sm / k->warps));
+	blocks = fmax(fmin(blocks, ceil(nblk / sms)), 1);
+	double ends = nblk * K.block * k->io * k->rows * hdp / (2.0 * 128 * 128);
+	double clocks = (fmax(compute, (compute + exposed) / blocks) + ends) / sms;
+	return clocks / d->clock;
+}
+
+/* an attention kernel: `units` causal T x T x HD tile products per head, kernel k */
+static void attention(struct ctx *x, const char *base, int units, const struct gpumodel_attn *k,
+		      double rd, double wr)
 {
 	char name[64];
 	int hdm = x->HD <= 32 ? 32 : x->HD <= 64 ? 64 : 128;
@@ -242,7 +385,8 @@ static void attention(struct ctx *x, const char *base, int units, double rd, dou
 		       (double)x->HD;
 	snprintf(name, sizeof name, "%s<%d>", base, hdm);
 	add(x, name, GM_KIND_ATTN, 1, flops, rd + wr,
-	    fmax(mem_s(x, rd + wr), flops / (x->d->tc * x->d->attn_tc)) + gap(x));
+	    fmax(mem_s(x, rd + wr),
+		 gpumodel_attn_seconds(x->d, k, (double)(x->B * x->NH), x->T, x->HD)) + gap(x));
 	x->l->launches++;
 }
 
@@ -577,6 +721,11 @@ static int starts_chunk(const struct ctx *x, int l)
 	return l == 0 || (x->ck > 0 && l % x->ck == 0);
 }
 
+static const struct gpumodel_attn_variant *attn_of(const struct ctx *x)
+{
+	return x->c->attn ? x->c->attn : gpumodel_attn_current();
+}
+
 static double attn_extra(const struct ctx *x)   /* ALiBi slopes, --reset-attention-mask's starts */
 {
 	return (x->c->alibi ? sec(x->NH * 4) : 0) + (x->c->reset_attn ? sec(x->N * 4) : 0);
@@ -588,7 +737,7 @@ static void layer_fwd(struct ctx *x, int l)
 	if (starts_chunk(x, l))
 		ln_fwd(x);
 	gemm(x, x->C3, x->N, x->C, 0, 2, "none", 1, 0);
-	attention(x, "attn_fwd_mma_k", 2, sec(x->N * x->C3 * 2) + attn_extra(x),
+	attention(x, "attn_fwd_mma_k", 2, &attn_of(x)->fwd, sec(x->N * x->C3 * 2) + attn_extra(x),
 		  sec(x->N * x->Cl * 2) + lse);
 	gemm(x, x->C, x->N, x->Cl, 0, 2, "none", 1, 0);   /* TP rank 0 adds the bias */
 	comm_sum(x, "nccl sum TP (activations)", tp_group(x), nc);
@@ -644,7 +793,8 @@ static void layer_bwd(struct ctx *x, int l)
 	 * the waiting blocks the semaphores (attention.cu's header) */
 	double multi = x->T > 64 ? (double)(x->T - 64) : 0.0;
 	double acc = sec(x->B * multi * x->Cl * 4), sem = sec(x->B * x->NH * (nqt - 1) * 4);
-	attention(x, "attn_bwd_mma_k", 5, qkv + o + 2 * lse + attn_extra(x) + acc + sem, 3 * o);
+	attention(x, "attn_bwd_mma_k", 5, &attn_of(x)->bwd, qkv + o + 2 * lse + attn_extra(x) + acc + sem,
+		  3 * o);
 	matmul_bwd(x, x->C, x->C3, 1, 1);
 	comm_sum(x, "nccl sum TP (activations)", tp_group(x), nc);
 	if (x->c->post_ln) {

@@ -46,7 +46,9 @@ struct gpumodel_device {
 	double hbm, pcie;         /* bytes/s */
 	int sms;
 	double mamf;              /* the best GEMM's share of the tc peak (measured, cited) */
-	double attn_tc;           /* lmtk's attention kernels' share of the tc peak */
+	double clock;             /* Hz: the clock the tc peak is quoted at */
+	double mma_sync;          /* the share of the tc peak mma.sync can issue (Hopper: wgmma's) */
+	double smem_sm;           /* shared memory per SM, bytes */
 	double nvlink;            /* bytes/s per GPU per direction, inside a node */
 	double nic;               /* bytes/s per node per direction, across nodes */
 	const char *network;      /* in words, for the report */
@@ -65,8 +67,45 @@ struct gpumodel_consts {
 	double nccl_base;              /* seconds per NCCL call */
 	double ring_hop[2], tree_hop[2];   /* seconds per step: [0] NVLink, [1] the network */
 	double eff_link[2];            /* shares of NVLink's, the network's bandwidth */
+	/* attention kernels: shared-memory bytes per clock per SM, exp2 per clock per SM, clocks
+	 * from a tile load's issue to its use, the tile loads' bandwidth (times HBM's), the share
+	 * of its structural bound a kernel issues, the clocks a block's start and end cost per 128 x 128
+	 * tile it loads or stores once, the share of the exp2 work other warps' mma hide (the three
+	 * FIT), registers and warps per SM */
+	double smem_bw, sfu, latency, l2_x_hbm, issue, block, exp_hidden, regs_sm, warps_sm;
 };
 const struct gpumodel_consts *gpumodel_consts(void);
+/* An attention kernel by its structure (share/lmtk/gpu-model.tsv's attn.* lines; gpumodel.c
+ * gpumodel_attn_seconds says how it is priced). */
+struct gpumodel_attn {
+	int rows, keys, warps, rpw;     /* a block's rows (the forward's queries, the backward's
+					 * keys), the rows of the tiles it iterates over (keys; the
+					 * backward's queries), its warps, each warp's rows */
+	int kchunk;                     /* causal masking skips work in chunks of this many keys */
+	double products, exps, abytes;  /* tile products; exp2 per score; A-operand bytes read from
+					 * shared memory per mma (B's follow from rpw) */
+	double overlap;                 /* the share of an iteration's compute the next tiles' load
+					 * runs under: 0 loads then computes, 1 all of it */
+	double io;                      /* rows x HD tiles a block loads and stores once (Q, O) */
+	int regs[3];                    /* registers per thread at HDM 32, 64, 128 (ptxas, sm_90) */
+	double tiles, extra;            /* shared memory: 64-row tiles of HDM + 8 16-bit elements,
+					 * plus bytes */
+};
+#define GM_ATTN_VARIANTS 4
+struct gpumodel_attn_variant {
+	char name[112];
+	struct gpumodel_attn fwd, bwd;
+};
+/* the kernels train runs (attn.fwd, attn.bwd); the what-ifs the report prices beside them
+ * (attn.variants: the kernels before each change, and the next one); FlashAttention-2's
+ * forward at head dim 128 and 64 (attn.ref.fa2_128, fa2_64), which the FIT constants are fit to */
+const struct gpumodel_attn_variant *gpumodel_attn_current(void);
+int gpumodel_attn_variants(const struct gpumodel_attn_variant **v);
+const struct gpumodel_attn *gpumodel_attn_fa2(int hd);
+/* one launch of kernel k over `heads` (B x NH) causal T x T attentions at head dim HD, seconds:
+ * its compute at the structure's bound, and the tile loads it does not hide */
+double gpumodel_attn_seconds(const struct gpumodel_device *d, const struct gpumodel_attn *k,
+			     double heads, int64_t T, int64_t HD);
 
 /* NULL when the name is not one of them; gpumodel_device_keys() lists them ("h100, a100") */
 const struct gpumodel_device *gpumodel_device(const char *key);
@@ -88,6 +127,7 @@ struct gpumodel_cfg {
 	int graph;                          /* --cuda-graph: the step replayed as a CUDA graph */
 	int mds;                            /* --step-model megatron-deepspeed: its kernels, not ours */
 	double attn_dropout;                /* Megatron-DeepSpeed launches its dropout */
+	const struct gpumodel_attn_variant *attn;   /* NULL: the kernels train runs */
 	enum gpumodel_opt opt;
 };
 

@@ -464,6 +464,23 @@ static void model_timing(struct plan *p)
 		       : strcmp(a->optimizer, "sgd") == 0 ? GM_SGD : GM_ADAMW,
 	};
 	int rc = gpumodel_run(&p->gm, &c, dev);
+	const struct gpumodel_attn_variant *var;
+	int nvar = c.mds ? 0 : gpumodel_attn_variants(&var);
+	for (int i = 0; i < nvar && rc == 0; i++) {
+		struct gpumodel g;
+		c.attn = &var[i];
+		rc = gpumodel_run(&g, &c, dev);
+		if (rc < 0)
+			break;
+		double tok = (double)p->gbs * (double)p->s / g.t_iter;
+		p->attn_var[i].name = var[i].name;
+		p->attn_var[i].t_iter = g.t_iter;
+		p->attn_var[i].tokens_s = tok;
+		p->attn_var[i].mfu = (6 * (double)p->p_total + 6 * (double)p->L * (double)p->h *
+				      (double)p->s) * tok / (dev->tc * (double)p->world);
+		p->n_attn_var = i + 1;
+		gpumodel_free(&g);
+	}
 	free(layers);
 	if (rc < 0)
 		xalloc_die("the GPU memory and timing model", 0);

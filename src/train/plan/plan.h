@@ -138,6 +138,13 @@ struct plan {
 	struct gpumodel gm;
 	double model_tflops, model_mfu, model_mfu_palm;   /* mfu: llm.c's count; PaLM's beside */
 	double model_tokens_s;    /* tokens per second, all GPUs */
+	/* the same step with other attention kernels (gpu-model.tsv attn.variants; not with
+	 * --step-model megatron-deepspeed, whose attention is unfused) */
+	int n_attn_var;
+	struct {
+		const char *name;
+		double t_iter, tokens_s, mfu;
+	} attn_var[GM_ATTN_VARIANTS];
 
 	/* the sequence-length curriculum (curriculum.h): tokens are counted at each iteration's
 	 * length; cl_full_iter is the first iteration at the full --seq-length (0: none) */

@@ -628,6 +628,38 @@ static json_t *jramp(const struct plan *p)
 			 "pipeline_fill_iteration", p->fill_step ? json_integer(p->fill_step) : json_null());
 }
 
+/* The attention kernels the step prices, the same step with each what-if kernel of
+ * gpu-model.tsv (attn.variants), and FlashAttention-2's forward, which the attention constants
+ * are fit to (gpu-model.tsv's attn.ref.* lines have its published figures). */
+static json_t *jattention(const struct plan *p)
+{
+	json_t *var = json_array(), *ref = json_object();
+	for (int i = 0; i < p->n_attn_var; i++)
+		json_array_append_new(var, json_pack("{s:s, s:f, s:f, s:f}", "kernels",
+						     p->attn_var[i].name, "iteration_seconds",
+						     p->attn_var[i].t_iter, "tokens_per_s",
+						     p->attn_var[i].tokens_s, "mfu", p->attn_var[i].mfu));
+	/* FlashAttention-2's causal forward on an H100 as the FlashAttention-3 paper benchmarks it
+	 * (B x T = 16k, 2048 = heads x head dim), priced, beside its published TFLOPs */
+	const struct gpumodel_device *h = gpumodel_device("h100");
+	for (int hd = 64; h && hd <= 128; hd += 64) {
+		json_t *pts = json_array();
+		for (int64_t T = 512; T <= 16384; T *= 2) {
+			double heads = (double)(16384 / T) * (2048 / hd);
+			double sec = gpumodel_attn_seconds(h, gpumodel_attn_fa2(hd), heads, T, hd);
+			json_array_append_new(pts, json_pack("{s:I, s:f}", "seq", (json_int_t)T,
+							     "tflops", 2 * heads * (double)T *
+									   (double)T * hd / sec / 1e12));
+		}
+		json_object_set_new(ref, hd == 64 ? "h100_hd64" : "h100_hd128", pts);
+	}
+	return json_pack("{s:s, s:o, s:o}", "kernels",
+			 p->gm.step_model_name && strcmp(p->gm.step_model_name, "lmtk") == 0
+				 ? gpumodel_attn_current()->name
+				 : "Megatron-DeepSpeed's, unfused (the scores materialised)",
+			 "variants", var, "fa2_causal_forward", ref);
+}
+
 static json_t *jstep_model(const struct plan *p)
 {
 	const struct gpumodel *g = &p->gm;
@@ -645,14 +677,15 @@ static json_t *jstep_model(const struct plan *p)
 	for (int i = 0; i < k->ntiles; i++)
 		json_array_append_new(tiles, json_pack("[i,i,f]", k->tile_m[i], k->tile_n[i], k->tile_eff[i]));
 	json_t *o = json_pack(
-		"{s:s, s:s, s:s, s:s, s:{s:f, s:f, s:f, s:f, s:i, s:f, s:f, s:f, s:f}, s:{s:f, s:f, s:f, s:f, "
+		"{s:s, s:s, s:s, s:s, s:{s:f, s:f, s:f, s:f, s:i, s:f, s:f, s:f, s:f, s:f, s:f}, s:{s:f, s:f, s:f, s:f, "
 		"s:o, s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:f}, s:i, s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:s, "
 		"s:{s:f, s:f, s:f, s:f}, s:f, s:o}",
 		"note", "predicted by the step model (gpu-model), not measured",
 		"step_model", g->step_model_name,
 		"gpu_model", d->key, "device", d->name,
 		"peaks", "tc", d->tc, "simt", d->simt, "hbm", d->hbm, "pcie", d->pcie, "sms", d->sms,
-		"mamf", d->mamf, "attn_tc", d->attn_tc, "nvlink", d->nvlink, "nic", d->nic,
+		"mamf", d->mamf, "clock", d->clock, "mma_sync", d->mma_sync, "smem_sm", d->smem_sm,
+		"nvlink", d->nvlink, "nic", d->nic,
 		"efficiencies", "gemm_train", k->gemm_train, "k_half", k->k_half, "split_k", k->split_k,
 		"simt", k->simt, "tiles", tiles, "hbm", k->hbm,
 		"gap_s", p->a->cuda_graph ? k->gap_graph : k->gap, "sync_s", k->sync,
@@ -668,6 +701,8 @@ static json_t *jstep_model(const struct plan *p)
 		"shares", "gemm", g->share[GM_KIND_GEMM], "attention", g->share[GM_KIND_ATTN],
 		"comm", g->share[GM_KIND_COMM], "other", g->share[GM_KIND_OTHER],
 		"launches", g->launches, "ops", ops);
+	if (o && 1)
+		json_object_set_new(o, "attention", jattention(p));
 	return o;
 }
 
