@@ -108,7 +108,7 @@ def attn_kernel(key):
     k = {}
     for w in _T[key].split():
         f, v = w.split("=")
-        k[f] = tuple(int(x) for x in v.split(",")) if f == "regs" else float(v)
+        k[f] = tuple(int(x) for x in v.split(",")) if f in ("regs", "warps", "rpw") else float(v)
     return k
 
 
@@ -119,7 +119,7 @@ def attn_seconds(dev, k, heads, T, HD):
     ri = {32: 0, 64: 1, 128: 2}[hdm]
     hdp, sms, t = math.ceil(HD / 16) * 16, dev["sms"], float(T)
     c_mma = 4096.0 / (dev["tc"] / (sms * dev["clock"]) * dev["mma_sync"])
-    c_lds = (256.0 * 16 / k["rpw"] + k["abytes"]) / ATTN_K["smem_bw"]
+    c_lds = (256.0 * 16 / k["rpw"][ri] + k["abytes"]) / ATTN_K["smem_bw"]
     scores = heads * t * (t + k["kchunk"]) / 2
     mmas = scores * k["products"] * hdp / 2048
     m, e = mmas * max(c_mma, c_lds), scores * k["exps"] / ATTN_K["sfu"]
@@ -130,10 +130,10 @@ def attn_seconds(dev, k, heads, T, HD):
     l2 = ATTN_K["l2_x_hbm"] * dev["hbm"] / (sms * dev["clock"])
     load = ATTN_K["latency"] + 2 * keys * hdp * 2 / l2
     exposed = iters * max(0.0, load - k["overlap"] * compute / iters)
-    regs = math.ceil(k["regs"][ri] / 8.0) * 8 * 32 * k["warps"]
+    regs = math.ceil(k["regs"][ri] / 8.0) * 8 * 32 * k["warps"][ri]
     smem = k["tiles"] * 64 * (hdm + 8) * 2 + k["extra"] + 1024
     blocks = min(math.floor(ATTN_K["regs_sm"] / regs), math.floor(dev["smem_sm"] / smem),
-                 math.floor(ATTN_K["warps_sm"] / k["warps"]), math.ceil(nblk / sms))
+                 math.floor(ATTN_K["warps_sm"] / k["warps"][ri]), math.ceil(nblk / sms))
     blocks = max(blocks, 1)
     ends = nblk * ATTN_K["block"] * k["io"] * rows * hdp / (2.0 * 128 * 128)
     return (max(compute, (compute + exposed) / blocks) + ends) / sms / dev["clock"]

@@ -24,10 +24,13 @@
  *
  * Tile products.  Every product of two tiles is mma.sync m16n8k16 (inputs in the activation type,
  * .bf16 or, under --fp16, .f16, with fp32 accumulate; ptx.h), its operands loaded from shared
- * memory with ldmatrix (.trans where the tile's rows are the product's k index).  A block is 4
- * warps and a 64-row tile; each warp owns 16 rows of it and never shares its accumulators, so no
- * reduction crosses warps.  The accumulator fragment of a product (rows g, g+8 of the warp's 16,
- * columns 2t, 2t+1 of each 8-column tile, lane = 4g + t) is, two column tiles together, the A
+ * memory with ldmatrix (.trans where the tile's rows are the product's k index).  A warp owns
+ * 16-row groups of the block's tile - one in the backward, two in the forward at HDM <= 64, so
+ * that each K and V fragment it reads from shared memory serves 32 rows (ldmatrix's bytes, not
+ * the tensor pipe, bounded the one-group forward: 256 bytes per mma against 128 per clock) - and
+ * never shares its accumulators, so no reduction crosses warps.  The accumulator fragment of a
+ * product (rows g, g+8 of a row group, columns 2t, 2t+1 of each 8-column tile, lane = 4g + t)
+ * is, two column tiles together, the A
  * fragment of the next product, so P and dS go from one mma to the next in registers, rounded to
  * the activation type: P (after dropout) before P V, P M before dV = (P M)^T dO, dS before dK and
  * dQ.  That rounding is the price of the tensor cores: each weight of P V carries a relative
@@ -41,14 +44,19 @@
  * banks); columns past HD and rows past T are zero.  The kernels are templates over the
  * activation type A; only the loads, the rounding and the mma's type suffix depend on it.
  *
- * Forward (FlashAttention-2's split): a block owns 64 query rows of one (b, h) and streams the
- * key tiles 0..diagonal through shared memory; per tile each warp computes S = Q K^T for its
- * 16 rows, masks, updates the running max m (four lanes share a row: two xor shuffles) and the
- * per-lane partial sums l, rescales O by exp(m_old - m_new), and adds P V.  A row whose max is
+ * Forward (FlashAttention-2's split): a block owns 128 query rows of one (b, h) - 4 warps of two
+ * row groups at HDM <= 64, 8 of one at 128, where two would not fit in registers - and streams
+ * the 64-key tiles 0..diagonal through shared memory, loading them with cp.async while it
+ * computes (ptx.h): tile kt's V during its scores, tile kt+1's K, into the other of two K
+ * buffers, during all of tile kt.  Per tile each warp computes S = Q K^T for its rows, masks,
+ * updates the running max m (four lanes share a row: two xor shuffles) and the per-lane partial
+ * sums l, rescales O by exp(m_old - m_new), and adds P V.  A row whose max is
  * still -inf uses 0 as reference so no inf - inf appears; one that sees no key at all (the
  * bidirectional mode with klen 0) ends with l = 0 and writes O = 0 and lse = +inf, as the CPU
- * backend does, so that exp(s - lse) = 0 and the backward's dQ = 0 agree with it.  Key chunks (16 wide) past a warp's
- * last row are skipped, so the diagonal tile costs each warp only what its rows can see.
+ * backend does, so that exp(s - lse) = 0 and the backward's dQ = 0 agree with it.  Key chunks
+ * (16 wide) past a row group's last row are skipped, so the diagonal tiles cost each group only
+ * what its rows can see (a group that sees none of a tile - the first half of the block at its
+ * second diagonal tile - skips it: its m, l and O would not change).
  *
  * Backward (FlashAttention-2's algebra): with P recomputed as exp(s - lse) and D_i = dO_i . O_i
  * (which equals sum_j P_ij M_ij dPd_ij, so dropout needs no extra term),
@@ -85,21 +93,29 @@
  *
  * HD up to 128: kernels are instantiated for HDM = 32, 64, 128 and handle any HD <= HDM by
  * zero padding (k steps and output columns past HD rounded up to 16 are skipped).  Shared
- * memory at HDM 128: 51 KiB (forward), 78 KiB (backward), within the opt-in limit of A100
- * (163 KiB) and H100 (227 KiB).  Any T works (tiles are masked at the end); heavy tiles
- * (long causal rows) are launched first to shorten the tail.  Loads from global memory are
- * 16 bytes wide when HD is a multiple of 8 (single-buffered: the next step is cp.async).
+ * memory at HDM 128: 85 KiB (forward: Q, V, two K tiles), 78 KiB (backward), within the opt-in
+ * limit of sm_86/89 (99 KiB), A100 (163 KiB) and H100 (227 KiB).  Any T works (tiles are masked
+ * at the end); heavy tiles (long causal rows) are launched first to shorten the tail.  Loads
+ * from global memory are cp.async's 16 bytes when HD is a multiple of 8 (the next tiles load
+ * while this one is computed on: the forward's next K and this V, the backward's next Q and dO
+ * during this tile's dQ part), plain element loads otherwise.
  *
- * Speed, as the step model prices it (tests/bench/gpu-model.py, at 25% of an H100's dense bf16
- * peak; not yet measured on a GPU): for GPT-2 124M at B x T = 16 x 1024, attention goes from
+ * Speed, as the step model prices it (not yet measured on a GPU).  Since November 2026 it prices
+ * these kernels by their structure (src/train/plan/gpumodel.c gpumodel_attn_seconds: ldmatrix
+ * bytes against mma.sync's share of the peak, exp2 on the SFU, loads hidden under the SM's other
+ * blocks; fit to FlashAttention-2's published H100 curve, doc/performance.md): the forward at
+ * GPT-2's shapes (head dim 64, T 1024) from 18.7% of an H100's dense bf16 peak with one row group
+ * per warp to 24.6% with two, the backward 20.8%; cp.async and the 128-row tiles change nothing
+ * there (3-4 blocks of the old kernels per SM already hid their loads).  Before, at an assumed
+ * 25% of the peak: for GPT-2 124M at B x T = 16 x 1024, attention goes from
  * 62.6% of the step with the fp32 SIMT kernels this file had before to 19.2% with the two-kernel
  * backward (dK/dV, then dQ: 7 tile products), and the predicted MFU from 21.3% to 45.9%
  * (45.6% later).  The one-kernel backward (5 products, the fp32 sums' bytes counted) takes the
  * 124M step from 31.0 to 29.7 ms (MFU 45.6% to 47.6%) and the 350M step (24 x 1024, 16 heads)
  * from 78.8 to 75.4 ms (50.9% to 53.2%).  ptxas (CUDA 13.0.88, sm_90, bf16), registers at HDM
- * 32 / 64 / 128: forward - / 128 / 168, backward 159 / 237 / 255 (228 / 254 before the tile
- * tickets), no spill on sm_80/86/89/90: 2 backward blocks per SM at HDM 64, as the dK/dV kernel
- * had (209 registers). */
+ * 32 / 64 / 128: forward 212 / 252 / 199 (4 warps at 32 and 64, 8 at 128; 126 / 128 / 168 with
+ * 4 warps of one group), backward 139 / 239 / 255 (228 / 254 before the tile tickets), no spill
+ * on sm_80/86/89/90: 2 blocks per SM at HDM 64 in both. */
 #include <math.h>
 
 #include "train/cuda/common.h"
@@ -109,9 +125,7 @@
 #define AT_B 64           /* key rows per tile; the backward's query rows per tile */
 #define AT_W 4            /* the backward's warps per block, each 16 rows of a tile */
 #define AT_T (32 * AT_W)  /* the backward's threads per block */
-#define AT_BQ 128         /* the forward's query rows per block */
-#define AT_WF 8           /* the forward's warps per block, each 16 of its rows */
-#define AT_TF (32 * AT_WF)
+#define AT_BQ 128         /* the forward's query rows per block (at_fwd_shape: its warps) */
 #define AT_LOG2E 1.4426950408889634f
 #define AT_LN2 0.69314718055994531f
 
@@ -220,56 +234,82 @@ __device__ __forceinline__ void at_acc_a(uint32_t (&a)[4], const float (&c0)[4],
 	a[3] = at_pack<A>(c1[2], c1[3]);
 }
 
-/* s(16 x 64) = X[x0..x0+15] Y[0..63]^T over the first nk 16-wide steps of the head dim, for the
- * 16-column chunks lo..hi-1 of s only (the others are left 0: masked by the caller).  The same
- * instructions in the same order in every kernel. */
-template <int HDM, typename A>
-__device__ __forceinline__ void at_scores(float (&s)[8][4], const A *X, int x0, const A *Y, int nk,
-					  int lo, int hi, int lane)
+/* For each of RG row groups r: s[r](16 x 64) = X[x0+16r..x0+16r+15] Y[0..63]^T over the first nk
+ * 16-wide steps of the head dim, for the 16-column chunks lo..hi[r]-1 of s[r] only (the others
+ * are left 0: masked by the caller).  A B fragment of Y is loaded once for all the row groups
+ * (what RG > 1 saves: shared-memory bytes per mma).  The same instructions in the same order for
+ * each element in every kernel. */
+template <int HDM, int RG, typename A>
+__device__ __forceinline__ void at_scores(float (&s)[RG][8][4], const A *X, int x0, const A *Y,
+					  int nk, int lo, const int (&hi)[RG], int lane)
 {
 	constexpr int LD = HDM + 8;
+	int hmax = 0;
 #pragma unroll
-	for (int n = 0; n < 8; n++)
-		s[n][0] = s[n][1] = s[n][2] = s[n][3] = 0.0f;
+	for (int r = 0; r < RG; r++) {
+		hmax = max(hmax, hi[r]);
+#pragma unroll
+		for (int n = 0; n < 8; n++)
+			s[r][n][0] = s[r][n][1] = s[r][n][2] = s[r][n][3] = 0.0f;
+	}
 #pragma unroll
 	for (int kc = 0; kc < HDM / 16; kc++) {
 		if (kc >= nk)
 			break;
-		uint32_t a[4];
-		at_frag_a<LD>(a, X, x0, kc * 16, lane);
+		uint32_t a[RG][4];
+#pragma unroll
+		for (int r = 0; r < RG; r++)
+			if (RG == 1 || hi[r] > lo) /* (one group: as before row groups, unconditional) */
+				at_frag_a<LD>(a[r], X, x0 + 16 * r, kc * 16, lane);
 #pragma unroll
 		for (int c = 0; c < 4; c++) {
-			if (c < lo || c >= hi)
+			if (c < lo || c >= hmax)
 				continue;
 			uint32_t b0[2], b1[2];
 			at_frag_bt<LD>(b0, b1, Y, c * 16, kc * 16, lane);
-			AT_MMA(A, s[2 * c], a, b0);
-			AT_MMA(A, s[2 * c + 1], a, b1);
+#pragma unroll
+			for (int r = 0; r < RG; r++)
+				if (RG == 1 || c < hi[r]) {
+					AT_MMA(A, s[r][2 * c], a[r], b0);
+					AT_MMA(A, s[r][2 * c + 1], a[r], b1);
+				}
 		}
 	}
 }
 
-/* o(16 x HDM) += p(16 x 64) Z[0..63] over the 16-row chunks lo..hi-1 of Z (p is 0 elsewhere),
- * for the first nd 16-wide column chunks of o (the rest are past HD) */
-template <int HDM, typename A>
-__device__ __forceinline__ void at_accum(float (&o)[HDM / 8][4], const float (&p)[8][4],
-					 const A *Z, int nd, int lo, int hi, int lane)
+/* For each row group r: o[r](16 x HDM) += p[r](16 x 64) Z[0..63] over the 16-row chunks
+ * lo..hi[r]-1 of Z (p[r] is 0 elsewhere), for the first nd 16-wide column chunks of o (the rest
+ * are past HD); Z's fragments loaded once for all the row groups */
+template <int HDM, int RG, typename A>
+__device__ __forceinline__ void at_accum(float (&o)[RG][HDM / 8][4], const float (&p)[RG][8][4],
+					 const A *Z, int nd, int lo, const int (&hi)[RG], int lane)
 {
 	constexpr int LD = HDM + 8;
+	int hmax = 0;
+#pragma unroll
+	for (int r = 0; r < RG; r++)
+		hmax = max(hmax, hi[r]);
 #pragma unroll
 	for (int c = 0; c < 4; c++) {
-		if (c < lo || c >= hi)
+		if (c < lo || c >= hmax)
 			continue;
-		uint32_t a[4];
-		at_acc_a<A>(a, p[2 * c], p[2 * c + 1]);
+		uint32_t a[RG][4];
+#pragma unroll
+		for (int r = 0; r < RG; r++)
+			if (RG == 1 || c < hi[r])
+				at_acc_a<A>(a[r], p[r][2 * c], p[r][2 * c + 1]);
 #pragma unroll
 		for (int dc = 0; dc < HDM / 16; dc++) {
 			if (dc >= nd)
 				break;
 			uint32_t b0[2], b1[2];
 			at_frag_b<LD>(b0, b1, Z, c * 16, dc * 16, lane);
-			AT_MMA(A, o[2 * dc], a, b0);
-			AT_MMA(A, o[2 * dc + 1], a, b1);
+#pragma unroll
+			for (int r = 0; r < RG; r++)
+				if (RG == 1 || c < hi[r]) {
+					AT_MMA(A, o[r][2 * dc], a[r], b0);
+					AT_MMA(A, o[r][2 * dc + 1], a[r], b1);
+				}
 		}
 	}
 }
@@ -339,21 +379,31 @@ __device__ __forceinline__ int at_chunks_upto(int last, int k0)
 	return last < k0 ? 0 : min(4, (last - k0) / 16 + 1);
 }
 
+/* Row groups (16 rows each) per warp in the forward: two at HDM <= 64 (each K and V fragment
+ * read from shared memory serves both), one at 128, where two would not fit in registers. */
+template <int HDM> struct at_fwd_shape {
+	static constexpr int RG = HDM <= 64 ? 2 : 1;
+	static constexpr int WARPS = AT_BQ / (16 * RG);
+	static constexpr int THREADS = 32 * WARPS;
+};
+
 /* out(B,Tq,NH,HD), lse(B,NH,Tq) from the operands of io.  grid (ceil(Tq/128), NH, B), block
- * 256.  Block x handles query tile ceil(Tq/128)-1-x (longest rows first); warp w its rows
- * 16w..16w+15.  Key tile kt's V is loaded while the warps compute its scores, key tile kt+1's K
- * (into the other of two K buffers) during the whole of tile kt (see the top). */
+ * at_fwd_shape's threads.  Block x handles query tile ceil(Tq/128)-1-x (longest rows first);
+ * warp w its rows 16 RG w .. 16 RG w + 16 RG - 1, row group r the 16 from 16 RG w + 16 r.  Key
+ * tile kt's V is loaded while the warps compute its scores, key tile kt+1's K (into the other of
+ * two K buffers) during the whole of tile kt (see the top). */
 template <int HDM, typename A>
-__global__ __launch_bounds__(AT_TF) void attn_fwd_mma_k(A *out, float *lse, struct at_io<A> io,
-							int NH, int HD, float scale, int vec,
-							struct ops_attn k)
+__global__ __launch_bounds__(at_fwd_shape<HDM>::THREADS) void attn_fwd_mma_k(
+	A *out, float *lse, struct at_io<A> io, int NH, int HD, float scale, int vec,
+	struct ops_attn k)
 {
-	constexpr int LD = HDM + 8, ND = HDM / 8;
+	constexpr int LD = HDM + 8, ND = HDM / 8, RG = at_fwd_shape<HDM>::RG;
+	constexpr int NT = at_fwd_shape<HDM>::THREADS;
 	extern __shared__ __align__(16) unsigned char at_smem[];
 	A *Qs = (A *)at_smem, *Vs = Qs + AT_BQ * LD, *Kb = Vs + AT_B * LD; /* Kb: two K tiles */
 
 	int q0 = (gridDim.x - 1 - blockIdx.x) * AT_BQ, h = blockIdx.y, b = blockIdx.z;
-	int lane = threadIdx.x & 31, w0 = (threadIdx.x >> 5) * 16, g = lane >> 2, t = lane & 3;
+	int lane = threadIdx.x & 31, w0 = (threadIdx.x >> 5) * 16 * RG, g = lane >> 2, t = lane & 3;
 	int nk = (HD + 15) / 16, T = io.Tq, Tk = io.Tk;
 	const A *qb = io.q + at_row0(b, T, io.qrs, h, io.qhs);
 	const A *kb = io.k + at_row0(b, Tk, io.krs, h, io.khs);
@@ -361,23 +411,28 @@ __global__ __launch_bounds__(AT_TF) void attn_fwd_mma_k(A *out, float *lse, stru
 	float sc2 = scale * AT_LOG2E, sl2 = (k.slopes ? k.slopes[h] : 0.0f) * AT_LOG2E, p = k.p;
 	float keep1 = 1.0f / (1.0f - p); /* a kept score's factor, as philox_keep's */
 	uint64_t seed = k.seed;
-
-	int ir[2] = {q0 + w0 + g, q0 + w0 + g + 8}; /* this lane's rows */
-	int ks[2] = {at_kstart(k, b, T, ir[0]), at_kstart(k, b, T, ir[1])};
-	float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f}; /* l: this lane's part */
-	float o[ND][4];
-#pragma unroll
-	for (int c = 0; c < ND; c++)
-		o[c][0] = o[c][1] = o[c][2] = o[c][3] = 0.0f;
 	int kl = at_klen(k, b, Tk);
-	/* the last key the warp's rows see: its last row (causal) or kl - 1; none past T */
-	int last = q0 + w0 >= T ? -1 : kl >= 0 ? kl - 1 : min(q0 + w0 + 15, T - 1);
+
+	int ir[RG][2], ks[RG][2], last[RG]; /* this lane's rows, their first keys; a group's last key */
+	float m[RG][2], l[RG][2], o[RG][ND][4]; /* l: this lane's part */
+#pragma unroll
+	for (int r = 0; r < RG; r++) {
+		int r0 = q0 + w0 + 16 * r;
+		ir[r][0] = r0 + g, ir[r][1] = r0 + g + 8;
+		ks[r][0] = at_kstart(k, b, T, ir[r][0]), ks[r][1] = at_kstart(k, b, T, ir[r][1]);
+		m[r][0] = m[r][1] = -INFINITY, l[r][0] = l[r][1] = 0.0f;
+#pragma unroll
+		for (int c = 0; c < ND; c++)
+			o[r][c][0] = o[r][c][1] = o[r][c][2] = o[r][c][3] = 0.0f;
+		/* the last key the group's rows see: its last row (causal) or kl - 1; none past T */
+		last[r] = r0 >= T ? -1 : kl >= 0 ? kl - 1 : min(r0 + 15, T - 1);
+	}
 
 	/* key tiles up to the diagonal (causal, where Tk = T), or up to kl */
 	int nkt = kl >= 0 ? (kl + AT_B - 1) / AT_B : min(q0 + AT_BQ - 1, T - 1) / AT_B + 1;
-	at_load<HDM, AT_BQ, AT_TF>(Qs, qb, io.qrs, q0, T, HD, vec);
+	at_load<HDM, AT_BQ, NT>(Qs, qb, io.qrs, q0, T, HD, vec);
 	if (nkt > 0)
-		at_load<HDM, AT_B, AT_TF>(Kb, kb, io.krs, 0, Tk, HD, vec);
+		at_load<HDM, AT_B, NT>(Kb, kb, io.krs, 0, Tk, HD, vec);
 	ptx_cp_async_commit();
 	for (int kt = 0; kt < nkt; kt++) {
 		int k0 = kt * AT_B;
@@ -385,89 +440,102 @@ __global__ __launch_bounds__(AT_TF) void attn_fwd_mma_k(A *out, float *lse, stru
 		ptx_cp_async_wait<0>();
 		/* this tile's K (and Q) are in; every warp is done with the last V and the K before */
 		__syncthreads();
-		at_load<HDM, AT_B, AT_TF>(Vs, kb + HD, io.krs, k0, Tk, HD, vec);
+		at_load<HDM, AT_B, NT>(Vs, kb + HD, io.krs, k0, Tk, HD, vec);
 		ptx_cp_async_commit();
 		if (kt + 1 < nkt)
-			at_load<HDM, AT_B, AT_TF>(Kb + ((kt + 1) & 1) * AT_B * LD, kb, io.krs,
-						  k0 + AT_B, Tk, HD, vec);
+			at_load<HDM, AT_B, NT>(Kb + ((kt + 1) & 1) * AT_B * LD, kb, io.krs, k0 + AT_B, Tk,
+					       HD, vec);
 		ptx_cp_async_commit();
 
-		/* the 16-key chunks the warp's rows see; none (the upper warps of the tile's first
-		 * half at the diagonal): the tile changes nothing of theirs, m, l, o as they were */
-		int hi = at_chunks_upto(last, k0);
-		float s[8][4];
-		if (hi > 0) {
-			at_scores<HDM>(s, Qs, w0, Ks, nk, 0, hi, lane);
-			float mt[2] = {-INFINITY, -INFINITY};
+		/* the 16-key chunks each row group sees; none (the first half's groups at the
+		 * diagonal's second tile): the tile changes nothing of theirs, m, l, o as they were */
+		int hi[RG], any = 0;
 #pragma unroll
-			for (int n = 0; n < 8; n++)
+		for (int r = 0; r < RG; r++)
+			any |= hi[r] = at_chunks_upto(last[r], k0);
+		float s[RG][8][4];
+		if (any) {
+			at_scores<HDM, RG>(s, Qs, w0, Ks, nk, 0, hi, lane);
 #pragma unroll
-				for (int e = 0; e < 4; e++) {
-					int r = e >> 1, i = ir[r], j = k0 + n * 8 + 2 * t + (e & 1);
-					s[n][e] = at_sees(i, j, T, kl, ks[r])
-							  ? at_score(s[n][e], sc2, sl2, j)
-							  : -INFINITY;
-					mt[r] = fmaxf(mt[r], s[n][e]);
+			for (int r = 0; r < RG; r++) {
+				if (!hi[r])
+					continue;
+				float mt[2] = {-INFINITY, -INFINITY};
+#pragma unroll
+				for (int n = 0; n < 8; n++)
+#pragma unroll
+					for (int e = 0; e < 4; e++) {
+						int x = e >> 1, i = ir[r][x], j = k0 + n * 8 + 2 * t + (e & 1);
+						s[r][n][e] = at_sees(i, j, T, kl, ks[r][x])
+								     ? at_score(s[r][n][e], sc2, sl2, j)
+								     : -INFINITY;
+						mt[x] = fmaxf(mt[x], s[r][n][e]);
+					}
+				float ref[2];
+#pragma unroll
+				for (int x = 0; x < 2; x++) {
+					mt[x] = fmaxf(mt[x], __shfl_xor_sync(0xffffffffu, mt[x], 1));
+					mt[x] = fmaxf(mt[x], __shfl_xor_sync(0xffffffffu, mt[x], 2));
+					float mn = fmaxf(m[r][x], mt[x]);
+					ref[x] = mn == -INFINITY ? 0.0f : mn;
+					float alpha = exp2f(m[r][x] - ref[x]);
+					m[r][x] = mn;
+					l[r][x] *= alpha;
+#pragma unroll
+					for (int c = 0; c < ND; c++) {
+						o[r][c][2 * x] *= alpha;
+						o[r][c][2 * x + 1] *= alpha;
+					}
 				}
-			float ref[2];
+				uint32_t kbits = p > 0.0f ? at_keepbits(seed, dbh, T, Tk, ir[r][0],
+									  ir[r][1], k0 + 2 * t, 0, p, kl)
+							  : 0;
 #pragma unroll
-			for (int r = 0; r < 2; r++) {
-				mt[r] = fmaxf(mt[r], __shfl_xor_sync(0xffffffffu, mt[r], 1));
-				mt[r] = fmaxf(mt[r], __shfl_xor_sync(0xffffffffu, mt[r], 2));
-				float mn = fmaxf(m[r], mt[r]);
-				ref[r] = mn == -INFINITY ? 0.0f : mn;
-				float alpha = exp2f(m[r] - ref[r]);
-				m[r] = mn;
-				l[r] *= alpha;
+				for (int n = 0; n < 8; n++)
 #pragma unroll
-				for (int c = 0; c < ND; c++) {
-					o[c][2 * r] *= alpha;
-					o[c][2 * r + 1] *= alpha;
-				}
+					for (int e = 0; e < 4; e++) {
+						int x = e >> 1;
+						/* masked: exp2(-inf) = 0 */
+						float pr = exp2f(s[r][n][e] - ref[x]);
+						l[r][x] += pr;
+						if (p > 0.0f)
+							pr *= (kbits >> (4 * n + e) & 1) ? keep1 : 0.0f;
+						s[r][n][e] = pr;
+					}
 			}
-			uint32_t kbits = p > 0.0f ? at_keepbits(seed, dbh, T, Tk, ir[0], ir[1],
-								  k0 + 2 * t, 0, p, kl)
-						  : 0;
-#pragma unroll
-			for (int n = 0; n < 8; n++)
-#pragma unroll
-				for (int e = 0; e < 4; e++) {
-					int r = e >> 1;
-					float pr = exp2f(s[n][e] - ref[r]); /* masked: exp2(-inf) = 0 */
-					l[r] += pr;
-					if (p > 0.0f)
-						pr *= (kbits >> (4 * n + e) & 1) ? keep1 : 0.0f;
-					s[n][e] = pr;
-				}
 		}
 		ptx_cp_async_wait<1>(); /* V's group; the next K's may still be in flight */
 		__syncthreads(); /* this tile's V is in */
-		if (hi > 0)
-			at_accum<HDM>(o, s, Vs, nk, 0, hi, lane);
+		if (any)
+			at_accum<HDM, RG>(o, s, Vs, nk, 0, hi, lane);
 	}
 
 #pragma unroll
-	for (int r = 0; r < 2; r++) {
-		l[r] += __shfl_xor_sync(0xffffffffu, l[r], 1);
-		l[r] += __shfl_xor_sync(0xffffffffu, l[r], 2);
-		int i = ir[r];
-		if (i >= T)
-			continue;
-		/* a row that saw no key (bidirectional, klen 0): output 0, lse +inf, so that the
-		 * backward's exp(s - lse) is 0 too (FlashAttention-2's convention) - not 0 x 1/0 */
-		float inv = l[r] == 0.0f ? 0.0f : 1.0f / l[r];
-		A *dst = out + (((size_t)b * T + i) * NH + h) * HD;
+	for (int r = 0; r < RG; r++)
 #pragma unroll
-		for (int c = 0; c < ND; c++) {
-			int d = c * 8 + 2 * t;
-			if (d < HD)
-				dst[d] = f_act<A>(o[c][2 * r] * inv);
-			if (d + 1 < HD)
-				dst[d + 1] = f_act<A>(o[c][2 * r + 1] * inv);
+		for (int x = 0; x < 2; x++) {
+			l[r][x] += __shfl_xor_sync(0xffffffffu, l[r][x], 1);
+			l[r][x] += __shfl_xor_sync(0xffffffffu, l[r][x], 2);
+			int i = ir[r][x];
+			if (i >= T)
+				continue;
+			/* a row that saw no key (bidirectional, klen 0): output 0, lse +inf, so that
+			 * the backward's exp(s - lse) is 0 too (FlashAttention-2's convention) - not
+			 * 0 x 1/0 */
+			float inv = l[r][x] == 0.0f ? 0.0f : 1.0f / l[r][x];
+			A *dst = out + (((size_t)b * T + i) * NH + h) * HD;
+#pragma unroll
+			for (int c = 0; c < ND; c++) {
+				int d = c * 8 + 2 * t;
+				if (d < HD)
+					dst[d] = f_act<A>(o[r][c][2 * x] * inv);
+				if (d + 1 < HD)
+					dst[d + 1] = f_act<A>(o[r][c][2 * x + 1] * inv);
+			}
+			if (t == 0)
+				lse[bh * T + i] = l[r][x] == 0.0f ? INFINITY
+								 : (m[r][x] + log2f(l[r][x])) * AT_LN2;
 		}
-		if (t == 0)
-			lse[bh * T + i] = l[r] == 0.0f ? INFINITY : (m[r] + log2f(l[r])) * AT_LN2;
-	}
 }
 
 /* Dsum(B,NH,T) = sum over HD of dout * out, rows of dout/out(B,T,NH,HD) in memory order.
@@ -561,7 +629,8 @@ __global__ __launch_bounds__(AT_T) void attn_bwd_mma_k(struct at_io<A> io, const
 	at_load<HDM, AT_B, AT_T>(Ks, kb, io.krs, k0, Tk, HD, vec);
 	at_load<HDM, AT_B, AT_T>(Vs, kb + HD, io.krs, k0, Tk, HD, vec);
 	int jr[2] = {k0 + w0 + g, k0 + w0 + g + 8}; /* this lane's keys */
-	float dk[ND][4], dv[ND][4];
+	float dk1[1][ND][4], dv1[1][ND][4]; /* one row group per warp (at_accum's RG) */
+	float(&dk)[ND][4] = dk1[0], (&dv)[ND][4] = dv1[0];
 #pragma unroll
 	for (int c = 0; c < ND; c++)
 #pragma unroll
@@ -600,9 +669,11 @@ __global__ __launch_bounds__(AT_T) void attn_bwd_mma_k(struct at_io<A> io, const
 		 * < T; none when the warp's keys are all past T (or kl) */
 		int lo = kl >= 0 ? 0 : max(0, (k0 + w0 - q0) / 16);
 		int hi = k0 + w0 >= (kl >= 0 ? kl : Tk) ? 0 : at_chunks_upto(T - 1, q0);
-		float st[8][4], dp[8][4]; /* [key g, g+8][query 8n + 2t, +1] */
-		at_scores<HDM>(st, Ks, w0, Qs, nk, lo, hi, lane);
-		at_scores<HDM>(dp, Vs, w0, dOs, nk, lo, hi, lane);
+		float st1[1][8][4], dp1[1][8][4]; /* [key g, g+8][query 8n + 2t, +1] */
+		float(&st)[8][4] = st1[0], (&dp)[8][4] = dp1[0];
+		int hi1[1] = {hi};
+		at_scores<HDM, 1>(st1, Ks, w0, Qs, nk, lo, hi1, lane);
+		at_scores<HDM, 1>(dp1, Vs, w0, dOs, nk, lo, hi1, lane);
 		uint32_t kbits = p > 0.0f ? at_keepbits(seed, dbh, T, Tk, jr[0], jr[1], q0 + 2 * t, 1,
 							  p, kl) : 0;
 #pragma unroll
@@ -620,8 +691,8 @@ __global__ __launch_bounds__(AT_T) void attn_bwd_mma_k(struct at_io<A> io, const
 				/* dS, rounded as the A operand of dK's product is */
 				dSs[ii * LS + w0 + g + (e >> 1) * 8] = f_act<A>(dp[n][e]);
 			}
-		at_accum<HDM>(dv, st, dOs, nk, lo, hi, lane);
-		at_accum<HDM>(dk, dp, Qs, nk, lo, hi, lane);
+		at_accum<HDM, 1>(dv1, st1, dOs, nk, lo, hi1, lane);
+		at_accum<HDM, 1>(dk1, dp1, Qs, nk, lo, hi1, lane);
 		__syncthreads(); /* dSs is whole; Qs and dOs are consumed */
 		if (qt - 1 >= qfirst) { /* the next tile's, while this one's dQ part is made */
 			at_load<HDM, AT_B, AT_T>(Qs, qb, io.qrs, q0 - AT_B, T, HD, vec);
@@ -738,8 +809,8 @@ static void fwd_launch(void *out, float *lse, const struct at_io<A> &io, int B, 
 	allow_smem(attn_fwd_mma_k<HDM, A>, sm, &ready);
 	dim3 grid((unsigned)((io.Tq + AT_BQ - 1) / AT_BQ), (unsigned)NH, (unsigned)B);
 	int vec = HD % 8 == 0 && cu_aligned16(io.q) && cu_aligned16(io.k);
-	cu_launch(attn_fwd_mma_k<HDM, A>, grid, AT_TF, sm, cu.stream, (A *)out, lse, io, NH, HD,
-		  scale, vec, k);
+	cu_launch(attn_fwd_mma_k<HDM, A>, grid, at_fwd_shape<HDM>::THREADS, sm, cu.stream, (A *)out,
+		  lse, io, NH, HD, scale, vec, k);
 	CU_LAUNCHED("attention_fwd");
 }
 

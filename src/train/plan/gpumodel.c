@@ -84,8 +84,8 @@ static void attn_parse(const char *key, struct gpumodel_attn *k)
 		int used = 0, ok = 0;
 		if (sscanf(w, "rows=%d%n", &k->rows, &used) == 1 ||
 		    sscanf(w, "keys=%d%n", &k->keys, &used) == 1 ||
-		    sscanf(w, "warps=%d%n", &k->warps, &used) == 1 ||
-		    sscanf(w, "rpw=%d%n", &k->rpw, &used) == 1 ||
+		    sscanf(w, "warps=%d,%d,%d%n", &k->warps[0], &k->warps[1], &k->warps[2], &used) == 3 ||
+		    sscanf(w, "rpw=%d,%d,%d%n", &k->rpw[0], &k->rpw[1], &k->rpw[2], &used) == 3 ||
 		    sscanf(w, "kchunk=%d%n", &k->kchunk, &used) == 1 ||
 		    sscanf(w, "products=%lf%n", &k->products, &used) == 1 ||
 		    sscanf(w, "exps=%lf%n", &k->exps, &used) == 1 ||
@@ -100,12 +100,15 @@ static void attn_parse(const char *key, struct gpumodel_attn *k)
 			die(3, "the compiled-in share/lmtk/gpu-model.tsv: %s: '%s' is not a field", key, w);
 		seen++;
 	}
-	if (seen != 13 || k->rows < 16 || k->keys < 16 || k->warps < 1 || k->rpw < 16 ||
+	for (int i = 0; i < 3; i++)
+		if (k->warps[i] < 1 || k->rpw[i] < 16)
+			seen = -1;
+	if (seen != 13 || k->rows < 16 || k->keys < 16 ||
 	    k->kchunk < 1 || k->products <= 0 || k->overlap < 0 || k->overlap > 1 || k->io < 0 ||
 	    k->regs[0] < 1 || k->regs[1] < 1 || k->regs[2] < 1 || k->tiles <= 0)
-		die(3, "the compiled-in share/lmtk/gpu-model.tsv: %s needs rows, keys, warps, rpw, "
-		    "kchunk, products, exps, abytes, overlap, io, regs, tiles and extra, each in "
-		    "range", key);
+		die(3, "the compiled-in share/lmtk/gpu-model.tsv: %s needs rows, keys, warps (3), rpw "
+		    "(3), kchunk, products, exps, abytes, overlap, io, regs (3), tiles and extra, "
+		    "each in range", key);
 }
 
 static void attn_variant(const char *v, struct gpumodel_attn_variant *a)
@@ -350,7 +353,7 @@ double gpumodel_attn_seconds(const struct gpumodel_device *d, const struct gpumo
 	int hdm = HD <= 32 ? 32 : HD <= 64 ? 64 : 128, ri = hdm == 32 ? 0 : hdm == 64 ? 1 : 2;
 	double hdp = ceil((double)HD / 16) * 16, sms = d->sms, t = (double)T;
 	double c_mma = 4096.0 / (d->tc / (sms * d->clock) * d->mma_sync);
-	double c_lds = (256.0 * 16 / k->rpw + k->abytes) / K.smem_bw;
+	double c_lds = (256.0 * 16 / k->rpw[ri] + k->abytes) / K.smem_bw;
 	double scores = heads * t * (t + k->kchunk) / 2, mmas = scores * k->products * hdp / 2048;
 	double m = mmas * fmax(c_mma, c_lds), e = scores * k->exps / K.sfu;
 	double compute = (fmax(m, e) + (1 - K.exp_hidden) * fmin(m, e)) / K.issue;
@@ -364,11 +367,11 @@ double gpumodel_attn_seconds(const struct gpumodel_device *d, const struct gpumo
 	double l2 = K.l2_x_hbm * d->hbm / (sms * d->clock); /* bytes per clock per SM */
 	double load = K.latency + 2 * k->keys * hdp * 2 / l2;
 	double exposed = iters * fmax(0, load - k->overlap * compute / iters);
-	double regs = ceil(k->regs[ri] / 8.0) * 8 * 32 * k->warps;
+	double regs = ceil(k->regs[ri] / 8.0) * 8 * 32 * k->warps[ri];
 	double smem = k->tiles * 64 * (hdm + 8) * 2 + k->extra + 1024;
 	double blocks = floor(K.regs_sm / regs);
 	blocks = fmin(blocks, floor(d->smem_sm / smem));
-	blocks = fmin(blocks, floor(K.warps_sm / k->warps));
+	blocks = fmin(blocks, floor(K.warps_sm / k->warps[ri]));
 	blocks = fmax(fmin(blocks, ceil(nblk / sms)), 1);
 	double ends = nblk * K.block * k->io * k->rows * hdp / (2.0 * 128 * 128);
 	double clocks = (fmax(compute, (compute + exposed) / blocks) + ends) / sms;

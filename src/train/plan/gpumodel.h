@@ -78,9 +78,10 @@ const struct gpumodel_consts *gpumodel_consts(void);
 /* An attention kernel by its structure (share/lmtk/gpu-model.tsv's attn.* lines; gpumodel.c
  * gpumodel_attn_seconds says how it is priced). */
 struct gpumodel_attn {
-	int rows, keys, warps, rpw;     /* a block's rows (the forward's queries, the backward's
+	int rows, keys;                 /* a block's rows (the forward's queries, the backward's
 					 * keys), the rows of the tiles it iterates over (keys; the
-					 * backward's queries), its warps, each warp's rows */
+					 * backward's queries) */
+	int warps[3], rpw[3];           /* its warps, each warp's rows, at HDM 32, 64, 128 */
 	int kchunk;                     /* causal masking skips work in chunks of this many keys */
 	double products, exps, abytes;  /* tile products; exp2 per score; A-operand bytes read from
 					 * shared memory per mma (B's follow from rpw) */

@@ -677,8 +677,8 @@ static json_t *jstep_model(const struct plan *p)
 	for (int i = 0; i < k->ntiles; i++)
 		json_array_append_new(tiles, json_pack("[i,i,f]", k->tile_m[i], k->tile_n[i], k->tile_eff[i]));
 	json_t *o = json_pack(
-		"{s:s, s:s, s:s, s:s, s:{s:f, s:f, s:f, s:f, s:i, s:f, s:f, s:f, s:f, s:f, s:f}, s:{s:f, s:f, s:f, s:f, "
-		"s:o, s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:f}, s:i, s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:s, "
+		"{s:s, s:s, s:s, s:s, s:{s:f, s:f, s:f, s:f, s:i, s:f, s:f, s:f, s:f, s:f, s:f}, "
+		"s:{s:f, s:f, s:f, s:f, s:o, s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:f}, s:i, s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:s, "
 		"s:{s:f, s:f, s:f, s:f}, s:f, s:o}",
 		"note", "predicted by the step model (gpu-model), not measured",
 		"step_model", g->step_model_name,
