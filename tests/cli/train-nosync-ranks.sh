@@ -3,16 +3,16 @@
 # scalars stay on the device and their sums over the ranks are queued there, dist.h dev_reduce),
 # on the CUDA executor and its NCCL (ranks as processes, met through the file rendezvous):
 #  - inside the --profile range of rank 0, every host synchronisation train makes leaves work
-#    queued on the device (LMTK_CUDA_EXEC_SYNCS: "CALL QUEUED") for DP=2 with ZeRO-1 and for
-#    PP=2 through 1F1B; the same runs made synchronous (LMTK_TRAIN_SYNC_STEP=1) drain it
-#    several times a step, which shows the log sees such waits;
-#  - the deferred step changes nothing a user sees: with clipping active, DP=2 with ZeRO-1 and
-#    PP=2 (two micro-batches) give the synchronous runs' log lines and checkpoints, byte for byte;
+#    queued on the device (LMTK_CUDA_EXEC_SYNCS: "CALL QUEUED") for DP=2 with ZeRO-1, for PP=2
+#    through 1F1B and for TP=2 (the vocabulary-parallel cross-entropy's statistics combined on
+#    the device); the same runs made synchronous (LMTK_TRAIN_SYNC_STEP=1) drain it several
+#    times a step, which shows the log sees such waits;
+#  - the deferred step changes nothing a user sees: with clipping active, DP=2 with ZeRO-1,
+#    PP=2 (two micro-batches) and TP=2 give the synchronous runs' log lines and checkpoints,
+#    byte for byte;
 #  - a decision one rank makes reaches every rank with the step: SIGUSR1 sent to rank 1 alone
 #    stops both ranks after the same iteration, saved, exit 0; a dataset whose ids lie outside
-#    the vocabulary stops both ranks with exit 2, naming why, and nothing hangs;
-#  - tensor parallelism keeps the synchronous step (its cross-entropy combines the vocabulary
-#    slices' statistics on the host) and says so.
+#    the vocabulary stops both ranks with exit 2, naming why, and nothing hangs.
 . "$(dirname "$0")/../lib.sh"
 EXEC=$TOP/build/lib/lmtk/train-cuda-exec.so
 cuda_exec_unshadowed
@@ -39,7 +39,8 @@ strip() {   # the log lines without the wall-clock fields
 # --- no host synchronisation that drains the device (iterations 3..5 of rank 0), and the same
 # logs and checkpoints as the synchronous step ------------------------------------------------
 prof=(--train-iters 6 --profile --profile-step-start 2 --profile-step-end 5 --save-interval 6)
-for layout in "dp2z --global-batch-size 4 --zero-stage 1" "pp2 --global-batch-size 4 --pipeline-model-parallel-size 2"; do
+for layout in "dp2z --global-batch-size 4 --zero-stage 1" "pp2 --global-batch-size 4 --pipeline-model-parallel-size 2" \
+	"tp2 --global-batch-size 2 --tensor-model-parallel-size 2"; do
 	set -- $layout
 	name=$1
 	shift
@@ -115,9 +116,3 @@ if [ $rc = 2 ] && [ $((SECONDS - start)) -lt 100 ] && grep -q 'outside the vocab
 else
 	fail ids_outside_the_vocabulary_stop_every_rank_with_exit_2 "exit $rc after $((SECONDS - start)) s: $(tail -n 2 bad.0 bad.1)"
 fi
-
-# --- tensor parallelism: the synchronous step, said -----------------------------------------------
-ranks tp2 2 --global-batch-size 4 --train-iters 1 --tensor-model-parallel-size 2
-rc=$?
-[ $rc = 0 ] && grep -q "^train: each step's scalars are read back as it runs: tensor parallelism" tp2.0 && ok tp2_keeps_the_synchronous_step_and_says_why ||
-	fail tp2_keeps_the_synchronous_step_and_says_why "exit $rc: $(grep -h 'deferred\|read' tp2.0 | head -2; tail -n 1 tp2.0)"

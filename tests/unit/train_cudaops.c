@@ -882,6 +882,7 @@ static int case_xent(int N, int V, int Vp)
 	int bad[2];
 	const struct ops *os[2] = {cu, cpu};
 	float dscale = 0.37f;
+	int ok_tp = 1;
 	for (int k = 0; k < 2; k++) {
 		const struct ops *o = os[k];
 		void *dl = up_act(o, logits, n);
@@ -895,6 +896,54 @@ static int case_xent(int N, int V, int Vp)
 		down_f32(o, mx[k], m, N);
 		down_f32(o, se[k], s, N);
 		down_f32(o, zt[k], z, N);
+		/* the deferred step's combination (TP > 1) with another slice's larger maximum in
+		 * half the rows: against the host path's arithmetic on the CPU's statistics */
+		float *want_l = zeros(N), *want_s = zeros(N), *want_lse = zeros(N);
+		float *dg = up_f32(o, NULL, N), *dls = up_f32(o, NULL, N);
+		o->copy(dg, m, N * sizeof(float)); /* as the model does, then the "group's" max */
+		float *hg = zeros(N);
+		down_f32(o, hg, dg, N);
+		for (int i = 0; i < N; i++)
+			hg[i] += (i & 1) ? 0.5f : 0.0f;
+		float *dg2 = up_f32(o, hg, N);
+		o->xent_rescale(s, m, dg2, N);
+		int *dbad2 = o->alloc(sizeof(int)), bad2 = 0, want_bad2 = 0;
+		o->xent_finish(dls, dg2, dg2, s, z, dt, N, V, dbad2);
+		for (int i = 0; i < N; i++) {
+			float sc = mx[k][i] == -INFINITY ? 0.0f : se[k][i] * expf(mx[k][i] - hg[i]);
+			int okt = tgt[i] >= 0 && tgt[i] < V;
+			want_lse[i] = okt ? hg[i] + logf(sc) : INFINITY;
+			want_l[i] = okt ? want_lse[i] - zt[k][i] : 0.0f;
+			want_s[i] = sc;
+			want_bad2 += !okt;
+		}
+		float *got_l = zeros(N), *got_s = zeros(N), *got_lse = zeros(N);
+		down_f32(o, got_l, dls, N);
+		down_f32(o, got_s, s, N);
+		down_f32(o, got_lse, dg2, N);
+		o->to_host(&bad2, dbad2, sizeof bad2);
+		for (int i = 0; i < N; i++)
+			if (want_lse[i] == INFINITY ? got_lse[i] != INFINITY
+						    : !(fabsf(got_lse[i] - want_lse[i]) <=
+							1e-6f * fabsf(want_lse[i]) + 1e-6f)) {
+				printf("# %s: %s deferred TP lse of row %d: %g, want %g\n", name,
+				       o->name, i, got_lse[i], want_lse[i]);
+				ok_tp = 0;
+				break;
+			}
+		char dn[128];
+		snprintf(dn, sizeof dn, "%s %s deferred TP losses", name, o->name);
+		ok_tp &= near(dn, got_l, want_l, N, 1e-6);
+		snprintf(dn, sizeof dn, "%s %s deferred TP rescaled sums", name, o->name);
+		ok_tp &= near(dn, got_s, want_s, N, 1e-6);
+		if (bad2 != want_bad2) {
+			printf("# %s: %s deferred TP bad targets %d, want %d\n", name, o->name, bad2,
+			       want_bad2);
+			ok_tp = 0;
+		}
+		free(want_l), free(want_s), free(want_lse), free(hg), free(got_l);
+		free(got_s), free(got_lse);
+		o->free(dg), o->free(dls), o->free(dg2), o->free(dbad2);
 		float *lse = zeros(N);
 		for (int i = 0; i < N; i++) /* from the CPU's stats, so both use the same */
 			lse[i] = mx[k][i] + logf(se[k][i]) + 0.25f;
@@ -924,6 +973,7 @@ static int case_xent(int N, int V, int Vp)
 	CMP(zt, (size_t)N, 0);
 	CMP(g2, n, TOL_ACT);
 #undef CMP
+	ok &= ok_tp;
 	if (bad[0] != want_bad || bad[1] != want_bad) {
 		printf("# %s: bad targets counted %d (cuda) and %d (cpu), want %d\n", name, bad[0],
 		       bad[1], want_bad);

@@ -755,6 +755,26 @@ static void cpu_xent_stats(float *mx, float *se, float *zt, const void *logits_,
 	}
 }
 
+static void cpu_xent_rescale(float *se, const float *mx, const float *gmx, int N)
+{
+	for (int i = 0; i < N; i++)
+		se[i] = mx[i] == -INFINITY ? 0.0f : se[i] * expf(mx[i] - gmx[i]);
+}
+
+static void cpu_xent_finish(float *losses, float *lse, const float *gmx, const float *se,
+			    const float *zt, const int32_t *targets, int N, int V, int *bad)
+{
+	int nbad = 0;
+	for (int i = 0; i < N; i++) {
+		int ok = targets[i] >= 0 && targets[i] < V;
+		float l = ok ? gmx[i] + logf(se[i]) : INFINITY;
+		lse[i] = l;
+		losses[i] = ok ? l - zt[i] : 0.0f;
+		nbad += !ok;
+	}
+	*bad += nbad;
+}
+
 static void cpu_xent_grad(void *logits_, const float *lse, const int32_t *tl, int N, int Vvalid,
 			  int Vp, float dscale)
 {
@@ -938,6 +958,7 @@ static struct ops cpu_ops = {
 	.zero = cpu_zero,
 	.to_device = cpu_copy,
 	.to_host = cpu_copy,
+	.copy = cpu_copy,
 	.sync = cpu_sync,
 	.f32_to_act = cpu_to_act,
 	.act_to_f32 = cpu_from_act,
@@ -966,6 +987,8 @@ static struct ops cpu_ops = {
 	.xent_fwd_bwd = cpu_xent_fwd_bwd,
 	.xent_stats = cpu_xent_stats,
 	.xent_grad = cpu_xent_grad,
+	.xent_rescale = cpu_xent_rescale,
+	.xent_finish = cpu_xent_finish,
 	.sumsq = cpu_sumsq,
 	.all_within = cpu_all_within,
 	.scale = cpu_scale,

@@ -367,6 +367,9 @@ void cu_xent_stats(float *mx, float *se, float *zt, const void *logits,
 		   const int32_t *targets_local, int N, int Vvalid, int Vp);
 void cu_xent_grad(void *logits, const float *lse, const int32_t *targets_local, int N, int Vvalid,
 		  int Vp, float dscale);
+void cu_xent_rescale(float *se, const float *mx, const float *gmx, int N);
+void cu_xent_finish(float *losses, float *lse, const float *gmx, const float *se, const float *zt,
+		    const int32_t *targets, int N, int V, int *bad);
 
 /* optim.cu */
 void cu_scale(float *x, float s, size_t n);

@@ -298,8 +298,8 @@ static void nc_dev_reduce(struct dist *d, enum dist_group g, void *x, size_t n, 
 	CU_ENTER();
 	if (nc.size[g] <= 1 || n == 0)
 		return;
-	ncclDataType_t t = type == DIST_F64 ? ncclFloat64 : ncclInt32;
-	size_t esz = type == DIST_F64 ? sizeof(double) : sizeof(int32_t);
+	ncclDataType_t t = type == DIST_F64 ? ncclFloat64 : type == DIST_F32 ? ncclFloat32 : ncclInt32;
+	size_t esz = type == DIST_F64 ? sizeof(double) : sizeof(int32_t);   /* = sizeof(float) */
 	if (op == DIST_SUM)
 		allsum(g, x, n, t, esz);
 	else

@@ -244,6 +244,13 @@ static void cuda_to_device(void *dst, const void *src, size_t bytes)
 		CU_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, cu.stream));
 }
 
+static void cuda_copy(void *dst, const void *src, size_t bytes)
+{
+	CU_ENTER();
+	if (bytes && cu.graph_mode != OPS_GRAPH_FILL)
+		CU_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, cu.stream));
+}
+
 static void cuda_to_host(void *dst, const void *src, size_t bytes)
 {
 	CU_ENTER();
@@ -335,6 +342,7 @@ static void fill_table(void)
 	o->zero = cuda_zero;
 	o->to_device = cuda_to_device;
 	o->to_host = cuda_to_host;
+	o->copy = cuda_copy;
 	o->sync = cuda_sync;
 	o->f32_to_act = cu_f32_to_act;
 	o->act_to_f32 = cu_act_to_f32;
@@ -367,6 +375,8 @@ static void fill_table(void)
 	o->xent_fwd_bwd = cu_xent_fwd_bwd;
 	o->xent_stats = cu_xent_stats;
 	o->xent_grad = cu_xent_grad;
+	o->xent_rescale = cu_xent_rescale;
+	o->xent_finish = cu_xent_finish;
 	o->sumsq = cu_sumsq;
 	o->all_within = cu_all_within;
 	o->scale = cu_scale;

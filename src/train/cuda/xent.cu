@@ -156,6 +156,49 @@ __global__ __launch_bounds__(XENT_T) void xent_grad_k(A *logits, const float *ls
 	row_grad<V>(logits + (size_t)n * Vp, Vv, Vp, lse[n], tl[n], dscale, false);
 }
 
+/* The vocab-parallel statistics combined on the device (ops.h xent_rescale, xent_finish): one
+ * thread per row, the host path's float arithmetic */
+__global__ void xent_rescale_k(float *se, const float *mx, const float *gmx, int N)
+{
+	int i = blockIdx.x * blockDim.x + threadIdx.x;
+	if (i < N)
+		se[i] = mx[i] == -INFINITY ? 0.0f : se[i] * expf(mx[i] - gmx[i]);
+}
+
+__global__ void xent_finish_k(float *losses, float *lse, const float *gmx, const float *se,
+			      const float *zt, const int32_t *targets, int N, int V, int *bad)
+{
+	int i = blockIdx.x * blockDim.x + threadIdx.x;
+	if (i >= N)
+		return;
+	int ok = targets[i] >= 0 && targets[i] < V;
+	float l = ok ? gmx[i] + logf(se[i]) : INFINITY;
+	lse[i] = l;
+	losses[i] = ok ? l - zt[i] : 0.0f;
+	if (!ok)
+		atomicAdd(bad, 1);
+}
+
+void cu_xent_rescale(float *se, const float *mx, const float *gmx, int N)
+{
+	CU_ENTER();
+	if (N <= 0)
+		return;
+	cu_launch(xent_rescale_k, (unsigned)((N + 255) / 256), 256, 0, cu.stream, se, mx, gmx, N);
+	CU_LAUNCHED("xent_rescale");
+}
+
+void cu_xent_finish(float *losses, float *lse, const float *gmx, const float *se, const float *zt,
+		    const int32_t *targets, int N, int V, int *bad)
+{
+	CU_ENTER();
+	if (N <= 0)
+		return;
+	cu_launch(xent_finish_k, (unsigned)((N + 255) / 256), 256, 0, cu.stream, losses, lse, gmx,
+		  se, zt, targets, N, V, bad);
+	CU_LAUNCHED("xent_finish");
+}
+
 void cu_xent_fwd_bwd(float *losses, void *logits, const int32_t *targets, int N, int V, int Vp,
 		     float dscale, int *bad)
 {

@@ -582,8 +582,11 @@ void dense_bwd(struct model *m, void *dinp, void *dpre, const void *dout, const 
 
 /* Cross-entropy over a vocabulary split across the TP ranks: each rank's slice statistics
  * (max, sum of exponentials, the target's logit where it owns the target) are combined into
- * the global log-sum-exp on the host - B*T numbers - and each rank then writes the gradient of
- * its slice.  Targets outside the real vocabulary get loss 0 and gradient 0 (lse = +inf). */
+ * the global log-sum-exp - B*T numbers - and each rank then writes the gradient of its slice.
+ * Targets outside the real vocabulary get loss 0 and gradient 0 (lse = +inf).  Combined on the
+ * host, or in a deferred step (m->dstep) on the device with the same float arithmetic (ops.h
+ * xent_rescale, xent_finish): the loss summed into dstep, the bad targets counted in
+ * bad_targets, nothing read back. */
 static void vocab_parallel_xent(struct model *m, struct model_acts *a, const int32_t *targets,
 				float dscale, int *bad)
 {
@@ -601,6 +604,18 @@ static void vocab_parallel_xent(struct model *m, struct model_acts *a, const int
 	o->to_device(m->targets_local, m->host_ids, (size_t)N * sizeof *m->host_ids);
 	o->xent_stats(m->dev_stats, m->dev_stats + N, m->dev_stats + 2 * N, a->logits,
 		      m->targets_local, N, m->vocab_valid, Vp);
+	if (m->dstep) {
+		float *dmx = m->dev_stats, *dse = dmx + N, *dzt = dse + N, *dl = dzt + N;
+		o->copy(dl, dmx, (size_t)N * sizeof *dl);   /* dl: the group's max, then lse */
+		m->dist->dev_reduce(m->dist, DIST_TP, dl, (size_t)N, DIST_F32, DIST_MAX);
+		o->xent_rescale(dse, dmx, dl, N);
+		m->dist->sum_f32(m->dist, DIST_TP, dse, 2 * (size_t)N);   /* se and zt, adjacent */
+		o->xent_finish(m->losses, dl, dl, dse, dzt, m->targets, N, m->cfg.vocab,
+			       m->bad_targets);
+		o->xent_grad(a->logits, dl, m->targets_local, N, m->vocab_valid, Vp, dscale);
+		*bad = 0;
+		return;
+	}
 	o->to_host(mx, m->dev_stats, (size_t)3 * N * sizeof *mx);
 	memcpy(lse, mx, N * sizeof *lse);
 	m->dist->host_max_f32(m->dist, DIST_TP, lse, N);   /* lse holds the global max for now */
@@ -648,9 +663,12 @@ double lm_xent_fwd(struct model *m, struct model_acts *a, const void *x, int bia
 		o->to_host(logits_out, tmp, bytes);
 		model_free_transient(m, tmp, bytes);
 	}
-	if (m->dstep && tp == 1) {   /* nothing comes back to the host (model.h dstep) */
-		o->xent_fwd_bwd(m->losses, a->logits, m->targets, N, c->vocab, Vp, tscale,
-				m->bad_targets);
+	if (m->dstep) {   /* nothing comes back to the host (model.h dstep) */
+		if (tp > 1)
+			vocab_parallel_xent(m, a, targets, tscale, bad);
+		else
+			o->xent_fwd_bwd(m->losses, a->logits, m->targets, N, c->vocab, Vp, tscale,
+					m->bad_targets);
 		o->loss_acc(&m->dstep->loss[0], m->losses, N, kept);
 		m->dstep_masked += masked;
 		*bad = 0;

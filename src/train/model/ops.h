@@ -110,6 +110,7 @@ struct ops {
 	void (*zero)(void *p, size_t bytes);
 	void (*to_device)(void *dst, const void *src, size_t bytes);
 	void (*to_host)(void *dst, const void *src, size_t bytes);
+	void (*copy)(void *dst, const void *src, size_t bytes);   /* device to device, queued */
 	void (*sync)(void);                                /* wait for queued work */
 	/* fp32 host/device <-> activation type */
 	void (*f32_to_act)(void *dst, const float *src, size_t n);  /* both device pointers */
@@ -238,6 +239,16 @@ struct ops {
 			   const int32_t *targets_local, int N, int Vvalid, int Vp);
 	void (*xent_grad)(void *logits, const float *lse, const int32_t *targets_local, int N,
 			  int Vvalid, int Vp, float dscale);
+	/* The same with the statistics never leaving the device (the deferred step, TP > 1):
+	 * after xent_stats and the group's max of mx into gmx (dist.h dev_reduce), xent_rescale
+	 * brings this slice's se to it (se *= exp(mx - gmx); 0 where mx is -inf); after se and zt
+	 * are summed over the group, xent_finish writes lse(N) = gmx + log(se) and the per-token
+	 * losses lse - zt for the targets (global ids) in [0, V), lse +inf and loss 0 for the
+	 * others, which it adds to *bad (device int) - the host path's arithmetic, in float.  lse
+	 * may be gmx.  NULL where xent_stats is. */
+	void (*xent_rescale)(float *se, const float *mx, const float *gmx, int N);
+	void (*xent_finish)(float *losses, float *lse, const float *gmx, const float *se,
+			    const float *zt, const int32_t *targets, int N, int V, int *bad);
 
 	/* --profile: on 1 cudaProfilerStart, on 0 cudaProfilerStop (the range nsys
 	 * --capture-range=cudaProfilerApi and the executor's profile record).  NULL: the backend

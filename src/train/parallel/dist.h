@@ -40,7 +40,7 @@
 enum dist_group { DIST_WORLD, DIST_DP, DIST_TP, DIST_PP, DIST_EMB, DIST_GROUPS };
 
 /* dev_reduce's element types and operations */
-enum { DIST_F64, DIST_I32 };
+enum { DIST_F64, DIST_I32, DIST_F32 };
 enum { DIST_SUM, DIST_MAX };
 
 struct dist {
@@ -64,8 +64,8 @@ struct dist {
 	 * all-gather, one per bucket) */
 	void (*gather_f32)(struct dist *d, enum dist_group g, float *x, size_t n);
 	/* A step's scalars where the backend keeps them (the deferred step's struct ops_step: its
-	 * losses, the gradients' sum of squares, the bad-target and overflow counts): x(n) of type
-	 * DIST_F64 or DIST_I32, summed (DIST_SUM, bit-identical on every rank as sum_f32) or
+	 * losses, the gradients' sum of squares, the bad-target and overflow counts; under TP the
+	 * cross-entropy's row maxima): x(n) of type DIST_F64, DIST_I32 or DIST_F32, summed (DIST_SUM, bit-identical on every rank as sum_f32) or
 	 * maximised (DIST_MAX) in place over the group, queued with the backend's work and never
 	 * waited for by the host.  NULL in the MPI transport (the CPU backend reads every value
 	 * back as it is computed). */

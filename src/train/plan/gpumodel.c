@@ -859,6 +859,18 @@ static void micro_batch(struct ctx *x)
 			kernel(x, n, logits + n4, logits + n4);
 			dtoh(x);   /* the losses */
 			dtoh(x);   /* the count of bad targets */
+		} else if (c->deferred) {   /* layers.c vocab_parallel_xent, on the device */
+			htod(x, n4);
+			snprintf(n, sizeof n, "xent_stats_k<%s>", v8(x->Vl));
+			kernel(x, n, logits + n4, 3 * n4);
+			memcpy_dtod(x, n4);
+			comm_allreduce(x, "nccl max TP (cross-entropy)", tp_group(x), n4);
+			kernel(x, "xent_rescale_k", 3 * n4, n4);
+			comm_sum(x, "nccl sum TP (cross-entropy)", tp_group(x), 2 * n4);
+			kernel(x, "xent_finish_k", 4 * n4 + 32, 2 * n4 + 32);
+			snprintf(n, sizeof n, "xent_grad_k<%s>", v8(x->Vl));
+			kernel(x, n, logits + 2 * n4, logits);
+			kernel(x, "loss_acc_k", n4 + 32, 32);
 		} else {
 			memset_(x, 4);   /* model.c vocab_parallel_xent */
 			htod(x, n4);

@@ -454,7 +454,7 @@ static void model_timing(struct plan *p)
 		.reset_pos = a->reset_position_ids, .reset_attn = a->reset_attention_mask,
 		.hidden_dropout = a->hidden_dropout, .sgd_momentum = a->sgd_momentum,
 		/* run.c defer_blocker's conditions, as far as the plan knows them */
-		.deferred = p->tp == 1 && a->model_type != MT_BERT &&
+		.deferred = a->model_type != MT_BERT &&
 			    !a->use_bnb_optimizer && strcmp(a->optimizer, "adam") == 0 &&
 			    !a->spike_policy && !a->log_zeros,
 		.graph = a->cuda_graph,

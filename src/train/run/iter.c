@@ -38,9 +38,6 @@ const char *iter_defer_blocker(const struct run *r)
 		return "LMTK_TRAIN_SYNC_STEP is set";
 	if (r->dist.world > 1 && !r->dist.dev_reduce)
 		return "the transport reads every value back";
-	if (r->dist.tp > 1)
-		return "tensor parallelism (its cross-entropy combines the vocabulary slices' "
-		       "statistics on the host)";
 	if (!r->m.aseg || r->st.optim.kind != OPT_ADAMW)
 		return "an optimizer other than the one-launch AdamW";
 	return check_defer_flags(a);
