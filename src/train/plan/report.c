@@ -678,7 +678,8 @@ static json_t *jstep_model(const struct plan *p)
 		json_array_append_new(tiles, json_pack("[i,i,f]", k->tile_m[i], k->tile_n[i], k->tile_eff[i]));
 	json_t *o = json_pack(
 		"{s:s, s:s, s:s, s:s, s:{s:f, s:f, s:f, s:f, s:i, s:f, s:f, s:f, s:f, s:f, s:f}, "
-		"s:{s:f, s:f, s:f, s:f, s:o, s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:f}, s:i, s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:s, "
+		"s:{s:f, s:f, s:f, s:f, s:o, s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:f}, "
+		"s:i, s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:s, "
 		"s:{s:f, s:f, s:f, s:f}, s:f, s:o}",
 		"note", "predicted by the step model (gpu-model), not measured",
 		"step_model", g->step_model_name,
@@ -701,7 +702,7 @@ static json_t *jstep_model(const struct plan *p)
 		"shares", "gemm", g->share[GM_KIND_GEMM], "attention", g->share[GM_KIND_ATTN],
 		"comm", g->share[GM_KIND_COMM], "other", g->share[GM_KIND_OTHER],
 		"launches", g->launches, "ops", ops);
-	if (o && 1)
+	if (o)
 		json_object_set_new(o, "attention", jattention(p));
 	return o;
 }
