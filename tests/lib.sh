@@ -7,6 +7,8 @@ set -u
 TOP=${TOP:-$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)}
 BIN=$TOP/bin
 T=$(mktemp -d "${LMTK_TMP:-/tmp}/t.XXXXXX")
+# idle OpenMP threads sleep rather than spin: tests share the cores (see tests/run.sh)
+export OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-passive}
 
 ok()   { echo "ok $1"; }
 fail() { echo "FAIL $1: ${2:-}"; }
