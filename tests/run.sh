@@ -20,8 +20,12 @@ passed=0 failed=0 skipped=0
 # default).  train uses every online CPU unless told otherwise, and the tests run two at a time on
 # CI's two cores: a spinning thread burns the time slice its partner (or the other test) needs,
 # which made a 10-iteration CPU run take 11 s instead of 0.7 s.  The numbers are the same either
-# way; tests/lib.sh sets it too, for a test run alone.
+# way; tests/lib.sh sets it too, for a test run alone.  Likewise Open MPI's ranks yield the CPU
+# while they wait for a message (mpi_yield_when_idle) instead of polling flat out: the tests run
+# 2 and 4 ranks (mpirun --oversubscribe, srun) on those two cores, and a 4-rank TP=2 run took
+# 4.3-5.1 s polling, 1.6 s yielding.
 export OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-passive}
+export OMPI_MCA_mpi_yield_when_idle=${OMPI_MCA_mpi_yield_when_idle:-1}
 failures=()
 
 . tests/fixtures/fixtures.sh
