@@ -7,6 +7,10 @@ set -u
 TOP=${TOP:-$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)}
 BIN=$TOP/bin
 T=$(mktemp -d "${LMTK_TMP:-/tmp}/t.XXXXXX")
+# idle OpenMP threads sleep rather than spin, idle MPI ranks yield: tests share the cores (see
+# tests/run.sh)
+export OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-passive}
+export OMPI_MCA_mpi_yield_when_idle=${OMPI_MCA_mpi_yield_when_idle:-1}
 
 ok()   { echo "ok $1"; }
 fail() { echo "FAIL $1: ${2:-}"; }

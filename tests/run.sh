@@ -16,6 +16,16 @@ cd "$TOP" || exit 3
 LMTK_TMP=$(mktemp -d "${LMTK_CHECK_TMPDIR:-/tmp}/lmtk-check.XXXXXX")
 export LMTK_TMP
 passed=0 failed=0 skipped=0
+# OpenMP threads that wait for work sleep instead of spinning (libgomp spins for a while by
+# default).  train uses every online CPU unless told otherwise, and the tests run two at a time on
+# CI's two cores: a spinning thread burns the time slice its partner (or the other test) needs,
+# which made a 10-iteration CPU run take 11 s instead of 0.7 s.  The numbers are the same either
+# way; tests/lib.sh sets it too, for a test run alone.  Likewise Open MPI's ranks yield the CPU
+# while they wait for a message (mpi_yield_when_idle) instead of polling flat out: the tests run
+# 2 and 4 ranks (mpirun --oversubscribe, srun) on those two cores, and a 4-rank TP=2 run took
+# 4.3-5.1 s polling, 1.6 s yielding.
+export OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-passive}
+export OMPI_MCA_mpi_yield_when_idle=${OMPI_MCA_mpi_yield_when_idle:-1}
 failures=()
 
 . tests/fixtures/fixtures.sh
@@ -83,13 +93,31 @@ jobs_max=${LMTK_CHECK_JOBS:-2}
 uses_fixtures() {
 	case "$1" in *.sh) grep -Eq 'sbatch|srun|squeue|scontrol|salloc|sinfo|mail_|LMTK_SMTP|LMTK_GIT|^# lmtk-test: uses-fixtures' "$1" ;; *) false ;; esac
 }
+# The slowest tests (CI's times, slowest first) start first, the rest in the list's order: a long
+# test started last would run alone at the end, one core idle.  What matters is the wall time of
+# the whole run; each test's output is still printed in the list's order.  Keep it roughly in
+# step with the "(X took N s)" lines of a CI log; a test not named here simply starts in turn.
+slow_first=(tests/cli/train-cuda.sh tests/cli/train-parallel.sh tests/cli/train-nosync.sh
+	tests/cli/train-nccl.sh tests/cli/train-srun.sh tests/cli/ckpt-mds-kinds.sh
+	tests/cli/ckpt-hf-import.sh tests/cli/hub-sync.sh tests/cli/ckpt-merge-tp.sh
+	tests/cli/train-recompute.sh tests/cli/train-ddp.sh tests/cli/cron.sh
+	tests/cli/train-nosync-ranks.sh tests/cli/tokenize.sh tests/cli/ckpt-mds.sh
+	tests/cli/check-interrupt.sh tests/cli/tokenize-split.sh tests/cli/git-server.sh)
 n=${#tests[@]}
 declare -a state=()    # index -> "" pending, "run", "done"
 declare -a fixt=()
+declare -a order=()    # indices in the order they may start
+declare -A early=()
 for ((i = 0; i < n; i++)); do
 	state[i]=
 	if uses_fixtures "${tests[i]}"; then fixt[i]=1; else fixt[i]=0; fi
 done
+for t in "${slow_first[@]}"; do
+	for ((i = 0; i < n; i++)); do
+		[ "${tests[i]}" = "$t" ] && [ -z "${early[$i]+x}" ] && { order+=("$i"); early[$i]=1; break; }
+	done
+done
+for ((i = 0; i < n; i++)); do [ -n "${early[$i]+x}" ] || order+=("$i"); done
 running=0 fixt_busy=0 printed=0
 OUTS=$LMTK_TMP/.run
 mkdir -p "$OUTS" || exit 3
@@ -132,8 +160,10 @@ report() {  # index: the test's protocol lines, counted
 }
 
 while [ "$printed" -lt "$n" ]; do
-	# start what may start: the first pending tests, a fixture test only when no other runs
-	for ((i = printed; i < n && running < jobs_max; i++)); do
+	# start what may start: the first pending tests in start order, a fixture test only when no
+	# other runs
+	for ((k = 0; k < n && running < jobs_max; k++)); do
+		i=${order[k]}
 		[ -z "${state[i]}" ] || continue
 		[ -e "${tests[i]}" ] || { state[i]=skip; continue; }
 		if [ "${fixt[i]}" = 1 ] && [ "$fixt_busy" = 1 ]; then continue; fi

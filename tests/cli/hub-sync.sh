@@ -47,6 +47,15 @@ expect_hs() {
 }
 # fresh clone of NAME into DIR with the real git + git-lfs (smudging)
 clone_check() { rm -rf "$2"; g clone -q "$LMTK_GIT_URL/$P/$1.git" "$2" 2>"$T/clone.err"; }
+# update_check DIR: the clone DIR (made by clone_check) brought to the remote's main with the real
+# git + git-lfs, its tree then the remote's exactly, as a fresh clone's would be (reset --hard,
+# clean); only what is new is fetched and smudged, where a fresh clone of "run" fetches its
+# every object again (seven of those were a minute of this test).  A failed update removes DIR,
+# as a failed clone leaves none.
+update_check() {
+	{ g -C "$1" fetch -q origin && g -C "$1" reset -q --hard origin/main && git -C "$1" clean -qffdx; } 2>"$T/clone.err" ||
+		{ echo "    update of $1 failed: $(head -c 400 "$T/clone.err")"; rm -rf "$1"; return 1; }
+}
 lfs_stat() { bash "$FX" stats "$G" "$P/$1" "$2"; }
 git_401s() { grep -c " /$P/$1.git/.* 401 " "$G/log/access.log"; }
 # stored_once N: the LFS server stored N objects for "run", each exactly once
@@ -177,7 +186,7 @@ case "$changed" in
 *) fail hourly_sync_rewrites_only_the_tail "changed: $changed (had $nseg segments)" ;;
 esac
 contains hourly_pack_is_small "$T/err" 'pushed 1 commit to origin/main \(([0-9.]+ KiB|[0-3]\.[0-9]+ MiB)\)'
-clone_check run "$C"
+update_check "$C"
 check hourly_log_still_rebuilds cmp -s <(cat "$C"/logs/main/main_log.txt.[0-9]*) "$R/logs/main/main_log.txt"
 check hourly_tfevents_identical cmp -s "$R/tensorboard/tr1/events.out.tfevents.1700000000.node1" "$C/tensorboard/tr1/events.out.tfevents.1700000000.node1"
 
@@ -185,13 +194,13 @@ check hourly_tfevents_identical cmp -s "$R/tensorboard/tr1/events.out.tfevents.1
 rm "$R/logs/main/rank-1.txt" "$R/logs/main/main_log.txt"
 expect_hs deletion_not_synced_exits_0 0 "$R" "${PATS[@]}"
 contains deletion_warns "$T/err" '2 deleted files not synced, the Hub keeps them \(--allow-deletions'
-clone_check run "$C"
+update_check "$C"
 check deleted_file_stays_on_remote [ -f "$C/logs/main/rank-1.txt" ]
 check deleted_log_segments_stay_on_remote [ -f "$C/logs/main/main_log.txt.00000" ]
 expect_hs deletion_allowed_exits_0 0 "$R" "${PATS[@]}" --allow-deletions
 contains deletion_allowed_lists_it "$T/out" '^D git 0 logs/main/rank-1.txt$'
 contains deletion_allowed_lists_log "$T/out" '^D seg 0 logs/main/main_log.txt$'
-clone_check run "$C"
+update_check "$C"
 check allowed_deletion_reaches_remote [ ! -e "$C/logs/main/rank-1.txt" -a ! -e "$C/logs/main/main_log.txt.00000" -a -f "$C/logs/main/rank-2.txt" ]
 
 # --- multipart uploads, as the Hub answers large objects -----------------------------------------
@@ -201,7 +210,7 @@ expect_hs multipart_upload_exits_0 0 "$R" "${PATS[@]}"
 rm -f "$G/lfs-multipart"
 check multipart_parts_put [ "$(lfs_stat run 'PUT part 200')" -ge 4 ]
 check multipart_completed [ "$(lfs_stat run 'POST complete 200')" -ge 1 ]
-clone_check run "$C"
+update_check "$C"
 check multipart_object_identical cmp -s "$R/checkpoints/global_step100/optim.pt" "$C/checkpoints/global_step100/optim.pt"
 
 # --- transient failures: retried with backoff inside the run ------------------------------------
@@ -219,7 +228,7 @@ else
 	fail upload_retried_progress_ends_at_100_percent "last line: ${last:-none}"
 fi
 contains upload_retry_announced "$T/err" 'HTTP 500.*retrying in'
-clone_check run "$C"
+update_check "$C"
 check retried_object_identical cmp -s "$R/checkpoints/global_step100/a.pt" "$C/checkpoints/global_step100/a.pt"
 
 # --- a failed run leaves its commit; the next run pushes it, with nothing new ----------------------
@@ -231,7 +240,7 @@ check failed_run_leaves_local_commit [ "$(ahead "$R")" = 1 ]
 rm -f "$G/lfs-fail-uploads"
 expect_hs next_run_pushes_leftover_exits_0 0 "$R" "${PATS[@]}"
 check next_run_pushed_it [ "$(ahead "$R")" = 0 ]
-clone_check run "$C"
+update_check "$C"
 check leftover_object_identical cmp -s "$R/checkpoints/global_step100/b.pt" "$C/checkpoints/global_step100/b.pt"
 
 # the server is down: exit 3 after the retries; up again: the next run completes
@@ -257,7 +266,7 @@ check server_down_mid_upload_exits_3 [ "$(cat "$T/bg.rc")" = 3 ]
 check server_down_mid_upload_leaves_commit [ "$(ahead "$R")" = 1 ]
 bash "$FX" start-http "$G"
 expect_hs after_mid_upload_failure_next_run_exits_0 0 "$R" "${PATS[@]}"
-clone_check run "$C"
+update_check "$C"
 check mid_upload_object_identical_after_next_run cmp -s "$R/checkpoints/global_step100/big.pt" "$C/checkpoints/global_step100/big.pt"
 
 # --- a wrong token: one clear error, no retry storm ---------------------------------------------
@@ -305,7 +314,7 @@ check concurrent_files_committed_once [ "$(cat "$T/c1.out" "$T/c2.out" | grep -c
 check concurrent_local_fsck_clean git -C "$R" fsck --no-progress
 check concurrent_remote_fsck_clean git --git-dir="$G/repos/$P/run.git" fsck --no-progress
 check concurrent_pushed_everything [ "$(ahead "$R")" = 0 ]
-clone_check run "$C"
+update_check "$C"
 check concurrent_result_identical cmp -s "$R/checkpoints/global_step100/e.pt" "$C/checkpoints/global_step100/e.pt"
 flock "$R/.git/hub-sync.lock" sleep 4 &
 holder=$!

@@ -285,14 +285,27 @@ static void json_string(FILE *f, const uint8_t *s, size_t n)
 	fputc('"', f);
 }
 
-/* Runs pretok-ref.js MODE over the strings in in_path; returns its output, one line per string
- * ("off,len off,len ..."), or NULL. */
-static char *reference(const char *mode_args, const char *in_path, const char *tag)
+/* Runs pretok-ref.js MODE [CONFIG] over the strings in in_path; returns its output, one line per
+ * string ("off,len off,len ..."), or NULL.  The answer is kept in $LMTK_CACHE/pretok-ref (as
+ * the CLI tests keep the peer's, tests/lib.sh's hf_encode), named by the hash of all it depends
+ * on: MODE, the bytes of the input and of CONFIG, pretok-ref.js and the tokenizers package's
+ * version; node runs again only when one of them changes.  It is most of this test's time
+ * otherwise: "classes" alone (16 probes over every code point) takes the reference half a
+ * minute. */
+static char *reference(const char *mode, const char *config, const char *in_path, const char *tag)
 {
-	char out[1200], cmd[8192];
+	char out[1200], args[1200], conf_hash[1200], cmd[8192];
 	snprintf(out, sizeof out, "%s/ref-%s.out", tmpdir, tag);
-	snprintf(cmd, sizeof cmd, "NODE_PATH='%s' node tests/ref/pretok-ref.js %s < '%s' > '%s'",
-		 node_modules, mode_args, in_path, out);
+	snprintf(args, sizeof args, config ? "%s '%s'" : "%s", mode, config);
+	snprintf(conf_hash, sizeof conf_hash, config ? "sha256sum < '%s';" : "%s", config ? config : "");
+	snprintf(cmd, sizeof cmd,
+		 "c=\"${LMTK_CACHE:-/var/tmp/lmtk-cache}/pretok-ref\" && mkdir -p \"$c\" && "
+		 "k=$({ echo '%s'; %s sha256sum < '%s'; sha256sum < tests/ref/pretok-ref.js; "
+		 "cat '%s/tokenizers/package.json'; } | sha256sum | cut -c1-40) && "
+		 "{ [ -f \"$c/$k\" ] || { NODE_PATH='%s' node tests/ref/pretok-ref.js %s < '%s' > \"$c/.$k.$$\" && "
+		 "mv -f \"$c/.$k.$$\" \"$c/$k\"; } || { rm -f \"$c/.$k.$$\"; false; }; } && "
+		 "cp \"$c/$k\" '%s'",
+		 mode, conf_hash, in_path, node_modules, node_modules, args, in_path, out);
 	if (system(cmd) != 0) {
 		printf("    failed: %s\n", cmd);
 		return NULL;
@@ -393,7 +406,7 @@ static int compare_block(char **p, const char *tag, pretok_fn f, struct regex *r
 
 static int compare_reference(const char *mode, const char *in, pretok_fn f)
 {
-	char *ref = reference(mode, in, mode), *p = ref;
+	char *ref = reference(mode, NULL, in, mode), *p = ref;
 	if (!ref)
 		return -1;
 	int r = compare_block(&p, mode, f, NULL, 0, 0);
@@ -917,9 +930,7 @@ int main(void)
 			}
 			ncorpus = 3000;	/* 170 Splits: the first 3000 strings keep it to seconds */
 			const char *small = write_corpus("corpus-3000.jsonl", small_path, sizeof small_path);
-			char args[1200];
-			snprintf(args, sizeof args, "splits '%s'", cfg);
-			char *ref = small ? reference(args, small, "splits") : NULL, *p = ref;
+			char *ref = small ? reference("splits", cfg, small, "splits") : NULL, *p = ref;
 			int bad = 0;
 			T_ASSERT(ref != NULL);
 			for (size_t i = 0; ref && i < np; i++) {
@@ -938,7 +949,7 @@ int main(void)
 			T_ASSERT(bad == 0);
 		}
 		T_CASE("classes_match_reference") {
-			char *all = reference("classes", "/dev/null", "classes");
+			char *all = reference("classes", NULL, "/dev/null", "classes");
 			T_ASSERT(all != NULL);
 			ref_set = malloc(0x110000);
 			static const struct {
