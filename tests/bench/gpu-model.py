@@ -125,8 +125,9 @@ def attn_seconds(dev, k, heads, T, HD):
     m, e = mmas * max(c_mma, c_lds), scores * k["exps"] / ATTN_K["sfu"]
     compute = (max(m, e) + (1 - ATTN_K["exp_hidden"]) * min(m, e)) / ATTN_K["issue"]
     rows, keys = int(k["rows"]), int(k["keys"])
-    iters = heads * sum((min(r0 + rows, T) - 1) // keys + 1 for r0 in range(0, T, rows))
-    nblk = heads * len(range(0, T, rows))
+    full = T // rows   # rows is a multiple of keys (gpumodel.c attn_parse)
+    iters = heads * ((rows // keys) * full * (full + 1) / 2 + ((T - 1) // keys + 1 if T % rows else 0))
+    nblk = heads * ((T + rows - 1) // rows)
     l2 = ATTN_K["l2_x_hbm"] * dev["hbm"] / (sms * dev["clock"])
     load = ATTN_K["latency"] + 2 * keys * hdp * 2 / l2
     exposed = iters * max(0.0, load - k["overlap"] * compute / iters)

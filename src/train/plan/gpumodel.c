@@ -105,10 +105,11 @@ static void attn_parse(const char *key, struct gpumodel_attn *k)
 			seen = -1;
 	if (seen != 13 || k->rows < 16 || k->keys < 16 ||
 	    k->kchunk < 1 || k->products <= 0 || k->overlap < 0 || k->overlap > 1 || k->io < 0 ||
-	    k->regs[0] < 1 || k->regs[1] < 1 || k->regs[2] < 1 || k->tiles <= 0)
+	    k->regs[0] < 1 || k->regs[1] < 1 || k->regs[2] < 1 || k->tiles <= 0 ||
+	    k->rows % k->keys)
 		die(3, "the compiled-in share/lmtk/gpu-model.tsv: %s needs rows, keys, warps (3), rpw "
 		    "(3), kchunk, products, exps, abytes, overlap, io, regs (3), tiles and extra, "
-		    "each in range", key);
+		    "each in range, rows a multiple of keys", key);
 }
 
 static void attn_variant(const char *v, struct gpumodel_attn_variant *a)
@@ -357,11 +358,13 @@ double gpumodel_attn_seconds(const struct gpumodel_device *d, const struct gpumo
 	double scores = heads * t * (t + k->kchunk) / 2, mmas = scores * k->products * hdp / 2048;
 	double m = mmas * fmax(c_mma, c_lds), e = scores * k->exps / K.sfu;
 	double compute = (fmax(m, e) + (1 - K.exp_hidden) * fmin(m, e)) / K.issue;
-	double iters = 0, nblk = 0;
-	for (int64_t r0 = 0; r0 < T; r0 += k->rows, nblk++) {
-		int64_t end = r0 + k->rows < T ? r0 + k->rows : T;
-		iters += (double)((end - 1) / k->keys + 1);
-	}
+	/* a block of rows [r0, r0 + rows) iterates over the tiles of keys up to its last row: with
+	 * rows a multiple of keys (attn_parse), (q + 1) rows / keys for full block q, and the last,
+	 * partial one over (T - 1) / keys + 1 */
+	int64_t full = T / k->rows, rk = k->rows / k->keys;
+	double nblk = (double)((T + k->rows - 1) / k->rows);
+	double iters = (double)rk * (double)full * (double)(full + 1) / 2 +
+		       (T % k->rows ? (double)((T - 1) / k->keys + 1) : 0);
 	iters *= heads;
 	nblk *= heads;
 	double l2 = K.l2_x_hbm * d->hbm / (sms * d->clock); /* bytes per clock per SM */
